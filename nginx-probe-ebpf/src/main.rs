@@ -1,0 +1,180 @@
+//! nginx-probe's eBPF programs: one pair of syscall tracepoints (enter/exit) per traced
+//! syscall, filtered in the kernel to the target nginx's workers and aggregated in
+//! per-CPU maps. Nothing is streamed to user space; user space reads the maps.
+//!
+//! Per event cost for a process that is not a worker: one hash lookup (`WORKERS`),
+//! then return. For a worker: entry stores a timestamp in an LRU map; exit looks it up,
+//! removes it and updates one per-CPU `SyscallStats` slot.
+#![cfg_attr(target_arch = "bpf", no_std)]
+#![cfg_attr(target_arch = "bpf", no_main)]
+
+#[cfg(target_arch = "bpf")]
+mod programs {
+    use aya_ebpf::{
+        helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+        macros::{map, tracepoint},
+        maps::{HashMap, LruHashMap, PerCpuArray},
+        programs::TracePointContext,
+    };
+    use nginx_probe_common::{
+        drop, hist_bucket, sys, ErrClass, InFlight, SyscallStats, DEFAULT_WORKER_SLOTS,
+        DROP_COUNTERS, MAX_IN_FLIGHT, MAX_TRACKED_TGIDS, SYSCALL_COUNT,
+    };
+
+    /// Offset of `long ret` in the `syscalls:sys_exit_*` tracepoint record. User space
+    /// reads it from the tracepoint's `format` file and sets it at load time.
+    #[no_mangle]
+    static RET_OFFSET: u64 = 16;
+
+    /// tgid of a worker -> its slot. User space keeps it current.
+    #[map]
+    static WORKERS: HashMap<u32, u32> = HashMap::with_max_entries(MAX_TRACKED_TGIDS, 0);
+
+    /// pid_tgid of a worker thread inside a traced syscall -> entry timestamp. LRU so a
+    /// thread that dies mid-syscall is evicted rather than leaking an entry.
+    #[map]
+    static IN_FLIGHT: LruHashMap<u64, InFlight> = LruHashMap::with_max_entries(MAX_IN_FLIGHT, 0);
+
+    /// Aggregates indexed by `slot * SYSCALL_COUNT + syscall`; user space sets
+    /// `max_entries` to `slots * SYSCALL_COUNT` at load time.
+    #[map]
+    static STATS: PerCpuArray<SyscallStats> =
+        PerCpuArray::with_max_entries(DEFAULT_WORKER_SLOTS * SYSCALL_COUNT as u32, 0);
+
+    /// Counters of events that could not be fully accounted, see `nginx_probe_common::drop`.
+    #[map]
+    static DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(DROP_COUNTERS as u32, 0);
+
+    #[inline(always)]
+    fn count_drop(which: u32) {
+        if let Some(p) = DROPS.get_ptr_mut(which) {
+            // SAFETY: per-CPU slot, programs do not nest on one CPU for tracepoints.
+            unsafe { *p += 1 };
+        }
+    }
+
+    #[inline(always)]
+    fn on_enter(syscall: u32) {
+        let pid_tgid = bpf_get_current_pid_tgid();
+        let tgid = (pid_tgid >> 32) as u32;
+        // SAFETY: the value is copied out immediately.
+        let slot = match unsafe { WORKERS.get(&tgid) } {
+            Some(s) => *s,
+            None => return,
+        };
+        let v = InFlight {
+            // SAFETY: helper call without preconditions.
+            start_ns: unsafe { bpf_ktime_get_ns() },
+            syscall,
+            slot,
+        };
+        if IN_FLIGHT.insert(&pid_tgid, &v, 0).is_err() {
+            count_drop(drop::ENTRY_STORE_FAILED);
+        }
+    }
+
+    #[inline(always)]
+    fn on_exit(ctx: &TracePointContext, syscall: u32) {
+        let pid_tgid = bpf_get_current_pid_tgid();
+        let tgid = (pid_tgid >> 32) as u32;
+        // SAFETY: the value is copied out immediately.
+        let slot = match unsafe { WORKERS.get(&tgid) } {
+            Some(s) => *s,
+            None => return,
+        };
+        // SAFETY: RET_OFFSET is a read-only global patched by the loader.
+        let off = unsafe { core::ptr::read_volatile(&RET_OFFSET) } as usize;
+        // SAFETY: bpf_probe_read of the tracepoint record at a verified offset.
+        let ret: i64 = match unsafe { ctx.read_at::<i64>(off) } {
+            Ok(r) => r,
+            Err(_) => return,
+        };
+        // SAFETY: the entry is copied out before removal.
+        let entry = unsafe { IN_FLIGHT.get(&pid_tgid) }.copied();
+        let mut latency: Option<u64> = None;
+        match entry {
+            Some(e) => {
+                let _ = IN_FLIGHT.remove(&pid_tgid);
+                if e.syscall == syscall {
+                    // SAFETY: helper call without preconditions.
+                    let now = unsafe { bpf_ktime_get_ns() };
+                    latency = Some(now.saturating_sub(e.start_ns));
+                } else {
+                    count_drop(drop::ENTRY_MISMATCH);
+                }
+            }
+            None => count_drop(drop::EXIT_WITHOUT_ENTRY),
+        }
+        let idx = slot * SYSCALL_COUNT as u32 + syscall;
+        let s = match STATS.get_ptr_mut(idx) {
+            Some(p) => p,
+            None => {
+                count_drop(drop::SLOT_OUT_OF_RANGE);
+                return;
+            }
+        };
+        // SAFETY: per-CPU slot; tracepoint programs do not nest on one CPU.
+        let s = unsafe { &mut *s };
+        s.count += 1;
+        if ret < 0 {
+            s.errors += 1;
+            let c = ErrClass::from_ret(ret) as usize;
+            if c < s.errs.len() {
+                s.errs[c] += 1;
+            }
+        } else if syscall != sys::ACCEPT4 && syscall != sys::ACCEPT && syscall != sys::OPENAT {
+            s.ret_sum += ret as u64;
+        }
+        if let Some(ns) = latency {
+            s.timed += 1;
+            s.total_ns += ns;
+            if ns > s.max_ns {
+                s.max_ns = ns;
+            }
+            let b = hist_bucket(ns);
+            if b < s.hist.len() {
+                s.hist[b] += 1;
+            }
+        }
+    }
+
+    macro_rules! syscall_pair {
+        ($enter:ident, $exit:ident, $sys:expr) => {
+            #[tracepoint]
+            pub fn $enter(_ctx: TracePointContext) -> u32 {
+                on_enter($sys);
+                0
+            }
+
+            #[tracepoint]
+            pub fn $exit(ctx: TracePointContext) -> u32 {
+                on_exit(&ctx, $sys);
+                0
+            }
+        };
+    }
+
+    syscall_pair!(sys_enter_accept4, sys_exit_accept4, sys::ACCEPT4);
+    syscall_pair!(sys_enter_accept, sys_exit_accept, sys::ACCEPT);
+    syscall_pair!(sys_enter_epoll_wait, sys_exit_epoll_wait, sys::EPOLL_WAIT);
+    syscall_pair!(sys_enter_epoll_pwait, sys_exit_epoll_pwait, sys::EPOLL_PWAIT);
+    syscall_pair!(sys_enter_epoll_pwait2, sys_exit_epoll_pwait2, sys::EPOLL_PWAIT2);
+    syscall_pair!(sys_enter_sendfile64, sys_exit_sendfile64, sys::SENDFILE);
+    syscall_pair!(sys_enter_write, sys_exit_write, sys::WRITE);
+    syscall_pair!(sys_enter_writev, sys_exit_writev, sys::WRITEV);
+    syscall_pair!(sys_enter_pwrite64, sys_exit_pwrite64, sys::PWRITE64);
+    syscall_pair!(sys_enter_openat, sys_exit_openat, sys::OPENAT);
+    syscall_pair!(sys_enter_close, sys_exit_close, sys::CLOSE);
+    syscall_pair!(sys_enter_recvfrom, sys_exit_recvfrom, sys::RECVFROM);
+    syscall_pair!(sys_enter_read, sys_exit_read, sys::READ);
+    syscall_pair!(sys_enter_newfstatat, sys_exit_newfstatat, sys::NEWFSTATAT);
+
+    #[panic_handler]
+    fn panic(_info: &core::panic::PanicInfo) -> ! {
+        // SAFETY: the verifier rejects any program whose panic path is reachable.
+        unsafe { core::hint::unreachable_unchecked() }
+    }
+}
+
+#[cfg(not(target_arch = "bpf"))]
+fn main() {}

@@ -1,0 +1,27 @@
+//! Builds `nginx-probe-ebpf` for the BPF target with the pinned nightly toolchain
+//! (see `cargo xtask setup`), and places the object in OUT_DIR, where `loader.rs`
+//! embeds it with `include_bytes_aligned!`.
+use anyhow::{anyhow, Context as _};
+use aya_build::{Package, Toolchain};
+
+/// The nightly whose LLVM (22) matches bpf-linker's.
+const EBPF_TOOLCHAIN: &str = "nightly-2026-05-20";
+
+fn main() -> anyhow::Result<()> {
+    let manifest_dir = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?);
+    let ebpf_dir = manifest_dir
+        .parent()
+        .ok_or_else(|| anyhow!("no workspace root"))?
+        .join("nginx-probe-ebpf");
+    let root_dir = ebpf_dir.to_str().ok_or_else(|| anyhow!("non-UTF-8 path"))?;
+    println!("cargo:rerun-if-changed=../nginx-probe-common/src");
+    aya_build::build_ebpf(
+        [Package {
+            name: "nginx-probe-ebpf",
+            root_dir,
+            ..Default::default()
+        }],
+        Toolchain::Custom(EBPF_TOOLCHAIN),
+    )
+    .context("building the eBPF programs failed: run `cargo xtask setup` first (it installs the pinned nightly, rust-src and bpf-linker)")
+}

@@ -1,0 +1,61 @@
+//! Typed errors. Each one renders as a single line that says what to do; `main` maps
+//! them to exit codes (see [`ProbeError::exit_code`]).
+
+use thiserror::Error;
+
+/// Exit code for bad input: wrong pid, not root, bad option. Nothing was attached.
+pub const EXIT_USAGE: i32 = 2;
+/// Exit code for a failure after validation: eBPF load or attach failed, map errors.
+pub const EXIT_RUNTIME: i32 = 1;
+
+/// Everything nginx-probe can fail with.
+#[derive(Debug, Error)]
+pub enum ProbeError {
+    /// `--pid` names no live process.
+    #[error("no process with pid {0}: it is not running (check `pgrep -a nginx`)")]
+    NoSuchProcess(u32),
+    /// `--pid` names an nginx worker.
+    #[error("pid {pid} is an nginx worker, not the master: run with --pid {master}")]
+    IsWorker { pid: u32, master: u32 },
+    /// `--pid` names something that is not an nginx master.
+    #[error("pid {pid} is {what}: pass the pid of an nginx master process (`pgrep -o nginx`)")]
+    NotMaster { pid: u32, what: String },
+    /// Not running as root.
+    #[error("nginx-probe must run as root to load eBPF programs: run it with sudo")]
+    NotRoot,
+    /// tracefs is not mounted and could not be mounted.
+    #[error("tracefs is not mounted and mounting it at /sys/kernel/tracing failed: {0} (mount it with `mount -t tracefs tracefs /sys/kernel/tracing`)")]
+    Tracefs(String),
+    /// None of the syscall tracepoints could be attached.
+    #[error("no syscall tracepoint could be attached (is CONFIG_FTRACE_SYSCALLS enabled?): {0}")]
+    NothingAttached(String),
+    /// Loading the eBPF object failed.
+    #[error("loading the eBPF programs failed: {0}")]
+    Ebpf(#[from] aya::EbpfError),
+    /// A program failed to load or attach.
+    #[error("eBPF program error: {0}")]
+    Program(#[from] aya::programs::ProgramError),
+    /// Reading or writing a map failed.
+    #[error("eBPF map error: {0}")]
+    Map(#[from] aya::maps::MapError),
+    /// The eBPF object lacks a map or program this binary expects (a build mismatch).
+    #[error("the embedded eBPF object has no {0}: rebuild nginx-probe")]
+    Missing(String),
+    /// Writing the report failed.
+    #[error("writing the report failed: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl ProbeError {
+    /// The process exit code for this error: [`EXIT_USAGE`] when the input was wrong
+    /// (nothing attached), [`EXIT_RUNTIME`] otherwise.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            ProbeError::NoSuchProcess(_)
+            | ProbeError::IsWorker { .. }
+            | ProbeError::NotMaster { .. }
+            | ProbeError::NotRoot => EXIT_USAGE,
+            _ => EXIT_RUNTIME,
+        }
+    }
+}

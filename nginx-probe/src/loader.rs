@@ -1,0 +1,183 @@
+//! Loading the eBPF object, attaching its syscall tracepoints, keeping the in-kernel
+//! worker filter current, and reading the per-CPU maps.
+//!
+//! Everything attached here is owned by file descriptors of this process: when it exits
+//! for any reason (Ctrl-C, SIGTERM, a crash, SIGKILL) the kernel closes them and detaches
+//! the programs. Nothing is pinned.
+
+use std::path::Path;
+
+use aya::{
+    maps::{HashMap, MapData, PerCpuArray},
+    programs::TracePoint,
+    Ebpf, EbpfLoader,
+};
+use log::{debug, warn};
+use nginx_probe_common::{
+    SyscallStats, DROP_COUNTERS, MAX_TRACKED_TGIDS, SYSCALLS, SYSCALL_COUNT,
+};
+
+use crate::{error::ProbeError, model, model::SlotStats, tracefs};
+
+/// The eBPF object built by `build.rs` (aya-build) from `nginx-probe-ebpf`.
+static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/nginx-probe"));
+
+/// Loaded and attached programs plus handles on their maps.
+pub struct Probe {
+    // Owns the programs and their links; dropping it detaches everything.
+    _ebpf: Ebpf,
+    workers: HashMap<MapData, u32, u32>,
+    stats: PerCpuArray<MapData, SyscallStats>,
+    drops: PerCpuArray<MapData, u64>,
+    /// Worker slots the stats map was sized for.
+    pub slots: u32,
+    /// `sys_enter_*`/`sys_exit_*` tracepoints that this kernel lacks or refused.
+    pub missing: Vec<String>,
+    /// Tracepoints attached.
+    pub attached: usize,
+}
+
+/// Raises RLIMIT_MEMLOCK for kernels that still charge BPF maps to it (before 5.11);
+/// harmless where memcg accounting is used.
+fn raise_memlock() {
+    use nix::sys::resource::{setrlimit, Resource, RLIM_INFINITY};
+    if let Err(e) = setrlimit(Resource::RLIMIT_MEMLOCK, RLIM_INFINITY, RLIM_INFINITY) {
+        debug!("setrlimit(RLIMIT_MEMLOCK) failed: {e}");
+    }
+}
+
+impl Probe {
+    /// Loads the programs with room for `slots` workers, fills the worker filter with
+    /// `initial` (tgid, slot) pairs, then attaches every syscall tracepoint that exists.
+    /// Missing tracepoints are recorded in `missing` and skipped.
+    ///
+    /// Errors: load failures, and [`ProbeError::NothingAttached`] when no tracepoint at
+    /// all could be attached.
+    pub fn load(tracefs_root: &Path, slots: u32, initial: &[(u32, u32)]) -> Result<Probe, ProbeError> {
+        raise_memlock();
+        let ret_offset: u64 = tracefs::exit_ret_offset(tracefs_root, "accept4").unwrap_or(16);
+        let mut ebpf = EbpfLoader::new()
+            .override_global("RET_OFFSET", &ret_offset, true)
+            .map_max_entries("STATS", slots * SYSCALL_COUNT as u32)
+            .load(EBPF_OBJECT)?;
+
+        let mut workers: HashMap<MapData, u32, u32> = HashMap::try_from(
+            ebpf.take_map("WORKERS")
+                .ok_or_else(|| ProbeError::Missing("map WORKERS".into()))?,
+        )?;
+        for (tgid, slot) in initial {
+            workers.insert(tgid, slot, 0)?;
+        }
+        let stats = PerCpuArray::try_from(
+            ebpf.take_map("STATS")
+                .ok_or_else(|| ProbeError::Missing("map STATS".into()))?,
+        )?;
+        let drops = PerCpuArray::try_from(
+            ebpf.take_map("DROPS")
+                .ok_or_else(|| ProbeError::Missing("map DROPS".into()))?,
+        )?;
+
+        let mut missing = Vec::new();
+        let mut attached = 0;
+        let mut last_err = String::new();
+        // Entries first, so that exits find their timestamps from the start.
+        for dir in ["enter", "exit"] {
+            for def in SYSCALLS.iter() {
+                let name = format!("sys_{dir}_{}", def.tracepoint);
+                if !tracefs::has_event(tracefs_root, "syscalls", &name) {
+                    missing.push(name);
+                    continue;
+                }
+                let prog: &mut TracePoint = ebpf
+                    .program_mut(&name)
+                    .ok_or_else(|| ProbeError::Missing(format!("program {name}")))?
+                    .try_into()?;
+                let res = prog.load().and_then(|_| prog.attach("syscalls", &name));
+                match res {
+                    Ok(_) => attached += 1,
+                    Err(e) => {
+                        warn!("could not attach syscalls:{name}: {e}; continuing without it");
+                        last_err = format!("syscalls:{name}: {e}");
+                        missing.push(name);
+                    }
+                }
+            }
+        }
+        if attached == 0 {
+            return Err(ProbeError::NothingAttached(last_err));
+        }
+        Ok(Probe {
+            _ebpf: ebpf,
+            workers,
+            stats,
+            drops,
+            slots,
+            missing,
+            attached,
+        })
+    }
+
+    /// Starts counting the syscalls of `tgid` into `slot`.
+    pub fn track(&mut self, tgid: u32, slot: u32) -> Result<(), ProbeError> {
+        self.workers.insert(tgid, slot, 0)?;
+        Ok(())
+    }
+
+    /// Stops counting `tgid` (it exited). Its counts stay in its slot.
+    pub fn untrack(&mut self, tgid: u32) {
+        let _ = self.workers.remove(&tgid);
+    }
+
+    /// Cumulative stats of one slot, summed over CPUs.
+    pub fn read_slot(&self, slot: u32) -> Result<SlotStats, ProbeError> {
+        let mut out: SlotStats = [SyscallStats::ZERO; SYSCALL_COUNT];
+        for (i, o) in out.iter_mut().enumerate() {
+            let idx = slot * SYSCALL_COUNT as u32 + i as u32;
+            let per_cpu = self.stats.get(&idx, 0)?;
+            *o = model::sum_cpus(per_cpu.iter());
+        }
+        Ok(out)
+    }
+
+    /// Cumulative drop counters, summed over CPUs.
+    pub fn read_drops(&self) -> Result<[u64; DROP_COUNTERS], ProbeError> {
+        let mut out = [0u64; DROP_COUNTERS];
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = self.drops.get(&(i as u32), 0)?.iter().sum();
+        }
+        Ok(out)
+    }
+}
+
+/// Memory the per-CPU stats map may take, bytes (all CPUs together).
+pub const STATS_BUDGET_BYTES: u64 = 64 << 20;
+
+/// Worker slots to size the stats map for: room for the current workers to be replaced
+/// several times over (reloads, respawns), at least the default, at most the filter size,
+/// and within [`STATS_BUDGET_BYTES`] given `ncpus` copies of every slot.
+pub fn slots_for(workers: usize, ncpus: usize) -> u32 {
+    let want = (workers as u32)
+        .saturating_mul(8)
+        .max(nginx_probe_common::DEFAULT_WORKER_SLOTS);
+    let per_slot = (ncpus.max(1) * SYSCALL_COUNT * std::mem::size_of::<SyscallStats>()) as u64;
+    let budget = (STATS_BUDGET_BYTES / per_slot).max(workers as u64 + 1) as u32;
+    want.min(MAX_TRACKED_TGIDS).min(budget)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_cover_reloads_within_bounds() {
+        assert_eq!(slots_for(0, 2), 64);
+        assert_eq!(slots_for(2, 2), 64);
+        assert_eq!(slots_for(16, 2), 128);
+        assert_eq!(slots_for(1000, 2), MAX_TRACKED_TGIDS);
+        // 128 CPUs: 64 MiB / (128 * 14 * 416 B) = 89 slots.
+        assert_eq!(slots_for(2, 128), 64);
+        assert_eq!(slots_for(64, 128), 89);
+        // Never fewer slots than workers.
+        assert_eq!(slots_for(200, 128), 201);
+    }
+}

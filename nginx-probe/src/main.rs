@@ -1,0 +1,265 @@
+//! `nginx-probe`: attach to a running nginx master and report, per worker, accepts,
+//! accept failures by errno, and syscall latency as in-kernel log2 histograms.
+//!
+//! Flow: syscall tracepoint -> per-CPU map -> snapshot -> per-interval delta -> report
+//! (text or JSON). See the README for options, output and exit codes.
+
+mod error;
+mod loader;
+mod model;
+mod report;
+mod target;
+mod tracefs;
+mod tracker;
+
+use std::{
+    io::Write as _,
+    time::{Duration, Instant},
+};
+
+use clap::{builder::PossibleValuesParser, error::ErrorKind, Parser};
+use log::{info, warn};
+use nginx_probe_common::SYSCALLS;
+use tokio::signal::unix::{signal, SignalKind};
+
+use crate::{
+    error::{ProbeError, EXIT_USAGE},
+    loader::Probe,
+    tracker::{Snapshot, Tracker},
+};
+
+/// Longest accepted `--interval` or `--duration`: one week, seconds.
+const MAX_SECONDS: f64 = 7.0 * 86_400.0;
+
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    if !v.is_finite() || v < 0.1 || v > MAX_SECONDS {
+        return Err(format!("must be between 0.1 and {MAX_SECONDS} seconds"));
+    }
+    Ok(v)
+}
+
+fn syscall_names() -> Vec<&'static str> {
+    SYSCALLS.iter().map(|s| s.name).collect()
+}
+
+/// eBPF connection profiler for nginx: per-worker accepts, accept failures and syscall
+/// latency, from syscall tracepoints aggregated in the kernel.
+#[derive(Debug, Parser)]
+#[command(name = "nginx-probe", version, about)]
+struct Cli {
+    /// Pid of the nginx master process, as the host sees it (`pgrep -o nginx`).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pid: u32,
+
+    /// Seconds between interval reports [default: 5 for text; with --json, interval
+    /// lines are printed only when this is given].
+    #[arg(long, value_parser = parse_seconds)]
+    interval: Option<f64>,
+
+    /// Stop after this many seconds and print the summary (default: until Ctrl-C or
+    /// SIGTERM).
+    #[arg(long, value_parser = parse_seconds)]
+    duration: Option<f64>,
+
+    /// Print JSON: one document per line (intervals, then the summary).
+    #[arg(long)]
+    json: bool,
+
+    /// Also print a bcc-style log2 latency histogram of this syscall, per worker.
+    #[arg(long, value_name = "SYSCALL", value_parser = PossibleValuesParser::new(syscall_names()))]
+    hist: Option<String>,
+
+    /// Print only the summary at exit (no interval reports).
+    #[arg(long, conflicts_with = "interval")]
+    summary_only: bool,
+}
+
+fn main() {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => e.exit(),
+        Err(e) => {
+            // clap's message is several lines; keep the one that says what is wrong.
+            let rendered = e.render().to_string();
+            let line = rendered
+                .lines()
+                .find(|l| l.starts_with("error:"))
+                .unwrap_or("error: invalid arguments");
+            eprintln!("nginx-probe: {} (see --help)", line.trim_start_matches("error: "));
+            std::process::exit(EXIT_USAGE);
+        }
+    };
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
+        .format(|buf, record| {
+            let level = match record.level() {
+                log::Level::Error => "error: ",
+                log::Level::Warn => "warning: ",
+                _ => "",
+            };
+            writeln!(buf, "nginx-probe: {level}{}", record.args())
+        })
+        .init();
+
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("nginx-probe: cannot start the runtime: {e}");
+            std::process::exit(error::EXIT_RUNTIME);
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => {}
+        Err(e) => {
+            eprintln!("nginx-probe: {e}");
+            std::process::exit(e.exit_code());
+        }
+    }
+}
+
+/// Writes a block to stdout; false when stdout is gone (closed pipe).
+fn emit(text: &str) -> bool {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes()).and_then(|_| out.flush()).is_ok()
+}
+
+fn clock() -> String {
+    // Wall clock HH:MM:SS (UTC) for interval headers.
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    format!("{:02}:{:02}:{:02}", (secs / 3600) % 24, (secs / 60) % 60, secs % 60)
+}
+
+async fn run(cli: Cli) -> Result<(), ProbeError> {
+    // Validate everything before touching the kernel.
+    let master = target::validate_master(cli.pid)?;
+    if !nix::unistd::geteuid().is_root() {
+        return Err(ProbeError::NotRoot);
+    }
+    let (tracefs_root, mounted) = tracefs::ensure_mounted()?;
+    if mounted {
+        eprintln!(
+            "nginx-probe: mounted tracefs at {} (it was not mounted)",
+            tracefs_root.display()
+        );
+    }
+
+    let workers = target::find_workers(master.pid);
+    if workers.is_empty() {
+        warn!("master {} has no workers right now; waiting for them", master.pid);
+    }
+    let ncpus = aya::util::nr_cpus().unwrap_or(1);
+    let slots = loader::slots_for(workers.len(), ncpus);
+    let mut tracker = Tracker::new(master.clone(), &workers);
+    let mut probe = Probe::load(&tracefs_root, slots, &tracker.filter_entries())?;
+    for m in &probe.missing {
+        warn!("tracepoint syscalls:{m} is not available; its syscall reads as zero");
+    }
+    let started = Instant::now();
+
+    let nspid_note = if master.nspid.len() > 1 {
+        format!(" (pid {} in its namespace)", master.nspid[master.nspid.len() - 1])
+    } else {
+        String::new()
+    };
+    let pids: Vec<String> = workers.iter().map(|w| w.pid.to_string()).collect();
+    eprintln!(
+        "Tracing nginx master {}{nspid_note} `{}`: {} workers [{}], {} tracepoints. Hit Ctrl-C to end.",
+        master.pid,
+        master.title,
+        workers.len(),
+        pids.join(" "),
+        probe.attached,
+    );
+
+    let interval = if cli.summary_only {
+        None
+    } else if cli.json {
+        cli.interval
+    } else {
+        Some(cli.interval.unwrap_or(5.0))
+    };
+
+    let mut sigint = signal(SignalKind::interrupt())?;
+    let mut sigterm = signal(SignalKind::terminate())?;
+    let mut sighup = signal(SignalKind::hangup())?;
+    let mut refresh = tokio::time::interval(Duration::from_millis(500));
+    refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut report_tick = tokio::time::interval(Duration::from_secs_f64(interval.unwrap_or(MAX_SECONDS)));
+    report_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    report_tick.tick().await; // the first tick is immediate
+    let deadline = cli.duration.map(|d| tokio::time::Instant::now() + Duration::from_secs_f64(d));
+    let sleep_until_deadline = async {
+        match deadline {
+            Some(d) => tokio::time::sleep_until(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(sleep_until_deadline);
+
+    let mut prev: Option<Snapshot> = None;
+    let mut prev_at = started;
+    let end_reason: String = loop {
+        tokio::select! {
+            _ = sigint.recv() => break "interrupted (SIGINT)".into(),
+            _ = sigterm.recv() => break "terminated (SIGTERM)".into(),
+            _ = sighup.recv() => break "hangup (SIGHUP)".into(),
+            _ = &mut sleep_until_deadline => break format!("--duration {} s elapsed", cli.duration.unwrap_or(0.0)),
+            _ = refresh.tick() => {
+                if !target::is_alive(master.pid) {
+                    break format!("nginx master {} exited", master.pid);
+                }
+                let (new, gone) = tracker.refresh(&mut probe)?;
+                for pid in new {
+                    info!("worker {pid} started; tracing it");
+                    eprintln!("nginx-probe: worker {pid} started; tracing it");
+                }
+                for pid in gone {
+                    eprintln!("nginx-probe: worker {pid} exited");
+                }
+            }
+            _ = report_tick.tick(), if interval.is_some() => {
+                let snap = tracker.snapshot(&probe)?;
+                let now = Instant::now();
+                let r = tracker.report("interval", &snap, prev.as_ref(), (now - prev_at).as_secs_f64(), &probe.missing, None);
+                let text = if cli.json {
+                    serde_json::to_string(&r).map(|s| s + "\n").unwrap_or_default()
+                } else {
+                    report::render_text(&r, cli.hist.as_deref(), &clock())
+                };
+                if !emit(&text) {
+                    break "stdout closed".into();
+                }
+                prev = Some(snap);
+                prev_at = now;
+            }
+        }
+    };
+
+    // Final refresh so that workers that exited are marked, then the summary since attach.
+    let _ = tracker.refresh(&mut probe);
+    let snap = tracker.snapshot(&probe)?;
+    let r = tracker.report(
+        "summary",
+        &snap,
+        None,
+        started.elapsed().as_secs_f64(),
+        &probe.missing,
+        Some(end_reason),
+    );
+    let text = if cli.json {
+        serde_json::to_string(&r).map(|s| s + "\n").unwrap_or_default()
+    } else {
+        report::render_text(&r, cli.hist.as_deref(), &clock())
+    };
+    emit(&text);
+    drop(probe);
+    Ok(())
+}

@@ -1,0 +1,349 @@
+//! Pure aggregation: per-CPU sums, per-interval deltas, log2-histogram quantiles, and the
+//! report model that text and JSON are rendered from. No kernel access here; unit tests
+//! feed these functions directly.
+
+use std::collections::BTreeMap;
+
+use nginx_probe_common::{
+    sys, RetKind, SyscallStats, DROP_COUNTERS, DROP_NAMES, ERR_CLASSES, ERR_CLASS_NAMES,
+    HIST_BUCKETS, SYSCALLS, SYSCALL_COUNT,
+};
+use serde::Serialize;
+
+/// Version of the JSON document; bumped on any incompatible change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Sums one map slot's per-CPU values: counters add, `max_ns` takes the maximum.
+pub fn sum_cpus<'a>(values: impl IntoIterator<Item = &'a SyscallStats>) -> SyscallStats {
+    let mut acc = SyscallStats::ZERO;
+    for v in values {
+        acc.count += v.count;
+        acc.errors += v.errors;
+        acc.timed += v.timed;
+        acc.total_ns += v.total_ns;
+        acc.ret_sum += v.ret_sum;
+        acc.max_ns = acc.max_ns.max(v.max_ns);
+        for i in 0..ERR_CLASSES {
+            acc.errs[i] += v.errs[i];
+        }
+        for i in 0..HIST_BUCKETS {
+            acc.hist[i] += v.hist[i];
+        }
+    }
+    acc
+}
+
+/// Lower and upper bound (inclusive) of log2 bucket `b`, ns.
+pub fn bucket_bounds(b: usize) -> (u64, u64) {
+    let lo = if b == 0 { 0 } else { 1u64 << b };
+    let hi = (1u64 << (b + 1)) - 1;
+    (lo, hi)
+}
+
+/// The change between two cumulative snapshots of one slot (`cur` taken after `prev`).
+///
+/// Counters subtract. The kernel keeps an all-time `max_ns`, so the interval's max is
+/// exact when it set a new all-time max; otherwise it is the upper bound of the highest
+/// non-empty bucket of the interval's histogram, capped by the all-time max.
+pub fn delta(cur: &SyscallStats, prev: &SyscallStats) -> SyscallStats {
+    let mut d = SyscallStats::ZERO;
+    d.count = cur.count.saturating_sub(prev.count);
+    d.errors = cur.errors.saturating_sub(prev.errors);
+    d.timed = cur.timed.saturating_sub(prev.timed);
+    d.total_ns = cur.total_ns.saturating_sub(prev.total_ns);
+    d.ret_sum = cur.ret_sum.saturating_sub(prev.ret_sum);
+    for i in 0..ERR_CLASSES {
+        d.errs[i] = cur.errs[i].saturating_sub(prev.errs[i]);
+    }
+    for i in 0..HIST_BUCKETS {
+        d.hist[i] = cur.hist[i].saturating_sub(prev.hist[i]);
+    }
+    d.max_ns = if d.timed == 0 {
+        0
+    } else if cur.max_ns > prev.max_ns {
+        cur.max_ns
+    } else {
+        match d.hist.iter().rposition(|&c| c > 0) {
+            Some(b) => bucket_bounds(b).1.min(cur.max_ns),
+            None => 0,
+        }
+    };
+    d
+}
+
+/// Estimates quantile `q` (0..=1) of a log2 histogram, ns: finds the bucket holding the
+/// q-th sample and interpolates linearly inside it, capped at `max_ns` when known (> 0).
+/// The estimate is within the bucket, so within a factor of 2. Returns 0 when empty.
+pub fn quantile_ns(hist: &[u64], q: f64, max_ns: u64) -> u64 {
+    let total: u64 = hist.iter().sum();
+    if total == 0 {
+        return 0;
+    }
+    let target = ((q * total as f64).ceil() as u64).clamp(1, total);
+    let mut before = 0u64;
+    for (b, &c) in hist.iter().enumerate() {
+        if c == 0 {
+            continue;
+        }
+        if before + c >= target {
+            let (lo, mut hi) = bucket_bounds(b);
+            if b == hist.len() - 1 && max_ns > hi {
+                hi = max_ns;
+            }
+            let frac = (target - before) as f64 / c as f64;
+            let v = lo + ((hi - lo) as f64 * frac) as u64;
+            return if max_ns > 0 { v.min(max_ns) } else { v };
+        }
+        before += c;
+    }
+    max_ns
+}
+
+/// Cumulative in-kernel state of one worker slot: one [`SyscallStats`] per traced
+/// syscall, summed over CPUs.
+pub type SlotStats = [SyscallStats; SYSCALL_COUNT];
+
+/// A worker as the tracker knows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct WorkerInfo {
+    /// Host pid (tgid).
+    pub pid: u32,
+    /// `NSpid` from `/proc/<pid>/status`, host pid first.
+    pub nspid: Vec<i32>,
+    /// Slot in the stats map.
+    pub slot: u32,
+    /// False once the worker has exited.
+    pub alive: bool,
+}
+
+/// One syscall's numbers for one worker over a period, as reported.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct SyscallReport {
+    /// Exits seen (successes and errors).
+    pub count: u64,
+    /// Exits with a negative return (EAGAIN included).
+    pub errors: u64,
+    /// Errors by errno class, only the non-zero ones.
+    pub errnos: BTreeMap<&'static str, u64>,
+    /// Exits timed from their entry (the rest were in flight at attach).
+    pub timed: u64,
+    /// Sum of timed latencies, ns.
+    pub total_ns: u64,
+    /// Median latency estimate from the log2 histogram, ns.
+    pub p50_ns: u64,
+    /// 99th percentile latency estimate from the log2 histogram, ns.
+    pub p99_ns: u64,
+    /// Longest latency, ns (see [`delta`] for interval precision).
+    pub max_ns: u64,
+    /// Bytes returned (I/O syscalls only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    /// Ready events returned (epoll only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events: Option<u64>,
+    /// log2 latency histogram, ns: entry `i` counts latencies in `[2^i, 2^(i+1))`.
+    pub hist_log2_ns: Vec<u64>,
+}
+
+impl SyscallReport {
+    /// Builds the report of one syscall from its (summed, possibly delta) stats.
+    pub fn from_stats(syscall: usize, s: &SyscallStats) -> SyscallReport {
+        let mut errnos = BTreeMap::new();
+        for (i, &n) in s.errs.iter().enumerate() {
+            if n > 0 {
+                errnos.insert(ERR_CLASS_NAMES[i], n);
+            }
+        }
+        let kind = SYSCALLS[syscall].ret;
+        SyscallReport {
+            count: s.count,
+            errors: s.errors,
+            errnos,
+            timed: s.timed,
+            total_ns: s.total_ns,
+            p50_ns: quantile_ns(&s.hist, 0.50, s.max_ns),
+            p99_ns: quantile_ns(&s.hist, 0.99, s.max_ns),
+            max_ns: s.max_ns,
+            bytes: (kind == RetKind::Bytes).then_some(s.ret_sum),
+            events: (kind == RetKind::Events).then_some(s.ret_sum),
+            hist_log2_ns: s.hist.to_vec(),
+        }
+    }
+}
+
+/// One worker over a period.
+#[derive(Clone, Debug, Serialize)]
+pub struct WorkerReport {
+    /// Host pid (tgid).
+    pub pid: u32,
+    /// `NSpid`: host pid first, pid inside nginx's own namespace last.
+    pub nspid: Vec<i32>,
+    /// False when the worker exited during the run.
+    pub alive: bool,
+    /// Successful `accept4` + `accept` returns in this worker (syscall exit tracepoints).
+    pub accepts: u64,
+    /// Share of all workers' accepts, 0..=1 (0 when nobody accepted).
+    pub accept_share: f64,
+    /// Failed accepts by errno class, all classes present (EAGAIN = queue empty).
+    pub accept_errors: BTreeMap<&'static str, u64>,
+    /// Per traced syscall, by name; every traced syscall is present.
+    pub syscalls: BTreeMap<&'static str, SyscallReport>,
+}
+
+/// A whole report: an interval or the summary at exit.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// [`SCHEMA_VERSION`].
+    pub schema: u32,
+    /// `"interval"` or `"summary"`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// Host pid of the nginx master.
+    pub master_pid: u32,
+    /// `NSpid` of the master.
+    pub master_nspid: Vec<i32>,
+    /// Length of the period covered, seconds.
+    pub duration_s: f64,
+    /// Workers in pid order.
+    pub workers: Vec<WorkerReport>,
+    /// Events not fully accounted, by reason (see `nginx_probe_common::drop`).
+    pub drops: BTreeMap<&'static str, u64>,
+    /// Tracepoints that could not be attached (their syscalls read as zero).
+    pub missing_tracepoints: Vec<String>,
+    /// Why the run ended (summary only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub end_reason: Option<String>,
+}
+
+/// Builds a worker's report from its (summed, possibly delta) slot stats.
+/// `total_accepts` is the sum over all workers, for the share.
+pub fn worker_report(info: &WorkerInfo, stats: &SlotStats, total_accepts: u64) -> WorkerReport {
+    let acc4 = &stats[sys::ACCEPT4 as usize];
+    let acc = &stats[sys::ACCEPT as usize];
+    let accepts = accepts_of(stats);
+    let mut accept_errors = BTreeMap::new();
+    for (i, name) in ERR_CLASS_NAMES.iter().enumerate() {
+        accept_errors.insert(*name, acc4.errs[i] + acc.errs[i]);
+    }
+    let mut syscalls = BTreeMap::new();
+    for (i, def) in SYSCALLS.iter().enumerate() {
+        syscalls.insert(def.name, SyscallReport::from_stats(i, &stats[i]));
+    }
+    WorkerReport {
+        pid: info.pid,
+        nspid: info.nspid.clone(),
+        alive: info.alive,
+        accepts,
+        accept_share: if total_accepts == 0 {
+            0.0
+        } else {
+            accepts as f64 / total_accepts as f64
+        },
+        accept_errors,
+        syscalls,
+    }
+}
+
+/// Successful accepts in a slot: `accept4` and `accept` exits that returned an fd.
+pub fn accepts_of(stats: &SlotStats) -> u64 {
+    let a4 = &stats[sys::ACCEPT4 as usize];
+    let a = &stats[sys::ACCEPT as usize];
+    (a4.count - a4.errors.min(a4.count)) + (a.count - a.errors.min(a.count))
+}
+
+/// Names and values of the drop counters.
+pub fn drops_map(drops: &[u64; DROP_COUNTERS]) -> BTreeMap<&'static str, u64> {
+    DROP_NAMES.iter().copied().zip(drops.iter().copied()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nginx_probe_common::hist_bucket;
+
+    fn stats_from(latencies: &[u64]) -> SyscallStats {
+        let mut s = SyscallStats::ZERO;
+        for &ns in latencies {
+            s.count += 1;
+            s.timed += 1;
+            s.total_ns += ns;
+            s.max_ns = s.max_ns.max(ns);
+            s.hist[hist_bucket(ns)] += 1;
+        }
+        s
+    }
+
+    #[test]
+    fn quantiles_stay_inside_the_right_bucket() {
+        // 99 calls of 1 us, 1 call of 1 ms.
+        let mut lat = vec![1_000u64; 99];
+        lat.push(1_000_000);
+        let s = stats_from(&lat);
+        let p50 = quantile_ns(&s.hist, 0.5, s.max_ns);
+        let p99 = quantile_ns(&s.hist, 0.99, s.max_ns);
+        let p100 = quantile_ns(&s.hist, 1.0, s.max_ns);
+        // 1000 ns lives in [512, 1023].
+        assert!((512..=1023).contains(&p50), "p50 {p50}");
+        assert!((512..=1023).contains(&p99), "p99 {p99}");
+        assert_eq!(p100, 1_000_000, "capped at max");
+        assert_eq!(quantile_ns(&[0; HIST_BUCKETS], 0.5, 0), 0);
+    }
+
+    #[test]
+    fn quantile_of_single_sample_is_capped_by_max() {
+        let s = stats_from(&[700]);
+        assert_eq!(quantile_ns(&s.hist, 0.5, s.max_ns), 700);
+        assert_eq!(quantile_ns(&s.hist, 0.99, s.max_ns), 700);
+    }
+
+    #[test]
+    fn sum_adds_counters_and_maxes_max() {
+        let a = stats_from(&[100, 200]);
+        let b = stats_from(&[5_000]);
+        let s = sum_cpus([&a, &b]);
+        assert_eq!(s.count, 3);
+        assert_eq!(s.total_ns, 5_300);
+        assert_eq!(s.max_ns, 5_000);
+        assert_eq!(s.hist.iter().sum::<u64>(), 3);
+    }
+
+    #[test]
+    fn delta_subtracts_and_bounds_interval_max() {
+        let prev = stats_from(&[1_000_000, 100]);
+        // Interval adds two calls of ~3 us; all-time max stays 1 ms.
+        let cur = sum_cpus([&prev, &stats_from(&[3_000, 3_100])]);
+        let d = delta(&cur, &prev);
+        assert_eq!(d.count, 2);
+        assert_eq!(d.total_ns, 6_100);
+        // 3000 and 3100 are in bucket 11: [2048, 4095].
+        assert_eq!(d.max_ns, 4_095);
+        // A new all-time max is exact.
+        let cur2 = sum_cpus([&cur, &stats_from(&[2_000_000])]);
+        assert_eq!(delta(&cur2, &cur).max_ns, 2_000_000);
+        // Nothing timed: no max.
+        assert_eq!(delta(&cur, &cur).max_ns, 0);
+    }
+
+    #[test]
+    fn accepts_exclude_errors_and_shares_sum_to_one() {
+        let mut slot: SlotStats = [SyscallStats::ZERO; SYSCALL_COUNT];
+        slot[sys::ACCEPT4 as usize].count = 10;
+        slot[sys::ACCEPT4 as usize].errors = 4;
+        slot[sys::ACCEPT4 as usize].errs[nginx_probe_common::ErrClass::Eagain as usize] = 3;
+        slot[sys::ACCEPT4 as usize].errs[nginx_probe_common::ErrClass::Emfile as usize] = 1;
+        slot[sys::ACCEPT as usize].count = 2;
+        assert_eq!(accepts_of(&slot), 8);
+        let info = WorkerInfo { pid: 7, nspid: vec![7], slot: 0, alive: true };
+        let r = worker_report(&info, &slot, 16);
+        assert_eq!(r.accepts, 8);
+        assert_eq!(r.accept_share, 0.5);
+        assert_eq!(r.accept_errors["EAGAIN"], 3);
+        assert_eq!(r.accept_errors["EMFILE"], 1);
+        assert_eq!(r.accept_errors["ENFILE"], 0);
+        assert_eq!(r.syscalls.len(), SYSCALL_COUNT);
+        assert_eq!(r.syscalls["accept4"].errnos.len(), 2);
+        assert!(r.syscalls["sendfile"].bytes.is_some());
+        assert!(r.syscalls["epoll_wait"].events.is_some());
+        assert!(r.syscalls["accept4"].bytes.is_none());
+    }
+}

@@ -1,0 +1,196 @@
+//! Rendering a [`Report`] as text (per-worker tables, bcc-style log2 histograms) or JSON.
+
+use std::fmt::Write as _;
+
+use crate::model::{bucket_bounds, Report, WorkerReport};
+
+/// Formats a duration in ns with a unit a person reads at a glance: `850ns`, `12.3us`,
+/// `4.50ms`, `1.23s`.
+pub fn fmt_ns(ns: u64) -> String {
+    if ns < 1_000 {
+        format!("{ns}ns")
+    } else if ns < 1_000_000 {
+        format!("{:.1}us", ns as f64 / 1e3)
+    } else if ns < 1_000_000_000 {
+        format!("{:.2}ms", ns as f64 / 1e6)
+    } else {
+        format!("{:.2}s", ns as f64 / 1e9)
+    }
+}
+
+/// bcc-style log2 histogram (`nsecs : count | **** |`), from the first to the last
+/// non-empty bucket. Empty string when the histogram is empty.
+pub fn log2_hist(hist: &[u64], unit: &str) -> String {
+    let first = hist.iter().position(|&c| c > 0);
+    let last = hist.iter().rposition(|&c| c > 0);
+    let (Some(first), Some(last)) = (first, last) else {
+        return String::new();
+    };
+    let peak = *hist.iter().max().unwrap_or(&1);
+    let mut out = String::new();
+    let _ = writeln!(out, "{:>28}: {:<9} |{:<40}|", unit, "count", "distribution");
+    for (b, &count) in hist.iter().enumerate().take(last + 1).skip(first) {
+        let (lo, hi) = bucket_bounds(b);
+        let hi = if b == hist.len() - 1 {
+            "inf".to_string()
+        } else {
+            hi.to_string()
+        };
+        let stars = if peak == 0 {
+            0
+        } else {
+            ((count as u128 * 40 + peak as u128 - 1) / peak as u128) as usize
+        };
+        let _ = writeln!(
+            out,
+            "{:>12} -> {:<12}: {:<9} |{:<40}|",
+            lo,
+            hi,
+            count,
+            "*".repeat(stars.min(40))
+        );
+    }
+    out
+}
+
+fn worker_label(w: &WorkerReport) -> String {
+    let mut s = w.pid.to_string();
+    if w.nspid.len() > 1 {
+        let _ = write!(s, "({})", w.nspid[w.nspid.len() - 1]);
+    }
+    if !w.alive {
+        s.push('+');
+    }
+    s
+}
+
+/// Renders a report as the text tables printed every interval and at exit.
+/// `hist` names a syscall whose per-worker histogram is appended.
+pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
+    let mut out = String::new();
+    let total_accepts: u64 = r.workers.iter().map(|w| w.accepts).sum();
+    let title = if r.kind == "summary" { "SUMMARY" } else { "INTERVAL" };
+    let _ = writeln!(
+        out,
+        "\n{clock} {title} {:.1}s  master {}  workers {}  accepts {} ({:.1}/s)",
+        r.duration_s,
+        r.master_pid,
+        r.workers.iter().filter(|w| w.alive).count(),
+        total_accepts,
+        if r.duration_s > 0.0 { total_accepts as f64 / r.duration_s } else { 0.0 },
+    );
+    let _ = writeln!(
+        out,
+        "{:<12} {:>9} {:>6} {:>7} {:>7} {:>13} {:>6} {:>6} {:>9}",
+        "WORKER", "ACCEPTS", "SHARE", "EMFILE", "ENFILE", "ECONNABORTED", "EINTR", "OTHER", "EAGAIN"
+    );
+    for w in &r.workers {
+        let e = |k: &str| w.accept_errors.get(k).copied().unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "{:<12} {:>9} {:>5.1}% {:>7} {:>7} {:>13} {:>6} {:>6} {:>9}",
+            worker_label(w),
+            w.accepts,
+            w.accept_share * 100.0,
+            e("EMFILE"),
+            e("ENFILE"),
+            e("ECONNABORTED"),
+            e("EINTR"),
+            e("OTHER"),
+            e("EAGAIN"),
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\n{:<12} {:<12} {:>9} {:>8} {:>9} {:>9} {:>9} {:>10} {:>12}",
+        "WORKER", "SYSCALL", "COUNT", "ERRORS", "P50", "P99", "MAX", "TOTAL", "BYTES/EVENTS"
+    );
+    for w in &r.workers {
+        for (name, s) in &w.syscalls {
+            if s.count == 0 {
+                continue;
+            }
+            let extra = s
+                .bytes
+                .or(s.events)
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "-".into());
+            let _ = writeln!(
+                out,
+                "{:<12} {:<12} {:>9} {:>8} {:>9} {:>9} {:>9} {:>10} {:>12}",
+                worker_label(w),
+                name,
+                s.count,
+                s.errors,
+                fmt_ns(s.p50_ns),
+                fmt_ns(s.p99_ns),
+                fmt_ns(s.max_ns),
+                fmt_ns(s.total_ns),
+                extra
+            );
+        }
+    }
+    if let Some(name) = hist {
+        for w in &r.workers {
+            if let Some(s) = w.syscalls.get(name) {
+                let h = log2_hist(&s.hist_log2_ns, "nsecs");
+                if !h.is_empty() {
+                    let _ = writeln!(out, "\nworker {} {name} latency:", worker_label(w));
+                    out.push_str(&h);
+                }
+            }
+        }
+    }
+    let drops: Vec<String> = r
+        .drops
+        .iter()
+        .filter(|(_, &v)| v > 0)
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    if !drops.is_empty() {
+        let _ = writeln!(out, "\nnot fully accounted: {}", drops.join(" "));
+    }
+    if !r.missing_tracepoints.is_empty() {
+        let _ = writeln!(
+            out,
+            "not attached (kernel lacks them): {}",
+            r.missing_tracepoints.join(" ")
+        );
+    }
+    if r.workers.iter().any(|w| !w.alive) {
+        let _ = writeln!(out, "+ = worker exited during the run");
+    }
+    if let Some(reason) = &r.end_reason {
+        let _ = writeln!(out, "ended: {reason}");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_durations() {
+        assert_eq!(fmt_ns(850), "850ns");
+        assert_eq!(fmt_ns(12_345), "12.3us");
+        assert_eq!(fmt_ns(4_500_000), "4.50ms");
+        assert_eq!(fmt_ns(1_230_000_000), "1.23s");
+    }
+
+    #[test]
+    fn histogram_trims_and_scales() {
+        let mut h = vec![0u64; 40];
+        h[10] = 4;
+        h[12] = 1;
+        let text = log2_hist(&h, "nsecs");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        assert!(lines[0].contains("nsecs") && lines[0].contains("distribution"));
+        assert!(lines[1].contains("1024 -> 2047"));
+        assert!(lines[1].contains(&format!("|{}|", "*".repeat(40))));
+        assert!(lines[2].contains("2048 -> 4095") && lines[2].contains(&format!("|{}|", " ".repeat(40))));
+        assert!(lines[3].contains(&format!("|{}{}|", "*".repeat(10), " ".repeat(30))));
+        assert_eq!(log2_hist(&[0; 40], "nsecs"), "");
+    }
+}

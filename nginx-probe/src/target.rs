@@ -1,0 +1,215 @@
+//! Finding and validating the nginx to attach to, from `/proc` (through the `procfs` crate).
+//!
+//! Sources: `/proc/<pid>/stat` (comm, ppid), `/proc/<pid>/cmdline` (nginx rewrites it to
+//! `nginx: master process ...` / `nginx: worker process`), `/proc/<pid>/status` (`NSpid`).
+
+use procfs::process::{all_processes, Process};
+
+use crate::error::ProbeError;
+
+/// What the process at a pid is, judged from its comm and its (nginx-rewritten) cmdline.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// `nginx: master process ...`.
+    Master,
+    /// `nginx: worker process` (also `... is shutting down` during a reload).
+    Worker,
+    /// Another nginx helper process (cache manager, cache loader).
+    Helper(String),
+    /// nginx run with `master_process off`, or an nginx whose title we do not know.
+    OtherNginx,
+    /// Not nginx at all.
+    NotNginx,
+}
+
+/// Classifies a process from its `comm` and its first cmdline argument.
+/// Pure: unit tests feed it odd inputs.
+pub fn classify(comm: &str, cmdline: &[String]) -> Role {
+    let title = cmdline.join(" ");
+    if title.starts_with("nginx: master process") {
+        return Role::Master;
+    }
+    if title.starts_with("nginx: worker process") {
+        return Role::Worker;
+    }
+    if let Some(rest) = title.strip_prefix("nginx: ") {
+        return Role::Helper(rest.trim().to_string());
+    }
+    let argv0_is_nginx = cmdline
+        .first()
+        .map(|a| a.rsplit('/').next().unwrap_or(a) == "nginx")
+        .unwrap_or(false);
+    if comm == "nginx" || argv0_is_nginx {
+        Role::OtherNginx
+    } else {
+        Role::NotNginx
+    }
+}
+
+/// A validated nginx master.
+#[derive(Clone, Debug)]
+pub struct Master {
+    /// Host (init-namespace) pid, as given with `--pid`.
+    pub pid: u32,
+    /// The master's pids in each nested pid namespace, outermost first (`NSpid`).
+    pub nspid: Vec<i32>,
+    /// The master's cmdline as nginx titled it.
+    pub title: String,
+}
+
+/// One worker process of the master.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkerProc {
+    /// Host pid (tgid), the key of the in-kernel filter.
+    pub pid: u32,
+    /// `NSpid` from `/proc/<pid>/status`: host pid first, innermost last.
+    pub nspid: Vec<i32>,
+}
+
+fn cmdline_of(p: &Process) -> Vec<String> {
+    p.cmdline().unwrap_or_default()
+}
+
+/// Checks that `pid` is a live nginx master.
+///
+/// Errors: [`ProbeError::NoSuchProcess`] for a dead or never-used pid;
+/// [`ProbeError::IsWorker`] naming the worker's master; [`ProbeError::NotMaster`]
+/// for anything else.
+pub fn validate_master(pid: u32) -> Result<Master, ProbeError> {
+    let proc = Process::new(pid as i32).map_err(|_| ProbeError::NoSuchProcess(pid))?;
+    let stat = proc.stat().map_err(|_| ProbeError::NoSuchProcess(pid))?;
+    let cmdline = cmdline_of(&proc);
+    let title = if cmdline.is_empty() {
+        format!("[{}]", stat.comm)
+    } else {
+        cmdline.join(" ")
+    };
+    match classify(&stat.comm, &cmdline) {
+        Role::Master => {
+            let nspid = proc
+                .status()
+                .ok()
+                .and_then(|s| s.nspid)
+                .unwrap_or_else(|| vec![pid as i32]);
+            Ok(Master { pid, nspid, title })
+        }
+        Role::Worker => Err(ProbeError::IsWorker {
+            pid,
+            master: stat.ppid as u32,
+        }),
+        Role::Helper(what) => Err(ProbeError::NotMaster {
+            pid,
+            what: format!("an nginx {what} of master {}", stat.ppid),
+        }),
+        Role::OtherNginx => Err(ProbeError::NotMaster {
+            pid,
+            what: format!("nginx without a master process (`{title}`)"),
+        }),
+        Role::NotNginx => Err(ProbeError::NotMaster {
+            pid,
+            what: format!("`{}` (`{title}`), not nginx", stat.comm),
+        }),
+    }
+}
+
+/// The master's live worker processes, sorted by pid. Scans `/proc/*/stat` for children
+/// of `master` whose title is `nginx: worker process`. Processes that vanish during the
+/// scan are skipped.
+pub fn find_workers(master: u32) -> Vec<WorkerProc> {
+    let mut out = Vec::new();
+    let Ok(procs) = all_processes() else {
+        return out;
+    };
+    for p in procs.flatten() {
+        let Ok(stat) = p.stat() else { continue };
+        if stat.ppid as u32 != master {
+            continue;
+        }
+        if classify(&stat.comm, &cmdline_of(&p)) != Role::Worker {
+            continue;
+        }
+        let nspid = p
+            .status()
+            .ok()
+            .and_then(|s| s.nspid)
+            .unwrap_or_else(|| vec![p.pid]);
+        out.push(WorkerProc {
+            pid: p.pid as u32,
+            nspid,
+        });
+    }
+    out.sort_by_key(|w| w.pid);
+    out
+}
+
+/// True while `/proc/<pid>` exists and is not a zombie.
+pub fn is_alive(pid: u32) -> bool {
+    match Process::new(pid as i32).and_then(|p| p.stat()) {
+        Ok(stat) => stat.state != 'Z' && stat.state != 'X',
+        Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(s: &[&str]) -> Vec<String> {
+        s.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn classifies_nginx_titles() {
+        assert_eq!(
+            classify(
+                "nginx",
+                &v(&["nginx: master process /usr/sbin/nginx -c /tmp/x.conf"])
+            ),
+            Role::Master
+        );
+        // nginx writes its title over argv, separated by spaces, so cmdline may be one
+        // string or several.
+        assert_eq!(
+            classify("nginx", &v(&["nginx:", "master", "process", "nginx"])),
+            Role::Master
+        );
+        assert_eq!(classify("nginx", &v(&["nginx: worker process"])), Role::Worker);
+        assert_eq!(
+            classify("nginx", &v(&["nginx: worker process is shutting down"])),
+            Role::Worker
+        );
+        assert_eq!(
+            classify("nginx", &v(&["nginx: cache manager process"])),
+            Role::Helper("cache manager process".into())
+        );
+        assert_eq!(
+            classify("nginx", &v(&["/usr/sbin/nginx", "-g", "master_process off;"])),
+            Role::OtherNginx
+        );
+        assert_eq!(classify("bash", &v(&["-bash"])), Role::NotNginx);
+        // Kernel threads have an empty cmdline.
+        assert_eq!(classify("kthreadd", &[]), Role::NotNginx);
+        // A comm with spaces and parentheses is still just a comm.
+        assert_eq!(classify("a (b) c", &v(&["a (b) c"])), Role::NotNginx);
+        // A program that merely mentions nginx is not nginx.
+        assert_eq!(
+            classify("python3", &v(&["python3", "nginx: master process"])),
+            Role::NotNginx
+        );
+    }
+
+    #[test]
+    fn dead_pid_is_no_such_process() {
+        // pid_max is at most 2^22; this pid cannot exist.
+        let err = validate_master(4_194_305).unwrap_err();
+        assert!(matches!(err, ProbeError::NoSuchProcess(4_194_305)), "{err}");
+    }
+
+    #[test]
+    fn own_pid_is_not_a_master() {
+        let me = std::process::id();
+        let err = validate_master(me).unwrap_err();
+        assert!(matches!(err, ProbeError::NotMaster { pid, .. } if pid == me), "{err}");
+        assert!(find_workers(me).is_empty());
+    }
+}
