@@ -83,12 +83,7 @@ fn main() {
         Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => e.exit(),
         Err(e) => {
             // clap's message is several lines; keep the one that says what is wrong.
-            let rendered = e.render().to_string();
-            let line = rendered
-                .lines()
-                .find(|l| l.starts_with("error:"))
-                .unwrap_or("error: invalid arguments");
-            eprintln!("nginx-probe: {} (see --help)", line.trim_start_matches("error: "));
+            eprintln!("nginx-probe: {} (see --help)", one_line_clap_error(&e.render().to_string()));
             std::process::exit(EXIT_USAGE);
         }
     };
@@ -122,6 +117,27 @@ fn main() {
     }
 }
 
+/// Folds clap's multi-line error (message, indented details, usage, tip) into the
+/// message and its details on one line.
+fn one_line_clap_error(rendered: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for line in rendered.lines() {
+        let t = line.trim();
+        if t.is_empty() {
+            if !parts.is_empty() {
+                break;
+            }
+            continue;
+        }
+        parts.push(t.trim_start_matches("error: "));
+    }
+    if parts.is_empty() {
+        "invalid arguments".into()
+    } else {
+        parts.join(" ")
+    }
+}
+
 /// Writes a block to stdout; false when stdout is gone (closed pipe).
 fn emit(text: &str) -> bool {
     let mut out = std::io::stdout().lock();
@@ -135,6 +151,34 @@ fn clock() -> String {
         .map(|d| d.as_secs())
         .unwrap_or(0);
     format!("{:02}:{:02}:{:02}", (secs / 3600) % 24, (secs / 60) % 60, secs % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clap_errors_fold_to_one_line() {
+        let e = Cli::try_parse_from(["nginx-probe"]).unwrap_err();
+        let line = one_line_clap_error(&e.render().to_string());
+        assert_eq!(line, "the following required arguments were not provided: --pid <PID>");
+        let e = Cli::try_parse_from(["nginx-probe", "--pid", "abc"]).unwrap_err();
+        let line = one_line_clap_error(&e.render().to_string());
+        assert!(line.starts_with("invalid value 'abc' for '--pid <PID>'"), "{line}");
+        assert!(!line.contains('\n'));
+        let e = Cli::try_parse_from(["nginx-probe", "--pid", "0"]).unwrap_err();
+        assert!(one_line_clap_error(&e.render().to_string()).contains("--pid"));
+    }
+
+    #[test]
+    fn seconds_are_bounded() {
+        assert_eq!(parse_seconds("2.5"), Ok(2.5));
+        assert!(parse_seconds("0").is_err());
+        assert!(parse_seconds("nan").is_err());
+        assert!(parse_seconds("inf").is_err());
+        assert!(parse_seconds("-1").is_err());
+        assert!(parse_seconds("soon").is_err());
+    }
 }
 
 async fn run(cli: Cli) -> Result<(), ProbeError> {

@@ -28,7 +28,7 @@ pub fn log2_hist(hist: &[u64], unit: &str) -> String {
     };
     let peak = *hist.iter().max().unwrap_or(&1);
     let mut out = String::new();
-    let _ = writeln!(out, "{:>28}: {:<9} |{:<40}|", unit, "count", "distribution");
+    let _ = writeln!(out, "{:>28}: {:<9} distribution", unit, "count");
     for (b, &count) in hist.iter().enumerate().take(last + 1).skip(first) {
         let (lo, hi) = bucket_bounds(b);
         let hi = if b == hist.len() - 1 {

@@ -1,1 +1,328 @@
-fn main(){}
+//! `cargo xtask`: orchestration only. `setup` installs what building and testing need,
+//! `demo` shows nginx-probe on a real nginx, `test` runs unit and root integration tests,
+//! `lint` runs clippy on the host crates and, on its own, on the eBPF crate.
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
+
+use anyhow::{bail, Context as _, Result};
+use clap::{Parser, Subcommand};
+
+/// The nightly used for the eBPF crate; its LLVM (22) matches bpf-linker's.
+const EBPF_TOOLCHAIN: &str = "nightly-2026-05-20";
+const BPF_LINKER_VERSION: &str = "0.13.0";
+/// Debian packages: LLVM 22 for bpf-linker, the nginx under test, load generators,
+/// bpftool (tests check nothing stays loaded), and peers for benchmarks.
+const DEBIAN_PACKAGES: &[&str] = &[
+    "llvm-22-dev",
+    "libpolly-22-dev",
+    "libzstd-dev",
+    "zlib1g-dev",
+    "nginx",
+    "wrk",
+    "hey",
+    "bpftool",
+    "bpftrace",
+    "strace",
+    "python3",
+    "util-linux",
+];
+
+#[derive(Parser)]
+#[command(name = "xtask")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Install Debian packages, the pinned nightly with rust-src, and bpf-linker.
+    /// Idempotent: a second run checks and changes nothing.
+    Setup,
+    /// Run nginx-probe on a throwaway nginx under wrk load (or on --pid).
+    Demo {
+        /// Attach to this running nginx master instead of starting one.
+        #[arg(long)]
+        pid: Option<u32>,
+        /// Seconds of load and tracing.
+        #[arg(long, default_value_t = 10)]
+        duration: u32,
+    },
+    /// Unit tests, then the root integration tests against real nginx.
+    Test {
+        /// Extra arguments for the test harness (e.g. a test name filter).
+        #[arg(trailing_var_arg = true)]
+        args: Vec<String>,
+    },
+    /// clippy on the host crates, then on the eBPF crate on its own.
+    Lint,
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+fn run(cmd: &mut Command) -> Result<()> {
+    let status = cmd
+        .status()
+        .with_context(|| format!("failed to run {cmd:?}"))?;
+    if !status.success() {
+        bail!("{cmd:?} failed: {status}");
+    }
+    Ok(())
+}
+
+fn output_of(cmd: &mut Command) -> Option<String> {
+    cmd.stderr(Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+fn is_root() -> bool {
+    output_of(Command::new("id").arg("-u")).map(|s| s.trim() == "0").unwrap_or(false)
+}
+
+fn cargo_bin_dir() -> PathBuf {
+    std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".into())).join(".cargo"))
+        .join("bin")
+}
+
+fn setup() -> Result<()> {
+    // 1. Debian packages.
+    let missing: Vec<&str> = DEBIAN_PACKAGES
+        .iter()
+        .copied()
+        .filter(|p| {
+            output_of(Command::new("dpkg-query").args(["-W", "-f=${Status}", p]))
+                .map(|s| !s.contains("install ok installed"))
+                .unwrap_or(true)
+        })
+        .collect();
+    if missing.is_empty() {
+        println!("setup: Debian packages present");
+    } else {
+        if !is_root() {
+            bail!("setup must run as root to install {}: run it with sudo", missing.join(" "));
+        }
+        println!("setup: installing {}", missing.join(" "));
+        run(Command::new("apt-get").arg("update").arg("-q"))?;
+        run(Command::new("apt-get")
+            .args(["install", "-y", "-q", "--no-install-recommends"])
+            .args(&missing)
+            .env("DEBIAN_FRONTEND", "noninteractive"))?;
+        // The package starts a system nginx on port 80; the tests start their own.
+        let _ = Command::new("systemctl").args(["disable", "--now", "nginx"]).stderr(Stdio::null()).status();
+    }
+
+    // 2. The pinned nightly with rust-src (eBPF crates are built with -Z build-std=core).
+    let installed = output_of(Command::new("rustup").args([
+        "component",
+        "list",
+        "--installed",
+        "--toolchain",
+        EBPF_TOOLCHAIN,
+    ]))
+    .unwrap_or_default();
+    if installed.lines().any(|l| l.starts_with("rust-src")) {
+        println!("setup: {EBPF_TOOLCHAIN} with rust-src present");
+    } else {
+        println!("setup: installing {EBPF_TOOLCHAIN} with rust-src");
+        run(Command::new("rustup").args([
+            "toolchain",
+            "install",
+            EBPF_TOOLCHAIN,
+            "--profile",
+            "minimal",
+            "--component",
+            "rust-src",
+        ]))?;
+    }
+
+    // 3. bpf-linker built against LLVM 22.
+    let linker = cargo_bin_dir().join("bpf-linker");
+    let version = output_of(Command::new(&linker).arg("--version")).unwrap_or_default();
+    if version.contains(BPF_LINKER_VERSION) {
+        println!("setup: bpf-linker {BPF_LINKER_VERSION} present");
+    } else {
+        println!("setup: building bpf-linker {BPF_LINKER_VERSION} against LLVM 22 (about 3 minutes)");
+        let path = format!("/usr/lib/llvm-22/bin:{}", std::env::var("PATH").unwrap_or_default());
+        run(Command::new("cargo")
+            .args([
+                "install",
+                "bpf-linker",
+                "--locked",
+                "--version",
+                BPF_LINKER_VERSION,
+                "--no-default-features",
+                "--features",
+                "llvm-22",
+            ])
+            .env("PATH", path))?;
+    }
+    Ok(())
+}
+
+fn build_probe() -> Result<PathBuf> {
+    run(Command::new("cargo")
+        .current_dir(workspace_root())
+        .args(["build", "--release", "--package", "nginx-probe"]))?;
+    Ok(workspace_root().join("target/release/nginx-probe"))
+}
+
+fn demo(pid: Option<u32>, duration: u32) -> Result<()> {
+    setup()?;
+    let probe = build_probe()?;
+    if !is_root() {
+        bail!("the demo loads eBPF programs and must run as root: run it with sudo");
+    }
+    // Ctrl-C reaches the probe (same process group) which prints its summary; we only
+    // note it and clean up after it.
+    let interrupted = Arc::new(AtomicBool::new(false));
+    {
+        let flag = interrupted.clone();
+        ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst)).context("signal handler")?;
+    }
+    let secs = duration.to_string();
+    if let Some(pid) = pid {
+        println!("demo: tracing nginx master {pid} for {duration} s");
+        let status = Command::new(&probe)
+            .args(["--pid", &pid.to_string(), "--duration", &secs, "--hist", "accept4"])
+            .status()?;
+        if !status.success() {
+            bail!("nginx-probe failed: {status}");
+        }
+        return Ok(());
+    }
+    let nginx = nginx_probe_tests::Nginx::start(&nginx_probe_tests::NginxConfig::default());
+    println!(
+        "demo: throwaway nginx master {} (workers {:?}) on {} with prefix {}",
+        nginx.master_pid(),
+        nginx.worker_pids(),
+        nginx.url(),
+        nginx.prefix.display()
+    );
+    let mut probe_child = Command::new(&probe)
+        .args([
+            "--pid",
+            &nginx.master_pid().to_string(),
+            "--duration",
+            &(duration + 1).to_string(),
+            "--interval",
+            "5",
+            "--hist",
+            "accept4",
+        ])
+        .spawn()
+        .context("start nginx-probe")?;
+    // Let it attach before the load starts.
+    std::thread::sleep(Duration::from_millis(800));
+    println!("demo: wrk -t1 -c50 -d{duration}s {}", nginx.url());
+    let wrk = Command::new("wrk")
+        .args(["-t1", "-c50", &format!("-d{duration}s"), &nginx.url()])
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("start wrk (run `cargo xtask setup`)")?;
+    let wrk_out = wrk.wait_with_output()?;
+    let status = probe_child.wait()?;
+    println!("\ndemo: wrk's own view of the same load:");
+    for line in String::from_utf8_lossy(&wrk_out.stdout).lines() {
+        println!("  {line}");
+    }
+    drop(nginx);
+    if interrupted.load(Ordering::SeqCst) {
+        println!("demo: interrupted; throwaway nginx stopped and removed");
+        return Ok(());
+    }
+    if !status.success() {
+        bail!("nginx-probe failed: {status}");
+    }
+    Ok(())
+}
+
+fn test(args: &[String]) -> Result<()> {
+    setup()?;
+    let root = workspace_root();
+    let probe = build_probe()?;
+    println!("test: unit tests");
+    run(Command::new("cargo")
+        .current_dir(&root)
+        .args(["test", "--release", "--package", "nginx-probe", "--package", "nginx-probe-common"]))?;
+    if !is_root() {
+        bail!("the integration tests load eBPF programs and start nginx: run them as root (sudo cargo xtask test)");
+    }
+    println!("test: integration tests against a real nginx (root)");
+    run(Command::new("cargo")
+        .current_dir(&root)
+        .env("NGINX_PROBE_BIN", &probe)
+        .args(["test", "--release", "--package", "nginx-probe-tests", "--", "--test-threads=1"])
+        .args(args))?;
+    Ok(())
+}
+
+fn lint() -> Result<()> {
+    let root = workspace_root();
+    run(Command::new("cargo").current_dir(&root).args([
+        "clippy",
+        "--release",
+        "--package",
+        "nginx-probe",
+        "--package",
+        "nginx-probe-common",
+        "--package",
+        "nginx-probe-tests",
+        "--package",
+        "xtask",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
+    // The eBPF crate on its own: feature unification with the host crates breaks a
+    // workspace-wide run.
+    run(Command::new("rustup")
+        .current_dir(root.join("nginx-probe-ebpf"))
+        .args([
+            "run",
+            EBPF_TOOLCHAIN,
+            "cargo",
+            "clippy",
+            "--release",
+            "--target",
+            "bpfel-unknown-none",
+            "-Z",
+            "build-std=core",
+            "--",
+            "-D",
+            "warnings",
+        ]))?;
+    Ok(())
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let res = match cli.cmd {
+        Cmd::Setup => setup(),
+        Cmd::Demo { pid, duration } => demo(pid, duration),
+        Cmd::Test { args } => test(&args),
+        Cmd::Lint => lint(),
+    };
+    if let Err(e) = res {
+        eprintln!("xtask: {e:#}");
+        std::process::exit(1);
+    }
+}

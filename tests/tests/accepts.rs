@@ -1,0 +1,171 @@
+//! Exact accept counts against a real nginx and the real kernel. Run as root through
+//! `cargo xtask test`.
+
+use std::{
+    net::TcpStream,
+    process::{Child, Command, Stdio},
+    time::Duration,
+};
+
+use nginx_probe_tests::{
+    assert_nothing_loaded, keepalive_requests, one_request_per_connection, total_accept_errors,
+    total_accepts, workers, Nginx, NginxConfig, ProbeRun,
+};
+use nix::sys::signal::Signal;
+
+fn probe_json(ng: &Nginx) -> ProbeRun {
+    ProbeRun::start(&["--pid", &ng.master_pid().to_string(), "--json"])
+}
+
+/// A process blocked in accept() on its own port until it is connected to.
+struct Blocker {
+    child: Child,
+    port: u16,
+}
+
+impl Blocker {
+    fn start() -> Blocker {
+        let port = nginx_probe_tests::free_port();
+        let child = Command::new("python3")
+            .args([
+                "-c",
+                &format!(
+                    "import socket,sys\ns=socket.socket()\ns.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\ns.bind(('127.0.0.1',{port}))\ns.listen(8)\nprint('ready',flush=True)\nc,_=s.accept()\nc.close()\n"
+                ),
+            ])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3");
+        Blocker { child, port }
+    }
+}
+
+impl Drop for Blocker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn exactly_500_connections_give_exactly_500_accepts() {
+    let ng = Nginx::start(&NginxConfig::default());
+    // Case 7: 25 other processes blocked in accept() on their own ports.
+    let mut blockers: Vec<Blocker> = (0..25).map(|_| Blocker::start()).collect();
+    for b in blockers.iter_mut() {
+        use std::io::BufRead;
+        let mut line = String::new();
+        std::io::BufReader::new(b.child.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "ready");
+    }
+    let probe = probe_json(&ng);
+    assert_eq!(one_request_per_connection(ng.addr(), 500), 500);
+    // The blockers accept now, while the probe runs: they must not be counted.
+    for b in &blockers {
+        let _c = TcpStream::connect(("127.0.0.1", b.port)).expect("connect blocker");
+    }
+    for b in blockers.iter_mut() {
+        b.child.wait().expect("blocker accepted and exited");
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let out = probe.stop_with(Signal::SIGINT);
+    assert!(out.status.success(), "{out:?}");
+    let s = out.summary_json();
+    assert_eq!(total_accepts(&s), 500, "{s}");
+    // Every reported worker is one of nginx's; the client (this process) and the
+    // blockers never appear.
+    let nginx_workers = ng.worker_pids();
+    let me = std::process::id() as u64;
+    for w in workers(&s) {
+        let pid = w["pid"].as_u64().unwrap();
+        assert!(nginx_workers.contains(&(pid as u32)), "pid {pid} is not an nginx worker");
+        assert_ne!(pid, me);
+    }
+    assert_eq!(workers(&s).len(), 2);
+    assert_eq!(s["master_pid"].as_u64().unwrap(), ng.master_pid() as u64);
+    assert_eq!(s["schema"].as_u64().unwrap(), 1);
+    // Each of the 500 requests wrote one access-log line and sent one 30-byte body.
+    let sendfiles: u64 = workers(&s)
+        .iter()
+        .map(|w| w["syscalls"]["sendfile"]["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(sendfiles, 500);
+    let body_bytes: u64 = workers(&s)
+        .iter()
+        .map(|w| w["syscalls"]["sendfile"]["bytes"].as_u64().unwrap())
+        .sum();
+    assert_eq!(body_bytes, 500 * nginx_probe_tests::INDEX_BODY.len() as u64);
+    assert_nothing_loaded("after SIGINT");
+}
+
+#[test]
+fn ten_keepalive_connections_carrying_2000_requests_give_10_accepts() {
+    let ng = Nginx::start(&NginxConfig::default());
+    let probe = probe_json(&ng);
+    assert_eq!(keepalive_requests(ng.addr(), 10, 200), 2000);
+    let out = probe.stop_with(Signal::SIGTERM);
+    assert!(out.status.success(), "{out:?}");
+    let s = out.summary_json();
+    assert_eq!(total_accepts(&s), 10, "{s}");
+    let recv: u64 = workers(&s)
+        .iter()
+        .map(|w| w["syscalls"]["writev"]["count"].as_u64().unwrap())
+        .sum();
+    // One writev (headers) per response.
+    assert_eq!(recv, 2000, "{s}");
+    assert!(s["end_reason"].as_str().unwrap().contains("SIGTERM"));
+    for w in workers(&s) {
+        let a4 = &w["syscalls"]["accept4"];
+        // p50 <= p99 <= max, and the histogram holds every timed call.
+        assert!(a4["p50_ns"].as_u64() <= a4["p99_ns"].as_u64());
+        assert!(a4["p99_ns"].as_u64() <= a4["max_ns"].as_u64());
+        let hist_sum: u64 = a4["hist_log2_ns"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).sum();
+        assert_eq!(hist_sum, a4["timed"].as_u64().unwrap());
+    }
+}
+
+fn hold_connections(ng: &Nginx, n: usize) -> Vec<TcpStream> {
+    (0..n)
+        .map(|_| TcpStream::connect(ng.addr()).expect("connect"))
+        .collect()
+}
+
+#[test]
+fn soft_nofile_64_gives_emfile_on_workers_and_normal_limit_gives_none() {
+    // Soft limit 64 (hard 4096), 200 connections held open: workers hit EMFILE.
+    let cfg = NginxConfig {
+        nofile: Some((64, 4096)),
+        ..NginxConfig::default()
+    };
+    let ng = Nginx::start(&cfg);
+    let probe = probe_json(&ng);
+    let held = hold_connections(&ng, 200);
+    // nginx backs off accept for accept_mutex_delay (500 ms) after EMFILE; give it
+    // time to retry.
+    std::thread::sleep(Duration::from_millis(1500));
+    let out = probe.stop_with(Signal::SIGINT);
+    drop(held);
+    let s = out.summary_json();
+    let emfile = total_accept_errors(&s, "EMFILE");
+    assert!(emfile > 0, "no EMFILE with a soft limit of 64: {s}");
+    assert!(
+        ng.error_log().contains("accept4() failed (24"),
+        "nginx itself did not log EMFILE"
+    );
+    // Fewer than 200 accepted: the rest wait in the backlog.
+    assert!(total_accepts(&s) < 200, "{s}");
+    drop(ng);
+
+    // Same load with the normal limit: no EMFILE, all 200 accepted.
+    let ng = Nginx::start(&NginxConfig::default());
+    let probe = probe_json(&ng);
+    let held = hold_connections(&ng, 200);
+    std::thread::sleep(Duration::from_millis(1500));
+    let out = probe.stop_with(Signal::SIGINT);
+    drop(held);
+    let s = out.summary_json();
+    assert_eq!(total_accept_errors(&s, "EMFILE"), 0, "{s}");
+    assert_eq!(total_accepts(&s), 200, "{s}");
+}

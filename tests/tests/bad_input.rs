@@ -1,0 +1,69 @@
+//! Bad input: a clear one-line error, exit code 2, and nothing attached.
+
+use std::process::Command;
+
+use nginx_probe_tests::{our_loaded_programs, run_probe, Nginx, NginxConfig, ProbeRun};
+use nix::sys::signal::Signal;
+
+fn assert_usage_error(args: &[&str], expect: &str) {
+    let out = run_probe(args);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+    assert!(out.stdout.is_empty(), "{args:?} printed to stdout: {}", out.stdout);
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{args:?}: not one line: {:?}", out.stderr);
+    assert!(lines[0].starts_with("nginx-probe: "), "{args:?}: {}", lines[0]);
+    assert!(lines[0].contains(expect), "{args:?}: {} lacks {expect:?}", lines[0]);
+    assert!(our_loaded_programs().is_empty(), "{args:?} left programs loaded");
+}
+
+#[test]
+fn bad_pids_exit_2_with_one_line_and_attach_nothing() {
+    let ng = Nginx::start(&NginxConfig::default());
+    let worker = ng.worker_pids()[0].to_string();
+    let master = ng.master_pid().to_string();
+    assert_usage_error(&["--pid", &worker], &format!("run with --pid {master}"));
+    let me = std::process::id().to_string();
+    assert_usage_error(&["--pid", &me], "not nginx");
+    assert_usage_error(&["--pid", "1"], "pass the pid of an nginx master");
+    assert_usage_error(&["--pid", "4194305"], "no process with pid 4194305");
+    assert_usage_error(&["--pid", "0"], "--pid");
+    assert_usage_error(&["--pid", "-5"], "");
+    assert_usage_error(&["--pid", "nginx"], "--pid");
+    assert_usage_error(&[], "--pid");
+    assert_usage_error(&["--pid", &master, "--interval", "0"], "--interval");
+    assert_usage_error(&["--pid", &master, "--duration", "soon"], "--duration");
+    assert_usage_error(&["--pid", &master, "--hist", "fork"], "--hist");
+}
+
+#[test]
+fn a_dead_master_is_reported_as_dead() {
+    let mut ng = Nginx::start(&NginxConfig::default());
+    let master = ng.master_pid().to_string();
+    ng.stop();
+    assert_usage_error(&["--pid", &master], &format!("no process with pid {master}"));
+}
+
+#[test]
+fn without_root_it_says_so_and_exits_2() {
+    let ng = Nginx::start(&NginxConfig::default());
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(nginx_probe_tests::probe_binary())
+        .args(["--pid", &ng.master_pid().to_string()])
+        .output()
+        .expect("setpriv");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("must run as root"), "{stderr}");
+}
+
+#[test]
+fn nothing_stays_attached_after_sigkill() {
+    let ng = Nginx::start(&NginxConfig::default());
+    let probe = ProbeRun::start(&["--pid", &ng.master_pid().to_string()]);
+    assert!(!our_loaded_programs().is_empty(), "probe attached nothing");
+    let out = probe.stop_with(Signal::SIGKILL);
+    assert_eq!(out.status.code(), None);
+    nginx_probe_tests::assert_nothing_loaded("after SIGKILL");
+}
