@@ -48,8 +48,14 @@ pub enum ErrClass {
 pub const ERR_CLASSES: usize = 6;
 
 /// Names of the error classes, indexed by `ErrClass as usize`.
-pub const ERR_CLASS_NAMES: [&str; ERR_CLASSES] =
-    ["EAGAIN", "EMFILE", "ENFILE", "ECONNABORTED", "EINTR", "OTHER"];
+pub const ERR_CLASS_NAMES: [&str; ERR_CLASSES] = [
+    "EAGAIN",
+    "EMFILE",
+    "ENFILE",
+    "ECONNABORTED",
+    "EINTR",
+    "OTHER",
+];
 
 impl ErrClass {
     /// Classifies a syscall return value that is negative (`-errno`).
@@ -115,20 +121,76 @@ pub const SYSCALL_COUNT: usize = 14;
 
 /// The traced syscalls, indexed by the constants in [`sys`].
 pub const SYSCALLS: [SyscallDef; SYSCALL_COUNT] = [
-    SyscallDef { tracepoint: "accept4", name: "accept4", ret: RetKind::Fd },
-    SyscallDef { tracepoint: "accept", name: "accept", ret: RetKind::Fd },
-    SyscallDef { tracepoint: "epoll_wait", name: "epoll_wait", ret: RetKind::Events },
-    SyscallDef { tracepoint: "epoll_pwait", name: "epoll_pwait", ret: RetKind::Events },
-    SyscallDef { tracepoint: "epoll_pwait2", name: "epoll_pwait2", ret: RetKind::Events },
-    SyscallDef { tracepoint: "sendfile64", name: "sendfile", ret: RetKind::Bytes },
-    SyscallDef { tracepoint: "write", name: "write", ret: RetKind::Bytes },
-    SyscallDef { tracepoint: "writev", name: "writev", ret: RetKind::Bytes },
-    SyscallDef { tracepoint: "pwrite64", name: "pwrite64", ret: RetKind::Bytes },
-    SyscallDef { tracepoint: "openat", name: "openat", ret: RetKind::Fd },
-    SyscallDef { tracepoint: "close", name: "close", ret: RetKind::Status },
-    SyscallDef { tracepoint: "recvfrom", name: "recvfrom", ret: RetKind::Bytes },
-    SyscallDef { tracepoint: "read", name: "read", ret: RetKind::Bytes },
-    SyscallDef { tracepoint: "newfstatat", name: "newfstatat", ret: RetKind::Status },
+    SyscallDef {
+        tracepoint: "accept4",
+        name: "accept4",
+        ret: RetKind::Fd,
+    },
+    SyscallDef {
+        tracepoint: "accept",
+        name: "accept",
+        ret: RetKind::Fd,
+    },
+    SyscallDef {
+        tracepoint: "epoll_wait",
+        name: "epoll_wait",
+        ret: RetKind::Events,
+    },
+    SyscallDef {
+        tracepoint: "epoll_pwait",
+        name: "epoll_pwait",
+        ret: RetKind::Events,
+    },
+    SyscallDef {
+        tracepoint: "epoll_pwait2",
+        name: "epoll_pwait2",
+        ret: RetKind::Events,
+    },
+    SyscallDef {
+        tracepoint: "sendfile64",
+        name: "sendfile",
+        ret: RetKind::Bytes,
+    },
+    SyscallDef {
+        tracepoint: "write",
+        name: "write",
+        ret: RetKind::Bytes,
+    },
+    SyscallDef {
+        tracepoint: "writev",
+        name: "writev",
+        ret: RetKind::Bytes,
+    },
+    SyscallDef {
+        tracepoint: "pwrite64",
+        name: "pwrite64",
+        ret: RetKind::Bytes,
+    },
+    SyscallDef {
+        tracepoint: "openat",
+        name: "openat",
+        ret: RetKind::Fd,
+    },
+    SyscallDef {
+        tracepoint: "close",
+        name: "close",
+        ret: RetKind::Status,
+    },
+    SyscallDef {
+        tracepoint: "recvfrom",
+        name: "recvfrom",
+        ret: RetKind::Bytes,
+    },
+    SyscallDef {
+        tracepoint: "read",
+        name: "read",
+        ret: RetKind::Bytes,
+    },
+    SyscallDef {
+        tracepoint: "newfstatat",
+        name: "newfstatat",
+        ret: RetKind::Status,
+    },
 ];
 
 /// Per-(worker slot, syscall) aggregate, one per CPU in the `STATS` per-CPU array.

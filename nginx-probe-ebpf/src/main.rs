@@ -58,7 +58,7 @@ mod programs {
         let pid_tgid = bpf_get_current_pid_tgid();
         let tgid = (pid_tgid >> 32) as u32;
         // SAFETY: the value is copied out immediately.
-        let slot = match unsafe { WORKERS.get(&tgid) } {
+        let slot = match unsafe { WORKERS.get(tgid) } {
             Some(s) => *s,
             None => return,
         };
@@ -68,7 +68,7 @@ mod programs {
             syscall,
             slot,
         };
-        if IN_FLIGHT.insert(&pid_tgid, &v, 0).is_err() {
+        if IN_FLIGHT.insert(pid_tgid, v, 0).is_err() {
             count_drop(drop::ENTRY_STORE_FAILED);
         }
     }
@@ -78,7 +78,7 @@ mod programs {
         let pid_tgid = bpf_get_current_pid_tgid();
         let tgid = (pid_tgid >> 32) as u32;
         // SAFETY: the value is copied out immediately.
-        let slot = match unsafe { WORKERS.get(&tgid) } {
+        let slot = match unsafe { WORKERS.get(tgid) } {
             Some(s) => *s,
             None => return,
         };
@@ -90,11 +90,11 @@ mod programs {
             Err(_) => return,
         };
         // SAFETY: the entry is copied out before removal.
-        let entry = unsafe { IN_FLIGHT.get(&pid_tgid) }.copied();
+        let entry = unsafe { IN_FLIGHT.get(pid_tgid) }.copied();
         let mut latency: Option<u64> = None;
         match entry {
             Some(e) => {
-                let _ = IN_FLIGHT.remove(&pid_tgid);
+                let _ = IN_FLIGHT.remove(pid_tgid);
                 if e.syscall == syscall {
                     // SAFETY: helper call without preconditions.
                     let now = unsafe { bpf_ktime_get_ns() };
@@ -157,8 +157,16 @@ mod programs {
     syscall_pair!(sys_enter_accept4, sys_exit_accept4, sys::ACCEPT4);
     syscall_pair!(sys_enter_accept, sys_exit_accept, sys::ACCEPT);
     syscall_pair!(sys_enter_epoll_wait, sys_exit_epoll_wait, sys::EPOLL_WAIT);
-    syscall_pair!(sys_enter_epoll_pwait, sys_exit_epoll_pwait, sys::EPOLL_PWAIT);
-    syscall_pair!(sys_enter_epoll_pwait2, sys_exit_epoll_pwait2, sys::EPOLL_PWAIT2);
+    syscall_pair!(
+        sys_enter_epoll_pwait,
+        sys_exit_epoll_pwait,
+        sys::EPOLL_PWAIT
+    );
+    syscall_pair!(
+        sys_enter_epoll_pwait2,
+        sys_exit_epoll_pwait2,
+        sys::EPOLL_PWAIT2
+    );
     syscall_pair!(sys_enter_sendfile64, sys_exit_sendfile64, sys::SENDFILE);
     syscall_pair!(sys_enter_write, sys_exit_write, sys::WRITE);
     syscall_pair!(sys_enter_writev, sys_exit_writev, sys::WRITEV);

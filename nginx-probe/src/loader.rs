@@ -13,9 +13,7 @@ use aya::{
     Ebpf, EbpfLoader,
 };
 use log::{debug, warn};
-use nginx_probe_common::{
-    SyscallStats, DROP_COUNTERS, MAX_TRACKED_TGIDS, SYSCALLS, SYSCALL_COUNT,
-};
+use nginx_probe_common::{SyscallStats, DROP_COUNTERS, MAX_TRACKED_TGIDS, SYSCALLS, SYSCALL_COUNT};
 
 use crate::{error::ProbeError, model, model::SlotStats, tracefs};
 
@@ -53,7 +51,11 @@ impl Probe {
     ///
     /// Errors: load failures, and [`ProbeError::NothingAttached`] when no tracepoint at
     /// all could be attached.
-    pub fn load(tracefs_root: &Path, slots: u32, initial: &[(u32, u32)]) -> Result<Probe, ProbeError> {
+    pub fn load(
+        tracefs_root: &Path,
+        slots: u32,
+        initial: &[(u32, u32)],
+    ) -> Result<Probe, ProbeError> {
         raise_memlock();
         let ret_offset: u64 = tracefs::exit_ret_offset(tracefs_root, "accept4").unwrap_or(16);
         let mut ebpf = EbpfLoader::new()

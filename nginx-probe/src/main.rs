@@ -35,7 +35,7 @@ fn parse_seconds(s: &str) -> Result<f64, String> {
     let v: f64 = s
         .parse()
         .map_err(|_| format!("`{s}` is not a number of seconds"))?;
-    if !v.is_finite() || v < 0.1 || v > MAX_SECONDS {
+    if !v.is_finite() || !(0.1..=MAX_SECONDS).contains(&v) {
         return Err(format!("must be between 0.1 and {MAX_SECONDS} seconds"));
     }
     Ok(v)
@@ -80,10 +80,15 @@ struct Cli {
 fn main() {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
-        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => e.exit(),
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
+            e.exit()
+        }
         Err(e) => {
             // clap's message is several lines; keep the one that says what is wrong.
-            eprintln!("nginx-probe: {} (see --help)", one_line_clap_error(&e.render().to_string()));
+            eprintln!(
+                "nginx-probe: {} (see --help)",
+                one_line_clap_error(&e.render().to_string())
+            );
             std::process::exit(EXIT_USAGE);
         }
     };
@@ -141,7 +146,9 @@ fn one_line_clap_error(rendered: &str) -> String {
 /// Writes a block to stdout; false when stdout is gone (closed pipe).
 fn emit(text: &str) -> bool {
     let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes()).and_then(|_| out.flush()).is_ok()
+    out.write_all(text.as_bytes())
+        .and_then(|_| out.flush())
+        .is_ok()
 }
 
 fn clock() -> String {
@@ -150,35 +157,12 @@ fn clock() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    format!("{:02}:{:02}:{:02}", (secs / 3600) % 24, (secs / 60) % 60, secs % 60)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn clap_errors_fold_to_one_line() {
-        let e = Cli::try_parse_from(["nginx-probe"]).unwrap_err();
-        let line = one_line_clap_error(&e.render().to_string());
-        assert_eq!(line, "the following required arguments were not provided: --pid <PID>");
-        let e = Cli::try_parse_from(["nginx-probe", "--pid", "abc"]).unwrap_err();
-        let line = one_line_clap_error(&e.render().to_string());
-        assert!(line.starts_with("invalid value 'abc' for '--pid <PID>'"), "{line}");
-        assert!(!line.contains('\n'));
-        let e = Cli::try_parse_from(["nginx-probe", "--pid", "0"]).unwrap_err();
-        assert!(one_line_clap_error(&e.render().to_string()).contains("--pid"));
-    }
-
-    #[test]
-    fn seconds_are_bounded() {
-        assert_eq!(parse_seconds("2.5"), Ok(2.5));
-        assert!(parse_seconds("0").is_err());
-        assert!(parse_seconds("nan").is_err());
-        assert!(parse_seconds("inf").is_err());
-        assert!(parse_seconds("-1").is_err());
-        assert!(parse_seconds("soon").is_err());
-    }
+    format!(
+        "{:02}:{:02}:{:02}",
+        (secs / 3600) % 24,
+        (secs / 60) % 60,
+        secs % 60
+    )
 }
 
 async fn run(cli: Cli) -> Result<(), ProbeError> {
@@ -197,7 +181,10 @@ async fn run(cli: Cli) -> Result<(), ProbeError> {
 
     let workers = target::find_workers(master.pid);
     if workers.is_empty() {
-        warn!("master {} has no workers right now; waiting for them", master.pid);
+        warn!(
+            "master {} has no workers right now; waiting for them",
+            master.pid
+        );
     }
     let ncpus = aya::util::nr_cpus().unwrap_or(1);
     let slots = loader::slots_for(workers.len(), ncpus);
@@ -209,7 +196,10 @@ async fn run(cli: Cli) -> Result<(), ProbeError> {
     let started = Instant::now();
 
     let nspid_note = if master.nspid.len() > 1 {
-        format!(" (pid {} in its namespace)", master.nspid[master.nspid.len() - 1])
+        format!(
+            " (pid {} in its namespace)",
+            master.nspid[master.nspid.len() - 1]
+        )
     } else {
         String::new()
     };
@@ -236,10 +226,13 @@ async fn run(cli: Cli) -> Result<(), ProbeError> {
     let mut sighup = signal(SignalKind::hangup())?;
     let mut refresh = tokio::time::interval(Duration::from_millis(500));
     refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut report_tick = tokio::time::interval(Duration::from_secs_f64(interval.unwrap_or(MAX_SECONDS)));
+    let mut report_tick =
+        tokio::time::interval(Duration::from_secs_f64(interval.unwrap_or(MAX_SECONDS)));
     report_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     report_tick.tick().await; // the first tick is immediate
-    let deadline = cli.duration.map(|d| tokio::time::Instant::now() + Duration::from_secs_f64(d));
+    let deadline = cli
+        .duration
+        .map(|d| tokio::time::Instant::now() + Duration::from_secs_f64(d));
     let sleep_until_deadline = async {
         match deadline {
             Some(d) => tokio::time::sleep_until(d).await,
@@ -299,11 +292,47 @@ async fn run(cli: Cli) -> Result<(), ProbeError> {
         Some(end_reason),
     );
     let text = if cli.json {
-        serde_json::to_string(&r).map(|s| s + "\n").unwrap_or_default()
+        serde_json::to_string(&r)
+            .map(|s| s + "\n")
+            .unwrap_or_default()
     } else {
         report::render_text(&r, cli.hist.as_deref(), &clock())
     };
     emit(&text);
     drop(probe);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clap_errors_fold_to_one_line() {
+        let e = Cli::try_parse_from(["nginx-probe"]).unwrap_err();
+        let line = one_line_clap_error(&e.render().to_string());
+        assert_eq!(
+            line,
+            "the following required arguments were not provided: --pid <PID>"
+        );
+        let e = Cli::try_parse_from(["nginx-probe", "--pid", "abc"]).unwrap_err();
+        let line = one_line_clap_error(&e.render().to_string());
+        assert!(
+            line.starts_with("invalid value 'abc' for '--pid <PID>'"),
+            "{line}"
+        );
+        assert!(!line.contains('\n'));
+        let e = Cli::try_parse_from(["nginx-probe", "--pid", "0"]).unwrap_err();
+        assert!(one_line_clap_error(&e.render().to_string()).contains("--pid"));
+    }
+
+    #[test]
+    fn seconds_are_bounded() {
+        assert_eq!(parse_seconds("2.5"), Ok(2.5));
+        assert!(parse_seconds("0").is_err());
+        assert!(parse_seconds("nan").is_err());
+        assert!(parse_seconds("inf").is_err());
+        assert!(parse_seconds("-1").is_err());
+        assert!(parse_seconds("soon").is_err());
+    }
 }

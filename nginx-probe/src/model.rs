@@ -253,7 +253,11 @@ pub fn accepts_of(stats: &SlotStats) -> u64 {
 
 /// Names and values of the drop counters.
 pub fn drops_map(drops: &[u64; DROP_COUNTERS]) -> BTreeMap<&'static str, u64> {
-    DROP_NAMES.iter().copied().zip(drops.iter().copied()).collect()
+    DROP_NAMES
+        .iter()
+        .copied()
+        .zip(drops.iter().copied())
+        .collect()
 }
 
 #[cfg(test)]
@@ -333,7 +337,12 @@ mod tests {
         slot[sys::ACCEPT4 as usize].errs[nginx_probe_common::ErrClass::Emfile as usize] = 1;
         slot[sys::ACCEPT as usize].count = 2;
         assert_eq!(accepts_of(&slot), 8);
-        let info = WorkerInfo { pid: 7, nspid: vec![7], slot: 0, alive: true };
+        let info = WorkerInfo {
+            pid: 7,
+            nspid: vec![7],
+            slot: 0,
+            alive: true,
+        };
         let r = worker_report(&info, &slot, 16);
         assert_eq!(r.accepts, 8);
         assert_eq!(r.accept_share, 0.5);

@@ -39,7 +39,7 @@ pub fn log2_hist(hist: &[u64], unit: &str) -> String {
         let stars = if peak == 0 {
             0
         } else {
-            ((count as u128 * 40 + peak as u128 - 1) / peak as u128) as usize
+            (count as u128 * 40).div_ceil(peak as u128) as usize
         };
         let _ = writeln!(
             out,
@@ -69,7 +69,11 @@ fn worker_label(w: &WorkerReport) -> String {
 pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
     let mut out = String::new();
     let total_accepts: u64 = r.workers.iter().map(|w| w.accepts).sum();
-    let title = if r.kind == "summary" { "SUMMARY" } else { "INTERVAL" };
+    let title = if r.kind == "summary" {
+        "SUMMARY"
+    } else {
+        "INTERVAL"
+    };
     let _ = writeln!(
         out,
         "\n{clock} {title} {:.1}s  master {}  workers {}  accepts {} ({:.1}/s)",
@@ -77,12 +81,24 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
         r.master_pid,
         r.workers.iter().filter(|w| w.alive).count(),
         total_accepts,
-        if r.duration_s > 0.0 { total_accepts as f64 / r.duration_s } else { 0.0 },
+        if r.duration_s > 0.0 {
+            total_accepts as f64 / r.duration_s
+        } else {
+            0.0
+        },
     );
     let _ = writeln!(
         out,
         "{:<12} {:>9} {:>6} {:>7} {:>7} {:>13} {:>6} {:>6} {:>9}",
-        "WORKER", "ACCEPTS", "SHARE", "EMFILE", "ENFILE", "ECONNABORTED", "EINTR", "OTHER", "EAGAIN"
+        "WORKER",
+        "ACCEPTS",
+        "SHARE",
+        "EMFILE",
+        "ENFILE",
+        "ECONNABORTED",
+        "EINTR",
+        "OTHER",
+        "EAGAIN"
     );
     for w in &r.workers {
         let e = |k: &str| w.accept_errors.get(k).copied().unwrap_or(0);
@@ -189,7 +205,10 @@ mod tests {
         assert!(lines[0].contains("nsecs") && lines[0].contains("distribution"));
         assert!(lines[1].contains("1024 -> 2047"));
         assert!(lines[1].contains(&format!("|{}|", "*".repeat(40))));
-        assert!(lines[2].contains("2048 -> 4095") && lines[2].contains(&format!("|{}|", " ".repeat(40))));
+        assert!(
+            lines[2].contains("2048 -> 4095")
+                && lines[2].contains(&format!("|{}|", " ".repeat(40)))
+        );
         assert!(lines[3].contains(&format!("|{}{}|", "*".repeat(10), " ".repeat(30))));
         assert_eq!(log2_hist(&[0; 40], "nsecs"), "");
     }

@@ -173,7 +173,10 @@ mod tests {
             classify("nginx", &v(&["nginx:", "master", "process", "nginx"])),
             Role::Master
         );
-        assert_eq!(classify("nginx", &v(&["nginx: worker process"])), Role::Worker);
+        assert_eq!(
+            classify("nginx", &v(&["nginx: worker process"])),
+            Role::Worker
+        );
         assert_eq!(
             classify("nginx", &v(&["nginx: worker process is shutting down"])),
             Role::Worker
@@ -183,7 +186,10 @@ mod tests {
             Role::Helper("cache manager process".into())
         );
         assert_eq!(
-            classify("nginx", &v(&["/usr/sbin/nginx", "-g", "master_process off;"])),
+            classify(
+                "nginx",
+                &v(&["/usr/sbin/nginx", "-g", "master_process off;"])
+            ),
             Role::OtherNginx
         );
         assert_eq!(classify("bash", &v(&["-bash"])), Role::NotNginx);
@@ -209,7 +215,10 @@ mod tests {
     fn own_pid_is_not_a_master() {
         let me = std::process::id();
         let err = validate_master(me).unwrap_err();
-        assert!(matches!(err, ProbeError::NotMaster { pid, .. } if pid == me), "{err}");
+        assert!(
+            matches!(err, ProbeError::NotMaster { pid, .. } if pid == me),
+            "{err}"
+        );
         assert!(find_workers(me).is_empty());
     }
 }

@@ -24,14 +24,18 @@ pub fn ensure_mounted() -> Result<(PathBuf, bool), ProbeError> {
         Some("tracefs"),
         TRACEFS,
         Some("tracefs"),
-        nix::mount::MsFlags::MS_NOSUID | nix::mount::MsFlags::MS_NODEV | nix::mount::MsFlags::MS_NOEXEC,
+        nix::mount::MsFlags::MS_NOSUID
+            | nix::mount::MsFlags::MS_NODEV
+            | nix::mount::MsFlags::MS_NOEXEC,
         None::<&str>,
     )
     .map_err(|e| ProbeError::Tracefs(e.desc().to_string()))?;
     if Path::new(TRACEFS).join("events").is_dir() {
         Ok((PathBuf::from(TRACEFS), true))
     } else {
-        Err(ProbeError::Tracefs("mounted, but events/ is missing".into()))
+        Err(ProbeError::Tracefs(
+            "mounted, but events/ is missing".into(),
+        ))
     }
 }
 
@@ -99,7 +103,10 @@ print fmt: \"0x%lx\", REC->ret\n";
         assert_eq!(field_offset(EXIT_FORMAT, "common_pid"), Some(4));
         assert_eq!(field_offset(EXIT_FORMAT, "missing"), None);
         // Not fooled by a field whose name merely ends in "ret".
-        assert_eq!(field_offset("\tfield:long xret;\toffset:24;\n", "ret"), None);
+        assert_eq!(
+            field_offset("\tfield:long xret;\toffset:24;\n", "ret"),
+            None
+        );
     }
 
     #[test]

@@ -96,7 +96,8 @@ impl Tracker {
         }
         let mut exited = Vec::new();
         for info in self.workers.values_mut() {
-            if info.alive && !live.iter().any(|w| w.pid == info.pid) && !target::is_alive(info.pid) {
+            if info.alive && !live.iter().any(|w| w.pid == info.pid) && !target::is_alive(info.pid)
+            {
                 info.alive = false;
                 probe.untrack(info.pid);
                 exited.push(info.pid);
@@ -145,8 +146,8 @@ impl Tracker {
             .collect();
         let mut drops_now = cur.drops;
         if let Some(p) = prev {
-            for i in 0..DROP_COUNTERS {
-                drops_now[i] = drops_now[i].saturating_sub(p.drops[i]);
+            for (d, before) in drops_now.iter_mut().zip(p.drops.iter()) {
+                *d = d.saturating_sub(*before);
             }
         }
         let mut drops = model::drops_map(&drops_now);

@@ -159,7 +159,9 @@ http {{
         }
         // Own process group: a Ctrl-C at the terminal does not reach nginx; Drop stops it.
         cmd.process_group(0);
-        let child = cmd.spawn().expect("spawn nginx (is it installed? run `cargo xtask setup`)");
+        let child = cmd
+            .spawn()
+            .expect("spawn nginx (is it installed? run `cargo xtask setup`)");
         let mut ng = Nginx {
             child: Some(child),
             prefix,
@@ -173,18 +175,27 @@ http {{
     fn wait_ready(&mut self, workers: usize) {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
                 let mut err = String::new();
                 if let Some(mut e) = self.child.as_mut().and_then(|c| c.stderr.take()) {
                     let _ = e.read_to_string(&mut err);
                 }
-                let log = fs::read_to_string(self.prefix.join("logs/error.log")).unwrap_or_default();
+                let log =
+                    fs::read_to_string(self.prefix.join("logs/error.log")).unwrap_or_default();
                 panic!("nginx exited at start ({status}): {err} {log}");
             }
             if TcpStream::connect(self.addr()).is_ok() && self.worker_pids().len() == workers {
                 return;
             }
-            assert!(Instant::now() < deadline, "nginx did not start listening on {}", self.port);
+            assert!(
+                Instant::now() < deadline,
+                "nginx did not start listening on {}",
+                self.port
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -417,7 +428,11 @@ impl ProbeRun {
                     panic!("nginx-probe exited before attaching: {out:?}");
                 }
             }
-            assert!(Instant::now() < deadline, "nginx-probe did not attach in 30 s: {:?}", run.stderr);
+            assert!(
+                Instant::now() < deadline,
+                "nginx-probe did not attach in 30 s: {:?}",
+                run.stderr
+            );
         }
     }
 
@@ -474,43 +489,103 @@ pub fn run_probe(args: &[&str]) -> ProbeOutput {
     }
 }
 
-/// Names of loaded BPF programs that are nginx-probe's (`sys_enter_*`/`sys_exit_*`
-/// tracepoint programs), from `bpftool prog show --json`.
-pub fn our_loaded_programs() -> Vec<String> {
+/// Ids and names of all loaded BPF programs, from `bpftool prog show --json`.
+pub fn loaded_programs() -> Vec<(u64, String)> {
     let out = Command::new("bpftool")
         .args(["prog", "show", "--json"])
         .output()
         .expect("run bpftool (run `cargo xtask setup`)");
-    assert!(out.status.success(), "bpftool failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "bpftool failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("bpftool JSON");
     v.as_array()
         .map(|a| {
             a.iter()
-                .filter_map(|p| p.get("name").and_then(|n| n.as_str()))
-                .filter(|n| n.starts_with("sys_enter_") || n.starts_with("sys_exit_"))
-                .map(str::to_string)
+                .filter_map(|p| {
+                    Some((
+                        p.get("id")?.as_u64()?,
+                        p.get("name")
+                            .and_then(|n| n.as_str())
+                            .unwrap_or("")
+                            .to_string(),
+                    ))
+                })
                 .collect()
         })
         .unwrap_or_default()
 }
 
-/// Waits up to 5 s for [`our_loaded_programs`] to be empty (the kernel frees programs
-/// shortly after their last fd closes) and panics with their names if it is not.
-pub fn assert_nothing_loaded(context: &str) {
+/// Ids of loaded programs named like nginx-probe's (`sys_enter_*`, `sys_exit_*`).
+pub fn our_program_ids() -> Vec<u64> {
+    loaded_programs()
+        .into_iter()
+        .filter(|(_, n)| n.starts_with("sys_enter_") || n.starts_with("sys_exit_"))
+        .map(|(id, _)| id)
+        .collect()
+}
+
+/// Ids of the BPF programs a process holds open, from `/proc/<pid>/fdinfo/*` (`prog_id:`
+/// of `anon_inode:bpf-prog` fds).
+pub fn prog_ids_held_by(pid: u32) -> Vec<u64> {
+    let mut ids = Vec::new();
+    let Ok(rd) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return ids;
+    };
+    for e in rd.flatten() {
+        let Ok(target) = fs::read_link(e.path()) else {
+            continue;
+        };
+        if target.to_string_lossy() != "anon_inode:bpf-prog" {
+            continue;
+        }
+        let fdinfo = format!("/proc/{pid}/fdinfo/{}", e.file_name().to_string_lossy());
+        if let Ok(info) = fs::read_to_string(fdinfo) {
+            for line in info.lines() {
+                if let Some(v) = line.strip_prefix("prog_id:") {
+                    if let Ok(id) = v.trim().parse() {
+                        ids.push(id);
+                    }
+                }
+            }
+        }
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
+/// Waits up to 5 s for every program in `ids` to be unloaded (the kernel frees a
+/// program shortly after its last fd closes); panics naming those still loaded.
+pub fn assert_released(ids: &[u64], context: &str) {
+    assert!(!ids.is_empty(), "{context}: no program ids to check");
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let left = our_loaded_programs();
+        let loaded: Vec<u64> = loaded_programs().into_iter().map(|(id, _)| id).collect();
+        let left: Vec<u64> = ids
+            .iter()
+            .copied()
+            .filter(|id| loaded.contains(id))
+            .collect();
         if left.is_empty() {
             return;
         }
-        assert!(Instant::now() < deadline, "{context}: programs still loaded: {left:?}");
+        assert!(
+            Instant::now() < deadline,
+            "{context}: programs still loaded: {left:?}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
 
 /// Sum of `accepts` over the workers of a summary document.
 pub fn total_accepts(summary: &serde_json::Value) -> u64 {
-    workers(summary).iter().map(|w| w["accepts"].as_u64().expect("accepts")).sum()
+    workers(summary)
+        .iter()
+        .map(|w| w["accepts"].as_u64().expect("accepts"))
+        .sum()
 }
 
 /// The `workers` array of a report document.
@@ -522,6 +597,10 @@ pub fn workers(doc: &serde_json::Value) -> Vec<serde_json::Value> {
 pub fn total_accept_errors(summary: &serde_json::Value, errno: &str) -> u64 {
     workers(summary)
         .iter()
-        .map(|w| w["accept_errors"][errno].as_u64().expect("accept_errors entry"))
+        .map(|w| {
+            w["accept_errors"][errno]
+                .as_u64()
+                .expect("accept_errors entry")
+        })
         .sum()
 }

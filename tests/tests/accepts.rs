@@ -8,7 +8,7 @@ use std::{
 };
 
 use nginx_probe_tests::{
-    assert_nothing_loaded, keepalive_requests, one_request_per_connection, total_accept_errors,
+    assert_released, keepalive_requests, one_request_per_connection, total_accept_errors,
     total_accepts, workers, Nginx, NginxConfig, ProbeRun,
 };
 use nix::sys::signal::Signal;
@@ -61,6 +61,8 @@ fn exactly_500_connections_give_exactly_500_accepts() {
         assert_eq!(line.trim(), "ready");
     }
     let probe = probe_json(&ng);
+    let ids = nginx_probe_tests::prog_ids_held_by(probe.pid());
+    assert_eq!(ids.len(), 28, "one program per syscall tracepoint: {ids:?}");
     assert_eq!(one_request_per_connection(ng.addr(), 500), 500);
     // The blockers accept now, while the probe runs: they must not be counted.
     for b in &blockers {
@@ -80,7 +82,10 @@ fn exactly_500_connections_give_exactly_500_accepts() {
     let me = std::process::id() as u64;
     for w in workers(&s) {
         let pid = w["pid"].as_u64().unwrap();
-        assert!(nginx_workers.contains(&(pid as u32)), "pid {pid} is not an nginx worker");
+        assert!(
+            nginx_workers.contains(&(pid as u32)),
+            "pid {pid} is not an nginx worker"
+        );
         assert_ne!(pid, me);
     }
     assert_eq!(workers(&s).len(), 2);
@@ -97,7 +102,7 @@ fn exactly_500_connections_give_exactly_500_accepts() {
         .map(|w| w["syscalls"]["sendfile"]["bytes"].as_u64().unwrap())
         .sum();
     assert_eq!(body_bytes, 500 * nginx_probe_tests::INDEX_BODY.len() as u64);
-    assert_nothing_loaded("after SIGINT");
+    assert_released(&ids, "after SIGINT");
 }
 
 #[test]
@@ -121,7 +126,12 @@ fn ten_keepalive_connections_carrying_2000_requests_give_10_accepts() {
         // p50 <= p99 <= max, and the histogram holds every timed call.
         assert!(a4["p50_ns"].as_u64() <= a4["p99_ns"].as_u64());
         assert!(a4["p99_ns"].as_u64() <= a4["max_ns"].as_u64());
-        let hist_sum: u64 = a4["hist_log2_ns"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).sum();
+        let hist_sum: u64 = a4["hist_log2_ns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .sum();
         assert_eq!(hist_sum, a4["timed"].as_u64().unwrap());
     }
 }

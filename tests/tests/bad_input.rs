@@ -2,18 +2,37 @@
 
 use std::process::Command;
 
-use nginx_probe_tests::{our_loaded_programs, run_probe, Nginx, NginxConfig, ProbeRun};
+use nginx_probe_tests::{
+    assert_released, our_program_ids, prog_ids_held_by, run_probe, Nginx, NginxConfig, ProbeRun,
+};
 use nix::sys::signal::Signal;
 
 fn assert_usage_error(args: &[&str], expect: &str) {
+    let before = our_program_ids();
     let out = run_probe(args);
     assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
-    assert!(out.stdout.is_empty(), "{args:?} printed to stdout: {}", out.stdout);
+    assert!(
+        out.stdout.is_empty(),
+        "{args:?} printed to stdout: {}",
+        out.stdout
+    );
     let lines: Vec<&str> = out.stderr.lines().collect();
     assert_eq!(lines.len(), 1, "{args:?}: not one line: {:?}", out.stderr);
-    assert!(lines[0].starts_with("nginx-probe: "), "{args:?}: {}", lines[0]);
-    assert!(lines[0].contains(expect), "{args:?}: {} lacks {expect:?}", lines[0]);
-    assert!(our_loaded_programs().is_empty(), "{args:?} left programs loaded");
+    assert!(
+        lines[0].starts_with("nginx-probe: "),
+        "{args:?}: {}",
+        lines[0]
+    );
+    assert!(
+        lines[0].contains(expect),
+        "{args:?}: {} lacks {expect:?}",
+        lines[0]
+    );
+    let new: Vec<u64> = our_program_ids()
+        .into_iter()
+        .filter(|id| !before.contains(id))
+        .collect();
+    assert!(new.is_empty(), "{args:?} left programs loaded: {new:?}");
 }
 
 #[test]
@@ -40,7 +59,10 @@ fn a_dead_master_is_reported_as_dead() {
     let mut ng = Nginx::start(&NginxConfig::default());
     let master = ng.master_pid().to_string();
     ng.stop();
-    assert_usage_error(&["--pid", &master], &format!("no process with pid {master}"));
+    assert_usage_error(
+        &["--pid", &master],
+        &format!("no process with pid {master}"),
+    );
 }
 
 #[test]
@@ -62,8 +84,9 @@ fn without_root_it_says_so_and_exits_2() {
 fn nothing_stays_attached_after_sigkill() {
     let ng = Nginx::start(&NginxConfig::default());
     let probe = ProbeRun::start(&["--pid", &ng.master_pid().to_string()]);
-    assert!(!our_loaded_programs().is_empty(), "probe attached nothing");
+    let ids = prog_ids_held_by(probe.pid());
+    assert_eq!(ids.len(), 28, "one program per syscall tracepoint: {ids:?}");
     let out = probe.stop_with(Signal::SIGKILL);
     assert_eq!(out.status.code(), None);
-    nginx_probe_tests::assert_nothing_loaded("after SIGKILL");
+    assert_released(&ids, "after SIGKILL");
 }

@@ -92,13 +92,17 @@ fn output_of(cmd: &mut Command) -> Option<String> {
 }
 
 fn is_root() -> bool {
-    output_of(Command::new("id").arg("-u")).map(|s| s.trim() == "0").unwrap_or(false)
+    output_of(Command::new("id").arg("-u"))
+        .map(|s| s.trim() == "0")
+        .unwrap_or(false)
 }
 
 fn cargo_bin_dir() -> PathBuf {
     std::env::var_os("CARGO_HOME")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".into())).join(".cargo"))
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".into())).join(".cargo")
+        })
         .join("bin")
 }
 
@@ -117,7 +121,10 @@ fn setup() -> Result<()> {
         println!("setup: Debian packages present");
     } else {
         if !is_root() {
-            bail!("setup must run as root to install {}: run it with sudo", missing.join(" "));
+            bail!(
+                "setup must run as root to install {}: run it with sudo",
+                missing.join(" ")
+            );
         }
         println!("setup: installing {}", missing.join(" "));
         run(Command::new("apt-get").arg("update").arg("-q"))?;
@@ -126,10 +133,14 @@ fn setup() -> Result<()> {
             .args(&missing)
             .env("DEBIAN_FRONTEND", "noninteractive"))?;
         // The package starts a system nginx on port 80; the tests start their own.
-        let _ = Command::new("systemctl").args(["disable", "--now", "nginx"]).stderr(Stdio::null()).status();
+        let _ = Command::new("systemctl")
+            .args(["disable", "--now", "nginx"])
+            .stderr(Stdio::null())
+            .status();
     }
 
-    // 2. The pinned nightly with rust-src (eBPF crates are built with -Z build-std=core).
+    // 2. The pinned nightly with rust-src (eBPF crates are built with -Z build-std=core)
+    //    and clippy (`cargo xtask lint` checks the eBPF crate with it).
     let installed = output_of(Command::new("rustup").args([
         "component",
         "list",
@@ -138,19 +149,31 @@ fn setup() -> Result<()> {
         EBPF_TOOLCHAIN,
     ]))
     .unwrap_or_default();
-    if installed.lines().any(|l| l.starts_with("rust-src")) {
-        println!("setup: {EBPF_TOOLCHAIN} with rust-src present");
+    let want = ["rust-src", "clippy"];
+    let lacking: Vec<&str> = want
+        .iter()
+        .copied()
+        .filter(|c| !installed.lines().any(|l| l.starts_with(c)))
+        .collect();
+    if lacking.is_empty() {
+        println!("setup: {EBPF_TOOLCHAIN} with rust-src and clippy present");
     } else {
-        println!("setup: installing {EBPF_TOOLCHAIN} with rust-src");
-        run(Command::new("rustup").args([
+        println!(
+            "setup: installing {EBPF_TOOLCHAIN} with {}",
+            lacking.join(", ")
+        );
+        let mut cmd = Command::new("rustup");
+        cmd.args([
             "toolchain",
             "install",
             EBPF_TOOLCHAIN,
             "--profile",
             "minimal",
-            "--component",
-            "rust-src",
-        ]))?;
+        ]);
+        for c in &want {
+            cmd.args(["--component", c]);
+        }
+        run(&mut cmd)?;
     }
 
     // 3. bpf-linker built against LLVM 22.
@@ -159,8 +182,13 @@ fn setup() -> Result<()> {
     if version.contains(BPF_LINKER_VERSION) {
         println!("setup: bpf-linker {BPF_LINKER_VERSION} present");
     } else {
-        println!("setup: building bpf-linker {BPF_LINKER_VERSION} against LLVM 22 (about 3 minutes)");
-        let path = format!("/usr/lib/llvm-22/bin:{}", std::env::var("PATH").unwrap_or_default());
+        println!(
+            "setup: building bpf-linker {BPF_LINKER_VERSION} against LLVM 22 (about 3 minutes)"
+        );
+        let path = format!(
+            "/usr/lib/llvm-22/bin:{}",
+            std::env::var("PATH").unwrap_or_default()
+        );
         run(Command::new("cargo")
             .args([
                 "install",
@@ -178,9 +206,12 @@ fn setup() -> Result<()> {
 }
 
 fn build_probe() -> Result<PathBuf> {
-    run(Command::new("cargo")
-        .current_dir(workspace_root())
-        .args(["build", "--release", "--package", "nginx-probe"]))?;
+    run(Command::new("cargo").current_dir(workspace_root()).args([
+        "build",
+        "--release",
+        "--package",
+        "nginx-probe",
+    ]))?;
     Ok(workspace_root().join("target/release/nginx-probe"))
 }
 
@@ -201,7 +232,14 @@ fn demo(pid: Option<u32>, duration: u32) -> Result<()> {
     if let Some(pid) = pid {
         println!("demo: tracing nginx master {pid} for {duration} s");
         let status = Command::new(&probe)
-            .args(["--pid", &pid.to_string(), "--duration", &secs, "--hist", "accept4"])
+            .args([
+                "--pid",
+                &pid.to_string(),
+                "--duration",
+                &secs,
+                "--hist",
+                "accept4",
+            ])
             .status()?;
         if !status.success() {
             bail!("nginx-probe failed: {status}");
@@ -259,9 +297,14 @@ fn test(args: &[String]) -> Result<()> {
     let root = workspace_root();
     let probe = build_probe()?;
     println!("test: unit tests");
-    run(Command::new("cargo")
-        .current_dir(&root)
-        .args(["test", "--release", "--package", "nginx-probe", "--package", "nginx-probe-common"]))?;
+    run(Command::new("cargo").current_dir(&root).args([
+        "test",
+        "--release",
+        "--package",
+        "nginx-probe",
+        "--package",
+        "nginx-probe-common",
+    ]))?;
     if !is_root() {
         bail!("the integration tests load eBPF programs and start nginx: run them as root (sudo cargo xtask test)");
     }
@@ -269,7 +312,14 @@ fn test(args: &[String]) -> Result<()> {
     run(Command::new("cargo")
         .current_dir(&root)
         .env("NGINX_PROBE_BIN", &probe)
-        .args(["test", "--release", "--package", "nginx-probe-tests", "--", "--test-threads=1"])
+        .args([
+            "test",
+            "--release",
+            "--package",
+            "nginx-probe-tests",
+            "--",
+            "--test-threads=1",
+        ])
         .args(args))?;
     Ok(())
 }
