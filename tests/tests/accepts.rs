@@ -24,18 +24,23 @@ struct Blocker {
 }
 
 impl Blocker {
+    /// Starts a python3 process that listens on a port of its choosing, prints it, and
+    /// blocks in accept().
     fn start() -> Blocker {
-        let port = nginx_probe_tests::free_port();
-        let child = Command::new("python3")
+        use std::io::BufRead;
+        let mut child = Command::new("python3")
             .args([
                 "-c",
-                &format!(
-                    "import socket,sys\ns=socket.socket()\ns.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\ns.bind(('127.0.0.1',{port}))\ns.listen(8)\nprint('ready',flush=True)\nc,_=s.accept()\nc.close()\n"
-                ),
+                "import socket\ns=socket.socket()\ns.bind(('127.0.0.1',0))\ns.listen(8)\nprint(s.getsockname()[1],flush=True)\nc,_=s.accept()\nc.close()\n",
             ])
             .stdout(Stdio::piped())
             .spawn()
             .expect("python3");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.as_mut().expect("stdout"))
+            .read_line(&mut line)
+            .expect("blocker port");
+        let port = line.trim().parse().unwrap_or_else(|_| panic!("blocker printed {line:?}"));
         Blocker { child, port }
     }
 }
@@ -52,14 +57,6 @@ fn exactly_500_connections_give_exactly_500_accepts() {
     let ng = Nginx::start(&NginxConfig::default());
     // Case 7: 25 other processes blocked in accept() on their own ports.
     let mut blockers: Vec<Blocker> = (0..25).map(|_| Blocker::start()).collect();
-    for b in blockers.iter_mut() {
-        use std::io::BufRead;
-        let mut line = String::new();
-        std::io::BufReader::new(b.child.stdout.as_mut().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert_eq!(line.trim(), "ready");
-    }
     let probe = probe_json(&ng);
     let ids = nginx_probe_tests::prog_ids_held_by(probe.pid());
     assert_eq!(ids.len(), 28, "one program per syscall tracepoint: {ids:?}");
