@@ -82,8 +82,17 @@ fn nginx_binary() -> String {
 
 impl Nginx {
     /// Starts nginx with `cfg` and waits until it answers on its port and all its
-    /// workers exist.
+    /// workers exist. Retries with another port if the chosen one was taken meanwhile.
     pub fn start(cfg: &NginxConfig) -> Nginx {
+        for _ in 0..4 {
+            if let Some(ng) = Nginx::try_start(cfg) {
+                return ng;
+            }
+        }
+        panic!("nginx could not bind a free port in 4 attempts");
+    }
+
+    fn try_start(cfg: &NginxConfig) -> Option<Nginx> {
         let dir = tempfile::Builder::new()
             .prefix("nginx-probe-")
             .tempdir()
@@ -168,11 +177,15 @@ http {{
             _dir: dir,
             port,
         };
-        ng.wait_ready(cfg.workers as usize);
-        ng
+        if ng.wait_ready(cfg.workers as usize) {
+            Some(ng)
+        } else {
+            None
+        }
     }
 
-    fn wait_ready(&mut self, workers: usize) {
+    /// True when ready; false when nginx exited because its port was taken.
+    fn wait_ready(&mut self, workers: usize) -> bool {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if let Some(status) = self
@@ -186,10 +199,15 @@ http {{
                 }
                 let log =
                     fs::read_to_string(self.prefix.join("logs/error.log")).unwrap_or_default();
+                if err.contains("Address already in use") || log.contains("Address already in use")
+                {
+                    self.child = None;
+                    return false;
+                }
                 panic!("nginx exited at start ({status}): {err} {log}");
             }
             if TcpStream::connect(self.addr()).is_ok() && self.worker_pids().len() == workers {
-                return;
+                return true;
             }
             assert!(
                 Instant::now() < deadline,

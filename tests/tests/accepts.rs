@@ -40,7 +40,10 @@ impl Blocker {
         std::io::BufReader::new(child.stdout.as_mut().expect("stdout"))
             .read_line(&mut line)
             .expect("blocker port");
-        let port = line.trim().parse().unwrap_or_else(|_| panic!("blocker printed {line:?}"));
+        let port = line
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("blocker printed {line:?}"));
         Blocker { child, port }
     }
 }
