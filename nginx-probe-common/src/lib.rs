@@ -256,10 +256,14 @@ pub mod drop {
     pub const SLOT_OUT_OF_RANGE: u32 = 2;
     /// The entry timestamp belonged to another syscall (a missed exit): not timed.
     pub const ENTRY_MISMATCH: u32 = 3;
+    /// A child of the master was not traced: every stats slot was used.
+    pub const SLOTS_EXHAUSTED: u32 = 4;
+    /// A child of the master was not traced: the `WORKERS` filter map was full.
+    pub const FILTER_FULL: u32 = 5;
 }
 
 /// Number of counters in the `DROPS` map.
-pub const DROP_COUNTERS: usize = 4;
+pub const DROP_COUNTERS: usize = 6;
 
 /// Human names of the `DROPS` counters, indexed by the constants in [`drop`].
 pub const DROP_NAMES: [&str; DROP_COUNTERS] = [
@@ -267,6 +271,8 @@ pub const DROP_NAMES: [&str; DROP_COUNTERS] = [
     "entry_store_failed",
     "slot_out_of_range",
     "entry_mismatch",
+    "slots_exhausted",
+    "filter_full",
 ];
 
 /// `floor(log2(v))` for `v >= 1`, 0 for `v == 0`; branch-light and loop-free so the

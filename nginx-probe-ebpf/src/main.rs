@@ -13,7 +13,7 @@ mod programs {
     use aya_ebpf::{
         helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
         macros::{map, tracepoint},
-        maps::{HashMap, LruHashMap, PerCpuArray},
+        maps::{Array, HashMap, LruHashMap, PerCpuArray},
         programs::TracePointContext,
     };
     use nginx_probe_common::{
@@ -26,7 +26,29 @@ mod programs {
     #[no_mangle]
     static RET_OFFSET: u64 = 16;
 
-    /// tgid of a worker -> its slot. User space keeps it current.
+    /// Host tgid of the nginx master; its forks become tracked workers in the kernel, so
+    /// a worker started by a reload or respawn is counted from its first syscall.
+    #[no_mangle]
+    static MASTER_TGID: u32 = 0;
+
+    /// Offsets of `parent_pid` and `child_pid` in `sched:sched_process_fork` records
+    /// (read by user space from the tracepoint's `format` file).
+    #[no_mangle]
+    static FORK_PARENT_OFF: u64 = 12;
+    #[no_mangle]
+    static FORK_CHILD_OFF: u64 = 20;
+
+    /// Number of slots in `STATS` (user space sets it with the map size).
+    #[no_mangle]
+    static SLOTS: u32 = DEFAULT_WORKER_SLOTS;
+
+    /// Next slot for a child forked by the master. Index 0 only. Only the master's own
+    /// (single-threaded) forks touch it, so a plain read-modify-write cannot race.
+    #[map]
+    static NEXT_SLOT: Array<u32> = Array::with_max_entries(1, 0);
+
+    /// tgid of a worker -> its slot. User space fills it at start and removes exited
+    /// workers; `sched_process_fork` adds the master's new children.
     #[map]
     static WORKERS: HashMap<u32, u32> = HashMap::with_max_entries(MAX_TRACKED_TGIDS, 0);
 
@@ -136,6 +158,51 @@ mod programs {
                 s.hist[b] += 1;
             }
         }
+    }
+
+    /// Follows the master's forks (reload, worker respawn, cache processes): the child
+    /// enters `WORKERS` with the next slot before it runs. User space later classifies
+    /// it from /proc and removes what is not a worker.
+    #[tracepoint]
+    pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
+        // SAFETY: read-only globals patched by the loader.
+        let (master, parent_off, child_off, slots) = unsafe {
+            (
+                core::ptr::read_volatile(&MASTER_TGID),
+                core::ptr::read_volatile(&FORK_PARENT_OFF) as usize,
+                core::ptr::read_volatile(&FORK_CHILD_OFF) as usize,
+                core::ptr::read_volatile(&SLOTS),
+            )
+        };
+        // SAFETY: bpf_probe_read of the tracepoint record at offsets from its format.
+        let parent: i32 = match unsafe { ctx.read_at::<i32>(parent_off) } {
+            Ok(p) => p,
+            Err(_) => return 0,
+        };
+        if parent as u32 != master {
+            return 0;
+        }
+        // SAFETY: as above.
+        let child: i32 = match unsafe { ctx.read_at::<i32>(child_off) } {
+            Ok(c) => c,
+            Err(_) => return 0,
+        };
+        let Some(next) = NEXT_SLOT.get_ptr_mut(0) else {
+            return 0;
+        };
+        // SAFETY: see NEXT_SLOT: only the single-threaded master gets here.
+        let slot = unsafe { *next };
+        if slot >= slots {
+            count_drop(drop::SLOTS_EXHAUSTED);
+            return 0;
+        }
+        if WORKERS.insert(child as u32, slot, 0).is_err() {
+            count_drop(drop::FILTER_FULL);
+            return 0;
+        }
+        // SAFETY: as above.
+        unsafe { *next = slot + 1 };
+        0
     }
 
     macro_rules! syscall_pair {

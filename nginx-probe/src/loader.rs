@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use aya::{
-    maps::{HashMap, MapData, PerCpuArray},
+    maps::{Array, HashMap, MapData, PerCpuArray},
     programs::TracePoint,
     Ebpf, EbpfLoader,
 };
@@ -27,12 +27,12 @@ pub struct Probe {
     workers: HashMap<MapData, u32, u32>,
     stats: PerCpuArray<MapData, SyscallStats>,
     drops: PerCpuArray<MapData, u64>,
-    /// Worker slots the stats map was sized for.
-    pub slots: u32,
     /// `sys_enter_*`/`sys_exit_*` tracepoints that this kernel lacks or refused.
     pub missing: Vec<String>,
-    /// Tracepoints attached.
+    /// Syscall tracepoints attached.
     pub attached: usize,
+    /// Whether `sched:sched_process_fork` is attached (new workers tracked in-kernel).
+    pub follows_forks: bool,
 }
 
 /// Raises RLIMIT_MEMLOCK for kernels that still charge BPF maps to it (before 5.11);
@@ -46,20 +46,35 @@ fn raise_memlock() {
 
 impl Probe {
     /// Loads the programs with room for `slots` workers, fills the worker filter with
-    /// `initial` (tgid, slot) pairs, then attaches every syscall tracepoint that exists.
-    /// Missing tracepoints are recorded in `missing` and skipped.
+    /// `initial` (tgid, slot) pairs, attaches `sched:sched_process_fork` so that children
+    /// the master forks from now on are tracked in the kernel from slot `kernel_first_slot`
+    /// upward, then attaches every syscall tracepoint that exists. Missing tracepoints
+    /// are recorded in `missing` and skipped.
     ///
-    /// Errors: load failures, and [`ProbeError::NothingAttached`] when no tracepoint at
-    /// all could be attached.
+    /// Errors: load failures, and [`ProbeError::NothingAttached`] when no syscall
+    /// tracepoint at all could be attached.
     pub fn load(
         tracefs_root: &Path,
+        master_tgid: u32,
         slots: u32,
+        kernel_first_slot: u32,
         initial: &[(u32, u32)],
     ) -> Result<Probe, ProbeError> {
         raise_memlock();
         let ret_offset: u64 = tracefs::exit_ret_offset(tracefs_root, "accept4").unwrap_or(16);
+        let fork_format = std::fs::read_to_string(
+            tracefs_root.join("events/sched/sched_process_fork/format"),
+        )
+        .unwrap_or_default();
+        let parent_off = tracefs::field_offset(&fork_format, "parent_pid");
+        let child_off = tracefs::field_offset(&fork_format, "child_pid");
+        let (parent_off, child_off) = (parent_off.unwrap_or(12), child_off.unwrap_or(20));
         let mut ebpf = EbpfLoader::new()
             .override_global("RET_OFFSET", &ret_offset, true)
+            .override_global("MASTER_TGID", &master_tgid, true)
+            .override_global("FORK_PARENT_OFF", &parent_off, true)
+            .override_global("FORK_CHILD_OFF", &child_off, true)
+            .override_global("SLOTS", &slots, true)
             .map_max_entries("STATS", slots * SYSCALL_COUNT as u32)
             .load(EBPF_OBJECT)?;
 
@@ -70,6 +85,11 @@ impl Probe {
         for (tgid, slot) in initial {
             workers.insert(tgid, slot, 0)?;
         }
+        let mut next_slot: Array<MapData, u32> = Array::try_from(
+            ebpf.take_map("NEXT_SLOT")
+                .ok_or_else(|| ProbeError::Missing("map NEXT_SLOT".into()))?,
+        )?;
+        next_slot.set(0, kernel_first_slot, 0)?;
         let stats = PerCpuArray::try_from(
             ebpf.take_map("STATS")
                 .ok_or_else(|| ProbeError::Missing("map STATS".into()))?,
@@ -82,6 +102,28 @@ impl Probe {
         let mut missing = Vec::new();
         let mut attached = 0;
         let mut last_err = String::new();
+        // Fork following first, so no worker forked from here on is missed.
+        let follows_forks = if tracefs::has_event(tracefs_root, "sched", "sched_process_fork") {
+            let prog: &mut TracePoint = ebpf
+                .program_mut("sched_process_fork")
+                .ok_or_else(|| ProbeError::Missing("program sched_process_fork".into()))?
+                .try_into()?;
+            match prog
+                .load()
+                .and_then(|_| prog.attach("sched", "sched_process_fork"))
+            {
+                Ok(_) => true,
+                Err(e) => {
+                    warn!("could not attach sched:sched_process_fork ({e}); new workers are found by scanning /proc every 500 ms");
+                    false
+                }
+            }
+        } else {
+            false
+        };
+        if !follows_forks {
+            missing.push("sched_process_fork".to_string());
+        }
         // Entries first, so that exits find their timestamps from the start.
         for dir in ["enter", "exit"] {
             for def in SYSCALLS.iter() {
@@ -113,10 +155,16 @@ impl Probe {
             workers,
             stats,
             drops,
-            slots,
             missing,
             attached,
+            follows_forks,
         })
+    }
+
+    /// (tgid, slot) pairs in the kernel's worker filter, including children the kernel
+    /// added on fork.
+    pub fn filter_entries(&self) -> Vec<(u32, u32)> {
+        self.workers.iter().filter_map(Result::ok).collect()
     }
 
     /// Starts counting the syscalls of `tgid` into `slot`.

@@ -18,7 +18,7 @@ use std::{
 };
 
 use clap::{builder::PossibleValuesParser, error::ErrorKind, Parser};
-use log::{info, warn};
+use log::warn;
 use nginx_probe_common::SYSCALLS;
 use tokio::signal::unix::{signal, SignalKind};
 
@@ -189,7 +189,16 @@ async fn run(cli: Cli) -> Result<(), ProbeError> {
     let ncpus = aya::util::nr_cpus().unwrap_or(1);
     let slots = loader::slots_for(workers.len(), ncpus);
     let mut tracker = Tracker::new(master.clone(), &workers);
-    let mut probe = Probe::load(&tracefs_root, slots, &tracker.filter_entries())?;
+    let slots = slots.max(tracker.kernel_first_slot + 8);
+    let mut probe = Probe::load(
+        &tracefs_root,
+        master.pid,
+        slots,
+        tracker.kernel_first_slot,
+        &tracker.filter_entries(),
+    )?;
+    // Workers forked between the first scan and fork following being attached.
+    tracker.refresh(&mut probe)?;
     for m in &probe.missing {
         warn!("tracepoint syscalls:{m} is not available; its syscall reads as zero");
     }
@@ -205,12 +214,13 @@ async fn run(cli: Cli) -> Result<(), ProbeError> {
     };
     let pids: Vec<String> = workers.iter().map(|w| w.pid.to_string()).collect();
     eprintln!(
-        "Tracing nginx master {}{nspid_note} `{}`: {} workers [{}], {} tracepoints. Hit Ctrl-C to end.",
+        "Tracing nginx master {}{nspid_note} `{}`: {} workers [{}], {} syscall tracepoints{}. Hit Ctrl-C to end.",
         master.pid,
         master.title,
         workers.len(),
         pids.join(" "),
         probe.attached,
+        if probe.follows_forks { ", following forks" } else { "" },
     );
 
     let interval = if cli.summary_only {
@@ -253,13 +263,8 @@ async fn run(cli: Cli) -> Result<(), ProbeError> {
                 if !target::is_alive(master.pid) {
                     break format!("nginx master {} exited", master.pid);
                 }
-                let (new, gone) = tracker.refresh(&mut probe)?;
-                for pid in new {
-                    info!("worker {pid} started; tracing it");
-                    eprintln!("nginx-probe: worker {pid} started; tracing it");
-                }
-                for pid in gone {
-                    eprintln!("nginx-probe: worker {pid} exited");
+                for ev in tracker.refresh(&mut probe)? {
+                    eprintln!("nginx-probe: {}", report::event_line(&ev, master.pid));
                 }
             }
             _ = report_tick.tick(), if interval.is_some() => {

@@ -190,6 +190,17 @@ pub struct WorkerReport {
     pub syscalls: BTreeMap<&'static str, SyscallReport>,
 }
 
+/// Something that happened to the master's processes during the run.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Event {
+    /// Seconds since attach.
+    pub t_s: f64,
+    /// `worker_started`, `worker_exited`, `new_master` (binary upgrade, USR2).
+    pub event: &'static str,
+    /// Host pid of the process.
+    pub pid: u32,
+}
+
 /// A whole report: an interval or the summary at exit.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
@@ -210,6 +221,8 @@ pub struct Report {
     pub drops: BTreeMap<&'static str, u64>,
     /// Tracepoints that could not be attached (their syscalls read as zero).
     pub missing_tracepoints: Vec<String>,
+    /// Workers started and exited, new masters (summary only).
+    pub events: Vec<Event>,
     /// Why the run ended (summary only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub end_reason: Option<String>,

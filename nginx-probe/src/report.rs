@@ -2,7 +2,20 @@
 
 use std::fmt::Write as _;
 
-use crate::model::{bucket_bounds, Report, WorkerReport};
+use crate::model::{bucket_bounds, Event, Report, WorkerReport};
+
+/// One line describing a worker-set event, for stderr and the summary.
+pub fn event_line(ev: &Event, master: u32) -> String {
+    match ev.event {
+        "worker_started" => format!("+{:.1}s worker {} started (forked by master {master}); tracing it", ev.t_s, ev.pid),
+        "worker_exited" => format!("+{:.1}s worker {} exited", ev.t_s, ev.pid),
+        "new_master" => format!(
+            "+{:.1}s new nginx master {} started under master {master} (binary upgrade, USR2); this run keeps following master {master}: trace the new one with --pid {}",
+            ev.t_s, ev.pid, ev.pid
+        ),
+        other => format!("+{:.1}s {other} {}", ev.t_s, ev.pid),
+    }
+}
 
 /// Formats a duration in ns with a unit a person reads at a glance: `850ns`, `12.3us`,
 /// `4.50ms`, `1.23s`.
@@ -172,6 +185,12 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
             "not attached (kernel lacks them): {}",
             r.missing_tracepoints.join(" ")
         );
+    }
+    if !r.events.is_empty() {
+        let _ = writeln!(out, "\nevents:");
+        for ev in &r.events {
+            let _ = writeln!(out, "  {}", event_line(ev, r.master_pid));
+        }
     }
     if r.workers.iter().any(|w| !w.alive) {
         let _ = writeln!(out, "+ = worker exited during the run");

@@ -142,6 +142,25 @@ pub fn find_workers(master: u32) -> Vec<WorkerProc> {
     out
 }
 
+/// The role of a live process, None when it is gone (or a zombie).
+pub fn role_of(pid: u32) -> Option<Role> {
+    let p = Process::new(pid as i32).ok()?;
+    let stat = p.stat().ok()?;
+    if stat.state == 'Z' || stat.state == 'X' {
+        return None;
+    }
+    Some(classify(&stat.comm, &cmdline_of(&p)))
+}
+
+/// `NSpid` of a process (host pid first), or just the host pid when unreadable.
+pub fn nspid_of(pid: u32) -> Vec<i32> {
+    Process::new(pid as i32)
+        .and_then(|p| p.status())
+        .ok()
+        .and_then(|s| s.nspid)
+        .unwrap_or_else(|| vec![pid as i32])
+}
+
 /// True while `/proc/<pid>` exists and is not a zombie.
 pub fn is_alive(pid: u32) -> bool {
     match Process::new(pid as i32).and_then(|p| p.stat()) {

@@ -1,7 +1,12 @@
-//! Keeps the worker set of one master current in the kernel filter, and turns map
-//! snapshots into interval and summary reports.
+//! Keeps the worker set of one master current (reloads, respawns, binary upgrades) and
+//! turns map snapshots into interval and summary reports.
+//!
+//! Slots: user space gives slots `[0, kernel_first_slot)` to the workers it finds in
+//! `/proc`; the kernel gives slots from `kernel_first_slot` upward to children the master
+//! forks (`sched_process_fork`). The two ranges never overlap.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
 
 use log::warn;
 use nginx_probe_common::{SyscallStats, DROP_COUNTERS, SYSCALL_COUNT};
@@ -9,9 +14,13 @@ use nginx_probe_common::{SyscallStats, DROP_COUNTERS, SYSCALL_COUNT};
 use crate::{
     error::ProbeError,
     loader::Probe,
-    model::{self, Report, SlotStats, WorkerInfo, SCHEMA_VERSION},
-    target::{self, Master, WorkerProc},
+    model::{self, Event, Report, SlotStats, WorkerInfo, SCHEMA_VERSION},
+    target::{self, Master, Role, WorkerProc},
 };
+
+/// Slots user space keeps for workers it finds by scanning `/proc` after start (those
+/// forked before fork following was attached).
+pub const USER_SLOT_RESERVE: u32 = 16;
 
 /// Cumulative state of every slot at one instant.
 #[derive(Clone)]
@@ -28,9 +37,18 @@ pub struct Tracker {
     pub master: Master,
     /// Every worker seen since attach, by pid.
     pub workers: BTreeMap<u32, WorkerInfo>,
-    next_slot: u32,
-    /// Workers that could not be given a slot (stats map full).
+    /// Children of the master that are not workers (cache processes, a new master).
+    ignored: BTreeSet<u32>,
+    /// Children the kernel tracked whose title was still the master's at the last look.
+    pending: BTreeSet<u32>,
+    next_user_slot: u32,
+    /// First slot the kernel hands out; the end of the user-space range.
+    pub kernel_first_slot: u32,
+    /// Workers that could not be given a slot.
     pub untracked: u64,
+    /// What happened, in order.
+    pub events: Vec<Event>,
+    started: Instant,
 }
 
 impl Tracker {
@@ -39,8 +57,13 @@ impl Tracker {
         let mut t = Tracker {
             master,
             workers: BTreeMap::new(),
-            next_slot: 0,
+            ignored: BTreeSet::new(),
+            pending: BTreeSet::new(),
+            next_user_slot: 0,
+            kernel_first_slot: initial.len() as u32 + USER_SLOT_RESERVE,
             untracked: 0,
+            events: Vec::new(),
+            started: Instant::now(),
         };
         for w in initial {
             t.workers.insert(
@@ -48,11 +71,11 @@ impl Tracker {
                 WorkerInfo {
                     pid: w.pid,
                     nspid: w.nspid.clone(),
-                    slot: t.next_slot,
+                    slot: t.next_user_slot,
                     alive: true,
                 },
             );
-            t.next_slot += 1;
+            t.next_user_slot += 1;
         }
         t
     }
@@ -66,34 +89,95 @@ impl Tracker {
             .collect()
     }
 
-    /// Rescans the master's children: new workers get a slot and enter the filter,
-    /// exited ones leave it (their counts stay). Returns (started, exited) pids.
-    pub fn refresh(&mut self, probe: &mut Probe) -> Result<(Vec<u32>, Vec<u32>), ProbeError> {
-        let live = target::find_workers(self.master.pid);
-        let mut started = Vec::new();
-        for w in &live {
-            if self.workers.get(&w.pid).map(|i| i.alive).unwrap_or(false) {
+    fn event(&mut self, event: &'static str, pid: u32) {
+        self.events.push(Event {
+            t_s: self.started.elapsed().as_secs_f64(),
+            event,
+            pid,
+        });
+    }
+
+    /// Brings the worker set up to date: classifies the children the kernel started
+    /// tracking on fork (workers stay; a new master or cache processes leave the
+    /// filter), adds workers found only in `/proc`, and marks exited workers (their
+    /// counts stay). Returns the events this call added.
+    pub fn refresh(&mut self, probe: &mut Probe) -> Result<Vec<Event>, ProbeError> {
+        let first_new_event = self.events.len();
+        // 1. Children the kernel added on fork.
+        for (tgid, slot) in probe.filter_entries() {
+            if self.workers.contains_key(&tgid) || self.ignored.contains(&tgid) {
                 continue;
             }
-            if self.next_slot >= probe.slots {
+            match target::role_of(tgid) {
+                Some(Role::Worker) => {
+                    self.pending.remove(&tgid);
+                    self.workers.insert(
+                        tgid,
+                        WorkerInfo {
+                            pid: tgid,
+                            nspid: target::nspid_of(tgid),
+                            slot,
+                            alive: true,
+                        },
+                    );
+                    self.event("worker_started", tgid);
+                }
+                Some(Role::Master) => {
+                    // Just forked and not yet retitled, or a new master (USR2 binary
+                    // upgrade execs a new nginx in the child). Decide on a second look.
+                    if !self.pending.insert(tgid) {
+                        self.pending.remove(&tgid);
+                        self.ignored.insert(tgid);
+                        probe.untrack(tgid);
+                        self.event("new_master", tgid);
+                    }
+                }
+                Some(_) => {
+                    self.ignored.insert(tgid);
+                    probe.untrack(tgid);
+                }
+                None => {
+                    // Gone before we could look: a child of the master that lived less
+                    // than a rescan. Keep what it did, as an exited worker.
+                    self.workers.insert(
+                        tgid,
+                        WorkerInfo {
+                            pid: tgid,
+                            nspid: vec![tgid as i32],
+                            slot,
+                            alive: false,
+                        },
+                    );
+                    probe.untrack(tgid);
+                    self.event("worker_started", tgid);
+                    self.event("worker_exited", tgid);
+                }
+            }
+        }
+        // 2. Workers only /proc knows (forked before fork following was attached).
+        let live = target::find_workers(self.master.pid);
+        for w in &live {
+            if self.workers.contains_key(&w.pid) {
+                continue;
+            }
+            if self.next_user_slot >= self.kernel_first_slot {
                 self.untracked += 1;
-                warn!(
-                    "worker {} not traced: all {} worker slots are used",
-                    w.pid, probe.slots
-                );
+                warn!("worker {} not traced: all worker slots are used", w.pid);
+                self.ignored.insert(w.pid);
                 continue;
             }
             let info = WorkerInfo {
                 pid: w.pid,
                 nspid: w.nspid.clone(),
-                slot: self.next_slot,
+                slot: self.next_user_slot,
                 alive: true,
             };
-            self.next_slot += 1;
+            self.next_user_slot += 1;
             probe.track(info.pid, info.slot)?;
             self.workers.insert(w.pid, info);
-            started.push(w.pid);
+            self.event("worker_started", w.pid);
         }
+        // 3. Exits.
         let mut exited = Vec::new();
         for info in self.workers.values_mut() {
             if info.alive && !live.iter().any(|w| w.pid == info.pid) && !target::is_alive(info.pid)
@@ -103,7 +187,10 @@ impl Tracker {
                 exited.push(info.pid);
             }
         }
-        Ok((started, exited))
+        for pid in exited {
+            self.event("worker_exited", pid);
+        }
+        Ok(self.events[first_new_event..].to_vec())
     }
 
     /// Reads every used slot and the drop counters.
@@ -137,6 +224,10 @@ impl Tracker {
             for i in 0..SYSCALL_COUNT {
                 d[i] = model::delta(&c[i], &p[i]);
             }
+            // An interval report leaves out workers that were gone for all of it.
+            if prev.is_some() && !w.alive && d.iter().all(|s| s.count == 0) {
+                continue;
+            }
             per_worker.push((w, d));
         }
         let total_accepts: u64 = per_worker.iter().map(|(_, s)| model::accepts_of(s)).sum();
@@ -161,6 +252,11 @@ impl Tracker {
             workers,
             drops,
             missing_tracepoints: missing.to_vec(),
+            events: if kind == "summary" {
+                self.events.clone()
+            } else {
+                Vec::new()
+            },
             end_reason,
         }
     }
