@@ -62,10 +62,9 @@ impl Probe {
     ) -> Result<Probe, ProbeError> {
         raise_memlock();
         let ret_offset: u64 = tracefs::exit_ret_offset(tracefs_root, "accept4").unwrap_or(16);
-        let fork_format = std::fs::read_to_string(
-            tracefs_root.join("events/sched/sched_process_fork/format"),
-        )
-        .unwrap_or_default();
+        let fork_format =
+            std::fs::read_to_string(tracefs_root.join("events/sched/sched_process_fork/format"))
+                .unwrap_or_default();
         let parent_off = tracefs::field_offset(&fork_format, "parent_pid");
         let child_off = tracefs::field_offset(&fork_format, "child_pid");
         let (parent_off, child_off) = (parent_off.unwrap_or(12), child_off.unwrap_or(20));

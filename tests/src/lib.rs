@@ -42,6 +42,13 @@ pub struct NginxConfig {
     pub listen_extra: String,
     /// `access_log` setting: None writes `<prefix>/logs/access.log` unbuffered.
     pub access_log: Option<String>,
+    /// Start nginx in its own pid namespace (`unshare --pid --fork --mount-proc`), as
+    /// in a container: the master is pid 1 inside.
+    pub pid_namespace: bool,
+    /// `daemon on`: nginx forks away from us (needed for a binary upgrade, which nginx
+    /// refuses while its original parent is alive). The master pid comes from the pid
+    /// file.
+    pub daemon: bool,
 }
 
 impl Default for NginxConfig {
@@ -54,6 +61,8 @@ impl Default for NginxConfig {
             http_extra: String::new(),
             listen_extra: String::new(),
             access_log: None,
+            pid_namespace: false,
+            daemon: false,
         }
     }
 }
@@ -68,6 +77,8 @@ pub struct Nginx {
     _dir: tempfile::TempDir,
     /// The port nginx listens on.
     pub port: u16,
+    in_namespace: bool,
+    daemon_master: Option<u32>,
 }
 
 /// Returns a TCP port on 127.0.0.1 that was free a moment ago.
@@ -114,7 +125,7 @@ impl Nginx {
         };
         let conf = format!(
             "worker_processes {workers};
-daemon off;
+daemon {daemon};
 pid {p}/logs/nginx.pid;
 error_log {p}/logs/error.log warn;
 events {{
@@ -137,13 +148,21 @@ http {{
 }}
 ",
             workers = cfg.workers,
+            daemon = if cfg.daemon { "on" } else { "off" },
             wc = cfg.worker_connections,
             events_extra = cfg.events_extra,
             http_extra = cfg.http_extra,
             listen_extra = cfg.listen_extra,
         );
         fs::write(prefix.join("nginx.conf"), conf).expect("write nginx.conf");
-        let mut cmd = Command::new(nginx_binary());
+        let mut cmd = if cfg.pid_namespace {
+            let mut c = Command::new("unshare");
+            c.args(["--pid", "--fork", "--mount-proc", "--kill-child=SIGTERM"])
+                .arg(nginx_binary());
+            c
+        } else {
+            Command::new(nginx_binary())
+        };
         cmd.arg("-p")
             .arg(&prefix)
             .arg("-e")
@@ -176,7 +195,28 @@ http {{
             prefix,
             _dir: dir,
             port,
+            in_namespace: cfg.pid_namespace,
+            daemon_master: None,
         };
+        if cfg.daemon {
+            let mut child = ng.child.take().expect("child");
+            let status = child.wait().expect("wait for nginx to daemonize");
+            if !status.success() {
+                let mut err = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    let _ = e.read_to_string(&mut err);
+                }
+                if err.contains("Address already in use") {
+                    return None;
+                }
+                panic!("nginx failed to start as a daemon: {err}");
+            }
+            let pid = fs::read_to_string(ng.prefix.join("logs/nginx.pid"))
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+                .expect("daemon pid file");
+            ng.daemon_master = Some(pid);
+        }
         if ng.wait_ready(cfg.workers as usize) {
             Some(ng)
         } else {
@@ -206,7 +246,10 @@ http {{
                 }
                 panic!("nginx exited at start ({status}): {err} {log}");
             }
-            if TcpStream::connect(self.addr()).is_ok() && self.worker_pids().len() == workers {
+            if self.master_pid() != 0
+                && TcpStream::connect(self.addr()).is_ok()
+                && self.worker_pids().len() == workers
+            {
                 return true;
             }
             assert!(
@@ -228,9 +271,17 @@ http {{
         format!("http://127.0.0.1:{}/", self.port)
     }
 
-    /// The master's pid.
+    /// The master's host pid (with a pid namespace: the child of `unshare`).
     pub fn master_pid(&self) -> u32 {
-        self.child.as_ref().expect("nginx running").id()
+        if let Some(pid) = self.daemon_master {
+            return pid;
+        }
+        let pid = self.child.as_ref().expect("nginx running").id();
+        if self.in_namespace {
+            children_of(pid).first().copied().unwrap_or(0)
+        } else {
+            pid
+        }
     }
 
     /// Pids of the master's `nginx: worker process` children, sorted.
@@ -252,7 +303,24 @@ http {{
 
     /// Stops nginx now (SIGTERM, then SIGKILL after 5 s). Idempotent.
     pub fn stop(&mut self) {
+        if let Some(pid) = self.daemon_master.take() {
+            let workers = children_of(pid);
+            let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            for p in workers.into_iter().chain([pid]) {
+                let _ = kill(Pid::from_raw(p as i32), Signal::SIGKILL);
+            }
+        }
         if let Some(mut child) = self.child.take() {
+            if self.in_namespace {
+                // The master is pid 1 of its namespace: stop it directly.
+                for pid in children_of(child.id()) {
+                    let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
+                }
+            }
             let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
             let deadline = Instant::now() + Duration::from_secs(5);
             loop {

@@ -1,0 +1,222 @@
+//! Reloads, crashes, binary upgrades, pid namespaces, concurrent probes: counts stay
+//! exact and the report says what happened.
+
+use std::{thread, time::Duration};
+
+use nginx_probe_tests::{
+    one_request_per_connection, total_accepts, workers, Nginx, NginxConfig, ProbeRun,
+};
+use nix::{
+    sys::signal::{kill, Signal},
+    unistd::Pid,
+};
+use serde_json::Value;
+
+fn signal(pid: u32, sig: Signal) {
+    kill(Pid::from_raw(pid as i32), sig).unwrap_or_else(|e| panic!("kill {pid} {sig}: {e}"));
+}
+
+fn events(s: &Value, kind: &str) -> Vec<u64> {
+    s["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["event"] == kind)
+        .map(|e| e["pid"].as_u64().unwrap())
+        .collect()
+}
+
+/// Waits until the master's worker set is `n` processes none of which is in `old`.
+fn wait_new_workers(ng: &Nginx, old: &[u32], n: usize) -> Vec<u32> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = ng.worker_pids();
+        if now.len() == n && now.iter().all(|p| !old.contains(p)) {
+            return now;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "workers did not change: {now:?}"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn connections_spread_over_three_reloads_sum_exactly() {
+    let ng = Nginx::start(&NginxConfig::default());
+    let probe = ProbeRun::start(&["--pid", &ng.master_pid().to_string(), "--json"]);
+    let addr = ng.addr();
+    const N: usize = 3000;
+    let client = thread::spawn(move || one_request_per_connection(addr, N));
+    let mut generations = vec![ng.worker_pids()];
+    for _ in 0..3 {
+        thread::sleep(Duration::from_millis(300));
+        signal(ng.master_pid(), Signal::SIGHUP);
+        let old: Vec<u32> = generations.iter().flatten().copied().collect();
+        generations.push(wait_new_workers(&ng, &old, 2));
+    }
+    assert_eq!(client.join().unwrap(), N);
+    thread::sleep(Duration::from_millis(700));
+    let out = probe.stop_with(Signal::SIGINT);
+    let s = out.summary_json();
+    assert_eq!(total_accepts(&s), N as u64, "{s}");
+    // Every generation's workers are in the report.
+    let reported: Vec<u64> = workers(&s)
+        .iter()
+        .map(|w| w["pid"].as_u64().unwrap())
+        .collect();
+    for pid in generations.iter().flatten() {
+        assert!(
+            reported.contains(&(*pid as u64)),
+            "worker {pid} missing from {reported:?}"
+        );
+    }
+    // Three reloads of 2 workers: 6 started; the first two generations exited.
+    assert_eq!(events(&s, "worker_started").len(), 6, "{}", s["events"]);
+    for pid in generations[..2].iter().flatten() {
+        assert!(
+            events(&s, "worker_exited").contains(&(*pid as u64)),
+            "{}",
+            s["events"]
+        );
+    }
+    assert_eq!(s["drops"]["slots_exhausted"], 0);
+}
+
+#[test]
+fn a_killed_worker_is_reported_and_its_replacement_followed() {
+    let ng = Nginx::start(&NginxConfig::default());
+    let probe = ProbeRun::start(&["--pid", &ng.master_pid().to_string(), "--json"]);
+    let before = ng.worker_pids();
+    assert_eq!(one_request_per_connection(ng.addr(), 100), 100);
+    signal(before[0], Signal::SIGKILL);
+    let after = wait_new_workers(&ng, &[before[0]], 2);
+    let replacement = *after.iter().find(|p| !before.contains(p)).unwrap();
+    assert_eq!(one_request_per_connection(ng.addr(), 100), 100);
+    thread::sleep(Duration::from_millis(700));
+    let out = probe.stop_with(Signal::SIGINT);
+    let s = out.summary_json();
+    assert_eq!(total_accepts(&s), 200, "{s}");
+    assert_eq!(
+        events(&s, "worker_exited"),
+        vec![before[0] as u64],
+        "{}",
+        s["events"]
+    );
+    assert_eq!(
+        events(&s, "worker_started"),
+        vec![replacement as u64],
+        "{}",
+        s["events"]
+    );
+    let killed = workers(&s)
+        .into_iter()
+        .find(|w| w["pid"] == before[0])
+        .expect("killed worker in report");
+    assert_eq!(killed["alive"], false);
+    assert!(
+        out.stderr.contains(&format!("worker {} exited", before[0])),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn binary_upgrade_then_old_master_exit_gives_final_report_and_exit_0() {
+    // nginx refuses USR2 unless daemonized.
+    let ng = Nginx::start(&NginxConfig {
+        daemon: true,
+        ..NginxConfig::default()
+    });
+    let old_master = ng.master_pid();
+    let probe = ProbeRun::start(&["--pid", &old_master.to_string(), "--json"]);
+    assert_eq!(one_request_per_connection(ng.addr(), 50), 50);
+    signal(old_master, Signal::SIGUSR2);
+    // The new master writes logs/nginx.pid; the old one's moves to nginx.pid.oldbin.
+    let pid_file = ng.prefix.join("logs/nginx.pid");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let new_master: u32 = loop {
+        if let Some(pid) = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|s| s.trim().parse::<u32>().ok())
+            .filter(|&p| p != old_master)
+        {
+            break pid;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no new master after USR2"
+        );
+        thread::sleep(Duration::from_millis(20));
+    };
+    // Let the probe classify the new master, then retire the old one gracefully.
+    thread::sleep(Duration::from_millis(1200));
+    signal(old_master, Signal::SIGQUIT);
+    let mut probe = probe;
+    let out = probe.wait();
+    // Stop the new master (it is not the fixture's child).
+    let _ = kill(Pid::from_raw(new_master as i32), Signal::SIGTERM);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let s = out.summary_json();
+    assert_eq!(
+        events(&s, "new_master"),
+        vec![new_master as u64],
+        "{}",
+        s["events"]
+    );
+    assert!(
+        s["end_reason"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("master {old_master} exited")),
+        "{}",
+        s["end_reason"]
+    );
+    assert_eq!(total_accepts(&s), 50, "{s}");
+    assert!(out.stderr.contains("binary upgrade"), "{}", out.stderr);
+}
+
+#[test]
+fn nginx_in_its_own_pid_namespace_is_traced_by_host_pid() {
+    let ng = Nginx::start(&NginxConfig {
+        pid_namespace: true,
+        ..NginxConfig::default()
+    });
+    let master = ng.master_pid();
+    let status = std::fs::read_to_string(format!("/proc/{master}/status")).unwrap();
+    assert!(status.contains(&format!("NSpid:\t{master}\t1")), "{status}");
+    let probe = ProbeRun::start(&["--pid", &master.to_string(), "--json"]);
+    assert!(
+        probe
+            .stderr
+            .iter()
+            .any(|l| l.contains("(pid 1 in its namespace)")),
+        "{:?}",
+        probe.stderr
+    );
+    assert_eq!(one_request_per_connection(ng.addr(), 200), 200);
+    let out = probe.stop_with(Signal::SIGINT);
+    let s = out.summary_json();
+    assert_eq!(total_accepts(&s), 200, "{s}");
+    assert_eq!(s["master_nspid"], serde_json::json!([master, 1]));
+    for w in workers(&s) {
+        let nspid = w["nspid"].as_array().unwrap();
+        assert_eq!(nspid.len(), 2, "{w}");
+        assert_eq!(nspid[0], w["pid"]);
+        assert!(nspid[1].as_u64().unwrap() < 100, "in-namespace pid {w}");
+    }
+}
+
+#[test]
+fn two_probes_on_one_nginx_both_count_exactly() {
+    let ng = Nginx::start(&NginxConfig::default());
+    let a = ProbeRun::start(&["--pid", &ng.master_pid().to_string(), "--json"]);
+    let b = ProbeRun::start(&["--pid", &ng.master_pid().to_string(), "--json"]);
+    assert_eq!(one_request_per_connection(ng.addr(), 300), 300);
+    let out_a = a.stop_with(Signal::SIGINT);
+    assert_eq!(one_request_per_connection(ng.addr(), 100), 100);
+    let out_b = b.stop_with(Signal::SIGTERM);
+    assert_eq!(total_accepts(&out_a.summary_json()), 300);
+    assert_eq!(total_accepts(&out_b.summary_json()), 400);
+}
