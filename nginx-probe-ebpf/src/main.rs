@@ -13,7 +13,7 @@ mod programs {
     use aya_ebpf::{
         helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
         macros::{map, tracepoint},
-        maps::{Array, HashMap, LruHashMap, PerCpuArray},
+        maps::{HashMap, LruHashMap, PerCpuArray, Queue},
         programs::TracePointContext,
     };
     use nginx_probe_common::{
@@ -38,14 +38,11 @@ mod programs {
     #[no_mangle]
     static FORK_CHILD_OFF: u64 = 20;
 
-    /// Number of slots in `STATS` (user space sets it with the map size).
-    #[no_mangle]
-    static SLOTS: u32 = DEFAULT_WORKER_SLOTS;
-
-    /// Next slot for a child forked by the master. Index 0 only. Only the master's own
-    /// (single-threaded) forks touch it, so a plain read-modify-write cannot race.
+    /// Free worker slots. User space fills it with every slot at start, pops slots for
+    /// the workers it finds in /proc, and pushes back the slot of an exited worker once
+    /// it has read and zeroed it; the fork program pops one per child of the master.
     #[map]
-    static NEXT_SLOT: Array<u32> = Array::with_max_entries(1, 0);
+    static FREE_SLOTS: Queue<u32> = Queue::with_max_entries(DEFAULT_WORKER_SLOTS, 0);
 
     /// tgid of a worker -> its slot. User space fills it at start and removes exited
     /// workers; `sched_process_fork` adds the master's new children.
@@ -161,17 +158,16 @@ mod programs {
     }
 
     /// Follows the master's forks (reload, worker respawn, cache processes): the child
-    /// enters `WORKERS` with the next slot before it runs. User space later classifies
+    /// enters `WORKERS` with a free slot before it runs. User space later classifies
     /// it from /proc and removes what is not a worker.
     #[tracepoint]
     pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
         // SAFETY: read-only globals patched by the loader.
-        let (master, parent_off, child_off, slots) = unsafe {
+        let (master, parent_off, child_off) = unsafe {
             (
                 core::ptr::read_volatile(&MASTER_TGID),
                 core::ptr::read_volatile(&FORK_PARENT_OFF) as usize,
                 core::ptr::read_volatile(&FORK_CHILD_OFF) as usize,
-                core::ptr::read_volatile(&SLOTS),
             )
         };
         // SAFETY: bpf_probe_read of the tracepoint record at offsets from its format.
@@ -187,21 +183,17 @@ mod programs {
             Ok(c) => c,
             Err(_) => return 0,
         };
-        let Some(next) = NEXT_SLOT.get_ptr_mut(0) else {
-            return 0;
+        let slot = match FREE_SLOTS.pop() {
+            Ok(Some(s)) => s,
+            _ => {
+                count_drop(drop::SLOTS_EXHAUSTED);
+                return 0;
+            }
         };
-        // SAFETY: see NEXT_SLOT: only the single-threaded master gets here.
-        let slot = unsafe { *next };
-        if slot >= slots {
-            count_drop(drop::SLOTS_EXHAUSTED);
-            return 0;
-        }
         if WORKERS.insert(child as u32, slot, 0).is_err() {
+            let _ = FREE_SLOTS.push(slot, 0);
             count_drop(drop::FILTER_FULL);
-            return 0;
         }
-        // SAFETY: as above.
-        unsafe { *next = slot + 1 };
         0
     }
 

@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use aya::{
-    maps::{Array, HashMap, MapData, PerCpuArray},
+    maps::{HashMap, MapData, PerCpuArray, PerCpuValues, Queue},
     programs::TracePoint,
     Ebpf, EbpfLoader,
 };
@@ -23,11 +23,13 @@ static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"),
 /// Loaded and attached programs plus handles on their maps.
 pub struct Probe {
     // Owns the programs and their links; dropping it detaches everything.
-    _ebpf: Ebpf,
+    ebpf: Ebpf,
     workers: HashMap<MapData, u32, u32>,
+    free_slots: Queue<MapData, u32>,
     stats: PerCpuArray<MapData, SyscallStats>,
     drops: PerCpuArray<MapData, u64>,
-    /// `sys_enter_*`/`sys_exit_*` tracepoints that this kernel lacks or refused.
+    /// Tracepoints that this kernel lacks or refused (`sys_enter_*`, `sys_exit_*`,
+    /// `sched_process_fork`).
     pub missing: Vec<String>,
     /// Syscall tracepoints attached.
     pub attached: usize,
@@ -45,64 +47,59 @@ fn raise_memlock() {
 }
 
 impl Probe {
-    /// Loads the programs with room for `slots` workers, fills the worker filter with
-    /// `initial` (tgid, slot) pairs, attaches `sched:sched_process_fork` so that children
-    /// the master forks from now on are tracked in the kernel from slot `kernel_first_slot`
-    /// upward, then attaches every syscall tracepoint that exists. Missing tracepoints
-    /// are recorded in `missing` and skipped.
+    /// Loads the programs (attaching nothing) with `slots` worker slots, all free.
+    /// `master_tgid` is the master whose forks the fork program follows.
     ///
-    /// Errors: load failures, and [`ProbeError::NothingAttached`] when no syscall
-    /// tracepoint at all could be attached.
-    pub fn load(
-        tracefs_root: &Path,
-        master_tgid: u32,
-        slots: u32,
-        kernel_first_slot: u32,
-        initial: &[(u32, u32)],
-    ) -> Result<Probe, ProbeError> {
+    /// Errors: load failures and map errors.
+    pub fn load(tracefs_root: &Path, master_tgid: u32, slots: u32) -> Result<Probe, ProbeError> {
         raise_memlock();
         let ret_offset: u64 = tracefs::exit_ret_offset(tracefs_root, "accept4").unwrap_or(16);
         let fork_format =
             std::fs::read_to_string(tracefs_root.join("events/sched/sched_process_fork/format"))
                 .unwrap_or_default();
-        let parent_off = tracefs::field_offset(&fork_format, "parent_pid");
-        let child_off = tracefs::field_offset(&fork_format, "child_pid");
-        let (parent_off, child_off) = (parent_off.unwrap_or(12), child_off.unwrap_or(20));
+        let parent_off = tracefs::field_offset(&fork_format, "parent_pid").unwrap_or(12);
+        let child_off = tracefs::field_offset(&fork_format, "child_pid").unwrap_or(20);
         let mut ebpf = EbpfLoader::new()
             .override_global("RET_OFFSET", &ret_offset, true)
             .override_global("MASTER_TGID", &master_tgid, true)
             .override_global("FORK_PARENT_OFF", &parent_off, true)
             .override_global("FORK_CHILD_OFF", &child_off, true)
-            .override_global("SLOTS", &slots, true)
             .map_max_entries("STATS", slots * SYSCALL_COUNT as u32)
+            .map_max_entries("FREE_SLOTS", slots)
             .load(EBPF_OBJECT)?;
-
-        let mut workers: HashMap<MapData, u32, u32> = HashMap::try_from(
-            ebpf.take_map("WORKERS")
-                .ok_or_else(|| ProbeError::Missing("map WORKERS".into()))?,
-        )?;
-        for (tgid, slot) in initial {
-            workers.insert(tgid, slot, 0)?;
+        let mut take = |name: &str| {
+            ebpf.take_map(name)
+                .ok_or_else(|| ProbeError::Missing(format!("map {name}")))
+        };
+        let workers = HashMap::try_from(take("WORKERS")?)?;
+        let mut free_slots: Queue<MapData, u32> = Queue::try_from(take("FREE_SLOTS")?)?;
+        let stats = PerCpuArray::try_from(take("STATS")?)?;
+        let drops = PerCpuArray::try_from(take("DROPS")?)?;
+        for slot in 0..slots {
+            free_slots.push(slot, 0)?;
         }
-        let mut next_slot: Array<MapData, u32> = Array::try_from(
-            ebpf.take_map("NEXT_SLOT")
-                .ok_or_else(|| ProbeError::Missing("map NEXT_SLOT".into()))?,
-        )?;
-        next_slot.set(0, kernel_first_slot, 0)?;
-        let stats = PerCpuArray::try_from(
-            ebpf.take_map("STATS")
-                .ok_or_else(|| ProbeError::Missing("map STATS".into()))?,
-        )?;
-        let drops = PerCpuArray::try_from(
-            ebpf.take_map("DROPS")
-                .ok_or_else(|| ProbeError::Missing("map DROPS".into()))?,
-        )?;
+        Ok(Probe {
+            ebpf,
+            workers,
+            free_slots,
+            stats,
+            drops,
+            missing: Vec::new(),
+            attached: 0,
+            follows_forks: false,
+        })
+    }
 
-        let mut missing = Vec::new();
-        let mut attached = 0;
-        let mut last_err = String::new();
+    /// Attaches `sched:sched_process_fork` (children the master forks from now on are
+    /// tracked in the kernel), then every syscall tracepoint that exists. Missing ones
+    /// are recorded in `missing` and skipped.
+    ///
+    /// Errors: [`ProbeError::NothingAttached`] when no syscall tracepoint could be
+    /// attached.
+    pub fn attach(&mut self, tracefs_root: &Path) -> Result<(), ProbeError> {
+        let ebpf = &mut self.ebpf;
         // Fork following first, so no worker forked from here on is missed.
-        let follows_forks = if tracefs::has_event(tracefs_root, "sched", "sched_process_fork") {
+        if tracefs::has_event(tracefs_root, "sched", "sched_process_fork") {
             let prog: &mut TracePoint = ebpf
                 .program_mut("sched_process_fork")
                 .ok_or_else(|| ProbeError::Missing("program sched_process_fork".into()))?
@@ -111,53 +108,59 @@ impl Probe {
                 .load()
                 .and_then(|_| prog.attach("sched", "sched_process_fork"))
             {
-                Ok(_) => true,
-                Err(e) => {
-                    warn!("could not attach sched:sched_process_fork ({e}); new workers are found by scanning /proc every 500 ms");
-                    false
-                }
+                Ok(_) => self.follows_forks = true,
+                Err(e) => warn!(
+                    "could not attach sched:sched_process_fork ({e}); new workers are found by scanning /proc every 500 ms"
+                ),
             }
-        } else {
-            false
-        };
-        if !follows_forks {
-            missing.push("sched_process_fork".to_string());
         }
+        if !self.follows_forks {
+            self.missing.push("sched_process_fork".to_string());
+        }
+        let mut last_err = String::new();
         // Entries first, so that exits find their timestamps from the start.
         for dir in ["enter", "exit"] {
             for def in SYSCALLS.iter() {
                 let name = format!("sys_{dir}_{}", def.tracepoint);
                 if !tracefs::has_event(tracefs_root, "syscalls", &name) {
-                    missing.push(name);
+                    self.missing.push(name);
                     continue;
                 }
                 let prog: &mut TracePoint = ebpf
                     .program_mut(&name)
                     .ok_or_else(|| ProbeError::Missing(format!("program {name}")))?
                     .try_into()?;
-                let res = prog.load().and_then(|_| prog.attach("syscalls", &name));
-                match res {
-                    Ok(_) => attached += 1,
+                match prog.load().and_then(|_| prog.attach("syscalls", &name)) {
+                    Ok(_) => self.attached += 1,
                     Err(e) => {
                         warn!("could not attach syscalls:{name}: {e}; continuing without it");
                         last_err = format!("syscalls:{name}: {e}");
-                        missing.push(name);
+                        self.missing.push(name);
                     }
                 }
             }
         }
-        if attached == 0 {
+        if self.attached == 0 {
             return Err(ProbeError::NothingAttached(last_err));
         }
-        Ok(Probe {
-            _ebpf: ebpf,
-            workers,
-            stats,
-            drops,
-            missing,
-            attached,
-            follows_forks,
-        })
+        Ok(())
+    }
+
+    /// Takes a free slot, None when all are in use.
+    pub fn alloc_slot(&mut self) -> Option<u32> {
+        self.free_slots.pop(0).ok()
+    }
+
+    /// Zeroes a slot whose worker is gone (after its final stats were read) and returns
+    /// it to the free queue for the next worker.
+    pub fn recycle_slot(&mut self, slot: u32) -> Result<(), ProbeError> {
+        let ncpus = aya::util::nr_cpus().map_err(|(_, e)| ProbeError::Io(e))?;
+        for i in 0..SYSCALL_COUNT as u32 {
+            let zero = PerCpuValues::try_from(vec![SyscallStats::ZERO; ncpus])?;
+            self.stats.set(slot * SYSCALL_COUNT as u32 + i, zero, 0)?;
+        }
+        self.free_slots.push(slot, 0)?;
+        Ok(())
     }
 
     /// (tgid, slot) pairs in the kernel's worker filter, including children the kernel
@@ -172,7 +175,12 @@ impl Probe {
         Ok(())
     }
 
-    /// Stops counting `tgid` (it exited). Its counts stay in its slot.
+    /// The slot the kernel filter gives `tgid`, if any (set by user space or on fork).
+    pub fn slot_of(&self, tgid: u32) -> Option<u32> {
+        self.workers.get(&tgid, 0).ok()
+    }
+
+    /// Stops counting `tgid`. Its counts stay in its slot.
     pub fn untrack(&mut self, tgid: u32) {
         let _ = self.workers.remove(&tgid);
     }

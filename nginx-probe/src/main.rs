@@ -143,12 +143,75 @@ fn one_line_clap_error(rendered: &str) -> String {
     }
 }
 
-/// Writes a block to stdout; false when stdout is gone (closed pipe).
-fn emit(text: &str) -> bool {
-    let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())
-        .and_then(|_| out.flush())
-        .is_ok()
+/// Interval reports waiting to be written before new ones are dropped (and counted).
+const OUTPUT_QUEUE: usize = 4;
+
+/// Writes reports to stdout from its own thread, so that a slow or stalled reader of
+/// stdout never blocks worker tracking (a blocked tracker would miss reloads).
+struct Output {
+    tx: Option<std::sync::mpsc::SyncSender<String>>,
+    writer: Option<std::thread::JoinHandle<()>>,
+    /// Interval reports dropped because stdout was not keeping up.
+    dropped: u64,
+}
+
+/// What happened to a report handed to [`Output`].
+#[derive(PartialEq)]
+enum Sent {
+    Queued,
+    Dropped,
+    Closed,
+}
+
+impl Output {
+    fn new() -> Output {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<String>(OUTPUT_QUEUE);
+        let writer = std::thread::spawn(move || {
+            let mut out = std::io::stdout().lock();
+            for text in rx {
+                if out
+                    .write_all(text.as_bytes())
+                    .and_then(|_| out.flush())
+                    .is_err()
+                {
+                    return; // stdout closed: dropping rx tells the sender
+                }
+            }
+        });
+        Output {
+            tx: Some(tx),
+            writer: Some(writer),
+            dropped: 0,
+        }
+    }
+
+    /// Queues an interval report without blocking.
+    fn interval(&mut self, text: String) -> Sent {
+        let Some(tx) = &self.tx else {
+            return Sent::Closed;
+        };
+        match tx.try_send(text) {
+            Ok(()) => Sent::Queued,
+            Err(std::sync::mpsc::TrySendError::Full(_)) => {
+                self.dropped += 1;
+                if self.dropped == 1 {
+                    warn!("stdout is not keeping up: dropping interval reports (counted in the summary)");
+                }
+                Sent::Dropped
+            }
+            Err(std::sync::mpsc::TrySendError::Disconnected(_)) => Sent::Closed,
+        }
+    }
+
+    /// Writes the final report, waiting for everything queued before it.
+    fn finish(mut self, text: String) {
+        if let Some(tx) = self.tx.take() {
+            let _ = tx.send(text);
+        }
+        if let Some(w) = self.writer.take() {
+            let _ = w.join();
+        }
+    }
 }
 
 fn clock() -> String {
@@ -188,19 +251,14 @@ async fn run(cli: Cli) -> Result<(), ProbeError> {
     }
     let ncpus = aya::util::nr_cpus().unwrap_or(1);
     let slots = loader::slots_for(workers.len(), ncpus);
-    let mut tracker = Tracker::new(master.clone(), &workers);
-    let slots = slots.max(tracker.kernel_first_slot + 8);
-    let mut probe = Probe::load(
-        &tracefs_root,
-        master.pid,
-        slots,
-        tracker.kernel_first_slot,
-        &tracker.filter_entries(),
-    )?;
+    let mut probe = Probe::load(&tracefs_root, master.pid, slots)?;
+    let mut tracker = Tracker::new(master.clone());
+    tracker.add_workers(&mut probe, &workers, false)?;
+    probe.attach(&tracefs_root)?;
     // Workers forked between the first scan and fork following being attached.
     tracker.refresh(&mut probe)?;
     for m in &probe.missing {
-        warn!("tracepoint syscalls:{m} is not available; its syscall reads as zero");
+        warn!("tracepoint {m} is not available; it reads as zero");
     }
     let started = Instant::now();
 
@@ -251,6 +309,7 @@ async fn run(cli: Cli) -> Result<(), ProbeError> {
     };
     tokio::pin!(sleep_until_deadline);
 
+    let mut output = Output::new();
     let mut prev: Option<Snapshot> = None;
     let mut prev_at = started;
     let end_reason: String = loop {
@@ -276,7 +335,7 @@ async fn run(cli: Cli) -> Result<(), ProbeError> {
                 } else {
                     report::render_text(&r, cli.hist.as_deref(), &clock())
                 };
-                if !emit(&text) {
+                if output.interval(text) == Sent::Closed {
                     break "stdout closed".into();
                 }
                 prev = Some(snap);
@@ -296,6 +355,8 @@ async fn run(cli: Cli) -> Result<(), ProbeError> {
         &probe.missing,
         Some(end_reason),
     );
+    let mut r = r;
+    r.drops.insert("interval_reports_dropped", output.dropped);
     let text = if cli.json {
         serde_json::to_string(&r)
             .map(|s| s + "\n")
@@ -303,7 +364,7 @@ async fn run(cli: Cli) -> Result<(), ProbeError> {
     } else {
         report::render_text(&r, cli.hist.as_deref(), &clock())
     };
-    emit(&text);
+    output.finish(text);
     drop(probe);
     Ok(())
 }

@@ -201,6 +201,16 @@ pub struct Event {
     pub pid: u32,
 }
 
+/// Old exited workers merged into one aggregate (beyond the most recent 64 exited).
+#[derive(Clone, Debug, Serialize)]
+pub struct MergedReport {
+    /// How many exited workers are merged here.
+    pub workers: u64,
+    /// Their summed numbers (`pid` is 0).
+    #[serde(flatten)]
+    pub stats: WorkerReport,
+}
+
 /// A whole report: an interval or the summary at exit.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
@@ -217,6 +227,9 @@ pub struct Report {
     pub duration_s: f64,
     /// Workers in pid order.
     pub workers: Vec<WorkerReport>,
+    /// Exited workers merged into one aggregate (absent until more than 64 exited).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exited_merged: Option<MergedReport>,
     /// Events not fully accounted, by reason (see `nginx_probe_common::drop`).
     pub drops: BTreeMap<&'static str, u64>,
     /// Tracepoints that could not be attached (their syscalls read as zero).

@@ -81,7 +81,11 @@ fn worker_label(w: &WorkerReport) -> String {
 /// `hist` names a syscall whose per-worker histogram is appended.
 pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
     let mut out = String::new();
-    let total_accepts: u64 = r.workers.iter().map(|w| w.accepts).sum();
+    let total_accepts: u64 = r.workers.iter().map(|w| w.accepts).sum::<u64>()
+        + r.exited_merged
+            .as_ref()
+            .map(|m| m.stats.accepts)
+            .unwrap_or(0);
     let title = if r.kind == "summary" {
         "SUMMARY"
     } else {
@@ -113,12 +117,17 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
         "OTHER",
         "EAGAIN"
     );
-    for w in &r.workers {
+    let merged = r
+        .exited_merged
+        .as_ref()
+        .map(|m| (format!("exited({})", m.workers), &m.stats));
+    let rows = r.workers.iter().map(|w| (worker_label(w), w)).chain(merged);
+    for (label, w) in rows {
         let e = |k: &str| w.accept_errors.get(k).copied().unwrap_or(0);
         let _ = writeln!(
             out,
             "{:<12} {:>9} {:>5.1}% {:>7} {:>7} {:>13} {:>6} {:>6} {:>9}",
-            worker_label(w),
+            label,
             w.accepts,
             w.accept_share * 100.0,
             e("EMFILE"),

@@ -1,11 +1,12 @@
 //! Keeps the worker set of one master current (reloads, respawns, binary upgrades) and
 //! turns map snapshots into interval and summary reports.
 //!
-//! Slots: user space gives slots `[0, kernel_first_slot)` to the workers it finds in
-//! `/proc`; the kernel gives slots from `kernel_first_slot` upward to children the master
-//! forks (`sched_process_fork`). The two ranges never overlap.
+//! Slots come from one queue map (`FREE_SLOTS`): user space pops one for each worker it
+//! finds in `/proc`, the kernel pops one for each child the master forks. When a worker
+//! has exited, its final stats are read and kept here, and its slot is zeroed and
+//! pushed back, so reloads never run out of slots.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Instant;
 
 use log::warn;
@@ -18,18 +19,21 @@ use crate::{
     target::{self, Master, Role, WorkerProc},
 };
 
-/// Slots user space keeps for workers it finds by scanning `/proc` after start (those
-/// forked before fork following was attached).
-pub const USER_SLOT_RESERVE: u32 = 16;
-
-/// Cumulative state of every slot at one instant.
+/// Cumulative state of every worker at one instant.
 #[derive(Clone)]
 pub struct Snapshot {
-    /// Slot -> cumulative stats.
-    pub slots: BTreeMap<u32, SlotStats>,
+    /// Worker pid -> cumulative stats.
+    pub workers: BTreeMap<u32, SlotStats>,
     /// Cumulative drop counters.
     pub drops: [u64; DROP_COUNTERS],
 }
+
+/// Exited workers reported one by one; older ones are merged into one aggregate, so a
+/// run through many reloads keeps bounded memory.
+pub const MAX_EXITED_KEPT: usize = 64;
+
+/// Snapshot key of the merged aggregate of old exited workers.
+const MERGED_KEY: u32 = 0;
 
 /// Worker bookkeeping for one master.
 pub struct Tracker {
@@ -41,9 +45,14 @@ pub struct Tracker {
     ignored: BTreeSet<u32>,
     /// Children the kernel tracked whose title was still the master's at the last look.
     pending: BTreeSet<u32>,
-    next_user_slot: u32,
-    /// First slot the kernel hands out; the end of the user-space range.
-    pub kernel_first_slot: u32,
+    /// Final stats of exited workers whose slots were recycled.
+    finals: BTreeMap<u32, SlotStats>,
+    /// Exited workers still reported one by one, oldest first.
+    exited_order: VecDeque<u32>,
+    /// Sum of the exited workers merged away (beyond [`MAX_EXITED_KEPT`]).
+    merged: SlotStats,
+    /// How many workers `merged` holds.
+    pub merged_workers: u64,
     /// Workers that could not be given a slot.
     pub untracked: u64,
     /// What happened, in order.
@@ -52,41 +61,66 @@ pub struct Tracker {
 }
 
 impl Tracker {
-    /// A tracker for `master` whose first workers get slots 0, 1, ...
-    pub fn new(master: Master, initial: &[WorkerProc]) -> Tracker {
-        let mut t = Tracker {
+    /// A tracker for `master` with no workers yet; see [`Tracker::add_workers`].
+    pub fn new(master: Master) -> Tracker {
+        Tracker {
             master,
             workers: BTreeMap::new(),
             ignored: BTreeSet::new(),
             pending: BTreeSet::new(),
-            next_user_slot: 0,
-            kernel_first_slot: initial.len() as u32 + USER_SLOT_RESERVE,
+            finals: BTreeMap::new(),
+            exited_order: VecDeque::new(),
+            merged: [SyscallStats::ZERO; SYSCALL_COUNT],
+            merged_workers: 0,
             untracked: 0,
             events: Vec::new(),
             started: Instant::now(),
-        };
-        for w in initial {
-            t.workers.insert(
+        }
+    }
+
+    /// Gives each of `found` (workers seen in /proc) a slot and puts it in the kernel
+    /// filter; returns how many were new. `announce` records a `worker_started` event.
+    pub fn add_workers(
+        &mut self,
+        probe: &mut Probe,
+        found: &[WorkerProc],
+        announce: bool,
+    ) -> Result<usize, ProbeError> {
+        let mut added = 0;
+        for w in found {
+            if self.workers.contains_key(&w.pid) || self.ignored.contains(&w.pid) {
+                continue;
+            }
+            // The kernel may have given it a slot on fork after our look at the filter
+            // map: adopt that slot rather than overwrite it.
+            let slot = match probe.slot_of(w.pid) {
+                Some(slot) => slot,
+                None => {
+                    let Some(slot) = probe.alloc_slot() else {
+                        self.untracked += 1;
+                        self.ignored.insert(w.pid);
+                        warn!("worker {} not traced: all worker slots are in use", w.pid);
+                        continue;
+                    };
+                    probe.track(w.pid, slot)?;
+                    slot
+                }
+            };
+            self.workers.insert(
                 w.pid,
                 WorkerInfo {
                     pid: w.pid,
                     nspid: w.nspid.clone(),
-                    slot: t.next_user_slot,
+                    slot,
                     alive: true,
                 },
             );
-            t.next_user_slot += 1;
+            if announce {
+                self.event("worker_started", w.pid);
+            }
+            added += 1;
         }
-        t
-    }
-
-    /// (tgid, slot) pairs of the live workers, for the in-kernel filter.
-    pub fn filter_entries(&self) -> Vec<(u32, u32)> {
-        self.workers
-            .values()
-            .filter(|w| w.alive)
-            .map(|w| (w.pid, w.slot))
-            .collect()
+        Ok(added)
     }
 
     fn event(&mut self, event: &'static str, pid: u32) {
@@ -129,12 +163,15 @@ impl Tracker {
                         self.pending.remove(&tgid);
                         self.ignored.insert(tgid);
                         probe.untrack(tgid);
+                        probe.recycle_slot(slot)?;
                         self.event("new_master", tgid);
                     }
                 }
                 Some(_) => {
+                    // Cache manager/loader: not a worker.
                     self.ignored.insert(tgid);
                     probe.untrack(tgid);
+                    probe.recycle_slot(slot)?;
                 }
                 None => {
                     // Gone before we could look: a child of the master that lived less
@@ -149,6 +186,7 @@ impl Tracker {
                         },
                     );
                     probe.untrack(tgid);
+                    self.retire(probe, tgid, slot)?;
                     self.event("worker_started", tgid);
                     self.event("worker_exited", tgid);
                 }
@@ -156,51 +194,61 @@ impl Tracker {
         }
         // 2. Workers only /proc knows (forked before fork following was attached).
         let live = target::find_workers(self.master.pid);
-        for w in &live {
-            if self.workers.contains_key(&w.pid) {
-                continue;
-            }
-            if self.next_user_slot >= self.kernel_first_slot {
-                self.untracked += 1;
-                warn!("worker {} not traced: all worker slots are used", w.pid);
-                self.ignored.insert(w.pid);
-                continue;
-            }
-            let info = WorkerInfo {
-                pid: w.pid,
-                nspid: w.nspid.clone(),
-                slot: self.next_user_slot,
-                alive: true,
-            };
-            self.next_user_slot += 1;
-            probe.track(info.pid, info.slot)?;
-            self.workers.insert(w.pid, info);
-            self.event("worker_started", w.pid);
-        }
-        // 3. Exits.
+        self.add_workers(probe, &live, true)?;
+        // 3. Exits: keep the final stats, free the slot.
         let mut exited = Vec::new();
         for info in self.workers.values_mut() {
             if info.alive && !live.iter().any(|w| w.pid == info.pid) && !target::is_alive(info.pid)
             {
                 info.alive = false;
                 probe.untrack(info.pid);
-                exited.push(info.pid);
+                exited.push((info.pid, info.slot));
             }
         }
-        for pid in exited {
+        for (pid, slot) in exited {
+            self.retire(probe, pid, slot)?;
             self.event("worker_exited", pid);
         }
         Ok(self.events[first_new_event..].to_vec())
     }
 
-    /// Reads every used slot and the drop counters.
+    /// Reads a dead worker's final stats, then zeroes and frees its slot.
+    fn retire(&mut self, probe: &mut Probe, pid: u32, slot: u32) -> Result<(), ProbeError> {
+        let last = probe.read_slot(slot)?;
+        self.finals.insert(pid, last);
+        probe.recycle_slot(slot)?;
+        self.exited_order.push_back(pid);
+        while self.exited_order.len() > MAX_EXITED_KEPT {
+            let Some(old) = self.exited_order.pop_front() else {
+                break;
+            };
+            if let Some(f) = self.finals.remove(&old) {
+                for (m, x) in self.merged.iter_mut().zip(f.iter()) {
+                    *m = model::sum_cpus([&*m, x]);
+                }
+                self.merged_workers += 1;
+            }
+            self.workers.remove(&old);
+        }
+        Ok(())
+    }
+
+    /// Reads every live worker's slot (exited workers: their final stats) and the drop
+    /// counters.
     pub fn snapshot(&self, probe: &Probe) -> Result<Snapshot, ProbeError> {
-        let mut slots = BTreeMap::new();
+        let mut workers = BTreeMap::new();
         for w in self.workers.values() {
-            slots.insert(w.slot, probe.read_slot(w.slot)?);
+            let stats = match self.finals.get(&w.pid) {
+                Some(f) => *f,
+                None => probe.read_slot(w.slot)?,
+            };
+            workers.insert(w.pid, stats);
+        }
+        if self.merged_workers > 0 {
+            workers.insert(MERGED_KEY, self.merged);
         }
         Ok(Snapshot {
-            slots,
+            workers,
             drops: probe.read_drops()?,
         })
     }
@@ -218,8 +266,8 @@ impl Tracker {
         let zero: SlotStats = [SyscallStats::ZERO; SYSCALL_COUNT];
         let mut per_worker: Vec<(&WorkerInfo, SlotStats)> = Vec::new();
         for w in self.workers.values() {
-            let c = cur.slots.get(&w.slot).unwrap_or(&zero);
-            let p = prev.and_then(|p| p.slots.get(&w.slot)).unwrap_or(&zero);
+            let c = cur.workers.get(&w.pid).unwrap_or(&zero);
+            let p = prev.and_then(|p| p.workers.get(&w.pid)).unwrap_or(&zero);
             let mut d = zero;
             for i in 0..SYSCALL_COUNT {
                 d[i] = model::delta(&c[i], &p[i]);
@@ -230,11 +278,38 @@ impl Tracker {
             }
             per_worker.push((w, d));
         }
-        let total_accepts: u64 = per_worker.iter().map(|(_, s)| model::accepts_of(s)).sum();
+        let merged = (self.merged_workers > 0).then(|| {
+            let c = cur.workers.get(&MERGED_KEY).unwrap_or(&zero);
+            let p = prev
+                .and_then(|p| p.workers.get(&MERGED_KEY))
+                .unwrap_or(&zero);
+            let mut d = zero;
+            for i in 0..SYSCALL_COUNT {
+                d[i] = model::delta(&c[i], &p[i]);
+            }
+            d
+        });
+        let total_accepts: u64 = per_worker
+            .iter()
+            .map(|(_, s)| model::accepts_of(s))
+            .chain(merged.iter().map(model::accepts_of))
+            .sum();
         let workers = per_worker
             .iter()
             .map(|(w, s)| model::worker_report(w, s, total_accepts))
             .collect();
+        let exited_merged = merged.map(|d| {
+            let info = WorkerInfo {
+                pid: 0,
+                nspid: Vec::new(),
+                slot: 0,
+                alive: false,
+            };
+            model::MergedReport {
+                workers: self.merged_workers,
+                stats: model::worker_report(&info, &d, total_accepts),
+            }
+        });
         let mut drops_now = cur.drops;
         if let Some(p) = prev {
             for (d, before) in drops_now.iter_mut().zip(p.drops.iter()) {
@@ -251,6 +326,7 @@ impl Tracker {
             duration_s,
             workers,
             drops,
+            exited_merged,
             missing_tracepoints: missing.to_vec(),
             events: if kind == "summary" {
                 self.events.clone()

@@ -387,6 +387,20 @@ pub fn one_request_per_connection(addr: SocketAddr, n: usize) -> usize {
     ok
 }
 
+/// Like [`one_request_per_connection`], but loops until `stop` is set; returns the
+/// number of connections that completed a 200 response. Connections that fail are
+/// not counted (and make the caller's exact totals wrong, so they panic).
+pub fn one_request_per_connection_until(
+    addr: SocketAddr,
+    stop: &std::sync::atomic::AtomicBool,
+) -> usize {
+    let mut n = 0;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        n += one_request_per_connection(addr, 1);
+    }
+    n
+}
+
 /// Opens `connections` keepalive connections and sends `requests_each` requests on each,
 /// reading every response fully (Content-Length). Returns the number of 200 responses.
 /// Panics if nginx closes a connection early.
@@ -666,12 +680,14 @@ pub fn assert_released(ids: &[u64], context: &str) {
     }
 }
 
-/// Sum of `accepts` over the workers of a summary document.
+/// Sum of `accepts` over the workers of a summary document, including old exited
+/// workers merged into `exited_merged`.
 pub fn total_accepts(summary: &serde_json::Value) -> u64 {
     workers(summary)
         .iter()
         .map(|w| w["accepts"].as_u64().expect("accepts"))
-        .sum()
+        .sum::<u64>()
+        + summary["exited_merged"]["accepts"].as_u64().unwrap_or(0)
 }
 
 /// The `workers` array of a report document.

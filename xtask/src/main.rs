@@ -13,6 +13,8 @@ use std::{
 };
 
 use anyhow::{bail, Context as _, Result};
+
+mod bench;
 use clap::{Parser, Subcommand};
 
 /// The nightly used for the eBPF crate; its LLVM (22) matches bpf-linker's.
@@ -64,6 +66,27 @@ enum Cmd {
     },
     /// clippy on the host crates, then on the eBPF crate on its own.
     Lint,
+    /// Benchmarks (root): measurements and ratios, never pass/fail on speed.
+    Bench {
+        #[command(subcommand)]
+        which: BenchCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCmd {
+    /// Long run with reloads: exact accept totals and flat probe RSS.
+    Soak {
+        /// Minutes of load.
+        #[arg(long, default_value_t = 10)]
+        minutes: u64,
+        /// Reloads (SIGHUP) per minute.
+        #[arg(long, default_value_t = 3)]
+        reloads_per_minute: u64,
+        /// Client threads, each opening one connection per request.
+        #[arg(long, default_value_t = 4)]
+        clients: usize,
+    },
 }
 
 fn workspace_root() -> PathBuf {
@@ -370,6 +393,15 @@ fn main() {
         Cmd::Demo { pid, duration } => demo(pid, duration),
         Cmd::Test { args } => test(&args),
         Cmd::Lint => lint(),
+        Cmd::Bench { which } => match which {
+            BenchCmd::Soak {
+                minutes,
+                reloads_per_minute,
+                clients,
+            } => setup()
+                .and_then(|_| build_probe())
+                .and_then(|p| bench::soak(&p, minutes, reloads_per_minute, clients)),
+        },
     };
     if let Err(e) = res {
         eprintln!("xtask: {e:#}");
