@@ -25,6 +25,10 @@ pub const MAX_TRACKED_TGIDS: u32 = 1024;
 /// A worker thread is in at most one syscall at a time, so this bounds threads, not calls.
 pub const MAX_IN_FLIGHT: u32 = 16384;
 
+/// Entries of the LRU map from connection pointer to request start (uprobes only):
+/// bounds concurrently open HTTP requests tracked for duration.
+pub const MAX_OPEN_REQUESTS: u32 = 65536;
+
 /// Error classes counted per (worker, syscall). `EAGAIN` is kept apart: for a
 /// non-blocking `accept4` it means "queue empty", not a refusal.
 #[repr(u32)]

@@ -11,14 +11,14 @@
 #[cfg(target_arch = "bpf")]
 mod programs {
     use aya_ebpf::{
-        helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
-        macros::{map, tracepoint},
+        helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_user},
+        macros::{map, tracepoint, uprobe},
         maps::{HashMap, LruHashMap, PerCpuArray, Queue},
-        programs::TracePointContext,
+        programs::{ProbeContext, TracePointContext},
     };
     use nginx_probe_common::{
         drop, hist_bucket, sys, ErrClass, InFlight, SyscallStats, DEFAULT_WORKER_SLOTS,
-        DROP_COUNTERS, MAX_IN_FLIGHT, MAX_TRACKED_TGIDS, SYSCALL_COUNT,
+        DROP_COUNTERS, MAX_IN_FLIGHT, MAX_OPEN_REQUESTS, MAX_TRACKED_TGIDS, SYSCALL_COUNT,
     };
 
     /// Offset of `long ret` in the `syscalls:sys_exit_*` tracepoint record. User space
@@ -59,6 +59,17 @@ mod programs {
     #[map]
     static STATS: PerCpuArray<SyscallStats> =
         PerCpuArray::with_max_entries(DEFAULT_WORKER_SLOTS * SYSCALL_COUNT as u32, 0);
+
+    /// Per worker slot: HTTP requests started (`count`, uprobe on `ngx_http_create_request`)
+    /// and their durations until `ngx_http_free_request` (`timed`, `hist`, ns). Only with
+    /// `--uprobes`.
+    #[map]
+    static REQUESTS: PerCpuArray<SyscallStats> =
+        PerCpuArray::with_max_entries(DEFAULT_WORKER_SLOTS, 0);
+
+    /// Connection pointer (`ngx_connection_t *`) -> start of its current request, ns.
+    #[map]
+    static REQ_START: LruHashMap<u64, u64> = LruHashMap::with_max_entries(MAX_OPEN_REQUESTS, 0);
 
     /// Counters of events that could not be fully accounted, see `nginx_probe_common::drop`.
     #[map]
@@ -193,6 +204,68 @@ mod programs {
         if WORKERS.insert(child as u32, slot, 0).is_err() {
             let _ = FREE_SLOTS.push(slot, 0);
             count_drop(drop::FILTER_FULL);
+        }
+        0
+    }
+
+    #[inline(always)]
+    fn worker_slot() -> Option<u32> {
+        let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+        // SAFETY: the value is copied out immediately.
+        unsafe { WORKERS.get(tgid) }.copied()
+    }
+
+    /// `ngx_http_request_t *ngx_http_create_request(ngx_connection_t *c)`: one HTTP/1.x
+    /// request starts on connection `c`.
+    #[uprobe]
+    pub fn ngx_http_create_request(ctx: ProbeContext) -> u32 {
+        let Some(slot) = worker_slot() else { return 0 };
+        let Some(conn) = ctx.arg::<u64>(0) else {
+            return 0;
+        };
+        // SAFETY: helper call without preconditions.
+        let now = unsafe { bpf_ktime_get_ns() };
+        let _ = REQ_START.insert(conn, now, 0);
+        if let Some(s) = REQUESTS.get_ptr_mut(slot) {
+            // SAFETY: per-CPU slot.
+            unsafe { (*s).count += 1 };
+        } else {
+            count_drop(drop::SLOT_OUT_OF_RANGE);
+        }
+        0
+    }
+
+    /// `void ngx_http_free_request(ngx_http_request_t *r, ngx_int_t rc)`: the request
+    /// ends. `r->connection` is the second field of `ngx_http_request_t` (offset 8 on
+    /// 64-bit, after `uint32_t signature`), stable across nginx versions.
+    #[uprobe]
+    pub fn ngx_http_free_request(ctx: ProbeContext) -> u32 {
+        let Some(slot) = worker_slot() else { return 0 };
+        let Some(r) = ctx.arg::<u64>(0) else { return 0 };
+        // SAFETY: reads 8 bytes of the worker's memory; failure is handled.
+        let conn = match unsafe { bpf_probe_read_user((r + 8) as *const u64) } {
+            Ok(c) => c,
+            Err(_) => return 0,
+        };
+        // SAFETY: copied out before removal.
+        let Some(start) = (unsafe { REQ_START.get(conn) }).copied() else {
+            return 0;
+        };
+        let _ = REQ_START.remove(conn);
+        // SAFETY: helper call without preconditions.
+        let ns = unsafe { bpf_ktime_get_ns() }.saturating_sub(start);
+        if let Some(s) = REQUESTS.get_ptr_mut(slot) {
+            // SAFETY: per-CPU slot.
+            let s = unsafe { &mut *s };
+            s.timed += 1;
+            s.total_ns += ns;
+            if ns > s.max_ns {
+                s.max_ns = ns;
+            }
+            let b = hist_bucket(ns);
+            if b < s.hist.len() {
+                s.hist[b] += 1;
+            }
         }
         0
     }

@@ -9,13 +9,17 @@ use std::path::Path;
 
 use aya::{
     maps::{HashMap, MapData, PerCpuArray, PerCpuValues, Queue},
-    programs::TracePoint,
+    programs::{uprobe::UProbeScope, ProgramError, TracePoint, UProbe},
     Ebpf, EbpfLoader,
 };
 use log::{debug, warn};
 use nginx_probe_common::{SyscallStats, DROP_COUNTERS, MAX_TRACKED_TGIDS, SYSCALLS, SYSCALL_COUNT};
 
-use crate::{error::ProbeError, model, model::SlotStats, tracefs};
+use crate::{
+    error::ProbeError,
+    model::{self, SlotStats, REQUESTS_IDX, SLOT_STATS},
+    tracefs,
+};
 
 /// The eBPF object built by `build.rs` (aya-build) from `nginx-probe-ebpf`.
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/nginx-probe"));
@@ -27,6 +31,7 @@ pub struct Probe {
     workers: HashMap<MapData, u32, u32>,
     free_slots: Queue<MapData, u32>,
     stats: PerCpuArray<MapData, SyscallStats>,
+    requests: PerCpuArray<MapData, SyscallStats>,
     drops: PerCpuArray<MapData, u64>,
     /// Tracepoints that this kernel lacks or refused (`sys_enter_*`, `sys_exit_*`,
     /// `sched_process_fork`).
@@ -66,6 +71,7 @@ impl Probe {
             .override_global("FORK_CHILD_OFF", &child_off, true)
             .map_max_entries("STATS", slots * SYSCALL_COUNT as u32)
             .map_max_entries("FREE_SLOTS", slots)
+            .map_max_entries("REQUESTS", slots)
             .load(EBPF_OBJECT)?;
         let mut take = |name: &str| {
             ebpf.take_map(name)
@@ -74,6 +80,7 @@ impl Probe {
         let workers = HashMap::try_from(take("WORKERS")?)?;
         let mut free_slots: Queue<MapData, u32> = Queue::try_from(take("FREE_SLOTS")?)?;
         let stats = PerCpuArray::try_from(take("STATS")?)?;
+        let requests = PerCpuArray::try_from(take("REQUESTS")?)?;
         let drops = PerCpuArray::try_from(take("DROPS")?)?;
         for slot in 0..slots {
             free_slots.push(slot, 0)?;
@@ -83,6 +90,7 @@ impl Probe {
             workers,
             free_slots,
             stats,
+            requests,
             drops,
             missing: Vec::new(),
             attached: 0,
@@ -146,6 +154,27 @@ impl Probe {
         Ok(())
     }
 
+    /// Attaches the request uprobes (`ngx_http_create_request`, `ngx_http_free_request`)
+    /// to `binary` (the master's `/proc/<pid>/exe`), for every process running it; the
+    /// programs count only tracked workers.
+    ///
+    /// Errors: a one-line reason (symbol not exported, uprobes unsupported) when either
+    /// cannot be attached; then neither is.
+    pub fn attach_uprobes(&mut self, binary: &Path) -> Result<(), String> {
+        for sym in ["ngx_http_create_request", "ngx_http_free_request"] {
+            let prog: &mut UProbe = self
+                .ebpf
+                .program_mut(sym)
+                .ok_or_else(|| format!("the eBPF object has no program {sym}"))?
+                .try_into()
+                .map_err(|e: ProgramError| e.to_string())?;
+            prog.load().map_err(|e| format!("{sym}: {e}"))?;
+            prog.attach(sym, binary, UProbeScope::AllProcesses)
+                .map_err(|e| format!("uprobe on {sym} in {}: {e}", binary.display()))?;
+        }
+        Ok(())
+    }
+
     /// Takes a free slot, None when all are in use.
     pub fn alloc_slot(&mut self) -> Option<u32> {
         self.free_slots.pop(0).ok()
@@ -155,10 +184,12 @@ impl Probe {
     /// it to the free queue for the next worker.
     pub fn recycle_slot(&mut self, slot: u32) -> Result<(), ProbeError> {
         let ncpus = aya::util::nr_cpus().map_err(|(_, e)| ProbeError::Io(e))?;
+        let zero = || PerCpuValues::try_from(vec![SyscallStats::ZERO; ncpus]);
         for i in 0..SYSCALL_COUNT as u32 {
-            let zero = PerCpuValues::try_from(vec![SyscallStats::ZERO; ncpus])?;
-            self.stats.set(slot * SYSCALL_COUNT as u32 + i, zero, 0)?;
+            self.stats
+                .set(slot * SYSCALL_COUNT as u32 + i, zero()?, 0)?;
         }
+        self.requests.set(slot, zero()?, 0)?;
         self.free_slots.push(slot, 0)?;
         Ok(())
     }
@@ -187,12 +218,13 @@ impl Probe {
 
     /// Cumulative stats of one slot, summed over CPUs.
     pub fn read_slot(&self, slot: u32) -> Result<SlotStats, ProbeError> {
-        let mut out: SlotStats = [SyscallStats::ZERO; SYSCALL_COUNT];
-        for (i, o) in out.iter_mut().enumerate() {
+        let mut out: SlotStats = [SyscallStats::ZERO; SLOT_STATS];
+        for (i, o) in out.iter_mut().enumerate().take(SYSCALL_COUNT) {
             let idx = slot * SYSCALL_COUNT as u32 + i as u32;
             let per_cpu = self.stats.get(&idx, 0)?;
             *o = model::sum_cpus(per_cpu.iter());
         }
+        out[REQUESTS_IDX] = model::sum_cpus(self.requests.get(&slot, 0)?.iter());
         Ok(out)
     }
 
@@ -216,7 +248,7 @@ pub fn slots_for(workers: usize, ncpus: usize) -> u32 {
     let want = (workers as u32)
         .saturating_mul(8)
         .max(nginx_probe_common::DEFAULT_WORKER_SLOTS);
-    let per_slot = (ncpus.max(1) * SYSCALL_COUNT * std::mem::size_of::<SyscallStats>()) as u64;
+    let per_slot = (ncpus.max(1) * SLOT_STATS * std::mem::size_of::<SyscallStats>()) as u64;
     let budget = (STATS_BUDGET_BYTES / per_slot).max(workers as u64 + 1) as u32;
     want.min(MAX_TRACKED_TGIDS).min(budget)
 }

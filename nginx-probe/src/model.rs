@@ -99,9 +99,91 @@ pub fn quantile_ns(hist: &[u64], q: f64, max_ns: u64) -> u64 {
     max_ns
 }
 
-/// Cumulative in-kernel state of one worker slot: one [`SyscallStats`] per traced
-/// syscall, summed over CPUs.
-pub type SlotStats = [SyscallStats; SYSCALL_COUNT];
+/// Number of [`SyscallStats`] per worker: one per traced syscall, then the HTTP
+/// requests (uprobes) at [`REQUESTS_IDX`].
+pub const SLOT_STATS: usize = SYSCALL_COUNT + 1;
+
+/// Index of the HTTP request stats in [`SlotStats`].
+pub const REQUESTS_IDX: usize = SYSCALL_COUNT;
+
+/// Cumulative in-kernel state of one worker, summed over CPUs: one [`SyscallStats`]
+/// per traced syscall, then the HTTP requests (`count` = requests started, `timed` and
+/// `hist` = request durations, ns; zero without `--uprobes`).
+pub type SlotStats = [SyscallStats; SLOT_STATS];
+
+/// How requests were counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestSource {
+    /// Exact: uprobes on `ngx_http_create_request`/`ngx_http_free_request`.
+    Uprobe,
+    /// Estimated as the worker's successful `writev` calls (nginx writes each response's
+    /// headers with one writev; large or slow responses can take more).
+    WritevEstimate,
+}
+
+/// Requests of one worker over a period.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct RequestsReport {
+    /// Requests (see `source`).
+    pub count: u64,
+    /// Where `count` comes from.
+    pub source: RequestSource,
+    /// Requests per second over the period.
+    pub per_s: f64,
+    /// Requests per accepted connection (keepalive reuse), None without accepts.
+    pub per_connection: Option<f64>,
+    /// Request duration (create to free) estimates, ns; uprobes only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p50_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p99_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_ns: Option<u64>,
+    /// Calls per request of every traced syscall that was called (the `strace -c` view).
+    pub syscalls_per_request: BTreeMap<&'static str, f64>,
+}
+
+/// Builds the requests view of one worker's (delta) stats over `duration_s` seconds.
+pub fn requests_report(
+    stats: &SlotStats,
+    source: RequestSource,
+    duration_s: f64,
+) -> RequestsReport {
+    let req = &stats[REQUESTS_IDX];
+    let count = match source {
+        RequestSource::Uprobe => req.count,
+        RequestSource::WritevEstimate => {
+            let w = &stats[sys::WRITEV as usize];
+            w.count - w.errors.min(w.count)
+        }
+    };
+    let accepts = accepts_of(stats);
+    let mut per_request = BTreeMap::new();
+    if count > 0 {
+        for (i, def) in SYSCALLS.iter().enumerate() {
+            if stats[i].count > 0 {
+                let v = stats[i].count as f64 / count as f64;
+                per_request.insert(def.name, (v * 1000.0).round() / 1000.0);
+            }
+        }
+    }
+    let timed = source == RequestSource::Uprobe && req.timed > 0;
+    RequestsReport {
+        count,
+        source,
+        per_s: if duration_s > 0.0 {
+            count as f64 / duration_s
+        } else {
+            0.0
+        },
+        per_connection: (accepts > 0).then(|| count as f64 / accepts as f64),
+        p50_ns: timed.then(|| quantile_ns(&req.hist, 0.50, req.max_ns)),
+        p99_ns: timed.then(|| quantile_ns(&req.hist, 0.99, req.max_ns)),
+        max_ns: timed.then_some(req.max_ns),
+        syscalls_per_request: per_request,
+    }
+}
 
 /// A worker as the tracker knows it.
 #[derive(Clone, Debug, Serialize)]
@@ -186,6 +268,8 @@ pub struct WorkerReport {
     pub accept_share: f64,
     /// Failed accepts by errno class, all classes present (EAGAIN = queue empty).
     pub accept_errors: BTreeMap<&'static str, u64>,
+    /// HTTP requests: count, rate, per connection, syscalls per request.
+    pub requests: RequestsReport,
     /// Per traced syscall, by name; every traced syscall is present.
     pub syscalls: BTreeMap<&'static str, SyscallReport>,
 }
@@ -243,7 +327,13 @@ pub struct Report {
 
 /// Builds a worker's report from its (summed, possibly delta) slot stats.
 /// `total_accepts` is the sum over all workers, for the share.
-pub fn worker_report(info: &WorkerInfo, stats: &SlotStats, total_accepts: u64) -> WorkerReport {
+pub fn worker_report(
+    info: &WorkerInfo,
+    stats: &SlotStats,
+    total_accepts: u64,
+    source: RequestSource,
+    duration_s: f64,
+) -> WorkerReport {
     let acc4 = &stats[sys::ACCEPT4 as usize];
     let acc = &stats[sys::ACCEPT as usize];
     let accepts = accepts_of(stats);
@@ -266,6 +356,7 @@ pub fn worker_report(info: &WorkerInfo, stats: &SlotStats, total_accepts: u64) -
             accepts as f64 / total_accepts as f64
         },
         accept_errors,
+        requests: requests_report(stats, source, duration_s),
         syscalls,
     }
 }
@@ -356,7 +447,7 @@ mod tests {
 
     #[test]
     fn accepts_exclude_errors_and_shares_sum_to_one() {
-        let mut slot: SlotStats = [SyscallStats::ZERO; SYSCALL_COUNT];
+        let mut slot: SlotStats = [SyscallStats::ZERO; SLOT_STATS];
         slot[sys::ACCEPT4 as usize].count = 10;
         slot[sys::ACCEPT4 as usize].errors = 4;
         slot[sys::ACCEPT4 as usize].errs[nginx_probe_common::ErrClass::Eagain as usize] = 3;
@@ -369,7 +460,7 @@ mod tests {
             slot: 0,
             alive: true,
         };
-        let r = worker_report(&info, &slot, 16);
+        let r = worker_report(&info, &slot, 16, RequestSource::WritevEstimate, 2.0);
         assert_eq!(r.accepts, 8);
         assert_eq!(r.accept_share, 0.5);
         assert_eq!(r.accept_errors["EAGAIN"], 3);
@@ -380,5 +471,32 @@ mod tests {
         assert!(r.syscalls["sendfile"].bytes.is_some());
         assert!(r.syscalls["epoll_wait"].events.is_some());
         assert!(r.syscalls["accept4"].bytes.is_none());
+        // No writev: no requests, and no per-request mix.
+        assert_eq!(r.requests.count, 0);
+        assert!(r.requests.syscalls_per_request.is_empty());
+    }
+
+    #[test]
+    fn requests_estimate_and_uprobe_views() {
+        let mut slot: SlotStats = [SyscallStats::ZERO; SLOT_STATS];
+        slot[sys::ACCEPT4 as usize].count = 10;
+        slot[sys::WRITEV as usize].count = 100;
+        slot[sys::WRITE as usize].count = 100;
+        slot[sys::CLOSE as usize].count = 10;
+        slot[REQUESTS_IDX] = stats_from(&[1_000_000; 80]);
+        slot[REQUESTS_IDX].count = 80;
+        let est = requests_report(&slot, RequestSource::WritevEstimate, 10.0);
+        assert_eq!(est.count, 100);
+        assert_eq!(est.per_s, 10.0);
+        assert_eq!(est.per_connection, Some(10.0));
+        assert_eq!(est.syscalls_per_request["write"], 1.0);
+        assert_eq!(est.syscalls_per_request["close"], 0.1);
+        assert_eq!(est.p50_ns, None);
+        let up = requests_report(&slot, RequestSource::Uprobe, 10.0);
+        assert_eq!(up.count, 80);
+        assert_eq!(up.per_connection, Some(8.0));
+        assert_eq!(up.syscalls_per_request["writev"], 1.25);
+        assert_eq!(up.max_ns, Some(1_000_000));
+        assert!(up.p50_ns.unwrap() >= 524_288 && up.p50_ns.unwrap() <= 1_000_000);
     }
 }

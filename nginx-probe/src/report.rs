@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use crate::model::{bucket_bounds, Event, Report, WorkerReport};
+use crate::model::{bucket_bounds, Event, Report, RequestSource, WorkerReport};
 
 /// One line describing a worker-set event, for stderr and the summary.
 pub fn event_line(ev: &Event, master: u32) -> String {
@@ -137,6 +137,45 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
             e("OTHER"),
             e("EAGAIN"),
         );
+    }
+    if let Some(first) = r.workers.first() {
+        let source = match first.requests.source {
+            RequestSource::Uprobe => "uprobes",
+            RequestSource::WritevEstimate => "estimated from writev calls; --uprobes for exact",
+        };
+        let _ = writeln!(
+            out,
+            "\n{:<12} {:>9} {:>9} {:>9} {:>9} {:>9}   requests: {source}",
+            "WORKER", "REQUESTS", "REQ/S", "REQ/CONN", "P50", "P99"
+        );
+        for w in &r.workers {
+            let q = &w.requests;
+            let _ = writeln!(
+                out,
+                "{:<12} {:>9} {:>9.1} {:>9} {:>9} {:>9}",
+                worker_label(w),
+                q.count,
+                q.per_s,
+                q.per_connection
+                    .map(|v| format!("{v:.1}"))
+                    .unwrap_or_else(|| "-".into()),
+                q.p50_ns.map(fmt_ns).unwrap_or_else(|| "-".into()),
+                q.p99_ns.map(fmt_ns).unwrap_or_else(|| "-".into()),
+            );
+        }
+        let _ = writeln!(out, "\nsyscalls per request:");
+        for w in &r.workers {
+            if w.requests.syscalls_per_request.is_empty() {
+                continue;
+            }
+            let mix: Vec<String> = w
+                .requests
+                .syscalls_per_request
+                .iter()
+                .map(|(k, v)| format!("{k} {v:.2}"))
+                .collect();
+            let _ = writeln!(out, "{:<12} {}", worker_label(w), mix.join("  "));
+        }
     }
     let _ = writeln!(
         out,

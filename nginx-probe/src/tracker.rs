@@ -10,12 +10,14 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Instant;
 
 use log::warn;
-use nginx_probe_common::{SyscallStats, DROP_COUNTERS, SYSCALL_COUNT};
+use nginx_probe_common::{SyscallStats, DROP_COUNTERS};
 
 use crate::{
     error::ProbeError,
     loader::Probe,
-    model::{self, Event, Report, SlotStats, WorkerInfo, SCHEMA_VERSION},
+    model::{
+        self, Event, Report, RequestSource, SlotStats, WorkerInfo, SCHEMA_VERSION, SLOT_STATS,
+    },
     target::{self, Master, Role, WorkerProc},
 };
 
@@ -53,6 +55,8 @@ pub struct Tracker {
     merged: SlotStats,
     /// How many workers `merged` holds.
     pub merged_workers: u64,
+    /// How requests are counted (uprobes attached or not).
+    pub request_source: RequestSource,
     /// Workers that could not be given a slot.
     pub untracked: u64,
     /// What happened, in order.
@@ -70,8 +74,9 @@ impl Tracker {
             pending: BTreeSet::new(),
             finals: BTreeMap::new(),
             exited_order: VecDeque::new(),
-            merged: [SyscallStats::ZERO; SYSCALL_COUNT],
+            merged: [SyscallStats::ZERO; SLOT_STATS],
             merged_workers: 0,
+            request_source: RequestSource::WritevEstimate,
             untracked: 0,
             events: Vec::new(),
             started: Instant::now(),
@@ -263,13 +268,13 @@ impl Tracker {
         missing: &[String],
         end_reason: Option<String>,
     ) -> Report {
-        let zero: SlotStats = [SyscallStats::ZERO; SYSCALL_COUNT];
+        let zero: SlotStats = [SyscallStats::ZERO; SLOT_STATS];
         let mut per_worker: Vec<(&WorkerInfo, SlotStats)> = Vec::new();
         for w in self.workers.values() {
             let c = cur.workers.get(&w.pid).unwrap_or(&zero);
             let p = prev.and_then(|p| p.workers.get(&w.pid)).unwrap_or(&zero);
             let mut d = zero;
-            for i in 0..SYSCALL_COUNT {
+            for i in 0..SLOT_STATS {
                 d[i] = model::delta(&c[i], &p[i]);
             }
             // An interval report leaves out workers that were gone for all of it.
@@ -284,7 +289,7 @@ impl Tracker {
                 .and_then(|p| p.workers.get(&MERGED_KEY))
                 .unwrap_or(&zero);
             let mut d = zero;
-            for i in 0..SYSCALL_COUNT {
+            for i in 0..SLOT_STATS {
                 d[i] = model::delta(&c[i], &p[i]);
             }
             d
@@ -296,7 +301,9 @@ impl Tracker {
             .sum();
         let workers = per_worker
             .iter()
-            .map(|(w, s)| model::worker_report(w, s, total_accepts))
+            .map(|(w, s)| {
+                model::worker_report(w, s, total_accepts, self.request_source, duration_s)
+            })
             .collect();
         let exited_merged = merged.map(|d| {
             let info = WorkerInfo {
@@ -307,7 +314,13 @@ impl Tracker {
             };
             model::MergedReport {
                 workers: self.merged_workers,
-                stats: model::worker_report(&info, &d, total_accepts),
+                stats: model::worker_report(
+                    &info,
+                    &d,
+                    total_accepts,
+                    self.request_source,
+                    duration_s,
+                ),
             }
         });
         let mut drops_now = cur.drops;

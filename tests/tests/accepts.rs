@@ -62,7 +62,11 @@ fn exactly_500_connections_give_exactly_500_accepts() {
     let mut blockers: Vec<Blocker> = (0..25).map(|_| Blocker::start()).collect();
     let probe = probe_json(&ng);
     let ids = nginx_probe_tests::prog_ids_held_by(probe.pid());
-    assert_eq!(ids.len(), 29, "28 syscall tracepoints and sched_process_fork: {ids:?}");
+    assert_eq!(
+        ids.len(),
+        29,
+        "28 syscall tracepoints and sched_process_fork: {ids:?}"
+    );
     assert_eq!(one_request_per_connection(ng.addr(), 500), 500);
     // The blockers accept now, while the probe runs: they must not be counted.
     for b in &blockers {

@@ -85,7 +85,11 @@ fn nothing_stays_attached_after_sigkill() {
     let ng = Nginx::start(&NginxConfig::default());
     let probe = ProbeRun::start(&["--pid", &ng.master_pid().to_string()]);
     let ids = prog_ids_held_by(probe.pid());
-    assert_eq!(ids.len(), 29, "28 syscall tracepoints and sched_process_fork: {ids:?}");
+    assert_eq!(
+        ids.len(),
+        29,
+        "28 syscall tracepoints and sched_process_fork: {ids:?}"
+    );
     let out = probe.stop_with(Signal::SIGKILL);
     assert_eq!(out.status.code(), None);
     assert_released(&ids, "after SIGKILL");
