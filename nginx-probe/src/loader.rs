@@ -263,9 +263,9 @@ mod tests {
         assert_eq!(slots_for(2, 2), 64);
         assert_eq!(slots_for(16, 2), 128);
         assert_eq!(slots_for(1000, 2), MAX_TRACKED_TGIDS);
-        // 128 CPUs: 64 MiB / (128 * 14 * 416 B) = 90 slots.
+        // 128 CPUs: 64 MiB / (128 * 15 * 416 B) = 84 slots.
         assert_eq!(slots_for(2, 128), 64);
-        assert_eq!(slots_for(64, 128), 90);
+        assert_eq!(slots_for(64, 128), 84);
         // Never fewer slots than workers.
         assert_eq!(slots_for(200, 128), 201);
     }
