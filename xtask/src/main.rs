@@ -15,6 +15,7 @@ use std::{
 use anyhow::{bail, Context as _, Result};
 
 mod bench;
+mod overhead;
 use clap::{Parser, Subcommand};
 
 /// The nightly used for the eBPF crate; its LLVM (22) matches bpf-linker's.
@@ -75,6 +76,16 @@ enum Cmd {
 
 #[derive(Subcommand)]
 enum BenchCmd {
+    /// Throughput, p99, CPU, RSS, attach time and ns per event: no tracer vs
+    /// nginx-probe vs nginx-probe --uprobes vs bpftrace vs strace, interleaved.
+    Overhead {
+        /// Interleaved rounds (each runs every tracer once).
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+        /// Seconds of wrk load per run.
+        #[arg(long, default_value_t = 8)]
+        secs: u64,
+    },
     /// Long run with reloads: exact accept totals and flat probe RSS.
     Soak {
         /// Minutes of load.
@@ -394,6 +405,9 @@ fn main() {
         Cmd::Test { args } => test(&args),
         Cmd::Lint => lint(),
         Cmd::Bench { which } => match which {
+            BenchCmd::Overhead { rounds, secs } => setup()
+                .and_then(|_| build_probe())
+                .and_then(|p| overhead::overhead(&p, rounds, secs)),
             BenchCmd::Soak {
                 minutes,
                 reloads_per_minute,

@@ -1,0 +1,425 @@
+//! `cargo xtask bench overhead`: what tracing costs nginx, side by side with what users
+//! run today. Interleaved rounds of: no tracer, nginx-probe (default probes),
+//! nginx-probe --uprobes, a bpftrace script with the same tracepoints and in-kernel
+//! histograms, and `strace -c -f`. Prints medians and ratios against the no-tracer runs
+//! of the same invocation; never fails on speed.
+
+use std::{
+    io::{BufRead, BufReader},
+    path::Path,
+    process::{Child, Command, Stdio},
+    sync::mpsc,
+    thread,
+    time::{Duration, Instant},
+};
+
+use anyhow::{bail, Context as _, Result};
+use nginx_probe_tests::{prog_ids_held_by, Nginx, NginxConfig};
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Mode {
+    None,
+    Probe,
+    ProbeUprobes,
+    Bpftrace,
+    Strace,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::None => "no tracer",
+            Mode::Probe => "nginx-probe",
+            Mode::ProbeUprobes => "nginx-probe --uprobes",
+            Mode::Bpftrace => "bpftrace (same tracepoints)",
+            Mode::Strace => "strace -c -f",
+        }
+    }
+}
+
+/// One measured run.
+#[derive(Default, Clone, Debug)]
+struct Run {
+    rps: f64,
+    p99_ms: f64,
+    /// Tracer's own CPU over the load, % of one core.
+    cpu_pct: Option<f64>,
+    rss_mib: Option<f64>,
+    /// From spawn to "attached", ms.
+    attach_ms: Option<f64>,
+    /// Mean ns per BPF program run (kernel.bpf_stats_enabled).
+    ns_per_event: Option<f64>,
+    events: Option<u64>,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn clk_tck() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as f64
+    } else {
+        100.0
+    }
+}
+
+/// utime + stime of a process, seconds (from /proc/<pid>/stat).
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / clk_tck())
+}
+
+fn rss_mib(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib: f64 = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    Some(kib / 1024.0)
+}
+
+/// Runs wrk and returns (req/s, p99 ms).
+fn wrk(url: &str, secs: u64) -> Result<(f64, f64)> {
+    let out = Command::new("wrk")
+        .args(["-t1", "-c50", &format!("-d{secs}s"), "--latency", url])
+        .output()
+        .context("run wrk")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rps = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Requests/sec:"))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .context("no Requests/sec in wrk output")?;
+    let p99 = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("99%"))
+        .map(|v| parse_wrk_latency(v.trim()))
+        .unwrap_or(f64::NAN);
+    Ok((rps, p99))
+}
+
+/// wrk latency like `1.23ms`, `850.00us`, `1.01s` -> ms.
+fn parse_wrk_latency(v: &str) -> f64 {
+    let (num, mul) = if let Some(n) = v.strip_suffix("ms") {
+        (n, 1.0)
+    } else if let Some(n) = v.strip_suffix("us") {
+        (n, 0.001)
+    } else if let Some(n) = v.strip_suffix('s') {
+        (n, 1000.0)
+    } else {
+        (v, f64::NAN)
+    };
+    num.parse::<f64>().map(|x| x * mul).unwrap_or(f64::NAN)
+}
+
+/// Spawns `cmd` and waits until a stderr line contains `ready` (or `timeout`).
+fn spawn_until(mut cmd: Command, ready: &str, timeout: Duration) -> Result<(Child, f64)> {
+    let start = Instant::now();
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("spawn {cmd:?}"))?;
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = mpsc::channel();
+    let ready = ready.to_string();
+    thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains(&ready) {
+                let _ = tx.send(());
+            }
+        }
+    });
+    if rx.recv_timeout(timeout).is_err() {
+        let _ = child.kill();
+        bail!("{cmd:?} did not get ready");
+    }
+    Ok((child, start.elapsed().as_secs_f64() * 1000.0))
+}
+
+fn bpftrace_script(workers: &[u32]) -> String {
+    let filter: Vec<String> = workers.iter().map(|p| format!("pid == {p}")).collect();
+    let filter = filter.join(" || ");
+    let calls = [
+        "accept4",
+        "accept",
+        "epoll_wait",
+        "epoll_pwait",
+        "sendfile64",
+        "write",
+        "writev",
+        "pwrite64",
+        "openat",
+        "close",
+        "recvfrom",
+        "read",
+        "newfstatat",
+    ];
+    let enters: Vec<String> = calls
+        .iter()
+        .map(|c| format!("tracepoint:syscalls:sys_enter_{c}"))
+        .collect();
+    let exits: Vec<String> = calls
+        .iter()
+        .map(|c| format!("tracepoint:syscalls:sys_exit_{c}"))
+        .collect();
+    format!(
+        "{} /{filter}/ {{ @start[tid] = nsecs; }}\n{} /@start[tid]/ {{ @lat[probe] = hist(nsecs - @start[tid]); @n[probe, pid] = count(); delete(@start[tid]); }}\n",
+        enters.join(",\n"),
+        exits.join(",\n")
+    )
+}
+
+fn stop(mut child: Child) {
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// run_time_ns and run_cnt summed over program ids, from bpftool.
+fn prog_stats(ids: &[u64]) -> (u64, u64) {
+    let Ok(out) = Command::new("bpftool")
+        .args(["prog", "show", "--json"])
+        .output()
+    else {
+        return (0, 0);
+    };
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let mut ns = 0;
+    let mut cnt = 0;
+    for p in v.as_array().into_iter().flatten() {
+        if ids.contains(&p["id"].as_u64().unwrap_or(0)) {
+            ns += p["run_time_ns"].as_u64().unwrap_or(0);
+            cnt += p["run_cnt"].as_u64().unwrap_or(0);
+        }
+    }
+    (ns, cnt)
+}
+
+fn one_run(mode: Mode, probe: &Path, ng: &Nginx, secs: u64) -> Result<Run> {
+    let url = ng.url();
+    let master = ng.master_pid().to_string();
+    let workers = ng.worker_pids();
+    let _ = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(ng.prefix.join("logs/access.log"));
+    let (child, attach_ms) = match mode {
+        Mode::None => (None, None),
+        Mode::Probe | Mode::ProbeUprobes => {
+            let mut cmd = Command::new(probe);
+            cmd.args(["--pid", &master, "--summary-only"]);
+            if mode == Mode::ProbeUprobes {
+                cmd.arg("--uprobes");
+            }
+            let (c, ms) = spawn_until(cmd, "Hit Ctrl-C to end.", Duration::from_secs(30))?;
+            (Some(c), Some(ms))
+        }
+        Mode::Bpftrace => {
+            let mut cmd = Command::new("bpftrace");
+            cmd.args(["-e", &bpftrace_script(&workers)]);
+            // bpftrace prints "Attaching N probes..." on stdout; use -q-less stderr? It
+            // goes to stdout, so wait on a fixed settle time instead.
+            let start = Instant::now();
+            let c = cmd
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .context("spawn bpftrace")?;
+            let mut c = c;
+            let stdout = c.stdout.take().expect("stdout");
+            let (tx, rx) = mpsc::channel();
+            thread::spawn(move || {
+                for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                    if line.starts_with("Attaching") {
+                        let _ = tx.send(());
+                    }
+                }
+            });
+            rx.recv_timeout(Duration::from_secs(60))
+                .context("bpftrace did not attach")?;
+            // "Attaching" is printed before the attach completes.
+            thread::sleep(Duration::from_millis(1500));
+            (Some(c), Some(start.elapsed().as_secs_f64() * 1000.0))
+        }
+        Mode::Strace => {
+            let mut cmd = Command::new("strace");
+            cmd.args(["-c", "-f"]);
+            for w in &workers {
+                cmd.args(["-p", &w.to_string()]);
+            }
+            let (c, ms) = spawn_until(cmd, "attached", Duration::from_secs(10))?;
+            thread::sleep(Duration::from_millis(300));
+            (Some(c), Some(ms))
+        }
+    };
+    let pid = child.as_ref().map(|c| c.id());
+    let ids = match (mode, pid) {
+        (Mode::Probe | Mode::ProbeUprobes, Some(p)) => prog_ids_held_by(p),
+        _ => Vec::new(),
+    };
+    let before = prog_stats(&ids);
+    let cpu0 = pid.and_then(cpu_seconds);
+    let t0 = Instant::now();
+    let (rps, p99_ms) = wrk(&url, secs)?;
+    let wall = t0.elapsed().as_secs_f64();
+    let cpu1 = pid.and_then(cpu_seconds);
+    let rss = pid.and_then(rss_mib);
+    let after = prog_stats(&ids);
+    if let Some(c) = child {
+        stop(c);
+    }
+    let events = after.1.saturating_sub(before.1);
+    Ok(Run {
+        rps,
+        p99_ms,
+        cpu_pct: match (cpu0, cpu1) {
+            (Some(a), Some(b)) => Some((b - a) / wall * 100.0),
+            _ => None,
+        },
+        rss_mib: rss,
+        attach_ms,
+        ns_per_event: (events > 0).then(|| after.0.saturating_sub(before.0) as f64 / events as f64),
+        events: (!ids.is_empty()).then_some(events),
+    })
+}
+
+/// Interleaved overhead benchmark; see the module docs.
+pub fn overhead(probe: &Path, rounds: usize, secs: u64) -> Result<()> {
+    let ng = Nginx::start(&NginxConfig::default());
+    let modes = [
+        Mode::None,
+        Mode::Probe,
+        Mode::ProbeUprobes,
+        Mode::Bpftrace,
+        Mode::Strace,
+    ];
+    let stats_before = std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled").ok();
+    let _ = std::fs::write("/proc/sys/kernel/bpf_stats_enabled", "1");
+    println!(
+        "overhead: nginx master {} (2 workers, 30-byte file, access log on), wrk -t1 -c50 -d{secs}s, {rounds} interleaved rounds",
+        ng.master_pid()
+    );
+    // Warm-up, not measured.
+    let _ = wrk(&ng.url(), 2)?;
+    let mut results: Vec<(Mode, Run)> = Vec::new();
+    for round in 1..=rounds {
+        for &mode in &modes {
+            let run = one_run(mode, probe, &ng, secs)?;
+            println!(
+                "  round {round} {:<28} {:>9.0} req/s  p99 {:>7.2} ms",
+                mode.name(),
+                run.rps,
+                run.p99_ms
+            );
+            results.push((mode, run));
+        }
+    }
+    if let Some(v) = stats_before {
+        let _ = std::fs::write("/proc/sys/kernel/bpf_stats_enabled", v.trim());
+    }
+    let of = |m: Mode, f: &dyn Fn(&Run) -> Option<f64>| -> Option<f64> {
+        let v: Vec<f64> = results
+            .iter()
+            .filter(|(mm, _)| *mm == m)
+            .filter_map(|(_, r)| f(r))
+            .collect();
+        (!v.is_empty()).then(|| median(v))
+    };
+    let base_rps = of(Mode::None, &|r| Some(r.rps)).unwrap_or(f64::NAN);
+    let base_p99 = of(Mode::None, &|r| Some(r.p99_ms)).unwrap_or(f64::NAN);
+    println!(
+        "\n{:<28} {:>10} {:>8} {:>9} {:>8} {:>8} {:>10} {:>9}",
+        "tracer (median of rounds)",
+        "req/s",
+        "ratio",
+        "p99 ratio",
+        "CPU %",
+        "RSS MiB",
+        "attach ms",
+        "ns/event"
+    );
+    let opt = |v: Option<f64>, prec: usize| {
+        v.map(|x| format!("{x:.prec$}"))
+            .unwrap_or_else(|| "-".into())
+    };
+    for &mode in &modes {
+        let rps = of(mode, &|r| Some(r.rps)).unwrap_or(f64::NAN);
+        let p99 = of(mode, &|r| Some(r.p99_ms)).unwrap_or(f64::NAN);
+        println!(
+            "{:<28} {:>10.0} {:>8.3} {:>9.2} {:>8} {:>8} {:>10} {:>9}",
+            mode.name(),
+            rps,
+            rps / base_rps,
+            p99 / base_p99,
+            opt(of(mode, &|r| r.cpu_pct), 2),
+            opt(of(mode, &|r| r.rss_mib), 1),
+            opt(of(mode, &|r| r.attach_ms), 0),
+            opt(of(mode, &|r| r.ns_per_event), 0),
+        );
+    }
+    let loss = |m: Mode| 1.0 - of(m, &|r| Some(r.rps)).unwrap_or(f64::NAN) / base_rps;
+    let probe_loss = loss(Mode::Probe);
+    let bpftrace_loss = loss(Mode::Bpftrace);
+    println!("\ntargets (default probes):");
+    println!(
+        "  throughput loss {:.1}% (target <= 2%)",
+        probe_loss * 100.0
+    );
+    println!(
+        "  loss vs bpftrace's {:.1}%: {:.2} of it (target <= 0.33)",
+        bpftrace_loss * 100.0,
+        probe_loss / bpftrace_loss
+    );
+    let rps = of(Mode::Probe, &|r| Some(r.rps)).unwrap_or(f64::NAN);
+    if let Some(cpu) = of(Mode::Probe, &|r| r.cpu_pct) {
+        println!(
+            "  own CPU {cpu:.2}% of one core at {rps:.0} req/s = {:.2}% per 20k req/s (target <= 2%)",
+            cpu * 20_000.0 / rps
+        );
+    }
+    if let Some(rss) = of(Mode::Probe, &|r| r.rss_mib) {
+        println!("  RSS {rss:.1} MiB (target <= 30)");
+    }
+    if let Some(ms) = of(Mode::Probe, &|r| r.attach_ms) {
+        println!("  start to attached {ms:.0} ms (target <= 300)");
+    }
+    if let Some(ns) = of(Mode::Probe, &|r| r.ns_per_event) {
+        println!("  {ns:.0} ns per program run (target <= 100)");
+    }
+    if let Some(ev) = of(Mode::Probe, &|r| r.events.map(|e| e as f64)) {
+        println!(
+            "  {:.1} program runs per request ({ev:.0} runs in {secs} s)",
+            ev / (rps * secs as f64)
+        );
+    }
+    Ok(())
+}
