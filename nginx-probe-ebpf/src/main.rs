@@ -13,7 +13,7 @@ mod programs {
     use aya_ebpf::{
         helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_user},
         macros::{map, tracepoint, uprobe},
-        maps::{HashMap, LruHashMap, PerCpuArray, Queue},
+        maps::{Array, HashMap, LruHashMap, PerCpuArray, Queue},
         programs::{ProbeContext, TracePointContext},
     };
     use nginx_probe_common::{
@@ -53,6 +53,11 @@ mod programs {
     /// thread that dies mid-syscall is evicted rather than leaking an entry.
     #[map]
     static IN_FLIGHT: LruHashMap<u64, InFlight> = LruHashMap::with_max_entries(MAX_IN_FLIGHT, 0);
+
+    /// Entry timestamp of each worker's main thread, indexed by slot (`start_ns == 0`:
+    /// none). User space sizes it to the slot count and zeroes an element on recycling.
+    #[map]
+    static MAIN_ENTRY: Array<InFlight> = Array::with_max_entries(DEFAULT_WORKER_SLOTS, 0);
 
     /// Aggregates indexed by `slot * SYSCALL_COUNT + syscall`; user space sets
     /// `max_entries` to `slots * SYSCALL_COUNT` at load time.
@@ -98,7 +103,16 @@ mod programs {
             syscall,
             slot,
         };
-        if IN_FLIGHT.insert(pid_tgid, v, 0).is_err() {
+        // nginx workers are single-threaded: their main thread (tid == tgid) keeps its
+        // entry in a plain array indexed by slot, far cheaper than an LRU hash update.
+        // Other threads (aio thread pools) use the LRU hash.
+        if pid_tgid as u32 == tgid {
+            match MAIN_ENTRY.get_ptr_mut(slot) {
+                // SAFETY: only this worker's main thread writes this element.
+                Some(p) => unsafe { *p = v },
+                None => count_drop(drop::ENTRY_STORE_FAILED),
+            }
+        } else if IN_FLIGHT.insert(pid_tgid, v, 0).is_err() {
             count_drop(drop::ENTRY_STORE_FAILED);
         }
     }
@@ -119,12 +133,32 @@ mod programs {
             Ok(r) => r,
             Err(_) => return,
         };
-        // SAFETY: the entry is copied out before removal.
-        let entry = unsafe { IN_FLIGHT.get(pid_tgid) }.copied();
+        let entry = if pid_tgid as u32 == tgid {
+            match MAIN_ENTRY.get_ptr_mut(slot) {
+                Some(p) => {
+                    // SAFETY: only this worker's main thread reads and writes it.
+                    let e = unsafe { *p };
+                    if e.start_ns == 0 {
+                        None
+                    } else {
+                        // SAFETY: as above.
+                        unsafe { (*p).start_ns = 0 };
+                        Some(e)
+                    }
+                }
+                None => None,
+            }
+        } else {
+            // SAFETY: the entry is copied out before removal.
+            let e = unsafe { IN_FLIGHT.get(pid_tgid) }.copied();
+            if e.is_some() {
+                let _ = IN_FLIGHT.remove(pid_tgid);
+            }
+            e
+        };
         let mut latency: Option<u64> = None;
         match entry {
             Some(e) => {
-                let _ = IN_FLIGHT.remove(pid_tgid);
                 if e.syscall == syscall {
                     // SAFETY: helper call without preconditions.
                     let now = unsafe { bpf_ktime_get_ns() };

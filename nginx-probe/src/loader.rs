@@ -8,12 +8,14 @@
 use std::path::Path;
 
 use aya::{
-    maps::{HashMap, MapData, PerCpuArray, PerCpuValues, Queue},
+    maps::{Array, HashMap, MapData, PerCpuArray, PerCpuValues, Queue},
     programs::{uprobe::UProbeScope, ProgramError, TracePoint, UProbe},
     Ebpf, EbpfLoader,
 };
 use log::{debug, warn};
-use nginx_probe_common::{SyscallStats, DROP_COUNTERS, MAX_TRACKED_TGIDS, SYSCALLS, SYSCALL_COUNT};
+use nginx_probe_common::{
+    InFlight, SyscallStats, DROP_COUNTERS, MAX_TRACKED_TGIDS, SYSCALLS, SYSCALL_COUNT,
+};
 
 use crate::{
     error::ProbeError,
@@ -32,6 +34,7 @@ pub struct Probe {
     free_slots: Queue<MapData, u32>,
     stats: PerCpuArray<MapData, SyscallStats>,
     requests: PerCpuArray<MapData, SyscallStats>,
+    main_entry: Array<MapData, InFlight>,
     drops: PerCpuArray<MapData, u64>,
     /// Tracepoints that this kernel lacks or refused (`sys_enter_*`, `sys_exit_*`,
     /// `sched_process_fork`).
@@ -72,6 +75,7 @@ impl Probe {
             .map_max_entries("STATS", slots * SYSCALL_COUNT as u32)
             .map_max_entries("FREE_SLOTS", slots)
             .map_max_entries("REQUESTS", slots)
+            .map_max_entries("MAIN_ENTRY", slots)
             .load(EBPF_OBJECT)?;
         let mut take = |name: &str| {
             ebpf.take_map(name)
@@ -81,6 +85,7 @@ impl Probe {
         let mut free_slots: Queue<MapData, u32> = Queue::try_from(take("FREE_SLOTS")?)?;
         let stats = PerCpuArray::try_from(take("STATS")?)?;
         let requests = PerCpuArray::try_from(take("REQUESTS")?)?;
+        let main_entry = Array::try_from(take("MAIN_ENTRY")?)?;
         let drops = PerCpuArray::try_from(take("DROPS")?)?;
         for slot in 0..slots {
             free_slots.push(slot, 0)?;
@@ -91,6 +96,7 @@ impl Probe {
             free_slots,
             stats,
             requests,
+            main_entry,
             drops,
             missing: Vec::new(),
             attached: 0,
@@ -190,6 +196,15 @@ impl Probe {
                 .set(slot * SYSCALL_COUNT as u32 + i, zero()?, 0)?;
         }
         self.requests.set(slot, zero()?, 0)?;
+        self.main_entry.set(
+            slot,
+            InFlight {
+                start_ns: 0,
+                syscall: 0,
+                slot,
+            },
+            0,
+        )?;
         self.free_slots.push(slot, 0)?;
         Ok(())
     }
