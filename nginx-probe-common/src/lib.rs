@@ -197,6 +197,21 @@ pub const SYSCALLS: [SyscallDef; SYSCALL_COUNT] = [
     },
 ];
 
+/// The default traced set: accepts, the event loop, and response writes. The rest of
+/// [`SYSCALLS`] (`openat`, `close`, `recvfrom`, `read`, `newfstatat`) doubles the
+/// tracepoint hits per request and is traced with `--syscalls all`.
+pub const CORE_SYSCALLS: [u32; 9] = [
+    sys::ACCEPT4,
+    sys::ACCEPT,
+    sys::EPOLL_WAIT,
+    sys::EPOLL_PWAIT,
+    sys::EPOLL_PWAIT2,
+    sys::SENDFILE,
+    sys::WRITE,
+    sys::WRITEV,
+    sys::PWRITE64,
+];
+
 /// Per-(worker slot, syscall) aggregate, one per CPU in the `STATS` per-CPU array.
 ///
 /// All counters are cumulative since attach; user space sums them over CPUs (max for

@@ -105,12 +105,13 @@ impl Probe {
     }
 
     /// Attaches `sched:sched_process_fork` (children the master forks from now on are
-    /// tracked in the kernel), then every syscall tracepoint that exists. Missing ones
+    /// tracked in the kernel), then the enter/exit tracepoints of the `selected`
+    /// syscalls (indexes into `SYSCALLS`) that exist. Missing ones
     /// are recorded in `missing` and skipped.
     ///
     /// Errors: [`ProbeError::NothingAttached`] when no syscall tracepoint could be
     /// attached.
-    pub fn attach(&mut self, tracefs_root: &Path) -> Result<(), ProbeError> {
+    pub fn attach(&mut self, tracefs_root: &Path, selected: &[usize]) -> Result<(), ProbeError> {
         let ebpf = &mut self.ebpf;
         // Fork following first, so no worker forked from here on is missed.
         if tracefs::has_event(tracefs_root, "sched", "sched_process_fork") {
@@ -134,7 +135,7 @@ impl Probe {
         let mut last_err = String::new();
         // Entries first, so that exits find their timestamps from the start.
         for dir in ["enter", "exit"] {
-            for def in SYSCALLS.iter() {
+            for def in selected.iter().map(|&i| &SYSCALLS[i]) {
                 let name = format!("sys_{dir}_{}", def.tracepoint);
                 if !tracefs::has_event(tracefs_root, "syscalls", &name) {
                     self.missing.push(name);

@@ -270,7 +270,8 @@ pub struct WorkerReport {
     pub accept_errors: BTreeMap<&'static str, u64>,
     /// HTTP requests: count, rate, per connection, syscalls per request.
     pub requests: RequestsReport,
-    /// Per traced syscall, by name; every traced syscall is present.
+    /// Per traced syscall, by name; every traced syscall is present (see the report's
+    /// `traced_syscalls`).
     pub syscalls: BTreeMap<&'static str, SyscallReport>,
 }
 
@@ -316,6 +317,8 @@ pub struct Report {
     pub exited_merged: Option<MergedReport>,
     /// Events not fully accounted, by reason (see `nginx_probe_common::drop`).
     pub drops: BTreeMap<&'static str, u64>,
+    /// Syscalls traced (`--syscalls`).
+    pub traced_syscalls: Vec<&'static str>,
     /// Tracepoints that could not be attached (their syscalls read as zero).
     pub missing_tracepoints: Vec<String>,
     /// Workers started and exited, new masters (summary only).
@@ -333,6 +336,7 @@ pub fn worker_report(
     total_accepts: u64,
     source: RequestSource,
     duration_s: f64,
+    traced: &[usize],
 ) -> WorkerReport {
     let acc4 = &stats[sys::ACCEPT4 as usize];
     let acc = &stats[sys::ACCEPT as usize];
@@ -342,8 +346,8 @@ pub fn worker_report(
         accept_errors.insert(*name, acc4.errs[i] + acc.errs[i]);
     }
     let mut syscalls = BTreeMap::new();
-    for (i, def) in SYSCALLS.iter().enumerate() {
-        syscalls.insert(def.name, SyscallReport::from_stats(i, &stats[i]));
+    for &i in traced {
+        syscalls.insert(SYSCALLS[i].name, SyscallReport::from_stats(i, &stats[i]));
     }
     WorkerReport {
         pid: info.pid,
@@ -460,7 +464,8 @@ mod tests {
             slot: 0,
             alive: true,
         };
-        let r = worker_report(&info, &slot, 16, RequestSource::WritevEstimate, 2.0);
+        let all: Vec<usize> = (0..SYSCALL_COUNT).collect();
+        let r = worker_report(&info, &slot, 16, RequestSource::WritevEstimate, 2.0, &all);
         assert_eq!(r.accepts, 8);
         assert_eq!(r.accept_share, 0.5);
         assert_eq!(r.accept_errors["EAGAIN"], 3);

@@ -57,6 +57,8 @@ pub struct Tracker {
     pub merged_workers: u64,
     /// How requests are counted (uprobes attached or not).
     pub request_source: RequestSource,
+    /// Indexes into `SYSCALLS` of the traced syscalls.
+    pub traced: Vec<usize>,
     /// Workers that could not be given a slot.
     pub untracked: u64,
     /// What happened, in order.
@@ -77,6 +79,7 @@ impl Tracker {
             merged: [SyscallStats::ZERO; SLOT_STATS],
             merged_workers: 0,
             request_source: RequestSource::WritevEstimate,
+            traced: (0..nginx_probe_common::SYSCALL_COUNT).collect(),
             untracked: 0,
             events: Vec::new(),
             started: Instant::now(),
@@ -302,7 +305,14 @@ impl Tracker {
         let workers = per_worker
             .iter()
             .map(|(w, s)| {
-                model::worker_report(w, s, total_accepts, self.request_source, duration_s)
+                model::worker_report(
+                    w,
+                    s,
+                    total_accepts,
+                    self.request_source,
+                    duration_s,
+                    &self.traced,
+                )
             })
             .collect();
         let exited_merged = merged.map(|d| {
@@ -320,6 +330,7 @@ impl Tracker {
                     total_accepts,
                     self.request_source,
                     duration_s,
+                    &self.traced,
                 ),
             }
         });
@@ -340,6 +351,11 @@ impl Tracker {
             workers,
             drops,
             exited_merged,
+            traced_syscalls: self
+                .traced
+                .iter()
+                .map(|&i| nginx_probe_common::SYSCALLS[i].name)
+                .collect(),
             missing_tracepoints: missing.to_vec(),
             events: if kind == "summary" {
                 self.events.clone()

@@ -11,7 +11,14 @@ fn sum(s: &serde_json::Value, f: impl Fn(&serde_json::Value) -> u64) -> u64 {
 #[test]
 fn uprobes_count_2000_requests_on_10_keepalive_connections() {
     let ng = Nginx::start(&NginxConfig::default());
-    let probe = ProbeRun::start(&["--pid", &ng.master_pid().to_string(), "--json", "--uprobes"]);
+    let probe = ProbeRun::start(&[
+        "--pid",
+        &ng.master_pid().to_string(),
+        "--json",
+        "--uprobes",
+        "--syscalls",
+        "all",
+    ]);
     assert!(
         probe.stderr.iter().any(|l| l.contains("request uprobes")),
         "{:?}",
@@ -66,5 +73,9 @@ fn without_uprobes_requests_are_estimated_from_writev() {
     for w in workers(&s) {
         assert_eq!(w["requests"]["source"], "writev_estimate");
         assert!(w["requests"].get("p50_ns").is_none());
+        // The default (core) set: no openat/close/... keys at all, not zeros.
+        assert!(w["syscalls"].get("openat").is_none(), "{w}");
+        assert!(w["syscalls"].get("accept4").is_some(), "{w}");
     }
+    assert_eq!(s["traced_syscalls"].as_array().unwrap().len(), 9, "{s}");
 }
