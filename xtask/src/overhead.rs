@@ -20,6 +20,7 @@ use nginx_probe_tests::{prog_ids_held_by, Nginx, NginxConfig};
 enum Mode {
     None,
     Probe,
+    ProbeAll,
     ProbeUprobes,
     Bpftrace,
     Strace,
@@ -30,6 +31,7 @@ impl Mode {
         match self {
             Mode::None => "no tracer",
             Mode::Probe => "nginx-probe",
+            Mode::ProbeAll => "nginx-probe --syscalls all",
             Mode::ProbeUprobes => "nginx-probe --uprobes",
             Mode::Bpftrace => "bpftrace (same tracepoints)",
             Mode::Strace => "strace -c -f",
@@ -50,6 +52,9 @@ struct Run {
     /// Mean ns per BPF program run (kernel.bpf_stats_enabled).
     ns_per_event: Option<f64>,
     events: Option<u64>,
+    /// nginx workers' CPU time (user + system, /proc/<pid>/stat) per request, us: what
+    /// tracing adds to each request, less sensitive to scheduling noise than req/s.
+    worker_us_per_req: f64,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -234,11 +239,14 @@ fn one_run(mode: Mode, probe: &Path, ng: &Nginx, secs: u64) -> Result<Run> {
         .open(ng.prefix.join("logs/access.log"));
     let (child, attach_ms) = match mode {
         Mode::None => (None, None),
-        Mode::Probe | Mode::ProbeUprobes => {
+        Mode::Probe | Mode::ProbeAll | Mode::ProbeUprobes => {
             let mut cmd = Command::new(probe);
             cmd.args(["--pid", &master, "--summary-only"]);
             if mode == Mode::ProbeUprobes {
                 cmd.arg("--uprobes");
+            }
+            if mode == Mode::ProbeAll {
+                cmd.args(["--syscalls", "all"]);
             }
             let (c, ms) = spawn_until(cmd, "Hit Ctrl-C to end.", Duration::from_secs(30))?;
             (Some(c), Some(ms))
@@ -283,14 +291,17 @@ fn one_run(mode: Mode, probe: &Path, ng: &Nginx, secs: u64) -> Result<Run> {
     };
     let pid = child.as_ref().map(|c| c.id());
     let ids = match (mode, pid) {
-        (Mode::Probe | Mode::ProbeUprobes, Some(p)) => prog_ids_held_by(p),
+        (Mode::Probe | Mode::ProbeAll | Mode::ProbeUprobes, Some(p)) => prog_ids_held_by(p),
         _ => Vec::new(),
     };
     let before = prog_stats(&ids);
     let cpu0 = pid.and_then(cpu_seconds);
+    let workers_cpu = || -> f64 { workers.iter().filter_map(|&w| cpu_seconds(w)).sum() };
+    let w0 = workers_cpu();
     let t0 = Instant::now();
     let (rps, p99_ms) = wrk(&url, secs)?;
     let wall = t0.elapsed().as_secs_f64();
+    let w1 = workers_cpu();
     let cpu1 = pid.and_then(cpu_seconds);
     let rss = pid.and_then(rss_mib);
     let after = prog_stats(&ids);
@@ -309,6 +320,7 @@ fn one_run(mode: Mode, probe: &Path, ng: &Nginx, secs: u64) -> Result<Run> {
         attach_ms,
         ns_per_event: (events > 0).then(|| after.0.saturating_sub(before.0) as f64 / events as f64),
         events: (!ids.is_empty()).then_some(events),
+        worker_us_per_req: (w1 - w0) * 1e6 / (rps * secs as f64),
     })
 }
 
@@ -318,6 +330,7 @@ pub fn overhead(probe: &Path, rounds: usize, secs: u64) -> Result<()> {
     let modes = [
         Mode::None,
         Mode::Probe,
+        Mode::ProbeAll,
         Mode::ProbeUprobes,
         Mode::Bpftrace,
         Mode::Strace,
@@ -335,10 +348,11 @@ pub fn overhead(probe: &Path, rounds: usize, secs: u64) -> Result<()> {
         for &mode in &modes {
             let run = one_run(mode, probe, &ng, secs)?;
             println!(
-                "  round {round} {:<28} {:>9.0} req/s  p99 {:>7.2} ms",
+                "  round {round} {:<28} {:>9.0} req/s  p99 {:>7.2} ms  workers {:>6.2} us CPU/request",
                 mode.name(),
                 run.rps,
-                run.p99_ms
+                run.p99_ms,
+                run.worker_us_per_req
             );
             results.push((mode, run));
         }
@@ -356,12 +370,14 @@ pub fn overhead(probe: &Path, rounds: usize, secs: u64) -> Result<()> {
     };
     let base_rps = of(Mode::None, &|r| Some(r.rps)).unwrap_or(f64::NAN);
     let base_p99 = of(Mode::None, &|r| Some(r.p99_ms)).unwrap_or(f64::NAN);
+    let base_cpu = of(Mode::None, &|r| Some(r.worker_us_per_req)).unwrap_or(f64::NAN);
     println!(
-        "\n{:<28} {:>10} {:>8} {:>9} {:>8} {:>8} {:>10} {:>9}",
+        "\n{:<28} {:>10} {:>8} {:>9} {:>13} {:>8} {:>8} {:>10} {:>9}",
         "tracer (median of rounds)",
         "req/s",
         "ratio",
         "p99 ratio",
+        "us CPU/req",
         "CPU %",
         "RSS MiB",
         "attach ms",
@@ -374,12 +390,15 @@ pub fn overhead(probe: &Path, rounds: usize, secs: u64) -> Result<()> {
     for &mode in &modes {
         let rps = of(mode, &|r| Some(r.rps)).unwrap_or(f64::NAN);
         let p99 = of(mode, &|r| Some(r.p99_ms)).unwrap_or(f64::NAN);
+        let cpu_req = of(mode, &|r| Some(r.worker_us_per_req)).unwrap_or(f64::NAN);
         println!(
-            "{:<28} {:>10.0} {:>8.3} {:>9.2} {:>8} {:>8} {:>10} {:>9}",
+            "{:<28} {:>10.0} {:>8.3} {:>9.2} {:>6.2} x{:<5.2} {:>8} {:>8} {:>10} {:>9}",
             mode.name(),
             rps,
             rps / base_rps,
             p99 / base_p99,
+            cpu_req,
+            cpu_req / base_cpu,
             opt(of(mode, &|r| r.cpu_pct), 2),
             opt(of(mode, &|r| r.rss_mib), 1),
             opt(of(mode, &|r| r.attach_ms), 0),
@@ -389,7 +408,14 @@ pub fn overhead(probe: &Path, rounds: usize, secs: u64) -> Result<()> {
     let loss = |m: Mode| 1.0 - of(m, &|r| Some(r.rps)).unwrap_or(f64::NAN) / base_rps;
     let probe_loss = loss(Mode::Probe);
     let bpftrace_loss = loss(Mode::Bpftrace);
+    let probe_cpu = of(Mode::Probe, &|r| Some(r.worker_us_per_req)).unwrap_or(f64::NAN);
+    let bpftrace_cpu = of(Mode::Bpftrace, &|r| Some(r.worker_us_per_req)).unwrap_or(f64::NAN);
     println!("\ntargets (default probes):");
+    println!(
+        "  nginx worker CPU per request +{:.1}% (bpftrace: +{:.1}%)",
+        (probe_cpu / base_cpu - 1.0) * 100.0,
+        (bpftrace_cpu / base_cpu - 1.0) * 100.0
+    );
     println!(
         "  throughput loss {:.1}% (target <= 2%)",
         probe_loss * 100.0
