@@ -11,6 +11,7 @@ mod report;
 mod target;
 mod tracefs;
 mod tracker;
+mod verdict;
 
 use std::{
     io::Write as _,

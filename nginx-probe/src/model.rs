@@ -196,6 +196,9 @@ pub struct WorkerInfo {
     pub slot: u32,
     /// False once the worker has exited.
     pub alive: bool,
+    /// Last fd sample.
+    #[serde(skip)]
+    pub fds: FdReport,
 }
 
 /// One syscall's numbers for one worker over a period, as reported.
@@ -253,6 +256,17 @@ impl SyscallReport {
     }
 }
 
+/// A worker's file descriptors, sampled every 500 ms from /proc.
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
+pub struct FdReport {
+    /// Open fds at the last sample (`/proc/<pid>/fd`).
+    pub open: Option<u64>,
+    /// Most open fds seen at any sample since attach.
+    pub peak: Option<u64>,
+    /// Soft `RLIMIT_NOFILE` in force (`/proc/<pid>/limits`), not what the config says.
+    pub limit: Option<u64>,
+}
+
 /// One worker over a period.
 #[derive(Clone, Debug, Serialize)]
 pub struct WorkerReport {
@@ -270,6 +284,8 @@ pub struct WorkerReport {
     pub accept_errors: BTreeMap<&'static str, u64>,
     /// HTTP requests: count, rate, per connection, syscalls per request.
     pub requests: RequestsReport,
+    /// File descriptors: open, peak, limit.
+    pub fds: FdReport,
     /// Per traced syscall, by name; every traced syscall is present (see the report's
     /// `traced_syscalls`).
     pub syscalls: BTreeMap<&'static str, SyscallReport>,
@@ -301,6 +317,8 @@ pub struct MergedReport {
 pub struct Report {
     /// [`SCHEMA_VERSION`].
     pub schema: u32,
+    /// Findings, most severe first (see `verdict`).
+    pub verdicts: Vec<crate::verdict::Verdict>,
     /// `"interval"` or `"summary"`.
     #[serde(rename = "type")]
     pub kind: &'static str,
@@ -326,6 +344,42 @@ pub struct Report {
     /// Why the run ended (summary only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub end_reason: Option<String>,
+}
+
+/// The verdict inputs of a report: its live workers' numbers.
+pub fn verdict_inputs(workers: &[WorkerReport], close_traced: bool) -> crate::verdict::Inputs {
+    let conn_calls = ["accept4", "accept", "close"];
+    let waits = ["epoll_wait", "epoll_pwait", "epoll_pwait2"];
+    crate::verdict::Inputs {
+        workers: workers
+            .iter()
+            .filter(|w| w.alive)
+            .map(|w| crate::verdict::WorkerInput {
+                pid: w.pid,
+                accepts: w.accepts,
+                emfile: w.accept_errors.get("EMFILE").copied().unwrap_or(0),
+                enfile: w.accept_errors.get("ENFILE").copied().unwrap_or(0),
+                requests: w.requests.count,
+                busy_ns: None,
+                conn_syscall_ns: w
+                    .syscalls
+                    .iter()
+                    .filter(|(k, _)| conn_calls.contains(k))
+                    .map(|(_, s)| s.total_ns)
+                    .sum(),
+                all_syscall_ns: w
+                    .syscalls
+                    .iter()
+                    .filter(|(k, _)| !waits.contains(k))
+                    .map(|(_, s)| s.total_ns)
+                    .sum(),
+                fds_open: w.fds.open,
+                fds_peak: w.fds.peak,
+                fd_limit: w.fds.limit,
+            })
+            .collect(),
+        close_traced,
+    }
 }
 
 /// Builds a worker's report from its (summed, possibly delta) slot stats.
@@ -361,6 +415,7 @@ pub fn worker_report(
         },
         accept_errors,
         requests: requests_report(stats, source, duration_s),
+        fds: info.fds,
         syscalls,
     }
 }
@@ -463,6 +518,7 @@ mod tests {
             nspid: vec![7],
             slot: 0,
             alive: true,
+            fds: FdReport::default(),
         };
         let all: Vec<usize> = (0..SYSCALL_COUNT).collect();
         let r = worker_report(&info, &slot, 16, RequestSource::WritevEstimate, 2.0, &all);

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use crate::model::{bucket_bounds, Event, Report, RequestSource, WorkerReport};
+use crate::model::{bucket_bounds, Event, FdReport, Report, RequestSource, WorkerReport};
 
 /// One line describing a worker-set event, for stderr and the summary.
 pub fn event_line(ev: &Event, master: u32) -> String {
@@ -66,6 +66,11 @@ pub fn log2_hist(hist: &[u64], unit: &str) -> String {
     out
 }
 
+fn fds_cell(f: &FdReport) -> String {
+    let o = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_else(|| "-".into());
+    format!("{}/{}/{}", o(f.open), o(f.peak), o(f.limit))
+}
+
 fn worker_label(w: &WorkerReport) -> String {
     let mut s = w.pid.to_string();
     if w.nspid.len() > 1 {
@@ -104,9 +109,28 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
             0.0
         },
     );
+    if r.verdicts.is_empty() {
+        let _ = writeln!(out, "verdicts: none");
+    } else {
+        let _ = writeln!(out, "VERDICTS");
+        for v in &r.verdicts {
+            let sev = serde_json::to_value(v.severity)
+                .ok()
+                .and_then(|x| x.as_str().map(str::to_string))
+                .unwrap_or_default();
+            let _ = writeln!(out, "  [{sev}] {}: {}", v.id, v.advice);
+            let ev: Vec<String> = v
+                .evidence
+                .iter()
+                .map(|(k, val)| format!("{k}={val}"))
+                .collect();
+            let _ = writeln!(out, "      evidence: {}", ev.join(" "));
+            let _ = writeln!(out, "      directives: {}", v.directives.join(", "));
+        }
+    }
     let _ = writeln!(
         out,
-        "{:<12} {:>9} {:>6} {:>7} {:>7} {:>13} {:>6} {:>6} {:>9}",
+        "\n{:<12} {:>9} {:>6} {:>7} {:>7} {:>13} {:>6} {:>6} {:>9} {:>18}",
         "WORKER",
         "ACCEPTS",
         "SHARE",
@@ -115,7 +139,8 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
         "ECONNABORTED",
         "EINTR",
         "OTHER",
-        "EAGAIN"
+        "EAGAIN",
+        "FDS OPEN/PEAK/LIM"
     );
     let merged = r
         .exited_merged
@@ -126,7 +151,7 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
         let e = |k: &str| w.accept_errors.get(k).copied().unwrap_or(0);
         let _ = writeln!(
             out,
-            "{:<12} {:>9} {:>5.1}% {:>7} {:>7} {:>13} {:>6} {:>6} {:>9}",
+            "{:<12} {:>9} {:>5.1}% {:>7} {:>7} {:>13} {:>6} {:>6} {:>9} {:>18}",
             label,
             w.accepts,
             w.accept_share * 100.0,
@@ -136,6 +161,7 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
             e("EINTR"),
             e("OTHER"),
             e("EAGAIN"),
+            fds_cell(&w.fds),
         );
     }
     if let Some(first) = r.workers.first() {

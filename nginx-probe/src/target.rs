@@ -161,6 +161,23 @@ pub fn nspid_of(pid: u32) -> Vec<i32> {
         .unwrap_or_else(|| vec![pid as i32])
 }
 
+/// Open fds of a process (`/proc/<pid>/fd` entries) and its soft `RLIMIT_NOFILE` in
+/// force (`/proc/<pid>/limits`, "Max open files"); None for what cannot be read.
+pub fn fd_usage(pid: u32) -> (Option<u64>, Option<u64>) {
+    let Ok(p) = Process::new(pid as i32) else {
+        return (None, None);
+    };
+    let open = p.fd_count().ok().map(|n| n as u64);
+    let limit = p
+        .limits()
+        .ok()
+        .and_then(|l| match l.max_open_files.soft_limit {
+            procfs::process::LimitValue::Value(v) => Some(v),
+            procfs::process::LimitValue::Unlimited => None,
+        });
+    (open, limit)
+}
+
 /// True while `/proc/<pid>` exists and is not a zombie.
 pub fn is_alive(pid: u32) -> bool {
     match Process::new(pid as i32).and_then(|p| p.stat()) {

@@ -121,6 +121,7 @@ impl Tracker {
                     nspid: w.nspid.clone(),
                     slot,
                     alive: true,
+                    fds: Default::default(),
                 },
             );
             if announce {
@@ -160,6 +161,7 @@ impl Tracker {
                             nspid: target::nspid_of(tgid),
                             slot,
                             alive: true,
+                            fds: Default::default(),
                         },
                     );
                     self.event("worker_started", tgid);
@@ -191,6 +193,7 @@ impl Tracker {
                             nspid: vec![tgid as i32],
                             slot,
                             alive: false,
+                            fds: Default::default(),
                         },
                     );
                     probe.untrack(tgid);
@@ -216,6 +219,16 @@ impl Tracker {
         for (pid, slot) in exited {
             self.retire(probe, pid, slot)?;
             self.event("worker_exited", pid);
+        }
+        // 4. fd usage of the live workers.
+        for info in self.workers.values_mut().filter(|w| w.alive) {
+            let (open, limit) = target::fd_usage(info.pid);
+            info.fds.open = open.or(info.fds.open);
+            info.fds.limit = limit.or(info.fds.limit);
+            info.fds.peak = match (info.fds.peak, open) {
+                (Some(p), Some(o)) => Some(p.max(o)),
+                (p, o) => p.or(o),
+            };
         }
         Ok(self.events[first_new_event..].to_vec())
     }
@@ -302,7 +315,7 @@ impl Tracker {
             .map(|(_, s)| model::accepts_of(s))
             .chain(merged.iter().map(model::accepts_of))
             .sum();
-        let workers = per_worker
+        let workers: Vec<model::WorkerReport> = per_worker
             .iter()
             .map(|(w, s)| {
                 model::worker_report(
@@ -321,6 +334,7 @@ impl Tracker {
                 nspid: Vec::new(),
                 slot: 0,
                 alive: false,
+                fds: Default::default(),
             };
             model::MergedReport {
                 workers: self.merged_workers,
@@ -342,8 +356,13 @@ impl Tracker {
         }
         let mut drops = model::drops_map(&drops_now);
         drops.insert("untracked_workers", self.untracked);
+        let close_traced = self
+            .traced
+            .contains(&(nginx_probe_common::sys::CLOSE as usize));
+        let verdicts = crate::verdict::judge(&model::verdict_inputs(&workers, close_traced));
         Report {
             schema: SCHEMA_VERSION,
+            verdicts,
             kind,
             master_pid: self.master.pid,
             master_nspid: self.master.nspid.clone(),

@@ -34,6 +34,8 @@ pub struct NginxConfig {
     /// Soft and hard `RLIMIT_NOFILE` the master (and so its workers) start with;
     /// None keeps ours.
     pub nofile: Option<(u64, u64)>,
+    /// Extra lines at the top level (e.g. `worker_rlimit_nofile 4096;`).
+    pub main_extra: String,
     /// Extra lines inside `events { }`.
     pub events_extra: String,
     /// Extra lines inside `http { }` (e.g. `access_log off;`).
@@ -57,6 +59,7 @@ impl Default for NginxConfig {
             workers: 2,
             worker_connections: 1024,
             nofile: None,
+            main_extra: String::new(),
             events_extra: String::new(),
             http_extra: String::new(),
             listen_extra: String::new(),
@@ -128,6 +131,7 @@ impl Nginx {
 daemon {daemon};
 pid {p}/logs/nginx.pid;
 error_log {p}/logs/error.log warn;
+{main_extra}
 events {{
     worker_connections {wc};
     {events_extra}
@@ -151,6 +155,7 @@ http {{
             daemon = if cfg.daemon { "on" } else { "off" },
             wc = cfg.worker_connections,
             events_extra = cfg.events_extra,
+            main_extra = cfg.main_extra,
             http_extra = cfg.http_extra,
             listen_extra = cfg.listen_extra,
         );

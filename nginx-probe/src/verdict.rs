@@ -1,0 +1,370 @@
+//! Verdicts: rules that turn a report's numbers into findings a user can act on. Each
+//! names the nginx directives involved and carries the numbers behind it. Pure: unit
+//! tests feed [`Inputs`] directly. Thresholds are constants here and in the README.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+/// Accepts needed before accept balance is judged (fewer is noise).
+pub const IMBALANCE_MIN_ACCEPTS: u64 = 200;
+/// Busiest worker's share over the mean share at which accepts are "imbalanced" (with 2
+/// workers: 75% / 25%).
+pub const IMBALANCE_MAX_OVER_MEAN: f64 = 1.5;
+/// Requests needed before the keepalive rule is judged.
+pub const KEEPALIVE_MIN_REQUESTS: u64 = 200;
+/// Accepts per request at or above which clients do not reuse connections.
+pub const KEEPALIVE_ACCEPTS_PER_REQUEST: f64 = 0.5;
+/// fd headroom (free / limit) under which the fd limit is about to bind.
+pub const FD_HEADROOM_MIN: f64 = 0.10;
+
+/// How bad a finding is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// Costs throughput or latency.
+    Warning,
+    /// Clients are being refused or dropped.
+    Critical,
+}
+
+/// One finding.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Verdict {
+    /// Stable identifier, e.g. `fd_exhaustion`.
+    pub id: &'static str,
+    /// How bad.
+    pub severity: Severity,
+    /// The numbers behind it.
+    pub evidence: BTreeMap<&'static str, serde_json::Value>,
+    /// nginx directives (and sysctls) involved.
+    pub directives: Vec<&'static str>,
+    /// One sentence of advice.
+    pub advice: String,
+}
+
+/// One worker's numbers for the period judged.
+#[derive(Clone, Debug, Default)]
+pub struct WorkerInput {
+    /// Host pid.
+    pub pid: u32,
+    /// Successful accepts.
+    pub accepts: u64,
+    /// accept4/accept failures with EMFILE.
+    pub emfile: u64,
+    /// accept4/accept failures with ENFILE.
+    pub enfile: u64,
+    /// Requests (uprobe count or estimate).
+    pub requests: u64,
+    /// Time outside epoll_wait (busy), ns; None when not measured.
+    pub busy_ns: Option<u64>,
+    /// ns spent in accept4/accept and close (connection set-up and tear-down).
+    pub conn_syscall_ns: u64,
+    /// ns spent in all traced syscalls.
+    pub all_syscall_ns: u64,
+    /// Open fds now and at peak (/proc/<pid>/fd), and the soft RLIMIT_NOFILE in force
+    /// (/proc/<pid>/limits); None when unreadable.
+    pub fds_open: Option<u64>,
+    pub fds_peak: Option<u64>,
+    pub fd_limit: Option<u64>,
+}
+
+/// Everything the rules look at.
+#[derive(Clone, Debug, Default)]
+pub struct Inputs {
+    /// Live workers (exited ones are left out of balance rules).
+    pub workers: Vec<WorkerInput>,
+    /// Whether `close` was traced (`--syscalls all`), for the keepalive evidence.
+    pub close_traced: bool,
+}
+
+/// Jain's fairness index of `xs`: 1.0 when all equal, 1/n when one has everything.
+/// Returns 1.0 for an empty or all-zero input.
+pub fn jain_index(xs: &[f64]) -> f64 {
+    let sum: f64 = xs.iter().sum();
+    let sq: f64 = xs.iter().map(|x| x * x).sum();
+    if xs.is_empty() || sq == 0.0 {
+        return 1.0;
+    }
+    sum * sum / (xs.len() as f64 * sq)
+}
+
+fn round3(v: f64) -> serde_json::Value {
+    serde_json::json!((v * 1000.0).round() / 1000.0)
+}
+
+/// Applies every rule; returns the verdicts, most severe first.
+pub fn judge(inp: &Inputs) -> Vec<Verdict> {
+    let mut out = Vec::new();
+    accept_imbalance(inp, &mut out);
+    keepalive_off(inp, &mut out);
+    fd_exhaustion(inp, &mut out);
+    out.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.id.cmp(b.id)));
+    out
+}
+
+fn accept_imbalance(inp: &Inputs, out: &mut Vec<Verdict>) {
+    let n = inp.workers.len();
+    let total: u64 = inp.workers.iter().map(|w| w.accepts).sum();
+    if n < 2 || total < IMBALANCE_MIN_ACCEPTS {
+        return;
+    }
+    let shares: Vec<f64> = inp
+        .workers
+        .iter()
+        .map(|w| w.accepts as f64 / total as f64)
+        .collect();
+    let mean = 1.0 / n as f64;
+    let max = shares.iter().cloned().fold(0.0, f64::max);
+    let max_over_mean = max / mean;
+    if max_over_mean < IMBALANCE_MAX_OVER_MEAN {
+        return;
+    }
+    let busiest = inp.workers[shares.iter().position(|&s| s == max).unwrap_or(0)].pid;
+    let mut evidence = BTreeMap::new();
+    evidence.insert("accepts", serde_json::json!(total));
+    evidence.insert(
+        "accept_shares",
+        serde_json::json!(inp
+            .workers
+            .iter()
+            .zip(&shares)
+            .map(|(w, s)| (w.pid.to_string(), (s * 1000.0).round() / 1000.0))
+            .collect::<BTreeMap<_, _>>()),
+    );
+    evidence.insert("max_over_mean", round3(max_over_mean));
+    evidence.insert("jain_index", round3(jain_index(&shares)));
+    evidence.insert("busiest_worker", serde_json::json!(busiest));
+    let busy: Vec<f64> = inp
+        .workers
+        .iter()
+        .filter_map(|w| w.busy_ns)
+        .map(|b| b as f64)
+        .collect();
+    if busy.len() == n {
+        let total_busy: f64 = busy.iter().sum();
+        if total_busy > 0.0 {
+            let bshares: Vec<f64> = busy.iter().map(|b| b / total_busy).collect();
+            evidence.insert("busy_jain_index", round3(jain_index(&bshares)));
+        }
+    }
+    out.push(Verdict {
+        id: "accept_imbalance",
+        severity: Severity::Warning,
+        evidence,
+        directives: vec!["multi_accept", "accept_mutex", "listen ... reuseport"],
+        advice: format!(
+            "worker {busiest} takes {:.0}% of accepts: with few busy clients one worker wins the shared listen socket; `listen ... reuseport` spreads new connections across workers (multi_accept on makes it worse)",
+            max * 100.0
+        ),
+    });
+}
+
+fn keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
+    let requests: u64 = inp.workers.iter().map(|w| w.requests).sum();
+    let accepts: u64 = inp.workers.iter().map(|w| w.accepts).sum();
+    if requests < KEEPALIVE_MIN_REQUESTS {
+        return;
+    }
+    let per_request = accepts as f64 / requests as f64;
+    if per_request < KEEPALIVE_ACCEPTS_PER_REQUEST {
+        return;
+    }
+    let conn_ns: u64 = inp.workers.iter().map(|w| w.conn_syscall_ns).sum();
+    let all_ns: u64 = inp.workers.iter().map(|w| w.all_syscall_ns).sum();
+    let mut evidence = BTreeMap::new();
+    evidence.insert("accepts", serde_json::json!(accepts));
+    evidence.insert("requests", serde_json::json!(requests));
+    evidence.insert("accepts_per_request", round3(per_request));
+    if all_ns > 0 {
+        evidence.insert(
+            if inp.close_traced {
+                "accept_close_share_of_syscall_time"
+            } else {
+                "accept_share_of_syscall_time"
+            },
+            round3(conn_ns as f64 / all_ns as f64),
+        );
+    }
+    out.push(Verdict {
+        id: "keepalive_off",
+        severity: Severity::Warning,
+        evidence,
+        directives: vec!["keepalive_timeout", "keepalive_requests"],
+        advice: format!(
+            "{per_request:.2} accepts per request: connections are not reused, so every request pays a TCP handshake and teardown; enable keepalive (keepalive_timeout > 0) and have clients send Connection: keep-alive"
+        ),
+    });
+}
+
+fn fd_exhaustion(inp: &Inputs, out: &mut Vec<Verdict>) {
+    let emfile: u64 = inp.workers.iter().map(|w| w.emfile).sum();
+    let enfile: u64 = inp.workers.iter().map(|w| w.enfile).sum();
+    let tight: Vec<&WorkerInput> = inp
+        .workers
+        .iter()
+        .filter(|w| match (w.fds_peak, w.fd_limit) {
+            (Some(peak), Some(limit)) if limit > 0 => {
+                (limit.saturating_sub(peak)) as f64 / (limit as f64) < FD_HEADROOM_MIN
+            }
+            _ => false,
+        })
+        .collect();
+    if emfile == 0 && enfile == 0 && tight.is_empty() {
+        return;
+    }
+    let mut evidence = BTreeMap::new();
+    evidence.insert("emfile", serde_json::json!(emfile));
+    evidence.insert("enfile", serde_json::json!(enfile));
+    evidence.insert(
+        "workers",
+        serde_json::json!(inp
+            .workers
+            .iter()
+            .map(|w| serde_json::json!({
+                "pid": w.pid, "emfile": w.emfile, "fds_open": w.fds_open,
+                "fds_peak": w.fds_peak, "limit": w.fd_limit,
+            }))
+            .collect::<Vec<_>>()),
+    );
+    let limit = inp.workers.iter().filter_map(|w| w.fd_limit).min();
+    let severity = if emfile + enfile > 0 {
+        Severity::Critical
+    } else {
+        Severity::Warning
+    };
+    let advice = if enfile > 0 {
+        "the system-wide file table is full (ENFILE): raise fs.file-max".to_string()
+    } else {
+        format!(
+            "workers run into their soft open-files limit ({}): raise it with worker_rlimit_nofile (within the hard limit) above worker_connections plus log and upstream fds; while refused, clients wait in the listen backlog",
+            limit.map(|l| l.to_string()).unwrap_or_else(|| "unknown".into())
+        )
+    };
+    out.push(Verdict {
+        id: "fd_exhaustion",
+        severity,
+        evidence,
+        directives: vec!["worker_rlimit_nofile", "worker_connections"],
+        advice,
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn w(pid: u32, accepts: u64, requests: u64) -> WorkerInput {
+        WorkerInput {
+            pid,
+            accepts,
+            requests,
+            ..WorkerInput::default()
+        }
+    }
+
+    #[test]
+    fn jain_index_bounds() {
+        assert_eq!(jain_index(&[1.0, 1.0, 1.0]), 1.0);
+        assert!((jain_index(&[1.0, 0.0]) - 0.5).abs() < 1e-12);
+        assert!((jain_index(&[0.75, 0.25]) - 0.8).abs() < 1e-12);
+        assert_eq!(jain_index(&[]), 1.0);
+    }
+
+    #[test]
+    fn imbalance_needs_enough_accepts_and_real_skew() {
+        let few = Inputs {
+            workers: vec![w(1, 150, 0), w(2, 0, 0)],
+            ..Inputs::default()
+        };
+        assert!(judge(&few).is_empty(), "150 accepts are too few to judge");
+        let even = Inputs {
+            workers: vec![w(1, 520, 0), w(2, 480, 0)],
+            ..Inputs::default()
+        };
+        assert!(judge(&even).is_empty());
+        let skewed = Inputs {
+            workers: vec![w(1, 900, 0), w(2, 100, 0)],
+            ..Inputs::default()
+        };
+        let v = judge(&skewed);
+        assert_eq!(v.len(), 1);
+        assert_eq!(v[0].id, "accept_imbalance");
+        assert_eq!(v[0].evidence["max_over_mean"], serde_json::json!(1.8));
+        assert_eq!(v[0].evidence["busiest_worker"], serde_json::json!(1));
+        assert!(v[0].directives.contains(&"listen ... reuseport"));
+        // Exactly at the threshold (75% of 2) fires.
+        let edge = Inputs {
+            workers: vec![w(1, 750, 0), w(2, 250, 0)],
+            ..Inputs::default()
+        };
+        assert_eq!(
+            judge(&edge)[0].evidence["jain_index"],
+            serde_json::json!(0.8)
+        );
+    }
+
+    #[test]
+    fn keepalive_rule_uses_accepts_per_request() {
+        let reuse = Inputs {
+            workers: vec![w(1, 5, 1000), w(2, 5, 1000)],
+            ..Inputs::default()
+        };
+        assert!(judge(&reuse).iter().all(|v| v.id != "keepalive_off"));
+        let mut close = Inputs {
+            workers: vec![w(1, 500, 500), w(2, 500, 500)],
+            close_traced: true,
+        };
+        close.workers[0].conn_syscall_ns = 300;
+        close.workers[0].all_syscall_ns = 1000;
+        close.workers[1].conn_syscall_ns = 100;
+        close.workers[1].all_syscall_ns = 1000;
+        let v = judge(&close);
+        let k = v.iter().find(|v| v.id == "keepalive_off").expect("fires");
+        assert_eq!(k.evidence["accepts_per_request"], serde_json::json!(1.0));
+        assert_eq!(
+            k.evidence["accept_close_share_of_syscall_time"],
+            serde_json::json!(0.2)
+        );
+        assert_eq!(
+            k.directives,
+            vec!["keepalive_timeout", "keepalive_requests"]
+        );
+        // Too few requests: no verdict.
+        let few = Inputs {
+            workers: vec![w(1, 50, 50), w(2, 50, 50)],
+            ..Inputs::default()
+        };
+        assert!(judge(&few).is_empty());
+    }
+
+    #[test]
+    fn fd_rule_fires_on_emfile_or_thin_headroom() {
+        let mut a = w(1, 10, 10);
+        a.fds_peak = Some(100);
+        a.fd_limit = Some(1024);
+        let ok = Inputs {
+            workers: vec![a.clone()],
+            ..Inputs::default()
+        };
+        assert!(judge(&ok).is_empty());
+        let mut thin = a.clone();
+        thin.fds_peak = Some(960);
+        let v = judge(&Inputs {
+            workers: vec![thin],
+            ..Inputs::default()
+        });
+        assert_eq!(v[0].id, "fd_exhaustion");
+        assert_eq!(v[0].severity, Severity::Warning);
+        let mut refused = a;
+        refused.emfile = 3;
+        refused.fd_limit = Some(64);
+        let v = judge(&Inputs {
+            workers: vec![refused],
+            ..Inputs::default()
+        });
+        assert_eq!(v[0].severity, Severity::Critical);
+        assert!(v[0].advice.contains("(64)"), "{}", v[0].advice);
+        assert!(v[0].directives.contains(&"worker_rlimit_nofile"));
+    }
+}

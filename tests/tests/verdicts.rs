@@ -1,0 +1,164 @@
+//! Verdicts against real nginx configs: each rule fires on the setup that must trigger
+//! it and stays silent on the one that must not (../shared/cases 1, 2, 4; seed 000's
+//! tuned config for "no false alarms").
+
+use std::{net::TcpStream, process::Command, thread, time::Duration};
+
+use nginx_probe_tests::{
+    keepalive_requests, one_request_per_connection, workers, Nginx, NginxConfig, ProbeRun,
+};
+use nix::sys::signal::Signal;
+use serde_json::Value;
+
+fn run(ng: &Nginx, load: impl FnOnce()) -> Value {
+    let probe = ProbeRun::start(&["--pid", &ng.master_pid().to_string(), "--json"]);
+    load();
+    thread::sleep(Duration::from_millis(600));
+    let out = probe.stop_with(Signal::SIGINT);
+    assert!(out.status.success(), "{out:?}");
+    out.summary_json()
+}
+
+fn verdict<'a>(s: &'a Value, id: &str) -> Option<&'a Value> {
+    s["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["id"] == id)
+}
+
+#[test]
+fn keepalive_off_fires_for_one_request_per_connection_only() {
+    // Case 2: clients that never reuse connections.
+    let ng = Nginx::start(&NginxConfig::default());
+    let s = run(&ng, || {
+        assert_eq!(one_request_per_connection(ng.addr(), 400), 400)
+    });
+    let v = verdict(&s, "keepalive_off").unwrap_or_else(|| panic!("no keepalive_off: {s}"));
+    assert_eq!(v["evidence"]["accepts_per_request"], 1.0, "{v}");
+    assert_eq!(v["evidence"]["accepts"], 400);
+    assert!(v["directives"]
+        .as_array()
+        .unwrap()
+        .contains(&Value::from("keepalive_timeout")));
+    assert_eq!(v["severity"], "warning");
+    // The same server with keepalive clients: 10 accepts for 2000 requests.
+    let s = run(&ng, || {
+        assert_eq!(keepalive_requests(ng.addr(), 10, 200), 2000)
+    });
+    assert!(verdict(&s, "keepalive_off").is_none(), "{s}");
+    let per_conn: f64 = workers(&s)
+        .iter()
+        .filter_map(|w| w["requests"]["per_connection"].as_f64())
+        .fold(0.0, f64::max);
+    assert_eq!(per_conn, 200.0, "{s}");
+}
+
+#[test]
+fn accept_imbalance_fires_with_accept_mutex_and_not_with_reuseport() {
+    // Case 4: with accept_mutex on, the mutex holder takes every sequential connection.
+    let ng = Nginx::start(&NginxConfig {
+        events_extra: "accept_mutex on; multi_accept on;".into(),
+        ..NginxConfig::default()
+    });
+    let s = run(&ng, || {
+        assert_eq!(one_request_per_connection(ng.addr(), 400), 400)
+    });
+    let v = verdict(&s, "accept_imbalance").unwrap_or_else(|| panic!("no imbalance: {s}"));
+    let max_over_mean = v["evidence"]["max_over_mean"].as_f64().unwrap();
+    assert!(max_over_mean >= 1.5, "{v}");
+    let jain = v["evidence"]["jain_index"].as_f64().unwrap();
+    assert!((0.5..0.9).contains(&jain), "{v}");
+    drop(ng);
+    // reuseport: the kernel spreads connections over per-worker sockets.
+    let ng = Nginx::start(&NginxConfig {
+        listen_extra: "reuseport".into(),
+        ..NginxConfig::default()
+    });
+    let s = run(&ng, || {
+        assert_eq!(one_request_per_connection(ng.addr(), 400), 400)
+    });
+    assert!(verdict(&s, "accept_imbalance").is_none(), "{s}");
+    for w in workers(&s) {
+        let share = w["accept_share"].as_f64().unwrap();
+        assert!((0.25..=0.75).contains(&share), "{w}");
+    }
+}
+
+fn hold(ng: &Nginx, n: usize) -> Vec<TcpStream> {
+    (0..n)
+        .map(|_| TcpStream::connect(ng.addr()).expect("connect"))
+        .collect()
+}
+
+#[test]
+fn fd_exhaustion_names_the_limit_in_force_and_clears_with_worker_rlimit_nofile() {
+    // Case 1: soft nofile 64 (hard 4096), 300 held connections.
+    let ng = Nginx::start(&NginxConfig {
+        nofile: Some((64, 4096)),
+        ..NginxConfig::default()
+    });
+    let s = run(&ng, || {
+        let held = hold(&ng, 300);
+        thread::sleep(Duration::from_millis(1500));
+        drop(held);
+    });
+    let v = verdict(&s, "fd_exhaustion").unwrap_or_else(|| panic!("no fd_exhaustion: {s}"));
+    assert_eq!(v["severity"], "critical");
+    assert!(v["evidence"]["emfile"].as_u64().unwrap() > 0, "{v}");
+    assert!(v["advice"].as_str().unwrap().contains("(64)"), "{v}");
+    for w in workers(&s) {
+        assert_eq!(w["fds"]["limit"], 64, "limit in force, from /proc: {w}");
+        let peak = w["fds"]["peak"].as_u64().unwrap();
+        // At the limit (a sample can also catch fds numbered past a limit lowered
+        // after they were opened, so the count may pass 64 by one or two).
+        assert!((55..=66).contains(&peak), "fds near the limit: {w}");
+    }
+    drop(ng);
+    // Same start limits, plus worker_rlimit_nofile 4096: the master raises the workers'.
+    let ng = Nginx::start(&NginxConfig {
+        nofile: Some((64, 4096)),
+        main_extra: "worker_rlimit_nofile 4096;".into(),
+        ..NginxConfig::default()
+    });
+    let s = run(&ng, || {
+        let held = hold(&ng, 300);
+        thread::sleep(Duration::from_millis(1500));
+        drop(held);
+    });
+    assert!(verdict(&s, "fd_exhaustion").is_none(), "{s}");
+    for w in workers(&s) {
+        assert_eq!(w["fds"]["limit"], 4096, "{w}");
+        assert_eq!(w["accept_errors"]["EMFILE"], 0, "{w}");
+    }
+    assert_eq!(nginx_probe_tests::total_accepts(&s), 300, "{s}");
+}
+
+#[test]
+fn tuned_config_under_keepalive_load_fires_nothing() {
+    // Seed 000's tuned config (access log off), under wrk keepalive load.
+    let ng = Nginx::start(&NginxConfig {
+        worker_connections: 8192,
+        main_extra: "worker_rlimit_nofile 4096;".into(),
+        access_log: Some("off".into()),
+        http_extra:
+            "tcp_nopush on; tcp_nodelay on; keepalive_timeout 65; keepalive_requests 10000; \
+                     open_file_cache max=10000 inactive=30s; open_file_cache_valid 60s; \
+                     open_file_cache_min_uses 2; open_file_cache_errors on;"
+                .into(),
+        ..NginxConfig::default()
+    });
+    let s = run(&ng, || {
+        let out = Command::new("wrk")
+            .args(["-t1", "-c50", "-d3s", &ng.url()])
+            .output()
+            .expect("wrk");
+        assert!(out.status.success());
+    });
+    assert_eq!(s["verdicts"], serde_json::json!([]), "{s}");
+    let requests: u64 = workers(&s)
+        .iter()
+        .map(|w| w["requests"]["count"].as_u64().unwrap())
+        .sum();
+    assert!(requests > 1000, "{s}");
+}
