@@ -15,6 +15,10 @@ fn main() -> anyhow::Result<()> {
         .join("nginx-probe-ebpf");
     let root_dir = ebpf_dir.to_str().ok_or_else(|| anyhow!("non-UTF-8 path"))?;
     println!("cargo:rerun-if-changed=../nginx-probe-common/src");
+    // aya-build relays every line the inner cargo prints as a cargo warning; keep the
+    // inner build quiet so only real diagnostics surface.
+    // SAFETY: build scripts are single-threaded here; nothing else reads the env.
+    unsafe { std::env::set_var("CARGO_TERM_QUIET", "true") };
     aya_build::build_ebpf(
         [Package {
             name: "nginx-probe-ebpf",

@@ -12,14 +12,23 @@ pub const EXIT_RUNTIME: i32 = 1;
 #[derive(Debug, Error)]
 pub enum ProbeError {
     /// `--pid` names no live process.
-    #[error("no process with pid {0}: it is not running (check `pgrep -a nginx`)")]
+    #[error("no process with pid {0}: it is not running (check `pgrep -af 'nginx: master'`)")]
     NoSuchProcess(u32),
+    /// `--pid` names a process that has exited but was not reaped yet.
+    #[error("pid {0} has exited (a zombie not yet reaped by its parent): pass the pid of a running nginx master")]
+    Zombie(u32),
     /// `--pid` names an nginx worker.
     #[error("pid {pid} is an nginx worker, not the master: run with --pid {master}")]
     IsWorker { pid: u32, master: u32 },
     /// `--pid` names something that is not an nginx master.
-    #[error("pid {pid} is {what}: pass the pid of an nginx master process (`pgrep -o nginx`)")]
+    #[error("pid {pid} is {what}: pass the pid of an nginx master process (nginx's pid file, or `pgrep -af 'nginx: master'`)")]
     NotMaster { pid: u32, what: String },
+    /// `--pid` names an nginx that runs without a master (`master_process off`).
+    #[error("pid {pid} is nginx without a master process (`{title}`, master_process off?): nginx-probe follows a master's workers; run nginx with master_process on")]
+    NoMasterProcess { pid: u32, title: String },
+    /// Options that contradict each other.
+    #[error("{0}")]
+    Usage(String),
     /// Not running as root.
     #[error("nginx-probe must run as root to load eBPF programs: run it with sudo")]
     NotRoot,
@@ -52,8 +61,11 @@ impl ProbeError {
     pub fn exit_code(&self) -> i32 {
         match self {
             ProbeError::NoSuchProcess(_)
+            | ProbeError::Zombie(_)
             | ProbeError::IsWorker { .. }
             | ProbeError::NotMaster { .. }
+            | ProbeError::NoMasterProcess { .. }
+            | ProbeError::Usage(_)
             | ProbeError::NotRoot => EXIT_USAGE,
             _ => EXIT_RUNTIME,
         }

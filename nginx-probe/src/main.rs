@@ -89,18 +89,19 @@ struct SyscallSet(Vec<usize>);
 #[derive(Debug, Parser)]
 #[command(name = "nginx-probe", version, about)]
 struct Cli {
-    /// Pid of the nginx master process, as the host sees it (`pgrep -o nginx`).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    /// Pid of the nginx master process, as the host sees it (nginx's pid file, or
+    /// `pgrep -f 'nginx: master'`).
+    #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..))]
     pid: u32,
 
     /// Seconds between interval reports [default: 5 for text; with --json, interval
     /// lines are printed only when this is given].
-    #[arg(long, value_parser = parse_seconds)]
+    #[arg(long, allow_negative_numbers = true, value_parser = parse_seconds)]
     interval: Option<f64>,
 
     /// Stop after this many seconds and print the summary (default: until Ctrl-C or
     /// SIGTERM).
-    #[arg(long, value_parser = parse_seconds)]
+    #[arg(long, allow_negative_numbers = true, value_parser = parse_seconds)]
     duration: Option<f64>,
 
     /// Print JSON: one document per line (intervals, then the summary).
@@ -203,7 +204,7 @@ const OUTPUT_QUEUE: usize = 4;
 /// stdout never blocks worker tracking (a blocked tracker would miss reloads).
 struct Output {
     tx: Option<std::sync::mpsc::SyncSender<String>>,
-    writer: Option<std::thread::JoinHandle<()>>,
+    writer: Option<std::thread::JoinHandle<std::io::Result<()>>>,
     /// Interval reports dropped because stdout was not keeping up.
     dropped: u64,
 }
@@ -219,17 +220,14 @@ enum Sent {
 impl Output {
     fn new() -> Output {
         let (tx, rx) = std::sync::mpsc::sync_channel::<String>(OUTPUT_QUEUE);
-        let writer = std::thread::spawn(move || {
+        let writer = std::thread::spawn(move || -> std::io::Result<()> {
             let mut out = std::io::stdout().lock();
             for text in rx {
-                if out
-                    .write_all(text.as_bytes())
-                    .and_then(|_| out.flush())
-                    .is_err()
-                {
-                    return; // stdout closed: dropping rx tells the sender
-                }
+                // On error the thread ends, and dropping rx tells the sender.
+                out.write_all(text.as_bytes())?;
+                out.flush()?;
             }
+            Ok(())
         });
         Output {
             tx: Some(tx),
@@ -257,14 +255,27 @@ impl Output {
     }
 
     /// Writes the final report, waiting for everything queued before it.
-    fn finish(mut self, text: String) {
+    ///
+    /// Errors: the write error (a full disk, a closed pipe), so that a lost summary is
+    /// never silent.
+    fn finish(mut self, text: String) -> std::io::Result<()> {
         if let Some(tx) = self.tx.take() {
             let _ = tx.send(text);
         }
-        if let Some(w) = self.writer.take() {
-            let _ = w.join();
+        match self.writer.take().map(|w| w.join()) {
+            Some(Ok(res)) => res,
+            Some(Err(_)) => Err(std::io::Error::other("the output thread panicked")),
+            None => Ok(()),
         }
     }
+}
+
+/// Seconds since the Unix epoch, now.
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| (d.as_secs_f64() * 1000.0).round() / 1000.0)
+        .unwrap_or(0.0)
 }
 
 fn clock() -> String {
@@ -283,6 +294,17 @@ fn clock() -> String {
 
 async fn run(cli: Cli) -> Result<(), ProbeError> {
     // Validate everything before touching the kernel.
+    if let Some(h) = &cli.hist {
+        let i = SYSCALLS
+            .iter()
+            .position(|d| d.name == h)
+            .unwrap_or(usize::MAX);
+        if !cli.syscalls.0.contains(&i) {
+            return Err(ProbeError::Usage(format!(
+                "--hist {h}: {h} is not traced; add it with --syscalls all (or a list naming it)"
+            )));
+        }
+    }
     let master = target::validate_master(cli.pid)?;
     if !nix::unistd::geteuid().is_root() {
         return Err(ProbeError::NotRoot);
@@ -393,7 +415,8 @@ async fn run(cli: Cli) -> Result<(), ProbeError> {
             _ = report_tick.tick(), if interval.is_some() => {
                 let snap = tracker.snapshot(&probe)?;
                 let now = Instant::now();
-                let r = tracker.report("interval", &snap, prev.as_ref(), (now - prev_at).as_secs_f64(), &probe.missing, None);
+                let mut r = tracker.report("interval", &snap, prev.as_ref(), (now - prev_at).as_secs_f64(), &probe.missing, None);
+                r.time_unix_s = unix_now();
                 let text = if cli.json {
                     serde_json::to_string(&r).map(|s| s + "\n").unwrap_or_default()
                 } else {
@@ -420,6 +443,7 @@ async fn run(cli: Cli) -> Result<(), ProbeError> {
         Some(end_reason),
     );
     let mut r = r;
+    r.time_unix_s = unix_now();
     r.drops.insert("interval_reports_dropped", output.dropped);
     let text = if cli.json {
         serde_json::to_string(&r)
@@ -428,7 +452,7 @@ async fn run(cli: Cli) -> Result<(), ProbeError> {
     } else {
         report::render_text(&r, cli.hist.as_deref(), &clock())
     };
-    output.finish(text);
+    output.finish(text)?;
     drop(probe);
     Ok(())
 }

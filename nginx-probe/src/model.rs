@@ -322,6 +322,8 @@ pub struct Report {
     /// `"interval"` or `"summary"`.
     #[serde(rename = "type")]
     pub kind: &'static str,
+    /// Wall-clock end of the period, seconds since the Unix epoch.
+    pub time_unix_s: f64,
     /// Host pid of the nginx master.
     pub master_pid: u32,
     /// `NSpid` of the master.

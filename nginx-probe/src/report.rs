@@ -237,8 +237,10 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
         for w in &r.workers {
             if let Some(s) = w.syscalls.get(name) {
                 let h = log2_hist(&s.hist_log2_ns, "nsecs");
-                if !h.is_empty() {
-                    let _ = writeln!(out, "\nworker {} {name} latency:", worker_label(w));
+                let _ = writeln!(out, "\nworker {} {name} latency:", worker_label(w));
+                if h.is_empty() {
+                    let _ = writeln!(out, "  no {name} calls timed in this period");
+                } else {
                     out.push_str(&h);
                 }
             }

@@ -78,6 +78,9 @@ fn cmdline_of(p: &Process) -> Vec<String> {
 pub fn validate_master(pid: u32) -> Result<Master, ProbeError> {
     let proc = Process::new(pid as i32).map_err(|_| ProbeError::NoSuchProcess(pid))?;
     let stat = proc.stat().map_err(|_| ProbeError::NoSuchProcess(pid))?;
+    if stat.state == 'Z' || stat.state == 'X' {
+        return Err(ProbeError::Zombie(pid));
+    }
     let cmdline = cmdline_of(&proc);
     let title = if cmdline.is_empty() {
         format!("[{}]", stat.comm)
@@ -85,6 +88,12 @@ pub fn validate_master(pid: u32) -> Result<Master, ProbeError> {
         cmdline.join(" ")
     };
     match classify(&stat.comm, &cmdline) {
+        // A process can title itself anything (`exec -a`); an nginx master also runs as
+        // comm `nginx` (nginx, OpenResty, Tengine builds alike).
+        Role::Master if stat.comm != "nginx" => Err(ProbeError::NotMaster {
+            pid,
+            what: format!("`{}` titled `{title}`, not nginx", stat.comm),
+        }),
         Role::Master => {
             let nspid = proc
                 .status()
@@ -101,10 +110,7 @@ pub fn validate_master(pid: u32) -> Result<Master, ProbeError> {
             pid,
             what: format!("an nginx {what} of master {}", stat.ppid),
         }),
-        Role::OtherNginx => Err(ProbeError::NotMaster {
-            pid,
-            what: format!("nginx without a master process (`{title}`)"),
-        }),
+        Role::OtherNginx => Err(ProbeError::NoMasterProcess { pid, title }),
         Role::NotNginx => Err(ProbeError::NotMaster {
             pid,
             what: format!("`{}` (`{title}`), not nginx", stat.comm),

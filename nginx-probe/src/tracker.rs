@@ -32,7 +32,10 @@ pub struct Snapshot {
 
 /// Exited workers reported one by one; older ones are merged into one aggregate, so a
 /// run through many reloads keeps bounded memory.
-pub const MAX_EXITED_KEPT: usize = 64;
+pub const MAX_EXITED_KEPT: usize = 16;
+
+/// Worker events kept for the summary; older ones are dropped and counted.
+pub const MAX_EVENTS: usize = 256;
 
 /// Snapshot key of the merged aggregate of old exited workers.
 const MERGED_KEY: u32 = 0;
@@ -61,8 +64,12 @@ pub struct Tracker {
     pub traced: Vec<usize>,
     /// Workers that could not be given a slot.
     pub untracked: u64,
-    /// What happened, in order.
+    /// What happened, in order (the last [`MAX_EVENTS`]).
     pub events: Vec<Event>,
+    /// Events dropped from `events` to bound memory.
+    pub events_dropped: u64,
+    /// Events since the last `refresh` returned.
+    fresh: Vec<Event>,
     started: Instant,
 }
 
@@ -82,6 +89,8 @@ impl Tracker {
             traced: (0..nginx_probe_common::SYSCALL_COUNT).collect(),
             untracked: 0,
             events: Vec::new(),
+            events_dropped: 0,
+            fresh: Vec::new(),
             started: Instant::now(),
         }
     }
@@ -133,11 +142,17 @@ impl Tracker {
     }
 
     fn event(&mut self, event: &'static str, pid: u32) {
-        self.events.push(Event {
+        if self.events.len() >= MAX_EVENTS {
+            self.events.remove(0);
+            self.events_dropped += 1;
+        }
+        let ev = Event {
             t_s: self.started.elapsed().as_secs_f64(),
             event,
             pid,
-        });
+        };
+        self.fresh.push(ev.clone());
+        self.events.push(ev);
     }
 
     /// Brings the worker set up to date: classifies the children the kernel started
@@ -145,7 +160,6 @@ impl Tracker {
     /// filter), adds workers found only in `/proc`, and marks exited workers (their
     /// counts stay). Returns the events this call added.
     pub fn refresh(&mut self, probe: &mut Probe) -> Result<Vec<Event>, ProbeError> {
-        let first_new_event = self.events.len();
         // 1. Children the kernel added on fork.
         for (tgid, slot) in probe.filter_entries() {
             if self.workers.contains_key(&tgid) || self.ignored.contains(&tgid) {
@@ -230,7 +244,7 @@ impl Tracker {
                 (p, o) => p.or(o),
             };
         }
-        Ok(self.events[first_new_event..].to_vec())
+        Ok(std::mem::take(&mut self.fresh))
     }
 
     /// Reads a dead worker's final stats, then zeroes and frees its slot.
@@ -356,6 +370,7 @@ impl Tracker {
         }
         let mut drops = model::drops_map(&drops_now);
         drops.insert("untracked_workers", self.untracked);
+        drops.insert("events_dropped", self.events_dropped);
         let close_traced = self
             .traced
             .contains(&(nginx_probe_common::sys::CLOSE as usize));
@@ -364,6 +379,7 @@ impl Tracker {
             schema: SCHEMA_VERSION,
             verdicts,
             kind,
+            time_unix_s: 0.0,
             master_pid: self.master.pid,
             master_nspid: self.master.nspid.clone(),
             duration_s,

@@ -61,6 +61,12 @@ fn bad_pids_exit_2_with_one_line_and_attach_nothing() {
     assert_usage_error(&["--pid", &master, "--interval", "nan"], "--interval");
     assert_usage_error(&["--pid", &master, "--interval", "1e12"], "--interval");
     assert_usage_error(&["--pid", &master, "--bogus"], "--bogus");
+    assert_usage_error(&["--pid", "-3"], "invalid value '-3'");
+    assert_usage_error(&["--pid", &master, "--interval", "-1"], "between 0.1 and");
+    assert_usage_error(
+        &["--pid", &master, "--hist", "openat"],
+        "openat is not traced; add it with --syscalls all",
+    );
 }
 
 #[test]
@@ -102,4 +108,48 @@ fn nothing_stays_attached_after_sigkill() {
     let out = probe.stop_with(Signal::SIGKILL);
     assert_eq!(out.status.code(), None);
     assert_released(&ids, "after SIGKILL");
+}
+
+#[test]
+fn a_process_titled_like_a_master_is_not_taken_for_one() {
+    let mut fake = Command::new("bash")
+        .args([
+            "-c",
+            "exec -a 'nginx: master process /usr/sbin/nginx' sleep 30",
+        ])
+        .spawn()
+        .expect("bash");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let pid = fake.id().to_string();
+    assert_usage_error(&["--pid", &pid], "`sleep` titled `nginx: master process");
+    let _ = fake.kill();
+    let _ = fake.wait();
+}
+
+#[test]
+fn a_failed_summary_write_is_an_error_not_silence() {
+    let ng = Nginx::start(&NginxConfig::default());
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("/dev/full");
+    let out = Command::new(nginx_probe_tests::probe_binary())
+        .args([
+            "--pid",
+            &ng.master_pid().to_string(),
+            "--duration",
+            "0.5",
+            "--summary-only",
+        ])
+        .stdout(full)
+        .output()
+        .expect("run nginx-probe");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let last = stderr.lines().last().unwrap_or("");
+    assert!(
+        last.starts_with("nginx-probe: writing the report failed"),
+        "{stderr}"
+    );
+    assert!(last.contains("No space left on device"), "{stderr}");
 }

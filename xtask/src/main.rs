@@ -55,8 +55,8 @@ enum Cmd {
         /// Attach to this running nginx master instead of starting one.
         #[arg(long)]
         pid: Option<u32>,
-        /// Seconds of load and tracing.
-        #[arg(long, default_value_t = 10)]
+        /// Seconds of load and tracing (1..=3600).
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=3600))]
         duration: u32,
     },
     /// Unit tests, then the root integration tests against real nginx.
@@ -264,8 +264,10 @@ fn demo(pid: Option<u32>, duration: u32) -> Result<()> {
     }
     let secs = duration.to_string();
     if let Some(pid) = pid {
-        println!("demo: tracing nginx master {pid} for {duration} s");
-        let status = Command::new(&probe)
+        println!(
+            "demo: tracing nginx master {pid} for {duration} s (no load is generated: the numbers are its real traffic)"
+        );
+        let mut child = Command::new(&probe)
             .args([
                 "--pid",
                 &pid.to_string(),
@@ -274,9 +276,11 @@ fn demo(pid: Option<u32>, duration: u32) -> Result<()> {
                 "--hist",
                 "accept4",
             ])
-            .status()?;
+            .spawn()?;
+        let status = wait_or_interrupt(&mut child, &interrupted)?;
+        // Pass nginx-probe's exit code through (2 = bad --pid).
         if !status.success() {
-            bail!("nginx-probe failed: {status}");
+            std::process::exit(status.code().unwrap_or(1));
         }
         return Ok(());
     }
@@ -304,15 +308,24 @@ fn demo(pid: Option<u32>, duration: u32) -> Result<()> {
     // Let it attach before the load starts.
     std::thread::sleep(Duration::from_millis(800));
     println!("demo: wrk -t1 -c50 -d{duration}s {}", nginx.url());
-    let wrk = Command::new("wrk")
+    let mut wrk = Command::new("wrk")
         .args(["-t1", "-c50", &format!("-d{duration}s"), &nginx.url()])
         .stdout(Stdio::piped())
         .spawn()
         .context("start wrk (run `cargo xtask setup`)")?;
-    let wrk_out = wrk.wait_with_output()?;
-    let status = probe_child.wait()?;
+    let wrk_stdout = wrk.stdout.take();
+    let wrk_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        if let Some(mut o) = wrk_stdout {
+            let _ = std::io::Read::read_to_string(&mut o, &mut s);
+        }
+        s
+    });
+    let _ = wait_or_interrupt(&mut wrk, &interrupted)?;
+    let status = wait_or_interrupt(&mut probe_child, &interrupted)?;
+    let wrk_out = wrk_reader.join().unwrap_or_default();
     println!("\ndemo: wrk's own view of the same load:");
-    for line in String::from_utf8_lossy(&wrk_out.stdout).lines() {
+    for line in wrk_out.lines() {
         println!("  {line}");
     }
     drop(nginx);
@@ -324,6 +337,28 @@ fn demo(pid: Option<u32>, duration: u32) -> Result<()> {
         bail!("nginx-probe failed: {status}");
     }
     Ok(())
+}
+
+/// Waits for `child`; once `interrupted` is set (Ctrl-C or SIGTERM to xtask), sends it
+/// SIGINT (nginx-probe prints its summary, wrk its totals) and keeps waiting.
+fn wait_or_interrupt(
+    child: &mut std::process::Child,
+    interrupted: &AtomicBool,
+) -> Result<std::process::ExitStatus> {
+    let mut signalled = false;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(status);
+        }
+        if interrupted.load(Ordering::SeqCst) && !signalled {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(child.id() as i32),
+                nix::sys::signal::Signal::SIGINT,
+            );
+            signalled = true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 fn test(args: &[String]) -> Result<()> {
