@@ -133,25 +133,21 @@ impl Probe {
             self.missing.push("sched_process_fork".to_string());
         }
         let mut last_err = String::new();
-        // Entries first, so that exits find their timestamps from the start.
-        for dir in ["enter", "exit"] {
-            for def in selected.iter().map(|&i| &SYSCALLS[i]) {
-                let name = format!("sys_{dir}_{}", def.tracepoint);
-                if !tracefs::has_event(tracefs_root, "syscalls", &name) {
+        let (present, absent) = plan_syscall_tracepoints(selected, |name| {
+            tracefs::has_event(tracefs_root, "syscalls", name)
+        });
+        self.missing.extend(absent);
+        for name in present {
+            let prog: &mut TracePoint = ebpf
+                .program_mut(&name)
+                .ok_or_else(|| ProbeError::Missing(format!("program {name}")))?
+                .try_into()?;
+            match prog.load().and_then(|_| prog.attach("syscalls", &name)) {
+                Ok(_) => self.attached += 1,
+                Err(e) => {
+                    warn!("could not attach syscalls:{name}: {e}; continuing without it");
+                    last_err = format!("syscalls:{name}: {e}");
                     self.missing.push(name);
-                    continue;
-                }
-                let prog: &mut TracePoint = ebpf
-                    .program_mut(&name)
-                    .ok_or_else(|| ProbeError::Missing(format!("program {name}")))?
-                    .try_into()?;
-                match prog.load().and_then(|_| prog.attach("syscalls", &name)) {
-                    Ok(_) => self.attached += 1,
-                    Err(e) => {
-                        warn!("could not attach syscalls:{name}: {e}; continuing without it");
-                        last_err = format!("syscalls:{name}: {e}");
-                        self.missing.push(name);
-                    }
                 }
             }
         }
@@ -254,6 +250,29 @@ impl Probe {
     }
 }
 
+/// Splits the enter/exit tracepoints of the `selected` syscalls (indexes into
+/// `SYSCALLS`) into those this kernel has and those it lacks, per `exists`
+/// (tracepoint name -> present in tracefs). Entries come first, so that exits find
+/// their timestamps from the start.
+pub fn plan_syscall_tracepoints(
+    selected: &[usize],
+    exists: impl Fn(&str) -> bool,
+) -> (Vec<String>, Vec<String>) {
+    let mut present = Vec::new();
+    let mut absent = Vec::new();
+    for dir in ["enter", "exit"] {
+        for def in selected.iter().filter_map(|&i| SYSCALLS.get(i)) {
+            let name = format!("sys_{dir}_{}", def.tracepoint);
+            if exists(&name) {
+                present.push(name);
+            } else {
+                absent.push(name);
+            }
+        }
+    }
+    (present, absent)
+}
+
 /// Memory the per-CPU stats map may take, bytes (all CPUs together).
 pub const STATS_BUDGET_BYTES: u64 = 64 << 20;
 
@@ -272,6 +291,27 @@ pub fn slots_for(workers: usize, ncpus: usize) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kernel_without_epoll_pwait2_gets_the_rest() {
+        // Kernels before 5.11 have no epoll_pwait2: its two tracepoints are reported
+        // missing, every other one is attached, entries before exits.
+        let core: Vec<usize> = nginx_probe_common::CORE_SYSCALLS
+            .iter()
+            .map(|&i| i as usize)
+            .collect();
+        let (present, absent) = plan_syscall_tracepoints(&core, |n| !n.ends_with("epoll_pwait2"));
+        assert_eq!(
+            absent,
+            vec!["sys_enter_epoll_pwait2", "sys_exit_epoll_pwait2"]
+        );
+        assert_eq!(present.len(), 16);
+        assert_eq!(present[0], "sys_enter_accept4");
+        assert_eq!(present[8], "sys_exit_accept4");
+        assert!(present.iter().all(|n| !n.contains("pwait2")));
+        let (present, absent) = plan_syscall_tracepoints(&[usize::MAX], |_| true);
+        assert!(present.is_empty() && absent.is_empty());
+    }
 
     #[test]
     fn slots_cover_reloads_within_bounds() {
