@@ -83,9 +83,16 @@ fn a_dead_master_is_reported_as_dead() {
 #[test]
 fn without_root_it_says_so_and_exits_2() {
     let ng = Nginx::start(&NginxConfig::default());
+    // A copy that `nobody` can execute wherever the checkout lives.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bin = dir.path().join("nginx-probe");
+    std::fs::copy(nginx_probe_tests::probe_binary(), &bin).expect("copy binary");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
     let out = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(nginx_probe_tests::probe_binary())
+        .arg(&bin)
         .args(["--pid", &ng.master_pid().to_string()])
         .output()
         .expect("setpriv");
