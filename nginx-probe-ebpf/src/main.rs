@@ -59,6 +59,16 @@ mod programs {
     #[map]
     static MAIN_ENTRY: Array<InFlight> = Array::with_max_entries(DEFAULT_WORKER_SLOTS, 0);
 
+    /// Per slot: the worker's event-loop iterations, from an epoll wait's return to the
+    /// next epoll wait call (`count`, `total_ns` = busy time, `max_ns`, `hist`). Main
+    /// thread only, so a plain array.
+    #[map]
+    static LOOP: Array<SyscallStats> = Array::with_max_entries(DEFAULT_WORKER_SLOTS, 0);
+
+    /// Per slot: when the worker's main thread last returned from an epoll wait, ns.
+    #[map]
+    static LAST_WAKE: Array<u64> = Array::with_max_entries(DEFAULT_WORKER_SLOTS, 0);
+
     /// Aggregates indexed by `slot * SYSCALL_COUNT + syscall`; user space sets
     /// `max_entries` to `slots * SYSCALL_COUNT` at load time.
     #[map]
@@ -89,6 +99,41 @@ mod programs {
     }
 
     #[inline(always)]
+    fn is_epoll(syscall: u32) -> bool {
+        syscall == sys::EPOLL_WAIT || syscall == sys::EPOLL_PWAIT || syscall == sys::EPOLL_PWAIT2
+    }
+
+    /// The worker's main thread calls epoll_wait again at `now`: the loop iteration
+    /// that started at its last wake-up ends; account its busy time.
+    #[inline(always)]
+    fn loop_iteration_ends(slot: u32, now: u64) {
+        let Some(last) = LAST_WAKE.get_ptr_mut(slot) else {
+            return;
+        };
+        // SAFETY: only this worker's main thread reads and writes it.
+        let woke = unsafe { *last };
+        if woke == 0 {
+            return;
+        }
+        let Some(s) = LOOP.get_ptr_mut(slot) else {
+            return;
+        };
+        // SAFETY: as above.
+        let s = unsafe { &mut *s };
+        let busy = now.saturating_sub(woke);
+        s.count += 1;
+        s.timed += 1;
+        s.total_ns += busy;
+        if busy > s.max_ns {
+            s.max_ns = busy;
+        }
+        let b = hist_bucket(busy);
+        if b < s.hist.len() {
+            s.hist[b] += 1;
+        }
+    }
+
+    #[inline(always)]
     fn on_enter(syscall: u32) {
         let pid_tgid = bpf_get_current_pid_tgid();
         let tgid = (pid_tgid >> 32) as u32;
@@ -107,6 +152,9 @@ mod programs {
         // entry in a plain array indexed by slot, far cheaper than an LRU hash update.
         // Other threads (aio thread pools) use the LRU hash.
         if pid_tgid as u32 == tgid {
+            if is_epoll(syscall) {
+                loop_iteration_ends(slot, v.start_ns);
+            }
             match MAIN_ENTRY.get_ptr_mut(slot) {
                 // SAFETY: only this worker's main thread writes this element.
                 Some(p) => unsafe { *p = v },
@@ -133,41 +181,48 @@ mod programs {
             Ok(r) => r,
             Err(_) => return,
         };
-        let entry = if pid_tgid as u32 == tgid {
-            match MAIN_ENTRY.get_ptr_mut(slot) {
-                Some(p) => {
-                    // SAFETY: only this worker's main thread reads and writes it.
-                    let e = unsafe { *p };
-                    if e.start_ns == 0 {
-                        None
-                    } else {
-                        // SAFETY: as above.
-                        unsafe { (*p).start_ns = 0 };
-                        Some(e)
-                    }
+        // Fully initialised up front (start_ns 0 = no entry): the verifier rejects code
+        // that reads a register on a path where it was never written, which an
+        // Option's payload can compile to.
+        let mut entry = InFlight {
+            start_ns: 0,
+            syscall: u32::MAX,
+            slot,
+        };
+        let main_thread = pid_tgid as u32 == tgid;
+        if main_thread {
+            if let Some(p) = MAIN_ENTRY.get_ptr_mut(slot) {
+                // SAFETY: only this worker's main thread reads and writes it.
+                unsafe {
+                    entry = *p;
+                    (*p).start_ns = 0;
                 }
-                None => None,
             }
         } else {
             // SAFETY: the entry is copied out before removal.
-            let e = unsafe { IN_FLIGHT.get(pid_tgid) }.copied();
-            if e.is_some() {
+            if let Some(e) = unsafe { IN_FLIGHT.get(pid_tgid) } {
+                entry = *e;
                 let _ = IN_FLIGHT.remove(pid_tgid);
             }
-            e
-        };
-        let mut latency: Option<u64> = None;
-        match entry {
-            Some(e) => {
-                if e.syscall == syscall {
-                    // SAFETY: helper call without preconditions.
-                    let now = unsafe { bpf_ktime_get_ns() };
-                    latency = Some(now.saturating_sub(e.start_ns));
-                } else {
-                    count_drop(drop::ENTRY_MISMATCH);
-                }
+        }
+        // SAFETY: helper call without preconditions.
+        let now = unsafe { bpf_ktime_get_ns() };
+        if main_thread && is_epoll(syscall) {
+            // The event loop wakes up: an iteration starts.
+            if let Some(p) = LAST_WAKE.get_ptr_mut(slot) {
+                // SAFETY: only this worker's main thread writes this element.
+                unsafe { *p = now };
             }
-            None => count_drop(drop::EXIT_WITHOUT_ENTRY),
+        }
+        let mut latency: u64 = 0;
+        let mut timed = false;
+        if entry.start_ns == 0 {
+            count_drop(drop::EXIT_WITHOUT_ENTRY);
+        } else if entry.syscall != syscall {
+            count_drop(drop::ENTRY_MISMATCH);
+        } else {
+            latency = now.saturating_sub(entry.start_ns);
+            timed = true;
         }
         let idx = slot * SYSCALL_COUNT as u32 + syscall;
         let s = match STATS.get_ptr_mut(idx) {
@@ -189,7 +244,8 @@ mod programs {
         } else if syscall != sys::ACCEPT4 && syscall != sys::ACCEPT && syscall != sys::OPENAT {
             s.ret_sum += ret as u64;
         }
-        if let Some(ns) = latency {
+        if timed {
+            let ns = latency;
             s.timed += 1;
             s.total_ns += ns;
             if ns > s.max_ns {

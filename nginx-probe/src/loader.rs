@@ -19,7 +19,7 @@ use nginx_probe_common::{
 
 use crate::{
     error::ProbeError,
-    model::{self, SlotStats, REQUESTS_IDX, SLOT_STATS},
+    model::{self, SlotStats, LOOP_IDX, REQUESTS_IDX, SLOT_STATS},
     tracefs,
 };
 
@@ -35,6 +35,8 @@ pub struct Probe {
     stats: PerCpuArray<MapData, SyscallStats>,
     requests: PerCpuArray<MapData, SyscallStats>,
     main_entry: Array<MapData, InFlight>,
+    loop_stats: Array<MapData, SyscallStats>,
+    last_wake: Array<MapData, u64>,
     drops: PerCpuArray<MapData, u64>,
     /// Tracepoints that this kernel lacks or refused (`sys_enter_*`, `sys_exit_*`,
     /// `sched_process_fork`).
@@ -76,6 +78,8 @@ impl Probe {
             .map_max_entries("FREE_SLOTS", slots)
             .map_max_entries("REQUESTS", slots)
             .map_max_entries("MAIN_ENTRY", slots)
+            .map_max_entries("LOOP", slots)
+            .map_max_entries("LAST_WAKE", slots)
             .load(EBPF_OBJECT)?;
         let mut take = |name: &str| {
             ebpf.take_map(name)
@@ -86,6 +90,8 @@ impl Probe {
         let stats = PerCpuArray::try_from(take("STATS")?)?;
         let requests = PerCpuArray::try_from(take("REQUESTS")?)?;
         let main_entry = Array::try_from(take("MAIN_ENTRY")?)?;
+        let loop_stats = Array::try_from(take("LOOP")?)?;
+        let last_wake = Array::try_from(take("LAST_WAKE")?)?;
         let drops = PerCpuArray::try_from(take("DROPS")?)?;
         for slot in 0..slots {
             free_slots.push(slot, 0)?;
@@ -97,6 +103,8 @@ impl Probe {
             stats,
             requests,
             main_entry,
+            loop_stats,
+            last_wake,
             drops,
             missing: Vec::new(),
             attached: 0,
@@ -193,6 +201,8 @@ impl Probe {
                 .set(slot * SYSCALL_COUNT as u32 + i, zero()?, 0)?;
         }
         self.requests.set(slot, zero()?, 0)?;
+        self.loop_stats.set(slot, SyscallStats::ZERO, 0)?;
+        self.last_wake.set(slot, 0u64, 0)?;
         self.main_entry.set(
             slot,
             InFlight {
@@ -237,6 +247,7 @@ impl Probe {
             *o = model::sum_cpus(per_cpu.iter());
         }
         out[REQUESTS_IDX] = model::sum_cpus(self.requests.get(&slot, 0)?.iter());
+        out[LOOP_IDX] = self.loop_stats.get(&slot, 0)?;
         Ok(out)
     }
 
@@ -319,9 +330,9 @@ mod tests {
         assert_eq!(slots_for(2, 2), 64);
         assert_eq!(slots_for(16, 2), 128);
         assert_eq!(slots_for(1000, 2), MAX_TRACKED_TGIDS);
-        // 128 CPUs: 64 MiB / (128 * 15 * 416 B) = 84 slots.
+        // 128 CPUs: 64 MiB / (128 * 16 * 416 B) = 78 slots.
         assert_eq!(slots_for(2, 128), 64);
-        assert_eq!(slots_for(64, 128), 84);
+        assert_eq!(slots_for(64, 128), 78);
         // Never fewer slots than workers.
         assert_eq!(slots_for(200, 128), 201);
     }

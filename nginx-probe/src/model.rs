@@ -100,8 +100,13 @@ pub fn quantile_ns(hist: &[u64], q: f64, max_ns: u64) -> u64 {
 }
 
 /// Number of [`SyscallStats`] per worker: one per traced syscall, then the HTTP
-/// requests (uprobes) at [`REQUESTS_IDX`].
-pub const SLOT_STATS: usize = SYSCALL_COUNT + 1;
+/// requests (uprobes) at [`REQUESTS_IDX`], then the event-loop iterations at
+/// [`LOOP_IDX`].
+pub const SLOT_STATS: usize = SYSCALL_COUNT + 2;
+
+/// Index of the event-loop iteration stats in [`SlotStats`]: `count` iterations,
+/// `total_ns` busy time outside epoll waits, `max_ns`/`hist` iteration lengths.
+pub const LOOP_IDX: usize = SYSCALL_COUNT + 1;
 
 /// Index of the HTTP request stats in [`SlotStats`].
 pub const REQUESTS_IDX: usize = SYSCALL_COUNT;
@@ -256,6 +261,38 @@ impl SyscallReport {
     }
 }
 
+/// A worker's event loop over a period: iterations from an epoll wait's return to the
+/// next epoll wait call (syscall tracepoints, main thread).
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct LoopReport {
+    /// Iterations completed.
+    pub iterations: u64,
+    /// Time outside epoll waits (busy), ns.
+    pub busy_ns: u64,
+    /// busy_ns / period, 0..1.
+    pub busy_share: f64,
+    /// 99th percentile iteration length, ns (log2-histogram estimate).
+    pub p99_iteration_ns: u64,
+    /// Longest iteration, ns: while it ran, every other connection of the worker waited.
+    pub max_iteration_ns: u64,
+}
+
+/// The event-loop view of one worker's (delta) stats over `duration_s` seconds.
+pub fn loop_report(stats: &SlotStats, duration_s: f64) -> LoopReport {
+    let l = &stats[LOOP_IDX];
+    LoopReport {
+        iterations: l.count,
+        busy_ns: l.total_ns,
+        busy_share: if duration_s > 0.0 {
+            ((l.total_ns as f64 / 1e9 / duration_s) * 1000.0).round() / 1000.0
+        } else {
+            0.0
+        },
+        p99_iteration_ns: quantile_ns(&l.hist, 0.99, l.max_ns),
+        max_iteration_ns: l.max_ns,
+    }
+}
+
 /// A worker's file descriptors, sampled every 500 ms from /proc.
 #[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
 pub struct FdReport {
@@ -286,6 +323,8 @@ pub struct WorkerReport {
     pub requests: RequestsReport,
     /// File descriptors: open, peak, limit.
     pub fds: FdReport,
+    /// Event-loop iterations and busy time.
+    pub event_loop: LoopReport,
     /// Per traced syscall, by name; every traced syscall is present (see the report's
     /// `traced_syscalls`).
     pub syscalls: BTreeMap<&'static str, SyscallReport>,
@@ -362,7 +401,9 @@ pub fn verdict_inputs(workers: &[WorkerReport], close_traced: bool) -> crate::ve
                 emfile: w.accept_errors.get("EMFILE").copied().unwrap_or(0),
                 enfile: w.accept_errors.get("ENFILE").copied().unwrap_or(0),
                 requests: w.requests.count,
-                busy_ns: None,
+                busy_ns: (w.event_loop.iterations > 0).then_some(w.event_loop.busy_ns),
+                max_iteration_ns: w.event_loop.max_iteration_ns,
+                p99_iteration_ns: w.event_loop.p99_iteration_ns,
                 conn_syscall_ns: w
                     .syscalls
                     .iter()
@@ -418,6 +459,7 @@ pub fn worker_report(
         accept_errors,
         requests: requests_report(stats, source, duration_s),
         fds: info.fds,
+        event_loop: loop_report(stats, duration_s),
         syscalls,
     }
 }

@@ -17,6 +17,9 @@ pub const KEEPALIVE_MIN_REQUESTS: u64 = 200;
 pub const KEEPALIVE_ACCEPTS_PER_REQUEST: f64 = 0.5;
 /// fd headroom (free / limit) under which the fd limit is about to bind.
 pub const FD_HEADROOM_MIN: f64 = 0.10;
+/// Longest event-loop iteration (epoll wait return to next call) that counts as a
+/// stall, ns.
+pub const STALL_MIN_NS: u64 = 100_000_000;
 
 /// How bad a finding is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -58,6 +61,9 @@ pub struct WorkerInput {
     pub requests: u64,
     /// Time outside epoll_wait (busy), ns; None when not measured.
     pub busy_ns: Option<u64>,
+    /// Longest and p99 event-loop iteration, ns.
+    pub max_iteration_ns: u64,
+    pub p99_iteration_ns: u64,
     /// ns spent in accept4/accept and close (connection set-up and tear-down).
     pub conn_syscall_ns: u64,
     /// ns spent in all traced syscalls.
@@ -99,6 +105,7 @@ pub fn judge(inp: &Inputs) -> Vec<Verdict> {
     accept_imbalance(inp, &mut out);
     keepalive_off(inp, &mut out);
     fd_exhaustion(inp, &mut out);
+    event_loop_stall(inp, &mut out);
     out.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.id.cmp(b.id)));
     out
 }
@@ -250,6 +257,42 @@ fn fd_exhaustion(inp: &Inputs, out: &mut Vec<Verdict>) {
     });
 }
 
+fn event_loop_stall(inp: &Inputs, out: &mut Vec<Verdict>) {
+    let stalled: Vec<&WorkerInput> = inp
+        .workers
+        .iter()
+        .filter(|w| w.max_iteration_ns >= STALL_MIN_NS)
+        .collect();
+    let Some(worst) = stalled.iter().max_by_key(|w| w.max_iteration_ns) else {
+        return;
+    };
+    let mut evidence = BTreeMap::new();
+    evidence.insert("worker", serde_json::json!(worst.pid));
+    evidence.insert(
+        "max_iteration_ms",
+        round3(worst.max_iteration_ns as f64 / 1e6),
+    );
+    evidence.insert(
+        "p99_iteration_ms",
+        round3(worst.p99_iteration_ns as f64 / 1e6),
+    );
+    evidence.insert(
+        "stalled_workers",
+        serde_json::json!(stalled.iter().map(|w| w.pid).collect::<Vec<_>>()),
+    );
+    out.push(Verdict {
+        id: "event_loop_stall",
+        severity: Severity::Warning,
+        evidence,
+        directives: vec!["gzip", "sendfile_max_chunk", "aio threads", "output_buffers"],
+        advice: format!(
+            "worker {} spent {:.0} ms in one event-loop iteration without returning to epoll_wait, and every other connection it holds waited that long: look for CPU-heavy or blocking work per request (gzip of large responses, sendfile without sendfile_max_chunk, blocking disk reads: aio threads)",
+            worst.pid,
+            worst.max_iteration_ns as f64 / 1e6
+        ),
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,6 +304,29 @@ mod tests {
             requests,
             ..WorkerInput::default()
         }
+    }
+
+    #[test]
+    fn stall_rule_fires_at_100_ms() {
+        let mut a = w(1, 0, 0);
+        a.max_iteration_ns = 99_000_000;
+        assert!(judge(&Inputs {
+            workers: vec![a.clone()],
+            ..Inputs::default()
+        })
+        .is_empty());
+        let mut b = w(2, 0, 0);
+        b.max_iteration_ns = 2_500_000_000;
+        b.p99_iteration_ns = 50_000;
+        let v = judge(&Inputs {
+            workers: vec![a, b],
+            ..Inputs::default()
+        });
+        assert_eq!(v[0].id, "event_loop_stall");
+        assert_eq!(v[0].evidence["worker"], serde_json::json!(2));
+        assert_eq!(v[0].evidence["max_iteration_ms"], serde_json::json!(2500.0));
+        assert_eq!(v[0].evidence["stalled_workers"], serde_json::json!([2]));
+        assert!(v[0].directives.contains(&"gzip"));
     }
 
     #[test]

@@ -95,6 +95,10 @@ fn exactly_500_connections_give_exactly_500_accepts() {
     assert_eq!(workers(&s).len(), 2);
     assert_eq!(s["master_pid"].as_u64().unwrap(), ng.master_pid() as u64);
     assert_eq!(s["schema"].as_u64().unwrap(), 1);
+    // Every tracepoint exists on the kernels we test on: a program the verifier
+    // rejected would show up here.
+    assert_eq!(s["missing_tracepoints"], serde_json::json!([]), "{s}");
+    assert!(!out.stderr.contains("warning"), "{}", out.stderr);
     // Each of the 500 requests wrote one access-log line and sent one 30-byte body.
     let sendfiles: u64 = workers(&s)
         .iter()

@@ -162,3 +162,58 @@ fn tuned_config_under_keepalive_load_fires_nothing() {
         .sum();
     assert!(requests > 1000, "{s}");
 }
+
+#[test]
+fn gzip_of_a_large_file_stalls_the_event_loop() {
+    // Case 5: gzip on, one client downloads a large file while others want a small one.
+    let ng = Nginx::start(&NginxConfig {
+        http_extra: "gzip on; gzip_types *; gzip_min_length 0;".into(),
+        ..NginxConfig::default()
+    });
+    let big = ng.prefix.join("html/big.bin");
+    let mut data = vec![0u8; 64 << 20];
+    std::io::Read::read_exact(
+        &mut std::fs::File::open("/dev/urandom").expect("urandom"),
+        &mut data,
+    )
+    .expect("random bytes");
+    std::fs::write(&big, &data).expect("write big file");
+    drop(data);
+    let addr = ng.addr();
+    let s = run(&ng, || {
+        let download = thread::spawn(move || {
+            use std::io::{Read, Write};
+            let mut c = TcpStream::connect(addr).expect("connect");
+            c.write_all(b"GET /big.bin HTTP/1.1\r\nHost: t\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n")
+                .expect("send");
+            let mut n = 0usize;
+            let mut buf = vec![0u8; 1 << 16];
+            loop {
+                match c.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(k) => n += k,
+                }
+            }
+            n
+        });
+        let small = one_request_per_connection(addr, 200);
+        assert_eq!(small, 200);
+        let got = download.join().unwrap();
+        assert!(got > 60 << 20, "downloaded only {got} bytes");
+    });
+    let v = verdict(&s, "event_loop_stall").unwrap_or_else(|| panic!("no stall: {s}"));
+    assert!(
+        v["evidence"]["max_iteration_ms"].as_f64().unwrap() >= 100.0,
+        "{v}"
+    );
+    let stalled = v["evidence"]["worker"].as_u64().unwrap();
+    let w = workers(&s)
+        .into_iter()
+        .find(|w| w["pid"] == stalled)
+        .unwrap();
+    assert!(
+        w["event_loop"]["max_iteration_ns"].as_u64().unwrap() >= 100_000_000,
+        "{w}"
+    );
+    assert!(w["event_loop"]["busy_share"].as_f64().unwrap() > 0.0, "{w}");
+}
