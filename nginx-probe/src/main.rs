@@ -5,6 +5,7 @@
 //! (text or JSON). See the README for options, output and exit codes.
 
 mod error;
+mod listen;
 mod loader;
 mod model;
 mod report;
@@ -425,6 +426,7 @@ async fn run(cli: Cli) -> Result<(), ProbeError> {
                 if output.interval(text) == Sent::Closed {
                     break "stdout closed".into();
                 }
+                tracker.start_interval();
                 prev = Some(snap);
                 prev_at = now;
             }

@@ -351,6 +351,24 @@ pub struct MergedReport {
     pub stats: WorkerReport,
 }
 
+/// One of nginx's listening sockets over a period.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct ListenReport {
+    /// `addr:port`.
+    pub addr: String,
+    /// Backlog in force (sock_diag; `listen ... backlog=` capped by somaxconn).
+    pub backlog: u32,
+    /// Connections waiting in the accept queue at the last 500 ms sample.
+    pub queue_now: u32,
+    /// Most connections seen waiting at any sample in the period.
+    pub queue_max: u32,
+    /// Listen overflows in the master's network namespace during the period
+    /// (`/proc/<pid>/net/netstat` TcpExt ListenOverflows; namespace-wide, not only nginx).
+    pub overflows: u64,
+    /// Listen drops, likewise (TcpExt ListenDrops).
+    pub drops: u64,
+}
+
 /// A whole report: an interval or the summary at exit.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
@@ -371,6 +389,8 @@ pub struct Report {
     pub duration_s: f64,
     /// Workers in pid order.
     pub workers: Vec<WorkerReport>,
+    /// nginx's listening sockets: accept queue against backlog, overflows.
+    pub listen: Vec<ListenReport>,
     /// Exited workers merged into one aggregate (absent until more than 64 exited).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exited_merged: Option<MergedReport>,
@@ -422,6 +442,7 @@ pub fn verdict_inputs(workers: &[WorkerReport], close_traced: bool) -> crate::ve
             })
             .collect(),
         close_traced,
+        listen: Vec::new(),
     }
 }
 

@@ -164,6 +164,20 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
             fds_cell(&w.fds),
         );
     }
+    if !r.listen.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n{:<28} {:>8} {:>10} {:>10} {:>10} {:>8}   (overflows/drops: whole network namespace)",
+            "LISTEN", "BACKLOG", "QUEUE NOW", "QUEUE MAX", "OVERFLOWS", "DROPS"
+        );
+        for l in &r.listen {
+            let _ = writeln!(
+                out,
+                "{:<28} {:>8} {:>10} {:>10} {:>10} {:>8}",
+                l.addr, l.backlog, l.queue_now, l.queue_max, l.overflows, l.drops
+            );
+        }
+    }
     if let Some(first) = r.workers.first() {
         let source = match first.requests.source {
             RequestSource::Uprobe => "uprobes",

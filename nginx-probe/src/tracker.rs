@@ -40,6 +40,16 @@ pub const MAX_EVENTS: usize = 256;
 /// Snapshot key of the merged aggregate of old exited workers.
 const MERGED_KEY: u32 = 0;
 
+/// What the tracker knows of one listening socket.
+#[derive(Clone, Debug, Default)]
+struct ListenState {
+    addr: String,
+    backlog: u32,
+    queue_now: u32,
+    queue_max_total: u32,
+    queue_max_interval: u32,
+}
+
 /// Worker bookkeeping for one master.
 pub struct Tracker {
     /// The master being traced.
@@ -70,6 +80,14 @@ pub struct Tracker {
     pub events_dropped: u64,
     /// Events since the last `refresh` returned.
     fresh: Vec<Event>,
+    /// nginx's listening sockets by inode.
+    listen: BTreeMap<u32, ListenState>,
+    /// Listen (overflows, drops) of the master's netns at attach and at the last
+    /// interval report.
+    listen_base_total: Option<(u64, u64)>,
+    listen_base_interval: Option<(u64, u64)>,
+    /// Set once a sock_diag dump failed (warned once, then skipped).
+    listen_failed: bool,
     started: Instant,
 }
 
@@ -91,6 +109,10 @@ impl Tracker {
             events: Vec::new(),
             events_dropped: 0,
             fresh: Vec::new(),
+            listen: BTreeMap::new(),
+            listen_base_total: None,
+            listen_base_interval: None,
+            listen_failed: false,
             started: Instant::now(),
         }
     }
@@ -234,7 +256,9 @@ impl Tracker {
             self.retire(probe, pid, slot)?;
             self.event("worker_exited", pid);
         }
-        // 4. fd usage of the live workers.
+        // 4. The listen queues.
+        self.sample_listen();
+        // 5. fd usage of the live workers.
         for info in self.workers.values_mut().filter(|w| w.alive) {
             let (open, limit) = target::fd_usage(info.pid);
             info.fds.open = open.or(info.fds.open);
@@ -245,6 +269,70 @@ impl Tracker {
             };
         }
         Ok(std::mem::take(&mut self.fresh))
+    }
+
+    fn sample_listen(&mut self) {
+        if self.listen_base_total.is_none() {
+            let base = crate::listen::listen_counters(self.master.pid);
+            self.listen_base_total = base;
+            self.listen_base_interval = base;
+        }
+        if self.listen_failed {
+            return;
+        }
+        let inodes = crate::listen::socket_inodes(self.master.pid);
+        match crate::listen::listen_sockets(self.master.pid, &inodes) {
+            Ok(samples) => {
+                for smp in samples {
+                    let st = self.listen.entry(smp.inode).or_default();
+                    st.addr = smp.addr;
+                    st.backlog = smp.backlog;
+                    st.queue_now = smp.queue;
+                    st.queue_max_total = st.queue_max_total.max(smp.queue);
+                    st.queue_max_interval = st.queue_max_interval.max(smp.queue);
+                }
+            }
+            Err(e) => {
+                self.listen_failed = true;
+                warn!("cannot read nginx's listen queues with sock_diag ({e}); reporting without them");
+            }
+        }
+    }
+
+    /// Starts a new interval for the listen-queue maxima and counters.
+    pub fn start_interval(&mut self) {
+        for st in self.listen.values_mut() {
+            st.queue_max_interval = st.queue_now;
+        }
+        self.listen_base_interval = crate::listen::listen_counters(self.master.pid);
+    }
+
+    fn listen_reports(&self, summary: bool) -> Vec<model::ListenReport> {
+        let now = crate::listen::listen_counters(self.master.pid);
+        let base = if summary {
+            self.listen_base_total
+        } else {
+            self.listen_base_interval
+        };
+        let (overflows, drops) = match (now, base) {
+            (Some((o, d)), Some((bo, bd))) => (o.saturating_sub(bo), d.saturating_sub(bd)),
+            _ => (0, 0),
+        };
+        self.listen
+            .values()
+            .map(|st| model::ListenReport {
+                addr: st.addr.clone(),
+                backlog: st.backlog,
+                queue_now: st.queue_now,
+                queue_max: if summary {
+                    st.queue_max_total
+                } else {
+                    st.queue_max_interval
+                },
+                overflows,
+                drops,
+            })
+            .collect()
     }
 
     /// Reads a dead worker's final stats, then zeroes and frees its slot.
@@ -374,7 +462,10 @@ impl Tracker {
         let close_traced = self
             .traced
             .contains(&(nginx_probe_common::sys::CLOSE as usize));
-        let verdicts = crate::verdict::judge(&model::verdict_inputs(&workers, close_traced));
+        let listen = self.listen_reports(kind == "summary");
+        let mut inputs = model::verdict_inputs(&workers, close_traced);
+        inputs.listen = listen.clone();
+        let verdicts = crate::verdict::judge(&inputs);
         Report {
             schema: SCHEMA_VERSION,
             verdicts,
@@ -384,6 +475,7 @@ impl Tracker {
             master_nspid: self.master.nspid.clone(),
             duration_s,
             workers,
+            listen,
             drops,
             exited_merged,
             traced_syscalls: self

@@ -82,6 +82,8 @@ pub struct Inputs {
     pub workers: Vec<WorkerInput>,
     /// Whether `close` was traced (`--syscalls all`), for the keepalive evidence.
     pub close_traced: bool,
+    /// nginx's listening sockets over the period.
+    pub listen: Vec<crate::model::ListenReport>,
 }
 
 /// Jain's fairness index of `xs`: 1.0 when all equal, 1/n when one has everything.
@@ -106,6 +108,7 @@ pub fn judge(inp: &Inputs) -> Vec<Verdict> {
     keepalive_off(inp, &mut out);
     fd_exhaustion(inp, &mut out);
     event_loop_stall(inp, &mut out);
+    accept_queue_overflow(inp, &mut out);
     out.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.id.cmp(b.id)));
     out
 }
@@ -257,6 +260,49 @@ fn fd_exhaustion(inp: &Inputs, out: &mut Vec<Verdict>) {
     });
 }
 
+fn accept_queue_overflow(inp: &Inputs, out: &mut Vec<Verdict>) {
+    let Some(first) = inp.listen.first() else {
+        return;
+    };
+    // The overflow counters are namespace-wide: blame nginx only when its own queue was
+    // seen holding connections.
+    let waited = inp.listen.iter().any(|l| l.queue_max > 0);
+    let full = inp
+        .listen
+        .iter()
+        .any(|l| l.backlog > 0 && l.queue_max >= l.backlog);
+    let lost = first.overflows + first.drops;
+    if !(full || (lost > 0 && waited)) {
+        return;
+    }
+    let mut evidence = BTreeMap::new();
+    evidence.insert(
+        "sockets",
+        serde_json::json!(inp
+            .listen
+            .iter()
+            .map(|l| serde_json::json!({"addr": l.addr, "backlog": l.backlog, "queue_max": l.queue_max}))
+            .collect::<Vec<_>>()),
+    );
+    evidence.insert("listen_overflows", serde_json::json!(first.overflows));
+    evidence.insert("listen_drops", serde_json::json!(first.drops));
+    let worst = inp
+        .listen
+        .iter()
+        .max_by_key(|l| l.queue_max)
+        .unwrap_or(first);
+    out.push(Verdict {
+        id: "accept_queue_overflow",
+        severity: if lost > 0 { Severity::Critical } else { Severity::Warning },
+        evidence,
+        directives: vec!["listen ... backlog=", "net.core.somaxconn"],
+        advice: format!(
+            "up to {} connections waited in the accept queue of {} (backlog {}) and the kernel dropped {lost} in this network namespace: nginx is not accepting fast enough (fd limit, busy workers) or the backlog is too small: raise `listen ... backlog=` together with net.core.somaxconn",
+            worst.queue_max, worst.addr, worst.backlog
+        ),
+    });
+}
+
 fn event_loop_stall(inp: &Inputs, out: &mut Vec<Verdict>) {
     let stalled: Vec<&WorkerInput> = inp
         .workers
@@ -330,6 +376,42 @@ mod tests {
     }
 
     #[test]
+    fn queue_rule_needs_nginx_queue_to_have_held_connections() {
+        let l = |queue_max, backlog, overflows| crate::model::ListenReport {
+            addr: "127.0.0.1:80".into(),
+            backlog,
+            queue_now: 0,
+            queue_max,
+            overflows,
+            drops: 0,
+        };
+        // Someone else's overflows, nginx's queue always empty: no verdict.
+        let other = Inputs {
+            listen: vec![l(0, 511, 40)],
+            ..Inputs::default()
+        };
+        assert!(judge(&other).is_empty());
+        let dropped = Inputs {
+            listen: vec![l(16, 16, 40)],
+            ..Inputs::default()
+        };
+        let v = judge(&dropped);
+        assert_eq!(v[0].id, "accept_queue_overflow");
+        assert_eq!(v[0].severity, Severity::Critical);
+        assert_eq!(v[0].evidence["listen_overflows"], serde_json::json!(40));
+        let full = Inputs {
+            listen: vec![l(511, 511, 0)],
+            ..Inputs::default()
+        };
+        assert_eq!(judge(&full)[0].severity, Severity::Warning);
+        let waiting = Inputs {
+            listen: vec![l(100, 511, 0)],
+            ..Inputs::default()
+        };
+        assert!(judge(&waiting).is_empty());
+    }
+
+    #[test]
     fn jain_index_bounds() {
         assert_eq!(jain_index(&[1.0, 1.0, 1.0]), 1.0);
         assert!((jain_index(&[1.0, 0.0]) - 0.5).abs() < 1e-12);
@@ -380,6 +462,7 @@ mod tests {
         let mut close = Inputs {
             workers: vec![w(1, 500, 500), w(2, 500, 500)],
             close_traced: true,
+            listen: Vec::new(),
         };
         close.workers[0].conn_syscall_ns = 300;
         close.workers[0].all_syscall_ns = 1000;

@@ -107,6 +107,13 @@ fn fd_exhaustion_names_the_limit_in_force_and_clears_with_worker_rlimit_nofile()
     assert_eq!(v["severity"], "critical");
     assert!(v["evidence"]["emfile"].as_u64().unwrap() > 0, "{v}");
     assert!(v["advice"].as_str().unwrap().contains("(64)"), "{v}");
+    // The clients nginx could not accept waited in the listen queue (backlog 511, the
+    // nginx default), where no worker syscall shows them.
+    let listen = s["listen"].as_array().unwrap();
+    assert_eq!(listen.len(), 1, "{s}");
+    assert_eq!(listen[0]["addr"], format!("127.0.0.1:{}", ng.port));
+    assert_eq!(listen[0]["backlog"], 511);
+    assert!(listen[0]["queue_max"].as_u64().unwrap() >= 100, "{s}");
     for w in workers(&s) {
         assert_eq!(w["fds"]["limit"], 64, "limit in force, from /proc: {w}");
         let peak = w["fds"]["peak"].as_u64().unwrap();
@@ -216,4 +223,35 @@ fn gzip_of_a_large_file_stalls_the_event_loop() {
         "{w}"
     );
     assert!(w["event_loop"]["busy_share"].as_f64().unwrap() > 0.0, "{w}");
+}
+
+#[test]
+fn a_small_backlog_under_emfile_overflows_the_accept_queue() {
+    let ng = Nginx::start(&NginxConfig {
+        nofile: Some((64, 4096)),
+        listen_extra: "backlog=16".into(),
+        ..NginxConfig::default()
+    });
+    let s = run(&ng, || {
+        // Connections beyond accepted + backlog are dropped by the kernel: connect
+        // attempts time out, which is the point.
+        let held: Vec<TcpStream> = (0..300)
+            .filter_map(|_| TcpStream::connect_timeout(&ng.addr(), Duration::from_millis(50)).ok())
+            .collect();
+        thread::sleep(Duration::from_millis(1500));
+        drop(held);
+    });
+    let v = verdict(&s, "accept_queue_overflow").unwrap_or_else(|| panic!("no overflow: {s}"));
+    assert_eq!(v["severity"], "critical", "{v}");
+    let ev = &v["evidence"];
+    assert!(
+        ev["listen_overflows"].as_u64().unwrap() + ev["listen_drops"].as_u64().unwrap() > 0,
+        "{v}"
+    );
+    assert_eq!(ev["sockets"][0]["backlog"], 16, "{v}");
+    assert!(ev["sockets"][0]["queue_max"].as_u64().unwrap() >= 16, "{v}");
+    assert!(v["directives"]
+        .as_array()
+        .unwrap()
+        .contains(&Value::from("net.core.somaxconn")));
 }
