@@ -259,9 +259,35 @@ pub struct InFlight {
     pub start_ns: u64,
     /// Index of the syscall in [`SYSCALLS`].
     pub syscall: u32,
-    /// Worker slot of the thread's tgid at entry.
-    pub slot: u32,
+    /// For write, writev and pwrite64: the [`fd_kind`] of the fd written to.
+    pub fd_kind: u32,
 }
+
+/// What a worker writes to, for splitting write/writev/pwrite64 by destination. User
+/// space classifies each worker's fds from `/proc/<pid>/fd` into the `FD_KINDS` map;
+/// an fd not in the map (the many client sockets) counts as [`fd_kind::SOCKET`].
+pub mod fd_kind {
+    /// A socket, or an fd not classified yet.
+    pub const SOCKET: u32 = 0;
+    /// A regular file opened for appending that is not the error log: an access log.
+    pub const ACCESS_LOG: u32 = 1;
+    /// The error log (the file nginx keeps on fd 2).
+    pub const ERROR_LOG: u32 = 2;
+    /// Another regular file (temp files, cache).
+    pub const FILE: u32 = 3;
+    /// A pipe, eventfd or anything else.
+    pub const OTHER: u32 = 4;
+}
+
+/// Number of fd kinds.
+pub const FD_KIND_COUNT: usize = 5;
+
+/// Names of the fd kinds, indexed by the constants in [`fd_kind`].
+pub const FD_KIND_NAMES: [&str; FD_KIND_COUNT] =
+    ["socket", "access_log", "error_log", "file", "other"];
+
+/// Entries of the `FD_KINDS` map: non-socket fds of all workers.
+pub const MAX_CLASSIFIED_FDS: u32 = 8192;
 
 /// Indexes of the `DROPS` per-CPU counter array: events that could not be fully
 /// accounted. User space prints every non-zero one.

@@ -17,8 +17,9 @@ mod programs {
         programs::{ProbeContext, TracePointContext},
     };
     use nginx_probe_common::{
-        drop, hist_bucket, sys, ErrClass, InFlight, SyscallStats, DEFAULT_WORKER_SLOTS,
-        DROP_COUNTERS, MAX_IN_FLIGHT, MAX_OPEN_REQUESTS, MAX_TRACKED_TGIDS, SYSCALL_COUNT,
+        drop, fd_kind, hist_bucket, sys, ErrClass, InFlight, SyscallStats, DEFAULT_WORKER_SLOTS,
+        DROP_COUNTERS, FD_KIND_COUNT, MAX_CLASSIFIED_FDS, MAX_IN_FLIGHT, MAX_OPEN_REQUESTS,
+        MAX_TRACKED_TGIDS, SYSCALL_COUNT,
     };
 
     /// Offset of `long ret` in the `syscalls:sys_exit_*` tracepoint record. User space
@@ -64,6 +65,16 @@ mod programs {
     /// thread only, so a plain array.
     #[map]
     static LOOP: Array<SyscallStats> = Array::with_max_entries(DEFAULT_WORKER_SLOTS, 0);
+
+    /// (tgid << 32 | fd) -> `fd_kind` of a worker's non-socket fds; user space keeps it
+    /// current from /proc.
+    #[map]
+    static FD_KINDS: HashMap<u64, u32> = HashMap::with_max_entries(MAX_CLASSIFIED_FDS, 0);
+
+    /// write/writev/pwrite64 by destination: index `slot * FD_KIND_COUNT + kind`.
+    #[map]
+    static WRITES: PerCpuArray<SyscallStats> =
+        PerCpuArray::with_max_entries(DEFAULT_WORKER_SLOTS * FD_KIND_COUNT as u32, 0);
 
     /// Per slot: when the worker's main thread last returned from an epoll wait, ns.
     #[map]
@@ -134,7 +145,12 @@ mod programs {
     }
 
     #[inline(always)]
-    fn on_enter(syscall: u32) {
+    fn is_write(syscall: u32) -> bool {
+        syscall == sys::WRITE || syscall == sys::WRITEV || syscall == sys::PWRITE64
+    }
+
+    #[inline(always)]
+    fn on_enter(ctx: &TracePointContext, syscall: u32) {
         let pid_tgid = bpf_get_current_pid_tgid();
         let tgid = (pid_tgid >> 32) as u32;
         // SAFETY: the value is copied out immediately.
@@ -142,11 +158,23 @@ mod programs {
             Some(s) => *s,
             None => return,
         };
+        let mut kind = fd_kind::SOCKET;
+        if is_write(syscall) {
+            // `fd` is the first argument, at offset 16 of sys_enter_write/writev/pwrite64.
+            // SAFETY: bpf_probe_read of the tracepoint record.
+            if let Ok(fd) = unsafe { ctx.read_at::<u64>(16) } {
+                let key = ((tgid as u64) << 32) | (fd & 0xffff_ffff);
+                // SAFETY: copied out immediately.
+                if let Some(k) = unsafe { FD_KINDS.get(key) } {
+                    kind = *k;
+                }
+            }
+        }
         let v = InFlight {
             // SAFETY: helper call without preconditions.
             start_ns: unsafe { bpf_ktime_get_ns() },
             syscall,
-            slot,
+            fd_kind: kind,
         };
         // nginx workers are single-threaded: their main thread (tid == tgid) keeps its
         // entry in a plain array indexed by slot, far cheaper than an LRU hash update.
@@ -187,7 +215,7 @@ mod programs {
         let mut entry = InFlight {
             start_ns: 0,
             syscall: u32::MAX,
-            slot,
+            fd_kind: fd_kind::SOCKET,
         };
         let main_thread = pid_tgid as u32 == tgid;
         if main_thread {
@@ -254,6 +282,27 @@ mod programs {
             let b = hist_bucket(ns);
             if b < s.hist.len() {
                 s.hist[b] += 1;
+            }
+            // Writes also by destination (the kind was looked up at entry).
+            if is_write(syscall) && entry.fd_kind < FD_KIND_COUNT as u32 {
+                if let Some(w) = WRITES.get_ptr_mut(slot * FD_KIND_COUNT as u32 + entry.fd_kind) {
+                    // SAFETY: per-CPU slot.
+                    let w = unsafe { &mut *w };
+                    w.count += 1;
+                    w.timed += 1;
+                    w.total_ns += ns;
+                    if ret < 0 {
+                        w.errors += 1;
+                    } else {
+                        w.ret_sum += ret as u64;
+                    }
+                    if ns > w.max_ns {
+                        w.max_ns = ns;
+                    }
+                    if b < w.hist.len() {
+                        w.hist[b] += 1;
+                    }
+                }
             }
         }
     }
@@ -363,8 +412,8 @@ mod programs {
     macro_rules! syscall_pair {
         ($enter:ident, $exit:ident, $sys:expr) => {
             #[tracepoint]
-            pub fn $enter(_ctx: TracePointContext) -> u32 {
-                on_enter($sys);
+            pub fn $enter(ctx: TracePointContext) -> u32 {
+                on_enter(&ctx, $sys);
                 0
             }
 

@@ -30,7 +30,7 @@ pub enum ProbeError {
     #[error("{0}")]
     Usage(String),
     /// Not running as root.
-    #[error("nginx-probe must run as root to load eBPF programs: run it with sudo")]
+    #[error("nginx-probe must run as root to load eBPF programs: run it as root (for example with sudo)")]
     NotRoot,
     /// tracefs is not mounted and could not be mounted.
     #[error("tracefs is not mounted and mounting it at /sys/kernel/tracing failed: {0} (mount it with `mount -t tracefs tracefs /sys/kernel/tracing`)")]

@@ -14,12 +14,13 @@ use aya::{
 };
 use log::{debug, warn};
 use nginx_probe_common::{
-    InFlight, SyscallStats, DROP_COUNTERS, MAX_TRACKED_TGIDS, SYSCALLS, SYSCALL_COUNT,
+    InFlight, SyscallStats, DROP_COUNTERS, FD_KIND_COUNT, MAX_TRACKED_TGIDS, SYSCALLS,
+    SYSCALL_COUNT,
 };
 
 use crate::{
     error::ProbeError,
-    model::{self, SlotStats, LOOP_IDX, REQUESTS_IDX, SLOT_STATS},
+    model::{self, SlotStats, LOOP_IDX, REQUESTS_IDX, SLOT_STATS, WRITES_IDX},
     tracefs,
 };
 
@@ -37,6 +38,8 @@ pub struct Probe {
     main_entry: Array<MapData, InFlight>,
     loop_stats: Array<MapData, SyscallStats>,
     last_wake: Array<MapData, u64>,
+    writes: PerCpuArray<MapData, SyscallStats>,
+    fd_kinds: HashMap<MapData, u64, u32>,
     drops: PerCpuArray<MapData, u64>,
     /// Tracepoints that this kernel lacks or refused (`sys_enter_*`, `sys_exit_*`,
     /// `sched_process_fork`).
@@ -79,6 +82,7 @@ impl Probe {
             .map_max_entries("REQUESTS", slots)
             .map_max_entries("MAIN_ENTRY", slots)
             .map_max_entries("LOOP", slots)
+            .map_max_entries("WRITES", slots * nginx_probe_common::FD_KIND_COUNT as u32)
             .map_max_entries("LAST_WAKE", slots)
             .load(EBPF_OBJECT)?;
         let mut take = |name: &str| {
@@ -91,6 +95,8 @@ impl Probe {
         let requests = PerCpuArray::try_from(take("REQUESTS")?)?;
         let main_entry = Array::try_from(take("MAIN_ENTRY")?)?;
         let loop_stats = Array::try_from(take("LOOP")?)?;
+        let writes = PerCpuArray::try_from(take("WRITES")?)?;
+        let fd_kinds = HashMap::try_from(take("FD_KINDS")?)?;
         let last_wake = Array::try_from(take("LAST_WAKE")?)?;
         let drops = PerCpuArray::try_from(take("DROPS")?)?;
         for slot in 0..slots {
@@ -105,6 +111,8 @@ impl Probe {
             main_entry,
             loop_stats,
             last_wake,
+            writes,
+            fd_kinds,
             drops,
             missing: Vec::new(),
             attached: 0,
@@ -186,6 +194,18 @@ impl Probe {
         Ok(())
     }
 
+    /// Sets the kind of fd `fd` of worker `tgid` (see `nginx_probe_common::fd_kind`).
+    pub fn set_fd_kind(&mut self, tgid: u32, fd: u32, kind: u32) -> Result<(), ProbeError> {
+        self.fd_kinds
+            .insert(((tgid as u64) << 32) | fd as u64, kind, 0)?;
+        Ok(())
+    }
+
+    /// Forgets a classified fd (closed, or its worker exited).
+    pub fn clear_fd_kind(&mut self, tgid: u32, fd: u32) {
+        let _ = self.fd_kinds.remove(&(((tgid as u64) << 32) | fd as u64));
+    }
+
     /// Takes a free slot, None when all are in use.
     pub fn alloc_slot(&mut self) -> Option<u32> {
         self.free_slots.pop(0).ok()
@@ -202,13 +222,17 @@ impl Probe {
         }
         self.requests.set(slot, zero()?, 0)?;
         self.loop_stats.set(slot, SyscallStats::ZERO, 0)?;
+        for k in 0..FD_KIND_COUNT as u32 {
+            self.writes
+                .set(slot * FD_KIND_COUNT as u32 + k, zero()?, 0)?;
+        }
         self.last_wake.set(slot, 0u64, 0)?;
         self.main_entry.set(
             slot,
             InFlight {
                 start_ns: 0,
                 syscall: 0,
-                slot,
+                fd_kind: 0,
             },
             0,
         )?;
@@ -248,6 +272,10 @@ impl Probe {
         }
         out[REQUESTS_IDX] = model::sum_cpus(self.requests.get(&slot, 0)?.iter());
         out[LOOP_IDX] = self.loop_stats.get(&slot, 0)?;
+        for k in 0..FD_KIND_COUNT {
+            let idx = slot * FD_KIND_COUNT as u32 + k as u32;
+            out[WRITES_IDX + k] = model::sum_cpus(self.writes.get(&idx, 0)?.iter());
+        }
         Ok(out)
     }
 
@@ -330,9 +358,9 @@ mod tests {
         assert_eq!(slots_for(2, 2), 64);
         assert_eq!(slots_for(16, 2), 128);
         assert_eq!(slots_for(1000, 2), MAX_TRACKED_TGIDS);
-        // 128 CPUs: 64 MiB / (128 * 16 * 416 B) = 78 slots.
-        assert_eq!(slots_for(2, 128), 64);
-        assert_eq!(slots_for(64, 128), 78);
+        // 128 CPUs: 64 MiB / (128 * 21 * 416 B) = 60 slots, or one more than the workers.
+        assert_eq!(slots_for(2, 128), 60);
+        assert_eq!(slots_for(64, 128), 65);
         // Never fewer slots than workers.
         assert_eq!(slots_for(200, 128), 201);
     }

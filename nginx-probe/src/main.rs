@@ -61,6 +61,10 @@ fn parse_syscalls(s: &str) -> Result<SyscallSet, String> {
     }
     let mut out = Vec::new();
     for name in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        if name == "core" || name == "all" {
+            out.extend(parse_syscalls(name)?.0);
+            continue;
+        }
         let i = SYSCALLS
             .iter()
             .position(|d| d.name == name)
@@ -70,10 +74,10 @@ fn parse_syscalls(s: &str) -> Result<SyscallSet, String> {
                     syscall_names().join(", ")
                 )
             })?;
-        if !out.contains(&i) {
-            out.push(i);
-        }
+        out.push(i);
     }
+    out.sort_unstable();
+    out.dedup();
     if out.is_empty() {
         return Err("no syscall given".into());
     }
@@ -264,6 +268,8 @@ impl Output {
             let _ = tx.send(text);
         }
         match self.writer.take().map(|w| w.join()) {
+            // A reader that went away (`| head`) is how the run ended, not a failure.
+            Some(Ok(Err(e))) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
             Some(Ok(res)) => res,
             Some(Err(_)) => Err(std::io::Error::other("the output thread panicked")),
             None => Ok(()),
@@ -434,7 +440,11 @@ async fn run(cli: Cli) -> Result<(), ProbeError> {
     };
 
     // Final refresh so that workers that exited are marked, then the summary since attach.
-    let _ = tracker.refresh(&mut probe);
+    if let Ok(events) = tracker.refresh(&mut probe) {
+        for ev in events {
+            eprintln!("nginx-probe: {}", report::event_line(&ev, master.pid));
+        }
+    }
     let snap = tracker.snapshot(&probe)?;
     let r = tracker.report(
         "summary",
@@ -497,6 +507,8 @@ mod tests {
             .unwrap_err()
             .contains("unknown syscall `fork`"));
         assert!(parse_syscalls(",").is_err());
+        assert_eq!(parse_syscalls("all,").unwrap().0.len(), SYSCALLS.len());
+        assert_eq!(parse_syscalls("core,openat").unwrap().0.len(), 10);
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use nginx_probe_common::{
     sys, RetKind, SyscallStats, DROP_COUNTERS, DROP_NAMES, ERR_CLASSES, ERR_CLASS_NAMES,
-    HIST_BUCKETS, SYSCALLS, SYSCALL_COUNT,
+    FD_KIND_COUNT, FD_KIND_NAMES, HIST_BUCKETS, SYSCALLS, SYSCALL_COUNT,
 };
 use serde::Serialize;
 
@@ -102,7 +102,10 @@ pub fn quantile_ns(hist: &[u64], q: f64, max_ns: u64) -> u64 {
 /// Number of [`SyscallStats`] per worker: one per traced syscall, then the HTTP
 /// requests (uprobes) at [`REQUESTS_IDX`], then the event-loop iterations at
 /// [`LOOP_IDX`].
-pub const SLOT_STATS: usize = SYSCALL_COUNT + 2;
+pub const SLOT_STATS: usize = SYSCALL_COUNT + 2 + FD_KIND_COUNT;
+
+/// Index of the first per-destination write stats in [`SlotStats`] (one per `fd_kind`).
+pub const WRITES_IDX: usize = SYSCALL_COUNT + 2;
 
 /// Index of the event-loop iteration stats in [`SlotStats`]: `count` iterations,
 /// `total_ns` busy time outside epoll waits, `max_ns`/`hist` iteration lengths.
@@ -293,6 +296,41 @@ pub fn loop_report(stats: &SlotStats, duration_s: f64) -> LoopReport {
     }
 }
 
+/// Writes (write, writev, pwrite64) of one worker to one kind of destination.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct WritesReport {
+    /// Calls (timed from their entry).
+    pub count: u64,
+    /// Bytes written.
+    pub bytes: u64,
+    /// Time in these calls, ns.
+    pub total_ns: u64,
+    /// 99th percentile latency, ns (log2-histogram estimate).
+    pub p99_ns: u64,
+    /// Calls per request (None without requests).
+    pub per_request: Option<f64>,
+}
+
+/// The per-destination write views of one worker's (delta) stats, by kind name.
+pub fn writes_report(stats: &SlotStats, requests: u64) -> BTreeMap<&'static str, WritesReport> {
+    let mut out = BTreeMap::new();
+    for (k, name) in FD_KIND_NAMES.iter().enumerate() {
+        let w = &stats[WRITES_IDX + k];
+        out.insert(
+            *name,
+            WritesReport {
+                count: w.count,
+                bytes: w.ret_sum,
+                total_ns: w.total_ns,
+                p99_ns: quantile_ns(&w.hist, 0.99, w.max_ns),
+                per_request: (requests > 0)
+                    .then(|| ((w.count as f64 / requests as f64) * 1000.0).round() / 1000.0),
+            },
+        );
+    }
+    out
+}
+
 /// A worker's file descriptors, sampled every 500 ms from /proc.
 #[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
 pub struct FdReport {
@@ -325,6 +363,9 @@ pub struct WorkerReport {
     pub fds: FdReport,
     /// Event-loop iterations and busy time.
     pub event_loop: LoopReport,
+    /// write/writev/pwrite64 by destination: `socket`, `access_log`, `error_log`,
+    /// `file`, `other` (fds classified from /proc/<pid>/fd every 2 s).
+    pub writes: BTreeMap<&'static str, WritesReport>,
     /// Per traced syscall, by name; every traced syscall is present (see the report's
     /// `traced_syscalls`).
     pub syscalls: BTreeMap<&'static str, SyscallReport>,
@@ -391,6 +432,9 @@ pub struct Report {
     pub workers: Vec<WorkerReport>,
     /// nginx's listening sockets: accept queue against backlog, overflows.
     pub listen: Vec<ListenReport>,
+    /// Log files the workers hold: path -> `access_log` (a regular file open for
+    /// appending) or `error_log` (the file on fd 2).
+    pub logs: BTreeMap<String, &'static str>,
     /// Exited workers merged into one aggregate (absent until more than 64 exited).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exited_merged: Option<MergedReport>,
@@ -407,22 +451,26 @@ pub struct Report {
     pub end_reason: Option<String>,
 }
 
-/// The verdict inputs of a report: its live workers' numbers.
+/// The verdict inputs of a report: every worker's numbers (exited ones flagged), and
+/// the merged old exited workers when there are any.
 pub fn verdict_inputs(workers: &[WorkerReport], close_traced: bool) -> crate::verdict::Inputs {
     let conn_calls = ["accept4", "accept", "close"];
     let waits = ["epoll_wait", "epoll_pwait", "epoll_pwait2"];
     crate::verdict::Inputs {
         workers: workers
             .iter()
-            .filter(|w| w.alive)
             .map(|w| crate::verdict::WorkerInput {
                 pid: w.pid,
+                alive: w.alive,
                 accepts: w.accepts,
                 emfile: w.accept_errors.get("EMFILE").copied().unwrap_or(0),
                 enfile: w.accept_errors.get("ENFILE").copied().unwrap_or(0),
                 requests: w.requests.count,
                 busy_ns: (w.event_loop.iterations > 0).then_some(w.event_loop.busy_ns),
                 max_iteration_ns: w.event_loop.max_iteration_ns,
+                access_log_writes: w.writes.get("access_log").map(|x| x.count).unwrap_or(0),
+                access_log_ns: w.writes.get("access_log").map(|x| x.total_ns).unwrap_or(0),
+                access_log_p99_ns: w.writes.get("access_log").map(|x| x.p99_ns).unwrap_or(0),
                 p99_iteration_ns: w.event_loop.p99_iteration_ns,
                 conn_syscall_ns: w
                     .syscalls
@@ -481,6 +529,7 @@ pub fn worker_report(
         requests: requests_report(stats, source, duration_s),
         fds: info.fds,
         event_loop: loop_report(stats, duration_s),
+        writes: writes_report(stats, requests_report(stats, source, duration_s).count),
         syscalls,
     }
 }

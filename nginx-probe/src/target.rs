@@ -184,6 +184,62 @@ pub fn fd_usage(pid: u32) -> (Option<u64>, Option<u64>) {
     (open, limit)
 }
 
+/// Classifies what an fd points at, from its `/proc/<pid>/fd/<n>` link, its open flags
+/// (`flags:` of `/proc/<pid>/fdinfo/<n>`, octal) and the error log's path (fd 2's link).
+/// Pure, for unit tests. Returns a `nginx_probe_common::fd_kind` value.
+pub fn classify_fd(link: &str, flags_octal: Option<u32>, error_log: Option<&str>) -> u32 {
+    use nginx_probe_common::fd_kind;
+    if link.starts_with("socket:") {
+        return fd_kind::SOCKET;
+    }
+    if !link.starts_with('/') {
+        return fd_kind::OTHER; // pipe:[..], anon_inode:[eventfd], ...
+    }
+    if Some(link) == error_log {
+        return fd_kind::ERROR_LOG;
+    }
+    const O_APPEND: u32 = 0o2000;
+    match flags_octal {
+        Some(f) if f & O_APPEND != 0 => fd_kind::ACCESS_LOG,
+        _ => fd_kind::FILE,
+    }
+}
+
+/// The non-socket fds of `pid` with their kinds and targets: (fd, kind, path). The
+/// error log is what fd 2 points at (nginx keeps its error log there).
+pub fn classify_fds(pid: u32) -> Vec<(u32, u32, String)> {
+    let mut out = Vec::new();
+    let base = format!("/proc/{pid}");
+    let error_log = std::fs::read_link(format!("{base}/fd/2"))
+        .ok()
+        .map(|p| p.to_string_lossy().into_owned());
+    let Ok(rd) = std::fs::read_dir(format!("{base}/fd")) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let Some(fd) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(link) = std::fs::read_link(e.path()) else {
+            continue;
+        };
+        let link = link.to_string_lossy().into_owned();
+        if link.starts_with("socket:") {
+            continue;
+        }
+        let flags = std::fs::read_to_string(format!("{base}/fdinfo/{fd}"))
+            .ok()
+            .and_then(|t| {
+                t.lines()
+                    .find_map(|l| l.strip_prefix("flags:"))
+                    .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+            });
+        out.push((fd, classify_fd(&link, flags, error_log.as_deref()), link));
+    }
+    out.sort();
+    out
+}
+
 /// True while `/proc/<pid>` exists and is not a zombie.
 pub fn is_alive(pid: u32) -> bool {
     match Process::new(pid as i32).and_then(|p| p.stat()) {
@@ -244,6 +300,33 @@ mod tests {
             classify("python3", &v(&["python3", "nginx: master process"])),
             Role::NotNginx
         );
+    }
+
+    #[test]
+    fn classifies_fds_by_link_and_flags() {
+        use nginx_probe_common::fd_kind;
+        let err = Some("/var/log/nginx/error.log");
+        assert_eq!(classify_fd("socket:[123]", None, err), fd_kind::SOCKET);
+        assert_eq!(classify_fd("pipe:[9]", Some(1), err), fd_kind::OTHER);
+        assert_eq!(
+            classify_fd("anon_inode:[eventfd]", Some(2), err),
+            fd_kind::OTHER
+        );
+        assert_eq!(
+            classify_fd("/var/log/nginx/error.log", Some(0o102001), err),
+            fd_kind::ERROR_LOG
+        );
+        // O_WRONLY|O_APPEND|O_CREAT|O_LARGEFILE: an access log.
+        assert_eq!(
+            classify_fd("/var/log/nginx/access.log", Some(0o102101), err),
+            fd_kind::ACCESS_LOG
+        );
+        // A client body temp file: O_RDWR, no O_APPEND.
+        assert_eq!(
+            classify_fd("/var/lib/nginx/body/0000000001", Some(0o100002), err),
+            fd_kind::FILE
+        );
+        assert_eq!(classify_fd("/srv/www/index.html", None, err), fd_kind::FILE);
     }
 
     #[test]

@@ -88,6 +88,11 @@ pub struct Tracker {
     listen_base_interval: Option<(u64, u64)>,
     /// Set once a sock_diag dump failed (warned once, then skipped).
     listen_failed: bool,
+    /// Classified non-socket fds per worker pid: fd -> kind.
+    fd_kinds: BTreeMap<u32, BTreeMap<u32, u32>>,
+    /// Paths of the access logs and error logs seen (for the report).
+    pub log_paths: BTreeMap<String, &'static str>,
+    refreshes: u64,
     started: Instant,
 }
 
@@ -113,6 +118,9 @@ impl Tracker {
             listen_base_total: None,
             listen_base_interval: None,
             listen_failed: false,
+            fd_kinds: BTreeMap::new(),
+            log_paths: BTreeMap::new(),
+            refreshes: 0,
             started: Instant::now(),
         }
     }
@@ -258,7 +266,59 @@ impl Tracker {
         }
         // 4. The listen queues.
         self.sample_listen();
-        // 5. fd usage of the live workers.
+        // 5. What the workers' fds are (logs, files, pipes), every 2 s and for new
+        //    workers at once; exited workers' entries are dropped.
+        self.refreshes += 1;
+        let full_scan = self.refreshes % 4 == 1;
+        let live_pids: Vec<u32> = self
+            .workers
+            .values()
+            .filter(|w| w.alive)
+            .map(|w| w.pid)
+            .collect();
+        let gone: Vec<u32> = self
+            .fd_kinds
+            .keys()
+            .copied()
+            .filter(|p| !live_pids.contains(p))
+            .collect();
+        for pid in gone {
+            for fd in self.fd_kinds.remove(&pid).unwrap_or_default().into_keys() {
+                probe.clear_fd_kind(pid, fd);
+            }
+        }
+        for pid in live_pids {
+            if !full_scan && self.fd_kinds.contains_key(&pid) {
+                continue;
+            }
+            let now: BTreeMap<u32, (u32, String)> = target::classify_fds(pid)
+                .into_iter()
+                .map(|(fd, k, path)| (fd, (k, path)))
+                .collect();
+            let known = self.fd_kinds.entry(pid).or_default();
+            for fd in known.keys().copied().collect::<Vec<_>>() {
+                if !now.contains_key(&fd) {
+                    known.remove(&fd);
+                    probe.clear_fd_kind(pid, fd);
+                }
+            }
+            for (fd, (kind, path)) in now {
+                if known.get(&fd) != Some(&kind) {
+                    probe.set_fd_kind(pid, fd, kind)?;
+                    known.insert(fd, kind);
+                }
+                match kind {
+                    nginx_probe_common::fd_kind::ACCESS_LOG => {
+                        self.log_paths.insert(path, "access_log");
+                    }
+                    nginx_probe_common::fd_kind::ERROR_LOG => {
+                        self.log_paths.insert(path, "error_log");
+                    }
+                    _ => {}
+                }
+            }
+        }
+        // 6. fd usage of the live workers.
         for info in self.workers.values_mut().filter(|w| w.alive) {
             let (open, limit) = target::fd_usage(info.pid);
             info.fds.open = open.or(info.fds.open);
@@ -403,9 +463,21 @@ impl Tracker {
         }
         let merged = (self.merged_workers > 0).then(|| {
             let c = cur.workers.get(&MERGED_KEY).unwrap_or(&zero);
-            let p = prev
+            // Workers merged since `prev` were counted there under their own pids: add
+            // them to the previous aggregate, or the interval would count their whole
+            // lives again.
+            let mut p = *prev
                 .and_then(|p| p.workers.get(&MERGED_KEY))
                 .unwrap_or(&zero);
+            if let Some(prev) = prev {
+                for (pid, stats) in &prev.workers {
+                    if *pid != MERGED_KEY && !cur.workers.contains_key(pid) {
+                        for (acc, x) in p.iter_mut().zip(stats.iter()) {
+                            *acc = model::sum_cpus([&*acc, x]);
+                        }
+                    }
+                }
+            }
             let mut d = zero;
             for i in 0..SLOT_STATS {
                 d[i] = model::delta(&c[i], &p[i]);
@@ -463,7 +535,11 @@ impl Tracker {
             .traced
             .contains(&(nginx_probe_common::sys::CLOSE as usize));
         let listen = self.listen_reports(kind == "summary");
-        let mut inputs = model::verdict_inputs(&workers, close_traced);
+        let mut all = workers.clone();
+        if let Some(m) = &exited_merged {
+            all.push(m.stats.clone());
+        }
+        let mut inputs = model::verdict_inputs(&all, close_traced);
         inputs.listen = listen.clone();
         let verdicts = crate::verdict::judge(&inputs);
         Report {
@@ -476,6 +552,11 @@ impl Tracker {
             duration_s,
             workers,
             listen,
+            logs: self
+                .log_paths
+                .iter()
+                .map(|(p, k)| (p.clone(), *k))
+                .collect(),
             drops,
             exited_merged,
             traced_syscalls: self

@@ -17,6 +17,11 @@ pub const KEEPALIVE_MIN_REQUESTS: u64 = 200;
 pub const KEEPALIVE_ACCEPTS_PER_REQUEST: f64 = 0.5;
 /// fd headroom (free / limit) under which the fd limit is about to bind.
 pub const FD_HEADROOM_MIN: f64 = 0.10;
+/// Access-log writes per request at or above which the log is written unbuffered.
+pub const ACCESS_LOG_WRITES_PER_REQUEST: f64 = 0.5;
+/// Requests needed before the access-log rule is judged.
+pub const ACCESS_LOG_MIN_REQUESTS: u64 = 200;
+
 /// Longest event-loop iteration (epoll wait return to next call) that counts as a
 /// stall, ns.
 pub const STALL_MIN_NS: u64 = 100_000_000;
@@ -49,8 +54,11 @@ pub struct Verdict {
 /// One worker's numbers for the period judged.
 #[derive(Clone, Debug, Default)]
 pub struct WorkerInput {
-    /// Host pid.
+    /// Host pid (0 for the merged old exited workers).
     pub pid: u32,
+    /// False for workers that exited during the period: they count in totals
+    /// (requests, accepts per request, log writes) but not in balance or fd rules.
+    pub alive: bool,
     /// Successful accepts.
     pub accepts: u64,
     /// accept4/accept failures with EMFILE.
@@ -61,6 +69,10 @@ pub struct WorkerInput {
     pub requests: u64,
     /// Time outside epoll_wait (busy), ns; None when not measured.
     pub busy_ns: Option<u64>,
+    /// Writes to access logs, their total and p99 time, ns.
+    pub access_log_writes: u64,
+    pub access_log_ns: u64,
+    pub access_log_p99_ns: u64,
     /// Longest and p99 event-loop iteration, ns.
     pub max_iteration_ns: u64,
     pub p99_iteration_ns: u64,
@@ -109,11 +121,17 @@ pub fn judge(inp: &Inputs) -> Vec<Verdict> {
     fd_exhaustion(inp, &mut out);
     event_loop_stall(inp, &mut out);
     accept_queue_overflow(inp, &mut out);
+    access_log_unbuffered(inp, &mut out);
     out.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.id.cmp(b.id)));
     out
 }
 
 fn accept_imbalance(inp: &Inputs, out: &mut Vec<Verdict>) {
+    let live: Vec<WorkerInput> = inp.workers.iter().filter(|w| w.alive).cloned().collect();
+    let inp = &Inputs {
+        workers: live,
+        ..Inputs::default()
+    };
     let n = inp.workers.len();
     let total: u64 = inp.workers.iter().map(|w| w.accepts).sum();
     if n < 2 || total < IMBALANCE_MIN_ACCEPTS {
@@ -213,6 +231,7 @@ fn fd_exhaustion(inp: &Inputs, out: &mut Vec<Verdict>) {
     let tight: Vec<&WorkerInput> = inp
         .workers
         .iter()
+        .filter(|w| w.alive)
         .filter(|w| match (w.fds_peak, w.fd_limit) {
             (Some(peak), Some(limit)) if limit > 0 => {
                 (limit.saturating_sub(peak)) as f64 / (limit as f64) < FD_HEADROOM_MIN
@@ -231,6 +250,7 @@ fn fd_exhaustion(inp: &Inputs, out: &mut Vec<Verdict>) {
         serde_json::json!(inp
             .workers
             .iter()
+            .filter(|w| w.alive)
             .map(|w| serde_json::json!({
                 "pid": w.pid, "emfile": w.emfile, "fds_open": w.fds_open,
                 "fds_peak": w.fds_peak, "limit": w.fd_limit,
@@ -257,6 +277,46 @@ fn fd_exhaustion(inp: &Inputs, out: &mut Vec<Verdict>) {
         evidence,
         directives: vec!["worker_rlimit_nofile", "worker_connections"],
         advice,
+    });
+}
+
+fn access_log_unbuffered(inp: &Inputs, out: &mut Vec<Verdict>) {
+    let requests: u64 = inp.workers.iter().map(|w| w.requests).sum();
+    let writes: u64 = inp.workers.iter().map(|w| w.access_log_writes).sum();
+    if requests < ACCESS_LOG_MIN_REQUESTS {
+        return;
+    }
+    let per_request = writes as f64 / requests as f64;
+    if per_request < ACCESS_LOG_WRITES_PER_REQUEST {
+        return;
+    }
+    let log_ns: u64 = inp.workers.iter().map(|w| w.access_log_ns).sum();
+    let all_ns: u64 = inp.workers.iter().map(|w| w.all_syscall_ns).sum();
+    let p99 = inp
+        .workers
+        .iter()
+        .map(|w| w.access_log_p99_ns)
+        .max()
+        .unwrap_or(0);
+    let mut evidence = BTreeMap::new();
+    evidence.insert("access_log_writes", serde_json::json!(writes));
+    evidence.insert("requests", serde_json::json!(requests));
+    evidence.insert("writes_per_request", round3(per_request));
+    evidence.insert("p99_write_us", round3(p99 as f64 / 1e3));
+    if all_ns > 0 {
+        evidence.insert(
+            "share_of_syscall_time",
+            round3(log_ns as f64 / all_ns as f64),
+        );
+    }
+    out.push(Verdict {
+        id: "access_log_unbuffered",
+        severity: Severity::Warning,
+        evidence,
+        directives: vec!["access_log ... buffer=", "access_log ... flush=", "access_log off"],
+        advice: format!(
+            "{per_request:.2} access-log write() calls per request: every request pays a write to the log file; buffer it (`access_log <path> buffer=32k flush=5s;`) or turn it off where it is not needed"
+        ),
     });
 }
 
@@ -346,6 +406,7 @@ mod tests {
     fn w(pid: u32, accepts: u64, requests: u64) -> WorkerInput {
         WorkerInput {
             pid,
+            alive: true,
             accepts,
             requests,
             ..WorkerInput::default()
@@ -409,6 +470,48 @@ mod tests {
             ..Inputs::default()
         };
         assert!(judge(&waiting).is_empty());
+    }
+
+    #[test]
+    fn access_log_rule_counts_writes_per_request() {
+        let mut a = w(1, 1, 300);
+        a.access_log_writes = 300;
+        a.access_log_ns = 300_000;
+        a.all_syscall_ns = 3_000_000;
+        a.access_log_p99_ns = 8_000;
+        let v = judge(&Inputs {
+            workers: vec![a.clone()],
+            ..Inputs::default()
+        });
+        assert_eq!(v[0].id, "access_log_unbuffered");
+        assert_eq!(v[0].evidence["writes_per_request"], serde_json::json!(1.0));
+        assert_eq!(
+            v[0].evidence["share_of_syscall_time"],
+            serde_json::json!(0.1)
+        );
+        assert_eq!(v[0].evidence["p99_write_us"], serde_json::json!(8.0));
+        let mut buffered = a;
+        buffered.access_log_writes = 3;
+        assert!(judge(&Inputs {
+            workers: vec![buffered],
+            ..Inputs::default()
+        })
+        .is_empty());
+    }
+
+    #[test]
+    fn exited_workers_count_in_totals_but_not_in_balance() {
+        // A reload mid-run: the old workers served most of the close-per-request load.
+        let mut old = w(1, 900, 900);
+        old.alive = false;
+        let new = w(2, 100, 100);
+        let v = judge(&Inputs {
+            workers: vec![old, new],
+            ..Inputs::default()
+        });
+        let ids: Vec<&str> = v.iter().map(|v| v.id).collect();
+        assert_eq!(ids, vec!["keepalive_off"], "{v:?}");
+        assert_eq!(v[0].evidence["accepts"], serde_json::json!(1000));
     }
 
     #[test]

@@ -220,3 +220,78 @@ fn two_probes_on_one_nginx_both_count_exactly() {
     assert_eq!(total_accepts(&out_a.summary_json()), 300);
     assert_eq!(total_accepts(&out_b.summary_json()), 400);
 }
+
+#[test]
+fn interval_reports_add_up_to_the_summary_through_many_reloads() {
+    // More than 16 workers exit, so old ones are merged into `exited_merged`: interval
+    // deltas must still add up exactly.
+    let ng = Nginx::start(&NginxConfig::default());
+    let mut probe = ProbeRun::start(&[
+        "--pid",
+        &ng.master_pid().to_string(),
+        "--json",
+        "--interval",
+        "0.5",
+        "--duration",
+        "9",
+    ]);
+    let addr = ng.addr();
+    const N: usize = 2000;
+    let client = thread::spawn(move || one_request_per_connection(addr, N));
+    for _ in 0..12 {
+        thread::sleep(Duration::from_millis(300));
+        signal(ng.master_pid(), Signal::SIGHUP);
+    }
+    assert_eq!(client.join().unwrap(), N);
+    let out = probe.wait();
+    assert!(out.status.success(), "{out:?}");
+    let docs: Vec<Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    let summary = docs.last().unwrap();
+    assert_eq!(summary["type"], "summary");
+    assert_eq!(total_accepts(summary), N as u64, "{summary}");
+    assert!(
+        summary["exited_merged"]["workers"].as_u64().unwrap() > 0,
+        "{summary}"
+    );
+    let intervals: u64 = docs[..docs.len() - 1]
+        .iter()
+        .inspect(|d| assert_eq!(d["type"], "interval"))
+        .map(total_accepts)
+        .sum();
+    assert_eq!(intervals, N as u64, "intervals add up to the summary");
+}
+
+#[test]
+fn a_reader_that_goes_away_ends_the_run_with_exit_0() {
+    use std::io::BufRead;
+    let ng = Nginx::start(&NginxConfig::default());
+    let mut child = std::process::Command::new(nginx_probe_tests::probe_binary())
+        .args([
+            "--pid",
+            &ng.master_pid().to_string(),
+            "--interval",
+            "0.2",
+            "--duration",
+            "30",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Like `| head -3`: read three lines, then close the pipe.
+    {
+        let mut r = std::io::BufReader::new(child.stdout.take().unwrap());
+        for _ in 0..3 {
+            let mut line = String::new();
+            r.read_line(&mut line).unwrap();
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("failed"), "{stderr}");
+}

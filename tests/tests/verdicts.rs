@@ -255,3 +255,80 @@ fn a_small_backlog_under_emfile_overflows_the_accept_queue() {
         .unwrap()
         .contains(&Value::from("net.core.somaxconn")));
 }
+
+fn access_log_writes(s: &Value) -> (u64, u64) {
+    let writes = workers(s)
+        .iter()
+        .map(|w| w["writes"]["access_log"]["count"].as_u64().unwrap())
+        .sum();
+    let requests = workers(s)
+        .iter()
+        .map(|w| w["requests"]["count"].as_u64().unwrap())
+        .sum();
+    (writes, requests)
+}
+
+#[test]
+fn access_log_writes_per_request_unbuffered_buffered_and_off() {
+    // Case 3: one write per request unbuffered, far fewer with buffer=32k, none off.
+    let ng = Nginx::start(&NginxConfig::default());
+    let s = run(&ng, || {
+        assert_eq!(keepalive_requests(ng.addr(), 10, 50), 500)
+    });
+    let (writes, requests) = access_log_writes(&s);
+    assert_eq!(requests, 500, "{s}");
+    let per = writes as f64 / requests as f64;
+    assert!(
+        (0.95..=1.05).contains(&per),
+        "unbuffered: {writes} writes for {requests}: {s}"
+    );
+    let v = verdict(&s, "access_log_unbuffered").unwrap_or_else(|| panic!("no verdict: {s}"));
+    assert!(v["directives"]
+        .as_array()
+        .unwrap()
+        .contains(&Value::from("access_log ... buffer=")));
+    let log = ng.prefix.join("logs/access.log").display().to_string();
+    assert_eq!(s["logs"][&log], "access_log", "{}", s["logs"]);
+    let err = ng.prefix.join("logs/error.log").display().to_string();
+    assert_eq!(s["logs"][&err], "error_log", "{}", s["logs"]);
+    // Socket writes are not log writes: the response headers (writev) went to sockets,
+    // the log lines (write) to the access log.
+    for w in workers(&s) {
+        assert_eq!(
+            w["writes"]["socket"]["count"], w["syscalls"]["writev"]["count"],
+            "{w}"
+        );
+        assert_eq!(
+            w["writes"]["access_log"]["count"], w["syscalls"]["write"]["count"],
+            "{w}"
+        );
+        assert_eq!(w["writes"]["file"]["count"], 0, "{w}");
+    }
+    drop(ng);
+
+    let ng = Nginx::start(&NginxConfig {
+        access_log: Some("combined buffer=32k".into()),
+        ..NginxConfig::default()
+    });
+    let s = run(&ng, || {
+        assert_eq!(keepalive_requests(ng.addr(), 10, 50), 500)
+    });
+    let (writes, requests) = access_log_writes(&s);
+    assert_eq!(requests, 500);
+    assert!(
+        (writes as f64) < 0.1 * requests as f64,
+        "buffered: {writes} writes: {s}"
+    );
+    assert!(verdict(&s, "access_log_unbuffered").is_none(), "{s}");
+    drop(ng);
+
+    let ng = Nginx::start(&NginxConfig {
+        access_log: Some("off".into()),
+        ..NginxConfig::default()
+    });
+    let s = run(&ng, || {
+        assert_eq!(keepalive_requests(ng.addr(), 10, 50), 500)
+    });
+    assert_eq!(access_log_writes(&s).0, 0, "{s}");
+    assert!(verdict(&s, "access_log_unbuffered").is_none(), "{s}");
+}
