@@ -76,6 +76,16 @@ mod programs {
     static WRITES: PerCpuArray<SyscallStats> =
         PerCpuArray::with_max_entries(DEFAULT_WORKER_SLOTS * FD_KIND_COUNT as u32, 0);
 
+    /// Per slot: 1 + the fd the worker's main thread accepted last, until its next traced
+    /// syscall (0 = none pending).
+    #[map]
+    static LAST_ACCEPT: Array<u64> = Array::with_max_entries(DEFAULT_WORKER_SLOTS, 0);
+
+    /// Per slot: connections the worker closed right after accepting them, before any
+    /// other traced syscall: nginx's "worker_connections are not enough" path.
+    #[map]
+    static ACCEPT_CLOSE: Array<u64> = Array::with_max_entries(DEFAULT_WORKER_SLOTS, 0);
+
     /// Per slot: when the worker's main thread last returned from an epoll wait, ns.
     #[map]
     static LAST_WAKE: Array<u64> = Array::with_max_entries(DEFAULT_WORKER_SLOTS, 0);
@@ -183,6 +193,18 @@ mod programs {
             if is_epoll(syscall) {
                 loop_iteration_ends(slot, v.start_ns);
             }
+            // Another traced syscall between accept and close means a normal path; the
+            // error-log line nginx writes on its way to refusing ("worker_connections
+            // are not enough") does not.
+            if syscall != sys::ACCEPT4
+                && syscall != sys::ACCEPT
+                && !(is_write(syscall) && kind == fd_kind::ERROR_LOG)
+            {
+                if let Some(p) = LAST_ACCEPT.get_ptr_mut(slot) {
+                    // SAFETY: only this worker's main thread writes this element.
+                    unsafe { *p = 0 };
+                }
+            }
             match MAIN_ENTRY.get_ptr_mut(slot) {
                 // SAFETY: only this worker's main thread writes this element.
                 Some(p) => unsafe { *p = v },
@@ -235,6 +257,12 @@ mod programs {
         }
         // SAFETY: helper call without preconditions.
         let now = unsafe { bpf_ktime_get_ns() };
+        if main_thread && (syscall == sys::ACCEPT4 || syscall == sys::ACCEPT) && ret >= 0 {
+            if let Some(p) = LAST_ACCEPT.get_ptr_mut(slot) {
+                // SAFETY: only this worker's main thread writes this element.
+                unsafe { *p = ret as u64 + 1 };
+            }
+        }
         if main_thread && is_epoll(syscall) {
             // The event loop wakes up: an iteration starts.
             if let Some(p) = LAST_WAKE.get_ptr_mut(slot) {
@@ -404,6 +432,39 @@ mod programs {
             let b = hist_bucket(ns);
             if b < s.hist.len() {
                 s.hist[b] += 1;
+            }
+        }
+        0
+    }
+
+    /// `close(fd)` by a worker's main thread: if `fd` is the connection it just accepted,
+    /// with no traced syscall in between, nginx had no free connection for it.
+    #[tracepoint]
+    pub fn close_after_accept(ctx: TracePointContext) -> u32 {
+        let pid_tgid = bpf_get_current_pid_tgid();
+        let tgid = (pid_tgid >> 32) as u32;
+        if pid_tgid as u32 != tgid {
+            return 0;
+        }
+        let Some(slot) = worker_slot() else { return 0 };
+        let Some(last) = LAST_ACCEPT.get_ptr_mut(slot) else {
+            return 0;
+        };
+        // SAFETY: only this worker's main thread reads and writes it.
+        let pending = unsafe { *last };
+        if pending == 0 {
+            return 0;
+        }
+        // SAFETY: as above.
+        unsafe { *last = 0 };
+        // SAFETY: bpf_probe_read of the tracepoint record (`fd` at offset 16).
+        let Ok(fd) = (unsafe { ctx.read_at::<u64>(16) }) else {
+            return 0;
+        };
+        if (fd & 0xffff_ffff) + 1 == pending {
+            if let Some(n) = ACCEPT_CLOSE.get_ptr_mut(slot) {
+                // SAFETY: only this worker's main thread writes this element.
+                unsafe { *n += 1 };
             }
         }
         0

@@ -20,7 +20,7 @@ use nginx_probe_common::{
 
 use crate::{
     error::ProbeError,
-    model::{self, SlotStats, LOOP_IDX, REQUESTS_IDX, SLOT_STATS, WRITES_IDX},
+    model::{self, SlotStats, ACCEPT_CLOSE_IDX, LOOP_IDX, REQUESTS_IDX, SLOT_STATS, WRITES_IDX},
     tracefs,
 };
 
@@ -38,6 +38,8 @@ pub struct Probe {
     main_entry: Array<MapData, InFlight>,
     loop_stats: Array<MapData, SyscallStats>,
     last_wake: Array<MapData, u64>,
+    last_accept: Array<MapData, u64>,
+    accept_close: Array<MapData, u64>,
     writes: PerCpuArray<MapData, SyscallStats>,
     fd_kinds: HashMap<MapData, u64, u32>,
     drops: PerCpuArray<MapData, u64>,
@@ -82,6 +84,8 @@ impl Probe {
             .map_max_entries("REQUESTS", slots)
             .map_max_entries("MAIN_ENTRY", slots)
             .map_max_entries("LOOP", slots)
+            .map_max_entries("LAST_ACCEPT", slots)
+            .map_max_entries("ACCEPT_CLOSE", slots)
             .map_max_entries("WRITES", slots * nginx_probe_common::FD_KIND_COUNT as u32)
             .map_max_entries("LAST_WAKE", slots)
             .load(EBPF_OBJECT)?;
@@ -95,6 +99,8 @@ impl Probe {
         let requests = PerCpuArray::try_from(take("REQUESTS")?)?;
         let main_entry = Array::try_from(take("MAIN_ENTRY")?)?;
         let loop_stats = Array::try_from(take("LOOP")?)?;
+        let last_accept = Array::try_from(take("LAST_ACCEPT")?)?;
+        let accept_close = Array::try_from(take("ACCEPT_CLOSE")?)?;
         let writes = PerCpuArray::try_from(take("WRITES")?)?;
         let fd_kinds = HashMap::try_from(take("FD_KINDS")?)?;
         let last_wake = Array::try_from(take("LAST_WAKE")?)?;
@@ -111,6 +117,8 @@ impl Probe {
             main_entry,
             loop_stats,
             last_wake,
+            last_accept,
+            accept_close,
             writes,
             fd_kinds,
             drops,
@@ -147,6 +155,22 @@ impl Probe {
         }
         if !self.follows_forks {
             self.missing.push("sched_process_fork".to_string());
+        }
+        // Accept-then-close detection on close entry (one cheap run per close).
+        if tracefs::has_event(tracefs_root, "syscalls", "sys_enter_close") {
+            let prog: &mut TracePoint = ebpf
+                .program_mut("close_after_accept")
+                .ok_or_else(|| ProbeError::Missing("program close_after_accept".into()))?
+                .try_into()?;
+            if let Err(e) = prog
+                .load()
+                .and_then(|_| prog.attach("syscalls", "sys_enter_close"))
+            {
+                warn!("could not attach the accept-then-close detector ({e}); worker_connections exhaustion goes undetected");
+                self.missing.push("close_after_accept".to_string());
+            }
+        } else {
+            self.missing.push("close_after_accept".to_string());
         }
         let mut last_err = String::new();
         let (present, absent) = plan_syscall_tracepoints(selected, |name| {
@@ -227,6 +251,8 @@ impl Probe {
                 .set(slot * FD_KIND_COUNT as u32 + k, zero()?, 0)?;
         }
         self.last_wake.set(slot, 0u64, 0)?;
+        self.last_accept.set(slot, 0u64, 0)?;
+        self.accept_close.set(slot, 0u64, 0)?;
         self.main_entry.set(
             slot,
             InFlight {
@@ -272,6 +298,7 @@ impl Probe {
         }
         out[REQUESTS_IDX] = model::sum_cpus(self.requests.get(&slot, 0)?.iter());
         out[LOOP_IDX] = self.loop_stats.get(&slot, 0)?;
+        out[ACCEPT_CLOSE_IDX].count = self.accept_close.get(&slot, 0)?;
         for k in 0..FD_KIND_COUNT {
             let idx = slot * FD_KIND_COUNT as u32 + k as u32;
             out[WRITES_IDX + k] = model::sum_cpus(self.writes.get(&idx, 0)?.iter());
@@ -358,8 +385,8 @@ mod tests {
         assert_eq!(slots_for(2, 2), 64);
         assert_eq!(slots_for(16, 2), 128);
         assert_eq!(slots_for(1000, 2), MAX_TRACKED_TGIDS);
-        // 128 CPUs: 64 MiB / (128 * 21 * 416 B) = 60 slots, or one more than the workers.
-        assert_eq!(slots_for(2, 128), 60);
+        // 128 CPUs: 64 MiB / (128 * 22 * 416 B) = 57 slots, or one more than the workers.
+        assert_eq!(slots_for(2, 128), 57);
         assert_eq!(slots_for(64, 128), 65);
         // Never fewer slots than workers.
         assert_eq!(slots_for(200, 128), 201);

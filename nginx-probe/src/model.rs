@@ -102,7 +102,11 @@ pub fn quantile_ns(hist: &[u64], q: f64, max_ns: u64) -> u64 {
 /// Number of [`SyscallStats`] per worker: one per traced syscall, then the HTTP
 /// requests (uprobes) at [`REQUESTS_IDX`], then the event-loop iterations at
 /// [`LOOP_IDX`].
-pub const SLOT_STATS: usize = SYSCALL_COUNT + 2 + FD_KIND_COUNT;
+pub const SLOT_STATS: usize = SYSCALL_COUNT + 2 + FD_KIND_COUNT + 1;
+
+/// Index in [`SlotStats`] whose `count` is connections closed right after accept
+/// (`close_after_accept` program on `syscalls:sys_enter_close`).
+pub const ACCEPT_CLOSE_IDX: usize = SYSCALL_COUNT + 2 + FD_KIND_COUNT;
 
 /// Index of the first per-destination write stats in [`SlotStats`] (one per `fd_kind`).
 pub const WRITES_IDX: usize = SYSCALL_COUNT + 2;
@@ -363,6 +367,9 @@ pub struct WorkerReport {
     pub fds: FdReport,
     /// Event-loop iterations and busy time.
     pub event_loop: LoopReport,
+    /// Connections closed right after accept, before any other traced syscall: nginx's
+    /// "worker_connections are not enough" path.
+    pub accepted_then_closed: u64,
     /// write/writev/pwrite64 by destination: `socket`, `access_log`, `error_log`,
     /// `file`, `other` (fds classified from /proc/<pid>/fd every 2 s).
     pub writes: BTreeMap<&'static str, WritesReport>,
@@ -468,6 +475,7 @@ pub fn verdict_inputs(workers: &[WorkerReport], close_traced: bool) -> crate::ve
                 requests: w.requests.count,
                 busy_ns: (w.event_loop.iterations > 0).then_some(w.event_loop.busy_ns),
                 max_iteration_ns: w.event_loop.max_iteration_ns,
+                accepted_then_closed: w.accepted_then_closed,
                 access_log_writes: w.writes.get("access_log").map(|x| x.count).unwrap_or(0),
                 access_log_ns: w.writes.get("access_log").map(|x| x.total_ns).unwrap_or(0),
                 access_log_p99_ns: w.writes.get("access_log").map(|x| x.p99_ns).unwrap_or(0),
@@ -529,6 +537,7 @@ pub fn worker_report(
         requests: requests_report(stats, source, duration_s),
         fds: info.fds,
         event_loop: loop_report(stats, duration_s),
+        accepted_then_closed: stats[ACCEPT_CLOSE_IDX].count,
         writes: writes_report(stats, requests_report(stats, source, duration_s).count),
         syscalls,
     }

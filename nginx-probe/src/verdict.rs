@@ -69,6 +69,8 @@ pub struct WorkerInput {
     pub requests: u64,
     /// Time outside epoll_wait (busy), ns; None when not measured.
     pub busy_ns: Option<u64>,
+    /// Connections closed right after accept (no free connection).
+    pub accepted_then_closed: u64,
     /// Writes to access logs, their total and p99 time, ns.
     pub access_log_writes: u64,
     pub access_log_ns: u64,
@@ -122,6 +124,7 @@ pub fn judge(inp: &Inputs) -> Vec<Verdict> {
     event_loop_stall(inp, &mut out);
     accept_queue_overflow(inp, &mut out);
     access_log_unbuffered(inp, &mut out);
+    worker_connections_exhausted(inp, &mut out);
     out.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.id.cmp(b.id)));
     out
 }
@@ -277,6 +280,33 @@ fn fd_exhaustion(inp: &Inputs, out: &mut Vec<Verdict>) {
         evidence,
         directives: vec!["worker_rlimit_nofile", "worker_connections"],
         advice,
+    });
+}
+
+fn worker_connections_exhausted(inp: &Inputs, out: &mut Vec<Verdict>) {
+    let closed: u64 = inp.workers.iter().map(|w| w.accepted_then_closed).sum();
+    if closed == 0 {
+        return;
+    }
+    let mut evidence = BTreeMap::new();
+    evidence.insert("accepted_then_closed", serde_json::json!(closed));
+    evidence.insert(
+        "workers",
+        serde_json::json!(inp
+            .workers
+            .iter()
+            .filter(|w| w.accepted_then_closed > 0)
+            .map(|w| serde_json::json!({"pid": w.pid, "accepted_then_closed": w.accepted_then_closed, "fds_open": w.fds_open}))
+            .collect::<Vec<_>>()),
+    );
+    out.push(Verdict {
+        id: "worker_connections_exhausted",
+        severity: Severity::Critical,
+        evidence,
+        directives: vec!["worker_connections", "worker_rlimit_nofile"],
+        advice: format!(
+            "{closed} connections were accepted and closed at once: the workers had no free connection (nginx logs \"worker_connections are not enough\"); raise worker_connections (and worker_rlimit_nofile with it)"
+        ),
     });
 }
 
@@ -512,6 +542,25 @@ mod tests {
         let ids: Vec<&str> = v.iter().map(|v| v.id).collect();
         assert_eq!(ids, vec!["keepalive_off"], "{v:?}");
         assert_eq!(v[0].evidence["accepts"], serde_json::json!(1000));
+    }
+
+    #[test]
+    fn worker_connections_rule_fires_on_any_accept_then_close() {
+        assert!(judge(&Inputs {
+            workers: vec![w(1, 10, 0)],
+            ..Inputs::default()
+        })
+        .is_empty());
+        let mut a = w(1, 10, 0);
+        a.accepted_then_closed = 7;
+        let v = judge(&Inputs {
+            workers: vec![a],
+            ..Inputs::default()
+        });
+        assert_eq!(v[0].id, "worker_connections_exhausted");
+        assert_eq!(v[0].severity, Severity::Critical);
+        assert_eq!(v[0].evidence["accepted_then_closed"], serde_json::json!(7));
+        assert_eq!(v[0].directives[0], "worker_connections");
     }
 
     #[test]

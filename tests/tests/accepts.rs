@@ -64,8 +64,8 @@ fn exactly_500_connections_give_exactly_500_accepts() {
     let ids = nginx_probe_tests::prog_ids_held_by(probe.pid());
     assert_eq!(
         ids.len(),
-        19,
-        "18 core syscall tracepoints and sched_process_fork: {ids:?}"
+        20,
+        "18 core syscall tracepoints, sched_process_fork, close_after_accept: {ids:?}"
     );
     assert_eq!(one_request_per_connection(ng.addr(), 500), 500);
     // The blockers accept now, while the probe runs: they must not be counted.

@@ -109,8 +109,8 @@ fn nothing_stays_attached_after_sigkill() {
     let ids = prog_ids_held_by(probe.pid());
     assert_eq!(
         ids.len(),
-        19,
-        "18 core syscall tracepoints and sched_process_fork: {ids:?}"
+        20,
+        "18 core syscall tracepoints, sched_process_fork, close_after_accept: {ids:?}"
     );
     let out = probe.stop_with(Signal::SIGKILL);
     assert_eq!(out.status.code(), None);

@@ -332,3 +332,63 @@ fn access_log_writes_per_request_unbuffered_buffered_and_off() {
     assert_eq!(access_log_writes(&s).0, 0, "{s}");
     assert!(verdict(&s, "access_log_unbuffered").is_none(), "{s}");
 }
+
+#[test]
+fn worker_connections_exhausted_by_slow_clients() {
+    // 16 connections per worker; clients that send half a request are not reusable, so
+    // nginx accepts the next ones, logs "worker_connections are not enough" and closes
+    // them at once.
+    let ng = Nginx::start(&NginxConfig {
+        worker_connections: 16,
+        ..NginxConfig::default()
+    });
+    let s = run(&ng, || {
+        use std::io::Write;
+        let held: Vec<TcpStream> = (0..60)
+            .filter_map(|_| {
+                let mut c =
+                    TcpStream::connect_timeout(&ng.addr(), Duration::from_millis(200)).ok()?;
+                c.write_all(b"GET / HTTP/1.1\r\n").ok()?;
+                Some(c)
+            })
+            .collect();
+        thread::sleep(Duration::from_millis(1000));
+        drop(held);
+    });
+    assert!(
+        ng.error_log().contains("worker_connections are not enough"),
+        "{}",
+        ng.error_log()
+    );
+    let v =
+        verdict(&s, "worker_connections_exhausted").unwrap_or_else(|| panic!("no verdict: {s}"));
+    let closed = v["evidence"]["accepted_then_closed"].as_u64().unwrap();
+    // Each refused connection is also one error-log write.
+    let error_log_writes: u64 = workers(&s)
+        .iter()
+        .map(|w| w["writes"]["error_log"]["count"].as_u64().unwrap())
+        .sum();
+    assert!(
+        closed > 0 && closed <= error_log_writes,
+        "{v} {error_log_writes}"
+    );
+    drop(ng);
+    // The same clients with the default worker_connections: no verdict.
+    let ng = Nginx::start(&NginxConfig::default());
+    let s = run(&ng, || {
+        use std::io::Write;
+        let held: Vec<TcpStream> = (0..60)
+            .map(|_| {
+                let mut c = TcpStream::connect(ng.addr()).expect("connect");
+                c.write_all(b"GET / HTTP/1.1\r\n").expect("send");
+                c
+            })
+            .collect();
+        thread::sleep(Duration::from_millis(1000));
+        drop(held);
+    });
+    assert!(verdict(&s, "worker_connections_exhausted").is_none(), "{s}");
+    for w in workers(&s) {
+        assert_eq!(w["accepted_then_closed"], 0, "{w}");
+    }
+}
