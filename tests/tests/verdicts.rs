@@ -139,6 +139,29 @@ fn fd_exhaustion_names_the_limit_in_force_and_clears_with_worker_rlimit_nofile()
         assert_eq!(w["accept_errors"]["EMFILE"], 0, "{w}");
     }
     assert_eq!(nginx_probe_tests::total_accepts(&s), 300, "{s}");
+    drop(ng);
+    // worker_rlimit_nofile above the hard limit: nginx cannot raise it, and the report
+    // shows the limit in force (64), not the config's 100000.
+    let ng = Nginx::start(&NginxConfig {
+        nofile: Some((64, 4096)),
+        main_extra: "worker_rlimit_nofile 100000;".into(),
+        ..NginxConfig::default()
+    });
+    let s = run(&ng, || {
+        let held = hold(&ng, 300);
+        thread::sleep(Duration::from_millis(1500));
+        drop(held);
+    });
+    assert!(
+        ng.error_log()
+            .contains("setrlimit(RLIMIT_NOFILE, 100000) failed"),
+        "{}",
+        ng.error_log()
+    );
+    for w in workers(&s) {
+        assert_eq!(w["fds"]["limit"], 64, "{w}");
+    }
+    assert!(verdict(&s, "fd_exhaustion").is_some(), "{s}");
 }
 
 #[test]
@@ -223,6 +246,15 @@ fn gzip_of_a_large_file_stalls_the_event_loop() {
         "{w}"
     );
     assert!(w["event_loop"]["busy_share"].as_f64().unwrap() > 0.0, "{w}");
+    // While it was stuck, the other worker took the new connections.
+    let other = workers(&s)
+        .into_iter()
+        .find(|w| w["pid"] != stalled)
+        .unwrap();
+    assert!(
+        other["accepts"].as_u64().unwrap() > w["accepts"].as_u64().unwrap(),
+        "stalled {w}\nother {other}"
+    );
 }
 
 #[test]
