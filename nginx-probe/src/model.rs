@@ -211,6 +211,10 @@ pub struct WorkerInfo {
     /// Last fd sample.
     #[serde(skip)]
     pub fds: FdReport,
+    /// CPU time (utime + stime, `/proc/<pid>/stat`) in clock ticks at the first sample,
+    /// at the start of the current interval, and at the last sample.
+    #[serde(skip)]
+    pub cpu_ticks: [Option<u64>; 3],
 }
 
 /// One syscall's numbers for one worker over a period, as reported.
@@ -367,6 +371,9 @@ pub struct WorkerReport {
     pub fds: FdReport,
     /// Event-loop iterations and busy time.
     pub event_loop: LoopReport,
+    /// CPU time used in the period, seconds (`/proc/<pid>/stat` utime + stime, sampled
+    /// every 500 ms); None when unreadable.
+    pub cpu_s: Option<f64>,
     /// Connections closed right after accept, before any other traced syscall: nginx's
     /// "worker_connections are not enough" path.
     pub accepted_then_closed: u64,
@@ -474,6 +481,7 @@ pub fn verdict_inputs(workers: &[WorkerReport], close_traced: bool) -> crate::ve
                 enfile: w.accept_errors.get("ENFILE").copied().unwrap_or(0),
                 requests: w.requests.count,
                 busy_ns: (w.event_loop.iterations > 0).then_some(w.event_loop.busy_ns),
+                cpu_s: w.cpu_s,
                 max_iteration_ns: w.event_loop.max_iteration_ns,
                 accepted_then_closed: w.accepted_then_closed,
                 access_log_writes: w.writes.get("access_log").map(|x| x.count).unwrap_or(0),
@@ -537,6 +545,7 @@ pub fn worker_report(
         requests: requests_report(stats, source, duration_s),
         fds: info.fds,
         event_loop: loop_report(stats, duration_s),
+        cpu_s: None,
         accepted_then_closed: stats[ACCEPT_CLOSE_IDX].count,
         writes: writes_report(stats, requests_report(stats, source, duration_s).count),
         syscalls,
@@ -642,6 +651,7 @@ mod tests {
             slot: 0,
             alive: true,
             fds: FdReport::default(),
+            cpu_ticks: [None; 3],
         };
         let all: Vec<usize> = (0..SYSCALL_COUNT).collect();
         let r = worker_report(&info, &slot, 16, RequestSource::WritevEstimate, 2.0, &all);

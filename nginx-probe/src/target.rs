@@ -240,6 +240,12 @@ pub fn classify_fds(pid: u32) -> Vec<(u32, u32, String)> {
     out
 }
 
+/// utime + stime of a process in clock ticks (`/proc/<pid>/stat`).
+pub fn cpu_ticks(pid: u32) -> Option<u64> {
+    let st = Process::new(pid as i32).ok()?.stat().ok()?;
+    Some(st.utime + st.stime)
+}
+
 /// True while `/proc/<pid>` exists and is not a zombie.
 pub fn is_alive(pid: u32) -> bool {
     match Process::new(pid as i32).and_then(|p| p.stat()) {

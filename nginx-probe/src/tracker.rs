@@ -161,6 +161,7 @@ impl Tracker {
                     slot,
                     alive: true,
                     fds: Default::default(),
+                    cpu_ticks: [None; 3],
                 },
             );
             if announce {
@@ -206,6 +207,7 @@ impl Tracker {
                             slot,
                             alive: true,
                             fds: Default::default(),
+                            cpu_ticks: [None; 3],
                         },
                     );
                     self.event("worker_started", tgid);
@@ -238,6 +240,7 @@ impl Tracker {
                             slot,
                             alive: false,
                             fds: Default::default(),
+                            cpu_ticks: [None; 3],
                         },
                     );
                     probe.untrack(tgid);
@@ -318,8 +321,13 @@ impl Tracker {
                 }
             }
         }
-        // 6. fd usage of the live workers.
+        // 6. fd usage and CPU time of the live workers.
         for info in self.workers.values_mut().filter(|w| w.alive) {
+            if let Some(t) = target::cpu_ticks(info.pid) {
+                info.cpu_ticks[0] = info.cpu_ticks[0].or(Some(t));
+                info.cpu_ticks[1] = info.cpu_ticks[1].or(Some(t));
+                info.cpu_ticks[2] = Some(t);
+            }
             let (open, limit) = target::fd_usage(info.pid);
             info.fds.open = open.or(info.fds.open);
             info.fds.limit = limit.or(info.fds.limit);
@@ -361,6 +369,9 @@ impl Tracker {
 
     /// Starts a new interval for the listen-queue maxima and counters.
     pub fn start_interval(&mut self) {
+        for w in self.workers.values_mut() {
+            w.cpu_ticks[1] = w.cpu_ticks[2];
+        }
         for st in self.listen.values_mut() {
             st.queue_max_interval = st.queue_now;
         }
@@ -489,17 +500,30 @@ impl Tracker {
             .map(|(_, s)| model::accepts_of(s))
             .chain(merged.iter().map(model::accepts_of))
             .sum();
+        let tck = procfs::ticks_per_second() as f64;
+        let summary = kind == "summary";
         let workers: Vec<model::WorkerReport> = per_worker
             .iter()
             .map(|(w, s)| {
-                model::worker_report(
+                let base = if summary {
+                    w.cpu_ticks[0]
+                } else {
+                    w.cpu_ticks[1]
+                };
+                let cpu_s = match (base, w.cpu_ticks[2]) {
+                    (Some(b), Some(l)) => Some(l.saturating_sub(b) as f64 / tck),
+                    _ => None,
+                };
+                let mut r = model::worker_report(
                     w,
                     s,
                     total_accepts,
                     self.request_source,
                     duration_s,
                     &self.traced,
-                )
+                );
+                r.cpu_s = cpu_s.map(|c| (c * 1000.0).round() / 1000.0);
+                r
             })
             .collect();
         let exited_merged = merged.map(|d| {
@@ -509,6 +533,7 @@ impl Tracker {
                 slot: 0,
                 alive: false,
                 fds: Default::default(),
+                cpu_ticks: [None; 3],
             };
             model::MergedReport {
                 workers: self.merged_workers,

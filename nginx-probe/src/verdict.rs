@@ -69,6 +69,8 @@ pub struct WorkerInput {
     pub requests: u64,
     /// Time outside epoll_wait (busy), ns; None when not measured.
     pub busy_ns: Option<u64>,
+    /// CPU time in the period (`/proc/<pid>/stat`), seconds; None when unreadable.
+    pub cpu_s: Option<f64>,
     /// Connections closed right after accept (no free connection).
     pub accepted_then_closed: u64,
     /// Writes to access logs, their total and p99 time, ns.
@@ -129,64 +131,97 @@ pub fn judge(inp: &Inputs) -> Vec<Verdict> {
     out
 }
 
+/// Shares of `xs` in their total, when every value is known and the total is at least
+/// `min_total`.
+fn shares(xs: &[Option<f64>], min_total: f64) -> Option<Vec<f64>> {
+    let vals: Option<Vec<f64>> = xs.iter().copied().collect();
+    let vals = vals?;
+    let total: f64 = vals.iter().sum();
+    (total >= min_total && total > 0.0).then(|| vals.iter().map(|v| v / total).collect())
+}
+
+fn share_map(pids: &[u32], shares: &[f64]) -> serde_json::Value {
+    serde_json::json!(pids
+        .iter()
+        .zip(shares)
+        .map(|(p, s)| (p.to_string(), (s * 1000.0).round() / 1000.0))
+        .collect::<BTreeMap<_, _>>())
+}
+
+/// Busy time judged only from 50 ms of it on; CPU time (10 ms ticks) from 1 s.
+const IMBALANCE_MIN_BUSY_NS: f64 = 50e6;
+const IMBALANCE_MIN_CPU_S: f64 = 1.0;
+
 fn accept_imbalance(inp: &Inputs, out: &mut Vec<Verdict>) {
-    let live: Vec<WorkerInput> = inp.workers.iter().filter(|w| w.alive).cloned().collect();
-    let inp = &Inputs {
-        workers: live,
-        ..Inputs::default()
-    };
-    let n = inp.workers.len();
-    let total: u64 = inp.workers.iter().map(|w| w.accepts).sum();
+    let live: Vec<&WorkerInput> = inp.workers.iter().filter(|w| w.alive).collect();
+    let n = live.len();
+    let total: u64 = live.iter().map(|w| w.accepts).sum();
     if n < 2 || total < IMBALANCE_MIN_ACCEPTS {
         return;
     }
-    let shares: Vec<f64> = inp
-        .workers
+    let pids: Vec<u32> = live.iter().map(|w| w.pid).collect();
+    let mean = 1.0 / n as f64;
+    let max_over_mean = |s: &[f64]| s.iter().cloned().fold(0.0, f64::max) / mean;
+    let accept_shares: Vec<f64> = live
         .iter()
         .map(|w| w.accepts as f64 / total as f64)
         .collect();
-    let mean = 1.0 / n as f64;
-    let max = shares.iter().cloned().fold(0.0, f64::max);
-    let max_over_mean = max / mean;
-    if max_over_mean < IMBALANCE_MAX_OVER_MEAN {
+    let busy_shares = shares(
+        &live
+            .iter()
+            .map(|w| w.busy_ns.map(|b| b as f64))
+            .collect::<Vec<_>>(),
+        IMBALANCE_MIN_BUSY_NS,
+    );
+    let cpu_shares = shares(
+        &live.iter().map(|w| w.cpu_s).collect::<Vec<_>>(),
+        IMBALANCE_MIN_CPU_S,
+    );
+    let accept_skew = max_over_mean(&accept_shares);
+    let busy_skew = busy_shares.as_deref().map(max_over_mean).unwrap_or(0.0);
+    let cpu_skew = cpu_shares.as_deref().map(max_over_mean).unwrap_or(0.0);
+    // Even accept shares with uneven work are not balanced either.
+    let work_skew = busy_skew.max(cpu_skew);
+    if accept_skew < IMBALANCE_MAX_OVER_MEAN && work_skew < IMBALANCE_MAX_OVER_MEAN {
         return;
     }
-    let busiest = inp.workers[shares.iter().position(|&s| s == max).unwrap_or(0)].pid;
     let mut evidence = BTreeMap::new();
     evidence.insert("accepts", serde_json::json!(total));
-    evidence.insert(
-        "accept_shares",
-        serde_json::json!(inp
-            .workers
-            .iter()
-            .zip(&shares)
-            .map(|(w, s)| (w.pid.to_string(), (s * 1000.0).round() / 1000.0))
-            .collect::<BTreeMap<_, _>>()),
-    );
-    evidence.insert("max_over_mean", round3(max_over_mean));
-    evidence.insert("jain_index", round3(jain_index(&shares)));
-    evidence.insert("busiest_worker", serde_json::json!(busiest));
-    let busy: Vec<f64> = inp
-        .workers
-        .iter()
-        .filter_map(|w| w.busy_ns)
-        .map(|b| b as f64)
-        .collect();
-    if busy.len() == n {
-        let total_busy: f64 = busy.iter().sum();
-        if total_busy > 0.0 {
-            let bshares: Vec<f64> = busy.iter().map(|b| b / total_busy).collect();
-            evidence.insert("busy_jain_index", round3(jain_index(&bshares)));
-        }
+    evidence.insert("accept_shares", share_map(&pids, &accept_shares));
+    evidence.insert("max_over_mean", round3(accept_skew));
+    evidence.insert("jain_index", round3(jain_index(&accept_shares)));
+    if let Some(b) = &busy_shares {
+        evidence.insert("busy_shares", share_map(&pids, b));
+        evidence.insert("busy_max_over_mean", round3(busy_skew));
+        evidence.insert("busy_jain_index", round3(jain_index(b)));
     }
+    if let Some(c) = &cpu_shares {
+        evidence.insert("cpu_shares", share_map(&pids, c));
+        evidence.insert("cpu_jain_index", round3(jain_index(c)));
+    }
+    let (what, shares_used) = if accept_skew >= IMBALANCE_MAX_OVER_MEAN {
+        ("accepts", accept_shares.clone())
+    } else if busy_skew >= cpu_skew {
+        ("busy time", busy_shares.clone().unwrap_or_default())
+    } else {
+        ("CPU time", cpu_shares.clone().unwrap_or_default())
+    };
+    let top = shares_used
+        .iter()
+        .enumerate()
+        .max_by(|a, b| a.1.partial_cmp(b.1).unwrap_or(std::cmp::Ordering::Equal))
+        .map(|(i, s)| (pids[i], *s))
+        .unwrap_or((0, 0.0));
+    evidence.insert("busiest_worker", serde_json::json!(top.0));
     out.push(Verdict {
         id: "accept_imbalance",
         severity: Severity::Warning,
         evidence,
         directives: vec!["multi_accept", "accept_mutex", "listen ... reuseport"],
         advice: format!(
-            "worker {busiest} takes {:.0}% of accepts: with few busy clients one worker wins the shared listen socket; `listen ... reuseport` spreads new connections across workers (multi_accept on makes it worse)",
-            max * 100.0
+            "worker {} has {:.0}% of the {what}: one worker carries the load while others idle; with a shared listen socket `listen ... reuseport` spreads new connections (multi_accept on makes it worse); with even accepts but uneven work, long-lived busy connections pile on one worker",
+            top.0,
+            top.1 * 100.0
         ),
     });
 }
@@ -561,6 +596,35 @@ mod tests {
         assert_eq!(v[0].severity, Severity::Critical);
         assert_eq!(v[0].evidence["accepted_then_closed"], serde_json::json!(7));
         assert_eq!(v[0].directives[0], "worker_connections");
+    }
+
+    #[test]
+    fn even_accepts_with_uneven_work_are_not_balanced() {
+        let mut a = w(1, 500, 0);
+        let mut b = w(2, 500, 0);
+        a.busy_ns = Some(900_000_000);
+        b.busy_ns = Some(100_000_000);
+        a.cpu_s = Some(0.9);
+        b.cpu_s = Some(0.1);
+        let v = judge(&Inputs {
+            workers: vec![a.clone(), b.clone()],
+            ..Inputs::default()
+        });
+        assert_eq!(v[0].id, "accept_imbalance");
+        assert_eq!(v[0].evidence["max_over_mean"], serde_json::json!(1.0));
+        assert_eq!(v[0].evidence["busy_max_over_mean"], serde_json::json!(1.8));
+        assert_eq!(v[0].evidence["busiest_worker"], serde_json::json!(1));
+        assert!(v[0].advice.contains("busy time"), "{}", v[0].advice);
+        // Too little work to judge: no verdict.
+        a.busy_ns = Some(9_000_000);
+        b.busy_ns = Some(1_000_000);
+        a.cpu_s = Some(0.01);
+        b.cpu_s = Some(0.0);
+        assert!(judge(&Inputs {
+            workers: vec![a, b],
+            ..Inputs::default()
+        })
+        .is_empty());
     }
 
     #[test]

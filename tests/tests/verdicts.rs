@@ -424,3 +424,50 @@ fn worker_connections_exhausted_by_slow_clients() {
         assert_eq!(w["accepted_then_closed"], 0, "{w}");
     }
 }
+
+#[test]
+fn even_accepts_with_one_busy_worker_are_an_imbalance() {
+    // Case 4 with reuseport: 400 short connections spread evenly, then one keepalive
+    // client asking for gzip of a large file keeps one worker busy.
+    let ng = Nginx::start(&NginxConfig {
+        listen_extra: "reuseport".into(),
+        http_extra: "gzip on; gzip_types *; gzip_min_length 0;".into(),
+        ..NginxConfig::default()
+    });
+    let mut data = vec![0u8; 4 << 20];
+    std::io::Read::read_exact(
+        &mut std::fs::File::open("/dev/urandom").expect("urandom"),
+        &mut data,
+    )
+    .expect("random bytes");
+    std::fs::write(ng.prefix.join("html/big.bin"), &data).expect("write");
+    let addr = ng.addr();
+    let s = run(&ng, || {
+        assert_eq!(one_request_per_connection(addr, 400), 400);
+        use std::io::{Read, Write};
+        let mut c = TcpStream::connect(addr).expect("connect");
+        for i in 0..20 {
+            let close = if i == 19 { "Connection: close\r\n" } else { "" };
+            write!(
+                c,
+                "GET /big.bin HTTP/1.1\r\nHost: t\r\nAccept-Encoding: gzip\r\n{close}\r\n"
+            )
+            .expect("send");
+            // Read one chunked response to its end (terminating chunk).
+            let mut got = Vec::new();
+            let mut buf = vec![0u8; 1 << 16];
+            while !got.ends_with(b"\r\n0\r\n\r\n") {
+                let n = c.read(&mut buf).expect("read");
+                assert!(n > 0, "connection closed early");
+                got.extend_from_slice(&buf[..n]);
+            }
+        }
+    });
+    let v = verdict(&s, "accept_imbalance").unwrap_or_else(|| panic!("no imbalance: {s}"));
+    assert!(
+        v["evidence"]["max_over_mean"].as_f64().unwrap() < 1.5,
+        "accepts are even: {v}"
+    );
+    let work = v["evidence"]["busy_max_over_mean"].as_f64().unwrap_or(0.0);
+    assert!(work >= 1.5, "{v}");
+}
