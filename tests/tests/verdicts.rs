@@ -471,3 +471,37 @@ fn even_accepts_with_one_busy_worker_are_an_imbalance() {
     let work = v["evidence"]["busy_max_over_mean"].as_f64().unwrap_or(0.0);
     assert!(work >= 1.5, "{v}");
 }
+
+#[test]
+fn access_log_writes_are_followed_through_a_log_reopen() {
+    // logrotate's way: rename the log, USR1 the master, nginx reopens the path.
+    let ng = Nginx::start(&NginxConfig::default());
+    let probe = ProbeRun::start(&["--pid", &ng.master_pid().to_string(), "--json"]);
+    assert_eq!(keepalive_requests(ng.addr(), 2, 100), 200);
+    let log = ng.prefix.join("logs/access.log");
+    std::fs::rename(&log, ng.prefix.join("logs/access.log.1")).expect("rotate");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(ng.master_pid() as i32),
+        Signal::SIGUSR1,
+    )
+    .expect("USR1");
+    // The workers reopen at once; the probe reclassifies fds every 2 s.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !log.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "nginx did not reopen its log"
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+    thread::sleep(Duration::from_millis(2500));
+    assert_eq!(keepalive_requests(ng.addr(), 2, 100), 200);
+    thread::sleep(Duration::from_millis(300));
+    let s = probe.stop_with(Signal::SIGINT).summary_json();
+    let (writes, requests) = access_log_writes(&s);
+    assert_eq!(requests, 400, "{s}");
+    assert_eq!(
+        writes, 400,
+        "every request's log line, before and after the reopen: {s}"
+    );
+}
