@@ -458,7 +458,8 @@ pub struct Report {
     pub traced_syscalls: Vec<&'static str>,
     /// Tracepoints that could not be attached (their syscalls read as zero).
     pub missing_tracepoints: Vec<String>,
-    /// Workers started and exited, new masters (summary only).
+    /// Workers started and exited, new masters: in the period (interval) or since attach
+    /// (summary, the last 256).
     pub events: Vec<Event>,
     /// Why the run ended (summary only).
     #[serde(skip_serializing_if = "Option::is_none")]

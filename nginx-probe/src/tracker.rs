@@ -80,6 +80,8 @@ pub struct Tracker {
     pub events_dropped: u64,
     /// Events since the last `refresh` returned.
     fresh: Vec<Event>,
+    /// Events since the current interval started (at most [`MAX_EVENTS`]).
+    interval_events: Vec<Event>,
     /// nginx's listening sockets by inode.
     listen: BTreeMap<u32, ListenState>,
     /// Listen (overflows, drops) of the master's netns at attach and at the last
@@ -114,6 +116,7 @@ impl Tracker {
             events: Vec::new(),
             events_dropped: 0,
             fresh: Vec::new(),
+            interval_events: Vec::new(),
             listen: BTreeMap::new(),
             listen_base_total: None,
             listen_base_interval: None,
@@ -183,6 +186,9 @@ impl Tracker {
             pid,
         };
         self.fresh.push(ev.clone());
+        if self.interval_events.len() < MAX_EVENTS {
+            self.interval_events.push(ev.clone());
+        }
         self.events.push(ev);
     }
 
@@ -369,6 +375,7 @@ impl Tracker {
 
     /// Starts a new interval for the listen-queue maxima and counters.
     pub fn start_interval(&mut self) {
+        self.interval_events.clear();
         for w in self.workers.values_mut() {
             w.cpu_ticks[1] = w.cpu_ticks[2];
         }
@@ -593,7 +600,7 @@ impl Tracker {
             events: if kind == "summary" {
                 self.events.clone()
             } else {
-                Vec::new()
+                self.interval_events.clone()
             },
             end_reason,
         }

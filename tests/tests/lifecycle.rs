@@ -263,6 +263,16 @@ fn interval_reports_add_up_to_the_summary_through_many_reloads() {
         .map(total_accepts)
         .sum();
     assert_eq!(intervals, N as u64, "intervals add up to the summary");
+    // Every worker start is reported in the interval it happened in, once.
+    let started_in_intervals: usize = docs[..docs.len() - 1]
+        .iter()
+        .map(|d| events(d, "worker_started").len())
+        .sum();
+    assert_eq!(
+        started_in_intervals,
+        events(summary, "worker_started").len()
+    );
+    assert!(started_in_intervals >= 12, "{started_in_intervals}");
 }
 
 #[test]
