@@ -238,6 +238,21 @@ pub struct SyscallStats {
 }
 
 impl SyscallStats {
+    /// Records one timed latency: `timed`, `total_ns`, `max_ns` and the log2 histogram.
+    /// (`count` is the caller's: not every counted event is timed.)
+    #[inline(always)]
+    pub fn record_ns(&mut self, ns: u64) {
+        self.timed += 1;
+        self.total_ns += ns;
+        if ns > self.max_ns {
+            self.max_ns = ns;
+        }
+        let b = hist_bucket(ns);
+        if b < self.hist.len() {
+            self.hist[b] += 1;
+        }
+    }
+
     /// All-zero stats.
     pub const ZERO: SyscallStats = SyscallStats {
         count: 0,

@@ -17,9 +17,9 @@ mod programs {
         programs::{ProbeContext, TracePointContext},
     };
     use nginx_probe_common::{
-        drop, fd_kind, hist_bucket, sys, ErrClass, InFlight, SyscallStats, DEFAULT_WORKER_SLOTS,
-        DROP_COUNTERS, FD_KIND_COUNT, MAX_CLASSIFIED_FDS, MAX_IN_FLIGHT, MAX_OPEN_REQUESTS,
-        MAX_TRACKED_TGIDS, SYSCALL_COUNT,
+        drop, fd_kind, sys, ErrClass, InFlight, SyscallStats, DEFAULT_WORKER_SLOTS, DROP_COUNTERS,
+        FD_KIND_COUNT, MAX_CLASSIFIED_FDS, MAX_IN_FLIGHT, MAX_OPEN_REQUESTS, MAX_TRACKED_TGIDS,
+        SYSCALL_COUNT,
     };
 
     /// Offset of `long ret` in the `syscalls:sys_exit_*` tracepoint record. User space
@@ -141,17 +141,8 @@ mod programs {
         };
         // SAFETY: as above.
         let s = unsafe { &mut *s };
-        let busy = now.saturating_sub(woke);
         s.count += 1;
-        s.timed += 1;
-        s.total_ns += busy;
-        if busy > s.max_ns {
-            s.max_ns = busy;
-        }
-        let b = hist_bucket(busy);
-        if b < s.hist.len() {
-            s.hist[b] += 1;
-        }
+        s.record_ns(now.saturating_sub(woke));
     }
 
     #[inline(always)]
@@ -301,35 +292,19 @@ mod programs {
             s.ret_sum += ret as u64;
         }
         if timed {
-            let ns = latency;
-            s.timed += 1;
-            s.total_ns += ns;
-            if ns > s.max_ns {
-                s.max_ns = ns;
-            }
-            let b = hist_bucket(ns);
-            if b < s.hist.len() {
-                s.hist[b] += 1;
-            }
+            s.record_ns(latency);
             // Writes also by destination (the kind was looked up at entry).
             if is_write(syscall) && entry.fd_kind < FD_KIND_COUNT as u32 {
                 if let Some(w) = WRITES.get_ptr_mut(slot * FD_KIND_COUNT as u32 + entry.fd_kind) {
                     // SAFETY: per-CPU slot.
                     let w = unsafe { &mut *w };
                     w.count += 1;
-                    w.timed += 1;
-                    w.total_ns += ns;
                     if ret < 0 {
                         w.errors += 1;
                     } else {
                         w.ret_sum += ret as u64;
                     }
-                    if ns > w.max_ns {
-                        w.max_ns = ns;
-                    }
-                    if b < w.hist.len() {
-                        w.hist[b] += 1;
-                    }
+                    w.record_ns(latency);
                 }
             }
         }
@@ -423,16 +398,7 @@ mod programs {
         let ns = unsafe { bpf_ktime_get_ns() }.saturating_sub(start);
         if let Some(s) = REQUESTS.get_ptr_mut(slot) {
             // SAFETY: per-CPU slot.
-            let s = unsafe { &mut *s };
-            s.timed += 1;
-            s.total_ns += ns;
-            if ns > s.max_ns {
-                s.max_ns = ns;
-            }
-            let b = hist_bucket(ns);
-            if b < s.hist.len() {
-                s.hist[b] += 1;
-            }
+            unsafe { (*s).record_ns(ns) };
         }
         0
     }

@@ -290,7 +290,7 @@ impl Probe {
 
     /// Cumulative stats of one slot, summed over CPUs.
     pub fn read_slot(&self, slot: u32) -> Result<SlotStats, ProbeError> {
-        let mut out: SlotStats = [SyscallStats::ZERO; SLOT_STATS];
+        let mut out = model::ZERO_SLOT;
         for (i, o) in out.iter_mut().enumerate().take(SYSCALL_COUNT) {
             let idx = slot * SYSCALL_COUNT as u32 + i as u32;
             let per_cpu = self.stats.get(&idx, 0)?;

@@ -402,6 +402,16 @@ async fn run(cli: Cli) -> Result<(), ProbeError> {
     };
     tokio::pin!(sleep_until_deadline);
 
+    // One report as the user asked for it: a JSON line, or the text tables.
+    let render = |r: &model::Report| -> String {
+        if cli.json {
+            serde_json::to_string(r)
+                .map(|s| s + "\n")
+                .unwrap_or_default()
+        } else {
+            report::render_text(r, cli.hist.as_deref(), &clock())
+        }
+    };
     let mut output = Output::new();
     let mut prev: Option<Snapshot> = None;
     let mut prev_at = started;
@@ -424,12 +434,7 @@ async fn run(cli: Cli) -> Result<(), ProbeError> {
                 let now = Instant::now();
                 let mut r = tracker.report("interval", &snap, prev.as_ref(), (now - prev_at).as_secs_f64(), &probe.missing, None);
                 r.time_unix_s = unix_now();
-                let text = if cli.json {
-                    serde_json::to_string(&r).map(|s| s + "\n").unwrap_or_default()
-                } else {
-                    report::render_text(&r, cli.hist.as_deref(), &clock())
-                };
-                if output.interval(text) == Sent::Closed {
+                if output.interval(render(&r)) == Sent::Closed {
                     break "stdout closed".into();
                 }
                 tracker.start_interval();
@@ -457,14 +462,7 @@ async fn run(cli: Cli) -> Result<(), ProbeError> {
     let mut r = r;
     r.time_unix_s = unix_now();
     r.drops.insert("interval_reports_dropped", output.dropped);
-    let text = if cli.json {
-        serde_json::to_string(&r)
-            .map(|s| s + "\n")
-            .unwrap_or_default()
-    } else {
-        report::render_text(&r, cli.hist.as_deref(), &clock())
-    };
-    output.finish(text)?;
+    output.finish(render(&r))?;
     drop(probe);
     Ok(())
 }

@@ -123,6 +123,25 @@ pub const REQUESTS_IDX: usize = SYSCALL_COUNT;
 /// `hist` = request durations, ns; zero without `--uprobes`).
 pub type SlotStats = [SyscallStats; SLOT_STATS];
 
+/// All-zero [`SlotStats`].
+pub const ZERO_SLOT: SlotStats = [SyscallStats::ZERO; SLOT_STATS];
+
+/// [`delta`] of every element of a worker's stats.
+pub fn delta_slot(cur: &SlotStats, prev: &SlotStats) -> SlotStats {
+    let mut d = ZERO_SLOT;
+    for (d, (c, p)) in d.iter_mut().zip(cur.iter().zip(prev.iter())) {
+        *d = delta(c, p);
+    }
+    d
+}
+
+/// Adds `x` into `acc`, element by element (counters add, max of `max_ns`).
+pub fn add_slot(acc: &mut SlotStats, x: &SlotStats) {
+    for (a, x) in acc.iter_mut().zip(x.iter()) {
+        *a = sum_cpus([&*a, x]);
+    }
+}
+
 /// How requests were counted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -532,6 +551,7 @@ pub fn worker_report(
     for &i in traced {
         syscalls.insert(SYSCALLS[i].name, SyscallReport::from_stats(i, &stats[i]));
     }
+    let requests = requests_report(stats, source, duration_s);
     WorkerReport {
         pid: info.pid,
         nspid: info.nspid.clone(),
@@ -543,12 +563,12 @@ pub fn worker_report(
             accepts as f64 / total_accepts as f64
         },
         accept_errors,
-        requests: requests_report(stats, source, duration_s),
+        writes: writes_report(stats, requests.count),
+        requests,
         fds: info.fds,
         event_loop: loop_report(stats, duration_s),
         cpu_s: None,
         accepted_then_closed: stats[ACCEPT_CLOSE_IDX].count,
-        writes: writes_report(stats, requests_report(stats, source, duration_s).count),
         syscalls,
     }
 }
@@ -572,16 +592,12 @@ pub fn drops_map(drops: &[u64; DROP_COUNTERS]) -> BTreeMap<&'static str, u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nginx_probe_common::hist_bucket;
 
     fn stats_from(latencies: &[u64]) -> SyscallStats {
         let mut s = SyscallStats::ZERO;
         for &ns in latencies {
             s.count += 1;
-            s.timed += 1;
-            s.total_ns += ns;
-            s.max_ns = s.max_ns.max(ns);
-            s.hist[hist_bucket(ns)] += 1;
+            s.record_ns(ns);
         }
         s
     }

@@ -10,14 +10,12 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Instant;
 
 use log::warn;
-use nginx_probe_common::{SyscallStats, DROP_COUNTERS};
+use nginx_probe_common::DROP_COUNTERS;
 
 use crate::{
     error::ProbeError,
     loader::Probe,
-    model::{
-        self, Event, Report, RequestSource, SlotStats, WorkerInfo, SCHEMA_VERSION, SLOT_STATS,
-    },
+    model::{self, Event, Report, RequestSource, SlotStats, WorkerInfo, SCHEMA_VERSION},
     target::{self, Master, Role, WorkerProc},
 };
 
@@ -108,7 +106,7 @@ impl Tracker {
             pending: BTreeSet::new(),
             finals: BTreeMap::new(),
             exited_order: VecDeque::new(),
-            merged: [SyscallStats::ZERO; SLOT_STATS],
+            merged: model::ZERO_SLOT,
             merged_workers: 0,
             request_source: RequestSource::WritevEstimate,
             traced: (0..nginx_probe_common::SYSCALL_COUNT).collect(),
@@ -256,14 +254,19 @@ impl Tracker {
                 }
             }
         }
-        // 2. Workers only /proc knows (forked before fork following was attached).
-        let live = target::find_workers(self.master.pid);
-        self.add_workers(probe, &live, true)?;
+        // 2. Workers only /proc knows: those forked between the first scan and fork
+        //    following being attached (the first refresh runs right after attach), or
+        //    all new ones when fork following could not be attached. Scanning all of
+        //    /proc is the costly part of a refresh, so it is not repeated while the
+        //    kernel follows forks.
+        if self.refreshes == 0 || !probe.follows_forks {
+            let live = target::find_workers(self.master.pid);
+            self.add_workers(probe, &live, true)?;
+        }
         // 3. Exits: keep the final stats, free the slot.
         let mut exited = Vec::new();
         for info in self.workers.values_mut() {
-            if info.alive && !live.iter().any(|w| w.pid == info.pid) && !target::is_alive(info.pid)
-            {
+            if info.alive && !target::is_alive(info.pid) {
                 info.alive = false;
                 probe.untrack(info.pid);
                 exited.push((info.pid, info.slot));
@@ -424,9 +427,7 @@ impl Tracker {
                 break;
             };
             if let Some(f) = self.finals.remove(&old) {
-                for (m, x) in self.merged.iter_mut().zip(f.iter()) {
-                    *m = model::sum_cpus([&*m, x]);
-                }
+                model::add_slot(&mut self.merged, &f);
                 self.merged_workers += 1;
             }
             self.workers.remove(&old);
@@ -464,15 +465,12 @@ impl Tracker {
         missing: &[String],
         end_reason: Option<String>,
     ) -> Report {
-        let zero: SlotStats = [SyscallStats::ZERO; SLOT_STATS];
+        let zero = model::ZERO_SLOT;
         let mut per_worker: Vec<(&WorkerInfo, SlotStats)> = Vec::new();
         for w in self.workers.values() {
             let c = cur.workers.get(&w.pid).unwrap_or(&zero);
             let p = prev.and_then(|p| p.workers.get(&w.pid)).unwrap_or(&zero);
-            let mut d = zero;
-            for i in 0..SLOT_STATS {
-                d[i] = model::delta(&c[i], &p[i]);
-            }
+            let d = model::delta_slot(c, p);
             // An interval report leaves out workers that were gone for all of it.
             if prev.is_some() && !w.alive && d.iter().all(|s| s.count == 0) {
                 continue;
@@ -490,17 +488,11 @@ impl Tracker {
             if let Some(prev) = prev {
                 for (pid, stats) in &prev.workers {
                     if *pid != MERGED_KEY && !cur.workers.contains_key(pid) {
-                        for (acc, x) in p.iter_mut().zip(stats.iter()) {
-                            *acc = model::sum_cpus([&*acc, x]);
-                        }
+                        model::add_slot(&mut p, stats);
                     }
                 }
             }
-            let mut d = zero;
-            for i in 0..SLOT_STATS {
-                d[i] = model::delta(&c[i], &p[i]);
-            }
-            d
+            model::delta_slot(c, &p)
         });
         let total_accepts: u64 = per_worker
             .iter()

@@ -301,6 +301,20 @@ http {{
             .collect()
     }
 
+    /// Opens `n` connections that send nothing and keeps them open (until dropped).
+    pub fn hold_connections(&self, n: usize) -> Vec<TcpStream> {
+        (0..n)
+            .map(|_| TcpStream::connect(self.addr()).expect("connect"))
+            .collect()
+    }
+
+    /// Holds `n` idle connections open for `secs`, then closes them.
+    pub fn hold_for(&self, n: usize, secs: Duration) {
+        let held = self.hold_connections(n);
+        std::thread::sleep(secs);
+        drop(held);
+    }
+
     /// Contents of the error log.
     pub fn error_log(&self) -> String {
         fs::read_to_string(self.prefix.join("logs/error.log")).unwrap_or_default()

@@ -144,12 +144,6 @@ fn ten_keepalive_connections_carrying_2000_requests_give_10_accepts() {
     }
 }
 
-fn hold_connections(ng: &Nginx, n: usize) -> Vec<TcpStream> {
-    (0..n)
-        .map(|_| TcpStream::connect(ng.addr()).expect("connect"))
-        .collect()
-}
-
 #[test]
 fn soft_nofile_64_gives_emfile_on_workers_and_normal_limit_gives_none() {
     // Soft limit 64 (hard 4096), 200 connections held open: workers hit EMFILE.
@@ -159,7 +153,7 @@ fn soft_nofile_64_gives_emfile_on_workers_and_normal_limit_gives_none() {
     };
     let ng = Nginx::start(&cfg);
     let probe = probe_json(&ng);
-    let held = hold_connections(&ng, 200);
+    let held = ng.hold_connections(200);
     // nginx backs off accept for accept_mutex_delay (500 ms) after EMFILE; give it
     // time to retry.
     std::thread::sleep(Duration::from_millis(1500));
@@ -179,7 +173,7 @@ fn soft_nofile_64_gives_emfile_on_workers_and_normal_limit_gives_none() {
     // Same load with the normal limit: no EMFILE, all 200 accepted.
     let ng = Nginx::start(&NginxConfig::default());
     let probe = probe_json(&ng);
-    let held = hold_connections(&ng, 200);
+    let held = ng.hold_connections(200);
     std::thread::sleep(Duration::from_millis(1500));
     let out = probe.stop_with(Signal::SIGINT);
     drop(held);

@@ -85,12 +85,6 @@ fn accept_imbalance_fires_with_accept_mutex_and_not_with_reuseport() {
     }
 }
 
-fn hold(ng: &Nginx, n: usize) -> Vec<TcpStream> {
-    (0..n)
-        .map(|_| TcpStream::connect(ng.addr()).expect("connect"))
-        .collect()
-}
-
 #[test]
 fn fd_exhaustion_names_the_limit_in_force_and_clears_with_worker_rlimit_nofile() {
     // Case 1: soft nofile 64 (hard 4096), 300 held connections.
@@ -98,11 +92,7 @@ fn fd_exhaustion_names_the_limit_in_force_and_clears_with_worker_rlimit_nofile()
         nofile: Some((64, 4096)),
         ..NginxConfig::default()
     });
-    let s = run(&ng, || {
-        let held = hold(&ng, 300);
-        thread::sleep(Duration::from_millis(1500));
-        drop(held);
-    });
+    let s = run(&ng, || ng.hold_for(300, Duration::from_millis(1500)));
     let v = verdict(&s, "fd_exhaustion").unwrap_or_else(|| panic!("no fd_exhaustion: {s}"));
     assert_eq!(v["severity"], "critical");
     assert!(v["evidence"]["emfile"].as_u64().unwrap() > 0, "{v}");
@@ -128,11 +118,7 @@ fn fd_exhaustion_names_the_limit_in_force_and_clears_with_worker_rlimit_nofile()
         main_extra: "worker_rlimit_nofile 4096;".into(),
         ..NginxConfig::default()
     });
-    let s = run(&ng, || {
-        let held = hold(&ng, 300);
-        thread::sleep(Duration::from_millis(1500));
-        drop(held);
-    });
+    let s = run(&ng, || ng.hold_for(300, Duration::from_millis(1500)));
     assert!(verdict(&s, "fd_exhaustion").is_none(), "{s}");
     for w in workers(&s) {
         assert_eq!(w["fds"]["limit"], 4096, "{w}");
@@ -147,11 +133,7 @@ fn fd_exhaustion_names_the_limit_in_force_and_clears_with_worker_rlimit_nofile()
         main_extra: "worker_rlimit_nofile 100000;".into(),
         ..NginxConfig::default()
     });
-    let s = run(&ng, || {
-        let held = hold(&ng, 300);
-        thread::sleep(Duration::from_millis(1500));
-        drop(held);
-    });
+    let s = run(&ng, || ng.hold_for(300, Duration::from_millis(1500)));
     assert!(
         ng.error_log()
             .contains("setrlimit(RLIMIT_NOFILE, 100000) failed"),

@@ -17,7 +17,8 @@ use std::{
 use anyhow::{bail, Context as _, Result};
 use nginx_probe_tests::{one_request_per_connection_until, Nginx, NginxConfig};
 
-fn rss_kib(pid: u32) -> Option<u64> {
+/// VmRSS of a process, KiB (`/proc/<pid>/status`).
+pub(crate) fn rss_kib(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
         .lines()

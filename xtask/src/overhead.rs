@@ -90,15 +90,7 @@ fn cpu_seconds(pid: u32) -> Option<f64> {
 }
 
 fn rss_mib(pid: u32) -> Option<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kib: f64 = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()?;
-    Some(kib / 1024.0)
+    crate::bench::rss_kib(pid).map(|kib| kib as f64 / 1024.0)
 }
 
 /// Runs wrk and returns (req/s, p99 ms).
