@@ -50,6 +50,13 @@ pub enum ProbeError {
     /// The eBPF object lacks a map or program this binary expects (a build mismatch).
     #[error("the embedded eBPF object has no {0}: rebuild nginx-probe")]
     Missing(String),
+    /// A recording could not be read (`report`, `compare`).
+    #[error("{0}")]
+    Recording(#[from] crate::recording::RecordingError),
+    /// The `--record` file stopped being written during the run (the live report and
+    /// the summary on stdout are complete).
+    #[error("the recording is incomplete: {0} (the report above is complete)")]
+    RecordIncomplete(String),
     /// Writing the report failed.
     #[error("writing the report failed: {0}")]
     Io(#[from] std::io::Error),
@@ -66,6 +73,7 @@ impl ProbeError {
             | ProbeError::NotMaster { .. }
             | ProbeError::NoMasterProcess { .. }
             | ProbeError::Usage(_)
+            | ProbeError::Recording(_)
             | ProbeError::NotRoot => EXIT_USAGE,
             _ => EXIT_RUNTIME,
         }

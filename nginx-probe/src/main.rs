@@ -4,10 +4,13 @@
 //! Flow: syscall tracepoint -> per-CPU map -> snapshot -> per-interval delta -> report
 //! (text or JSON). See the README for options, output and exit codes.
 
+mod compare;
 mod error;
 mod listen;
 mod loader;
 mod model;
+mod output;
+mod recording;
 mod report;
 mod target;
 mod tracefs;
@@ -16,6 +19,7 @@ mod verdict;
 
 use std::{
     io::Write as _,
+    path::PathBuf,
     time::{Duration, Instant},
 };
 
@@ -27,6 +31,8 @@ use tokio::signal::unix::{signal, SignalKind};
 use crate::{
     error::{ProbeError, EXIT_USAGE},
     loader::Probe,
+    output::{Sent, Sink},
+    recording::Recording,
     tracker::{Snapshot, Tracker},
 };
 
@@ -92,12 +98,63 @@ struct SyscallSet(Vec<usize>);
 /// eBPF connection profiler for nginx: per-worker accepts, accept failures and syscall
 /// latency, from syscall tracepoints aggregated in the kernel.
 #[derive(Debug, Parser)]
-#[command(name = "nginx-probe", version, about)]
+#[command(
+    name = "nginx-probe",
+    version,
+    about,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
 struct Cli {
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+    #[command(flatten)]
+    trace: TraceArgs,
+}
+
+/// Commands that read recordings instead of tracing.
+#[derive(Debug, clap::Subcommand)]
+enum Cmd {
+    /// Print the report of a recording (`--record FILE`, or a captured `--json` stdout).
+    Report {
+        /// The recording.
+        file: PathBuf,
+        /// Print JSON (the whole-run report, one line) instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Also print every recorded interval before the summary.
+        #[arg(long)]
+        intervals: bool,
+        /// Also print a bcc-style log2 latency histogram of this syscall, per worker.
+        #[arg(long, value_name = "SYSCALL", value_parser = PossibleValuesParser::new(syscall_names()))]
+        hist: Option<String>,
+    },
+    /// Compare two recordings: each metric's change with its noise across intervals,
+    /// verdicts that appeared or went away, and a sentence for a ticket.
+    Compare {
+        /// The recording before the change.
+        before: PathBuf,
+        /// The recording after the change.
+        after: PathBuf,
+        /// Print the comparison as one JSON document.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Options of a tracing run (no subcommand).
+#[derive(Debug, clap::Args)]
+struct TraceArgs {
     /// Pid of the nginx master process, as the host sees it (nginx's pid file, or
     /// `pgrep -f 'nginx: master'`).
-    #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..))]
-    pid: u32,
+    #[arg(long, required = true, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..))]
+    pid: Option<u32>,
+
+    /// Record the run to FILE: a header line, one JSON line per interval (every
+    /// --interval seconds, 5 by default, whatever stdout shows) and the summary; read
+    /// it back with `nginx-probe report FILE` or `nginx-probe compare A B`.
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
 
     /// Seconds between interval reports [default: 5 for text; with --json, interval
     /// lines are printed only when this is given].
@@ -131,8 +188,9 @@ struct Cli {
     #[arg(long)]
     uprobes: bool,
 
-    /// Print only the summary at exit (no interval reports).
-    #[arg(long, conflicts_with = "interval")]
+    /// Print only the summary at exit (no interval reports on stdout; with --record,
+    /// intervals are still recorded every --interval seconds).
+    #[arg(long)]
     summary_only: bool,
 }
 
@@ -172,7 +230,21 @@ fn main() {
             std::process::exit(error::EXIT_RUNTIME);
         }
     };
-    match runtime.block_on(run(cli)) {
+    let result = match cli.cmd {
+        None => runtime.block_on(run(cli.trace)),
+        Some(Cmd::Report {
+            file,
+            json,
+            intervals,
+            hist,
+        }) => report_command(&file, json, intervals, hist.as_deref()),
+        Some(Cmd::Compare {
+            before,
+            after,
+            json,
+        }) => compare_command(&before, &after, json),
+    };
+    match result {
         Ok(()) => {}
         Err(e) => {
             eprintln!("nginx-probe: {e}");
@@ -202,80 +274,12 @@ fn one_line_clap_error(rendered: &str) -> String {
     }
 }
 
-/// Interval reports waiting to be written before new ones are dropped (and counted).
+/// Interval reports waiting to be written to stdout before new ones are dropped (and
+/// counted).
 const OUTPUT_QUEUE: usize = 4;
-
-/// Writes reports to stdout from its own thread, so that a slow or stalled reader of
-/// stdout never blocks worker tracking (a blocked tracker would miss reloads).
-struct Output {
-    tx: Option<std::sync::mpsc::SyncSender<String>>,
-    writer: Option<std::thread::JoinHandle<std::io::Result<()>>>,
-    /// Interval reports dropped because stdout was not keeping up.
-    dropped: u64,
-}
-
-/// What happened to a report handed to [`Output`].
-#[derive(PartialEq)]
-enum Sent {
-    Queued,
-    Dropped,
-    Closed,
-}
-
-impl Output {
-    fn new() -> Output {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<String>(OUTPUT_QUEUE);
-        let writer = std::thread::spawn(move || -> std::io::Result<()> {
-            let mut out = std::io::stdout().lock();
-            for text in rx {
-                // On error the thread ends, and dropping rx tells the sender.
-                out.write_all(text.as_bytes())?;
-                out.flush()?;
-            }
-            Ok(())
-        });
-        Output {
-            tx: Some(tx),
-            writer: Some(writer),
-            dropped: 0,
-        }
-    }
-
-    /// Queues an interval report without blocking.
-    fn interval(&mut self, text: String) -> Sent {
-        let Some(tx) = &self.tx else {
-            return Sent::Closed;
-        };
-        match tx.try_send(text) {
-            Ok(()) => Sent::Queued,
-            Err(std::sync::mpsc::TrySendError::Full(_)) => {
-                self.dropped += 1;
-                if self.dropped == 1 {
-                    warn!("stdout is not keeping up: dropping interval reports (counted in the summary)");
-                }
-                Sent::Dropped
-            }
-            Err(std::sync::mpsc::TrySendError::Disconnected(_)) => Sent::Closed,
-        }
-    }
-
-    /// Writes the final report, waiting for everything queued before it.
-    ///
-    /// Errors: the write error (a full disk, a closed pipe), so that a lost summary is
-    /// never silent.
-    fn finish(mut self, text: String) -> std::io::Result<()> {
-        if let Some(tx) = self.tx.take() {
-            let _ = tx.send(text);
-        }
-        match self.writer.take().map(|w| w.join()) {
-            // A reader that went away (`| head`) is how the run ended, not a failure.
-            Some(Ok(Err(e))) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-            Some(Ok(res)) => res,
-            Some(Err(_)) => Err(std::io::Error::other("the output thread panicked")),
-            None => Ok(()),
-        }
-    }
-}
+/// Interval lines waiting to be written to the record file before new ones are dropped
+/// (and counted): a minute of 1 s intervals on a stalled disk.
+const RECORD_QUEUE: usize = 64;
 
 /// Seconds since the Unix epoch, now.
 fn unix_now() -> f64 {
@@ -285,12 +289,9 @@ fn unix_now() -> f64 {
         .unwrap_or(0.0)
 }
 
-fn clock() -> String {
-    // Wall clock HH:MM:SS (UTC) for interval headers.
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
+/// Wall clock HH:MM:SS (UTC) of `unix_s` seconds since the epoch, for report headers.
+fn clock(unix_s: f64) -> String {
+    let secs = unix_s.max(0.0) as u64;
     format!(
         "{:02}:{:02}:{:02}",
         (secs / 3600) % 24,
@@ -299,8 +300,130 @@ fn clock() -> String {
     )
 }
 
-async fn run(cli: Cli) -> Result<(), ProbeError> {
+/// `nginx-probe report FILE`: the recorded run's report, as it was printed live.
+fn report_command(
+    file: &std::path::Path,
+    json: bool,
+    intervals: bool,
+    hist: Option<&str>,
+) -> Result<(), ProbeError> {
+    let rec = Recording::load(file)?;
+    let (whole, note) = rec.whole_run();
+    let mut out = String::new();
+    let render = |r: &model::Report| {
+        if json {
+            serde_json::to_string(r)
+                .map(|s| s + "\n")
+                .unwrap_or_default()
+        } else {
+            report::render_text(r, hist, &clock(r.time_unix_s))
+        }
+    };
+    if !json {
+        if let Some(h) = &rec.header {
+            out += &format!(
+                "Recorded on {} (kernel {}, {} CPUs) from {} UTC: {} master {} `{}`, {} workers, interval {} s, syscalls {}{}.\n",
+                h.host,
+                h.kernel,
+                h.cpus,
+                clock(h.started_unix_s),
+                h.nginx_version.as_deref().unwrap_or("nginx (version unknown)"),
+                h.master_pid,
+                h.master_title,
+                h.workers.len(),
+                h.options.interval_s,
+                h.options.syscalls.join(","),
+                if h.options.uprobes { ", request uprobes" } else { "" },
+            );
+        }
+        out += &format!(
+            "{} intervals recorded{}.\n",
+            rec.intervals.len(),
+            if rec.truncated_tail {
+                "; the last line was cut off mid-write and skipped"
+            } else {
+                ""
+            }
+        );
+    }
+    if let Some(n) = &note {
+        eprintln!("nginx-probe: {n}");
+    }
+    if intervals {
+        for r in &rec.intervals {
+            out += &render(r);
+        }
+    }
+    if !(intervals && rec.summary.is_none()) {
+        out += &render(whole);
+    }
+    print_all(&out)
+}
+
+/// `nginx-probe compare BEFORE AFTER`.
+fn compare_command(
+    before: &std::path::Path,
+    after: &std::path::Path,
+    json: bool,
+) -> Result<(), ProbeError> {
+    let b = Recording::load(before)?;
+    let a = Recording::load(after)?;
+    let c = compare::compare(
+        &before.display().to_string(),
+        &b,
+        &after.display().to_string(),
+        &a,
+    );
+    let out = if json {
+        serde_json::to_string(&c)
+            .map(|s| s + "\n")
+            .unwrap_or_default()
+    } else {
+        compare::render_text(&c)
+    };
+    print_all(&out)
+}
+
+/// Writes `text` to stdout; a reader that went away (`| head`) is not an error.
+fn print_all(text: &str) -> Result<(), ProbeError> {
+    let mut o = std::io::stdout().lock();
+    match o.write_all(text.as_bytes()).and_then(|_| o.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
+/// Opens `--record FILE` and writes its header line, so that an unwritable path or a
+/// full disk is reported before anything is attached.
+fn open_record(path: &std::path::Path, header: &recording::Header) -> Result<Sink, ProbeError> {
+    let shown = path.display().to_string();
+    let fail = |e: std::io::Error| {
+        ProbeError::Usage(format!(
+            "--record {shown}: cannot write it ({e}): choose a writable path with free space"
+        ))
+    };
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .map_err(fail)?;
+    let line = serde_json::to_string(header).unwrap_or_default() + "\n";
+    f.write_all(line.as_bytes())
+        .and_then(|_| f.sync_data())
+        .map_err(fail)?;
+    Ok(Sink::spawn(Box::new(f), &shown, RECORD_QUEUE))
+}
+
+async fn run(cli: TraceArgs) -> Result<(), ProbeError> {
+    let pid = cli.pid.unwrap_or(0);
     // Validate everything before touching the kernel.
+    if cli.summary_only && cli.interval.is_some() && cli.record.is_none() {
+        return Err(ProbeError::Usage(
+            "--interval has no effect with --summary-only (add --record FILE to record intervals)"
+                .into(),
+        ));
+    }
     if let Some(h) = &cli.hist {
         let i = SYSCALLS
             .iter()
@@ -312,7 +435,7 @@ async fn run(cli: Cli) -> Result<(), ProbeError> {
             )));
         }
     }
-    let master = target::validate_master(cli.pid)?;
+    let master = target::validate_master(pid)?;
     if !nix::unistd::geteuid().is_root() {
         return Err(ProbeError::NotRoot);
     }
@@ -325,6 +448,40 @@ async fn run(cli: Cli) -> Result<(), ProbeError> {
     }
 
     let workers = target::find_workers(master.pid);
+    let record_every = cli.interval.unwrap_or(5.0);
+    let mut record = match &cli.record {
+        Some(path) => {
+            let (host, kernel) = recording::host_and_kernel();
+            let header = recording::Header {
+                kind: "header".into(),
+                schema: model::SCHEMA_VERSION,
+                tool: format!("nginx-probe {}", env!("CARGO_PKG_VERSION")),
+                host,
+                kernel,
+                cpus: aya::util::online_cpus().map(|c| c.len()).unwrap_or(0),
+                nginx_version: target::nginx_version(master.pid),
+                master_title: master.title.clone(),
+                master_pid: master.pid,
+                workers: workers.iter().map(|w| w.pid).collect(),
+                started_unix_s: unix_now(),
+                options: recording::Options {
+                    interval_s: record_every,
+                    syscalls: cli
+                        .syscalls
+                        .0
+                        .iter()
+                        .map(|&i| SYSCALLS[i].name.to_string())
+                        .collect(),
+                    uprobes: cli.uprobes,
+                    argv: std::env::args().collect(),
+                },
+            };
+            Some(open_record(path, &header)?)
+        }
+        None => None,
+    };
+    // Why the recording stopped early, when it did.
+    let mut record_error: Option<String> = None;
     if workers.is_empty() {
         warn!(
             "master {} has no workers right now; waiting for them",
@@ -387,8 +544,10 @@ async fn run(cli: Cli) -> Result<(), ProbeError> {
     let mut sighup = signal(SignalKind::hangup())?;
     let mut refresh = tokio::time::interval(Duration::from_millis(500));
     refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Interval reports are made for stdout, the recording, or both (same period).
+    let tick_every = interval.or(record.as_ref().map(|_| record_every));
     let mut report_tick =
-        tokio::time::interval(Duration::from_secs_f64(interval.unwrap_or(MAX_SECONDS)));
+        tokio::time::interval(Duration::from_secs_f64(tick_every.unwrap_or(MAX_SECONDS)));
     report_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     report_tick.tick().await; // the first tick is immediate
     let deadline = cli
@@ -409,10 +568,15 @@ async fn run(cli: Cli) -> Result<(), ProbeError> {
                 .map(|s| s + "\n")
                 .unwrap_or_default()
         } else {
-            report::render_text(r, cli.hist.as_deref(), &clock())
+            report::render_text(r, cli.hist.as_deref(), &clock(r.time_unix_s))
         }
     };
-    let mut output = Output::new();
+    let json_line = |r: &model::Report| {
+        serde_json::to_string(r)
+            .map(|s| s + "\n")
+            .unwrap_or_default()
+    };
+    let mut output = Sink::spawn(Box::new(std::io::stdout()), "stdout", OUTPUT_QUEUE);
     let mut prev: Option<Snapshot> = None;
     let mut prev_at = started;
     let end_reason: String = loop {
@@ -429,12 +593,23 @@ async fn run(cli: Cli) -> Result<(), ProbeError> {
                     eprintln!("nginx-probe: {}", report::event_line(&ev, master.pid));
                 }
             }
-            _ = report_tick.tick(), if interval.is_some() => {
+            _ = report_tick.tick(), if tick_every.is_some() => {
                 let snap = tracker.snapshot(&probe)?;
                 let now = Instant::now();
                 let mut r = tracker.report("interval", &snap, prev.as_ref(), (now - prev_at).as_secs_f64(), &probe.missing, None);
                 r.time_unix_s = unix_now();
-                if output.interval(render(&r)) == Sent::Closed {
+                if let Some(sink) = record.as_mut() {
+                    if sink.interval(json_line(&r)) == Sent::Closed {
+                        let e = record.take().map(|s| s.close());
+                        let why = match e {
+                            Some(Err(e)) => e.to_string(),
+                            _ => "its writer stopped".into(),
+                        };
+                        log::warn!("recording to {} stopped: {why}; the live report goes on", cli.record.as_ref().map(|p| p.display().to_string()).unwrap_or_default());
+                        record_error = Some(why);
+                    }
+                }
+                if interval.is_some() && output.interval(render(&r)) == Sent::Closed {
                     break "stdout closed".into();
                 }
                 tracker.start_interval();
@@ -461,10 +636,28 @@ async fn run(cli: Cli) -> Result<(), ProbeError> {
     );
     let mut r = r;
     r.time_unix_s = unix_now();
-    r.drops.insert("interval_reports_dropped", output.dropped);
+    r.drops
+        .insert("interval_reports_dropped".into(), output.dropped);
+    if cli.record.is_some() {
+        r.drops.insert(
+            "record_lines_dropped".into(),
+            record.as_ref().map(|s| s.dropped).unwrap_or(0),
+        );
+    }
+    if let Some(sink) = record.take() {
+        if let Err(e) = sink.finish(json_line(&r)) {
+            record_error = Some(e.to_string());
+        }
+    }
     output.finish(render(&r))?;
     drop(probe);
-    Ok(())
+    match (record_error, &cli.record) {
+        (Some(why), Some(path)) => Err(ProbeError::RecordIncomplete(format!(
+            "{}: {why}",
+            path.display()
+        ))),
+        _ => Ok(()),
+    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use nginx_probe_common::{
     sys, RetKind, SyscallStats, DROP_COUNTERS, DROP_NAMES, ERR_CLASSES, ERR_CLASS_NAMES,
     FD_KIND_COUNT, FD_KIND_NAMES, HIST_BUCKETS, SYSCALLS, SYSCALL_COUNT,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Version of the JSON document; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -143,7 +143,7 @@ pub fn add_slot(acc: &mut SlotStats, x: &SlotStats) {
 }
 
 /// How requests were counted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RequestSource {
     /// Exact: uprobes on `ngx_http_create_request`/`ngx_http_free_request`.
@@ -154,7 +154,7 @@ pub enum RequestSource {
 }
 
 /// Requests of one worker over a period.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct RequestsReport {
     /// Requests (see `source`).
     pub count: u64,
@@ -172,7 +172,7 @@ pub struct RequestsReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_ns: Option<u64>,
     /// Calls per request of every traced syscall that was called (the `strace -c` view).
-    pub syscalls_per_request: BTreeMap<&'static str, f64>,
+    pub syscalls_per_request: BTreeMap<String, f64>,
 }
 
 /// Builds the requests view of one worker's (delta) stats over `duration_s` seconds.
@@ -195,7 +195,7 @@ pub fn requests_report(
         for (i, def) in SYSCALLS.iter().enumerate() {
             if stats[i].count > 0 {
                 let v = stats[i].count as f64 / count as f64;
-                per_request.insert(def.name, (v * 1000.0).round() / 1000.0);
+                per_request.insert(def.name.to_string(), (v * 1000.0).round() / 1000.0);
             }
         }
     }
@@ -217,14 +217,17 @@ pub fn requests_report(
 }
 
 /// A worker as the tracker knows it.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct WorkerInfo {
     /// Host pid (tgid).
     pub pid: u32,
     /// `NSpid` from `/proc/<pid>/status`, host pid first.
     pub nspid: Vec<i32>,
-    /// Slot in the stats map.
+    /// Slot in the stats map (slots are reused after a worker exits).
     pub slot: u32,
+    /// How many workers held `slot` before this one: (slot, generation) names a worker
+    /// without its pid, for metrics labels.
+    pub generation: u32,
     /// False once the worker has exited.
     pub alive: bool,
     /// Last fd sample.
@@ -237,14 +240,14 @@ pub struct WorkerInfo {
 }
 
 /// One syscall's numbers for one worker over a period, as reported.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct SyscallReport {
     /// Exits seen (successes and errors).
     pub count: u64,
     /// Exits with a negative return (EAGAIN included).
     pub errors: u64,
     /// Errors by errno class, only the non-zero ones.
-    pub errnos: BTreeMap<&'static str, u64>,
+    pub errnos: BTreeMap<String, u64>,
     /// Exits timed from their entry (the rest were in flight at attach).
     pub timed: u64,
     /// Sum of timed latencies, ns.
@@ -271,7 +274,7 @@ impl SyscallReport {
         let mut errnos = BTreeMap::new();
         for (i, &n) in s.errs.iter().enumerate() {
             if n > 0 {
-                errnos.insert(ERR_CLASS_NAMES[i], n);
+                errnos.insert(ERR_CLASS_NAMES[i].to_string(), n);
             }
         }
         let kind = SYSCALLS[syscall].ret;
@@ -293,7 +296,7 @@ impl SyscallReport {
 
 /// A worker's event loop over a period: iterations from an epoll wait's return to the
 /// next epoll wait call (syscall tracepoints, main thread).
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct LoopReport {
     /// Iterations completed.
     pub iterations: u64,
@@ -324,7 +327,7 @@ pub fn loop_report(stats: &SlotStats, duration_s: f64) -> LoopReport {
 }
 
 /// Writes (write, writev, pwrite64) of one worker to one kind of destination.
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct WritesReport {
     /// Calls (timed from their entry).
     pub count: u64,
@@ -339,12 +342,12 @@ pub struct WritesReport {
 }
 
 /// The per-destination write views of one worker's (delta) stats, by kind name.
-pub fn writes_report(stats: &SlotStats, requests: u64) -> BTreeMap<&'static str, WritesReport> {
+pub fn writes_report(stats: &SlotStats, requests: u64) -> BTreeMap<String, WritesReport> {
     let mut out = BTreeMap::new();
     for (k, name) in FD_KIND_NAMES.iter().enumerate() {
         let w = &stats[WRITES_IDX + k];
         out.insert(
-            *name,
+            name.to_string(),
             WritesReport {
                 count: w.count,
                 bytes: w.ret_sum,
@@ -359,7 +362,7 @@ pub fn writes_report(stats: &SlotStats, requests: u64) -> BTreeMap<&'static str,
 }
 
 /// A worker's file descriptors, sampled every 500 ms from /proc.
-#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct FdReport {
     /// Open fds at the last sample (`/proc/<pid>/fd`).
     pub open: Option<u64>,
@@ -370,10 +373,16 @@ pub struct FdReport {
 }
 
 /// One worker over a period.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct WorkerReport {
     /// Host pid (tgid).
     pub pid: u32,
+    /// Worker slot in the kernel maps (0-based; reused after a worker exits).
+    #[serde(default)]
+    pub slot: u32,
+    /// How many workers held `slot` before this one.
+    #[serde(default)]
+    pub generation: u32,
     /// `NSpid`: host pid first, pid inside nginx's own namespace last.
     pub nspid: Vec<i32>,
     /// False when the worker exited during the run.
@@ -383,7 +392,7 @@ pub struct WorkerReport {
     /// Share of all workers' accepts, 0..=1 (0 when nobody accepted).
     pub accept_share: f64,
     /// Failed accepts by errno class, all classes present (EAGAIN = queue empty).
-    pub accept_errors: BTreeMap<&'static str, u64>,
+    pub accept_errors: BTreeMap<String, u64>,
     /// HTTP requests: count, rate, per connection, syscalls per request.
     pub requests: RequestsReport,
     /// File descriptors: open, peak, limit.
@@ -398,25 +407,25 @@ pub struct WorkerReport {
     pub accepted_then_closed: u64,
     /// write/writev/pwrite64 by destination: `socket`, `access_log`, `error_log`,
     /// `file`, `other` (fds classified from /proc/<pid>/fd every 2 s).
-    pub writes: BTreeMap<&'static str, WritesReport>,
+    pub writes: BTreeMap<String, WritesReport>,
     /// Per traced syscall, by name; every traced syscall is present (see the report's
     /// `traced_syscalls`).
-    pub syscalls: BTreeMap<&'static str, SyscallReport>,
+    pub syscalls: BTreeMap<String, SyscallReport>,
 }
 
 /// Something that happened to the master's processes during the run.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Event {
     /// Seconds since attach.
     pub t_s: f64,
     /// `worker_started`, `worker_exited`, `new_master` (binary upgrade, USR2).
-    pub event: &'static str,
+    pub event: String,
     /// Host pid of the process.
     pub pid: u32,
 }
 
 /// Old exited workers merged into one aggregate (beyond the most recent 64 exited).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct MergedReport {
     /// How many exited workers are merged here.
     pub workers: u64,
@@ -426,7 +435,7 @@ pub struct MergedReport {
 }
 
 /// One of nginx's listening sockets over a period.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct ListenReport {
     /// `addr:port`.
     pub addr: String,
@@ -444,7 +453,7 @@ pub struct ListenReport {
 }
 
 /// A whole report: an interval or the summary at exit.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Report {
     /// [`SCHEMA_VERSION`].
     pub schema: u32,
@@ -452,7 +461,7 @@ pub struct Report {
     pub verdicts: Vec<crate::verdict::Verdict>,
     /// `"interval"` or `"summary"`.
     #[serde(rename = "type")]
-    pub kind: &'static str,
+    pub kind: String,
     /// Wall-clock end of the period, seconds since the Unix epoch.
     pub time_unix_s: f64,
     /// Host pid of the nginx master.
@@ -467,14 +476,14 @@ pub struct Report {
     pub listen: Vec<ListenReport>,
     /// Log files the workers hold: path -> `access_log` (a regular file open for
     /// appending) or `error_log` (the file on fd 2).
-    pub logs: BTreeMap<String, &'static str>,
+    pub logs: BTreeMap<String, String>,
     /// Exited workers merged into one aggregate (absent until more than 64 exited).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exited_merged: Option<MergedReport>,
     /// Events not fully accounted, by reason (see `nginx_probe_common::drop`).
-    pub drops: BTreeMap<&'static str, u64>,
+    pub drops: BTreeMap<String, u64>,
     /// Syscalls traced (`--syscalls`).
-    pub traced_syscalls: Vec<&'static str>,
+    pub traced_syscalls: Vec<String>,
     /// Tracepoints that could not be attached (their syscalls read as zero).
     pub missing_tracepoints: Vec<String>,
     /// Workers started and exited, new masters: in the period (interval) or since attach
@@ -511,13 +520,13 @@ pub fn verdict_inputs(workers: &[WorkerReport], close_traced: bool) -> crate::ve
                 conn_syscall_ns: w
                     .syscalls
                     .iter()
-                    .filter(|(k, _)| conn_calls.contains(k))
+                    .filter(|(k, _)| conn_calls.contains(&k.as_str()))
                     .map(|(_, s)| s.total_ns)
                     .sum(),
                 all_syscall_ns: w
                     .syscalls
                     .iter()
-                    .filter(|(k, _)| !waits.contains(k))
+                    .filter(|(k, _)| !waits.contains(&k.as_str()))
                     .map(|(_, s)| s.total_ns)
                     .sum(),
                 fds_open: w.fds.open,
@@ -545,15 +554,20 @@ pub fn worker_report(
     let accepts = accepts_of(stats);
     let mut accept_errors = BTreeMap::new();
     for (i, name) in ERR_CLASS_NAMES.iter().enumerate() {
-        accept_errors.insert(*name, acc4.errs[i] + acc.errs[i]);
+        accept_errors.insert(name.to_string(), acc4.errs[i] + acc.errs[i]);
     }
     let mut syscalls = BTreeMap::new();
     for &i in traced {
-        syscalls.insert(SYSCALLS[i].name, SyscallReport::from_stats(i, &stats[i]));
+        syscalls.insert(
+            SYSCALLS[i].name.to_string(),
+            SyscallReport::from_stats(i, &stats[i]),
+        );
     }
     let requests = requests_report(stats, source, duration_s);
     WorkerReport {
         pid: info.pid,
+        slot: info.slot,
+        generation: info.generation,
         nspid: info.nspid.clone(),
         alive: info.alive,
         accepts,
@@ -581,10 +595,10 @@ pub fn accepts_of(stats: &SlotStats) -> u64 {
 }
 
 /// Names and values of the drop counters.
-pub fn drops_map(drops: &[u64; DROP_COUNTERS]) -> BTreeMap<&'static str, u64> {
+pub fn drops_map(drops: &[u64; DROP_COUNTERS]) -> BTreeMap<String, u64> {
     DROP_NAMES
         .iter()
-        .copied()
+        .map(|n| n.to_string())
         .zip(drops.iter().copied())
         .collect()
 }
@@ -666,6 +680,7 @@ mod tests {
             pid: 7,
             nspid: vec![7],
             slot: 0,
+            generation: 0,
             alive: true,
             fds: FdReport::default(),
             cpu_ticks: [None; 3],

@@ -6,7 +6,7 @@ use crate::model::{bucket_bounds, Event, FdReport, Report, RequestSource, Worker
 
 /// One line describing a worker-set event, for stderr and the summary.
 pub fn event_line(ev: &Event, master: u32) -> String {
-    match ev.event {
+    match ev.event.as_str() {
         "worker_started" => format!("+{:.1}s worker {} started (forked by master {master}); tracing it", ev.t_s, ev.pid),
         "worker_exited" => format!("+{:.1}s worker {} exited", ev.t_s, ev.pid),
         "new_master" => format!(

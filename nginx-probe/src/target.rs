@@ -246,6 +246,40 @@ pub fn cpu_ticks(pid: u32) -> Option<u64> {
     Some(st.utime + st.stime)
 }
 
+/// The nginx version compiled into a binary: the first `nginx/<digits>.<digits>...`
+/// (nginx's `NGINX_VER`), e.g. `nginx/1.22.1`. Pure, for tests.
+pub fn find_nginx_version(binary: &[u8]) -> Option<String> {
+    let pat = b"nginx/";
+    let mut from = 0;
+    while let Some(at) = binary[from..]
+        .windows(pat.len())
+        .position(|w| w == pat)
+        .map(|p| p + from)
+    {
+        let rest = &binary[at + pat.len()..];
+        let n = rest
+            .iter()
+            .take_while(|b| b.is_ascii_digit() || **b == b'.')
+            .count();
+        let v = &rest[..n];
+        if v.first().is_some_and(u8::is_ascii_digit)
+            && v.iter().filter(|b| **b == b'.').count() >= 1
+        {
+            let v = std::str::from_utf8(v).ok()?.trim_end_matches('.');
+            return Some(format!("nginx/{v}"));
+        }
+        from = at + 1;
+    }
+    None
+}
+
+/// The version of the nginx binary a process runs, read from `/proc/<pid>/exe` (read
+/// only: the binary is not executed); None when unreadable or not found.
+pub fn nginx_version(pid: u32) -> Option<String> {
+    let bin = std::fs::read(format!("/proc/{pid}/exe")).ok()?;
+    find_nginx_version(&bin)
+}
+
 /// True while `/proc/<pid>` exists and is not a zombie.
 pub fn is_alive(pid: u32) -> bool {
     match Process::new(pid as i32).and_then(|p| p.stat()) {
@@ -257,6 +291,13 @@ pub fn is_alive(pid: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nginx_version_is_found_in_binary_bytes() {
+        let bin = b"\0\0nginx/ path\0Server: nginx/\0nginx/1.22.1\0nginx/2.0\0";
+        assert_eq!(find_nginx_version(bin).as_deref(), Some("nginx/1.22.1"));
+        assert_eq!(find_nginx_version(b"no version here nginx/x"), None);
+    }
 
     fn v(s: &[&str]) -> Vec<String> {
         s.iter().map(|x| x.to_string()).collect()

@@ -92,6 +92,8 @@ pub struct Tracker {
     fd_kinds: BTreeMap<u32, BTreeMap<u32, u32>>,
     /// Paths of the access logs and error logs seen (for the report).
     pub log_paths: BTreeMap<String, &'static str>,
+    /// Workers that have held each slot so far (the next one's generation).
+    slot_holders: BTreeMap<u32, u32>,
     refreshes: u64,
     started: Instant,
 }
@@ -121,6 +123,7 @@ impl Tracker {
             listen_failed: false,
             fd_kinds: BTreeMap::new(),
             log_paths: BTreeMap::new(),
+            slot_holders: BTreeMap::new(),
             refreshes: 0,
             started: Instant::now(),
         }
@@ -154,23 +157,30 @@ impl Tracker {
                     slot
                 }
             };
-            self.workers.insert(
-                w.pid,
-                WorkerInfo {
-                    pid: w.pid,
-                    nspid: w.nspid.clone(),
-                    slot,
-                    alive: true,
-                    fds: Default::default(),
-                    cpu_ticks: [None; 3],
-                },
-            );
+            let info = self.worker_info(w.pid, w.nspid.clone(), slot, true);
+            self.workers.insert(w.pid, info);
             if announce {
                 self.event("worker_started", w.pid);
             }
             added += 1;
         }
         Ok(added)
+    }
+
+    /// A newly seen worker's info, with the next generation of `slot`.
+    fn worker_info(&mut self, pid: u32, nspid: Vec<i32>, slot: u32, alive: bool) -> WorkerInfo {
+        let holders = self.slot_holders.entry(slot).or_insert(0);
+        let generation = *holders;
+        *holders += 1;
+        WorkerInfo {
+            pid,
+            nspid,
+            slot,
+            generation,
+            alive,
+            fds: Default::default(),
+            cpu_ticks: [None; 3],
+        }
     }
 
     fn event(&mut self, event: &'static str, pid: u32) {
@@ -180,7 +190,7 @@ impl Tracker {
         }
         let ev = Event {
             t_s: self.started.elapsed().as_secs_f64(),
-            event,
+            event: event.to_string(),
             pid,
         };
         self.fresh.push(ev.clone());
@@ -203,17 +213,8 @@ impl Tracker {
             match target::role_of(tgid) {
                 Some(Role::Worker) => {
                     self.pending.remove(&tgid);
-                    self.workers.insert(
-                        tgid,
-                        WorkerInfo {
-                            pid: tgid,
-                            nspid: target::nspid_of(tgid),
-                            slot,
-                            alive: true,
-                            fds: Default::default(),
-                            cpu_ticks: [None; 3],
-                        },
-                    );
+                    let info = self.worker_info(tgid, target::nspid_of(tgid), slot, true);
+                    self.workers.insert(tgid, info);
                     self.event("worker_started", tgid);
                 }
                 Some(Role::Master) => {
@@ -236,17 +237,8 @@ impl Tracker {
                 None => {
                     // Gone before we could look: a child of the master that lived less
                     // than a rescan. Keep what it did, as an exited worker.
-                    self.workers.insert(
-                        tgid,
-                        WorkerInfo {
-                            pid: tgid,
-                            nspid: vec![tgid as i32],
-                            slot,
-                            alive: false,
-                            fds: Default::default(),
-                            cpu_ticks: [None; 3],
-                        },
-                    );
+                    let info = self.worker_info(tgid, vec![tgid as i32], slot, false);
+                    self.workers.insert(tgid, info);
                     probe.untrack(tgid);
                     self.retire(probe, tgid, slot)?;
                     self.event("worker_started", tgid);
@@ -530,6 +522,7 @@ impl Tracker {
                 pid: 0,
                 nspid: Vec::new(),
                 slot: 0,
+                generation: 0,
                 alive: false,
                 fds: Default::default(),
                 cpu_ticks: [None; 3],
@@ -553,8 +546,8 @@ impl Tracker {
             }
         }
         let mut drops = model::drops_map(&drops_now);
-        drops.insert("untracked_workers", self.untracked);
-        drops.insert("events_dropped", self.events_dropped);
+        drops.insert("untracked_workers".into(), self.untracked);
+        drops.insert("events_dropped".into(), self.events_dropped);
         let close_traced = self
             .traced
             .contains(&(nginx_probe_common::sys::CLOSE as usize));
@@ -569,7 +562,7 @@ impl Tracker {
         Report {
             schema: SCHEMA_VERSION,
             verdicts,
-            kind,
+            kind: kind.to_string(),
             time_unix_s: 0.0,
             master_pid: self.master.pid,
             master_nspid: self.master.nspid.clone(),
@@ -579,14 +572,14 @@ impl Tracker {
             logs: self
                 .log_paths
                 .iter()
-                .map(|(p, k)| (p.clone(), *k))
+                .map(|(p, k)| (p.clone(), k.to_string()))
                 .collect(),
             drops,
             exited_merged,
             traced_syscalls: self
                 .traced
                 .iter()
-                .map(|&i| nginx_probe_common::SYSCALLS[i].name)
+                .map(|&i| nginx_probe_common::SYSCALLS[i].name.to_string())
                 .collect(),
             missing_tracepoints: missing.to_vec(),
             events: if kind == "summary" {

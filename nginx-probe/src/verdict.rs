@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Accepts needed before accept balance is judged (fewer is noise).
 pub const IMBALANCE_MIN_ACCEPTS: u64 = 200;
@@ -27,7 +27,7 @@ pub const ACCESS_LOG_MIN_REQUESTS: u64 = 200;
 pub const STALL_MIN_NS: u64 = 100_000_000;
 
 /// How bad a finding is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     /// Costs throughput or latency.
@@ -37,18 +37,40 @@ pub enum Severity {
 }
 
 /// One finding.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Verdict {
     /// Stable identifier, e.g. `fd_exhaustion`.
-    pub id: &'static str,
+    pub id: String,
     /// How bad.
     pub severity: Severity,
     /// The numbers behind it.
-    pub evidence: BTreeMap<&'static str, serde_json::Value>,
+    pub evidence: BTreeMap<String, serde_json::Value>,
     /// nginx directives (and sysctls) involved.
-    pub directives: Vec<&'static str>,
+    pub directives: Vec<String>,
     /// One sentence of advice.
     pub advice: String,
+}
+
+impl Verdict {
+    /// A verdict from a rule's static names and its evidence.
+    pub fn new(
+        id: &str,
+        severity: Severity,
+        evidence: BTreeMap<&str, serde_json::Value>,
+        directives: &[&str],
+        advice: String,
+    ) -> Verdict {
+        Verdict {
+            id: id.to_string(),
+            severity,
+            evidence: evidence
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+            directives: directives.iter().map(|d| d.to_string()).collect(),
+            advice,
+        }
+    }
 }
 
 /// One worker's numbers for the period judged.
@@ -127,7 +149,7 @@ pub fn judge(inp: &Inputs) -> Vec<Verdict> {
     accept_queue_overflow(inp, &mut out);
     access_log_unbuffered(inp, &mut out);
     worker_connections_exhausted(inp, &mut out);
-    out.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.id.cmp(b.id)));
+    out.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.id.cmp(&b.id)));
     out
 }
 
@@ -213,17 +235,17 @@ fn accept_imbalance(inp: &Inputs, out: &mut Vec<Verdict>) {
         .map(|(i, s)| (pids[i], *s))
         .unwrap_or((0, 0.0));
     evidence.insert("busiest_worker", serde_json::json!(top.0));
-    out.push(Verdict {
-        id: "accept_imbalance",
-        severity: Severity::Warning,
+    out.push(Verdict::new(
+        "accept_imbalance",
+        Severity::Warning,
         evidence,
-        directives: vec!["multi_accept", "accept_mutex", "listen ... reuseport"],
-        advice: format!(
+        &["multi_accept", "accept_mutex", "listen ... reuseport"],
+        format!(
             "worker {} has {:.0}% of the {what}: one worker carries the load while others idle; with a shared listen socket `listen ... reuseport` spreads new connections (multi_accept on makes it worse); with even accepts but uneven work, long-lived busy connections pile on one worker",
             top.0,
             top.1 * 100.0
         ),
-    });
+    ));
 }
 
 fn keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
@@ -252,15 +274,15 @@ fn keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
             round3(conn_ns as f64 / all_ns as f64),
         );
     }
-    out.push(Verdict {
-        id: "keepalive_off",
-        severity: Severity::Warning,
+    out.push(Verdict::new(
+        "keepalive_off",
+        Severity::Warning,
         evidence,
-        directives: vec!["keepalive_timeout", "keepalive_requests"],
-        advice: format!(
+        &["keepalive_timeout", "keepalive_requests"],
+        format!(
             "{per_request:.2} accepts per request: connections are not reused, so every request pays a TCP handshake and teardown; enable keepalive (keepalive_timeout > 0) and have clients send Connection: keep-alive"
         ),
-    });
+    ));
 }
 
 fn fd_exhaustion(inp: &Inputs, out: &mut Vec<Verdict>) {
@@ -309,13 +331,13 @@ fn fd_exhaustion(inp: &Inputs, out: &mut Vec<Verdict>) {
             limit.map(|l| l.to_string()).unwrap_or_else(|| "unknown".into())
         )
     };
-    out.push(Verdict {
-        id: "fd_exhaustion",
+    out.push(Verdict::new(
+        "fd_exhaustion",
         severity,
         evidence,
-        directives: vec!["worker_rlimit_nofile", "worker_connections"],
+        &["worker_rlimit_nofile", "worker_connections"],
         advice,
-    });
+    ));
 }
 
 fn worker_connections_exhausted(inp: &Inputs, out: &mut Vec<Verdict>) {
@@ -334,15 +356,15 @@ fn worker_connections_exhausted(inp: &Inputs, out: &mut Vec<Verdict>) {
             .map(|w| serde_json::json!({"pid": w.pid, "accepted_then_closed": w.accepted_then_closed, "fds_open": w.fds_open}))
             .collect::<Vec<_>>()),
     );
-    out.push(Verdict {
-        id: "worker_connections_exhausted",
-        severity: Severity::Critical,
+    out.push(Verdict::new(
+        "worker_connections_exhausted",
+        Severity::Critical,
         evidence,
-        directives: vec!["worker_connections", "worker_rlimit_nofile"],
-        advice: format!(
+        &["worker_connections", "worker_rlimit_nofile"],
+        format!(
             "{closed} connections were accepted and closed at once: the workers had no free connection (nginx logs \"worker_connections are not enough\"); raise worker_connections (and worker_rlimit_nofile with it)"
         ),
-    });
+    ));
 }
 
 fn access_log_unbuffered(inp: &Inputs, out: &mut Vec<Verdict>) {
@@ -374,15 +396,15 @@ fn access_log_unbuffered(inp: &Inputs, out: &mut Vec<Verdict>) {
             round3(log_ns as f64 / all_ns as f64),
         );
     }
-    out.push(Verdict {
-        id: "access_log_unbuffered",
-        severity: Severity::Warning,
+    out.push(Verdict::new(
+        "access_log_unbuffered",
+        Severity::Warning,
         evidence,
-        directives: vec!["access_log ... buffer=", "access_log ... flush=", "access_log off"],
-        advice: format!(
+        &["access_log ... buffer=", "access_log ... flush=", "access_log off"],
+        format!(
             "{per_request:.2} access-log write() calls per request: every request pays a write to the log file; buffer it (`access_log <path> buffer=32k flush=5s;`) or turn it off where it is not needed"
         ),
-    });
+    ));
 }
 
 fn accept_queue_overflow(inp: &Inputs, out: &mut Vec<Verdict>) {
@@ -416,16 +438,16 @@ fn accept_queue_overflow(inp: &Inputs, out: &mut Vec<Verdict>) {
         .iter()
         .max_by_key(|l| l.queue_max)
         .unwrap_or(first);
-    out.push(Verdict {
-        id: "accept_queue_overflow",
-        severity: if lost > 0 { Severity::Critical } else { Severity::Warning },
+    out.push(Verdict::new(
+        "accept_queue_overflow",
+        if lost > 0 { Severity::Critical } else { Severity::Warning },
         evidence,
-        directives: vec!["listen ... backlog=", "net.core.somaxconn"],
-        advice: format!(
+        &["listen ... backlog=", "net.core.somaxconn"],
+        format!(
             "up to {} connections waited in the accept queue of {} (backlog {}) and the kernel dropped {lost} in this network namespace: nginx is not accepting fast enough (fd limit, busy workers) or the backlog is too small: raise `listen ... backlog=` together with net.core.somaxconn",
             worst.queue_max, worst.addr, worst.backlog
         ),
-    });
+    ));
 }
 
 fn event_loop_stall(inp: &Inputs, out: &mut Vec<Verdict>) {
@@ -451,17 +473,17 @@ fn event_loop_stall(inp: &Inputs, out: &mut Vec<Verdict>) {
         "stalled_workers",
         serde_json::json!(stalled.iter().map(|w| w.pid).collect::<Vec<_>>()),
     );
-    out.push(Verdict {
-        id: "event_loop_stall",
-        severity: Severity::Warning,
+    out.push(Verdict::new(
+        "event_loop_stall",
+        Severity::Warning,
         evidence,
-        directives: vec!["gzip", "sendfile_max_chunk", "aio threads", "output_buffers"],
-        advice: format!(
+        &["gzip", "sendfile_max_chunk", "aio threads", "output_buffers"],
+        format!(
             "worker {} spent {:.0} ms in one event-loop iteration without returning to epoll_wait, and every other connection it holds waited that long: look for CPU-heavy or blocking work per request (gzip of large responses, sendfile without sendfile_max_chunk, blocking disk reads: aio threads)",
             worst.pid,
             worst.max_iteration_ns as f64 / 1e6
         ),
-    });
+    ));
 }
 
 #[cfg(test)]
@@ -498,7 +520,7 @@ mod tests {
         assert_eq!(v[0].evidence["worker"], serde_json::json!(2));
         assert_eq!(v[0].evidence["max_iteration_ms"], serde_json::json!(2500.0));
         assert_eq!(v[0].evidence["stalled_workers"], serde_json::json!([2]));
-        assert!(v[0].directives.contains(&"gzip"));
+        assert!(v[0].directives.iter().any(|d| d == "gzip"));
     }
 
     #[test]
@@ -574,7 +596,7 @@ mod tests {
             workers: vec![old, new],
             ..Inputs::default()
         });
-        let ids: Vec<&str> = v.iter().map(|v| v.id).collect();
+        let ids: Vec<&str> = v.iter().map(|v| v.id.as_str()).collect();
         assert_eq!(ids, vec!["keepalive_off"], "{v:?}");
         assert_eq!(v[0].evidence["accepts"], serde_json::json!(1000));
     }
@@ -656,7 +678,7 @@ mod tests {
         assert_eq!(v[0].id, "accept_imbalance");
         assert_eq!(v[0].evidence["max_over_mean"], serde_json::json!(1.8));
         assert_eq!(v[0].evidence["busiest_worker"], serde_json::json!(1));
-        assert!(v[0].directives.contains(&"listen ... reuseport"));
+        assert!(v[0].directives.iter().any(|d| d == "listen ... reuseport"));
         // Exactly at the threshold (75% of 2) fires.
         let edge = Inputs {
             workers: vec![w(1, 750, 0), w(2, 250, 0)],
@@ -730,6 +752,6 @@ mod tests {
         });
         assert_eq!(v[0].severity, Severity::Critical);
         assert!(v[0].advice.contains("(64)"), "{}", v[0].advice);
-        assert!(v[0].directives.contains(&"worker_rlimit_nofile"));
+        assert!(v[0].directives.iter().any(|d| d == "worker_rlimit_nofile"));
     }
 }

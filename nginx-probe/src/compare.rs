@@ -1,0 +1,707 @@
+//! `nginx-probe compare BEFORE AFTER`: the change of each metric between two recordings,
+//! with a noise estimate from their per-interval values, the verdicts that appeared or
+//! went away, and one sentence a person can paste into a ticket. Pure: unit tests feed
+//! it reports.
+
+use std::{collections::BTreeMap, fmt::Write as _};
+
+use serde::Serialize;
+
+use crate::{
+    model::{quantile_ns, Report, WorkerReport},
+    recording::Recording,
+};
+
+/// Syscalls that wait for events rather than do work (left out of time per request).
+const WAITS: [&str; 3] = ["epoll_wait", "epoll_pwait", "epoll_pwait2"];
+/// Syscalls that write (write time per request).
+const WRITES: [&str; 3] = ["write", "writev", "pwrite64"];
+/// Intervals needed on each side before their spread is used as the noise estimate.
+pub const MIN_INTERVALS: usize = 3;
+/// A change counts as beyond noise when the interval medians differ by more than this
+/// many times the sum of both sides' spreads (half the interquartile range).
+pub const NOISE_FACTOR: f64 = 2.0;
+/// Relative changes smaller than this are reported as unchanged, whatever the noise.
+pub const MIN_RELATIVE_CHANGE: f64 = 0.05;
+
+/// What a metric means, for tables and sentences.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct MetricDef {
+    /// Stable key, e.g. `access_log_writes_per_request`.
+    pub key: &'static str,
+    /// Words for a sentence, e.g. `access-log writes per request`.
+    pub label: &'static str,
+    /// Unit shown after values (empty for ratios and counts).
+    pub unit: &'static str,
+}
+
+const fn def(key: &'static str, label: &'static str, unit: &'static str) -> MetricDef {
+    MetricDef { key, label, unit }
+}
+
+/// The whole-report metrics, in table order (per-syscall ones follow them).
+pub const METRICS: &[MetricDef] = &[
+    def("requests_per_s", "requests per second", "/s"),
+    def("accepts_per_s", "accepts per second", "/s"),
+    def("accepts_per_request", "accepts per request", ""),
+    def("requests_per_connection", "requests per connection", ""),
+    def("syscalls_per_request", "traced syscalls per request", ""),
+    def(
+        "syscall_us_per_request",
+        "worker syscall time per request",
+        "us",
+    ),
+    def(
+        "write_us_per_request",
+        "worker write time per request",
+        "us",
+    ),
+    def(
+        "access_log_writes_per_request",
+        "access-log writes per request",
+        "",
+    ),
+    def(
+        "access_log_write_us_per_request",
+        "access-log write time per request",
+        "us",
+    ),
+    def("cpu_us_per_request", "worker CPU per request", "us"),
+    def("busy_share_mean", "mean worker busy share", ""),
+    def("busiest_accept_share", "busiest worker's accept share", ""),
+    def("emfile_per_s", "EMFILE accept failures per second", "/s"),
+    def("enfile_per_s", "ENFILE accept failures per second", "/s"),
+    def(
+        "accepted_then_closed_per_s",
+        "connections closed right after accept per second",
+        "/s",
+    ),
+    def(
+        "listen_overflows_per_s",
+        "accept-queue overflows per second",
+        "/s",
+    ),
+    def("request_p99_us", "request p99", "us"),
+    def("fd_peak_share", "peak fds over the fd limit", ""),
+];
+
+/// Every worker of a report, exited ones and the merged old exited ones included.
+fn all_workers(r: &Report) -> impl Iterator<Item = &WorkerReport> {
+    r.workers
+        .iter()
+        .chain(r.exited_merged.as_ref().map(|m| &m.stats))
+}
+
+/// The metrics of one report (an interval or the summary), by key. Metrics that are
+/// undefined for the report (per request with no requests, CPU when unreadable) are
+/// absent. Per-syscall metrics are `<syscall>_per_request` and `<syscall>_p99_us`.
+pub fn metrics(r: &Report) -> BTreeMap<String, f64> {
+    let mut m = BTreeMap::new();
+    let ws: Vec<&WorkerReport> = all_workers(r).collect();
+    let sum = |f: &dyn Fn(&WorkerReport) -> u64| -> u64 { ws.iter().map(|w| f(w)).sum() };
+    let requests = sum(&|w| w.requests.count);
+    let accepts = sum(&|w| w.accepts);
+    let dur = r.duration_s;
+    let mut put = |k: &str, v: f64| {
+        if v.is_finite() {
+            m.insert(k.to_string(), v);
+        }
+    };
+    if dur > 0.0 {
+        put("requests_per_s", requests as f64 / dur);
+        put("accepts_per_s", accepts as f64 / dur);
+        let err = |name: &str| sum(&|w| w.accept_errors.get(name).copied().unwrap_or(0));
+        put("emfile_per_s", err("EMFILE") as f64 / dur);
+        put("enfile_per_s", err("ENFILE") as f64 / dur);
+        put(
+            "accepted_then_closed_per_s",
+            sum(&|w| w.accepted_then_closed) as f64 / dur,
+        );
+        let overflows: u64 = r.listen.iter().map(|l| l.overflows).sum();
+        if !r.listen.is_empty() {
+            put("listen_overflows_per_s", overflows as f64 / dur);
+        }
+    }
+    if accepts > 0 {
+        put("requests_per_connection", requests as f64 / accepts as f64);
+    }
+    let syscall_ns = |names: &dyn Fn(&str) -> bool| -> u64 {
+        sum(&|w| {
+            w.syscalls
+                .iter()
+                .filter(|(k, _)| names(k))
+                .map(|(_, s)| s.total_ns)
+                .sum()
+        })
+    };
+    if requests > 0 {
+        let per_req = |v: u64| v as f64 / requests as f64;
+        put("accepts_per_request", per_req(accepts));
+        put(
+            "syscalls_per_request",
+            per_req(sum(&|w| w.syscalls.values().map(|s| s.count).sum())),
+        );
+        put(
+            "syscall_us_per_request",
+            per_req(syscall_ns(&|k| !WAITS.contains(&k))) / 1e3,
+        );
+        put(
+            "write_us_per_request",
+            per_req(syscall_ns(&|k| WRITES.contains(&k))) / 1e3,
+        );
+        let log = |f: &dyn Fn(&crate::model::WritesReport) -> u64| {
+            sum(&|w| w.writes.get("access_log").map(f).unwrap_or(0))
+        };
+        put("access_log_writes_per_request", per_req(log(&|x| x.count)));
+        put(
+            "access_log_write_us_per_request",
+            per_req(log(&|x| x.total_ns)) / 1e3,
+        );
+        if ws.iter().all(|w| w.cpu_s.is_some()) {
+            let cpu: f64 = ws.iter().filter_map(|w| w.cpu_s).sum();
+            put("cpu_us_per_request", cpu * 1e6 / requests as f64);
+        }
+    }
+    let live: Vec<&&WorkerReport> = ws.iter().filter(|w| w.alive).collect();
+    if !live.is_empty() {
+        put(
+            "busy_share_mean",
+            live.iter().map(|w| w.event_loop.busy_share).sum::<f64>() / live.len() as f64,
+        );
+        if accepts > 0 {
+            put(
+                "busiest_accept_share",
+                live.iter().map(|w| w.accept_share).fold(0.0, f64::max),
+            );
+        }
+        let shares: Vec<f64> = live
+            .iter()
+            .filter_map(|w| match (w.fds.peak, w.fds.limit) {
+                (Some(p), Some(l)) if l > 0 => Some(p as f64 / l as f64),
+                _ => None,
+            })
+            .collect();
+        if !shares.is_empty() {
+            put("fd_peak_share", shares.iter().copied().fold(0.0, f64::max));
+        }
+    }
+    let p99s: Vec<u64> = ws.iter().filter_map(|w| w.requests.p99_ns).collect();
+    if !p99s.is_empty() {
+        put(
+            "request_p99_us",
+            *p99s.iter().max().unwrap_or(&0) as f64 / 1e3,
+        );
+    }
+    // Per syscall: calls per request and p99 over all workers (summed histograms).
+    let mut names: Vec<&String> = ws.iter().flat_map(|w| w.syscalls.keys()).collect();
+    names.sort();
+    names.dedup();
+    for name in names {
+        let calls: u64 = sum(&|w| w.syscalls.get(name).map(|s| s.count).unwrap_or(0));
+        if calls == 0 {
+            continue;
+        }
+        if requests > 0 {
+            put(
+                &format!("{name}_per_request"),
+                calls as f64 / requests as f64,
+            );
+        }
+        let mut hist: Vec<u64> = Vec::new();
+        let mut max_ns = 0;
+        for s in ws.iter().filter_map(|w| w.syscalls.get(name)) {
+            if hist.len() < s.hist_log2_ns.len() {
+                hist.resize(s.hist_log2_ns.len(), 0);
+            }
+            for (a, b) in hist.iter_mut().zip(&s.hist_log2_ns) {
+                *a += b;
+            }
+            max_ns = max_ns.max(s.max_ns);
+        }
+        if hist.iter().any(|&c| c > 0) {
+            put(
+                &format!("{name}_p99_us"),
+                quantile_ns(&hist, 0.99, max_ns) as f64 / 1e3,
+            );
+        }
+    }
+    m
+}
+
+/// The definition of a metric key (per-syscall keys get a generated one).
+pub fn metric_def(key: &str) -> (String, String) {
+    if let Some(d) = METRICS.iter().find(|d| d.key == key) {
+        return (d.label.to_string(), d.unit.to_string());
+    }
+    if let Some(sc) = key.strip_suffix("_per_request") {
+        return (format!("{sc} calls per request"), String::new());
+    }
+    if let Some(sc) = key.strip_suffix("_p99_us") {
+        return (format!("{sc} p99"), "us".into());
+    }
+    (key.to_string(), String::new())
+}
+
+/// Median and spread (half the interquartile range) of some values.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
+pub struct Spread {
+    /// Values behind it (intervals).
+    pub n: usize,
+    pub median: f64,
+    /// (Q3 - Q1) / 2.
+    pub half_iqr: f64,
+}
+
+/// [`Spread`] of `xs`; None when empty.
+pub fn spread(xs: &[f64]) -> Option<Spread> {
+    if xs.is_empty() {
+        return None;
+    }
+    let mut v = xs.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    let q = |p: f64| {
+        // Linear interpolation between closest ranks.
+        let pos = p * (v.len() - 1) as f64;
+        let lo = pos.floor() as usize;
+        let hi = pos.ceil() as usize;
+        v[lo] + (v[hi] - v[lo]) * (pos - lo as f64)
+    };
+    Some(Spread {
+        n: v.len(),
+        median: q(0.5),
+        half_iqr: (q(0.75) - q(0.25)) / 2.0,
+    })
+}
+
+/// How a metric moved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Significance {
+    /// The interval medians moved by more than the noise allows.
+    BeyondNoise,
+    /// The change is within the intervals' noise.
+    WithinNoise,
+    /// Less than [`MIN_RELATIVE_CHANGE`] either way.
+    Unchanged,
+    /// Too few intervals on a side to estimate noise; the whole-run values are shown.
+    NoiseUnknown,
+}
+
+/// One metric's change.
+#[derive(Clone, Debug, Serialize)]
+pub struct MetricChange {
+    pub key: String,
+    pub label: String,
+    pub unit: String,
+    /// Whole-run values (summaries; the last interval for a cut-short recording).
+    pub before: Option<f64>,
+    pub after: Option<f64>,
+    /// (after - before) / before; None when before is 0 or either is missing.
+    pub relative: Option<f64>,
+    /// Per-interval medians and spreads.
+    pub before_intervals: Option<Spread>,
+    pub after_intervals: Option<Spread>,
+    pub significance: Significance,
+}
+
+/// The verdicts of two runs side by side.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct VerdictChanges {
+    /// In AFTER only.
+    pub appeared: Vec<String>,
+    /// In BEFORE only.
+    pub went_away: Vec<String>,
+    /// In both.
+    pub remained: Vec<String>,
+}
+
+/// The comparison of two recordings.
+#[derive(Clone, Debug, Serialize)]
+pub struct Comparison {
+    pub schema: u32,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub before: String,
+    pub after: String,
+    pub metrics: Vec<MetricChange>,
+    pub verdicts: VerdictChanges,
+    /// Things that make the two runs less comparable (different hosts, syscalls, a cut
+    /// short recording).
+    pub caveats: Vec<String>,
+    /// The ticket sentence.
+    pub sentence: String,
+}
+
+fn judge(before: Option<Spread>, after: Option<Spread>, relative: Option<f64>) -> Significance {
+    if let Some(r) = relative {
+        if r.abs() < MIN_RELATIVE_CHANGE {
+            return Significance::Unchanged;
+        }
+    }
+    match (before, after) {
+        (Some(b), Some(a)) if b.n >= MIN_INTERVALS && a.n >= MIN_INTERVALS => {
+            let d = (a.median - b.median).abs();
+            let scale = b.median.abs().max(a.median.abs());
+            if scale > 0.0 && d / scale < MIN_RELATIVE_CHANGE {
+                Significance::Unchanged
+            } else if d > NOISE_FACTOR * (a.half_iqr + b.half_iqr) {
+                Significance::BeyondNoise
+            } else {
+                Significance::WithinNoise
+            }
+        }
+        _ => Significance::NoiseUnknown,
+    }
+}
+
+/// Formats a value for a sentence or table: 3 significant digits, at most 2 decimals
+/// for small numbers.
+pub fn fmt_value(v: f64) -> String {
+    let a = v.abs();
+    if a == 0.0 {
+        "0".into()
+    } else if a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else if a >= 0.01 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.4}")
+    }
+}
+
+/// Compares two recordings. `before_name`/`after_name` label them (file names).
+pub fn compare(
+    before_name: &str,
+    before: &Recording,
+    after_name: &str,
+    after: &Recording,
+) -> Comparison {
+    let (b_whole, b_note) = before.whole_run();
+    let (a_whole, a_note) = after.whole_run();
+    let mut caveats: Vec<String> = Vec::new();
+    for (name, note) in [(before_name, b_note), (after_name, a_note)] {
+        if let Some(n) = note {
+            caveats.push(format!("{name}: {n}"));
+        }
+    }
+    if let (Some(hb), Some(ha)) = (&before.header, &after.header) {
+        if hb.host != ha.host || hb.kernel != ha.kernel {
+            caveats.push(format!(
+                "recorded on different machines: {} ({}) and {} ({})",
+                hb.host, hb.kernel, ha.host, ha.kernel
+            ));
+        }
+        if hb.nginx_version != ha.nginx_version {
+            caveats.push(format!(
+                "different nginx versions: {} and {}",
+                hb.nginx_version.as_deref().unwrap_or("unknown"),
+                ha.nginx_version.as_deref().unwrap_or("unknown")
+            ));
+        }
+    }
+    if b_whole.traced_syscalls != a_whole.traced_syscalls {
+        caveats.push(format!(
+            "different syscalls traced ({} and {}): per-request totals cover different sets",
+            b_whole.traced_syscalls.join(","),
+            a_whole.traced_syscalls.join(",")
+        ));
+    }
+    let mb = metrics(b_whole);
+    let ma = metrics(a_whole);
+    let series = |rec: &Recording| -> BTreeMap<String, Vec<f64>> {
+        let mut s: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        for r in &rec.intervals {
+            for (k, v) in metrics(r) {
+                s.entry(k).or_default().push(v);
+            }
+        }
+        s
+    };
+    let (sb, sa) = (series(before), series(after));
+    let mut keys: Vec<String> = METRICS
+        .iter()
+        .map(|d| d.key.to_string())
+        .filter(|k| mb.contains_key(k) || ma.contains_key(k))
+        .collect();
+    let mut extra: Vec<String> = mb
+        .keys()
+        .chain(ma.keys())
+        .filter(|k| !METRICS.iter().any(|d| d.key == k.as_str()))
+        .cloned()
+        .collect();
+    extra.sort();
+    extra.dedup();
+    keys.extend(extra);
+    let metrics: Vec<MetricChange> = keys
+        .into_iter()
+        .map(|key| {
+            let before = mb.get(&key).copied();
+            let after = ma.get(&key).copied();
+            let relative = match (before, after) {
+                (Some(b), Some(a)) if b != 0.0 => Some((a - b) / b),
+                (Some(b), Some(a)) if b == 0.0 && a == 0.0 => Some(0.0),
+                _ => None,
+            };
+            let bi = sb.get(&key).and_then(|v| spread(v));
+            let ai = sa.get(&key).and_then(|v| spread(v));
+            let (label, unit) = metric_def(&key);
+            MetricChange {
+                significance: judge(bi, ai, relative),
+                key,
+                label,
+                unit,
+                before,
+                after,
+                relative,
+                before_intervals: bi,
+                after_intervals: ai,
+            }
+        })
+        .collect();
+    let ids = |r: &Report| -> Vec<String> {
+        let mut v: Vec<String> = r.verdicts.iter().map(|v| v.id.clone()).collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    let (vb, va) = (ids(b_whole), ids(a_whole));
+    let verdicts = VerdictChanges {
+        appeared: va.iter().filter(|v| !vb.contains(v)).cloned().collect(),
+        went_away: vb.iter().filter(|v| !va.contains(v)).cloned().collect(),
+        remained: vb.iter().filter(|v| va.contains(v)).cloned().collect(),
+    };
+    let sentence = sentence(&metrics, &verdicts);
+    Comparison {
+        schema: crate::model::SCHEMA_VERSION,
+        kind: "comparison",
+        before: before_name.to_string(),
+        after: after_name.to_string(),
+        metrics,
+        verdicts,
+        caveats,
+        sentence,
+    }
+}
+
+/// Most changes named in the sentence.
+const SENTENCE_CHANGES: usize = 3;
+
+/// The ticket sentence: the largest changes beyond noise (or, without interval data,
+/// the largest changes, flagged as such), then the verdicts that went away or
+/// appeared.
+pub fn sentence(metrics: &[MetricChange], verdicts: &VerdictChanges) -> String {
+    let mut movers: Vec<&MetricChange> = metrics
+        .iter()
+        .filter(|m| {
+            matches!(
+                m.significance,
+                Significance::BeyondNoise | Significance::NoiseUnknown
+            ) && m.relative.is_some_and(|r| r.abs() >= MIN_RELATIVE_CHANGE)
+        })
+        .collect();
+    // The report-level metrics first (they are what a ticket is about; per-syscall
+    // ones explain them), then by the size of the change as a factor (|ln(after/before)|:
+    // 1.00 -> 0.01 is a bigger move than 38 -> 169).
+    let core = |m: &MetricChange| METRICS.iter().any(|d| d.key == m.key);
+    let factor = |m: &MetricChange| {
+        let (b, a) = (m.before.unwrap_or(0.0).abs(), m.after.unwrap_or(0.0).abs());
+        if b == 0.0 || a == 0.0 {
+            f64::INFINITY
+        } else {
+            (a / b).ln().abs()
+        }
+    };
+    movers.sort_by(|a, b| core(b).cmp(&core(a)).then(factor(b).total_cmp(&factor(a))));
+    let mut parts: Vec<String> = movers
+        .iter()
+        .take(SENTENCE_CHANGES)
+        .map(|m| {
+            let (b, a, r) = (
+                m.before.unwrap_or(0.0),
+                m.after.unwrap_or(0.0),
+                m.relative.unwrap_or(0.0),
+            );
+            let dir = if r < 0.0 { "fell" } else { "rose" };
+            let unit = if m.unit.is_empty() || m.unit == "/s" {
+                m.unit.clone()
+            } else {
+                format!(" {}", m.unit)
+            };
+            let noise = if m.significance == Significance::NoiseUnknown {
+                ", noise unknown"
+            } else {
+                ""
+            };
+            format!(
+                "{} {dir} from {}{unit} to {}{unit} ({:+.0}%{noise})",
+                m.label,
+                fmt_value(b),
+                fmt_value(a),
+                r * 100.0
+            )
+        })
+        .collect();
+    for v in &verdicts.went_away {
+        parts.push(format!("verdict {v} went away"));
+    }
+    for v in &verdicts.appeared {
+        parts.push(format!("verdict {v} appeared"));
+    }
+    if parts.is_empty() {
+        return "No metric moved beyond the noise of the intervals, and the verdicts are the same."
+            .into();
+    }
+    let mut s = parts.join("; ");
+    if let Some(c) = s.get(0..1) {
+        s = c.to_uppercase() + &s[1..];
+    }
+    s + "."
+}
+
+/// The comparison as text: caveats, the sentence, then a table of every metric.
+pub fn render_text(c: &Comparison) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "BEFORE {}\nAFTER  {}", c.before, c.after);
+    for cv in &c.caveats {
+        let _ = writeln!(out, "caveat: {cv}");
+    }
+    let _ = writeln!(out, "\n{}\n", c.sentence);
+    let _ = writeln!(
+        out,
+        "{:<54} {:>10} {:>10} {:>8}  {:>22} {:>22}  NOISE",
+        "METRIC", "BEFORE", "AFTER", "CHANGE", "BEFORE INTERVALS", "AFTER INTERVALS"
+    );
+    let v = |x: Option<f64>| x.map(fmt_value).unwrap_or_else(|| "-".into());
+    let s = |x: Option<Spread>| {
+        x.map(|s| {
+            format!(
+                "{}±{} (n={})",
+                fmt_value(s.median),
+                fmt_value(s.half_iqr),
+                s.n
+            )
+        })
+        .unwrap_or_else(|| "-".into())
+    };
+    for m in &c.metrics {
+        let label = if m.unit.is_empty() {
+            m.label.clone()
+        } else {
+            format!("{} ({})", m.label, m.unit)
+        };
+        let sig = match m.significance {
+            Significance::BeyondNoise => "beyond noise",
+            Significance::WithinNoise => "within noise",
+            Significance::Unchanged => "unchanged",
+            Significance::NoiseUnknown => "noise unknown",
+        };
+        let _ = writeln!(
+            out,
+            "{:<54} {:>10} {:>10} {:>8}  {:>22} {:>22}  {}",
+            label,
+            v(m.before),
+            v(m.after),
+            m.relative
+                .map(|r| format!("{:+.0}%", r * 100.0))
+                .unwrap_or_else(|| "-".into()),
+            s(m.before_intervals),
+            s(m.after_intervals),
+            sig
+        );
+    }
+    let list = |v: &[String]| {
+        if v.is_empty() {
+            "none".to_string()
+        } else {
+            v.join(", ")
+        }
+    };
+    let _ = writeln!(
+        out,
+        "\nverdicts went away: {}\nverdicts appeared: {}\nverdicts in both: {}",
+        list(&c.verdicts.went_away),
+        list(&c.verdicts.appeared),
+        list(&c.verdicts.remained)
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spread_is_median_and_half_iqr() {
+        let s = spread(&[1.0, 2.0, 3.0, 4.0, 5.0]).unwrap();
+        assert_eq!(s.median, 3.0);
+        assert_eq!(s.half_iqr, 1.0);
+        assert_eq!(spread(&[7.0]).unwrap().half_iqr, 0.0);
+        assert!(spread(&[]).is_none());
+    }
+
+    #[test]
+    fn significance_needs_intervals_and_a_margin_over_noise() {
+        let sp = |m: f64, h: f64, n: usize| {
+            Some(Spread {
+                n,
+                median: m,
+                half_iqr: h,
+            })
+        };
+        assert_eq!(
+            judge(sp(1.0, 0.0, 5), sp(0.01, 0.0, 5), Some(-0.99)),
+            Significance::BeyondNoise
+        );
+        assert_eq!(
+            judge(sp(100.0, 20.0, 5), sp(130.0, 20.0, 5), Some(0.3)),
+            Significance::WithinNoise
+        );
+        assert_eq!(
+            judge(sp(100.0, 1.0, 5), sp(102.0, 1.0, 5), Some(0.02)),
+            Significance::Unchanged
+        );
+        assert_eq!(
+            judge(sp(1.0, 0.0, 2), sp(0.0, 0.0, 5), Some(-1.0)),
+            Significance::NoiseUnknown
+        );
+    }
+
+    #[test]
+    fn sentence_names_the_largest_changes_and_verdicts() {
+        let m = |key: &str, b: f64, a: f64, sig| {
+            let (label, unit) = metric_def(key);
+            MetricChange {
+                key: key.into(),
+                label,
+                unit,
+                before: Some(b),
+                after: Some(a),
+                relative: Some((a - b) / b),
+                before_intervals: None,
+                after_intervals: None,
+                significance: sig,
+            }
+        };
+        let ms = vec![
+            m("requests_per_s", 1000.0, 1100.0, Significance::WithinNoise),
+            m(
+                "access_log_writes_per_request",
+                1.0,
+                0.01,
+                Significance::BeyondNoise,
+            ),
+            m("write_us_per_request", 12.0, 0.6, Significance::BeyondNoise),
+        ];
+        let v = VerdictChanges {
+            went_away: vec!["access_log_unbuffered".into()],
+            ..Default::default()
+        };
+        assert_eq!(
+            sentence(&ms, &v),
+            "Access-log writes per request fell from 1.00 to 0.01 (-99%); worker write time per request fell from 12.0 us to 0.60 us (-95%); verdict access_log_unbuffered went away."
+        );
+        assert!(sentence(&ms[..1], &VerdictChanges::default()).starts_with("No metric moved"));
+    }
+}
