@@ -15,6 +15,7 @@ mod report;
 mod target;
 mod tracefs;
 mod tracker;
+mod tui;
 mod verdict;
 
 use std::{
@@ -192,6 +193,12 @@ struct TraceArgs {
     /// intervals are still recorded every --interval seconds).
     #[arg(long)]
     summary_only: bool,
+
+    /// Print plain text interval reports even when stdout is a terminal (the default
+    /// there is a live top-like view of the workers, redrawn every --interval seconds,
+    /// 2 by default; `q` quits).
+    #[arg(long)]
+    plain: bool,
 }
 
 fn main() {
@@ -280,6 +287,17 @@ const OUTPUT_QUEUE: usize = 4;
 /// Interval lines waiting to be written to the record file before new ones are dropped
 /// (and counted): a minute of 1 s intervals on a stalled disk.
 const RECORD_QUEUE: usize = 64;
+
+/// Seconds between live view redraws when --interval is not given.
+const LIVE_INTERVAL: f64 = 2.0;
+
+/// The live view's next input; never ready without a live view.
+async fn next_input(live: &mut Option<tui::LiveView>) -> tui::Input {
+    match live {
+        Some(v) => v.next_input().await,
+        None => std::future::pending().await,
+    }
+}
 
 /// Seconds since the Unix epoch, now.
 fn unix_now() -> f64 {
@@ -448,7 +466,12 @@ async fn run(cli: TraceArgs) -> Result<(), ProbeError> {
     }
 
     let workers = target::find_workers(master.pid);
-    let record_every = cli.interval.unwrap_or(5.0);
+    // A terminal gets the live view unless plain text, JSON or only the summary is asked.
+    let live_view = !(cli.json || cli.summary_only || cli.plain)
+        && std::io::IsTerminal::is_terminal(&std::io::stdout());
+    let record_every = cli
+        .interval
+        .unwrap_or(if live_view { LIVE_INTERVAL } else { 5.0 });
     let mut record = match &cli.record {
         Some(path) => {
             let (host, kernel) = recording::host_and_kernel();
@@ -536,7 +559,23 @@ async fn run(cli: TraceArgs) -> Result<(), ProbeError> {
     } else if cli.json {
         cli.interval
     } else {
-        Some(cli.interval.unwrap_or(5.0))
+        Some(record_every)
+    };
+    let mut live = if live_view {
+        let title = tui::Title {
+            master_pid: master.pid,
+            master_title: master.title.clone(),
+            interval_s: record_every,
+        };
+        match tui::LiveView::start(title) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                warn!("no live view ({e}): printing text reports");
+                None
+            }
+        }
+    } else {
+        None
     };
 
     let mut sigint = signal(SignalKind::interrupt())?;
@@ -590,9 +629,21 @@ async fn run(cli: TraceArgs) -> Result<(), ProbeError> {
                     break format!("nginx master {} exited", master.pid);
                 }
                 for ev in tracker.refresh(&mut probe)? {
-                    eprintln!("nginx-probe: {}", report::event_line(&ev, master.pid));
+                    // The live view shows them in its events pane.
+                    if live.is_none() {
+                        eprintln!("nginx-probe: {}", report::event_line(&ev, master.pid));
+                    }
                 }
             }
+            input = next_input(&mut live) => match input {
+                tui::Input::Quit => break "quit from the live view".into(),
+                tui::Input::Redraw => {
+                    if let Some(v) = live.as_mut() {
+                        v.redraw()?;
+                    }
+                }
+                tui::Input::Ignore => {}
+            },
             _ = report_tick.tick(), if tick_every.is_some() => {
                 let snap = tracker.snapshot(&probe)?;
                 let now = Instant::now();
@@ -609,7 +660,9 @@ async fn run(cli: TraceArgs) -> Result<(), ProbeError> {
                         record_error = Some(why);
                     }
                 }
-                if interval.is_some() && output.interval(render(&r)) == Sent::Closed {
+                if let Some(v) = live.as_mut() {
+                    v.show(&r)?;
+                } else if interval.is_some() && output.interval(render(&r)) == Sent::Closed {
                     break "stdout closed".into();
                 }
                 tracker.start_interval();
@@ -619,6 +672,10 @@ async fn run(cli: TraceArgs) -> Result<(), ProbeError> {
         }
     };
 
+    // Back to the normal screen for the summary.
+    if let Some(v) = live.take() {
+        v.stop();
+    }
     // Final refresh so that workers that exited are marked, then the summary since attach.
     if let Ok(events) = tracker.refresh(&mut probe) {
         for ev in events {

@@ -36,6 +36,7 @@ const DEBIAN_PACKAGES: &[&str] = &[
     "strace",
     "python3",
     "util-linux",
+    "tmux",
 ];
 
 #[derive(Parser)]
