@@ -15,6 +15,7 @@ mod programs {
         macros::{map, tracepoint, uprobe},
         maps::{Array, HashMap, LruHashMap, PerCpuArray, Queue},
         programs::{ProbeContext, TracePointContext},
+        EbpfContext as _,
     };
     use nginx_probe_common::{
         drop, fd_kind, sys, ErrClass, InFlight, SyscallStats, DEFAULT_WORKER_SLOTS, DROP_COUNTERS,
@@ -22,10 +23,25 @@ mod programs {
         SYSCALL_COUNT,
     };
 
-    /// Offset of `long ret` in the `syscalls:sys_exit_*` tracepoint record. User space
-    /// reads it from the tracepoint's `format` file and sets it at load time.
-    #[no_mangle]
-    static RET_OFFSET: u64 = 16;
+    /// Offset of `long ret` in `syscalls:sys_exit_*` records and of the first argument
+    /// in `syscalls:sys_enter_*` records (after the 8-byte common header and the 4-byte
+    /// `__syscall_nr` with its padding). User space checks it against the tracepoints'
+    /// `format` files before loading.
+    const RECORD_WORD_OFFSET: usize = 16;
+
+    /// The 8-byte word at [`RECORD_WORD_OFFSET`] of a syscall tracepoint record: `ret`
+    /// on exit, the first argument on entry. A direct context load at a constant
+    /// offset (checked by the verifier), far cheaper than a `bpf_probe_read` helper call.
+    #[inline(always)]
+    fn record_word(ctx: &TracePointContext) -> u64 {
+        // SAFETY: tracepoint programs may read their record directly; the verifier
+        // checks the constant offset against the record's bounds.
+        unsafe {
+            core::ptr::read_volatile(
+                (ctx.as_ptr() as *const u8).add(RECORD_WORD_OFFSET) as *const u64
+            )
+        }
+    }
 
     /// Host tgid of the nginx master; its forks become tracked workers in the kernel, so
     /// a worker started by a reload or respawn is counted from its first syscall.
@@ -161,14 +177,12 @@ mod programs {
         };
         let mut kind = fd_kind::SOCKET;
         if is_write(syscall) {
-            // `fd` is the first argument, at offset 16 of sys_enter_write/writev/pwrite64.
-            // SAFETY: bpf_probe_read of the tracepoint record.
-            if let Ok(fd) = unsafe { ctx.read_at::<u64>(16) } {
-                let key = ((tgid as u64) << 32) | (fd & 0xffff_ffff);
-                // SAFETY: copied out immediately.
-                if let Some(k) = unsafe { FD_KINDS.get(key) } {
-                    kind = *k;
-                }
+            // `fd` is the first argument of write/writev/pwrite64.
+            let fd = record_word(ctx);
+            let key = ((tgid as u64) << 32) | (fd & 0xffff_ffff);
+            // SAFETY: copied out immediately.
+            if let Some(k) = unsafe { FD_KINDS.get(key) } {
+                kind = *k;
             }
         }
         let v = InFlight {
@@ -215,13 +229,7 @@ mod programs {
             Some(s) => *s,
             None => return,
         };
-        // SAFETY: RET_OFFSET is a read-only global patched by the loader.
-        let off = unsafe { core::ptr::read_volatile(&RET_OFFSET) } as usize;
-        // SAFETY: bpf_probe_read of the tracepoint record at a verified offset.
-        let ret: i64 = match unsafe { ctx.read_at::<i64>(off) } {
-            Ok(r) => r,
-            Err(_) => return,
-        };
+        let ret = record_word(ctx) as i64;
         // Fully initialised up front (start_ns 0 = no entry): the verifier rejects code
         // that reads a register on a path where it was never written, which an
         // Option's payload can compile to.
@@ -423,10 +431,7 @@ mod programs {
         }
         // SAFETY: as above.
         unsafe { *last = 0 };
-        // SAFETY: bpf_probe_read of the tracepoint record (`fd` at offset 16).
-        let Ok(fd) = (unsafe { ctx.read_at::<u64>(16) }) else {
-            return 0;
-        };
+        let fd = record_word(&ctx);
         if (fd & 0xffff_ffff) + 1 == pending {
             if let Some(n) = ACCEPT_CLOSE.get_ptr_mut(slot) {
                 // SAFETY: only this worker's main thread writes this element.

@@ -68,14 +68,13 @@ impl Probe {
     /// Errors: load failures and map errors.
     pub fn load(tracefs_root: &Path, master_tgid: u32, slots: u32) -> Result<Probe, ProbeError> {
         raise_memlock();
-        let ret_offset: u64 = tracefs::exit_ret_offset(tracefs_root, "accept4").unwrap_or(16);
+        tracefs::check_record_layout(tracefs_root)?;
         let fork_format =
             std::fs::read_to_string(tracefs_root.join("events/sched/sched_process_fork/format"))
                 .unwrap_or_default();
         let parent_off = tracefs::field_offset(&fork_format, "parent_pid").unwrap_or(12);
         let child_off = tracefs::field_offset(&fork_format, "child_pid").unwrap_or(20);
         let mut ebpf = EbpfLoader::new()
-            .override_global("RET_OFFSET", &ret_offset, true)
             .override_global("MASTER_TGID", &master_tgid, true)
             .override_global("FORK_PARENT_OFF", &parent_off, true)
             .override_global("FORK_CHILD_OFF", &child_off, true)

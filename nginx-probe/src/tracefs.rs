@@ -65,15 +65,40 @@ pub fn field_offset(format: &str, field: &str) -> Option<u64> {
     None
 }
 
-/// Offset of `ret` in `syscalls:sys_exit_<name>` records, read from tracefs.
-pub fn exit_ret_offset(root: &Path, name: &str) -> Option<u64> {
-    let path = root
-        .join("events/syscalls")
-        .join(format!("sys_exit_{name}"))
-        .join("format");
+/// Offset of `field` in `syscalls:<event>` records (e.g. `ret` of `sys_exit_accept4`,
+/// `fd` of `sys_enter_write`), read from tracefs.
+pub fn syscall_field_offset(root: &Path, event: &str, field: &str) -> Option<u64> {
+    let path = root.join("events/syscalls").join(event).join("format");
     std::fs::read_to_string(path)
         .ok()
-        .and_then(|f| field_offset(&f, "ret"))
+        .and_then(|f| field_offset(&f, field))
+}
+
+/// Where the eBPF programs read `ret` (exit records) and the first argument (entry
+/// records): they load that word directly at a constant offset.
+pub const RECORD_WORD_OFFSET: u64 = 16;
+
+/// Checks that this kernel's syscall tracepoint records put `ret` and the first
+/// argument where the eBPF programs read them ([`RECORD_WORD_OFFSET`]).
+///
+/// Errors: the offsets read from tracefs, when they differ (a kernel with another
+/// record layout: nothing would be counted right, so nothing is attached).
+pub fn check_record_layout(root: &Path) -> Result<(), ProbeError> {
+    for (event, field) in [
+        ("sys_exit_accept4", "ret"),
+        ("sys_enter_write", "fd"),
+        ("sys_enter_close", "fd"),
+    ] {
+        match syscall_field_offset(root, event, field) {
+            Some(off) if off != RECORD_WORD_OFFSET => {
+                return Err(ProbeError::Missing(format!(
+                    "support for this kernel's syscall record layout (`{field}` of {event} at offset {off}, expected {RECORD_WORD_OFFSET})"
+                )))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Whether `syscalls:<event>` exists on this kernel.

@@ -1,7 +1,8 @@
 //! `cargo xtask bench overhead`: what tracing costs nginx, side by side with what users
 //! run today. Interleaved rounds of: no tracer, nginx-probe (default probes),
 //! nginx-probe --uprobes, a bpftrace script with the same tracepoints and in-kernel
-//! histograms, and `strace -c -f`. Prints medians and ratios against the no-tracer runs
+//! histograms, bpftrace with empty programs on nginx-probe's tracepoints (the floor of
+//! ns per program run on the machine), and `strace -c -f`. Prints medians and ratios against the no-tracer runs
 //! of the same invocation; never fails on speed.
 
 use std::{
@@ -23,6 +24,9 @@ enum Mode {
     ProbeAll,
     ProbeUprobes,
     Bpftrace,
+    /// bpftrace with empty actions on nginx-probe's default tracepoints: the cost of
+    /// running any program there (the floor for ns per program run on this machine).
+    EmptyBpf,
     Strace,
 }
 
@@ -34,6 +38,7 @@ impl Mode {
             Mode::ProbeAll => "nginx-probe --syscalls all",
             Mode::ProbeUprobes => "nginx-probe --uprobes",
             Mode::Bpftrace => "bpftrace (same tracepoints)",
+            Mode::EmptyBpf => "empty programs (floor)",
             Mode::Strace => "strace -c -f",
         }
     }
@@ -185,6 +190,60 @@ fn bpftrace_script(workers: &[u32]) -> String {
     )
 }
 
+/// bpftrace with empty actions on the tracepoints nginx-probe attaches by default.
+fn empty_script() -> String {
+    let calls = [
+        "accept4",
+        "accept",
+        "epoll_wait",
+        "epoll_pwait",
+        "epoll_pwait2",
+        "sendfile64",
+        "write",
+        "writev",
+        "pwrite64",
+    ];
+    let mut probes: Vec<String> = calls
+        .iter()
+        .flat_map(|c| {
+            [
+                format!("tracepoint:syscalls:sys_enter_{c}"),
+                format!("tracepoint:syscalls:sys_exit_{c}"),
+            ]
+        })
+        .collect();
+    probes.push("tracepoint:syscalls:sys_enter_close".into());
+    probes.push("tracepoint:sched:sched_process_fork".into());
+    format!("{} {{ }}\n", probes.join(",\n"))
+}
+
+/// Starts bpftrace with `script` and waits until its probes are attached; returns it
+/// and the ms that took.
+fn spawn_bpftrace(script: &str) -> Result<(Child, f64)> {
+    let start = Instant::now();
+    let mut c = Command::new("bpftrace")
+        .args(["-e", script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("spawn bpftrace")?;
+    // bpftrace prints "Attaching N probes..." on stdout.
+    let stdout = c.stdout.take().expect("stdout");
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if line.starts_with("Attaching") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(60))
+        .context("bpftrace did not attach")?;
+    // "Attaching" is printed before the attach completes.
+    thread::sleep(Duration::from_millis(1500));
+    Ok((c, start.elapsed().as_secs_f64() * 1000.0))
+}
+
 fn stop(mut child: Child) {
     let _ = nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
@@ -243,32 +302,14 @@ fn one_run(mode: Mode, probe: &Path, ng: &Nginx, secs: u64) -> Result<Run> {
             let (c, ms) = spawn_until(cmd, "Hit Ctrl-C to end.", Duration::from_secs(30))?;
             (Some(c), Some(ms))
         }
-        Mode::Bpftrace => {
-            let mut cmd = Command::new("bpftrace");
-            cmd.args(["-e", &bpftrace_script(&workers)]);
-            // bpftrace prints "Attaching N probes..." on stdout; use -q-less stderr? It
-            // goes to stdout, so wait on a fixed settle time instead.
-            let start = Instant::now();
-            let c = cmd
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .context("spawn bpftrace")?;
-            let mut c = c;
-            let stdout = c.stdout.take().expect("stdout");
-            let (tx, rx) = mpsc::channel();
-            thread::spawn(move || {
-                for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                    if line.starts_with("Attaching") {
-                        let _ = tx.send(());
-                    }
-                }
-            });
-            rx.recv_timeout(Duration::from_secs(60))
-                .context("bpftrace did not attach")?;
-            // "Attaching" is printed before the attach completes.
-            thread::sleep(Duration::from_millis(1500));
-            (Some(c), Some(start.elapsed().as_secs_f64() * 1000.0))
+        Mode::Bpftrace | Mode::EmptyBpf => {
+            let script = if mode == Mode::Bpftrace {
+                bpftrace_script(&workers)
+            } else {
+                empty_script()
+            };
+            let (c, ms) = spawn_bpftrace(&script)?;
+            (Some(c), Some(ms))
         }
         Mode::Strace => {
             let mut cmd = Command::new("strace");
@@ -282,9 +323,10 @@ fn one_run(mode: Mode, probe: &Path, ng: &Nginx, secs: u64) -> Result<Run> {
         }
     };
     let pid = child.as_ref().map(|c| c.id());
+    // Every BPF tracer's programs, for ns per program run.
     let ids = match (mode, pid) {
-        (Mode::Probe | Mode::ProbeAll | Mode::ProbeUprobes, Some(p)) => prog_ids_held_by(p),
-        _ => Vec::new(),
+        (Mode::Strace, _) | (_, None) => Vec::new(),
+        (_, Some(p)) => prog_ids_held_by(p),
     };
     let before = prog_stats(&ids);
     let cpu0 = pid.and_then(cpu_seconds);
@@ -325,6 +367,7 @@ pub fn overhead(probe: &Path, rounds: usize, secs: u64) -> Result<()> {
         Mode::ProbeAll,
         Mode::ProbeUprobes,
         Mode::Bpftrace,
+        Mode::EmptyBpf,
         Mode::Strace,
     ];
     let stats_before = std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled").ok();
@@ -432,6 +475,15 @@ pub fn overhead(probe: &Path, rounds: usize, secs: u64) -> Result<()> {
     }
     if let Some(ns) = of(Mode::Probe, &|r| r.ns_per_event) {
         println!("  {ns:.0} ns per program run (target <= 100)");
+        if let Some(floor) = of(Mode::EmptyBpf, &|r| r.ns_per_event) {
+            println!(
+                "    an empty program on the same tracepoints costs {floor:.0} ns here (bpf_stats timing included): nginx-probe's own work is {:.0} ns per run",
+                ns - floor
+            );
+        }
+        if let Some(bt) = of(Mode::Bpftrace, &|r| r.ns_per_event) {
+            println!("    bpftrace's script: {bt:.0} ns per run");
+        }
     }
     if let Some(ev) = of(Mode::Probe, &|r| r.events.map(|e| e as f64)) {
         println!(
