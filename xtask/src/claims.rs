@@ -13,6 +13,10 @@ use std::{
     fmt,
     path::{Path, PathBuf},
     process::Command,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
     thread,
     time::Duration,
 };
@@ -1124,6 +1128,8 @@ struct Machine {
     kernel: String,
     date: String,
     nginx: String,
+    /// `/proc/loadavg`'s 1, 5 and 15 minute figures when the lab started.
+    loadavg: String,
 }
 
 fn machine() -> Machine {
@@ -1158,6 +1164,9 @@ fn machine() -> Machine {
         nginx: cmd("/usr/sbin/nginx", &["-v"])
             .trim_start_matches("nginx version: ")
             .to_string(),
+        loadavg: std::fs::read_to_string("/proc/loadavg")
+            .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+            .unwrap_or_default(),
     }
 }
 
@@ -1227,6 +1236,15 @@ pub struct Options {
 pub fn claims(probe: &Path, opts: &Options) -> Result<()> {
     let selected = select(&opts.filter)?;
     let secs = if opts.quick { 2 } else { 8 };
+    // The machine as the runs start (the load average says how shared it was).
+    let m = machine();
+    // Ctrl-C reaches wrk/hey and nginx-probe (our process group), which finish their
+    // run; then we stop, and the throwaway nginx (its own group) is dropped.
+    let interrupted = Arc::new(AtomicBool::new(false));
+    {
+        let flag = interrupted.clone();
+        ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst)).context("signal handler")?;
+    }
     let runs = opts.out.join("runs");
     std::fs::create_dir_all(&runs).with_context(|| format!("create {}", runs.display()))?;
     let mut results = Vec::new();
@@ -1242,6 +1260,9 @@ pub fn claims(probe: &Path, opts: &Options) -> Result<()> {
             );
             let m = record(probe, claim, v, secs, &runs)
                 .with_context(|| format!("claim {} config {}", claim.id, v.label))?;
+            if interrupted.load(Ordering::SeqCst) {
+                bail!("interrupted: throwaway nginx stopped, nothing written");
+            }
             eprintln!(
                 "claims:   {:.0} req/s, {} requests, verdicts {:?}",
                 m.rps, m.requests, m.verdicts
@@ -1259,7 +1280,6 @@ pub fn claims(probe: &Path, opts: &Options) -> Result<()> {
             judgement,
         });
     }
-    let m = machine();
     let command = format!(
         "cargo xtask claims{}{}",
         if opts.quick { " --quick" } else { "" },
@@ -1272,8 +1292,8 @@ pub fn claims(probe: &Path, opts: &Options) -> Result<()> {
     let table = markdown_table(&results);
     println!("{table}");
     let mut md = format!(
-        "# nginx-probe claims lab\n\n`{command}`: {} cores ({}), kernel {}, nginx {}, {}; {secs} s of load per config, 2 nginx workers unless the claim says otherwise, a 30-byte file, access log on and unbuffered unless the claim changes it.\n\n",
-        m.nproc, m.cpu, m.kernel, m.nginx, m.date
+        "# nginx-probe claims lab\n\n`{command}`: {} cores ({}), kernel {}, nginx {}, {}, load average {} at the start; {secs} s of load per config, 2 nginx workers unless the claim says otherwise, a 30-byte file, access log on and unbuffered unless the claim changes it.\n\n",
+        m.nproc, m.cpu, m.kernel, m.nginx, m.date, m.loadavg
     );
     md.push_str(&table);
     md.push_str("\n## Rules\n\n");
@@ -1293,7 +1313,7 @@ pub fn claims(probe: &Path, opts: &Options) -> Result<()> {
     }
     let doc = json!({
         "command": command,
-        "machine": {"nproc": m.nproc, "cpu": m.cpu, "kernel": m.kernel, "nginx": m.nginx, "date": m.date},
+        "machine": {"nproc": m.nproc, "cpu": m.cpu, "kernel": m.kernel, "nginx": m.nginx, "date": m.date, "loadavg": m.loadavg},
         "load_secs": secs,
         "claims": results.iter().map(|r| json!({
             "id": r.claim.id,
