@@ -44,6 +44,8 @@ pub struct NginxConfig {
     pub listen_extra: String,
     /// `access_log` setting: None writes `<prefix>/logs/access.log` unbuffered.
     pub access_log: Option<String>,
+    /// `sendfile on` (the default here, as in Debian's nginx.conf) or `off`.
+    pub sendfile: bool,
     /// Start nginx in its own pid namespace (`unshare --pid --fork --mount-proc`), as
     /// in a container: the master is pid 1 inside.
     pub pid_namespace: bool,
@@ -64,6 +66,7 @@ impl Default for NginxConfig {
             http_extra: String::new(),
             listen_extra: String::new(),
             access_log: None,
+            sendfile: true,
             pid_namespace: false,
             daemon: false,
         }
@@ -143,7 +146,7 @@ http {{
     fastcgi_temp_path {p}/tmp/fastcgi;
     uwsgi_temp_path {p}/tmp/uwsgi;
     scgi_temp_path {p}/tmp/scgi;
-    sendfile on;
+    sendfile {sendfile};
     {http_extra}
     server {{
         listen 127.0.0.1:{port} {listen_extra};
@@ -157,6 +160,7 @@ http {{
             events_extra = cfg.events_extra,
             main_extra = cfg.main_extra,
             http_extra = cfg.http_extra,
+            sendfile = if cfg.sendfile { "on" } else { "off" },
             listen_extra = cfg.listen_extra,
         );
         fs::write(prefix.join("nginx.conf"), conf).expect("write nginx.conf");
@@ -420,6 +424,64 @@ pub fn one_request_per_connection_until(
     n
 }
 
+/// Reads one HTTP/1.1 response (status line, headers, Content-Length body) from `c`.
+/// Returns (status was 200, nginx said `Connection: close`); None if the connection
+/// ended before a status line.
+fn read_response(c: &mut BufReader<TcpStream>) -> Option<(bool, bool)> {
+    let mut status = String::new();
+    c.read_line(&mut status).expect("status line");
+    if status.is_empty() {
+        return None;
+    }
+    let mut len = 0usize;
+    let mut close = false;
+    loop {
+        let mut line = String::new();
+        c.read_line(&mut line).expect("header");
+        if line == "\r\n" || line.is_empty() {
+            break;
+        }
+        let lower = line.to_ascii_lowercase();
+        if let Some(v) = lower.strip_prefix("content-length:") {
+            len = v.trim().parse().expect("content-length");
+        }
+        if lower.starts_with("connection:") && lower.contains("close") {
+            close = true;
+        }
+    }
+    let mut body = vec![0u8; len];
+    c.read_exact(&mut body).expect("body");
+    Some((status.starts_with("HTTP/1.1 200"), close))
+}
+
+/// Sends `requests` `GET /` one after the other as a browser would: on one keepalive
+/// connection for as long as nginx keeps it open, on a new one after a response that
+/// says `Connection: close`. Returns (200 responses, connections opened): with
+/// `keepalive_timeout 0` every request opens one, otherwise one connection carries up
+/// to `keepalive_requests` requests.
+pub fn requests_reusing_connections(addr: SocketAddr, requests: usize) -> (usize, usize) {
+    let mut ok = 0;
+    let mut opened = 0;
+    let mut conn: Option<BufReader<TcpStream>> = None;
+    for _ in 0..requests {
+        let c = conn.get_or_insert_with(|| {
+            opened += 1;
+            BufReader::new(TcpStream::connect(addr).expect("connect"))
+        });
+        c.get_mut()
+            .write_all(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n")
+            .expect("send");
+        let (is_200, close) = read_response(c).expect("nginx closed before answering");
+        if is_200 {
+            ok += 1;
+        }
+        if close {
+            conn = None;
+        }
+    }
+    (ok, opened)
+}
+
 /// Opens `connections` keepalive connections and sends `requests_each` requests on each,
 /// reading every response fully (Content-Length). Returns the number of 200 responses.
 /// Panics if nginx closes a connection early.
@@ -433,25 +495,10 @@ pub fn keepalive_requests(addr: SocketAddr, connections: usize, requests_each: u
             c.get_mut()
                 .write_all(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n")
                 .expect("send");
-            let mut status = String::new();
-            c.read_line(&mut status).expect("status line");
-            assert!(!status.is_empty(), "nginx closed a keepalive connection");
-            if status.starts_with("HTTP/1.1 200") {
+            let (is_200, _) = read_response(c).expect("nginx closed a keepalive connection");
+            if is_200 {
                 ok += 1;
             }
-            let mut len = 0usize;
-            loop {
-                let mut line = String::new();
-                c.read_line(&mut line).expect("header");
-                if line == "\r\n" || line.is_empty() {
-                    break;
-                }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    len = v.trim().parse().expect("content-length");
-                }
-            }
-            let mut body = vec![0u8; len];
-            c.read_exact(&mut body).expect("body");
         }
     }
     ok
@@ -509,11 +556,30 @@ impl ProbeRun {
     /// Starts `nginx-probe <args>` and waits (up to 30 s) until it prints its
     /// "Hit Ctrl-C to end." banner, i.e. until its tracepoints are attached.
     pub fn start(args: &[&str]) -> ProbeRun {
-        let mut child = Command::new(probe_binary())
+        ProbeRun::start_with_binary(&probe_binary(), args)
+    }
+
+    /// Like [`ProbeRun::start`] with an explicit nginx-probe binary (for `cargo xtask`,
+    /// which builds it).
+    pub fn start_with_binary(binary: &Path, args: &[&str]) -> ProbeRun {
+        ProbeRun::spawn(binary, args, Stdio::piped())
+    }
+
+    /// Like [`ProbeRun::start_with_binary`], with the probe's stdout written straight to
+    /// the file `stdout_to` (created or truncated) instead of a pipe, so a long run's JSON
+    /// lines never wait for a reader; [`ProbeOutput::stdout`] is then empty.
+    pub fn start_to_file(binary: &Path, args: &[&str], stdout_to: &Path) -> ProbeRun {
+        let file = fs::File::create(stdout_to)
+            .unwrap_or_else(|e| panic!("create {}: {e}", stdout_to.display()));
+        ProbeRun::spawn(binary, args, Stdio::from(file))
+    }
+
+    fn spawn(binary: &Path, args: &[&str], stdout: Stdio) -> ProbeRun {
+        let mut child = Command::new(binary)
             .args(args)
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
-            .stdout(Stdio::piped())
+            .stdout(stdout)
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn nginx-probe");

@@ -1,6 +1,7 @@
 //! `cargo xtask`: orchestration only. `setup` installs what building and testing need,
 //! `demo` shows nginx-probe on a real nginx, `test` runs unit and root integration tests,
-//! `lint` runs clippy on the host crates and, on its own, on the eBPF crate.
+//! `lint` runs clippy on the host crates and, on its own, on the eBPF crate; `claims`
+//! checks the seeds' tuning claims with nginx-probe; `bench` measures it.
 
 use std::{
     path::{Path, PathBuf},
@@ -15,6 +16,8 @@ use std::{
 use anyhow::{bail, Context as _, Result};
 
 mod bench;
+mod claims;
+mod load;
 mod overhead;
 use clap::{Parser, Subcommand};
 
@@ -68,6 +71,20 @@ enum Cmd {
     },
     /// clippy on the host crates, then on the eBPF crate on its own.
     Lint,
+    /// Claims lab (root): tuning claims from ../shared/seeds as A/B nginx configs under
+    /// the same load, each recorded with nginx-probe and judged by explicit rules on its
+    /// metrics; prints a markdown table, writes claims.md, claims.json and the runs.
+    Claims {
+        /// Short runs: 2 s of load per config instead of 8.
+        #[arg(long)]
+        quick: bool,
+        /// Output directory (default: target/claims).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Only these claims (keepalive, access_log, multi_accept, nofile,
+        /// worker_connections, open_file_cache, sendfile, worker_processes, backlog).
+        claims: Vec<String>,
+    },
     /// Benchmarks (root): measurements and ratios, never pass/fail on speed.
     Bench {
         #[command(subcommand)]
@@ -374,6 +391,8 @@ fn test(args: &[String]) -> Result<()> {
         "nginx-probe",
         "--package",
         "nginx-probe-common",
+        "--package",
+        "xtask",
     ]))?;
     if !is_root() {
         bail!("the integration tests load eBPF programs and start nginx: run them as root (sudo cargo xtask test)");
@@ -433,6 +452,18 @@ fn lint() -> Result<()> {
     Ok(())
 }
 
+fn run_claims(quick: bool, out: Option<PathBuf>, filter: Vec<String>) -> Result<()> {
+    // Bad input first, before minutes of setup and build.
+    claims::select(&filter)?;
+    setup()?;
+    let probe = build_probe()?;
+    if !is_root() {
+        bail!("the claims lab loads eBPF programs and starts nginx: run it as root (sudo cargo xtask claims)");
+    }
+    let out = out.unwrap_or_else(|| workspace_root().join("target/claims"));
+    claims::claims(&probe, &claims::Options { quick, out, filter })
+}
+
 fn main() {
     let cli = Cli::parse();
     let res = match cli.cmd {
@@ -440,6 +471,7 @@ fn main() {
         Cmd::Demo { pid, duration } => demo(pid, duration),
         Cmd::Test { args } => test(&args),
         Cmd::Lint => lint(),
+        Cmd::Claims { quick, out, claims } => run_claims(quick, out, claims),
         Cmd::Bench { which } => match which {
             BenchCmd::Overhead { rounds, secs } => setup()
                 .and_then(|_| build_probe())

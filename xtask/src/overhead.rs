@@ -17,6 +17,8 @@ use std::{
 use anyhow::{bail, Context as _, Result};
 use nginx_probe_tests::{prog_ids_held_by, Nginx, NginxConfig};
 
+use crate::load::{cpu_seconds, wrk};
+
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Mode {
     None,
@@ -75,61 +77,8 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-fn clk_tck() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 {
-        t as f64
-    } else {
-        100.0
-    }
-}
-
-/// utime + stime of a process, seconds (from /proc/<pid>/stat).
-fn cpu_seconds(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
-    Some(ticks / clk_tck())
-}
-
 fn rss_mib(pid: u32) -> Option<f64> {
     crate::bench::rss_kib(pid).map(|kib| kib as f64 / 1024.0)
-}
-
-/// Runs wrk and returns (req/s, p99 ms).
-fn wrk(url: &str, secs: u64) -> Result<(f64, f64)> {
-    let out = Command::new("wrk")
-        .args(["-t1", "-c50", &format!("-d{secs}s"), "--latency", url])
-        .output()
-        .context("run wrk")?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let rps = text
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("Requests/sec:"))
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .context("no Requests/sec in wrk output")?;
-    let p99 = text
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("99%"))
-        .map(|v| parse_wrk_latency(v.trim()))
-        .unwrap_or(f64::NAN);
-    Ok((rps, p99))
-}
-
-/// wrk latency like `1.23ms`, `850.00us`, `1.01s` -> ms.
-fn parse_wrk_latency(v: &str) -> f64 {
-    let (num, mul) = if let Some(n) = v.strip_suffix("ms") {
-        (n, 1.0)
-    } else if let Some(n) = v.strip_suffix("us") {
-        (n, 0.001)
-    } else if let Some(n) = v.strip_suffix('s') {
-        (n, 1000.0)
-    } else {
-        (v, f64::NAN)
-    };
-    num.parse::<f64>().map(|x| x * mul).unwrap_or(f64::NAN)
 }
 
 /// Spawns `cmd` and waits until a stderr line contains `ready` (or `timeout`).
@@ -333,7 +282,8 @@ fn one_run(mode: Mode, probe: &Path, ng: &Nginx, secs: u64) -> Result<Run> {
     let workers_cpu = || -> f64 { workers.iter().filter_map(|&w| cpu_seconds(w)).sum() };
     let w0 = workers_cpu();
     let t0 = Instant::now();
-    let (rps, p99_ms) = wrk(&url, secs)?;
+    let client = wrk(&url, 50, secs)?;
+    let (rps, p99_ms) = (client.rps, client.p99_ms);
     let wall = t0.elapsed().as_secs_f64();
     let w1 = workers_cpu();
     let cpu1 = pid.and_then(cpu_seconds);
@@ -377,7 +327,7 @@ pub fn overhead(probe: &Path, rounds: usize, secs: u64) -> Result<()> {
         ng.master_pid()
     );
     // Warm-up, not measured.
-    let _ = wrk(&ng.url(), 2)?;
+    let _ = wrk(&ng.url(), 50, 2)?;
     let mut results: Vec<(Mode, Run)> = Vec::new();
     for round in 1..=rounds {
         for &mode in &modes {
