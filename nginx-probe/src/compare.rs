@@ -485,8 +485,10 @@ pub fn compare(
     }
 }
 
-/// Most changes named in the sentence.
+/// Most report-level changes named in the sentence.
 const SENTENCE_CHANGES: usize = 3;
+/// Most single-syscall calls-per-request changes named after them.
+const SENTENCE_SYSCALL_CHANGES: usize = 2;
 
 /// The ticket sentence: the largest changes beyond noise (or, without interval data,
 /// the largest changes, flagged as such), then the verdicts that went away or
@@ -501,9 +503,10 @@ pub fn sentence(metrics: &[MetricChange], verdicts: &VerdictChanges) -> String {
             ) && m.relative.is_some_and(|r| r.abs() >= MIN_RELATIVE_CHANGE)
         })
         .collect();
-    // The report-level metrics first (they are what a ticket is about; per-syscall
-    // ones explain them), then by the size of the change as a factor (|ln(after/before)|:
-    // 1.00 -> 0.01 is a bigger move than 38 -> 169).
+    // The largest report-level changes (what a ticket is about), then the largest
+    // changes in calls per request of single syscalls (a syscall that appeared or went
+    // away explains them); sizes compared as factors (|ln(after/before)|: 1.00 -> 0.01
+    // is a bigger move than 38 -> 169).
     let core = |m: &MetricChange| METRICS.iter().any(|d| d.key == m.key);
     let factor = |m: &MetricChange| {
         let (b, a) = (m.before.unwrap_or(0.0).abs(), m.after.unwrap_or(0.0).abs());
@@ -513,10 +516,21 @@ pub fn sentence(metrics: &[MetricChange], verdicts: &VerdictChanges) -> String {
             (a / b).ln().abs()
         }
     };
-    movers.sort_by(|a, b| core(b).cmp(&core(a)).then(factor(b).total_cmp(&factor(a))));
+    movers.sort_by(|a, b| factor(b).total_cmp(&factor(a)));
+    let movers: Vec<&MetricChange> = movers
+        .iter()
+        .filter(|m| core(m))
+        .take(SENTENCE_CHANGES)
+        .chain(
+            movers
+                .iter()
+                .filter(|m| !core(m) && m.key.ends_with("_per_request"))
+                .take(SENTENCE_SYSCALL_CHANGES),
+        )
+        .copied()
+        .collect();
     let mut parts: Vec<String> = movers
         .iter()
-        .take(SENTENCE_CHANGES)
         .map(|m| {
             let (b, a, r) = (
                 m.before.unwrap_or(0.0),

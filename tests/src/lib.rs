@@ -565,15 +565,6 @@ impl ProbeRun {
         ProbeRun::spawn(binary, args, Stdio::piped())
     }
 
-    /// Like [`ProbeRun::start_with_binary`], with the probe's stdout written straight to
-    /// the file `stdout_to` (created or truncated) instead of a pipe, so a long run's JSON
-    /// lines never wait for a reader; [`ProbeOutput::stdout`] is then empty.
-    pub fn start_to_file(binary: &Path, args: &[&str], stdout_to: &Path) -> ProbeRun {
-        let file = fs::File::create(stdout_to)
-            .unwrap_or_else(|e| panic!("create {}: {e}", stdout_to.display()));
-        ProbeRun::spawn(binary, args, Stdio::from(file))
-    }
-
     fn spawn(binary: &Path, args: &[&str], stdout: Stdio) -> ProbeRun {
         let mut child = Command::new(binary)
             .args(args)

@@ -5,8 +5,10 @@
 //! nginx-probe's metrics ([`Metrics`]) and says whether the claim is confirmed, refuted
 //! or inconclusive on this machine. Throughput is measured and printed, never judged.
 //!
-//! Recording: every run's JSON lines (`nginx-probe --json --interval 1`, intervals then
-//! the summary) go to `<out>/runs/<claim>-<variant>.jsonl`; see [`recording_args`].
+//! Recording: every run is recorded with `nginx-probe --record
+//! <out>/runs/<claim>-<variant>.jsonl --interval 1` (header, intervals, summary); see
+//! [`recording_args`]. Each later config is then compared with the first by
+//! `nginx-probe compare`, whose ticket sentence goes in the report.
 
 use std::{
     collections::BTreeMap,
@@ -1052,11 +1054,33 @@ pub fn select(filter: &[String]) -> Result<Vec<Claim>> {
 // ---------------------------------------------------------------------------------------
 // Running.
 
-/// nginx-probe options that record a run into `file`. Today: JSON lines on stdout
-/// (`--json --interval 1`), which [`record`] sends to `file`; with `--record FILE` this
-/// becomes `["--record", file]` and the stdout redirect goes away.
-fn recording_args(_file: &Path) -> Vec<String> {
-    vec!["--json".into(), "--interval".into(), "1".into()]
+/// nginx-probe options that record a run into `file`: 1 s intervals (the noise estimate
+/// of `compare`), only the summary on stdout.
+fn recording_args(file: &Path) -> Vec<String> {
+    vec![
+        "--record".into(),
+        file.display().to_string(),
+        "--interval".into(),
+        "1".into(),
+        "--summary-only".into(),
+    ]
+}
+
+/// `nginx-probe compare before after --json`: the comparison document.
+fn compare(probe: &Path, before: &Path, after: &Path) -> Result<Value> {
+    let out = Command::new(probe)
+        .arg("compare")
+        .args([before, after])
+        .arg("--json")
+        .output()
+        .context("run nginx-probe compare")?;
+    if !out.status.success() {
+        bail!(
+            "nginx-probe compare failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    serde_json::from_slice(&out.stdout).context("nginx-probe compare printed no JSON")
 }
 
 /// The `"type":"summary"` line of a recording (the last one; a `--record` file's header
@@ -1087,7 +1111,7 @@ fn record(probe: &Path, claim: &Claim, v: &Variant, secs: u64, runs: &Path) -> R
     args.extend(recording_args(&file));
     args.extend(claim.probe_args.iter().map(|s| s.to_string()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let run = ProbeRun::start_to_file(probe, &args, &file);
+    let run = ProbeRun::start_with_binary(probe, &args);
     let workers = ng.worker_pids();
     let before = workers_switches(&workers);
     let client = claim.load.run(&ng.url(), secs);
@@ -1119,6 +1143,9 @@ pub struct ClaimResult<'a> {
     pub metrics: Vec<Metrics>,
     /// The rule's decision.
     pub judgement: Judgement,
+    /// `nginx-probe compare` of the first config with each later one: (label of the
+    /// later config, its ticket sentence).
+    pub sentences: Vec<(String, String)>,
 }
 
 /// Machine and run facts for the report header.
@@ -1270,6 +1297,17 @@ pub fn claims(probe: &Path, opts: &Options) -> Result<()> {
             metrics.push(m);
         }
         let judgement = (claim.judge)(&metrics);
+        let rec = |v: &Variant| runs.join(format!("{}-{}.jsonl", claim.id, v.label));
+        let mut sentences = Vec::new();
+        for v in claim.variants.iter().skip(1) {
+            let c = compare(probe, &rec(&claim.variants[0]), &rec(v))?;
+            let sentence = c["sentence"].as_str().unwrap_or_default().to_string();
+            eprintln!(
+                "claims:   compare {} -> {}: {sentence}",
+                claim.variants[0].label, v.label
+            );
+            sentences.push((v.label.to_string(), sentence));
+        }
         eprintln!(
             "claims: {} {}: {}",
             claim.id, judgement.outcome, judgement.reason
@@ -1278,6 +1316,7 @@ pub fn claims(probe: &Path, opts: &Options) -> Result<()> {
             claim,
             metrics,
             judgement,
+            sentences,
         });
     }
     let command = format!(
@@ -1296,6 +1335,15 @@ pub fn claims(probe: &Path, opts: &Options) -> Result<()> {
         m.nproc, m.cpu, m.kernel, m.nginx, m.date, m.loadavg
     );
     md.push_str(&table);
+    md.push_str("\n## What `nginx-probe compare` says\n\n");
+    for r in &results {
+        for (label, sentence) in &r.sentences {
+            md.push_str(&format!(
+                "- **{}**, {} -> {label}: {sentence}\n",
+                r.claim.id, r.claim.variants[0].label
+            ));
+        }
+    }
     md.push_str("\n## Rules\n\n");
     for r in &results {
         md.push_str(&format!(
@@ -1324,6 +1372,7 @@ pub fn claims(probe: &Path, opts: &Options) -> Result<()> {
             "result": r.judgement.outcome.to_string(),
             "saw": r.judgement.saw,
             "reason": r.judgement.reason,
+            "compare": r.sentences.iter().map(|(label, s)| json!({"before": r.claim.variants[0].label, "after": label, "sentence": s})).collect::<Vec<_>>(),
             "configs": r.claim.variants.iter().zip(&r.metrics).map(|(v, m)| json!({
                 "label": v.label,
                 "change": v.change,
