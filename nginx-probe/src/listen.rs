@@ -12,7 +12,7 @@ use netlink_packet_core::{
 };
 use netlink_packet_sock_diag::{
     constants::{AF_INET, AF_INET6, IPPROTO_TCP},
-    inet::{ExtensionFlags, InetRequest, SocketId, StateFlags},
+    inet::{nlas::Nla, ExtensionFlags, InetRequest, SocketId, StateFlags},
     SockDiagMessage,
 };
 use netlink_sys::{protocols::NETLINK_SOCK_DIAG, Socket, SocketAddr};
@@ -29,6 +29,11 @@ pub struct ListenSample {
     /// The backlog in force (`idiag_wqueue`: `listen ... backlog=`, capped by
     /// `net.core.somaxconn`).
     pub backlog: u32,
+    /// Packets this socket dropped since it was created (`SK_MEMINFO_DROPS`, the
+    /// socket's `sk_drops`): for a listener, connections lost to a full accept queue
+    /// (each ListenOverflows of this socket) and other listen drops. Wraps at 2^32.
+    /// None when the kernel sent no memory info.
+    pub drops: Option<u32>,
 }
 
 /// Inodes of the sockets process `pid` holds (`/proc/<pid>/fd` -> `socket:[N]`).
@@ -66,7 +71,7 @@ fn dump_family(family: u8) -> io::Result<Vec<ListenSample>> {
         SockDiagMessage::InetRequest(InetRequest {
             family,
             protocol: IPPROTO_TCP,
-            extensions: ExtensionFlags::empty(),
+            extensions: ExtensionFlags::SKMEMINFO,
             states: StateFlags::LISTEN,
             socket_id: if family == AF_INET {
                 SocketId::new_v4()
@@ -100,6 +105,10 @@ fn dump_family(family: u8) -> io::Result<Vec<ListenSample>> {
                         inode: h.inode,
                         queue: h.recv_queue,
                         backlog: h.send_queue,
+                        drops: r.nlas.iter().find_map(|n| match n {
+                            Nla::MemInfo(m) => Some(m.drops),
+                            _ => None,
+                        }),
                     });
                 }
                 NetlinkPayload::Done(_) => return Ok(out),
@@ -207,5 +216,6 @@ mod tests {
         // std's TcpListener listens with a backlog of 128.
         assert_eq!(s.backlog, 128);
         assert_eq!(s.queue, 0);
+        assert_eq!(s.drops, Some(0));
     }
 }

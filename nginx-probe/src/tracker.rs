@@ -46,6 +46,11 @@ struct ListenState {
     queue_now: u32,
     queue_max_total: u32,
     queue_max_interval: u32,
+    /// The socket's drop counter (sock_diag `SK_MEMINFO_DROPS`) when first seen, at
+    /// the start of the interval, and at the last sample.
+    drops_first: Option<u32>,
+    drops_interval: Option<u32>,
+    drops_now: Option<u32>,
 }
 
 /// Worker bookkeeping for one master.
@@ -359,6 +364,11 @@ impl Tracker {
                     st.queue_now = smp.queue;
                     st.queue_max_total = st.queue_max_total.max(smp.queue);
                     st.queue_max_interval = st.queue_max_interval.max(smp.queue);
+                    if st.drops_first.is_none() {
+                        st.drops_first = smp.drops;
+                        st.drops_interval = smp.drops;
+                    }
+                    st.drops_now = smp.drops;
                 }
             }
             Err(e) => {
@@ -376,6 +386,7 @@ impl Tracker {
         }
         for st in self.listen.values_mut() {
             st.queue_max_interval = st.queue_now;
+            st.drops_interval = st.drops_now;
         }
         self.listen_base_interval = crate::listen::listen_counters(self.master.pid);
     }
@@ -404,6 +415,17 @@ impl Tracker {
                 },
                 overflows,
                 drops,
+                socket_drops: match (
+                    if summary {
+                        st.drops_first
+                    } else {
+                        st.drops_interval
+                    },
+                    st.drops_now,
+                ) {
+                    (Some(b), Some(n)) => Some(n.wrapping_sub(b) as u64),
+                    _ => None,
+                },
             })
             .collect()
     }

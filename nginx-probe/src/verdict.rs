@@ -411,15 +411,25 @@ fn accept_queue_overflow(inp: &Inputs, out: &mut Vec<Verdict>) {
     let Some(first) = inp.listen.first() else {
         return;
     };
-    // The overflow counters are namespace-wide: blame nginx only when its own queue was
-    // seen holding connections.
+    // nginx's own sockets' drop counters are exact; the TcpExt counters are
+    // namespace-wide, so without the former, blame nginx only when its own queue was
+    // seen holding connections (a 500 ms sample can miss a small queue filling up).
+    let own: Option<u64> = inp
+        .listen
+        .iter()
+        .map(|l| l.socket_drops)
+        .sum::<Option<u64>>();
     let waited = inp.listen.iter().any(|l| l.queue_max > 0);
     let full = inp
         .listen
         .iter()
         .any(|l| l.backlog > 0 && l.queue_max >= l.backlog);
-    let lost = first.overflows + first.drops;
-    if !(full || (lost > 0 && waited)) {
+    let lost = match own {
+        Some(n) => n,
+        None if waited => first.overflows + first.drops,
+        None => 0,
+    };
+    if !(full || lost > 0) {
         return;
     }
     let mut evidence = BTreeMap::new();
@@ -433,6 +443,9 @@ fn accept_queue_overflow(inp: &Inputs, out: &mut Vec<Verdict>) {
     );
     evidence.insert("listen_overflows", serde_json::json!(first.overflows));
     evidence.insert("listen_drops", serde_json::json!(first.drops));
+    if let Some(n) = own {
+        evidence.insert("socket_drops", serde_json::json!(n));
+    }
     let worst = inp
         .listen
         .iter()
@@ -444,8 +457,11 @@ fn accept_queue_overflow(inp: &Inputs, out: &mut Vec<Verdict>) {
         evidence,
         &["listen ... backlog=", "net.core.somaxconn"],
         format!(
-            "up to {} connections waited in the accept queue of {} (backlog {}) and the kernel dropped {lost} in this network namespace: nginx is not accepting fast enough (fd limit, busy workers) or the backlog is too small: raise `listen ... backlog=` together with net.core.somaxconn",
-            worst.queue_max, worst.addr, worst.backlog
+            "up to {} connections waited in the accept queue of {} (backlog {}) and the kernel dropped {lost} {}: nginx is not accepting fast enough (fd limit, busy workers) or the backlog is too small: raise `listen ... backlog=` together with net.core.somaxconn",
+            worst.queue_max,
+            worst.addr,
+            worst.backlog,
+            if own.is_some() { "at nginx's listening sockets" } else { "in this network namespace" }
         ),
     ));
 }
@@ -532,6 +548,7 @@ mod tests {
             queue_max,
             overflows,
             drops: 0,
+            socket_drops: None,
         };
         // Someone else's overflows, nginx's queue always empty: no verdict.
         let other = Inputs {
@@ -557,6 +574,38 @@ mod tests {
             ..Inputs::default()
         };
         assert!(judge(&waiting).is_empty());
+    }
+
+    #[test]
+    fn queue_rule_trusts_nginx_socket_drops_over_the_namespace_counters() {
+        let l = |queue_max, overflows, socket_drops| crate::model::ListenReport {
+            addr: "127.0.0.1:80".into(),
+            backlog: 16,
+            queue_now: 0,
+            queue_max,
+            overflows,
+            drops: overflows,
+            socket_drops: Some(socket_drops),
+        };
+        // A small queue that filled and drained between two samples: nginx's socket
+        // dropped 1838, though no sample saw a connection waiting.
+        let v = judge(&Inputs {
+            listen: vec![l(0, 1838, 1838)],
+            ..Inputs::default()
+        });
+        assert_eq!(v[0].id, "accept_queue_overflow");
+        assert_eq!(v[0].severity, Severity::Critical);
+        assert_eq!(v[0].evidence["socket_drops"], serde_json::json!(1838));
+        assert!(v[0]
+            .advice
+            .contains("dropped 1838 at nginx's listening sockets"));
+        // Overflows elsewhere in the namespace, none at nginx's socket: no verdict,
+        // even though nginx's queue held connections.
+        assert!(judge(&Inputs {
+            listen: vec![l(5, 40, 0)],
+            ..Inputs::default()
+        })
+        .is_empty());
     }
 
     #[test]

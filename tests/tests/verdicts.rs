@@ -264,6 +264,12 @@ fn a_small_backlog_under_emfile_overflows_the_accept_queue() {
     );
     assert_eq!(ev["sockets"][0]["backlog"], 16, "{v}");
     assert!(ev["sockets"][0]["queue_max"].as_u64().unwrap() >= 16, "{v}");
+    // nginx's own socket counted the drops (sock_diag SK_MEMINFO_DROPS): each one is
+    // also a namespace ListenDrops, so never more than those.
+    let own = ev["socket_drops"].as_u64().unwrap_or_else(|| panic!("{v}"));
+    assert!(own > 0, "{v}");
+    assert!(own <= ev["listen_drops"].as_u64().unwrap(), "{v}");
+    assert_eq!(s["listen"][0]["socket_drops"], own, "{s}");
     assert!(v["directives"]
         .as_array()
         .unwrap()
