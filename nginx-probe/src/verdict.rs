@@ -22,6 +22,27 @@ pub const ACCESS_LOG_WRITES_PER_REQUEST: f64 = 0.5;
 /// Requests needed before the access-log rule is judged.
 pub const ACCESS_LOG_MIN_REQUESTS: u64 = 200;
 
+/// Accepts needed before unserved connections are judged.
+pub const UNSERVED_MIN_ACCEPTS: u64 = 200;
+/// Accepts per request at or above which connections are being closed unserved (each
+/// connection carries at least one request unless closed before it).
+pub const UNSERVED_ACCEPTS_PER_REQUEST: f64 = 1.5;
+
+/// Total accepts and requests, and whether so many more connections were accepted than
+/// requests served that many were closed before carrying one: far more accepts than
+/// requests, and not because the connections are held open (the workers' peak open fds
+/// stay under half the connections without a request; unknown fds: not judged).
+fn unserved(inp: &Inputs) -> (u64, u64, bool) {
+    let accepts: u64 = inp.workers.iter().map(|w| w.accepts).sum();
+    let requests: u64 = inp.workers.iter().map(|w| w.requests).sum();
+    let without = accepts.saturating_sub(requests);
+    let fds_peak: Option<u64> = inp.workers.iter().map(|w| w.fds_peak).sum();
+    let many = accepts >= UNSERVED_MIN_ACCEPTS
+        && accepts as f64 >= UNSERVED_ACCEPTS_PER_REQUEST * requests as f64
+        && fds_peak.is_some_and(|p| p * 2 < without);
+    (accepts, requests, many)
+}
+
 /// Longest event-loop iteration (epoll wait return to next call) that counts as a
 /// stall, ns.
 pub const STALL_MIN_NS: u64 = 100_000_000;
@@ -255,7 +276,9 @@ fn keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
         return;
     }
     let per_request = accepts as f64 / requests as f64;
-    if per_request < KEEPALIVE_ACCEPTS_PER_REQUEST {
+    // Far more connections than requests is not clients declining keepalive but
+    // connections closed unserved (see worker_connections_exhausted).
+    if per_request < KEEPALIVE_ACCEPTS_PER_REQUEST || unserved(inp).2 {
         return;
     }
     let conn_ns: u64 = inp.workers.iter().map(|w| w.conn_syscall_ns).sum();
@@ -342,11 +365,14 @@ fn fd_exhaustion(inp: &Inputs, out: &mut Vec<Verdict>) {
 
 fn worker_connections_exhausted(inp: &Inputs, out: &mut Vec<Verdict>) {
     let closed: u64 = inp.workers.iter().map(|w| w.accepted_then_closed).sum();
-    if closed == 0 {
+    let (accepts, requests, unserved) = unserved(inp);
+    if closed == 0 && !unserved {
         return;
     }
     let mut evidence = BTreeMap::new();
     evidence.insert("accepted_then_closed", serde_json::json!(closed));
+    evidence.insert("accepts", serde_json::json!(accepts));
+    evidence.insert("requests", serde_json::json!(requests));
     evidence.insert(
         "workers",
         serde_json::json!(inp
@@ -356,14 +382,22 @@ fn worker_connections_exhausted(inp: &Inputs, out: &mut Vec<Verdict>) {
             .map(|w| serde_json::json!({"pid": w.pid, "accepted_then_closed": w.accepted_then_closed, "fds_open": w.fds_open}))
             .collect::<Vec<_>>()),
     );
-    out.push(Verdict::new(
-        "worker_connections_exhausted",
-        Severity::Critical,
-        evidence,
-        &["worker_connections", "worker_rlimit_nofile"],
+    let advice = if closed > 0 {
         format!(
             "{closed} connections were accepted and closed at once: the workers had no free connection (nginx logs \"worker_connections are not enough\"); raise worker_connections (and worker_rlimit_nofile with it)"
-        ),
+        )
+    } else {
+        format!(
+            "{accepts} connections carried only {requests} requests: at least {} were closed before a request was served; when worker_connections runs out nginx closes idle and not-yet-read connections to reuse them (it logs \"worker_connections are not enough, reusing connections\"): raise worker_connections (and worker_rlimit_nofile with it); otherwise clients connect without sending (health checks, preconnects)",
+            accepts - requests
+        )
+    };
+    out.push(Verdict::new(
+        "worker_connections_exhausted",
+        if closed > 0 { Severity::Critical } else { Severity::Warning },
+        evidence,
+        &["worker_connections", "worker_rlimit_nofile"],
+        advice,
     ));
 }
 
@@ -514,6 +548,41 @@ mod tests {
             requests,
             ..WorkerInput::default()
         }
+    }
+
+    #[test]
+    fn connections_closed_unserved_are_worker_connections_not_keepalive() {
+        // The claims lab's worker_connections 64 under 300 keepalive clients: 33438
+        // accepts for 9756 requests, none closed right after accept.
+        let mut a = w(1, 16_000, 5_000);
+        let mut b = w(2, 17_438, 4_756);
+        a.fds_peak = Some(70);
+        b.fds_peak = Some(70);
+        let v = judge(&Inputs {
+            workers: vec![a.clone(), b.clone()],
+            ..Inputs::default()
+        });
+        let ids: Vec<&str> = v.iter().map(|v| v.id.as_str()).collect();
+        assert_eq!(ids, ["worker_connections_exhausted"]);
+        assert_eq!(v[0].severity, Severity::Warning);
+        assert_eq!(v[0].evidence["accepts"], serde_json::json!(33_438));
+        assert!(v[0].advice.contains("at least 23682 were closed"), "{}", v[0].advice);
+        // The same counts with the connections held open (idle clients): not this.
+        a.fds_peak = Some(16_000);
+        b.fds_peak = Some(17_000);
+        assert!(judge(&Inputs {
+            workers: vec![a, b],
+            ..Inputs::default()
+        })
+        .iter()
+        .all(|v| v.id != "worker_connections_exhausted"));
+        // One request per connection is keepalive off, not this.
+        let v = judge(&Inputs {
+            workers: vec![w(1, 400, 400)],
+            ..Inputs::default()
+        });
+        let ids: Vec<&str> = v.iter().map(|v| v.id.as_str()).collect();
+        assert_eq!(ids, ["keepalive_off"]);
     }
 
     #[test]
