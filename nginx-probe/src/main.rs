@@ -6,6 +6,7 @@
 
 mod compare;
 mod error;
+mod html;
 mod listen;
 mod loader;
 mod model;
@@ -128,6 +129,10 @@ enum Cmd {
         /// Also print a bcc-style log2 latency histogram of this syscall, per worker.
         #[arg(long, value_name = "SYSCALL", value_parser = PossibleValuesParser::new(syscall_names()))]
         hist: Option<String>,
+        /// Write the report as one self-contained HTML page to OUT instead (verdicts,
+        /// accept shares, latency histograms, per-worker tables, the interval timeline).
+        #[arg(long, value_name = "OUT", conflicts_with_all = ["json", "intervals", "hist"])]
+        html: Option<PathBuf>,
     },
     /// Compare two recordings: each metric's change with its noise across intervals,
     /// verdicts that appeared or went away, and a sentence for a ticket.
@@ -234,9 +239,15 @@ fn main() {
         None => runtime.block_on(run(cli.trace)),
         Some(Cmd::Report {
             file,
+            html: Some(out),
+            ..
+        }) => html::html_command(&file, &out),
+        Some(Cmd::Report {
+            file,
             json,
             intervals,
             hist,
+            html: None,
         }) => report_command(&file, json, intervals, hist.as_deref()),
         Some(Cmd::Compare {
             before,
