@@ -44,7 +44,7 @@ td.n,.mono,code{font-family:"DejaVu Sans Mono","Liberation Mono",ui-monospace,mo
 .bar-row{display:flex;align-items:center;margin:4px 0}
 .bar-label{width:330px;flex:none}
 .bar-track{flex:1;background:#eef1f4;height:18px;border-radius:2px}
-.bar{height:18px;background:#4a78a8;border-radius:2px}
+.bar{display:block;height:18px;background:#4a78a8;border-radius:2px}
 .exited .bar{background:#a3adb8}
 figure.hist{display:inline-block;margin:4px 18px 14px 0;vertical-align:top;border:1px solid #e3e7eb;padding:6px 8px}
 figure.hist figcaption{font-size:12.5px;margin-bottom:2px}
@@ -84,20 +84,31 @@ pub fn write_html(rec: &Recording, out: &Path) -> Result<(), ProbeError> {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".nginx-probe-html-")
-        .suffix(".tmp")
-        .tempfile_in(dir)
+    let name = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "report.html".into());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let tmp = dir.join(format!(".{name}.{}.{nanos}.tmp", std::process::id()));
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        // A report to share: readable like any file the user writes (umask applies).
+        .mode(0o644)
+        .open(&tmp)
         .map_err(|e| fail(&e))?;
-    tmp.write_all(page.as_bytes())
-        .and_then(|_| tmp.as_file().sync_data())
-        .map_err(|e| fail(&e))?;
-    // A report to share: readable like any file the user writes (tempfiles are 0600).
-    use std::os::unix::fs::PermissionsExt as _;
-    tmp.as_file()
-        .set_permissions(std::fs::Permissions::from_mode(0o644))
-        .map_err(|e| fail(&e))?;
-    tmp.persist(out).map_err(|e| fail(&e.error))?;
+    let written = f
+        .write_all(page.as_bytes())
+        .and_then(|_| f.sync_data())
+        .and_then(|_| std::fs::rename(&tmp, out));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(fail(&e));
+    }
     Ok(())
 }
 
@@ -264,7 +275,7 @@ fn accepts_section(r: &Report) -> Markup {
                         span.mono { (format!("{:.1}%", w.accept_share * 100.0)) } ")"
                         @if !w.alive { " · exited" }
                     }
-                    span.bar-track { div.bar style={ "width:" (bar_width(w.accept_share)) } {} }
+                    span.bar-track { span.bar style={ "width:" (bar_width(w.accept_share)) } {} }
                 }
             }
             @if let Some(m) = &r.exited_merged {
@@ -273,7 +284,7 @@ fn accepts_section(r: &Report) -> Markup {
                         (m.workers) " older exited workers — " span.mono { (m.stats.accepts) } " accepts ("
                         span.mono { (format!("{:.1}%", m.stats.accept_share * 100.0)) } ")"
                     }
-                    span.bar-track { div.bar style={ "width:" (bar_width(m.stats.accept_share)) } {} }
+                    span.bar-track { span.bar style={ "width:" (bar_width(m.stats.accept_share)) } {} }
                 }
             }
         }
@@ -739,7 +750,7 @@ mod tests {
         let w1 = element(
             &page,
             "<div class=\"bar-row\" data-pid=\"4843\"",
-            "</div></span></div>",
+            "</span></span></div>",
         );
         assert!(w1.contains("data-accepts=\"145\""), "{w1}");
         assert!(
@@ -749,17 +760,17 @@ mod tests {
             "{w1}"
         );
         assert!(
-            w1.ends_with("<div class=\"bar\" style=\"width:48.3%\">"),
+            w1.ends_with("<span class=\"bar\" style=\"width:48.3%\">"),
             "{w1}"
         );
         let w2 = element(
             &page,
             "<div class=\"bar-row\" data-pid=\"4844\"",
-            "</div></span></div>",
+            "</span></span></div>",
         );
         assert!(w2.contains("data-accepts=\"155\""), "{w2}");
         assert!(
-            w2.ends_with("<div class=\"bar\" style=\"width:51.7%\">"),
+            w2.ends_with("<span class=\"bar\" style=\"width:51.7%\">"),
             "{w2}"
         );
         assert!(page.contains(
@@ -777,7 +788,7 @@ mod tests {
         let w2 = element(
             &page,
             "<div class=\"bar-row exited\" data-pid=\"4844\"",
-            "</div></span></div>",
+            "</span></span></div>",
         );
         assert!(w2.contains(" · exited"), "{w2}");
         assert!(w2.ends_with("style=\"width:51.7%\">"), "{w2}");
@@ -905,7 +916,13 @@ mod tests {
         let e = write_html(&real(), &dir.path().join("no/such/dir/r.html")).unwrap_err();
         assert_eq!(e.exit_code(), 2);
         assert!(e.to_string().starts_with("--html "), "{e}");
-        assert!(e.to_string().contains("No such file or directory"), "{e}");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "--html {}: cannot write it (No such file or directory (os error 2)): choose a writable file path",
+                dir.path().join("no/such/dir/r.html").display()
+            )
+        );
         let e = write_html(&real(), dir.path()).unwrap_err();
         assert!(e.to_string().contains("it is a directory"), "{e}");
         // Nothing but the page was left behind.
