@@ -6,6 +6,7 @@
 
 mod compare;
 mod error;
+mod html;
 mod listen;
 mod loader;
 mod model;
@@ -129,6 +130,10 @@ enum Cmd {
         /// Also print a bcc-style log2 latency histogram of this syscall, per worker.
         #[arg(long, value_name = "SYSCALL", value_parser = PossibleValuesParser::new(syscall_names()))]
         hist: Option<String>,
+        /// Write the report as one self-contained HTML page to OUT instead (verdicts,
+        /// accept shares, latency histograms, per-worker tables, the interval timeline).
+        #[arg(long, value_name = "OUT", conflicts_with_all = ["json", "intervals", "hist"])]
+        html: Option<PathBuf>,
     },
     /// Compare two recordings: each metric's change with its noise across intervals,
     /// verdicts that appeared or went away, and a sentence for a ticket.
@@ -241,9 +246,15 @@ fn main() {
         None => runtime.block_on(run(cli.trace)),
         Some(Cmd::Report {
             file,
+            html: Some(out),
+            ..
+        }) => html::html_command(&file, &out),
+        Some(Cmd::Report {
+            file,
             json,
             intervals,
             hist,
+            html: None,
         }) => report_command(&file, json, intervals, hist.as_deref()),
         Some(Cmd::Compare {
             before,
@@ -309,13 +320,8 @@ fn unix_now() -> f64 {
 
 /// Wall clock HH:MM:SS (UTC) of `unix_s` seconds since the epoch, for report headers.
 fn clock(unix_s: f64) -> String {
-    let secs = unix_s.max(0.0) as u64;
-    format!(
-        "{:02}:{:02}:{:02}",
-        (secs / 3600) % 24,
-        (secs / 60) % 60,
-        secs % 60
-    )
+    // "YYYY-MM-DD HH:MM:SS UTC"
+    html::utc_datetime(unix_s)[11..19].to_string()
 }
 
 /// `nginx-probe report FILE`: the recorded run's report, as it was printed live.
@@ -340,11 +346,11 @@ fn report_command(
     if !json {
         if let Some(h) = &rec.header {
             out += &format!(
-                "Recorded on {} (kernel {}, {} CPUs) from {} UTC: {} master {} `{}`, {} workers, interval {} s, syscalls {}{}.\n",
+                "Recorded on {} (kernel {}, {} CPUs) from {}: {} master {} `{}`, {} workers, interval {} s, syscalls {}{}.\n",
                 h.host,
                 h.kernel,
                 h.cpus,
-                clock(h.started_unix_s),
+                html::utc_datetime(h.started_unix_s),
                 h.nginx_version.as_deref().unwrap_or("nginx (version unknown)"),
                 h.master_pid,
                 h.master_title,

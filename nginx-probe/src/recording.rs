@@ -166,14 +166,25 @@ impl Recording {
             (None, Some(last)) => (
                 last,
                 Some(format!(
-                    "the recording has no summary (the run was cut short): showing its last interval, {} of {} recorded",
-                    self.intervals.len(),
-                    self.intervals.len()
+                    "the recording has no summary (the run was cut short): showing its last interval, the {} recorded (--intervals shows them all)",
+                    ordinal(self.intervals.len())
                 )),
             ),
             (None, None) => unreachable!("parse rejects recordings without reports"),
         }
     }
+}
+
+/// `1st`, `2nd`, `3rd`, `4th`, ... `11th`, `21st`.
+fn ordinal(n: usize) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
 }
 
 /// Host name and kernel release, from `/proc/sys/kernel/{hostname,osrelease}`.

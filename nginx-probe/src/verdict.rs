@@ -394,7 +394,11 @@ fn worker_connections_exhausted(inp: &Inputs, out: &mut Vec<Verdict>) {
     };
     out.push(Verdict::new(
         "worker_connections_exhausted",
-        if closed > 0 { Severity::Critical } else { Severity::Warning },
+        if closed > 0 {
+            Severity::Critical
+        } else {
+            Severity::Warning
+        },
         evidence,
         &["worker_connections", "worker_rlimit_nofile"],
         advice,
@@ -566,7 +570,11 @@ mod tests {
         assert_eq!(ids, ["worker_connections_exhausted"]);
         assert_eq!(v[0].severity, Severity::Warning);
         assert_eq!(v[0].evidence["accepts"], serde_json::json!(33_438));
-        assert!(v[0].advice.contains("at least 23682 were closed"), "{}", v[0].advice);
+        assert!(
+            v[0].advice.contains("at least 23682 were closed"),
+            "{}",
+            v[0].advice
+        );
         // The same counts with the connections held open (idle clients): not this.
         a.fds_peak = Some(16_000);
         b.fds_peak = Some(17_000);

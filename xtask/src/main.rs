@@ -25,7 +25,8 @@ use clap::{Parser, Subcommand};
 const EBPF_TOOLCHAIN: &str = "nightly-2026-05-20";
 const BPF_LINKER_VERSION: &str = "0.13.0";
 /// Debian packages: LLVM 22 for bpf-linker, the nginx under test, load generators,
-/// bpftool (tests check nothing stays loaded), and peers for benchmarks.
+/// bpftool (tests check nothing stays loaded), peers for benchmarks, and chromium (the
+/// HTML report test renders the page headless).
 const DEBIAN_PACKAGES: &[&str] = &[
     "llvm-22-dev",
     "libpolly-22-dev",
@@ -40,6 +41,7 @@ const DEBIAN_PACKAGES: &[&str] = &[
     "python3",
     "util-linux",
     "tmux",
+    "chromium",
 ];
 
 #[derive(Parser)]
