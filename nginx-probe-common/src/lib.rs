@@ -18,6 +18,25 @@ pub const HIST_BUCKETS: usize = 40;
 /// (`max_entries = slots * SYSCALL_COUNT`) to fit the nginx it attaches to.
 pub const DEFAULT_WORKER_SLOTS: u32 = 64;
 
+/// Entries of the direct-mapped worker filter (`FILTER`), indexed by
+/// `tgid & (FILTER_SIZE - 1)`: 512 KiB that let every process's syscall be judged with
+/// one array load instead of a hash lookup.
+pub const FILTER_SIZE: u32 = 1 << 16;
+
+/// A `FILTER` entry: `tgid << 32 | (slot + 1)`; 0 is empty.
+pub const fn filter_entry(tgid: u32, slot: u32) -> u64 {
+    ((tgid as u64) << 32) | (slot as u64 + 1)
+}
+
+/// The slot of `tgid` in a `FILTER` entry, if the entry is `tgid`'s.
+pub const fn filter_slot(entry: u64, tgid: u32) -> Option<u32> {
+    if entry != 0 && (entry >> 32) as u32 == tgid {
+        Some((entry as u32).wrapping_sub(1))
+    } else {
+        None
+    }
+}
+
 /// Maximum number of tracked worker tgids in the `WORKERS` filter map.
 pub const MAX_TRACKED_TGIDS: u32 = 1024;
 
@@ -406,6 +425,19 @@ mod tests {
                 assert_eq!(log2_u64(v - 1), shift - 1, "2^{shift} - 1");
             }
         }
+    }
+
+    #[test]
+    fn filter_entries_name_their_tgid_and_slot() {
+        let e = filter_entry(4321, 0);
+        assert_eq!(filter_slot(e, 4321), Some(0));
+        assert_eq!(
+            filter_slot(e, 4321 + FILTER_SIZE),
+            None,
+            "same index, other tgid"
+        );
+        assert_eq!(filter_slot(0, 0), None, "empty");
+        assert_eq!(filter_slot(filter_entry(u32::MAX, 63), u32::MAX), Some(63));
     }
 
     #[test]

@@ -2,8 +2,8 @@
 //! syscall, filtered in the kernel to the target nginx's workers and aggregated in
 //! per-CPU maps. Nothing is streamed to user space; user space reads the maps.
 //!
-//! Per event cost for a process that is not a worker: one hash lookup (`WORKERS`),
-//! then return. For a worker: entry stores a timestamp in an LRU map; exit looks it up,
+//! Per event cost for a process that is not a worker: one array load (`FILTER`, a
+//! direct-mapped copy of `WORKERS`), then return. For a worker: entry stores a timestamp in an LRU map; exit looks it up,
 //! removes it and updates one per-CPU `SyscallStats` slot.
 #![cfg_attr(target_arch = "bpf", no_std)]
 #![cfg_attr(target_arch = "bpf", no_main)]
@@ -18,9 +18,9 @@ mod programs {
         EbpfContext as _,
     };
     use nginx_probe_common::{
-        drop, fd_kind, sys, ErrClass, InFlight, SyscallStats, DEFAULT_WORKER_SLOTS, DROP_COUNTERS,
-        FD_KIND_COUNT, MAX_CLASSIFIED_FDS, MAX_IN_FLIGHT, MAX_OPEN_REQUESTS, MAX_TRACKED_TGIDS,
-        SYSCALL_COUNT,
+        drop, fd_kind, filter_entry, filter_slot, sys, ErrClass, InFlight, SyscallStats,
+        DEFAULT_WORKER_SLOTS, DROP_COUNTERS, FD_KIND_COUNT, FILTER_SIZE, MAX_CLASSIFIED_FDS,
+        MAX_IN_FLIGHT, MAX_OPEN_REQUESTS, MAX_TRACKED_TGIDS, SYSCALL_COUNT,
     };
 
     /// Offset of `long ret` in `syscalls:sys_exit_*` records and of the first argument
@@ -65,6 +65,35 @@ mod programs {
     /// workers; `sched_process_fork` adds the master's new children.
     #[map]
     static WORKERS: HashMap<u32, u32> = HashMap::with_max_entries(MAX_TRACKED_TGIDS, 0);
+
+    /// Direct-mapped copy of `WORKERS`: index `tgid & (FILTER_SIZE - 1)` holds
+    /// `filter_entry(tgid, slot)` or 0. An array load is inlined by the verifier, where a
+    /// hash lookup is a helper call: this is the first check of every syscall of every
+    /// process. A tracked tgid whose index is taken lives only in `WORKERS`, and
+    /// `COLLIDED` says so.
+    #[map]
+    static FILTER: Array<u64> = Array::with_max_entries(FILTER_SIZE, 0);
+
+    /// Element 0 is 1 once any tracked tgid could not enter `FILTER` (its index was
+    /// taken): from then on, misses in `FILTER` also look in `WORKERS`. Only ever set to
+    /// 1 (by user space or the fork program), never cleared, so no update is lost.
+    #[map]
+    static COLLIDED: Array<u32> = Array::with_max_entries(1, 0);
+
+    /// The slot of worker `tgid`, or None for any other process.
+    #[inline(always)]
+    fn slot_of(tgid: u32) -> Option<u32> {
+        if let Some(e) = FILTER.get(tgid & (FILTER_SIZE - 1)) {
+            if let Some(slot) = filter_slot(*e, tgid) {
+                return Some(slot);
+            }
+        }
+        match COLLIDED.get(0) {
+            // SAFETY: the value is copied out immediately.
+            Some(&1) => unsafe { WORKERS.get(tgid) }.copied(),
+            _ => None,
+        }
+    }
 
     /// pid_tgid of a worker thread inside a traced syscall -> entry timestamp. LRU so a
     /// thread that dies mid-syscall is evicted rather than leaking an entry.
@@ -170,11 +199,7 @@ mod programs {
     fn on_enter(ctx: &TracePointContext, syscall: u32) {
         let pid_tgid = bpf_get_current_pid_tgid();
         let tgid = (pid_tgid >> 32) as u32;
-        // SAFETY: the value is copied out immediately.
-        let slot = match unsafe { WORKERS.get(tgid) } {
-            Some(s) => *s,
-            None => return,
-        };
+        let Some(slot) = slot_of(tgid) else { return };
         let mut kind = fd_kind::SOCKET;
         if is_write(syscall) {
             // `fd` is the first argument of write/writev/pwrite64.
@@ -224,11 +249,7 @@ mod programs {
     fn on_exit(ctx: &TracePointContext, syscall: u32) {
         let pid_tgid = bpf_get_current_pid_tgid();
         let tgid = (pid_tgid >> 32) as u32;
-        // SAFETY: the value is copied out immediately.
-        let slot = match unsafe { WORKERS.get(tgid) } {
-            Some(s) => *s,
-            None => return,
-        };
+        let Some(slot) = slot_of(tgid) else { return };
         let ret = record_word(ctx) as i64;
         // Fully initialised up front (start_ns 0 = no entry): the verifier rejects code
         // that reads a register on a path where it was never written, which an
@@ -351,18 +372,34 @@ mod programs {
                 return 0;
             }
         };
-        if WORKERS.insert(child as u32, slot, 0).is_err() {
+        let child = child as u32;
+        if WORKERS.insert(child, slot, 0).is_err() {
             let _ = FREE_SLOTS.push(slot, 0);
             count_drop(drop::FILTER_FULL);
+            return 0;
+        }
+        // The master forks one child at a time, and user space only clears entries of
+        // tgids it untracks: nobody else writes this element now.
+        let placed = match FILTER.get_ptr_mut(child & (FILTER_SIZE - 1)) {
+            // SAFETY: see above.
+            Some(e) if unsafe { *e } == 0 => {
+                unsafe { *e = filter_entry(child, slot) };
+                true
+            }
+            _ => false,
+        };
+        if !placed {
+            if let Some(c) = COLLIDED.get_ptr_mut(0) {
+                // SAFETY: only ever set to 1.
+                unsafe { *c = 1 };
+            }
         }
         0
     }
 
     #[inline(always)]
     fn worker_slot() -> Option<u32> {
-        let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
-        // SAFETY: the value is copied out immediately.
-        unsafe { WORKERS.get(tgid) }.copied()
+        slot_of((bpf_get_current_pid_tgid() >> 32) as u32)
     }
 
     /// `ngx_http_request_t *ngx_http_create_request(ngx_connection_t *c)`: one HTTP/1.x

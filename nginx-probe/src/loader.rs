@@ -14,8 +14,8 @@ use aya::{
 };
 use log::{debug, warn};
 use nginx_probe_common::{
-    InFlight, SyscallStats, DROP_COUNTERS, FD_KIND_COUNT, MAX_TRACKED_TGIDS, SYSCALLS,
-    SYSCALL_COUNT,
+    filter_entry, filter_slot, InFlight, SyscallStats, DROP_COUNTERS, FD_KIND_COUNT, FILTER_SIZE,
+    MAX_TRACKED_TGIDS, SYSCALLS, SYSCALL_COUNT,
 };
 
 use crate::{
@@ -32,6 +32,10 @@ pub struct Probe {
     // Owns the programs and their links; dropping it detaches everything.
     ebpf: Ebpf,
     workers: HashMap<MapData, u32, u32>,
+    /// Direct-mapped copy of `workers` (see the eBPF `FILTER` map).
+    filter: Array<MapData, u64>,
+    /// Element 0 set to 1 once a tracked tgid could not enter `filter`.
+    collided: Array<MapData, u32>,
     free_slots: Queue<MapData, u32>,
     stats: PerCpuArray<MapData, SyscallStats>,
     requests: PerCpuArray<MapData, SyscallStats>,
@@ -93,6 +97,8 @@ impl Probe {
                 .ok_or_else(|| ProbeError::Missing(format!("map {name}")))
         };
         let workers = HashMap::try_from(take("WORKERS")?)?;
+        let filter = Array::try_from(take("FILTER")?)?;
+        let collided = Array::try_from(take("COLLIDED")?)?;
         let mut free_slots: Queue<MapData, u32> = Queue::try_from(take("FREE_SLOTS")?)?;
         let stats = PerCpuArray::try_from(take("STATS")?)?;
         let requests = PerCpuArray::try_from(take("REQUESTS")?)?;
@@ -110,6 +116,8 @@ impl Probe {
         Ok(Probe {
             ebpf,
             workers,
+            filter,
+            collided,
             free_slots,
             stats,
             requests,
@@ -271,9 +279,17 @@ impl Probe {
         self.workers.iter().filter_map(Result::ok).collect()
     }
 
-    /// Starts counting the syscalls of `tgid` into `slot`.
+    /// Starts counting the syscalls of `tgid` into `slot`: `WORKERS` (the truth) and
+    /// its direct-mapped copy `FILTER`, or `COLLIDED` when `tgid`'s index is taken.
     pub fn track(&mut self, tgid: u32, slot: u32) -> Result<(), ProbeError> {
         self.workers.insert(tgid, slot, 0)?;
+        let idx = tgid & (FILTER_SIZE - 1);
+        let e = self.filter.get(&idx, 0)?;
+        if e == 0 || filter_slot(e, tgid).is_some() {
+            self.filter.set(idx, filter_entry(tgid, slot), 0)?;
+        } else {
+            self.collided.set(0, 1, 0)?;
+        }
         Ok(())
     }
 
@@ -285,6 +301,12 @@ impl Probe {
     /// Stops counting `tgid`. Its counts stay in its slot.
     pub fn untrack(&mut self, tgid: u32) {
         let _ = self.workers.remove(&tgid);
+        let idx = tgid & (FILTER_SIZE - 1);
+        if let Ok(e) = self.filter.get(&idx, 0) {
+            if filter_slot(e, tgid).is_some() {
+                let _ = self.filter.set(idx, 0u64, 0);
+            }
+        }
     }
 
     /// Cumulative stats of one slot, summed over CPUs.

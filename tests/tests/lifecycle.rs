@@ -305,3 +305,79 @@ fn a_reader_that_goes_away_ends_the_run_with_exit_0() {
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(!stderr.contains("failed"), "{stderr}");
 }
+
+/// Sets a sysctl under /proc/sys and restores it on drop.
+struct Sysctl {
+    path: &'static str,
+    old: String,
+}
+
+impl Sysctl {
+    fn set(path: &'static str, value: &str) -> Sysctl {
+        let old = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {path}: {e}"));
+        std::fs::write(path, value).unwrap_or_else(|e| panic!("write {path}: {e}"));
+        Sysctl { path, old }
+    }
+}
+
+impl Drop for Sysctl {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.path, self.old.trim());
+    }
+}
+
+#[test]
+fn a_worker_whose_pid_collides_in_the_fast_filter_is_still_counted_exactly() {
+    // The kernel's first check of every syscall is a direct-mapped array indexed by
+    // tgid mod 65536. Make a reload fork workers whose pids have the same index as live,
+    // tracked workers: they must be found through the hash map behind the array.
+    let _pid_max = Sysctl::set("/proc/sys/kernel/pid_max", "4194304");
+    let ng = Nginx::start(&NginxConfig {
+        workers: 4,
+        ..NginxConfig::default()
+    });
+    let old = ng.worker_pids();
+    let probe = ProbeRun::start(&["--pid", &ng.master_pid().to_string(), "--json"]);
+    // The next pid the kernel hands out is ns_last_pid + 1 (a cursor, not a setting:
+    // nothing to restore). Other processes forking meanwhile shift the new workers by
+    // a pid or two; with 4 old workers in a row, one still lands on a taken index.
+    let first = *old.iter().min().unwrap() + 65_536;
+    std::fs::write("/proc/sys/kernel/ns_last_pid", (first - 1).to_string())
+        .expect("write ns_last_pid");
+    signal(ng.master_pid(), Signal::SIGHUP);
+    let new = wait_new_workers(&ng, &old, 4);
+    let colliding: Vec<u32> = new
+        .iter()
+        .copied()
+        .filter(|n| old.contains(&(n - 65_536)))
+        .collect();
+    assert!(
+        !colliding.is_empty(),
+        "no new worker {new:?} collides with an old one {old:?} (other processes took the pids): rerun"
+    );
+    assert_eq!(one_request_per_connection(ng.addr(), 400), 400);
+    thread::sleep(Duration::from_millis(700));
+    let out = probe.stop_with(Signal::SIGINT);
+    let s = out.summary_json();
+    assert_eq!(total_accepts(&s), 400, "{s}");
+    // The colliding workers did their share: every new worker is in the report with
+    // its syscalls, and the new ones took all 400 connections.
+    let by_pid = |pid: u32| {
+        workers(&s)
+            .into_iter()
+            .find(|w| w["pid"] == pid)
+            .unwrap_or_else(|| panic!("worker {pid} missing: {s}"))
+    };
+    let new_accepts: u64 = new
+        .iter()
+        .map(|&p| by_pid(p)["accepts"].as_u64().unwrap())
+        .sum();
+    assert_eq!(new_accepts, 400, "{s}");
+    for pid in colliding {
+        let w = by_pid(pid);
+        assert!(
+            w["syscalls"]["epoll_wait"]["count"].as_u64().unwrap() > 0,
+            "colliding worker {pid} not traced: {w}"
+        );
+    }
+}
