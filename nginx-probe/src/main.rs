@@ -8,6 +8,7 @@ mod compare;
 mod error;
 mod listen;
 mod loader;
+mod metrics;
 mod model;
 mod output;
 mod recording;
@@ -192,6 +193,12 @@ struct TraceArgs {
     /// intervals are still recorded every --interval seconds).
     #[arg(long)]
     summary_only: bool,
+
+    /// Serve Prometheus metrics (cumulative since attach) at http://ADDR/metrics;
+    /// `--listen` alone listens on 127.0.0.1:9752. A non-loopback address is served
+    /// without authentication (a warning says so).
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = metrics::DEFAULT_LISTEN, value_parser = metrics::parse_listen)]
+    listen: Option<std::net::SocketAddr>,
 }
 
 fn main() {
@@ -439,6 +446,7 @@ async fn run(cli: TraceArgs) -> Result<(), ProbeError> {
     if !nix::unistd::geteuid().is_root() {
         return Err(ProbeError::NotRoot);
     }
+    let metrics_listener = metrics::bind(cli.listen)?;
     let (tracefs_root, mounted) = tracefs::ensure_mounted()?;
     if mounted {
         eprintln!(
@@ -539,6 +547,7 @@ async fn run(cli: TraceArgs) -> Result<(), ProbeError> {
         Some(cli.interval.unwrap_or(5.0))
     };
 
+    let mut metrics = metrics::Endpoint::start(metrics_listener)?;
     let mut sigint = signal(SignalKind::interrupt())?;
     let mut sigterm = signal(SignalKind::terminate())?;
     let mut sighup = signal(SignalKind::hangup())?;
@@ -593,6 +602,14 @@ async fn run(cli: TraceArgs) -> Result<(), ProbeError> {
                     eprintln!("nginx-probe: {}", report::event_line(&ev, master.pid));
                 }
             }
+            Some(reply) = metrics.next_scrape() => {
+                // Each scrape: the summary so far, from fresh kernel counters.
+                let snap = tracker.snapshot(&probe)?;
+                let mut r = tracker.report("summary", &snap, None, started.elapsed().as_secs_f64(), &probe.missing, None);
+                r.time_unix_s = unix_now();
+                r.drops.insert("interval_reports_dropped".into(), output.dropped);
+                let _ = reply.send(metrics::render(&r));
+            }
             _ = report_tick.tick(), if tick_every.is_some() => {
                 let snap = tracker.snapshot(&probe)?;
                 let now = Instant::now();
@@ -618,6 +635,7 @@ async fn run(cli: TraceArgs) -> Result<(), ProbeError> {
             }
         }
     };
+    metrics.shutdown().await;
 
     // Final refresh so that workers that exited are marked, then the summary since attach.
     if let Ok(events) = tracker.refresh(&mut probe) {
