@@ -517,6 +517,7 @@ async fn run(cli: TraceArgs) -> Result<(), ProbeError> {
     for m in &probe.missing {
         warn!("tracepoint {m} is not available; it reads as zero");
     }
+    let mut metrics = metrics::Endpoint::start(metrics_listener)?;
     let started = Instant::now();
 
     let nspid_note = if master.nspid.len() > 1 {
@@ -547,7 +548,6 @@ async fn run(cli: TraceArgs) -> Result<(), ProbeError> {
         Some(cli.interval.unwrap_or(5.0))
     };
 
-    let mut metrics = metrics::Endpoint::start(metrics_listener)?;
     let mut sigint = signal(SignalKind::interrupt())?;
     let mut sigterm = signal(SignalKind::terminate())?;
     let mut sighup = signal(SignalKind::hangup())?;
