@@ -237,6 +237,76 @@ fn metrics_count_connections_exactly_and_label_workers_without_pids() {
 }
 
 #[test]
+fn metrics_follow_a_reload_by_worker_and_generation() {
+    let ng = Nginx::start(&NginxConfig::default());
+    let port = free_port();
+    let probe = ProbeRun::start(&[
+        "--pid",
+        &ng.master_pid().to_string(),
+        "--json",
+        "--summary-only",
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+    ]);
+    let old: BTreeSet<u32> = ng.worker_pids().into_iter().collect();
+    assert_eq!(one_request_per_connection(ng.addr(), 100), 100);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(ng.master_pid() as i32),
+        Signal::SIGHUP,
+    )
+    .expect("SIGHUP nginx");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let new: BTreeSet<u32> = loop {
+        let now: BTreeSet<u32> = ng.worker_pids().into_iter().collect();
+        if now.len() == 2 && now.is_disjoint(&old) {
+            break now;
+        }
+        assert!(std::time::Instant::now() < deadline, "no reload: {now:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(one_request_per_connection(ng.addr(), 50), 50);
+    // The 500 ms refresh marks the old workers exited.
+    std::thread::sleep(Duration::from_millis(1200));
+    let text = get_metrics(port);
+    let m = parse(&text);
+    assert_eq!(total(&m, "nginx_probe_accepts_total"), 150.0, "{text}");
+    // Four distinct (worker, generation) names; pids only in the info metric.
+    let mut by_name: BTreeMap<(String, String), (u32, bool)> = BTreeMap::new();
+    for x in samples(&m, "nginx_probe_worker_info") {
+        let pid = x.labels.get("pid").unwrap().parse().unwrap();
+        let alive = x.labels.get("alive") == Some("true");
+        assert!(
+            by_name.insert(worker_of(x), (pid, alive)).is_none(),
+            "{text}"
+        );
+    }
+    assert_eq!(by_name.len(), 4, "{text}");
+    let alive: BTreeSet<u32> = by_name.values().filter(|v| v.1).map(|v| v.0).collect();
+    let dead: BTreeSet<u32> = by_name.values().filter(|v| !v.1).map(|v| v.0).collect();
+    assert_eq!(alive, new);
+    assert_eq!(dead, old);
+    // The first 100 connections were the old workers', the last 50 the new ones'.
+    let accepts_of = |pids: &BTreeSet<u32>| -> f64 {
+        samples(&m, "nginx_probe_accepts_total")
+            .iter()
+            .filter(|x| {
+                by_name
+                    .get(&worker_of(x))
+                    .is_some_and(|v| pids.contains(&v.0))
+            })
+            .map(|x| num(&x.value))
+            .sum()
+    };
+    assert_eq!(accepts_of(&old), 100.0, "{text}");
+    assert_eq!(accepts_of(&new), 50.0, "{text}");
+    // Exited workers keep their counters but not their fd gauges.
+    for x in samples(&m, "nginx_probe_open_fds") {
+        assert!(by_name[&worker_of(x)].1, "fd gauge of an exited worker");
+    }
+    drop(probe);
+}
+
+#[test]
 fn metrics_series_per_worker_are_as_documented() {
     let ng = Nginx::start(&NginxConfig::default());
     let port = free_port();
