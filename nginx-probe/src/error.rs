@@ -29,6 +29,13 @@ pub enum ProbeError {
     /// Options that contradict each other.
     #[error("{0}")]
     Usage(String),
+    /// The `--listen` address cannot be listened on (busy, not an address of this host,
+    /// a privileged port).
+    #[error("--listen {addr}: cannot listen there ({source}): choose a free port or an address of this host")]
+    Listen {
+        addr: std::net::SocketAddr,
+        source: std::io::Error,
+    },
     /// Not running as root.
     #[error("nginx-probe must run as root to load eBPF programs: run it as root (for example with sudo)")]
     NotRoot,
@@ -74,6 +81,7 @@ impl ProbeError {
             | ProbeError::NoMasterProcess { .. }
             | ProbeError::Usage(_)
             | ProbeError::Recording(_)
+            | ProbeError::Listen { .. }
             | ProbeError::NotRoot => EXIT_USAGE,
             _ => EXIT_RUNTIME,
         }

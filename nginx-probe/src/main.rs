@@ -9,6 +9,7 @@ mod error;
 mod html;
 mod listen;
 mod loader;
+mod metrics;
 mod model;
 mod output;
 mod recording;
@@ -204,6 +205,12 @@ struct TraceArgs {
     /// 2 by default; `q` quits).
     #[arg(long)]
     plain: bool,
+
+    /// Serve Prometheus metrics (cumulative since attach) at http://ADDR/metrics;
+    /// `--listen` alone listens on 127.0.0.1:9752. A non-loopback address is served
+    /// without authentication (a warning says so).
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = metrics::DEFAULT_LISTEN, value_parser = metrics::parse_listen)]
+    listen: Option<std::net::SocketAddr>,
 }
 
 fn main() {
@@ -463,6 +470,7 @@ async fn run(cli: TraceArgs) -> Result<(), ProbeError> {
     if !nix::unistd::geteuid().is_root() {
         return Err(ProbeError::NotRoot);
     }
+    let metrics_listener = metrics::bind(cli.listen)?;
     let (tracefs_root, mounted) = tracefs::ensure_mounted()?;
     if mounted {
         eprintln!(
@@ -538,6 +546,7 @@ async fn run(cli: TraceArgs) -> Result<(), ProbeError> {
     for m in &probe.missing {
         warn!("tracepoint {m} is not available; it reads as zero");
     }
+    let mut metrics = metrics::Endpoint::start(metrics_listener)?;
     let started = Instant::now();
 
     let nspid_note = if master.nspid.len() > 1 {
@@ -650,6 +659,14 @@ async fn run(cli: TraceArgs) -> Result<(), ProbeError> {
                 }
                 tui::Input::Ignore => {}
             },
+            Some(reply) = metrics.next_scrape() => {
+                // Each scrape: the summary so far, from fresh kernel counters.
+                let snap = tracker.snapshot(&probe)?;
+                let mut r = tracker.report("summary", &snap, None, started.elapsed().as_secs_f64(), &probe.missing, None);
+                r.time_unix_s = unix_now();
+                r.drops.insert("interval_reports_dropped".into(), output.dropped);
+                let _ = reply.send(metrics::render(&r));
+            }
             _ = report_tick.tick(), if tick_every.is_some() => {
                 let snap = tracker.snapshot(&probe)?;
                 let now = Instant::now();
@@ -677,6 +694,7 @@ async fn run(cli: TraceArgs) -> Result<(), ProbeError> {
             }
         }
     };
+    metrics.shutdown().await;
 
     // Back to the normal screen for the summary.
     if let Some(v) = live.take() {
