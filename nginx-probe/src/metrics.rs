@@ -379,6 +379,23 @@ pub fn render(report: &Report) -> String {
         );
         out.sample("nginx_probe_listen_drops_total", &[], l.drops);
     }
+    // What each of nginx's own sockets dropped is known exactly (sk_drops).
+    if report.listen.iter().any(|l| l.socket_drops.is_some()) {
+        out.family(
+            "nginx_probe_listen_socket_drops_total",
+            "counter",
+            "Connections an nginx listening socket dropped since attach, a full accept queue among them (sock_diag SK_MEMINFO_DROPS of the socket).",
+        );
+        for l in &report.listen {
+            if let Some(n) = l.socket_drops {
+                out.sample(
+                    "nginx_probe_listen_socket_drops_total",
+                    &[("addr", &l.addr)],
+                    n,
+                );
+            }
+        }
+    }
 
     // Accounting and findings.
     out.family(
@@ -729,6 +746,7 @@ mod tests {
                 queue_max: 7,
                 overflows: 3,
                 drops: 4,
+                socket_drops: Some(2),
             }],
             logs: BTreeMap::new(),
             exited_merged: Some(MergedReport {
@@ -883,6 +901,10 @@ mod tests {
         );
         has(&text, "nginx_probe_listen_overflows_total 3");
         has(&text, "nginx_probe_listen_drops_total 4");
+        has(
+            &text,
+            "nginx_probe_listen_socket_drops_total{addr=\"127.0.0.1:8080\"} 2",
+        );
         has(
             &text,
             r#"nginx_probe_drops_total{reason="exit_without_entry"} 2"#,
