@@ -659,7 +659,8 @@ mod tests {
                 peak: Some(48),
                 limit: Some(1024),
             },
-            cpu_ticks: [None; 3],
+            cpu_ticks: Default::default(),
+            run_delay_ns: Default::default(),
         }
     }
 

@@ -233,10 +233,43 @@ pub struct WorkerInfo {
     /// Last fd sample.
     #[serde(skip)]
     pub fds: FdReport,
-    /// CPU time (utime + stime, `/proc/<pid>/stat`) in clock ticks at the first sample,
-    /// at the start of the current interval, and at the last sample.
+    /// CPU time (utime + stime, `/proc/<pid>/stat`), clock ticks.
     #[serde(skip)]
-    pub cpu_ticks: [Option<u64>; 3],
+    pub cpu_ticks: Samples,
+    /// Time spent runnable but waiting for a CPU (`/proc/<pid>/schedstat` run_delay), ns.
+    #[serde(skip)]
+    pub run_delay_ns: Samples,
+}
+
+/// A cumulative per-process counter sampled from /proc every 500 ms: its value at the
+/// first sample, at the start of the current interval, and at the last sample.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Samples {
+    pub first: Option<u64>,
+    pub interval: Option<u64>,
+    pub last: Option<u64>,
+}
+
+impl Samples {
+    /// Records a sample (None: unreadable, keeps what was known).
+    pub fn sample(&mut self, v: Option<u64>) {
+        if let Some(v) = v {
+            self.first = self.first.or(Some(v));
+            self.interval = self.interval.or(Some(v));
+            self.last = Some(v);
+        }
+    }
+
+    /// The current interval starts at the last sample.
+    pub fn start_interval(&mut self) {
+        self.interval = self.last;
+    }
+
+    /// Growth since attach (`summary`) or since the interval started.
+    pub fn delta(&self, summary: bool) -> Option<u64> {
+        let base = if summary { self.first } else { self.interval };
+        Some(self.last?.saturating_sub(base?))
+    }
 }
 
 /// One syscall's numbers for one worker over a period, as reported.
@@ -402,6 +435,11 @@ pub struct WorkerReport {
     /// CPU time used in the period, seconds (`/proc/<pid>/stat` utime + stime, sampled
     /// every 500 ms); None when unreadable.
     pub cpu_s: Option<f64>,
+    /// Time the worker was runnable but waiting for a CPU in the period, seconds
+    /// (`/proc/<pid>/schedstat` run_delay, sampled every 500 ms): other load on the
+    /// machine, or more workers than cores. None when unreadable.
+    #[serde(default)]
+    pub run_delay_s: Option<f64>,
     /// Connections closed right after accept, before any other traced syscall: nginx's
     /// "worker_connections are not enough" path.
     pub accepted_then_closed: u64,
@@ -517,6 +555,7 @@ pub fn verdict_inputs(workers: &[WorkerReport], close_traced: bool) -> crate::ve
                 requests: w.requests.count,
                 busy_ns: (w.event_loop.iterations > 0).then_some(w.event_loop.busy_ns),
                 cpu_s: w.cpu_s,
+                run_delay_ns: w.run_delay_s.map(|s| (s * 1e9) as u64),
                 max_iteration_ns: w.event_loop.max_iteration_ns,
                 accepted_then_closed: w.accepted_then_closed,
                 access_log_writes: w.writes.get("access_log").map(|x| x.count).unwrap_or(0),
@@ -542,6 +581,7 @@ pub fn verdict_inputs(workers: &[WorkerReport], close_traced: bool) -> crate::ve
             .collect(),
         close_traced,
         listen: Vec::new(),
+        period_s: 0.0,
     }
 }
 
@@ -588,6 +628,7 @@ pub fn worker_report(
         fds: info.fds,
         event_loop: loop_report(stats, duration_s),
         cpu_s: None,
+        run_delay_s: None,
         accepted_then_closed: stats[ACCEPT_CLOSE_IDX].count,
         syscalls,
     }
@@ -689,7 +730,8 @@ mod tests {
             generation: 0,
             alive: true,
             fds: FdReport::default(),
-            cpu_ticks: [None; 3],
+            cpu_ticks: Samples::default(),
+            run_delay_ns: Samples::default(),
         };
         let all: Vec<usize> = (0..SYSCALL_COUNT).collect();
         let r = worker_report(&info, &slot, 16, RequestSource::WritevEstimate, 2.0, &all);

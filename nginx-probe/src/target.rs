@@ -246,6 +246,12 @@ pub fn cpu_ticks(pid: u32) -> Option<u64> {
     Some(st.utime + st.stime)
 }
 
+/// Time `pid` spent runnable but waiting for a CPU since it started, ns
+/// (`/proc/<pid>/schedstat` run_delay; needs CONFIG_SCHED_INFO).
+pub fn run_delay_ns(pid: u32) -> Option<u64> {
+    Some(Process::new(pid as i32).ok()?.schedstat().ok()?.run_delay)
+}
+
 /// The nginx version compiled into a binary: the first `nginx/<digits>.<digits>...`
 /// (nginx's `NGINX_VER`), e.g. `nginx/1.22.1`. Pure, for tests.
 pub fn find_nginx_version(binary: &[u8]) -> Option<String> {

@@ -184,7 +184,8 @@ impl Tracker {
             generation,
             alive,
             fds: Default::default(),
-            cpu_ticks: [None; 3],
+            cpu_ticks: Default::default(),
+            run_delay_ns: Default::default(),
         }
     }
 
@@ -329,11 +330,8 @@ impl Tracker {
         }
         // 6. fd usage and CPU time of the live workers.
         for info in self.workers.values_mut().filter(|w| w.alive) {
-            if let Some(t) = target::cpu_ticks(info.pid) {
-                info.cpu_ticks[0] = info.cpu_ticks[0].or(Some(t));
-                info.cpu_ticks[1] = info.cpu_ticks[1].or(Some(t));
-                info.cpu_ticks[2] = Some(t);
-            }
+            info.cpu_ticks.sample(target::cpu_ticks(info.pid));
+            info.run_delay_ns.sample(target::run_delay_ns(info.pid));
             let (open, limit) = target::fd_usage(info.pid);
             info.fds.open = open.or(info.fds.open);
             info.fds.limit = limit.or(info.fds.limit);
@@ -382,7 +380,8 @@ impl Tracker {
     pub fn start_interval(&mut self) {
         self.interval_events.clear();
         for w in self.workers.values_mut() {
-            w.cpu_ticks[1] = w.cpu_ticks[2];
+            w.cpu_ticks.start_interval();
+            w.run_delay_ns.start_interval();
         }
         for st in self.listen.values_mut() {
             st.queue_max_interval = st.queue_now;
@@ -518,15 +517,8 @@ impl Tracker {
         let workers: Vec<model::WorkerReport> = per_worker
             .iter()
             .map(|(w, s)| {
-                let base = if summary {
-                    w.cpu_ticks[0]
-                } else {
-                    w.cpu_ticks[1]
-                };
-                let cpu_s = match (base, w.cpu_ticks[2]) {
-                    (Some(b), Some(l)) => Some(l.saturating_sub(b) as f64 / tck),
-                    _ => None,
-                };
+                let cpu_s = w.cpu_ticks.delta(summary).map(|t| t as f64 / tck);
+                let run_delay_s = w.run_delay_ns.delta(summary).map(|ns| ns as f64 / 1e9);
                 let mut r = model::worker_report(
                     w,
                     s,
@@ -536,6 +528,7 @@ impl Tracker {
                     &self.traced,
                 );
                 r.cpu_s = cpu_s.map(|c| (c * 1000.0).round() / 1000.0);
+                r.run_delay_s = run_delay_s.map(|c| (c * 1000.0).round() / 1000.0);
                 r
             })
             .collect();
@@ -547,7 +540,8 @@ impl Tracker {
                 generation: 0,
                 alive: false,
                 fds: Default::default(),
-                cpu_ticks: [None; 3],
+                cpu_ticks: Default::default(),
+                run_delay_ns: Default::default(),
             };
             model::MergedReport {
                 workers: self.merged_workers,
@@ -580,6 +574,7 @@ impl Tracker {
         }
         let mut inputs = model::verdict_inputs(&all, close_traced);
         inputs.listen = listen.clone();
+        inputs.period_s = duration_s;
         let verdicts = crate::verdict::judge(&inputs);
         Report {
             schema: SCHEMA_VERSION,

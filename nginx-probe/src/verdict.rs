@@ -114,6 +114,9 @@ pub struct WorkerInput {
     pub busy_ns: Option<u64>,
     /// CPU time in the period (`/proc/<pid>/stat`), seconds; None when unreadable.
     pub cpu_s: Option<f64>,
+    /// Time runnable but waiting for a CPU in the period (`/proc/<pid>/schedstat`),
+    /// ns; None when unreadable.
+    pub run_delay_ns: Option<u64>,
     /// Connections closed right after accept (no free connection).
     pub accepted_then_closed: u64,
     /// Writes to access logs, their total and p99 time, ns.
@@ -143,6 +146,8 @@ pub struct Inputs {
     pub close_traced: bool,
     /// nginx's listening sockets over the period.
     pub listen: Vec<crate::model::ListenReport>,
+    /// Length of the period judged, seconds.
+    pub period_s: f64,
 }
 
 /// Jain's fairness index of `xs`: 1.0 when all equal, 1/n when one has everything.
@@ -168,6 +173,7 @@ pub fn judge(inp: &Inputs) -> Vec<Verdict> {
     fd_exhaustion(inp, &mut out);
     event_loop_stall(inp, &mut out);
     accept_queue_overflow(inp, &mut out);
+    cpu_starved(inp, &mut out);
     access_log_unbuffered(inp, &mut out);
     worker_connections_exhausted(inp, &mut out);
     out.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.id.cmp(&b.id)));
@@ -504,11 +510,57 @@ fn accept_queue_overflow(inp: &Inputs, out: &mut Vec<Verdict>) {
     ));
 }
 
+/// Share of the period a worker waited for a CPU at or above which it is starved.
+pub const CPU_STARVED_SHARE: f64 = 0.20;
+
+fn cpu_starved(inp: &Inputs, out: &mut Vec<Verdict>) {
+    if inp.period_s <= 0.0 {
+        return;
+    }
+    let share = |w: &WorkerInput| w.run_delay_ns.unwrap_or(0) as f64 / 1e9 / inp.period_s;
+    let starved: Vec<&WorkerInput> = inp
+        .workers
+        .iter()
+        .filter(|w| w.alive && share(w) >= CPU_STARVED_SHARE)
+        .collect();
+    let Some(worst) = starved.iter().max_by(|a, b| share(a).total_cmp(&share(b))) else {
+        return;
+    };
+    let mut evidence = BTreeMap::new();
+    evidence.insert(
+        "workers",
+        serde_json::json!(starved
+            .iter()
+            .map(|w| serde_json::json!({
+                "pid": w.pid,
+                "run_delay_ms": (w.run_delay_ns.unwrap_or(0) as f64 / 1e6).round(),
+                "share": (share(w) * 1000.0).round() / 1000.0,
+                "cpu_s": w.cpu_s,
+            }))
+            .collect::<Vec<_>>()),
+    );
+    evidence.insert("period_s", round3(inp.period_s));
+    out.push(Verdict::new(
+        "cpu_starved",
+        Severity::Warning,
+        evidence,
+        &["worker_processes", "worker_cpu_affinity", "worker_priority"],
+        format!(
+            "worker {} waited for a CPU {:.0}% of the time (runnable, not running): other processes compete for the cores, or there are more workers than cores; every connection of a waiting worker waits too: keep worker_processes at the core count (auto), pin with worker_cpu_affinity, or move the other load",
+            worst.pid,
+            share(worst) * 100.0
+        ),
+    ));
+}
+
 fn event_loop_stall(inp: &Inputs, out: &mut Vec<Verdict>) {
+    // A long iteration of a worker that waited for a CPU about as long in the period
+    // may be the scheduler's doing, not nginx's (cpu_starved says so): not a stall.
     let stalled: Vec<&WorkerInput> = inp
         .workers
         .iter()
         .filter(|w| w.max_iteration_ns >= STALL_MIN_NS)
+        .filter(|w| w.run_delay_ns.is_none_or(|d| d < w.max_iteration_ns / 2))
         .collect();
     let Some(worst) = stalled.iter().max_by_key(|w| w.max_iteration_ns) else {
         return;
@@ -591,6 +643,37 @@ mod tests {
         });
         let ids: Vec<&str> = v.iter().map(|v| v.id.as_str()).collect();
         assert_eq!(ids, ["keepalive_off"]);
+    }
+
+    #[test]
+    fn waiting_for_a_cpu_is_starvation_not_a_stall() {
+        // A 105 ms iteration in a 5 s period in which the worker waited 1.2 s for a CPU
+        // (a loaded 2-core machine): cpu_starved, no event_loop_stall.
+        let mut a = w(1, 0, 0);
+        a.max_iteration_ns = 105_000_000;
+        a.run_delay_ns = Some(1_200_000_000);
+        a.cpu_s = Some(0.8);
+        let v = judge(&Inputs {
+            workers: vec![a.clone()],
+            period_s: 5.0,
+            ..Inputs::default()
+        });
+        let ids: Vec<&str> = v.iter().map(|v| v.id.as_str()).collect();
+        assert_eq!(ids, ["cpu_starved"]);
+        assert_eq!(
+            v[0].evidence["workers"][0]["share"],
+            serde_json::json!(0.24)
+        );
+        assert!(v[0].advice.contains("waited for a CPU 24% of the time"));
+        // The same iteration with little waiting: a stall of nginx's own making.
+        a.run_delay_ns = Some(20_000_000);
+        let v = judge(&Inputs {
+            workers: vec![a],
+            period_s: 5.0,
+            ..Inputs::default()
+        });
+        let ids: Vec<&str> = v.iter().map(|v| v.id.as_str()).collect();
+        assert_eq!(ids, ["event_loop_stall"]);
     }
 
     #[test]
@@ -826,7 +909,7 @@ mod tests {
         let mut close = Inputs {
             workers: vec![w(1, 500, 500), w(2, 500, 500)],
             close_traced: true,
-            listen: Vec::new(),
+            ..Inputs::default()
         };
         close.workers[0].conn_syscall_ns = 300;
         close.workers[0].all_syscall_ns = 1000;

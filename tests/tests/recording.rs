@@ -152,19 +152,25 @@ fn compare_sees_the_access_log_buffer_take_the_log_writes_away() {
     assert!(m["after"].as_f64().unwrap() < 0.01, "{m}");
     assert_eq!(m["significance"], "beyond_noise", "{m}");
     assert!(m["before_intervals"]["n"].as_u64().unwrap() >= 3, "{m}");
-    assert_eq!(
-        c["verdicts"]["went_away"],
-        serde_json::json!(["access_log_unbuffered"]),
-        "{c}"
-    );
-    assert_eq!(c["verdicts"]["appeared"], serde_json::json!([]), "{c}");
+    // (cpu_starved, about the load generator sharing the cores, may come and go.)
+    let ids = |k: &str| -> Vec<String> {
+        c["verdicts"][k]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .filter(|id| id != "cpu_starved")
+            .collect()
+    };
+    assert_eq!(ids("went_away"), ["access_log_unbuffered"], "{c}");
+    assert!(ids("appeared").is_empty(), "{c}");
     let sentence = c["sentence"].as_str().unwrap();
     assert!(
         sentence.starts_with("Access-log writes per request fell from 1.00 to 0"),
         "{sentence}"
     );
     assert!(
-        sentence.ends_with("verdict access_log_unbuffered went away."),
+        sentence.contains("; verdict access_log_unbuffered went away"),
         "{sentence}"
     );
     // Requests were the same (2400 each, estimated from writev): per-request metrics

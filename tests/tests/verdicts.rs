@@ -167,7 +167,16 @@ fn tuned_config_under_keepalive_load_fires_nothing() {
             .expect("wrk");
         assert!(out.status.success());
     });
-    assert_eq!(s["verdicts"], serde_json::json!([]), "{s}");
+    // No finding about nginx's config. wrk shares the cores with the workers here, so
+    // they may well wait for a CPU: that one is about the machine, and allowed.
+    let ids: Vec<&str> = s["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["id"].as_str().unwrap())
+        .filter(|id| *id != "cpu_starved")
+        .collect();
+    assert!(ids.is_empty(), "{s}");
     let requests: u64 = workers(&s)
         .iter()
         .map(|w| w["requests"]["count"].as_u64().unwrap())
@@ -491,5 +500,55 @@ fn access_log_writes_are_followed_through_a_log_reopen() {
     assert_eq!(
         writes, 400,
         "every request's log line, before and after the reopen: {s}"
+    );
+}
+
+#[test]
+fn a_worker_sharing_its_cpu_with_a_busy_process_is_cpu_starved_not_stalled() {
+    // One worker pinned to CPU 0 with a busy loop pinned there too: under load the
+    // worker waits for the CPU about half the time (/proc/<pid>/schedstat run_delay).
+    let ng = Nginx::start(&NginxConfig {
+        workers: 1,
+        ..NginxConfig::default()
+    });
+    let worker = ng.worker_pids()[0];
+    let ok = Command::new("taskset")
+        .args(["-p", "1", &worker.to_string()])
+        .output()
+        .expect("taskset")
+        .status
+        .success();
+    assert!(ok, "taskset -p 1 {worker}");
+    struct Hog(std::process::Child);
+    impl Drop for Hog {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _hog = Hog(Command::new("taskset")
+        .args(["-c", "0", "sh", "-c", "while :; do :; done"])
+        .spawn()
+        .expect("spawn busy loop"));
+    let s = run(&ng, || {
+        let out = Command::new("wrk")
+            .args(["-t1", "-c20", "-d3s", &ng.url()])
+            .output()
+            .expect("wrk");
+        assert!(out.status.success());
+    });
+    let v = verdict(&s, "cpu_starved").unwrap_or_else(|| panic!("no cpu_starved: {s}"));
+    let w = &v["evidence"]["workers"][0];
+    assert_eq!(w["pid"], worker, "{v}");
+    let share = w["share"].as_f64().unwrap();
+    assert!((0.2..=0.9).contains(&share), "{v}");
+    assert!(v["directives"]
+        .as_array()
+        .unwrap()
+        .contains(&Value::from("worker_cpu_affinity")));
+    let reported = &workers(&s)[0];
+    assert!(
+        reported["run_delay_s"].as_f64().unwrap() > 0.5,
+        "{reported}"
     );
 }
