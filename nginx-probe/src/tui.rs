@@ -151,6 +151,10 @@ pub fn worker_row(w: &WorkerReport, secs: f64) -> Vec<String> {
             .filter(|_| secs > 0.0)
             .map(|c| format!("{:.0}%", c / secs * 100.0))
             .unwrap_or_else(|| "-".into()),
+        w.run_delay_s
+            .filter(|_| secs > 0.0)
+            .map(|c| format!("{:.0}%", c / secs * 100.0))
+            .unwrap_or_else(|| "-".into()),
         format!("{}/{}", o(w.fds.open), o(w.fds.limit)),
         w.syscalls
             .get("accept4")
@@ -167,7 +171,7 @@ pub fn worker_row(w: &WorkerReport, secs: f64) -> Vec<String> {
 }
 
 /// Column headers of the worker table.
-pub const COLUMNS: [&str; 13] = [
+pub const COLUMNS: [&str; 14] = [
     "WORKER",
     "SLOT/GEN",
     "ACCEPT/s",
@@ -177,6 +181,7 @@ pub const COLUMNS: [&str; 13] = [
     "REQ/CONN",
     "BUSY",
     "CPU",
+    "WAIT",
     "FDS/LIMIT",
     "ACCEPT4 p99",
     "MAX LOOP",
@@ -267,6 +272,7 @@ pub fn draw(f: &mut Frame, title: &Title, last: Option<&Report>) {
         Constraint::Length(9),
         Constraint::Length(9),
         Constraint::Length(8),
+        Constraint::Length(5),
         Constraint::Length(5),
         Constraint::Length(5),
         Constraint::Length(11),
@@ -367,7 +373,7 @@ mod tests {
                 "fds": {"open": 40, "peak": 50, "limit": 64},
                 "event_loop": {"iterations": 1, "busy_ns": 1, "busy_share": 0.25,
                                "p99_iteration_ns": 1, "max_iteration_ns": 1500},
-                "cpu_s": 0.5, "accepted_then_closed": 0, "writes": {}, "syscalls": {}
+                "cpu_s": 0.5, "run_delay_s": 0.2, "accepted_then_closed": 0, "writes": {}, "syscalls": {}
             })
         };
         let line = serde_json::json!({
@@ -408,8 +414,8 @@ mod tests {
         assert_eq!(
             worker_row(&r.workers[0], 2.0),
             [
-                "101", "0/1", "150.0", "75.0%", "3", "300.0", "2.0", "25%", "25%", "40/64", "-",
-                "1.5us", "-"
+                "101", "0/1", "150.0", "75.0%", "3", "300.0", "2.0", "25%", "25%", "10%", "40/64",
+                "-", "1.5us", "-"
             ]
         );
         let s = screen(Some(&r));
