@@ -57,8 +57,7 @@ pub const LE_BOUNDS: usize = LAST_LE_BUCKET - FIRST_LE_BUCKET + 1;
 /// `accepted_then_closed_total` 1, `open_fds`/`open_fds_peak`/`fd_limit` 3; per traced
 /// syscall: `syscalls_total` 1, `syscall_errors_total` 1, and the latency histogram
 /// [`LE_BOUNDS`] + 1 (`+Inf`) buckets, `_sum` and `_count`. An exited worker loses the
-/// 3 fd gauges; the merged exited workers also have no `worker_info` and no
-/// `cpu_seconds_total` (the tracker keeps no CPU time for them).
+/// 3 fd gauges; the merged exited workers also have no `worker_info`.
 pub const fn series_per_worker(syscalls: usize) -> usize {
     1 + 1
         + ERR_CLASS_NAMES.len()
@@ -713,7 +712,7 @@ mod tests {
         merged_slot[sys::ACCEPT4 as usize].count = 40;
         let mut merged_info = info(0, 0, 0, false);
         merged_info.fds = FdReport::default();
-        let merged = model::worker_report(
+        let mut merged = model::worker_report(
             &merged_info,
             &merged_slot,
             43,
@@ -721,6 +720,8 @@ mod tests {
             10.0,
             &core(),
         );
+        // The tracker keeps the merged workers' CPU time since attach.
+        merged.cpu_s = Some(12.5);
         let mut drops = BTreeMap::new();
         drops.insert("exit_without_entry".to_string(), 2);
         drops.insert("slots_exhausted".to_string(), 0);
@@ -1003,8 +1004,8 @@ mod tests {
         );
         assert_eq!(
             per_worker[r#"worker="exited",generation="merged""#],
-            n - 5,
-            "no fd gauges, no info, no CPU time"
+            n - 4,
+            "no fd gauges, no info"
         );
         assert_eq!(per_worker.len(), 3);
     }

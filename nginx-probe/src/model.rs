@@ -462,7 +462,7 @@ pub struct Event {
     pub pid: u32,
 }
 
-/// Old exited workers merged into one aggregate (beyond the most recent 64 exited).
+/// Old exited workers merged into one aggregate (beyond the most recent 16 exited, `tracker::MAX_EXITED_KEPT`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct MergedReport {
     /// How many exited workers are merged here.
@@ -521,7 +521,7 @@ pub struct Report {
     /// Log files the workers hold: path -> `access_log` (a regular file open for
     /// appending) or `error_log` (the file on fd 2).
     pub logs: BTreeMap<String, String>,
-    /// Exited workers merged into one aggregate (absent until more than 64 exited).
+    /// Exited workers merged into one aggregate (absent until more than 16 exited).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exited_merged: Option<MergedReport>,
     /// Events not fully accounted, by reason (see `nginx_probe_common::drop`).

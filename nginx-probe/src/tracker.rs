@@ -71,6 +71,9 @@ pub struct Tracker {
     merged: SlotStats,
     /// How many workers `merged` holds.
     pub merged_workers: u64,
+    /// Their CPU time since attach (clock ticks) and time waiting for a CPU (ns).
+    merged_cpu_ticks: u64,
+    merged_run_delay_ns: u64,
     /// How requests are counted (uprobes attached or not).
     pub request_source: RequestSource,
     /// Indexes into `SYSCALLS` of the traced syscalls.
@@ -115,6 +118,8 @@ impl Tracker {
             exited_order: VecDeque::new(),
             merged: model::ZERO_SLOT,
             merged_workers: 0,
+            merged_cpu_ticks: 0,
+            merged_run_delay_ns: 0,
             request_source: RequestSource::WritevEstimate,
             traced: (0..nginx_probe_common::SYSCALL_COUNT).collect(),
             untracked: 0,
@@ -442,6 +447,10 @@ impl Tracker {
             if let Some(f) = self.finals.remove(&old) {
                 model::add_slot(&mut self.merged, &f);
                 self.merged_workers += 1;
+                if let Some(w) = self.workers.get(&old) {
+                    self.merged_cpu_ticks += w.cpu_ticks.delta(true).unwrap_or(0);
+                    self.merged_run_delay_ns += w.run_delay_ns.delta(true).unwrap_or(0);
+                }
             }
             self.workers.remove(&old);
         }
@@ -543,16 +552,23 @@ impl Tracker {
                 cpu_ticks: Default::default(),
                 run_delay_ns: Default::default(),
             };
+            let mut stats = model::worker_report(
+                &info,
+                &d,
+                total_accepts,
+                self.request_source,
+                duration_s,
+                &self.traced,
+            );
+            // Known since attach only: an interval's share is not kept.
+            if summary {
+                stats.cpu_s = Some((self.merged_cpu_ticks as f64 / tck * 1000.0).round() / 1000.0);
+                stats.run_delay_s =
+                    Some((self.merged_run_delay_ns as f64 / 1e9 * 1000.0).round() / 1000.0);
+            }
             model::MergedReport {
                 workers: self.merged_workers,
-                stats: model::worker_report(
-                    &info,
-                    &d,
-                    total_accepts,
-                    self.request_source,
-                    duration_s,
-                    &self.traced,
-                ),
+                stats,
             }
         });
         let mut drops_now = cur.drops;

@@ -257,6 +257,11 @@ fn interval_reports_add_up_to_the_summary_through_many_reloads() {
         summary["exited_merged"]["workers"].as_u64().unwrap() > 0,
         "{summary}"
     );
+    // Their CPU time is kept (a number, not null), so a CPU counter never goes down.
+    assert!(
+        summary["exited_merged"]["cpu_s"].as_f64().is_some(),
+        "{summary}"
+    );
     let intervals: u64 = docs[..docs.len() - 1]
         .iter()
         .inspect(|d| assert_eq!(d["type"], "interval"))
