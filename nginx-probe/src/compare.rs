@@ -378,12 +378,20 @@ pub fn compare(
     after_name: &str,
     after: &Recording,
 ) -> Comparison {
-    let (b_whole, b_note) = before.whole_run();
-    let (a_whole, a_note) = after.whole_run();
+    let (b_whole, _) = before.whole_run();
+    let (a_whole, _) = after.whole_run();
     let mut caveats: Vec<String> = Vec::new();
-    for (name, note) in [(before_name, b_note), (after_name, a_note)] {
-        if let Some(n) = note {
-            caveats.push(format!("{name}: {n}"));
+    if before_name == after_name {
+        caveats.push(format!(
+            "{before_name} is compared with itself: nothing can have changed"
+        ));
+    }
+    for (name, rec) in [(before_name, before), (after_name, after)] {
+        if rec.summary.is_none() {
+            caveats.push(format!(
+                "{name} has no summary (the run was cut short): its whole-run values are the medians of its {} intervals, its verdicts those of any interval",
+                rec.intervals.len()
+            ));
         }
     }
     if let (Some(hb), Some(ha)) = (&before.header, &after.header) {
@@ -408,8 +416,6 @@ pub fn compare(
             a_whole.traced_syscalls.join(",")
         ));
     }
-    let mb = metrics(b_whole);
-    let ma = metrics(a_whole);
     let series = |rec: &Recording| -> BTreeMap<String, Vec<f64>> {
         let mut s: BTreeMap<String, Vec<f64>> = BTreeMap::new();
         for r in &rec.intervals {
@@ -420,6 +426,16 @@ pub fn compare(
         s
     };
     let (sb, sa) = (series(before), series(after));
+    // Whole-run values: the summary's, or for a cut-short recording the medians of its
+    // intervals (its last interval alone is one second of the run).
+    let whole = |rec: &Recording, series: &BTreeMap<String, Vec<f64>>| match &rec.summary {
+        Some(s) => metrics(s),
+        None => series
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), spread(v)?.median)))
+            .collect(),
+    };
+    let (mb, ma) = (whole(before, &sb), whole(after, &sa));
     let mut keys: Vec<String> = METRICS
         .iter()
         .map(|d| d.key.to_string())
@@ -460,13 +476,21 @@ pub fn compare(
             }
         })
         .collect();
-    let ids = |r: &Report| -> Vec<String> {
-        let mut v: Vec<String> = r.verdicts.iter().map(|v| v.id.clone()).collect();
+    // The summary's verdicts, or those of any interval of a cut-short recording.
+    let ids = |rec: &Recording| -> Vec<String> {
+        let reports: Vec<&Report> = match &rec.summary {
+            Some(s) => vec![s],
+            None => rec.intervals.iter().collect(),
+        };
+        let mut v: Vec<String> = reports
+            .iter()
+            .flat_map(|r| r.verdicts.iter().map(|v| v.id.clone()))
+            .collect();
         v.sort();
         v.dedup();
         v
     };
-    let (vb, va) = (ids(b_whole), ids(a_whole));
+    let (vb, va) = (ids(before), ids(after));
     let verdicts = VerdictChanges {
         appeared: va.iter().filter(|v| !vb.contains(v)).cloned().collect(),
         went_away: vb.iter().filter(|v| !va.contains(v)).cloned().collect(),
@@ -516,18 +540,40 @@ pub fn sentence(metrics: &[MetricChange], verdicts: &VerdictChanges) -> String {
             (a / b).ln().abs()
         }
     };
-    movers.sort_by(|a, b| factor(b).total_cmp(&factor(a)));
-    let movers: Vec<&MetricChange> = movers
+    // Throughput leads when it moved; then the largest other changes.
+    movers.sort_by(|a, b| {
+        (b.key == "requests_per_s")
+            .cmp(&(a.key == "requests_per_s"))
+            .then(factor(b).total_cmp(&factor(a)))
+    });
+    // (requests per connection is accepts per request upside down: the table has it.)
+    let chosen_core: Vec<&MetricChange> = movers
         .iter()
-        .filter(|m| core(m))
+        .filter(|m| core(m) && m.key != "requests_per_connection")
         .take(SENTENCE_CHANGES)
+        .copied()
+        .collect();
+    // A syscall's calls per request that restate a chosen metric add nothing.
+    let restates = |m: &MetricChange| {
+        let said = |k: &str| chosen_core.iter().any(|c| c.key == k);
+        match m.key.as_str() {
+            "accept4_per_request" | "accept_per_request" => said("accepts_per_request"),
+            "write_per_request" | "writev_per_request" | "pwrite64_per_request" => {
+                said("access_log_writes_per_request")
+            }
+            _ => false,
+        }
+    };
+    let movers: Vec<&MetricChange> = chosen_core
+        .iter()
+        .copied()
         .chain(
             movers
                 .iter()
-                .filter(|m| !core(m) && m.key.ends_with("_per_request"))
-                .take(SENTENCE_SYSCALL_CHANGES),
+                .filter(|m| !core(m) && m.key.ends_with("_per_request") && !restates(m))
+                .take(SENTENCE_SYSCALL_CHANGES)
+                .copied(),
         )
-        .copied()
         .collect();
     let mut parts: Vec<String> = movers
         .iter()
@@ -548,12 +594,17 @@ pub fn sentence(metrics: &[MetricChange], verdicts: &VerdictChanges) -> String {
             } else {
                 ""
             };
+            // Past tenfold, a factor reads better than a percentage.
+            let change = if r >= 9.0 {
+                format!("x{}", fmt_value(r + 1.0))
+            } else {
+                format!("{:+.0}%", r * 100.0)
+            };
             format!(
-                "{} {dir} from {}{unit} to {}{unit} ({:+.0}%{noise})",
+                "{} {dir} from {}{unit} to {}{unit} ({change}{noise})",
                 m.label,
                 fmt_value(b),
                 fmt_value(a),
-                r * 100.0
             )
         })
         .collect();

@@ -433,12 +433,20 @@ fn open_record(path: &std::path::Path, header: &recording::Header) -> Result<Sin
             "--record {shown}: cannot write it ({e}): choose a writable path with free space"
         ))
     };
+    // Never over an earlier recording: a reused "before" name would destroy a baseline.
     let mut f = std::fs::OpenOptions::new()
         .write(true)
-        .create(true)
-        .truncate(true)
+        .create_new(true)
         .open(path)
-        .map_err(fail)?;
+        .map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                ProbeError::Usage(format!(
+                    "--record {shown}: it exists, and a recording is never overwritten: choose a new name or remove it"
+                ))
+            } else {
+                fail(e)
+            }
+        })?;
     let line = serde_json::to_string(header).unwrap_or_default() + "\n";
     f.write_all(line.as_bytes())
         .and_then(|_| f.sync_data())
@@ -707,6 +715,26 @@ async fn run(cli: TraceArgs) -> Result<(), ProbeError> {
         }
     }
     let snap = tracker.snapshot(&probe)?;
+    // The last, partial interval, so that the recorded intervals (and the JSON ones)
+    // cover the whole run and add up to the summary.
+    let tail_s = prev_at.elapsed().as_secs_f64();
+    if tick_every.is_some() && tail_s >= 0.05 {
+        let mut r = tracker.report(
+            "interval",
+            &snap,
+            prev.as_ref(),
+            tail_s,
+            &probe.missing,
+            None,
+        );
+        r.time_unix_s = unix_now();
+        if let Some(sink) = record.as_mut() {
+            let _ = sink.interval(json_line(&r));
+        }
+        if cli.json && interval.is_some() {
+            let _ = output.interval(render(&r));
+        }
+    }
     let r = tracker.report(
         "summary",
         &snap,

@@ -374,6 +374,8 @@ impl Tracker {
                     st.drops_now = smp.drops;
                 }
             }
+            // The master exited between two looks: the run is ending, nothing to say.
+            Err(_) if !target::is_alive(self.master.pid) => {}
             Err(e) => {
                 self.listen_failed = true;
                 warn!("cannot read nginx's listen queues with sock_diag ({e}); reporting without them");

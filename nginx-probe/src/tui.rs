@@ -52,6 +52,8 @@ pub struct LiveView {
     events: EventStream,
     title: Title,
     last: Option<Report>,
+    /// The latest worker events, newest first (kept across redraws).
+    recent: Vec<String>,
 }
 
 impl LiveView {
@@ -65,6 +67,7 @@ impl LiveView {
             events: EventStream::new(),
             title,
             last: None,
+            recent: Vec::new(),
         };
         v.redraw()?;
         Ok(v)
@@ -72,14 +75,20 @@ impl LiveView {
 
     /// Shows an interval report.
     pub fn show(&mut self, r: &Report) -> io::Result<()> {
+        for e in &r.events {
+            self.recent.insert(0, event_line(e, r.master_pid));
+        }
+        self.recent.truncate(RECENT_EVENTS);
         self.last = Some(r.clone());
         self.redraw()
     }
 
     /// Draws the last report again (after a resize).
     pub fn redraw(&mut self) -> io::Result<()> {
-        let (title, last) = (&self.title, self.last.as_ref());
-        self.terminal.draw(|f| draw(f, title, last)).map(|_| ())
+        let (title, last, recent) = (&self.title, self.last.as_ref(), &self.recent);
+        self.terminal
+            .draw(|f| draw(f, title, last, recent))
+            .map(|_| ())
     }
 
     /// The next key press or terminal event, classified. Pending forever once the
@@ -188,8 +197,33 @@ pub const COLUMNS: [&str; 14] = [
     "LOG W/REQ",
 ];
 
-/// Draws the view of `last` (None: waiting for the first interval).
-pub fn draw(f: &mut Frame, title: &Title, last: Option<&Report>) {
+/// Width of each of [`COLUMNS`], characters.
+const COLUMN_WIDTHS: [u16; 14] = [9, 8, 9, 6, 9, 9, 8, 5, 5, 5, 11, 11, 9, 9];
+
+/// Which columns go first when the terminal is too narrow for all: least telling first.
+const DROP_ORDER: [usize; 13] = [1, 13, 11, 12, 6, 10, 9, 8, 7, 4, 3, 5, 2];
+
+/// Indexes of the [`COLUMNS`] that fit in `width` characters (one space between
+/// columns), in table order: a narrow terminal loses whole columns rather than showing
+/// cut-off numbers.
+pub fn visible_columns(width: u16) -> Vec<usize> {
+    let mut shown: Vec<usize> = (0..COLUMNS.len()).collect();
+    let need = |cols: &[usize]| -> u32 { cols.iter().map(|&c| COLUMN_WIDTHS[c] as u32 + 1).sum() };
+    for drop in DROP_ORDER {
+        if need(&shown) <= width as u32 {
+            break;
+        }
+        shown.retain(|&c| c != drop);
+    }
+    shown
+}
+
+/// Worker events kept on screen.
+pub const RECENT_EVENTS: usize = 4;
+
+/// Draws the view of `last` (None: waiting for the first interval) with the `recent`
+/// worker events, newest first.
+pub fn draw(f: &mut Frame, title: &Title, last: Option<&Report>, recent: &[String]) {
     let area = f.area();
     let nverdicts = last.map(|r| r.verdicts.len()).unwrap_or(0) as u16;
     let nlisten = last.map(|r| r.listen.len()).unwrap_or(0) as u16;
@@ -249,12 +283,14 @@ pub fn draw(f: &mut Frame, title: &Title, last: Option<&Report>) {
     );
 
     let secs = last.map(|r| r.duration_s).unwrap_or(0.0);
+    let shown = visible_columns(area.width);
     let rows: Vec<Row> = last
         .map(|r| {
             r.workers
                 .iter()
                 .map(|w| {
-                    let row = Row::new(worker_row(w, secs));
+                    let cells = worker_row(w, secs);
+                    let row = Row::new(shown.iter().map(|&c| cells[c].clone()));
                     if w.alive {
                         row
                     } else {
@@ -264,25 +300,15 @@ pub fn draw(f: &mut Frame, title: &Title, last: Option<&Report>) {
                 .collect()
         })
         .unwrap_or_default();
-    let widths = [
-        Constraint::Length(9),
-        Constraint::Length(8),
-        Constraint::Length(9),
-        Constraint::Length(6),
-        Constraint::Length(9),
-        Constraint::Length(9),
-        Constraint::Length(8),
-        Constraint::Length(5),
-        Constraint::Length(5),
-        Constraint::Length(5),
-        Constraint::Length(11),
-        Constraint::Length(11),
-        Constraint::Length(9),
-        Constraint::Length(9),
-    ];
+    let widths: Vec<Constraint> = shown
+        .iter()
+        .map(|&c| Constraint::Length(COLUMN_WIDTHS[c]))
+        .collect();
     f.render_widget(
         Table::new(rows, widths)
-            .header(Row::new(COLUMNS).style(Style::new().bold().reversed()))
+            .header(
+                Row::new(shown.iter().map(|&c| COLUMNS[c])).style(Style::new().bold().reversed()),
+            )
             .block(Block::new().borders(Borders::TOP).title(" workers ")),
         chunks[1],
     );
@@ -340,16 +366,7 @@ pub fn draw(f: &mut Frame, title: &Title, last: Option<&Report>) {
         chunks[3],
     );
 
-    let events: Vec<Line> = last
-        .map(|r| {
-            r.events
-                .iter()
-                .rev()
-                .take(4)
-                .map(|e| Line::from(event_line(e, r.master_pid)))
-                .collect()
-        })
-        .unwrap_or_default();
+    let events: Vec<Line> = recent.iter().map(|e| Line::from(e.as_str())).collect();
     f.render_widget(
         Paragraph::new(events).block(Block::new().borders(Borders::TOP).title(" events ")),
         chunks[4],
@@ -396,7 +413,15 @@ mod tests {
             master_title: "nginx: master process".into(),
             interval_s: 2.0,
         };
-        t.draw(|f| draw(f, &title, last)).unwrap();
+        let recent: Vec<String> = last
+            .map(|r| {
+                r.events
+                    .iter()
+                    .map(|e| event_line(e, r.master_pid))
+                    .collect()
+            })
+            .unwrap_or_default();
+        t.draw(|f| draw(f, &title, last, &recent)).unwrap();
         let buf = t.backend().buffer().clone();
         (0..buf.area.height)
             .map(|y| {
@@ -429,6 +454,28 @@ mod tests {
         assert!(s.contains("127.0.0.1:80"), "{s}");
         assert!(s.contains("+1.5s worker 102 started"), "{s}");
         assert!(s.contains("none"), "no verdicts: {s}");
+    }
+
+    #[test]
+    fn a_narrow_terminal_drops_whole_columns() {
+        assert_eq!(visible_columns(200).len(), COLUMNS.len());
+        let at80: Vec<&str> = visible_columns(80).iter().map(|&c| COLUMNS[c]).collect();
+        assert_eq!(
+            at80,
+            [
+                "WORKER",
+                "ACCEPT/s",
+                "SHARE",
+                "E[MN]FILE",
+                "REQ/s",
+                "BUSY",
+                "CPU",
+                "WAIT",
+                "FDS/LIMIT"
+            ]
+        );
+        assert_eq!(visible_columns(20), [0, 2]);
+        assert_eq!(visible_columns(15), [0]);
     }
 
     #[test]

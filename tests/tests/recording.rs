@@ -206,6 +206,18 @@ fn an_unwritable_record_path_is_refused_before_attaching() {
             out.stderr
         );
     }
+    // An existing file (an earlier recording, a baseline) is never overwritten.
+    let earlier = dir.path().join("before.jsonl");
+    std::fs::write(&earlier, "baseline\n").unwrap();
+    let out = run_probe(&[
+        "--pid",
+        &ng.master_pid().to_string(),
+        "--record",
+        earlier.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(out.stderr.contains("never overwritten"), "{}", out.stderr);
+    assert_eq!(std::fs::read_to_string(&earlier).unwrap(), "baseline\n");
     // Bad recordings for report/compare: one line, exit 2.
     let junk = dir.path().join("junk.txt");
     std::fs::write(&junk, "not json\n").unwrap();

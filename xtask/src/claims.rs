@@ -1106,6 +1106,8 @@ fn workers_switches(pids: &[u32]) -> (u64, u64) {
 fn record(probe: &Path, claim: &Claim, v: &Variant, secs: u64, runs: &Path) -> Result<Metrics> {
     let ng = Nginx::start(&v.cfg);
     let file = runs.join(format!("{}-{}.jsonl", claim.id, v.label));
+    // nginx-probe never records over a file: this run replaces the previous lab run's.
+    let _ = std::fs::remove_file(&file);
     let master = ng.master_pid().to_string();
     let mut args: Vec<String> = vec!["--pid".into(), master];
     args.extend(recording_args(&file));
