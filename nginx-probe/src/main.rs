@@ -433,6 +433,11 @@ fn open_record(path: &std::path::Path, header: &recording::Header) -> Result<Sin
             "--record {shown}: cannot write it ({e}): choose a writable path with free space"
         ))
     };
+    if path.is_dir() {
+        return Err(ProbeError::Usage(format!(
+            "--record {shown}: it is a directory: give the path of a new file in it"
+        )));
+    }
     // Never over an earlier recording: a reused "before" name would destroy a baseline.
     let mut f = std::fs::OpenOptions::new()
         .write(true)
