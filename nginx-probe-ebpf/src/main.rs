@@ -13,7 +13,7 @@ mod programs {
     use aya_ebpf::{
         helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_user},
         macros::{map, tracepoint, uprobe},
-        maps::{Array, HashMap, LruHashMap, PerCpuArray, Queue},
+        maps::{Array, HashMap, LruHashMap, PerCpuArray, Stack},
         programs::{ProbeContext, TracePointContext},
         EbpfContext as _,
     };
@@ -55,11 +55,13 @@ mod programs {
     #[no_mangle]
     static FORK_CHILD_OFF: u64 = 20;
 
-    /// Free worker slots. User space fills it with every slot at start, pops slots for
-    /// the workers it finds in /proc, and pushes back the slot of an exited worker once
-    /// it has read and zeroed it; the fork program pops one per child of the master.
+    /// Free worker slots, a stack: the slot freed last is given first, so through
+    /// reloads workers take turns on few slots (bounded metrics labels). User space
+    /// fills it with every slot at start (slot 0 on top), pops slots for the workers it
+    /// finds in /proc, and pushes back the slot of an exited worker once it has read and
+    /// zeroed it; the fork program pops one per child of the master.
     #[map]
-    static FREE_SLOTS: Queue<u32> = Queue::with_max_entries(DEFAULT_WORKER_SLOTS, 0);
+    static FREE_SLOTS: Stack<u32> = Stack::with_max_entries(DEFAULT_WORKER_SLOTS, 0);
 
     /// tgid of a worker -> its slot. User space fills it at start and removes exited
     /// workers; `sched_process_fork` adds the master's new children.

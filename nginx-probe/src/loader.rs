@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use aya::{
-    maps::{Array, HashMap, MapData, PerCpuArray, PerCpuValues, Queue},
+    maps::{Array, HashMap, MapData, PerCpuArray, PerCpuValues, Stack},
     programs::{uprobe::UProbeScope, ProgramError, TracePoint, UProbe},
     Ebpf, EbpfLoader,
 };
@@ -36,7 +36,7 @@ pub struct Probe {
     filter: Array<MapData, u64>,
     /// Element 0 set to 1 once a tracked tgid could not enter `filter`.
     collided: Array<MapData, u32>,
-    free_slots: Queue<MapData, u32>,
+    free_slots: Stack<MapData, u32>,
     stats: PerCpuArray<MapData, SyscallStats>,
     requests: PerCpuArray<MapData, SyscallStats>,
     main_entry: Array<MapData, InFlight>,
@@ -99,7 +99,7 @@ impl Probe {
         let workers = HashMap::try_from(take("WORKERS")?)?;
         let filter = Array::try_from(take("FILTER")?)?;
         let collided = Array::try_from(take("COLLIDED")?)?;
-        let mut free_slots: Queue<MapData, u32> = Queue::try_from(take("FREE_SLOTS")?)?;
+        let mut free_slots: Stack<MapData, u32> = Stack::try_from(take("FREE_SLOTS")?)?;
         let stats = PerCpuArray::try_from(take("STATS")?)?;
         let requests = PerCpuArray::try_from(take("REQUESTS")?)?;
         let main_entry = Array::try_from(take("MAIN_ENTRY")?)?;
@@ -110,7 +110,8 @@ impl Probe {
         let fd_kinds = HashMap::try_from(take("FD_KINDS")?)?;
         let last_wake = Array::try_from(take("LAST_WAKE")?)?;
         let drops = PerCpuArray::try_from(take("DROPS")?)?;
-        for slot in 0..slots {
+        // Slot 0 on top: workers found at attach get 0, 1, 2...
+        for slot in (0..slots).rev() {
             free_slots.push(slot, 0)?;
         }
         Ok(Probe {

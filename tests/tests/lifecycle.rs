@@ -386,3 +386,53 @@ fn a_worker_whose_pid_collides_in_the_fast_filter_is_still_counted_exactly() {
         );
     }
 }
+
+#[test]
+fn after_a_reload_has_drained_the_next_one_reuses_the_first_workers_slots() {
+    // Free slots are a stack, freed last given first: the metrics labels (slot,
+    // generation) take about 2N values for N workers, however many reloads.
+    let ng = Nginx::start(&NginxConfig::default());
+    let probe = ProbeRun::start(&["--pid", &ng.master_pid().to_string(), "--json"]);
+    let first = ng.worker_pids();
+    let mut seen = first.clone();
+    for _ in 0..2 {
+        signal(ng.master_pid(), Signal::SIGHUP);
+        let now = wait_new_workers(&ng, &seen, 2);
+        seen.extend(&now);
+        // The old workers exit at once (no connections); the probe recycles their
+        // slots at its next 500 ms look.
+        thread::sleep(Duration::from_millis(1200));
+    }
+    let out = probe.stop_with(Signal::SIGINT);
+    let s = out.summary_json();
+    let by_pid = |pid: u32| {
+        workers(&s)
+            .into_iter()
+            .find(|w| w["pid"] == pid)
+            .unwrap_or_else(|| panic!("worker {pid} missing: {s}"))
+    };
+    let slot_gen = |pid: u32| {
+        let w = by_pid(pid);
+        (
+            w["slot"].as_u64().unwrap(),
+            w["generation"].as_u64().unwrap(),
+        )
+    };
+    let mut gen0: Vec<(u64, u64)> = first.iter().map(|&p| slot_gen(p)).collect();
+    gen0.sort();
+    assert_eq!(gen0, [(0, 0), (1, 0)], "{s}");
+    let mut gen1: Vec<(u64, u64)> = seen[2..4].iter().map(|&p| slot_gen(p)).collect();
+    gen1.sort();
+    assert_eq!(
+        gen1,
+        [(2, 0), (3, 0)],
+        "new workers start while the old ones hold 0 and 1"
+    );
+    let mut gen2: Vec<(u64, u64)> = seen[4..6].iter().map(|&p| slot_gen(p)).collect();
+    gen2.sort();
+    assert_eq!(
+        gen2,
+        [(0, 1), (1, 1)],
+        "the first workers' slots, next generation"
+    );
+}
