@@ -56,7 +56,7 @@ footer{margin-top:32px;color:#6a737d;font-size:12px}
 /// `nginx-probe report FILE --html OUT`: reads the recording, writes its page, and says
 /// so on stderr (with the note of a recording cut short).
 pub fn html_command(file: &Path, out: &Path) -> Result<(), ProbeError> {
-    let rec = Recording::load(file)?;
+    let rec = Recording::load(file, crate::recording::Keep::All)?;
     if let (_, Some(note)) = rec.whole_run() {
         eprintln!("nginx-probe: {note}");
     }
@@ -873,6 +873,7 @@ mod tests {
         let mut rec = real();
         rec.summary = None;
         rec.intervals.truncate(1);
+        rec.interval_count = 1;
         let page = render_html(&rec);
         assert!(page.contains("the recording has no summary (the run was cut short): showing its last interval, the 1st recorded"));
         assert!(page.contains("No verdicts: none of the rules fired for this run."));

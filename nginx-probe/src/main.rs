@@ -338,7 +338,13 @@ fn report_command(
     intervals: bool,
     hist: Option<&str>,
 ) -> Result<(), ProbeError> {
-    let rec = Recording::load(file)?;
+    // Without --intervals only the last interval is needed: flat memory for any length.
+    let keep = if intervals {
+        recording::Keep::All
+    } else {
+        recording::Keep::Last
+    };
+    let rec = Recording::load(file, keep)?;
     let (whole, note) = rec.whole_run();
     let mut out = String::new();
     let render = |r: &model::Report| {
@@ -369,7 +375,7 @@ fn report_command(
         }
         out += &format!(
             "{} intervals recorded{}.\n",
-            rec.intervals.len(),
+            rec.interval_count,
             if rec.truncated_tail {
                 "; the last line was cut off mid-write and skipped"
             } else {
@@ -397,8 +403,8 @@ fn compare_command(
     after: &std::path::Path,
     json: bool,
 ) -> Result<(), ProbeError> {
-    let b = Recording::load(before)?;
-    let a = Recording::load(after)?;
+    let b = Recording::load(before, recording::Keep::All)?;
+    let a = Recording::load(after, recording::Keep::All)?;
     let c = compare::compare(
         &before.display().to_string(),
         &b,

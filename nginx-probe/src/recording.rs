@@ -50,13 +50,24 @@ pub struct Options {
     pub argv: Vec<String>,
 }
 
+/// Which interval reports a read keeps in memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Keep {
+    /// Every one (compare's noise estimate, `report --intervals`, the HTML timeline).
+    All,
+    /// Only the last (the report of a cut-short run): flat memory for any length.
+    Last,
+}
+
 /// A recording read back.
 #[derive(Clone, Debug)]
 pub struct Recording {
     /// The header, absent in a captured `--json` stdout.
     pub header: Option<Header>,
-    /// Interval reports in file order.
+    /// Interval reports in file order (only the last with [`Keep::Last`]).
     pub intervals: Vec<Report>,
+    /// Interval lines in the file.
+    pub interval_count: usize,
     /// The summary, absent when the run was cut short (SIGKILL, a crash, a full disk).
     pub summary: Option<Report>,
     /// A last line that was cut off mid-write and skipped.
@@ -88,33 +99,54 @@ pub enum RecordingError {
 }
 
 impl Recording {
-    /// Parses a recording's text. `path` is only used in error messages.
+    /// Parses a recording's text, keeping every interval. `path` is only used in error
+    /// messages.
     ///
     /// Errors: a line that is not JSON or not a report/header (except a last line
     /// without its newline, which is what a crash mid-write leaves, and is skipped), a
     /// schema newer than this binary's, or no report at all.
+    #[cfg(test)]
     pub fn parse(path: &str, text: &str) -> Result<Recording, RecordingError> {
+        Recording::parse_from(path, text.as_bytes(), Keep::All)
+    }
+
+    /// Parses a recording line by line from `reader`, holding one line at a time and,
+    /// with [`Keep::Last`], only the last interval: memory stays flat however long the
+    /// recording. Errors as [`Recording::parse`].
+    pub fn parse_from(
+        path: &str,
+        mut reader: impl std::io::BufRead,
+        keep: Keep,
+    ) -> Result<Recording, RecordingError> {
         let mut rec = Recording {
             header: None,
             intervals: Vec::new(),
+            interval_count: 0,
             summary: None,
             truncated_tail: false,
         };
-        let complete = text.ends_with('\n');
-        let lines: Vec<&str> = text.lines().collect();
-        for (i, line) in lines.iter().enumerate() {
+        let mut line = String::new();
+        let mut n = 0;
+        loop {
+            line.clear();
+            n += 1;
+            let bad = |reason: String| RecordingError::BadLine {
+                path: path.to_string(),
+                line: n,
+                reason,
+            };
+            match reader.read_line(&mut line) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) => return Err(bad(e.to_string())),
+            }
             if line.trim().is_empty() {
                 continue;
             }
-            let is_last = i + 1 == lines.len();
-            let bad = |reason: String| RecordingError::BadLine {
-                path: path.to_string(),
-                line: i + 1,
-                reason,
-            };
-            let v: serde_json::Value = match serde_json::from_str(line) {
+            let v: serde_json::Value = match serde_json::from_str(&line) {
                 Ok(v) => v,
-                Err(_) if is_last && !complete => {
+                // Only the last line can lack its newline: cut off mid-write.
+                Err(_) if !line.ends_with('\n') => {
                     rec.truncated_tail = true;
                     continue;
                 }
@@ -131,16 +163,21 @@ impl Recording {
                 Some("header") => {
                     rec.header = Some(serde_json::from_value(v).map_err(|e| bad(e.to_string()))?)
                 }
-                Some("interval") => rec
-                    .intervals
-                    .push(serde_json::from_value(v).map_err(|e| bad(e.to_string()))?),
+                Some("interval") => {
+                    let r: Report = serde_json::from_value(v).map_err(|e| bad(e.to_string()))?;
+                    if keep == Keep::Last {
+                        rec.intervals.clear();
+                    }
+                    rec.intervals.push(r);
+                    rec.interval_count += 1;
+                }
                 Some("summary") => {
                     rec.summary = Some(serde_json::from_value(v).map_err(|e| bad(e.to_string()))?)
                 }
                 other => return Err(bad(format!("unknown type {other:?}"))),
             }
         }
-        if rec.intervals.is_empty() && rec.summary.is_none() {
+        if rec.interval_count == 0 && rec.summary.is_none() {
             return Err(RecordingError::Empty {
                 path: path.to_string(),
             });
@@ -148,14 +185,14 @@ impl Recording {
         Ok(rec)
     }
 
-    /// Reads and parses the recording at `path`.
-    pub fn load(path: &std::path::Path) -> Result<Recording, RecordingError> {
+    /// Reads and parses the recording at `path`, keeping what `keep` says.
+    pub fn load(path: &std::path::Path, keep: Keep) -> Result<Recording, RecordingError> {
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| RecordingError::Read {
+        let f = std::fs::File::open(path).map_err(|source| RecordingError::Read {
             path: shown.clone(),
             source,
         })?;
-        Recording::parse(&shown, &text)
+        Recording::parse_from(&shown, std::io::BufReader::new(f), keep)
     }
 
     /// The report that stands for the whole run: the summary, or when the run was cut
@@ -167,7 +204,7 @@ impl Recording {
                 last,
                 Some(format!(
                     "the recording has no summary (the run was cut short): showing its last interval, the {} recorded (--intervals shows them all)",
-                    ordinal(self.intervals.len())
+                    ordinal(self.interval_count)
                 )),
             ),
             (None, None) => unreachable!("parse rejects recordings without reports"),
@@ -241,6 +278,16 @@ mod tests {
         let (whole, note) = r.whole_run();
         assert_eq!(whole.workers[0].accepts, 3);
         assert!(note.unwrap().contains("no summary"));
+    }
+
+    #[test]
+    fn keeping_only_the_last_interval_still_counts_them_all() {
+        let text = report_line("interval", 3) + &report_line("interval", 4);
+        let r = Recording::parse_from("r", text.as_bytes(), Keep::Last).unwrap();
+        assert_eq!(r.interval_count, 2);
+        assert_eq!(r.intervals.len(), 1);
+        assert_eq!(r.intervals[0].workers[0].accepts, 4);
+        assert!(r.whole_run().1.unwrap().contains("the 2nd recorded"));
     }
 
     #[test]
