@@ -525,6 +525,9 @@ pub fn sentence(metrics: &[MetricChange], verdicts: &VerdictChanges) -> String {
                 m.significance,
                 Significance::BeyondNoise | Significance::NoiseUnknown
             ) && m.relative.is_some_and(|r| r.abs() >= MIN_RELATIVE_CHANGE)
+                // fd headroom only matters near the limit.
+                && (m.key != "fd_peak_share"
+                    || m.before.unwrap_or(0.0).max(m.after.unwrap_or(0.0)) >= 0.5)
         })
         .collect();
     // The largest report-level changes (what a ticket is about), then the largest

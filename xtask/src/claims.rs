@@ -589,8 +589,13 @@ pub fn judge_worker_connections(ms: &[Metrics]) -> Judgement {
         across(ms, |m| m.requests.to_string()),
         across(ms, |m| m.client_errors.to_string()),
     );
-    if let Some(j) = too_few_requests(ms, &saw) {
-        return j;
+    // Connections closed unanswered refute "gracefully" however few requests got
+    // through (a collapse to a handful of requests is the strongest refutation).
+    let unanswered = b.accepts > b.requests && b.accepts >= MIN_REQUESTS;
+    if !unanswered && b.accepted_then_closed == 0 {
+        if let Some(j) = too_few_requests(ms, &saw) {
+            return j;
+        }
     }
     if b.accepted_then_closed > 0 {
         return verdict(
@@ -1400,6 +1405,28 @@ pub fn claims(probe: &Path, opts: &Options) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn worker_connections_collapse_to_a_few_requests_is_refuted() {
+        // The lab's run: 106896 accepts, 55 requests with 64 worker_connections.
+        let a = m(|m| {
+            m.accepts = 301;
+            m.requests = 191_654;
+            m.accepts_per_request = 301.0 / 191_654.0;
+        });
+        let b = m(|m| {
+            m.accepts = 106_896;
+            m.requests = 55;
+            m.accepts_per_request = 106_896.0 / 55.0;
+        });
+        let j = judge_worker_connections(&[a, b]);
+        assert_eq!(j.outcome, Outcome::Refuted, "{}", j.reason);
+        assert!(
+            j.reason.contains("at least 106841 connections"),
+            "{}",
+            j.reason
+        );
+    }
 
     fn m(f: impl FnOnce(&mut Metrics)) -> Metrics {
         let mut m = Metrics {
