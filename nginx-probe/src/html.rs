@@ -567,12 +567,16 @@ fn timeline_section(intervals: &[Report]) -> Markup {
     let rate = |n: u64, d: f64| if d > 0.0 { n as f64 / d } else { 0.0 };
     let req: Vec<f64> = rows.iter().map(|&(_, d, _, q)| rate(q, d)).collect();
     let acc: Vec<f64> = rows.iter().map(|&(_, d, a, _)| rate(a, d)).collect();
-    let ymax = nice_max(req.iter().chain(&acc).copied().fold(0.0, f64::max));
+    // Each line on its own scale (requests left, accepts right): with keepalive there
+    // are thousands of requests per accept, and one scale would flatten accepts to 0.
+    let ymax = nice_max(req.iter().copied().fold(0.0, f64::max));
+    let amax = nice_max(acc.iter().copied().fold(0.0, f64::max));
     let tmax = rows.last().map(|r| r.0).unwrap_or(1.0).max(1e-9);
-    let (w, h, left, right, top, bottom) = (900.0, 220.0, 64.0, 16.0, 12.0, 36.0);
+    let (w, h, left, right, top, bottom) = (900.0, 220.0, 64.0, 64.0, 12.0, 36.0);
     let x = |t: f64| left + (w - left - right) * t / tmax;
     let y = |v: f64| top + (h - top - bottom) * (1.0 - v / ymax);
-    let points = |vs: &[f64]| {
+    let ya = |v: f64| top + (h - top - bottom) * (1.0 - v / amax);
+    let points = |vs: &[f64], y: &dyn Fn(f64) -> f64| {
         rows.iter()
             .zip(vs)
             .map(|(r, v)| format!("{:.1},{:.1}", x(r.0), y(*v)))
@@ -587,12 +591,14 @@ fn timeline_section(intervals: &[Report]) -> Markup {
         } @else {
             p { span style="color:#4a78a8;font-weight:700" { "━ requests/s" } "   "
                 span style="color:#d9822b;font-weight:700" { "╍ accepts/s" }
-                span.muted { " per interval, seconds since the start" } }
+                span.muted { " per interval (requests on the left scale, accepts on the right), seconds since the start" } }
             svg width=(w) height=(h) viewBox={ "0 0 " (w) " " (h) } role="img" data-intervals=(rows.len()) {
                 @for i in 0..=4 {
                     @let v = ymax * i as f64 / 4.0;
                     line x1=(left) x2=(w - right) y1=(format!("{:.1}", y(v))) y2=(format!("{:.1}", y(v))) stroke="#e3e7eb" {}
-                    text x=(left - 6.0) y=(format!("{:.1}", y(v) + 3.5)) text-anchor="end" { (format!("{v}")) }
+                    text x=(left - 6.0) y=(format!("{:.1}", y(v) + 3.5)) text-anchor="end" fill="#4a78a8" { (format!("{v}")) }
+                    @let va = amax * i as f64 / 4.0;
+                    text x=(w - right + 6.0) y=(format!("{:.1}", y(v) + 3.5)) text-anchor="start" fill="#d9822b" { (format!("{va}")) }
                 }
                 line x1=(left) x2=(w - right) y1=(y(0.0)) y2=(y(0.0)) stroke="#8a949e" {}
                 @for (i, r) in rows.iter().enumerate() {
@@ -600,12 +606,12 @@ fn timeline_section(intervals: &[Report]) -> Markup {
                         text x=(format!("{:.1}", x(r.0))) y=(h - bottom + 16.0) text-anchor="middle" { (format!("{:.0}s", r.0)) }
                     }
                 }
-                polyline.requests points=(points(&req)) fill="none" stroke="#4a78a8" stroke-width="3" {}
-                polyline.accepts points=(points(&acc)) fill="none" stroke="#d9822b" stroke-width="2" stroke-dasharray="6 4" {}
+                polyline.requests points=(points(&req, &y)) fill="none" stroke="#4a78a8" stroke-width="3" {}
+                polyline.accepts points=(points(&acc, &ya)) fill="none" stroke="#d9822b" stroke-width="2" stroke-dasharray="6 4" {}
                 @for (r, (q, a)) in rows.iter().zip(req.iter().zip(&acc)) {
                     circle cx=(format!("{:.1}", x(r.0))) cy=(format!("{:.1}", y(*q))) r="3" fill="#4a78a8" {
                         title { (format!("{:.0}s: {q:.1} requests/s", r.0)) } }
-                    circle cx=(format!("{:.1}", x(r.0))) cy=(format!("{:.1}", y(*a))) r="3" fill="#d9822b" {
+                    circle cx=(format!("{:.1}", x(r.0))) cy=(format!("{:.1}", ya(*a))) r="3" fill="#d9822b" {
                         title { (format!("{:.0}s: {a:.1} accepts/s", r.0)) } }
                 }
             }
