@@ -21,6 +21,8 @@ pub const MIN_INTERVALS: usize = 3;
 /// A change counts as beyond noise when the interval medians differ by more than this
 /// many times the sum of both sides' spreads (half the interquartile range).
 pub const NOISE_FACTOR: f64 = 2.0;
+/// Peak fds over the limit below which changes in it are reported as unchanged.
+pub const FD_SHARE_THAT_MATTERS: f64 = 0.5;
 /// Relative changes smaller than this are reported as unchanged, whatever the noise.
 pub const MIN_RELATIVE_CHANGE: f64 = 0.05;
 
@@ -386,8 +388,12 @@ pub fn compare(
             "{before_name} is compared with itself: nothing can have changed"
         ));
     }
-    for (name, rec) in [(before_name, before), (after_name, after)] {
-        if rec.summary.is_none() {
+    let same = before_name == after_name;
+    for (i, (name, rec)) in [(before_name, before), (after_name, after)]
+        .into_iter()
+        .enumerate()
+    {
+        if rec.summary.is_none() && !(same && i == 1) {
             caveats.push(format!(
                 "{name} has no summary (the run was cut short): its whole-run values are the medians of its {} intervals, its verdicts those of any interval",
                 rec.intervals.len()
@@ -463,8 +469,15 @@ pub fn compare(
             let bi = sb.get(&key).and_then(|v| spread(v));
             let ai = sa.get(&key).and_then(|v| spread(v));
             let (label, unit) = metric_def(&key);
+            // fd headroom only matters near the limit: 28 vs 30 fds of 20000 is no change.
+            let far_from_limit = key == "fd_peak_share"
+                && before.unwrap_or(0.0).max(after.unwrap_or(0.0)) < FD_SHARE_THAT_MATTERS;
             MetricChange {
-                significance: judge(bi, ai, relative),
+                significance: if far_from_limit {
+                    Significance::Unchanged
+                } else {
+                    judge(bi, ai, relative)
+                },
                 key,
                 label,
                 unit,
@@ -525,9 +538,6 @@ pub fn sentence(metrics: &[MetricChange], verdicts: &VerdictChanges) -> String {
                 m.significance,
                 Significance::BeyondNoise | Significance::NoiseUnknown
             ) && m.relative.is_some_and(|r| r.abs() >= MIN_RELATIVE_CHANGE)
-                // fd headroom only matters near the limit.
-                && (m.key != "fd_peak_share"
-                    || m.before.unwrap_or(0.0).max(m.after.unwrap_or(0.0)) >= 0.5)
         })
         .collect();
     // The largest report-level changes (what a ticket is about), then the largest

@@ -188,6 +188,12 @@ impl Recording {
     /// Reads and parses the recording at `path`, keeping what `keep` says.
     pub fn load(path: &std::path::Path, keep: Keep) -> Result<Recording, RecordingError> {
         let shown = path.display().to_string();
+        if path.is_dir() {
+            return Err(RecordingError::Read {
+                path: shown,
+                source: std::io::Error::other("it is a directory, not a recording"),
+            });
+        }
         let f = std::fs::File::open(path).map_err(|source| RecordingError::Read {
             path: shown.clone(),
             source,

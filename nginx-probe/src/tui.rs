@@ -228,9 +228,9 @@ pub fn draw(f: &mut Frame, title: &Title, last: Option<&Report>, recent: &[Strin
     let nverdicts = last.map(|r| r.verdicts.len()).unwrap_or(0) as u16;
     let nlisten = last.map(|r| r.listen.len()).unwrap_or(0) as u16;
     let chunks = Layout::vertical([
-        Constraint::Length(2),
+        Constraint::Length(3),
         Constraint::Min(4),
-        Constraint::Length(nlisten.clamp(1, 4) + 2),
+        Constraint::Length(nlisten.clamp(1, 4) * 2 + 1),
         Constraint::Length((nverdicts * 2).clamp(1, 8) + 2),
         Constraint::Length(5),
     ])
@@ -273,12 +273,14 @@ pub fn draw(f: &mut Frame, title: &Title, last: Option<&Report>, recent: &[Strin
             Line::from(vec![
                 Span::styled("nginx-probe ", Style::new().bold()),
                 Span::raw(format!(
-                    "master {} `{}`   q: quit",
+                    " q: quit   master {} `{}`",
                     title.master_pid, title.master_title
                 )),
             ]),
             Line::from(head),
-        ]),
+        ])
+        // A narrow terminal wraps the totals rather than cutting off the drops.
+        .wrap(Wrap { trim: false }),
         chunks[0],
     );
 
@@ -318,11 +320,20 @@ pub fn draw(f: &mut Frame, title: &Title, last: Option<&Report>, recent: &[Strin
             .listen
             .iter()
             .map(|l| {
+                // Short enough for 80 columns: the overflow counts must stay visible.
                 let line = Line::from(format!(
-                    "{:<24} backlog {:>6}  queue now {:>6}  max {:>6}  overflows {:>6}  drops {:>6}",
-                    l.addr, l.backlog, l.queue_now, l.queue_max, l.overflows, l.drops
+                    "{:<21} backlog {} queue {} (max {}) overflows {} drops {}{}",
+                    l.addr,
+                    l.backlog,
+                    l.queue_now,
+                    l.queue_max,
+                    l.overflows,
+                    l.drops,
+                    l.socket_drops
+                        .map(|n| format!(" at nginx's socket {n}"))
+                        .unwrap_or_default()
                 ));
-                if l.overflows > 0 {
+                if l.overflows > 0 || l.socket_drops.unwrap_or(0) > 0 {
                     line.fg(Color::Red)
                 } else {
                     line
@@ -332,7 +343,9 @@ pub fn draw(f: &mut Frame, title: &Title, last: Option<&Report>, recent: &[Strin
         _ => vec![Line::from("-")],
     };
     f.render_widget(
-        Paragraph::new(listen).block(Block::new().borders(Borders::TOP).title(" listen ")),
+        Paragraph::new(listen)
+            .wrap(Wrap { trim: false })
+            .block(Block::new().borders(Borders::TOP).title(" listen ")),
         chunks[2],
     );
 
@@ -407,7 +420,11 @@ mod tests {
     }
 
     fn screen(last: Option<&Report>) -> String {
-        let mut t = Terminal::new(TestBackend::new(140, 30)).unwrap();
+        screen_of(last, 140)
+    }
+
+    fn screen_of(last: Option<&Report>, width: u16) -> String {
+        let mut t = Terminal::new(TestBackend::new(width, 30)).unwrap();
         let title = Title {
             master_pid: 9,
             master_title: "nginx: master process".into(),
@@ -476,6 +493,18 @@ mod tests {
         );
         assert_eq!(visible_columns(20), [0, 2]);
         assert_eq!(visible_columns(15), [0]);
+    }
+
+    #[test]
+    fn at_80_columns_totals_and_listen_counts_stay_whole() {
+        let s = screen_of(Some(&report()), 80);
+        let flat: String = s.lines().map(str::trim_end).collect::<Vec<_>>().join(" ");
+        assert!(flat.contains("drops: none"), "{s}");
+        assert!(flat.contains("q: quit"), "{s}");
+        assert!(
+            flat.contains("backlog 511 queue 0 (max 7) overflows 0 drops 0"),
+            "{s}"
+        );
     }
 
     #[test]
