@@ -317,14 +317,6 @@ async fn next_input(live: &mut Option<tui::LiveView>) -> tui::Input {
     }
 }
 
-/// Seconds since the Unix epoch, now.
-fn unix_now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| (d.as_secs_f64() * 1000.0).round() / 1000.0)
-        .unwrap_or(0.0)
-}
-
 /// Wall clock HH:MM:SS (UTC) of `unix_s` seconds since the epoch, for report headers.
 fn clock(unix_s: f64) -> String {
     // "YYYY-MM-DD HH:MM:SS UTC"
@@ -519,7 +511,7 @@ async fn run(cli: TraceArgs) -> Result<(), ProbeError> {
                 master_title: master.title.clone(),
                 master_pid: master.pid,
                 workers: workers.iter().map(|w| w.pid).collect(),
-                started_unix_s: unix_now(),
+                started_unix_s: tracker::unix_now(),
                 options: recording::Options {
                     interval_s: record_every,
                     syscalls: cli
@@ -682,15 +674,13 @@ async fn run(cli: TraceArgs) -> Result<(), ProbeError> {
                 // Each scrape: the summary so far, from fresh kernel counters.
                 let snap = tracker.snapshot(&probe)?;
                 let mut r = tracker.report("summary", &snap, None, started.elapsed().as_secs_f64(), &probe.missing, None);
-                r.time_unix_s = unix_now();
                 r.drops.insert("interval_reports_dropped".into(), output.dropped);
                 let _ = reply.send(metrics::render(&r));
             }
             _ = report_tick.tick(), if tick_every.is_some() => {
                 let snap = tracker.snapshot(&probe)?;
                 let now = Instant::now();
-                let mut r = tracker.report("interval", &snap, prev.as_ref(), (now - prev_at).as_secs_f64(), &probe.missing, None);
-                r.time_unix_s = unix_now();
+                let r = tracker.report("interval", &snap, prev.as_ref(), (now - prev_at).as_secs_f64(), &probe.missing, None);
                 if let Some(sink) = record.as_mut() {
                     if sink.interval(json_line(&r)) == Sent::Closed {
                         let e = record.take().map(|s| s.close());
@@ -730,7 +720,7 @@ async fn run(cli: TraceArgs) -> Result<(), ProbeError> {
     // cover the whole run and add up to the summary.
     let tail_s = prev_at.elapsed().as_secs_f64();
     if tick_every.is_some() && tail_s >= 0.05 {
-        let mut r = tracker.report(
+        let r = tracker.report(
             "interval",
             &snap,
             prev.as_ref(),
@@ -738,7 +728,6 @@ async fn run(cli: TraceArgs) -> Result<(), ProbeError> {
             &probe.missing,
             None,
         );
-        r.time_unix_s = unix_now();
         if let Some(sink) = record.as_mut() {
             let _ = sink.interval(json_line(&r));
         }
@@ -746,7 +735,7 @@ async fn run(cli: TraceArgs) -> Result<(), ProbeError> {
             let _ = output.interval(render(&r));
         }
     }
-    let r = tracker.report(
+    let mut r = tracker.report(
         "summary",
         &snap,
         None,
@@ -754,8 +743,6 @@ async fn run(cli: TraceArgs) -> Result<(), ProbeError> {
         &probe.missing,
         Some(end_reason),
     );
-    let mut r = r;
-    r.time_unix_s = unix_now();
     r.drops
         .insert("interval_reports_dropped".into(), output.dropped);
     if cli.record.is_some() {

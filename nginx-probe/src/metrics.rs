@@ -114,7 +114,7 @@ pub fn render(report: &Report) -> String {
     out.sample(
         "nginx_probe_start_time_seconds",
         &[],
-        secs3(report.time_unix_s - report.duration_s),
+        crate::model::round3(report.time_unix_s - report.duration_s),
     );
     out.family(
         "nginx_probe_exited_workers_merged",
@@ -427,11 +427,6 @@ pub fn render(report: &Report) -> String {
 /// ns as seconds.
 fn secs(ns: u64) -> f64 {
     ns as f64 / 1e9
-}
-
-/// Seconds rounded to ms.
-fn secs3(s: f64) -> f64 {
-    (s * 1000.0).round() / 1000.0
 }
 
 /// A sample value: integers print exactly, floats in Rust's shortest round-trip form.

@@ -13,6 +13,12 @@ use serde::{Deserialize, Serialize};
 /// Version of the JSON document; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
 
+/// `v` rounded to 3 decimals, the precision reports carry (ms for seconds, 0.1% for
+/// shares).
+pub fn round3(v: f64) -> f64 {
+    (v * 1000.0).round() / 1000.0
+}
+
 /// Sums one map slot's per-CPU values: counters add, `max_ns` takes the maximum.
 pub fn sum_cpus<'a>(values: impl IntoIterator<Item = &'a SyscallStats>) -> SyscallStats {
     let mut acc = SyscallStats::ZERO;
@@ -195,7 +201,7 @@ pub fn requests_report(
         for (i, def) in SYSCALLS.iter().enumerate() {
             if stats[i].count > 0 {
                 let v = stats[i].count as f64 / count as f64;
-                per_request.insert(def.name.to_string(), (v * 1000.0).round() / 1000.0);
+                per_request.insert(def.name.to_string(), round3(v));
             }
         }
     }
@@ -350,7 +356,7 @@ pub fn loop_report(stats: &SlotStats, duration_s: f64) -> LoopReport {
         iterations: l.count,
         busy_ns: l.total_ns,
         busy_share: if duration_s > 0.0 {
-            ((l.total_ns as f64 / 1e9 / duration_s) * 1000.0).round() / 1000.0
+            round3(l.total_ns as f64 / 1e9 / duration_s)
         } else {
             0.0
         },
@@ -386,8 +392,7 @@ pub fn writes_report(stats: &SlotStats, requests: u64) -> BTreeMap<String, Write
                 bytes: w.ret_sum,
                 total_ns: w.total_ns,
                 p99_ns: quantile_ns(&w.hist, 0.99, w.max_ns),
-                per_request: (requests > 0)
-                    .then(|| ((w.count as f64 / requests as f64) * 1000.0).round() / 1000.0),
+                per_request: (requests > 0).then(|| round3(w.count as f64 / requests as f64)),
             },
         );
     }

@@ -19,6 +19,14 @@ use crate::{
     target::{self, Master, Role, WorkerProc},
 };
 
+/// Seconds since the Unix epoch, now (ms precision): when a report's period ends.
+pub fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| model::round3(d.as_secs_f64()))
+        .unwrap_or(0.0)
+}
+
 /// Cumulative state of every worker at one instant.
 #[derive(Clone)]
 pub struct Snapshot {
@@ -479,7 +487,8 @@ impl Tracker {
         })
     }
 
-    /// Builds a report for the period between `prev` (None = attach, all zero) and `cur`.
+    /// Builds a report for the period between `prev` (None = attach, all zero) and `cur`,
+    /// stamped with the wall clock now (`time_unix_s`, the end of the period).
     pub fn report(
         &self,
         kind: &'static str,
@@ -538,8 +547,8 @@ impl Tracker {
                     duration_s,
                     &self.traced,
                 );
-                r.cpu_s = cpu_s.map(|c| (c * 1000.0).round() / 1000.0);
-                r.run_delay_s = run_delay_s.map(|c| (c * 1000.0).round() / 1000.0);
+                r.cpu_s = cpu_s.map(model::round3);
+                r.run_delay_s = run_delay_s.map(model::round3);
                 r
             })
             .collect();
@@ -564,9 +573,8 @@ impl Tracker {
             );
             // Known since attach only: an interval's share is not kept.
             if summary {
-                stats.cpu_s = Some((self.merged_cpu_ticks as f64 / tck * 1000.0).round() / 1000.0);
-                stats.run_delay_s =
-                    Some((self.merged_run_delay_ns as f64 / 1e9 * 1000.0).round() / 1000.0);
+                stats.cpu_s = Some(model::round3(self.merged_cpu_ticks as f64 / tck));
+                stats.run_delay_s = Some(model::round3(self.merged_run_delay_ns as f64 / 1e9));
             }
             model::MergedReport {
                 workers: self.merged_workers,
@@ -598,7 +606,7 @@ impl Tracker {
             schema: SCHEMA_VERSION,
             verdicts,
             kind: kind.to_string(),
-            time_unix_s: 0.0,
+            time_unix_s: unix_now(),
             master_pid: self.master.pid,
             master_nspid: self.master.nspid.clone(),
             duration_s,

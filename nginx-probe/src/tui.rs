@@ -137,6 +137,13 @@ fn per_s(n: u64, secs: f64) -> String {
     }
 }
 
+/// `part` seconds as a percentage of `secs` (`-` when unknown).
+fn pct_of(part: Option<f64>, secs: f64) -> String {
+    part.filter(|_| secs > 0.0)
+        .map(|p| format!("{:.0}%", p / secs * 100.0))
+        .unwrap_or_else(|| "-".into())
+}
+
 /// The cells of one worker's row, in [`COLUMNS`] order.
 pub fn worker_row(w: &WorkerReport, secs: f64) -> Vec<String> {
     let o = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_else(|| "-".into());
@@ -156,14 +163,8 @@ pub fn worker_row(w: &WorkerReport, secs: f64) -> Vec<String> {
             .map(|v| format!("{v:.1}"))
             .unwrap_or_else(|| "-".into()),
         format!("{:.0}%", w.event_loop.busy_share * 100.0),
-        w.cpu_s
-            .filter(|_| secs > 0.0)
-            .map(|c| format!("{:.0}%", c / secs * 100.0))
-            .unwrap_or_else(|| "-".into()),
-        w.run_delay_s
-            .filter(|_| secs > 0.0)
-            .map(|c| format!("{:.0}%", c / secs * 100.0))
-            .unwrap_or_else(|| "-".into()),
+        pct_of(w.cpu_s, secs),
+        pct_of(w.run_delay_s, secs),
         format!("{}/{}", o(w.fds.open), o(w.fds.limit)),
         w.syscalls
             .get("accept4")

@@ -162,7 +162,7 @@ pub fn jain_index(xs: &[f64]) -> f64 {
 }
 
 fn round3(v: f64) -> serde_json::Value {
-    serde_json::json!((v * 1000.0).round() / 1000.0)
+    serde_json::json!(crate::model::round3(v))
 }
 
 /// Applies every rule; returns the verdicts, most severe first.
@@ -193,7 +193,7 @@ fn share_map(pids: &[u32], shares: &[f64]) -> serde_json::Value {
     serde_json::json!(pids
         .iter()
         .zip(shares)
-        .map(|(p, s)| (p.to_string(), (s * 1000.0).round() / 1000.0))
+        .map(|(p, s)| (p.to_string(), crate::model::round3(*s)))
         .collect::<BTreeMap<_, _>>())
 }
 
@@ -534,7 +534,7 @@ fn cpu_starved(inp: &Inputs, out: &mut Vec<Verdict>) {
             .map(|w| serde_json::json!({
                 "pid": w.pid,
                 "run_delay_ms": (w.run_delay_ns.unwrap_or(0) as f64 / 1e6).round(),
-                "share": (share(w) * 1000.0).round() / 1000.0,
+                "share": crate::model::round3(share(w)),
                 "cpu_s": w.cpu_s,
             }))
             .collect::<Vec<_>>()),
