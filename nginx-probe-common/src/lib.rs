@@ -48,6 +48,15 @@ pub const MAX_IN_FLIGHT: u32 = 16384;
 /// bounds concurrently open HTTP requests tracked for duration.
 pub const MAX_OPEN_REQUESTS: u32 = 65536;
 
+/// Entries of the LRU map from `SSL*` to the start of its TLS handshake: bounds
+/// handshakes in progress at once.
+pub const MAX_OPEN_HANDSHAKES: u32 = 65536;
+
+/// [`SyscallStats`] per worker slot in the `TLS` map: 0 = handshakes (started in
+/// `count`, completed ones timed, abandoned in `errors`), 1 = `SSL_do_handshake` calls
+/// (time inside each).
+pub const TLS_STATS: u32 = 2;
+
 /// Error classes counted per (worker, syscall). `EAGAIN` is kept apart: for a
 /// non-blocking `accept4` it means "queue empty", not a refusal.
 #[repr(u32)]
@@ -108,6 +117,18 @@ pub enum RetKind {
     Status,
 }
 
+/// Which programs a traced syscall has: an entry/exit pair (timed), or an exit program
+/// only (counted with its errors, never timed: no entry timestamp is stored). Every
+/// syscall of [`FD_CREATING`] also has a `count_exit_<tp>` program, attached whenever
+/// its pair is not, so EMFILE/ENFILE are counted whatever `--syscalls` says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Entry {
+    /// `sys_enter_<tp>` + `sys_exit_<tp>`: counted and timed.
+    Always,
+    /// `count_exit_<tp>` only: counted (count, errors by class), `timed` stays 0.
+    Never,
+}
+
 /// One traced syscall: its index in the stats map, its tracepoint name under
 /// `syscalls:sys_{enter,exit}_<tracepoint>`, the name reports use, and what its
 /// return value means.
@@ -119,6 +140,8 @@ pub struct SyscallDef {
     pub name: &'static str,
     /// What a non-negative return means.
     pub ret: RetKind,
+    /// Which programs trace it.
+    pub entry: Entry,
 }
 
 /// Index of each traced syscall in [`SYSCALLS`] and in the stats map.
@@ -137,10 +160,55 @@ pub mod sys {
     pub const RECVFROM: u32 = 11;
     pub const READ: u32 = 12;
     pub const NEWFSTATAT: u32 = 13;
+    pub const PWRITEV: u32 = 14;
+    /// `socket()`: an upstream connection (or resolver/syslog socket) starts here.
+    pub const SOCKET: u32 = 15;
+    /// `connect()`: EINPROGRESS is not an error (see `UPSTREAM_CONNECT`).
+    pub const CONNECT: u32 = 16;
+    /// `getsockopt()`: nginx reads `SO_ERROR` to learn a non-blocking connect's result.
+    pub const GETSOCKOPT: u32 = 17;
+    pub const SOCKETPAIR: u32 = 18;
+    pub const PIPE2: u32 = 19;
+    pub const EVENTFD2: u32 = 20;
+    pub const EPOLL_CREATE1: u32 = 21;
+    pub const DUP: u32 = 22;
+    pub const DUP2: u32 = 23;
+    pub const DUP3: u32 = 24;
 }
 
 /// Number of traced syscalls.
-pub const SYSCALL_COUNT: usize = 14;
+pub const SYSCALL_COUNT: usize = 25;
+
+/// The syscalls that create file descriptors: EMFILE (soft `RLIMIT_NOFILE`) and ENFILE
+/// (`fs.file-max`) are counted on each, per worker (`count_exit_*` programs where the
+/// syscall is not timed).
+pub const FD_CREATING: [u32; 11] = [
+    sys::ACCEPT4,
+    sys::ACCEPT,
+    sys::OPENAT,
+    sys::SOCKET,
+    sys::SOCKETPAIR,
+    sys::PIPE2,
+    sys::EVENTFD2,
+    sys::EPOLL_CREATE1,
+    sys::DUP,
+    sys::DUP2,
+    sys::DUP3,
+];
+
+/// Whether `syscall` is called once per connection (accepts) or at start-up (pipes,
+/// eventfds, epoll instances, dups): such tracepoints stay attached and counting in
+/// every `--detail` mode; other syscalls' programs count only while `DETAIL_GATE` is open.
+pub const fn is_rare(syscall: u32) -> bool {
+    use sys::*;
+    matches!(
+        syscall,
+        ACCEPT4 | ACCEPT | SOCKETPAIR | PIPE2 | EVENTFD2 | EPOLL_CREATE1 | DUP | DUP2 | DUP3
+    )
+}
+
+/// `-EINPROGRESS` (115): a non-blocking `connect()` has started; not an error.
+pub const EINPROGRESS: i64 = 115;
 
 /// The traced syscalls, indexed by the constants in [`sys`].
 pub const SYSCALLS: [SyscallDef; SYSCALL_COUNT] = [
@@ -148,78 +216,164 @@ pub const SYSCALLS: [SyscallDef; SYSCALL_COUNT] = [
         tracepoint: "accept4",
         name: "accept4",
         ret: RetKind::Fd,
+        entry: Entry::Always,
     },
     SyscallDef {
         tracepoint: "accept",
         name: "accept",
         ret: RetKind::Fd,
+        entry: Entry::Always,
     },
     SyscallDef {
         tracepoint: "epoll_wait",
         name: "epoll_wait",
         ret: RetKind::Events,
+        entry: Entry::Always,
     },
     SyscallDef {
         tracepoint: "epoll_pwait",
         name: "epoll_pwait",
         ret: RetKind::Events,
+        entry: Entry::Always,
     },
     SyscallDef {
         tracepoint: "epoll_pwait2",
         name: "epoll_pwait2",
         ret: RetKind::Events,
+        entry: Entry::Always,
     },
     SyscallDef {
         tracepoint: "sendfile64",
         name: "sendfile",
         ret: RetKind::Bytes,
+        entry: Entry::Always,
     },
     SyscallDef {
         tracepoint: "write",
         name: "write",
         ret: RetKind::Bytes,
+        entry: Entry::Always,
     },
     SyscallDef {
         tracepoint: "writev",
         name: "writev",
         ret: RetKind::Bytes,
+        entry: Entry::Always,
     },
     SyscallDef {
         tracepoint: "pwrite64",
         name: "pwrite64",
         ret: RetKind::Bytes,
+        entry: Entry::Always,
     },
     SyscallDef {
         tracepoint: "openat",
         name: "openat",
         ret: RetKind::Fd,
+        entry: Entry::Always,
     },
     SyscallDef {
         tracepoint: "close",
         name: "close",
         ret: RetKind::Status,
+        entry: Entry::Always,
     },
     SyscallDef {
         tracepoint: "recvfrom",
         name: "recvfrom",
         ret: RetKind::Bytes,
+        entry: Entry::Always,
     },
     SyscallDef {
         tracepoint: "read",
         name: "read",
         ret: RetKind::Bytes,
+        entry: Entry::Always,
     },
     SyscallDef {
         tracepoint: "newfstatat",
         name: "newfstatat",
         ret: RetKind::Status,
+        entry: Entry::Always,
+    },
+    // nginx writes a chain of buffers to a temp file with pwritev (the last part of a
+    // buffered request body, for one).
+    SyscallDef {
+        tracepoint: "pwritev",
+        name: "pwritev",
+        ret: RetKind::Bytes,
+        entry: Entry::Always,
+    },
+    SyscallDef {
+        tracepoint: "socket",
+        name: "socket",
+        ret: RetKind::Fd,
+        entry: Entry::Never,
+    },
+    SyscallDef {
+        tracepoint: "connect",
+        name: "connect",
+        ret: RetKind::Status,
+        entry: Entry::Always,
+    },
+    SyscallDef {
+        tracepoint: "getsockopt",
+        name: "getsockopt",
+        ret: RetKind::Status,
+        entry: Entry::Always,
+    },
+    SyscallDef {
+        tracepoint: "socketpair",
+        name: "socketpair",
+        ret: RetKind::Status,
+        entry: Entry::Never,
+    },
+    SyscallDef {
+        tracepoint: "pipe2",
+        name: "pipe2",
+        ret: RetKind::Status,
+        entry: Entry::Never,
+    },
+    SyscallDef {
+        tracepoint: "eventfd2",
+        name: "eventfd2",
+        ret: RetKind::Fd,
+        entry: Entry::Never,
+    },
+    SyscallDef {
+        tracepoint: "epoll_create1",
+        name: "epoll_create1",
+        ret: RetKind::Fd,
+        entry: Entry::Never,
+    },
+    SyscallDef {
+        tracepoint: "dup",
+        name: "dup",
+        ret: RetKind::Fd,
+        entry: Entry::Never,
+    },
+    SyscallDef {
+        tracepoint: "dup2",
+        name: "dup2",
+        ret: RetKind::Fd,
+        entry: Entry::Never,
+    },
+    SyscallDef {
+        tracepoint: "dup3",
+        name: "dup3",
+        ret: RetKind::Fd,
+        entry: Entry::Never,
     },
 ];
 
-/// The default traced set: accepts, the event loop, and response writes. The rest of
-/// [`SYSCALLS`] (`openat`, `close`, `recvfrom`, `read`, `newfstatat`) doubles the
-/// tracepoint hits per request and is traced with `--syscalls all`.
-pub const CORE_SYSCALLS: [u32; 9] = [
+/// The default traced set: accepts, the event loop, response writes (pwritev too), upstream
+/// connections (socket, connect, getsockopt: once per upstream connection, plus one
+/// getsockopt per proxied request with upstream keepalive), and the rarely called
+/// fd-creating syscalls (exit-only). `openat` is not in it, but its exits are counted
+/// for EMFILE/ENFILE anyway (see [`FD_CREATING`]). The rest of [`SYSCALLS`] (`openat`
+/// timed, `close`, `recvfrom`, `read`, `newfstatat`) doubles the tracepoint hits per
+/// request and is traced with `--syscalls all`.
+pub const CORE_SYSCALLS: [u32; 20] = [
     sys::ACCEPT4,
     sys::ACCEPT,
     sys::EPOLL_WAIT,
@@ -229,7 +383,210 @@ pub const CORE_SYSCALLS: [u32; 9] = [
     sys::WRITE,
     sys::WRITEV,
     sys::PWRITE64,
+    sys::PWRITEV,
+    sys::SOCKET,
+    sys::CONNECT,
+    sys::GETSOCKOPT,
+    sys::SOCKETPAIR,
+    sys::PIPE2,
+    sys::EVENTFD2,
+    sys::EPOLL_CREATE1,
+    sys::DUP,
+    sys::DUP2,
+    sys::DUP3,
 ];
+
+/// Outcome classes of a worker's `connect()` (at the call, or learned later with
+/// `getsockopt(SO_ERROR)`), indexing the `errs` of the connect stats in `UPSTREAM`.
+/// `EINPROGRESS` is not among them: it is not an error.
+pub mod connect_err {
+    /// `ECONNREFUSED` (111): nothing listens at the upstream address (RST).
+    pub const ECONNREFUSED: usize = 0;
+    /// `ETIMEDOUT` (110): the kernel gave up on the SYN retries.
+    pub const ETIMEDOUT: usize = 1;
+    /// `EADDRNOTAVAIL` (99): no free local port (ephemeral ports in TIME_WAIT).
+    pub const EADDRNOTAVAIL: usize = 2;
+    /// `ENETUNREACH` (101).
+    pub const ENETUNREACH: usize = 3;
+    /// `EHOSTUNREACH` (113).
+    pub const EHOSTUNREACH: usize = 4;
+    /// Any other errno.
+    pub const OTHER: usize = 5;
+}
+
+/// Names of the [`connect_err`] classes, in index order.
+pub const CONNECT_ERR_NAMES: [&str; ERR_CLASSES] = [
+    "ECONNREFUSED",
+    "ETIMEDOUT",
+    "EADDRNOTAVAIL",
+    "ENETUNREACH",
+    "EHOSTUNREACH",
+    "OTHER",
+];
+
+/// The [`connect_err`] class of a positive errno.
+#[inline(always)]
+pub const fn connect_err_class(errno: i64) -> usize {
+    match errno {
+        111 => connect_err::ECONNREFUSED,
+        110 => connect_err::ETIMEDOUT,
+        99 => connect_err::EADDRNOTAVAIL,
+        101 => connect_err::ENETUNREACH,
+        113 => connect_err::EHOSTUNREACH,
+        _ => connect_err::OTHER,
+    }
+}
+
+/// Elements of the `UPSTREAM` array per worker slot (index `slot * UPSTREAM_STATS + i`),
+/// both [`SyscallStats`] so that user space sums, deltas and merges them like the rest:
+///
+/// - [`UPSTREAM_CONNECT`]: `count` = `connect()` calls; `errors` = connects that
+///   failed, at the call or learned later; `errs` by [`connect_err`] class; `ret_sum` =
+///   connections established; `timed`/`total_ns`/`max_ns`/`hist` = connect latency as
+///   the worker sees it, ns: from `connect()` entry to its return when it completes at
+///   once, else to the exit of the `getsockopt(SO_ERROR)` by which nginx learns the
+///   result (`ngx_http_upstream_test_connect`).
+/// - [`UPSTREAM_FDS`]: `count` = fds that became upstream (first `connect()` on them);
+///   `errors` = those closed; `ret_sum` = those closed before the result was learned
+///   (nginx's `proxy_connect_timeout`, or the client left); `timed` = connects that
+///   returned `EINPROGRESS`.
+pub const UPSTREAM_STATS: u32 = 2;
+/// See [`UPSTREAM_STATS`].
+pub const UPSTREAM_CONNECT: u32 = 0;
+/// See [`UPSTREAM_STATS`].
+pub const UPSTREAM_FDS: u32 = 1;
+
+/// Entries of the `UPSTREAM_FD` hash ((tgid << 32 | fd) -> connect start ns, 0 once
+/// the result is known): upstream fds open in all workers at once.
+pub const MAX_UPSTREAM_FDS: u32 = 65536;
+
+/// Names that cross the kernel boundary: the eBPF object's maps, programs and patched
+/// globals. The eBPF crate declares its statics and functions under exactly these
+/// names (a Rust identifier cannot be taken from a const); user space asks for them only
+/// through these consts, and a host test in nginx-probe (`collect::loader`) parses the
+/// embedded object and checks both sides: every name here exists there and the object
+/// has nothing that is not named here.
+pub mod names {
+    /// Maps of the eBPF object.
+    pub mod map {
+        pub const WORKERS: &str = "WORKERS";
+        pub const FILTER: &str = "FILTER";
+        pub const COLLIDED: &str = "COLLIDED";
+        pub const FREE_SLOTS: &str = "FREE_SLOTS";
+        pub const STATS: &str = "STATS";
+        pub const REQUESTS: &str = "REQUESTS";
+        pub const REQ_START: &str = "REQ_START";
+        pub const MAIN_ENTRY: &str = "MAIN_ENTRY";
+        pub const IN_FLIGHT: &str = "IN_FLIGHT";
+        pub const LOOP: &str = "LOOP";
+        pub const LAST_ACCEPT: &str = "LAST_ACCEPT";
+        pub const ACCEPT_CLOSE: &str = "ACCEPT_CLOSE";
+        pub const WRITES: &str = "WRITES";
+        pub const FD_KINDS: &str = "FD_KINDS";
+        pub const LAST_WAKE: &str = "LAST_WAKE";
+        pub const DROPS: &str = "DROPS";
+        pub const TLS: &str = "TLS";
+        pub const HS_START: &str = "HS_START";
+        pub const HS_CALL: &str = "HS_CALL";
+        pub const LISTEN_PORTS: &str = "LISTEN_PORTS";
+        pub const ERROR_LOGS: &str = "ERROR_LOGS";
+        pub const LOG_OPENS: &str = "LOG_OPENS";
+        pub const UPSTREAM: &str = "UPSTREAM";
+        pub const UPSTREAM_FD: &str = "UPSTREAM_FD";
+        pub const UP_CALL: &str = "UP_CALL";
+        /// Element 0 = 1: outside a `--detail sampled` window, detail programs count nothing.
+        pub const DETAIL_GATE: &str = "DETAIL_GATE";
+        /// Every map, for the contract test.
+        pub const ALL: &[&str] = &[
+            WORKERS,
+            FILTER,
+            COLLIDED,
+            FREE_SLOTS,
+            STATS,
+            REQUESTS,
+            REQ_START,
+            MAIN_ENTRY,
+            IN_FLIGHT,
+            LOOP,
+            LAST_ACCEPT,
+            ACCEPT_CLOSE,
+            WRITES,
+            FD_KINDS,
+            LAST_WAKE,
+            DROPS,
+            TLS,
+            HS_START,
+            HS_CALL,
+            LISTEN_PORTS,
+            ERROR_LOGS,
+            LOG_OPENS,
+            UPSTREAM,
+            UPSTREAM_FD,
+            UP_CALL,
+            DETAIL_GATE,
+        ];
+    }
+
+    /// Programs of the eBPF object other than the syscall enter/exit pairs, whose names
+    /// are `sys_enter_<tracepoint>` / `sys_exit_<tracepoint>` for every entry of
+    /// [`crate::SYSCALLS`] (see [`syscall_program`]).
+    pub mod prog {
+        /// `sched:sched_process_fork`: follows the master's forks.
+        pub const FORK: &str = "sched_process_fork";
+        /// `syscalls:sys_enter_close`: the accept-then-close detector.
+        pub const CLOSE_AFTER_ACCEPT: &str = "close_after_accept";
+        /// uprobe on `ngx_http_create_request` (the program is named after the symbol).
+        pub const CREATE_REQUEST: &str = "ngx_http_create_request";
+        /// uprobe on `ngx_http_free_request` (the program is named after the symbol).
+        pub const FREE_REQUEST: &str = "ngx_http_free_request";
+        /// uprobe on libssl's `SSL_do_handshake`: a TLS handshake call starts.
+        pub const SSL_DO_HANDSHAKE: &str = "ssl_do_handshake";
+        /// uretprobe on `SSL_do_handshake`: the call returns (1: handshake complete).
+        pub const SSL_DO_HANDSHAKE_RET: &str = "ssl_do_handshake_ret";
+        /// uprobe on libssl's `SSL_free`: a handshake still open is abandoned.
+        pub const SSL_FREE: &str = "ssl_free";
+        /// `syscalls:sys_exit_openat`: counts opens that return an access-log fd.
+        pub const ACCESS_LOG_OPEN: &str = "access_log_open";
+        /// Every such program, for the contract test.
+        pub const ALL: &[&str] = &[
+            FORK,
+            CLOSE_AFTER_ACCEPT,
+            CREATE_REQUEST,
+            FREE_REQUEST,
+            SSL_DO_HANDSHAKE,
+            SSL_DO_HANDSHAKE_RET,
+            SSL_FREE,
+            ACCESS_LOG_OPEN,
+        ];
+    }
+
+    /// Read-only globals the loader patches before loading.
+    pub mod global {
+        pub const MASTER_TGID: &str = "MASTER_TGID";
+        pub const FORK_PARENT_OFF: &str = "FORK_PARENT_OFF";
+        pub const FORK_CHILD_OFF: &str = "FORK_CHILD_OFF";
+        /// 1: classify writes by walking the fd table (see `crate::off`).
+        pub const FD_WALK: &str = "FD_WALK";
+        /// Kernel struct offsets, indexed by `crate::off`.
+        pub const KOFF: &str = "KOFF";
+        /// Every patched global, for the contract test.
+        pub const ALL: &[&str] = &[MASTER_TGID, FORK_PARENT_OFF, FORK_CHILD_OFF, FD_WALK, KOFF];
+    }
+
+    /// Name of the program on `syscalls:sys_<dir>_<tracepoint>`, `dir` being `enter` or
+    /// `exit`: the program and the tracepoint share the name.
+    #[cfg(not(target_arch = "bpf"))]
+    pub fn syscall_program(dir: &str, tracepoint: &str) -> std::string::String {
+        std::format!("sys_{dir}_{tracepoint}")
+    }
+
+    /// Name of the exit-only program on `syscalls:sys_exit_<tracepoint>` of an
+    /// fd-creating syscall ([`crate::FD_CREATING`]): counts the call and its errors.
+    #[cfg(not(target_arch = "bpf"))]
+    pub fn count_exit_program(tracepoint: &str) -> std::string::String {
+        std::format!("count_exit_{tracepoint}")
+    }
+}
 
 /// Per-(worker slot, syscall) aggregate, one per CPU in the `STATS` per-CPU array.
 ///
@@ -297,28 +654,161 @@ pub struct InFlight {
     pub fd_kind: u32,
 }
 
-/// What a worker writes to, for splitting write/writev/pwrite64 by destination. User
-/// space classifies each worker's fds from `/proc/<pid>/fd` into the `FD_KINDS` map;
-/// an fd not in the map (the many client sockets) counts as [`fd_kind::SOCKET`].
+/// A worker's main thread inside `connect()` or `getsockopt()` on an upstream fd: what
+/// the exit needs from the entry (per slot in `UP_CALL`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UpstreamCall {
+    /// fd + 1 (0: none pending).
+    pub fd1: u64,
+    /// `connect()` entry, ns (for getsockopt: the connect's, from `UPSTREAM_FD`).
+    pub start_ns: u64,
+    /// getsockopt: user address of `optval` (read at exit); connect: 0.
+    pub optval: u64,
+}
+
+/// What a worker writes to, for splitting write/writev/pwrite64/pwritev by destination.
+///
+/// With the kernel's BTF, the write's entry tracepoint classifies the fd at the moment
+/// of the write by walking the worker's fd table (`task_struct->files->fdt->fd[fd]`):
+/// [`CLIENT`](fd_kind::CLIENT), [`UPSTREAM`](fd_kind::UPSTREAM),
+/// [`ACCESS_LOG`](fd_kind::ACCESS_LOG), [`ERROR_LOG`](fd_kind::ERROR_LOG),
+/// [`TEMP_FILE`](fd_kind::TEMP_FILE), [`OTHER_FILE`](fd_kind::OTHER_FILE),
+/// [`OTHER`](fd_kind::OTHER). Without BTF (fallback), user space classifies each
+/// worker's fds from `/proc/<pid>/fd` every 2 s into the `FD_KINDS` map, and an fd not
+/// in it counts as [`SOCKET`](fd_kind::SOCKET); regular files that are not logs count
+/// as [`FILE`](fd_kind::FILE).
 pub mod fd_kind {
-    /// A socket, or an fd not classified yet.
+    /// Fallback only: a socket, or an fd the last /proc snapshot did not have.
     pub const SOCKET: u32 = 0;
-    /// A regular file opened for appending that is not the error log: an access log.
+    /// A regular file opened with `O_APPEND` that is not an error log: an access log.
     pub const ACCESS_LOG: u32 = 1;
-    /// The error log (the file nginx keeps on fd 2).
+    /// An error log: the file on the workers' fd 2 (any file type), by inode.
     pub const ERROR_LOG: u32 = 2;
-    /// Another regular file (temp files, cache).
+    /// Fallback only: another regular file (temp files, cache).
     pub const FILE: u32 = 3;
-    /// A pipe, eventfd or anything else.
+    /// A pipe, eventfd, epoll or other anonymous inode, or a socket that is neither
+    /// TCP nor unix.
     pub const OTHER: u32 = 4;
+    /// A TCP socket whose local port is one of nginx's listening ports, or a unix
+    /// socket with a bound address (accepted from a unix listener): a client.
+    pub const CLIENT: u32 = 5;
+    /// Any other TCP or unix socket: an upstream (proxy_pass, fastcgi_pass, ...).
+    pub const UPSTREAM: u32 = 6;
+    /// A regular file opened for writing without `O_APPEND`: nginx's client_body,
+    /// proxy, fastcgi, uwsgi and scgi temp files (which become cache files).
+    pub const TEMP_FILE: u32 = 7;
+    /// Any other file: read-only regular files, character and block devices.
+    pub const OTHER_FILE: u32 = 8;
+    /// The fd table could not be read (fd closed meanwhile, or out of range).
+    pub const UNKNOWN: u32 = 9;
 }
 
 /// Number of fd kinds.
-pub const FD_KIND_COUNT: usize = 5;
+pub const FD_KIND_COUNT: usize = 10;
 
-/// Names of the fd kinds, indexed by the constants in [`fd_kind`].
-pub const FD_KIND_NAMES: [&str; FD_KIND_COUNT] =
-    ["socket", "access_log", "error_log", "file", "other"];
+/// Names of the fd kinds, indexed by the constants in [`fd_kind`] (the keys of a
+/// report's `writes`).
+pub const FD_KIND_NAMES: [&str; FD_KIND_COUNT] = [
+    "socket",
+    "access_log",
+    "error_log",
+    "file",
+    "other",
+    "client",
+    "upstream",
+    "temp_file",
+    "other_file",
+    "unknown",
+];
+
+/// The kinds a report lists when writes are classified in the kernel (fd table walk).
+pub const FD_KINDS_KERNEL: [u32; 8] = [
+    fd_kind::CLIENT,
+    fd_kind::UPSTREAM,
+    fd_kind::ACCESS_LOG,
+    fd_kind::ERROR_LOG,
+    fd_kind::TEMP_FILE,
+    fd_kind::OTHER_FILE,
+    fd_kind::OTHER,
+    fd_kind::UNKNOWN,
+];
+
+/// The kinds a report lists when writes are classified from /proc snapshots.
+pub const FD_KINDS_PROC: [u32; 5] = [
+    fd_kind::SOCKET,
+    fd_kind::ACCESS_LOG,
+    fd_kind::ERROR_LOG,
+    fd_kind::FILE,
+    fd_kind::OTHER,
+];
+
+/// Kernel struct member offsets, bytes, read from the kernel's BTF by user space and
+/// patched into the eBPF object as globals; the eBPF programs walk the fd table with
+/// them. Index with the constants of [`off`].
+pub mod off {
+    /// `task_struct.files`
+    pub const TASK_FILES: usize = 0;
+    /// `files_struct.fdt`
+    pub const FILES_FDT: usize = 1;
+    /// `fdtable.max_fds`
+    pub const FDT_MAX_FDS: usize = 2;
+    /// `fdtable.fd`
+    pub const FDT_FD: usize = 3;
+    /// `file.f_flags`
+    pub const FILE_FLAGS: usize = 4;
+    /// `file.f_inode`
+    pub const FILE_INODE: usize = 5;
+    /// `file.private_data`
+    pub const FILE_PRIVATE: usize = 6;
+    /// `inode.i_mode`
+    pub const INODE_MODE: usize = 7;
+    /// `inode.i_ino`
+    pub const INODE_INO: usize = 8;
+    /// `inode.i_sb`
+    pub const INODE_SB: usize = 9;
+    /// `super_block.s_magic`
+    pub const SB_MAGIC: usize = 10;
+    /// `socket.sk`
+    pub const SOCKET_SK: usize = 11;
+    /// `sock.__sk_common.skc_family`
+    pub const SK_FAMILY: usize = 12;
+    /// `sock.__sk_common.skc_num` (local port, host order)
+    pub const SK_NUM: usize = 13;
+    /// `unix_sock.addr` (non-null once bound, and on sockets accepted from a listener)
+    pub const UNIX_ADDR: usize = 14;
+}
+
+/// Number of kernel offsets in [`off`].
+pub const OFF_COUNT: usize = 15;
+
+/// (struct, member path) of each offset in [`off`], in index order: what user space
+/// looks up in BTF. A path descends through named and anonymous members.
+pub const OFF_PATHS: [(&str, &str); OFF_COUNT] = [
+    ("task_struct", "files"),
+    ("files_struct", "fdt"),
+    ("fdtable", "max_fds"),
+    ("fdtable", "fd"),
+    ("file", "f_flags"),
+    ("file", "f_inode"),
+    ("file", "private_data"),
+    ("inode", "i_mode"),
+    ("inode", "i_ino"),
+    ("inode", "i_sb"),
+    ("super_block", "s_magic"),
+    ("socket", "sk"),
+    ("sock", "__sk_common.skc_family"),
+    ("sock", "__sk_common.skc_num"),
+    ("unix_sock", "addr"),
+];
+
+/// Entries of the `ERROR_LOGS` map: inode numbers (`i_ino`) of the error logs. Matched
+/// by inode number alone: the device number a `stat` shows differs from the kernel's
+/// `s_dev` on overlayfs and btrfs, and nginx writes to few files.
+pub const MAX_ERROR_LOGS: u32 = 64;
+
+/// Entries of the `LISTEN_PORTS` map (nginx's listening TCP ports).
+pub const MAX_LISTEN_PORTS: u32 = 1024;
 
 /// Entries of the `FD_KINDS` map: non-socket fds of all workers.
 pub const MAX_CLASSIFIED_FDS: u32 = 8192;
@@ -339,10 +829,13 @@ pub mod drop {
     pub const SLOTS_EXHAUSTED: u32 = 4;
     /// A child of the master was not traced: the `WORKERS` filter map was full.
     pub const FILTER_FULL: u32 = 5;
+    /// An upstream fd could not enter `UPSTREAM_FD` (full): its connect latency and
+    /// close are not counted.
+    pub const UPSTREAM_FD_FULL: u32 = 6;
 }
 
 /// Number of counters in the `DROPS` map.
-pub const DROP_COUNTERS: usize = 6;
+pub const DROP_COUNTERS: usize = 7;
 
 /// Human names of the `DROPS` counters, indexed by the constants in [`drop`].
 pub const DROP_NAMES: [&str; DROP_COUNTERS] = [
@@ -352,6 +845,7 @@ pub const DROP_NAMES: [&str; DROP_COUNTERS] = [
     "entry_mismatch",
     "slots_exhausted",
     "filter_full",
+    "upstream_fd_full",
 ];
 
 /// `floor(log2(v))` for `v >= 1`, 0 for `v == 0`; branch-light and loop-free so the
@@ -402,6 +896,8 @@ mod pod {
     // could carry uninitialised bytes (u64 fields, then two u32).
     unsafe impl aya::Pod for super::SyscallStats {}
     unsafe impl aya::Pod for super::InFlight {}
+    // SAFETY: three u64.
+    unsafe impl aya::Pod for super::UpstreamCall {}
 }
 
 #[cfg(test)]
@@ -466,6 +962,20 @@ mod tests {
         assert_eq!(SYSCALLS[sys::SENDFILE as usize].tracepoint, "sendfile64");
         assert_eq!(SYSCALLS[sys::NEWFSTATAT as usize].name, "newfstatat");
         assert_eq!(SYSCALLS.len(), SYSCALL_COUNT);
+        assert_eq!(SYSCALLS[sys::SOCKET as usize].name, "socket");
+        assert_eq!(SYSCALLS[sys::CONNECT as usize].entry, Entry::Always);
+        assert_eq!(SYSCALLS[sys::DUP3 as usize].name, "dup3");
+        assert_eq!(SYSCALLS[sys::PIPE2 as usize].entry, Entry::Never);
+        for i in FD_CREATING {
+            assert!(matches!(
+                SYSCALLS[i as usize].ret,
+                RetKind::Fd | RetKind::Status
+            ));
+        }
+        assert_eq!(connect_err_class(111), connect_err::ECONNREFUSED);
+        assert_eq!(connect_err_class(99), connect_err::EADDRNOTAVAIL);
+        assert_eq!(connect_err_class(115), connect_err::OTHER);
+        assert_eq!(CONNECT_ERR_NAMES[connect_err::ETIMEDOUT], "ETIMEDOUT");
     }
 
     #[test]

@@ -11,16 +11,22 @@
 #[cfg(target_arch = "bpf")]
 mod programs {
     use aya_ebpf::{
-        helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_user},
-        macros::{map, tracepoint, uprobe},
+        helpers::{
+            bpf_get_current_pid_tgid, bpf_get_current_task, bpf_ktime_get_ns,
+            bpf_probe_read_kernel, bpf_probe_read_user,
+        },
+        macros::{map, tracepoint, uprobe, uretprobe},
         maps::{Array, HashMap, LruHashMap, PerCpuArray, Stack},
-        programs::{ProbeContext, TracePointContext},
+        programs::{ProbeContext, RetProbeContext, TracePointContext},
         EbpfContext as _,
     };
     use nginx_probe_common::{
-        drop, fd_kind, filter_entry, filter_slot, sys, ErrClass, InFlight, SyscallStats,
-        DEFAULT_WORKER_SLOTS, DROP_COUNTERS, FD_KIND_COUNT, FILTER_SIZE, MAX_CLASSIFIED_FDS,
-        MAX_IN_FLIGHT, MAX_OPEN_REQUESTS, MAX_TRACKED_TGIDS, SYSCALL_COUNT,
+        connect_err_class, drop, fd_kind, filter_entry, filter_slot, is_rare, off, sys, ErrClass,
+        InFlight, SyscallStats, UpstreamCall, DEFAULT_WORKER_SLOTS, DROP_COUNTERS, EINPROGRESS,
+        FD_KIND_COUNT, FILTER_SIZE, MAX_CLASSIFIED_FDS, MAX_ERROR_LOGS, MAX_IN_FLIGHT,
+        MAX_LISTEN_PORTS, MAX_OPEN_HANDSHAKES, MAX_OPEN_REQUESTS, MAX_TRACKED_TGIDS,
+        MAX_UPSTREAM_FDS, OFF_COUNT, SYSCALL_COUNT, TLS_STATS, UPSTREAM_CONNECT, UPSTREAM_FDS,
+        UPSTREAM_STATS,
     };
 
     /// Offset of `long ret` in `syscalls:sys_exit_*` records and of the first argument
@@ -43,6 +49,18 @@ mod programs {
         }
     }
 
+    /// Argument `i` (0-based) of a `syscalls:sys_enter_*` record: 8-byte words from
+    /// [`RECORD_WORD_OFFSET`] on (user space checks getsockopt's layout).
+    #[inline(always)]
+    fn record_arg<const I: usize>(ctx: &TracePointContext) -> u64 {
+        // SAFETY: as in `record_word`; the offset is a constant.
+        unsafe {
+            core::ptr::read_volatile(
+                (ctx.as_ptr() as *const u8).add(RECORD_WORD_OFFSET + 8 * I) as *const u64
+            )
+        }
+    }
+
     /// Host tgid of the nginx master; its forks become tracked workers in the kernel, so
     /// a worker started by a reload or respawn is counted from its first syscall.
     #[no_mangle]
@@ -54,6 +72,212 @@ mod programs {
     static FORK_PARENT_OFF: u64 = 12;
     #[no_mangle]
     static FORK_CHILD_OFF: u64 = 20;
+
+    /// 1 when user space found every offset of `KOFF` in the kernel's BTF: writes are
+    /// classified by walking the worker's fd table at the write. 0: from `FD_KINDS`.
+    #[no_mangle]
+    static FD_WALK: u32 = 0;
+
+    /// Kernel struct member offsets (bytes), indexed by `nginx_probe_common::off`, read
+    /// by user space from `/sys/kernel/btf/vmlinux`. `u64::MAX` = absent.
+    #[no_mangle]
+    static KOFF: [u64; OFF_COUNT] = [u64::MAX; OFF_COUNT];
+
+    /// nginx's listening TCP ports (local port, host order) -> 1, from sock_diag.
+    #[map]
+    static LISTEN_PORTS: HashMap<u16, u8> = HashMap::with_max_entries(MAX_LISTEN_PORTS, 0);
+
+    /// Inode numbers of the error logs (the workers' fd 2) -> 1.
+    #[map]
+    static ERROR_LOGS: HashMap<u64, u8> = HashMap::with_max_entries(MAX_ERROR_LOGS, 0);
+
+    /// Per slot: successful openat calls (main thread or not) whose new fd is an
+    /// access log (classified like a write's fd): an access log reopened per request
+    /// when its path has variables and no `open_log_file_cache`.
+    #[map]
+    static LOG_OPENS: PerCpuArray<u64> = PerCpuArray::with_max_entries(DEFAULT_WORKER_SLOTS, 0);
+
+    #[inline(always)]
+    fn koff(i: usize) -> u64 {
+        if i < OFF_COUNT {
+            // SAFETY: read-only global patched by the loader.
+            unsafe { core::ptr::read_volatile(&KOFF[i]) }
+        } else {
+            u64::MAX
+        }
+    }
+
+    /// Reads a `T` at kernel address `base + koff(field)`.
+    #[inline(always)]
+    fn kread<T>(base: u64, field: usize) -> Option<T> {
+        if base == 0 {
+            return None;
+        }
+        // SAFETY: bpf_probe_read_kernel copes with any address (faults return Err).
+        unsafe { bpf_probe_read_kernel((base.wrapping_add(koff(field))) as *const T) }.ok()
+    }
+
+    const S_IFMT: u16 = 0o170000;
+    const S_IFSOCK: u16 = 0o140000;
+    const S_IFREG: u16 = 0o100000;
+    const S_IFCHR: u16 = 0o020000;
+    const S_IFBLK: u16 = 0o060000;
+    const O_ACCMODE: u32 = 0o3;
+    const O_APPEND: u32 = 0o2000;
+    const AF_UNIX: u16 = 1;
+    const AF_INET: u16 = 2;
+    const AF_INET6: u16 = 10;
+    /// `ANON_INODE_FS_MAGIC`: eventfd, epoll, signalfd... (S_IFREG on recent kernels).
+    const ANON_INODE_FS_MAGIC: u64 = 0x0904_1934;
+
+    /// The current task's `struct file *` of `fd`, now: `task->files->fdt->fd[fd]`
+    /// read with the BTF offsets; None when the table cannot be read or the fd is not
+    /// open.
+    #[inline(always)]
+    fn fd_file(fd: u64) -> Option<u64> {
+        // SAFETY: helper call without preconditions.
+        let task = unsafe { bpf_get_current_task() };
+        let files = kread::<u64>(task, off::TASK_FILES)?;
+        let fdt = kread::<u64>(files, off::FILES_FDT)?;
+        let max = kread::<u32>(fdt, off::FDT_MAX_FDS)?;
+        if fd >= max as u64 {
+            return None;
+        }
+        let arr = kread::<u64>(fdt, off::FDT_FD)?;
+        // SAFETY: as in kread.
+        match unsafe { bpf_probe_read_kernel((arr + fd * 8) as *const u64) } {
+            Ok(f) if f != 0 => Some(f),
+            _ => None,
+        }
+    }
+
+    /// What the current task's `fd` is, now (see `classify_file`).
+    #[inline(always)]
+    fn classify_fd(fd: u64) -> u32 {
+        match fd_file(fd) {
+            Some(file) => classify_file(file),
+            None => fd_kind::UNKNOWN,
+        }
+    }
+
+    /// What `struct file` `file` is: a `fd_kind` value; UNKNOWN when it cannot be read.
+    #[inline(always)]
+    fn classify_file(file: u64) -> u32 {
+        let Some(inode) = kread::<u64>(file, off::FILE_INODE) else {
+            return fd_kind::UNKNOWN;
+        };
+        let Some(mode) = kread::<u16>(inode, off::INODE_MODE) else {
+            return fd_kind::UNKNOWN;
+        };
+        let fmt = mode & S_IFMT;
+        if fmt == S_IFSOCK {
+            let Some(sock) = kread::<u64>(file, off::FILE_PRIVATE) else {
+                return fd_kind::UNKNOWN;
+            };
+            let Some(sk) = kread::<u64>(sock, off::SOCKET_SK) else {
+                return fd_kind::UNKNOWN;
+            };
+            let Some(family) = kread::<u16>(sk, off::SK_FAMILY) else {
+                return fd_kind::UNKNOWN;
+            };
+            if family == AF_INET || family == AF_INET6 {
+                let Some(port) = kread::<u16>(sk, off::SK_NUM) else {
+                    return fd_kind::UNKNOWN;
+                };
+                // SAFETY: presence only.
+                return if unsafe { LISTEN_PORTS.get(port) }.is_some() {
+                    fd_kind::CLIENT
+                } else {
+                    fd_kind::UPSTREAM
+                };
+            }
+            if family == AF_UNIX {
+                if koff(off::UNIX_ADDR) == u64::MAX {
+                    return fd_kind::UNKNOWN;
+                }
+                return match kread::<u64>(sk, off::UNIX_ADDR) {
+                    Some(0) => fd_kind::UPSTREAM,
+                    Some(_) => fd_kind::CLIENT,
+                    None => fd_kind::UNKNOWN,
+                };
+            }
+            return fd_kind::OTHER;
+        }
+        // Files, pipes, devices: an error log is known by its inode number, whatever
+        // its type (a file, or the pipe or tty of `error_log stderr`).
+        if fmt == S_IFREG {
+            let flags = kread::<u32>(file, off::FILE_FLAGS).unwrap_or(0);
+            if flags & O_ACCMODE == 0 {
+                // Read-only: a file served, not a write destination (and not an
+                // access-log open).
+                return fd_kind::OTHER_FILE;
+            }
+            if is_error_log(inode) {
+                return fd_kind::ERROR_LOG;
+            }
+            let Some(sb) = kread::<u64>(inode, off::INODE_SB) else {
+                return fd_kind::UNKNOWN;
+            };
+            if kread::<u64>(sb, off::SB_MAGIC) == Some(ANON_INODE_FS_MAGIC) {
+                return fd_kind::OTHER;
+            }
+            return if flags & O_APPEND != 0 {
+                fd_kind::ACCESS_LOG
+            } else {
+                fd_kind::TEMP_FILE
+            };
+        }
+        if is_error_log(inode) {
+            return fd_kind::ERROR_LOG;
+        }
+        if fmt == S_IFCHR || fmt == S_IFBLK {
+            return fd_kind::OTHER_FILE;
+        }
+        fd_kind::OTHER
+    }
+
+    /// Whether `inode`'s number is one of the error logs' (`ERROR_LOGS`).
+    #[inline(always)]
+    fn is_error_log(inode: u64) -> bool {
+        let ino = kread::<u64>(inode, off::INODE_INO).unwrap_or(0);
+        // SAFETY: presence only.
+        unsafe { ERROR_LOGS.get(&ino) }.is_some()
+    }
+
+    #[inline(always)]
+    fn fd_walk() -> bool {
+        // SAFETY: read-only global patched by the loader.
+        unsafe { core::ptr::read_volatile(&FD_WALK) == 1 }
+    }
+
+    /// `openat` returns in a worker: if the new fd is an access log, count an open.
+    #[tracepoint]
+    pub fn access_log_open(ctx: TracePointContext) -> u32 {
+        let Some(slot) = worker_slot() else { return 0 };
+        if detail_closed() {
+            return 0;
+        }
+        let ret = record_word(&ctx) as i64;
+        if ret < 0 || !fd_walk() {
+            return 0;
+        }
+        let Some(file) = fd_file(ret as u64) else {
+            return 0;
+        };
+        // Most opens are of files to serve (read-only): rejected on their flags, before
+        // the rest of the classification.
+        let flags = kread::<u32>(file, off::FILE_FLAGS).unwrap_or(0);
+        if flags & O_APPEND == 0 || flags & O_ACCMODE == 0 {
+            return 0;
+        }
+        if classify_file(file) == fd_kind::ACCESS_LOG {
+            if let Some(n) = LOG_OPENS.get_ptr_mut(slot) {
+                // SAFETY: per-CPU slot.
+                unsafe { *n += 1 };
+            }
+        }
+        0
+    }
 
     /// Free worker slots, a stack: the slot freed last is given first, so through
     /// reloads workers take turns on few slots (bounded metrics labels). User space
@@ -81,6 +305,17 @@ mod programs {
     /// 1 (by user space or the fork program), never cleared, so no update is lost.
     #[map]
     static COLLIDED: Array<u32> = Array::with_max_entries(1, 0);
+
+    /// Element 0 = 1 outside a `--detail sampled` window (user space sets it around each
+    /// window); 0 (the default, and always with `--detail full`): detail programs count.
+    #[map]
+    static DETAIL_GATE: Array<u32> = Array::with_max_entries(1, 0);
+
+    /// Whether detail programs must count nothing now (between windows).
+    #[inline(always)]
+    fn detail_closed() -> bool {
+        matches!(DETAIL_GATE.get(0), Some(&1))
+    }
 
     /// The slot of worker `tgid`, or None for any other process.
     #[inline(always)]
@@ -151,8 +386,27 @@ mod programs {
         PerCpuArray::with_max_entries(DEFAULT_WORKER_SLOTS, 0);
 
     /// Connection pointer (`ngx_connection_t *`) -> start of its current request, ns.
+    /// Keyed by [worker tgid, connection]: workers forked from one master hold their
+    /// connection arrays at the same addresses.
     #[map]
-    static REQ_START: LruHashMap<u64, u64> = LruHashMap::with_max_entries(MAX_OPEN_REQUESTS, 0);
+    static REQ_START: LruHashMap<[u64; 2], u64> =
+        LruHashMap::with_max_entries(MAX_OPEN_REQUESTS, 0);
+
+    /// Upstream connections per slot: `UPSTREAM_STATS` elements at
+    /// `slot * UPSTREAM_STATS` (connect outcomes and latency, upstream fds); see
+    /// `nginx_probe_common::UPSTREAM_STATS`. Written by the main thread only.
+    #[map]
+    static UPSTREAM: Array<SyscallStats> =
+        Array::with_max_entries(DEFAULT_WORKER_SLOTS * UPSTREAM_STATS, 0);
+
+    /// (tgid << 32 | fd) -> `connect()` entry ns while the result of a non-blocking
+    /// connect is not known yet, 0 once it is: the worker's upstream fds, until closed.
+    #[map]
+    static UPSTREAM_FD: HashMap<u64, u64> = HashMap::with_max_entries(MAX_UPSTREAM_FDS, 0);
+
+    /// Per slot: the connect or getsockopt(SO_ERROR) the main thread is in.
+    #[map]
+    static UP_CALL: Array<UpstreamCall> = Array::with_max_entries(DEFAULT_WORKER_SLOTS, 0);
 
     /// Counters of events that could not be fully accounted, see `nginx_probe_common::drop`.
     #[map]
@@ -194,7 +448,10 @@ mod programs {
 
     #[inline(always)]
     fn is_write(syscall: u32) -> bool {
-        syscall == sys::WRITE || syscall == sys::WRITEV || syscall == sys::PWRITE64
+        syscall == sys::WRITE
+            || syscall == sys::WRITEV
+            || syscall == sys::PWRITE64
+            || syscall == sys::PWRITEV
     }
 
     #[inline(always)]
@@ -202,14 +459,21 @@ mod programs {
         let pid_tgid = bpf_get_current_pid_tgid();
         let tgid = (pid_tgid >> 32) as u32;
         let Some(slot) = slot_of(tgid) else { return };
+        if !is_rare(syscall) && detail_closed() {
+            return;
+        }
         let mut kind = fd_kind::SOCKET;
         if is_write(syscall) {
-            // `fd` is the first argument of write/writev/pwrite64.
-            let fd = record_word(ctx);
-            let key = ((tgid as u64) << 32) | (fd & 0xffff_ffff);
-            // SAFETY: copied out immediately.
-            if let Some(k) = unsafe { FD_KINDS.get(key) } {
-                kind = *k;
+            // `fd` is the first argument of write/writev/pwrite64/pwritev.
+            let fd = record_word(ctx) & 0xffff_ffff;
+            if fd_walk() {
+                kind = classify_fd(fd);
+            } else {
+                let key = ((tgid as u64) << 32) | fd;
+                // SAFETY: copied out immediately.
+                if let Some(k) = unsafe { FD_KINDS.get(key) } {
+                    kind = *k;
+                }
             }
         }
         let v = InFlight {
@@ -252,6 +516,9 @@ mod programs {
         let pid_tgid = bpf_get_current_pid_tgid();
         let tgid = (pid_tgid >> 32) as u32;
         let Some(slot) = slot_of(tgid) else { return };
+        if !is_rare(syscall) && detail_closed() {
+            return;
+        }
         let ret = record_word(ctx) as i64;
         // Fully initialised up front (start_ns 0 = no entry): the verifier rejects code
         // that reads a register on a path where it was never written, which an
@@ -313,13 +580,17 @@ mod programs {
         // SAFETY: per-CPU slot; tracepoint programs do not nest on one CPU.
         let s = unsafe { &mut *s };
         s.count += 1;
-        if ret < 0 {
+        if ret < 0 && !(syscall == sys::CONNECT && ret == -EINPROGRESS) {
             s.errors += 1;
             let c = ErrClass::from_ret(ret) as usize;
             if c < s.errs.len() {
                 s.errs[c] += 1;
             }
-        } else if syscall != sys::ACCEPT4 && syscall != sys::ACCEPT && syscall != sys::OPENAT {
+        } else if ret >= 0
+            && syscall != sys::ACCEPT4
+            && syscall != sys::ACCEPT
+            && syscall != sys::OPENAT
+        {
             s.ret_sum += ret as u64;
         }
         if timed {
@@ -414,7 +685,8 @@ mod programs {
         };
         // SAFETY: helper call without preconditions.
         let now = unsafe { bpf_ktime_get_ns() };
-        let _ = REQ_START.insert(conn, now, 0);
+        let tgid = bpf_get_current_pid_tgid() >> 32;
+        let _ = REQ_START.insert([tgid, conn], now, 0);
         if let Some(s) = REQUESTS.get_ptr_mut(slot) {
             // SAFETY: per-CPU slot.
             unsafe { (*s).count += 1 };
@@ -437,10 +709,11 @@ mod programs {
             Err(_) => return 0,
         };
         // SAFETY: copied out before removal.
-        let Some(start) = (unsafe { REQ_START.get(conn) }).copied() else {
+        let key = [bpf_get_current_pid_tgid() >> 32, conn];
+        let Some(start) = (unsafe { REQ_START.get(key) }).copied() else {
             return 0;
         };
-        let _ = REQ_START.remove(conn);
+        let _ = REQ_START.remove(key);
         // SAFETY: helper call without preconditions.
         let ns = unsafe { bpf_ktime_get_ns() }.saturating_sub(start);
         if let Some(s) = REQUESTS.get_ptr_mut(slot) {
@@ -450,8 +723,125 @@ mod programs {
         0
     }
 
+    /// Per worker slot, [`TLS_STATS`] entries (`slot * TLS_STATS + i`): 0 = handshakes
+    /// (`count` started: first `SSL_do_handshake` on an `SSL*`; `timed`/`hist`/
+    /// `total_ns` completed ones, wall time from that first call to the return of 1;
+    /// `errors` abandoned: `SSL_free` before completion), 1 = `SSL_do_handshake` calls
+    /// (`count`, time inside each call in `hist`/`total_ns`: the handshake's CPU work,
+    /// nginx's sockets being non-blocking).
+    #[map]
+    static TLS: PerCpuArray<SyscallStats> =
+        PerCpuArray::with_max_entries(DEFAULT_WORKER_SLOTS * TLS_STATS, 0);
+
+    /// [worker tgid, `SSL*`] -> first `SSL_do_handshake` call on it, ns. The tgid is in
+    /// the key because workers forked from one master allocate their `SSL` objects at
+    /// the same addresses.
+    #[map]
+    static HS_START: LruHashMap<[u64; 2], u64> =
+        LruHashMap::with_max_entries(MAX_OPEN_HANDSHAKES, 0);
+
+    /// pid_tgid of a worker thread inside `SSL_do_handshake` -> [`SSL*`, entry ns]
+    /// (the argument is gone from the registers at the return).
+    #[map]
+    static HS_CALL: LruHashMap<u64, [u64; 2]> = LruHashMap::with_max_entries(MAX_IN_FLIGHT, 0);
+
+    /// `BPF_NOEXIST`: insert only when the key is absent.
+    const BPF_NOEXIST: u64 = 1;
+
+    #[inline(always)]
+    fn tls_stats(slot: u32, i: u32) -> Option<&'static mut SyscallStats> {
+        // SAFETY: per-CPU element; uprobe programs do not nest on one CPU.
+        TLS.get_ptr_mut(slot * TLS_STATS + i)
+            .map(|p| unsafe { &mut *p })
+    }
+
+    /// `int SSL_do_handshake(SSL *s)` entry, in libssl: the first call on `s` starts a
+    /// handshake; every call is timed to its return.
+    #[uprobe]
+    pub fn ssl_do_handshake(ctx: ProbeContext) -> u32 {
+        let pid_tgid = bpf_get_current_pid_tgid();
+        let Some(slot) = slot_of((pid_tgid >> 32) as u32) else {
+            return 0;
+        };
+        let Some(ssl) = ctx.arg::<u64>(0) else {
+            return 0;
+        };
+        // SAFETY: helper call without preconditions.
+        let now = unsafe { bpf_ktime_get_ns() };
+        if HS_START
+            .insert([pid_tgid >> 32, ssl], now, BPF_NOEXIST)
+            .is_ok()
+        {
+            if let Some(s) = tls_stats(slot, 0) {
+                s.count += 1;
+            }
+        }
+        let _ = HS_CALL.insert(pid_tgid, [ssl, now], 0);
+        0
+    }
+
+    /// `SSL_do_handshake` return: 1 completes the handshake of the `SSL*` (wall time
+    /// from its first call); anything else (WANT_READ/WANT_WRITE, errors) leaves it open.
+    #[uretprobe]
+    pub fn ssl_do_handshake_ret(ctx: RetProbeContext) -> u32 {
+        let pid_tgid = bpf_get_current_pid_tgid();
+        let Some(slot) = slot_of((pid_tgid >> 32) as u32) else {
+            return 0;
+        };
+        // SAFETY: copied out before removal.
+        let Some([ssl, entered]) = (unsafe { HS_CALL.get(pid_tgid) }).copied() else {
+            return 0;
+        };
+        let _ = HS_CALL.remove(pid_tgid);
+        // SAFETY: helper call without preconditions.
+        let now = unsafe { bpf_ktime_get_ns() };
+        if let Some(s) = tls_stats(slot, 1) {
+            s.count += 1;
+            s.record_ns(now.saturating_sub(entered));
+        }
+        let ret: i32 = ctx.ret();
+        if ret != 1 {
+            return 0;
+        }
+        let key = [pid_tgid >> 32, ssl];
+        // SAFETY: copied out before removal.
+        if let Some(start) = (unsafe { HS_START.get(key) }).copied() {
+            let _ = HS_START.remove(key);
+            if let Some(s) = tls_stats(slot, 0) {
+                s.record_ns(now.saturating_sub(start));
+            }
+        }
+        0
+    }
+
+    /// `void SSL_free(SSL *s)`: a handshake still open on `s` was abandoned (client gone,
+    /// protocol error, timeout).
+    #[uprobe]
+    pub fn ssl_free(ctx: ProbeContext) -> u32 {
+        let pid_tgid = bpf_get_current_pid_tgid();
+        let Some(slot) = slot_of((pid_tgid >> 32) as u32) else {
+            return 0;
+        };
+        let Some(ssl) = ctx.arg::<u64>(0) else {
+            return 0;
+        };
+        let key = [pid_tgid >> 32, ssl];
+        // SAFETY: only presence is read.
+        if unsafe { HS_START.get(key) }.is_some() {
+            let _ = HS_START.remove(key);
+            if let Some(s) = tls_stats(slot, 0) {
+                s.errors += 1;
+            }
+        }
+        0
+    }
+
+    // Upstream connections and exit-only fd-creating syscalls: see upstream.rs.
+    include!("upstream.rs");
+
     /// `close(fd)` by a worker's main thread: if `fd` is the connection it just accepted,
-    /// with no traced syscall in between, nginx had no free connection for it.
+    /// with no traced syscall in between, nginx had no free connection for it. Also
+    /// closes the books on upstream fds.
     #[tracepoint]
     pub fn close_after_accept(ctx: TracePointContext) -> u32 {
         let pid_tgid = bpf_get_current_pid_tgid();
@@ -460,6 +850,10 @@ mod programs {
             return 0;
         }
         let Some(slot) = worker_slot() else { return 0 };
+        if detail_closed() {
+            return 0;
+        }
+        upstream_close(tgid, slot, record_word(&ctx));
         let Some(last) = LAST_ACCEPT.get_ptr_mut(slot) else {
             return 0;
         };
@@ -518,6 +912,35 @@ mod programs {
     syscall_pair!(sys_enter_recvfrom, sys_exit_recvfrom, sys::RECVFROM);
     syscall_pair!(sys_enter_read, sys_exit_read, sys::READ);
     syscall_pair!(sys_enter_newfstatat, sys_exit_newfstatat, sys::NEWFSTATAT);
+    syscall_pair!(sys_enter_pwritev, sys_exit_pwritev, sys::PWRITEV);
+
+    macro_rules! count_exits {
+        ($($prog:ident => $sys:expr),* $(,)?) => {
+            $(
+                #[tracepoint]
+                pub fn $prog(ctx: TracePointContext) -> u32 {
+                    count_exit(&ctx, $sys);
+                    0
+                }
+            )*
+        };
+    }
+
+    // Exit-only programs of the fd-creating syscalls (`nginx_probe_common::FD_CREATING`),
+    // named `count_exit_<tracepoint>`.
+    count_exits!(
+        count_exit_accept4 => sys::ACCEPT4,
+        count_exit_accept => sys::ACCEPT,
+        count_exit_openat => sys::OPENAT,
+        count_exit_socket => sys::SOCKET,
+        count_exit_socketpair => sys::SOCKETPAIR,
+        count_exit_pipe2 => sys::PIPE2,
+        count_exit_eventfd2 => sys::EVENTFD2,
+        count_exit_epoll_create1 => sys::EPOLL_CREATE1,
+        count_exit_dup => sys::DUP,
+        count_exit_dup2 => sys::DUP2,
+        count_exit_dup3 => sys::DUP3,
+    );
 
     #[panic_handler]
     fn panic(_info: &core::panic::PanicInfo) -> ! {

@@ -42,6 +42,12 @@ pub enum ProbeError {
     /// tracefs is not mounted and could not be mounted.
     #[error("tracefs is not mounted and mounting it at /sys/kernel/tracing failed: {0} (mount it with `mount -t tracefs tracefs /sys/kernel/tracing`)")]
     Tracefs(String),
+    /// The kernel lacks a feature the programs need (see [`crate::collect::kernel`]).
+    #[error("{0}")]
+    Kernel(String),
+    /// No nginx master was found without `--pid`, or several were.
+    #[error("{0}")]
+    Discovery(String),
     /// None of the syscall tracepoints could be attached.
     #[error("no syscall tracepoint could be attached (is CONFIG_FTRACE_SYSCALLS enabled?): {0}")]
     NothingAttached(String),
@@ -59,17 +65,46 @@ pub enum ProbeError {
     Missing(String),
     /// A recording could not be read (`report`, `compare`).
     #[error("{0}")]
-    Recording(#[from] crate::recording::RecordingError),
+    Recording(#[from] crate::io::recording::RecordingError),
     /// The `--record` file stopped being written during the run (the live report and
     /// the summary on stdout are complete).
     #[error("the recording is incomplete: {0} (the report above is complete)")]
     RecordIncomplete(String),
+    /// Reading `/proc` failed for a reason other than the process being gone (EMFILE,
+    /// ENFILE, EACCES, ENOMEM): the process may well be alive, so nothing is concluded.
+    #[error(
+        "cannot read {path}: {source} (the process may be running; nothing was concluded from it)"
+    )]
+    Proc {
+        path: String,
+        source: std::io::Error,
+    },
+    /// nginx-probe's own open-file limit ran out (see `collect::fd_limit`).
+    #[error("{0}")]
+    FdLimit(String),
     /// Writing the report failed.
     #[error("writing the report failed: {0}")]
     Io(#[from] std::io::Error),
 }
 
 impl ProbeError {
+    /// This error, or [`ProbeError::FdLimit`] naming the limit when it was caused by
+    /// running out of file descriptors (a map that could not be created, a program that
+    /// could not be loaded: the verifier's log says nothing useful then).
+    pub fn explain_fd_exhaustion(self) -> ProbeError {
+        if matches!(self, ProbeError::FdLimit(_)) || !crate::collect::fd_limit::is_exhaustion(&self)
+        {
+            return self;
+        }
+        let what = match &self {
+            ProbeError::Ebpf(_) | ProbeError::Map(_) => "creating the eBPF maps",
+            ProbeError::Program(_) | ProbeError::NothingAttached(_) => "loading the eBPF programs",
+            ProbeError::Proc { .. } => "reading /proc",
+            _ => "opening a file",
+        };
+        ProbeError::FdLimit(crate::collect::fd_limit::exhausted(what))
+    }
+
     /// The process exit code for this error: [`EXIT_USAGE`] when the input was wrong
     /// (nothing attached), [`EXIT_RUNTIME`] otherwise.
     pub fn exit_code(&self) -> i32 {
@@ -82,6 +117,7 @@ impl ProbeError {
             | ProbeError::Usage(_)
             | ProbeError::Recording(_)
             | ProbeError::Listen { .. }
+            | ProbeError::Discovery(_)
             | ProbeError::NotRoot => EXIT_USAGE,
             _ => EXIT_RUNTIME,
         }

@@ -1,6 +1,7 @@
 //! Test fixtures for nginx-probe: a throwaway nginx ([`Nginx`]) whose `Drop` stops it,
-//! a running probe ([`ProbeRun`]) whose `Drop` kills it, and small exact-count HTTP
-//! clients. Used by the integration tests in `tests/` and by `cargo xtask demo`.
+//! nginx-probe run from a [`Probe`] command line (a running [`ProbeRun`]'s `Drop` kills
+//! it), and small exact-count HTTP clients. Used by the integration tests in
+//! `tests/tests/integration` (one binary) and by `cargo xtask`.
 //!
 //! Everything here panics on failure: a fixture that cannot do its job is a test failure.
 
@@ -10,15 +11,26 @@ use std::{
     net::{SocketAddr, TcpListener, TcpStream},
     os::unix::{fs::PermissionsExt, process::CommandExt},
     path::{Path, PathBuf},
-    process::{Child, Command, ExitStatus, Stdio},
-    sync::mpsc,
+    process::{Child, Command, Stdio},
     time::{Duration, Instant},
 };
+
+mod bpf;
+mod scrape;
+pub use bpf::*;
+pub use scrape::*;
 
 use nix::{
     sys::signal::{kill, Signal},
     unistd::Pid,
 };
+
+mod clients;
+pub use clients::*;
+mod proxy;
+pub use proxy::{concurrent_requests, get_paths, SlowBackend};
+mod probe;
+pub use probe::*;
 
 /// Body of the static file every fixture nginx serves at `/` (30 bytes, as in the seeds'
 /// benchmarks).
@@ -42,6 +54,10 @@ pub struct NginxConfig {
     pub http_extra: String,
     /// Extra parameters after `listen 127.0.0.1:PORT` (e.g. `reuseport`).
     pub listen_extra: String,
+    /// Extra lines inside the `server { }` block (e.g. a `location` with `proxy_pass`).
+    pub server_extra: String,
+    /// Level of the top-level `error_log <prefix>/logs/error.log LEVEL;` (`warn`).
+    pub error_log_level: String,
     /// `access_log` setting: None writes `<prefix>/logs/access.log` unbuffered.
     pub access_log: Option<String>,
     /// `sendfile on` (the default here, as in Debian's nginx.conf) or `off`.
@@ -49,10 +65,29 @@ pub struct NginxConfig {
     /// Start nginx in its own pid namespace (`unshare --pid --fork --mount-proc`), as
     /// in a container: the master is pid 1 inside.
     pub pid_namespace: bool,
+    /// `worker_processes auto` (one worker per online CPU) instead of `workers`.
+    pub workers_auto: bool,
+    /// A cgroup directory (v2, or v1's `cpu` controller) the master enters before it
+    /// execs, so that its workers are born there (see [`CpuCgroup`]).
+    pub cgroup: Option<PathBuf>,
     /// `daemon on`: nginx forks away from us (needed for a binary upgrade, which nginx
     /// refuses while its original parent is alive). The master pid comes from the pid
     /// file.
     pub daemon: bool,
+    /// Text put into the name of the temporary prefix (so into nginx's command line and
+    /// every path under it), e.g. terminal escape sequences for the untrusted-input
+    /// tests. Empty by default.
+    pub prefix_tag: String,
+    /// The nginx binary to run instead of `$NGINX_BIN` / `/usr/sbin/nginx` (e.g. a
+    /// huge sparse copy).
+    pub binary: Option<PathBuf>,
+    /// Serve HTTPS: `listen ... ssl` with a self-signed certificate made with openssl in
+    /// the prefix at start.
+    pub tls: bool,
+    /// `listen ... http2` (with `tls`: HTTP/2 over TLS, negotiated by ALPN).
+    pub http2: bool,
+    /// Files to create under `html/` at start: (relative path, contents).
+    pub files: Vec<(String, Vec<u8>)>,
 }
 
 impl Default for NginxConfig {
@@ -65,10 +100,19 @@ impl Default for NginxConfig {
             events_extra: String::new(),
             http_extra: String::new(),
             listen_extra: String::new(),
+            server_extra: String::new(),
+            error_log_level: "warn".into(),
             access_log: None,
             sendfile: true,
             pid_namespace: false,
+            workers_auto: false,
+            cgroup: None,
             daemon: false,
+            prefix_tag: String::new(),
+            binary: None,
+            tls: false,
+            http2: false,
+            files: Vec::new(),
         }
     }
 }
@@ -85,6 +129,7 @@ pub struct Nginx {
     pub port: u16,
     in_namespace: bool,
     daemon_master: Option<u32>,
+    cfg: NginxConfig,
 }
 
 /// Returns a TCP port on 127.0.0.1 that was free a moment ago.
@@ -111,7 +156,7 @@ impl Nginx {
 
     fn try_start(cfg: &NginxConfig) -> Option<Nginx> {
         let dir = tempfile::Builder::new()
-            .prefix("nginx-probe-")
+            .prefix(&format!("nginx-probe-{}", cfg.prefix_tag))
             .tempdir()
             .expect("create temp prefix");
         let prefix = dir.path().to_path_buf();
@@ -122,18 +167,48 @@ impl Nginx {
             fs::set_permissions(prefix.join(d), fs::Permissions::from_mode(0o755)).expect("chmod");
         }
         fs::write(prefix.join("html/index.html"), INDEX_BODY).expect("write index");
+        for (name, body) in &cfg.files {
+            let path = prefix.join("html").join(name);
+            fs::write(&path, body).expect("write a served file");
+            fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).expect("chmod");
+        }
+        let mut tls_lines = String::new();
+        if cfg.tls {
+            let (cert, key) = (prefix.join("cert.pem"), prefix.join("key.pem"));
+            let out = Command::new("openssl")
+                .args([
+                    "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                ])
+                .args(["-subj", "/CN=localhost", "-keyout"])
+                .arg(&key)
+                .arg("-out")
+                .arg(&cert)
+                .output()
+                .expect("run openssl (run `cargo xtask setup`)");
+            assert!(out.status.success(), "openssl: {:?}", out);
+            tls_lines = format!(
+                "ssl_certificate {};\n        ssl_certificate_key {};",
+                cert.display(),
+                key.display()
+            );
+        }
+        let listen_flags = format!(
+            "{}{}",
+            if cfg.tls { " ssl" } else { "" },
+            if cfg.http2 { " http2" } else { "" }
+        );
         let port = free_port();
         let p = prefix.display();
         let access_log = match &cfg.access_log {
-            None => format!("access_log {p}/logs/access.log;"),
+            None => format!("access_log \"{p}/logs/access.log\";"),
             Some(s) if s == "off" => "access_log off;".to_string(),
-            Some(s) => format!("access_log {p}/logs/access.log {s};"),
+            Some(s) => format!("access_log \"{p}/logs/access.log\" {s};"),
         };
         let conf = format!(
             "worker_processes {workers};
 daemon {daemon};
-pid {p}/logs/nginx.pid;
-error_log {p}/logs/error.log warn;
+pid \"{p}/logs/nginx.pid\";
+error_log \"{p}/logs/error.log\" {error_log_level};
 {main_extra}
 events {{
     worker_connections {wc};
@@ -141,20 +216,26 @@ events {{
 }}
 http {{
     {access_log}
-    client_body_temp_path {p}/tmp/body;
-    proxy_temp_path {p}/tmp/proxy;
-    fastcgi_temp_path {p}/tmp/fastcgi;
-    uwsgi_temp_path {p}/tmp/uwsgi;
-    scgi_temp_path {p}/tmp/scgi;
+    client_body_temp_path \"{p}/tmp/body\";
+    proxy_temp_path \"{p}/tmp/proxy\";
+    fastcgi_temp_path \"{p}/tmp/fastcgi\";
+    uwsgi_temp_path \"{p}/tmp/uwsgi\";
+    scgi_temp_path \"{p}/tmp/scgi\";
     sendfile {sendfile};
     {http_extra}
     server {{
-        listen 127.0.0.1:{port} {listen_extra};
-        root {p}/html;
+        listen 127.0.0.1:{port}{listen_flags} {listen_extra};
+        root \"{p}/html\";
+        {tls_lines}
+        {server_extra}
     }}
 }}
 ",
-            workers = cfg.workers,
+            workers = if cfg.workers_auto {
+                "auto".to_string()
+            } else {
+                cfg.workers.to_string()
+            },
             daemon = if cfg.daemon { "on" } else { "off" },
             wc = cfg.worker_connections,
             events_extra = cfg.events_extra,
@@ -162,18 +243,43 @@ http {{
             http_extra = cfg.http_extra,
             sendfile = if cfg.sendfile { "on" } else { "off" },
             listen_extra = cfg.listen_extra,
+            server_extra = cfg.server_extra,
+            error_log_level = cfg.error_log_level,
         );
         fs::write(prefix.join("nginx.conf"), conf).expect("write nginx.conf");
+        let mut ng = Nginx {
+            child: None,
+            prefix,
+            _dir: dir,
+            port,
+            in_namespace: cfg.pid_namespace,
+            daemon_master: None,
+            cfg: cfg.clone(),
+        };
+        if !ng.launch() {
+            return None;
+        }
+        Some(ng)
+    }
+
+    /// Starts the nginx of this prefix (its config written by [`Nginx::start`]) and
+    /// waits until it is ready; false when its port was taken.
+    fn launch(&mut self) -> bool {
+        let cfg = self.cfg.clone();
         let mut cmd = if cfg.pid_namespace {
             let mut c = Command::new("unshare");
             c.args(["--pid", "--fork", "--mount-proc", "--kill-child=SIGTERM"])
                 .arg(nginx_binary());
             c
         } else {
-            Command::new(nginx_binary())
+            match &cfg.binary {
+                Some(b) => Command::new(b),
+                None => Command::new(nginx_binary()),
+            }
         };
+        let prefix = &self.prefix;
         cmd.arg("-p")
-            .arg(&prefix)
+            .arg(prefix)
             .arg("-e")
             .arg(prefix.join("logs/error.log"))
             .arg("-c")
@@ -194,19 +300,35 @@ http {{
                 });
             }
         }
+        if let Some(dir) = &cfg.cgroup {
+            let procs =
+                std::ffi::CString::new(dir.join("cgroup.procs").as_os_str().as_encoded_bytes())
+                    .expect("cgroup path");
+            // SAFETY: open/write/close are async-signal-safe; the path was built before
+            // fork. Writing "0" moves the writing process (v1 and v2).
+            unsafe {
+                cmd.pre_exec(move || {
+                    let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
+                    if fd < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    let n = libc::write(fd, b"0".as_ptr().cast(), 1);
+                    let err = std::io::Error::last_os_error();
+                    libc::close(fd);
+                    if n != 1 {
+                        return Err(err);
+                    }
+                    Ok(())
+                });
+            }
+        }
         // Own process group: a Ctrl-C at the terminal does not reach nginx; Drop stops it.
         cmd.process_group(0);
         let child = cmd
             .spawn()
             .expect("spawn nginx (is it installed? run `cargo xtask setup`)");
-        let mut ng = Nginx {
-            child: Some(child),
-            prefix,
-            _dir: dir,
-            port,
-            in_namespace: cfg.pid_namespace,
-            daemon_master: None,
-        };
+        let ng = self;
+        ng.child = Some(child);
         if cfg.daemon {
             let mut child = ng.child.take().expect("child");
             let status = child.wait().expect("wait for nginx to daemonize");
@@ -216,7 +338,7 @@ http {{
                     let _ = e.read_to_string(&mut err);
                 }
                 if err.contains("Address already in use") {
-                    return None;
+                    return false;
                 }
                 panic!("nginx failed to start as a daemon: {err}");
             }
@@ -226,11 +348,26 @@ http {{
                 .expect("daemon pid file");
             ng.daemon_master = Some(pid);
         }
-        if ng.wait_ready(cfg.workers as usize) {
-            Some(ng)
+        let workers = if cfg.workers_auto {
+            // What nginx's `auto` counts: online CPUs (not the cgroup's quota).
+            // SAFETY: sysconf has no preconditions.
+            (unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }).max(1) as usize
         } else {
-            None
-        }
+            cfg.workers as usize
+        };
+        ng.wait_ready(workers)
+    }
+
+    /// Stops nginx (as [`Nginx::stop`]) and starts a new master with the same prefix,
+    /// config and port, as `systemctl restart nginx` does; returns the new master's pid.
+    pub fn restart(&mut self) -> u32 {
+        self.stop();
+        assert!(
+            self.launch(),
+            "nginx could not bind port {} again",
+            self.port
+        );
+        self.master_pid()
     }
 
     /// True when ready; false when nginx exited because its port was taken.
@@ -280,6 +417,19 @@ http {{
         format!("http://127.0.0.1:{}/", self.port)
     }
 
+    /// `https://127.0.0.1:port/` (a [`NginxConfig::tls`] nginx).
+    pub fn https_url(&self) -> String {
+        format!("https://127.0.0.1:{}/", self.port)
+    }
+
+    /// Lines in the access log (`<prefix>/logs/access.log`): one per request nginx
+    /// logged.
+    pub fn access_log_lines(&self) -> usize {
+        fs::read_to_string(self.prefix.join("logs/access.log"))
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+    }
+
     /// The master's host pid (with a pid namespace: the child of `unshare`).
     pub fn master_pid(&self) -> u32 {
         if let Some(pid) = self.daemon_master {
@@ -317,6 +467,11 @@ http {{
         let held = self.hold_connections(n);
         std::thread::sleep(secs);
         drop(held);
+    }
+
+    /// nginx's pid file (`pid` in the generated config).
+    pub fn pid_file(&self) -> PathBuf {
+        self.prefix.join("logs/nginx.pid")
     }
 
     /// Contents of the error log.
@@ -391,37 +546,6 @@ pub fn children_of(ppid: u32) -> Vec<u32> {
     }
     out.sort_unstable();
     out
-}
-
-/// Sends one `GET /` on a new connection with `Connection: close` and reads the whole
-/// response; `n` times, one after the other. Returns the number of 200 responses.
-pub fn one_request_per_connection(addr: SocketAddr, n: usize) -> usize {
-    let mut ok = 0;
-    for _ in 0..n {
-        let mut s = TcpStream::connect(addr).expect("connect");
-        s.write_all(b"GET / HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
-            .expect("send");
-        let mut resp = Vec::new();
-        s.read_to_end(&mut resp).expect("read response");
-        if resp.starts_with(b"HTTP/1.1 200") {
-            ok += 1;
-        }
-    }
-    ok
-}
-
-/// Like [`one_request_per_connection`], but loops until `stop` is set; returns the
-/// number of connections that completed a 200 response. Connections that fail are
-/// not counted (and make the caller's exact totals wrong, so they panic).
-pub fn one_request_per_connection_until(
-    addr: SocketAddr,
-    stop: &std::sync::atomic::AtomicBool,
-) -> usize {
-    let mut n = 0;
-    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-        n += one_request_per_connection(addr, 1);
-    }
-    n
 }
 
 /// Reads one HTTP/1.1 response (status line, headers, Content-Length body) from `c`.
@@ -504,281 +628,137 @@ pub fn keepalive_requests(addr: SocketAddr, connections: usize, requests_each: u
     ok
 }
 
-/// Path of the nginx-probe binary under test: `$NGINX_PROBE_BIN`, else the workspace's
-/// `target/release/nginx-probe` (what `cargo xtask test` builds).
-pub fn probe_binary() -> PathBuf {
-    if let Ok(p) = std::env::var("NGINX_PROBE_BIN") {
-        return PathBuf::from(p);
+/// HTTP status of one response read from `c` (headers, then a Content-Length body),
+/// and whether nginx said `Connection: close`; None if the connection ended first.
+pub fn read_status(c: &mut BufReader<TcpStream>) -> Option<(u16, bool)> {
+    let mut status = String::new();
+    if c.read_line(&mut status).ok()? == 0 {
+        return None;
     }
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/nginx-probe");
-    assert!(
-        p.exists(),
-        "{} not found: run the tests with `cargo xtask test`",
-        p.display()
-    );
-    p
-}
-
-/// A running nginx-probe, started with [`ProbeRun::start`] and ready (its banner seen).
-/// Dropping it kills it.
-pub struct ProbeRun {
-    child: Option<Child>,
-    stderr_lines: mpsc::Receiver<String>,
-    /// stderr lines read so far.
-    pub stderr: Vec<String>,
-}
-
-/// What a finished probe run produced.
-#[derive(Debug)]
-pub struct ProbeOutput {
-    /// Exit status.
-    pub status: ExitStatus,
-    /// Everything written to stdout.
-    pub stdout: String,
-    /// Everything written to stderr.
-    pub stderr: String,
-}
-
-impl ProbeOutput {
-    /// The last stdout line parsed as JSON (the summary with `--json`).
-    pub fn summary_json(&self) -> serde_json::Value {
-        let line = self
-            .stdout
-            .lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or_else(|| panic!("no JSON on stdout; stderr: {}", self.stderr));
-        serde_json::from_str(line).unwrap_or_else(|e| panic!("bad JSON ({e}): {line}"))
-    }
-}
-
-impl ProbeRun {
-    /// Starts `nginx-probe <args>` and waits (up to 30 s) until it prints its
-    /// "Hit Ctrl-C to end." banner, i.e. until its tracepoints are attached.
-    pub fn start(args: &[&str]) -> ProbeRun {
-        ProbeRun::start_with_binary(&probe_binary(), args)
-    }
-
-    /// Like [`ProbeRun::start`] with an explicit nginx-probe binary (for `cargo xtask`,
-    /// which builds it).
-    pub fn start_with_binary(binary: &Path, args: &[&str]) -> ProbeRun {
-        ProbeRun::spawn(binary, args, Stdio::piped())
-    }
-
-    fn spawn(binary: &Path, args: &[&str], stdout: Stdio) -> ProbeRun {
-        let mut child = Command::new(binary)
-            .args(args)
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(stdout)
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn nginx-probe");
-        let stderr = child.stderr.take().expect("stderr");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut run = ProbeRun {
-            child: Some(child),
-            stderr_lines: rx,
-            stderr: Vec::new(),
-        };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            match run.stderr_lines.recv_timeout(Duration::from_millis(100)) {
-                Ok(line) => {
-                    let ready = line.contains("Hit Ctrl-C to end.");
-                    run.stderr.push(line);
-                    if ready {
-                        return run;
-                    }
-                }
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    let out = run.wait();
-                    panic!("nginx-probe exited before attaching: {out:?}");
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "nginx-probe did not attach in 30 s: {:?}",
-                run.stderr
-            );
-        }
-    }
-
-    /// The probe's pid.
-    pub fn pid(&self) -> u32 {
-        self.child.as_ref().expect("running").id()
-    }
-
-    /// Sends `sig` (SIGINT for Ctrl-C, SIGTERM) and waits for the probe to exit.
-    pub fn stop_with(mut self, sig: Signal) -> ProbeOutput {
-        let _ = kill(Pid::from_raw(self.pid() as i32), sig);
-        self.wait()
-    }
-
-    /// Waits for the probe to exit (for runs with `--duration`).
-    pub fn wait(&mut self) -> ProbeOutput {
-        let mut child = self.child.take().expect("running");
-        let mut stdout = String::new();
-        if let Some(mut o) = child.stdout.take() {
-            o.read_to_string(&mut stdout).expect("read stdout");
-        }
-        let status = child.wait().expect("wait nginx-probe");
-        while let Ok(line) = self.stderr_lines.recv_timeout(Duration::from_secs(2)) {
-            self.stderr.push(line);
-        }
-        ProbeOutput {
-            status,
-            stdout,
-            stderr: self.stderr.join("\n"),
-        }
-    }
-}
-
-impl Drop for ProbeRun {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// Runs nginx-probe to completion with `args` (for the bad-input cases).
-pub fn run_probe(args: &[&str]) -> ProbeOutput {
-    let out = Command::new(probe_binary())
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run nginx-probe");
-    ProbeOutput {
-        status: out.status,
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-/// Ids and names of all loaded BPF programs, from `bpftool prog show --json`.
-pub fn loaded_programs() -> Vec<(u64, String)> {
-    let out = Command::new("bpftool")
-        .args(["prog", "show", "--json"])
-        .output()
-        .expect("run bpftool (run `cargo xtask setup`)");
-    assert!(
-        out.status.success(),
-        "bpftool failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("bpftool JSON");
-    v.as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|p| {
-                    Some((
-                        p.get("id")?.as_u64()?,
-                        p.get("name")
-                            .and_then(|n| n.as_str())
-                            .unwrap_or("")
-                            .to_string(),
-                    ))
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// Ids of loaded programs named like nginx-probe's (`sys_enter_*`, `sys_exit_*`).
-pub fn our_program_ids() -> Vec<u64> {
-    loaded_programs()
-        .into_iter()
-        .filter(|(_, n)| n.starts_with("sys_enter_") || n.starts_with("sys_exit_"))
-        .map(|(id, _)| id)
-        .collect()
-}
-
-/// Ids of the BPF programs a process holds open, from `/proc/<pid>/fdinfo/*` (`prog_id:`
-/// of `anon_inode:bpf-prog` fds).
-pub fn prog_ids_held_by(pid: u32) -> Vec<u64> {
-    let mut ids = Vec::new();
-    let Ok(rd) = fs::read_dir(format!("/proc/{pid}/fd")) else {
-        return ids;
-    };
-    for e in rd.flatten() {
-        let Ok(target) = fs::read_link(e.path()) else {
-            continue;
-        };
-        if target.to_string_lossy() != "anon_inode:bpf-prog" {
-            continue;
-        }
-        let fdinfo = format!("/proc/{pid}/fdinfo/{}", e.file_name().to_string_lossy());
-        if let Ok(info) = fs::read_to_string(fdinfo) {
-            for line in info.lines() {
-                if let Some(v) = line.strip_prefix("prog_id:") {
-                    if let Ok(id) = v.trim().parse() {
-                        ids.push(id);
-                    }
-                }
-            }
-        }
-    }
-    ids.sort_unstable();
-    ids.dedup();
-    ids
-}
-
-/// Waits up to 5 s for every program in `ids` to be unloaded (the kernel frees a
-/// program shortly after its last fd closes); panics naming those still loaded.
-pub fn assert_released(ids: &[u64], context: &str) {
-    assert!(!ids.is_empty(), "{context}: no program ids to check");
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let code = status.split(' ').nth(1)?.parse().ok()?;
+    let mut len = 0usize;
+    let mut close = false;
     loop {
-        let loaded: Vec<u64> = loaded_programs().into_iter().map(|(id, _)| id).collect();
-        let left: Vec<u64> = ids
-            .iter()
-            .copied()
-            .filter(|id| loaded.contains(id))
-            .collect();
-        if left.is_empty() {
-            return;
+        let mut line = String::new();
+        if c.read_line(&mut line).ok()? == 0 {
+            return None;
         }
-        assert!(
-            Instant::now() < deadline,
-            "{context}: programs still loaded: {left:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
+        if line == "\r\n" {
+            break;
+        }
+        let lower = line.to_ascii_lowercase();
+        if let Some(v) = lower.strip_prefix("content-length:") {
+            len = v.trim().parse().ok()?;
+        }
+        if lower.starts_with("connection:") && lower.contains("close") {
+            close = true;
+        }
+    }
+    let mut body = vec![0u8; len];
+    c.read_exact(&mut body).ok()?;
+    Some((code, close))
+}
+
+/// `clients` threads, each sending `GET /` on a keepalive connection (a new one after
+/// `Connection: close`) `per_client` times, paced at `per_s` a second from a common
+/// start: every 1/per_s seconds all clients send at once (hey -q's bursts). Returns the
+/// responses by status code and the connections opened. Panics on a lost response.
+pub fn paced_requests(
+    addr: SocketAddr,
+    clients: usize,
+    per_client: usize,
+    per_s: f64,
+) -> (std::collections::BTreeMap<u16, usize>, usize) {
+    let start = Instant::now() + Duration::from_millis(100);
+    let handles: Vec<_> = (0..clients)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut statuses = std::collections::BTreeMap::new();
+                let mut opened = 0;
+                let mut conn: Option<BufReader<TcpStream>> = None;
+                for k in 0..per_client {
+                    let at = start + Duration::from_secs_f64(k as f64 / per_s);
+                    if let Some(wait) = at.checked_duration_since(Instant::now()) {
+                        std::thread::sleep(wait);
+                    }
+                    let c = conn.get_or_insert_with(|| {
+                        opened += 1;
+                        BufReader::new(TcpStream::connect(addr).expect("connect"))
+                    });
+                    c.get_mut()
+                        .write_all(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n")
+                        .expect("send");
+                    let (code, close) = read_status(c).expect("response");
+                    *statuses.entry(code).or_insert(0) += 1;
+                    if close {
+                        conn = None;
+                    }
+                }
+                (statuses, opened)
+            })
+        })
+        .collect();
+    let mut all = std::collections::BTreeMap::new();
+    let mut opened = 0;
+    for h in handles {
+        let (s, o) = h.join().expect("client thread");
+        for (k, v) in s {
+            *all.entry(k).or_insert(0) += v;
+        }
+        opened += o;
+    }
+    (all, opened)
+}
+
+/// A throwaway cgroup with a CPU quota: cgroup v2 (`cpu.max`) when the unified
+/// hierarchy has the cpu controller, else v1's `cpu` controller
+/// (`cpu.cfs_quota_us`/`cpu.cfs_period_us`). Dropping it removes the directory (stop
+/// the processes in it first).
+pub struct CpuCgroup {
+    /// The cgroup's directory.
+    pub dir: PathBuf,
+    /// 1 or 2.
+    pub version: u8,
+}
+
+impl CpuCgroup {
+    /// Creates `name` with a quota of `quota_us` per `period_us`.
+    pub fn create(name: &str, quota_us: u64, period_us: u64) -> CpuCgroup {
+        let v2 = fs::read_to_string("/sys/fs/cgroup/cgroup.subtree_control")
+            .map(|c| c.split_whitespace().any(|x| x == "cpu"))
+            .unwrap_or(false);
+        let (dir, version) = if v2 {
+            (PathBuf::from("/sys/fs/cgroup").join(name), 2)
+        } else {
+            (PathBuf::from("/sys/fs/cgroup/cpu").join(name), 1)
+        };
+        let _ = fs::remove_dir(&dir);
+        fs::create_dir(&dir).expect("mkdir cgroup (root, cgroup fs mounted?)");
+        if v2 {
+            fs::write(dir.join("cpu.max"), format!("{quota_us} {period_us}")).expect("cpu.max");
+        } else {
+            fs::write(dir.join("cpu.cfs_period_us"), period_us.to_string()).expect("period");
+            fs::write(dir.join("cpu.cfs_quota_us"), quota_us.to_string()).expect("quota");
+        }
+        CpuCgroup { dir, version }
+    }
+
+    /// `nr_throttled` of the cgroup's `cpu.stat`.
+    pub fn nr_throttled(&self) -> u64 {
+        fs::read_to_string(self.dir.join("cpu.stat"))
+            .expect("cpu.stat")
+            .lines()
+            .find_map(|l| l.strip_prefix("nr_throttled "))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("nr_throttled")
     }
 }
 
-/// Sum of `accepts` over the workers of a summary document, including old exited
-/// workers merged into `exited_merged`.
-pub fn total_accepts(summary: &serde_json::Value) -> u64 {
-    workers(summary)
-        .iter()
-        .map(|w| w["accepts"].as_u64().expect("accepts"))
-        .sum::<u64>()
-        + summary["exited_merged"]["accepts"].as_u64().unwrap_or(0)
-}
-
-/// The `workers` array of a report document.
-pub fn workers(doc: &serde_json::Value) -> Vec<serde_json::Value> {
-    doc["workers"].as_array().expect("workers array").clone()
-}
-
-/// Sum over workers of `accept_errors[errno]`.
-pub fn total_accept_errors(summary: &serde_json::Value, errno: &str) -> u64 {
-    workers(summary)
-        .iter()
-        .map(|w| {
-            w["accept_errors"][errno]
-                .as_u64()
-                .expect("accept_errors entry")
-        })
-        .sum()
+impl Drop for CpuCgroup {
+    fn drop(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while fs::remove_dir(&self.dir).is_err() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
 }

@@ -23,7 +23,7 @@ pub struct ClientRun {
 /// Runs `wrk -t1 -c<connections> -d<secs>s --latency <url>`: `connections` keepalive
 /// clients from one thread (wrk reconnects when nginx closes a connection).
 pub fn wrk(url: &str, connections: u32, secs: u64) -> Result<ClientRun> {
-    let out = Command::new("wrk")
+    let out = client_command("wrk")
         .args([
             "-t1",
             &format!("-c{connections}"),
@@ -104,7 +104,7 @@ pub fn parse_wrk_latency(v: &str) -> f64 {
 /// concurrent clients, each opening a new connection for every request (a sustained
 /// burst of new connections).
 pub fn hey_new_connections(url: &str, connections: u32, secs: u64) -> Result<ClientRun> {
-    let out = Command::new("hey")
+    let out = client_command("hey")
         .args([
             "-z",
             &format!("{secs}s"),
@@ -184,7 +184,23 @@ pub fn parse_hey(text: &str) -> Result<ClientRun> {
     })
 }
 
-fn clk_tck() -> f64 {
+/// The CPU's model name (`model name` in /proc/cpuinfo), "unknown" when unreadable:
+/// the machine line of the claims lab and of the benchmark page.
+pub fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// Clock ticks per second (`sysconf(_SC_CLK_TCK)`), the unit of `/proc/<pid>/stat` and
+/// `/proc/stat` times.
+pub fn clk_tck() -> f64 {
     // SAFETY: sysconf has no preconditions.
     let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     if t > 0 {
@@ -201,6 +217,36 @@ pub fn cpu_seconds(pid: u32) -> Option<f64> {
     let f: Vec<&str> = rest.split_whitespace().collect();
     let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
     Some(ticks / clk_tck())
+}
+
+/// Time the CPUs in `cpus` ran tasks or lost to the hypervisor so far, seconds: user +
+/// nice + system + steal of their `cpuN` lines in `/proc/stat` (irq and softirq time,
+/// which no task is charged for, left out).
+pub fn cpus_busy_seconds(cpus: &[usize]) -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let mut ticks = 0.0;
+    let mut found = 0;
+    for line in stat.lines() {
+        let mut f = line.split_whitespace();
+        let Some(n) = f
+            .next()
+            .and_then(|c| c.strip_prefix("cpu"))
+            .and_then(|n| n.parse::<usize>().ok())
+        else {
+            continue;
+        };
+        if !cpus.contains(&n) {
+            continue;
+        }
+        let v: Vec<f64> = f.filter_map(|x| x.parse().ok()).collect();
+        // user nice system idle iowait irq softirq steal
+        ticks += [0, 1, 2, 5, 6, 7]
+            .iter()
+            .filter_map(|&i| v.get(i))
+            .sum::<f64>();
+        found += 1;
+    }
+    (found == cpus.len()).then(|| ticks / clk_tck())
 }
 
 /// Context switches of a process so far: (voluntary, nonvoluntary), from the
@@ -220,6 +266,80 @@ pub fn ctxt_switches(pid: u32) -> Option<(u64, u64)> {
         field("voluntary_ctxt_switches:")?,
         field("nonvoluntary_ctxt_switches:")?,
     ))
+}
+
+/// Where the load generator and the workers run, when pinned.
+pub struct Pinning {
+    /// `taskset -c` list for wrk/hey.
+    pub client_cpus: String,
+    /// Appended to nginx's main context: the workers on every CPU but the last.
+    pub nginx_directive: String,
+    /// Online CPUs.
+    pub ncpus: usize,
+}
+
+impl Pinning {
+    /// One sentence saying what is pinned where.
+    pub fn describe(&self) -> String {
+        format!(
+            "Pinned: the load generator on CPU {} (taskset), the nginx workers on {} (`worker_cpu_affinity auto`), so that they do not compete for a core.",
+            self.client_cpus,
+            match self.ncpus {
+                2 => "CPU 0".to_string(),
+                n => format!("CPUs 0-{}", n - 2),
+            }
+        )
+    }
+
+    /// `worker_cpu_affinity` for an nginx that is part of the load (an upstream behind
+    /// the nginx under test): the load generator's CPU.
+    pub fn client_nginx_directive(&self) -> String {
+        format!(
+            "\nworker_cpu_affinity auto 1{};\n",
+            "0".repeat(self.ncpus - 1)
+        )
+    }
+}
+
+/// The pinning to use on this machine: with at least 2 CPUs, the last for the load
+/// generator and the rest for nginx's workers; `None` when asked not to or when there
+/// is one CPU.
+pub fn pin_plan(pin: bool) -> Option<Pinning> {
+    let ncpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    if !pin || ncpus < 2 {
+        return None;
+    }
+    // Bit i of the mask (rightmost first) is CPU i: every CPU but the last.
+    let mask = format!("0{}", "1".repeat(ncpus - 1));
+    Some(Pinning {
+        client_cpus: (ncpus - 1).to_string(),
+        nginx_directive: format!("\nworker_cpu_affinity auto {mask};\n"),
+        ncpus,
+    })
+}
+
+/// CPUs (a `taskset -c` list) the load generators run on, once set by
+/// [`pin_clients`]; unset: anywhere.
+static CLIENT_CPUS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Pins every later wrk/hey run to `cpus` (a `taskset -c` list), away from the nginx
+/// workers.
+pub fn pin_clients(cpus: &str) {
+    let _ = CLIENT_CPUS.set(cpus.to_string());
+}
+
+/// `program`, under `taskset -c CPUS` when the clients are pinned.
+fn client_command(program: &str) -> Command {
+    match CLIENT_CPUS.get() {
+        Some(cpus) => {
+            let mut c = Command::new("taskset");
+            c.args(["-c", cpus, program]);
+            c
+        }
+        None => Command::new(program),
+    }
 }
 
 #[cfg(test)]
@@ -270,6 +390,12 @@ Error distribution:
         assert_eq!(r.p99_ms, 25.0);
         assert_eq!(r.requests, 16000);
         assert_eq!(r.errors, 19);
+    }
+
+    #[test]
+    fn cpu_busy_time_is_read_for_existing_cpus_only() {
+        assert!(cpus_busy_seconds(&[0]).is_some_and(|s| s > 0.0));
+        assert_eq!(cpus_busy_seconds(&[0, 100_000]), None);
     }
 
     #[test]

@@ -10,13 +10,14 @@ use std::{
         atomic::{AtomicBool, Ordering},
         Arc,
     },
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use anyhow::{bail, Context as _, Result};
 
 mod bench;
 mod claims;
+mod dist;
 mod load;
 mod overhead;
 use clap::{Parser, Subcommand};
@@ -35,6 +36,8 @@ const DEBIAN_PACKAGES: &[&str] = &[
     "nginx",
     "wrk",
     "hey",
+    "curl",
+    "openssl",
     "bpftool",
     "bpftrace",
     "strace",
@@ -42,7 +45,14 @@ const DEBIAN_PACKAGES: &[&str] = &[
     "util-linux",
     "tmux",
     "chromium",
+    // promtool checks the alert rules and a real scrape (tests/tests/integration/contrib.rs).
+    "prometheus",
+    // `man -l` renders the generated man page (cargo xtask dist --check).
+    "man-db",
 ];
+
+/// cargo-deb builds the .deb of `cargo xtask dist`.
+const CARGO_DEB_VERSION: &str = "3.8.0";
 
 #[derive(Parser)]
 #[command(name = "xtask")]
@@ -73,19 +83,41 @@ enum Cmd {
     },
     /// clippy on the host crates, then on the eBPF crate on its own.
     Lint,
+    /// Print the metrics table of the docs, made from the Prometheus families table in
+    /// the code (nginx-probe/src/render/prometheus_families.rs).
+    MetricsDoc {
+        /// Rewrite the table in docs/metrics.md instead of printing it.
+        #[arg(long)]
+        write: bool,
+    },
     /// Claims lab (root): tuning claims from ../shared/seeds as A/B nginx configs under
     /// the same load, each recorded with nginx-probe and judged by explicit rules on its
     /// metrics; prints a markdown table, writes claims.md, claims.json and the runs.
     Claims {
-        /// Short runs: 2 s of load per config instead of 8.
+        /// Short runs: 2 s of load per config instead of 8, one run per config.
         #[arg(long)]
         quick: bool,
+        /// Runs per config, interleaved (A B A B ...); each claim is judged on the
+        /// medians and decided only when resampling the runs agrees.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=50))]
+        repeat: u32,
+        /// Do not pin the load generator and the nginx workers to separate CPUs.
+        #[arg(long)]
+        no_pin: bool,
         /// Output directory (default: target/claims).
         #[arg(long)]
         out: Option<PathBuf>,
         /// Only these claims (keepalive, access_log, multi_accept, nofile,
         /// worker_connections, open_file_cache, sendfile, worker_processes, backlog).
         claims: Vec<String>,
+    },
+    /// Release artifacts in target/dist: a static musl binary, the man page, shell
+    /// completions and a .deb (with the systemd unit, dashboard and alert rules).
+    Dist {
+        /// Then check them (root): static binary, `dpkg-deb -c`, `man -l`, and the basic
+        /// accept test run with the static binary.
+        #[arg(long)]
+        check: bool,
     },
     /// Benchmarks (root): measurements and ratios, never pass/fail on speed.
     Bench {
@@ -96,15 +128,35 @@ enum Cmd {
 
 #[derive(Subcommand)]
 enum BenchCmd {
-    /// Throughput, p99, CPU, RSS, attach time and ns per event: no tracer vs
-    /// nginx-probe vs nginx-probe --uprobes vs bpftrace vs strace, interleaved.
+    /// What tracing costs nginx's workers per request, per workload (static 30-byte
+    /// file, HTTPS 4 KB, reverse proxy): interleaved rounds of no tracer, nginx-probe's
+    /// modes and empty-program floors; medians and ratios with 95% intervals.
     Overhead {
-        /// Interleaved rounds (each runs every tracer once).
+        /// Workload: `static` (30-byte file, HTTP), `https` (4 KB page over TLS),
+        /// `proxy` (proxy_pass to a second nginx, upstream keepalive) or `all`.
+        #[arg(long, value_enum, default_value = "all")]
+        workload: overhead::Workload,
+        /// Interleaved rounds (each runs every mode once).
         #[arg(long, default_value_t = 5)]
         rounds: usize,
         /// Seconds of wrk load per run.
         #[arg(long, default_value_t = 8)]
         secs: u64,
+        /// Do not pin wrk and the nginx workers to separate CPUs.
+        #[arg(long)]
+        no_pin: bool,
+        /// Also run bpftrace with histograms, `strace -c -f`, `--syscalls all` and
+        /// `--writes-from-proc` (static workload only).
+        #[arg(long)]
+        extra_modes: bool,
+        /// Enable kernel.bpf_stats_enabled to report ns per program run (its own timing
+        /// adds to every BPF mode's cost).
+        #[arg(long)]
+        bpf_stats: bool,
+        /// Write the results as markdown to this file (default docs/benchmarks.md; a
+        /// relative path is under the workspace root).
+        #[arg(long, num_args = 0..=1, default_missing_value = "docs/benchmarks.md")]
+        write_doc: Option<PathBuf>,
     },
     /// Long run with reloads: exact accept totals and flat probe RSS.
     Soak {
@@ -187,10 +239,13 @@ fn setup() -> Result<()> {
             .args(&missing)
             .env("DEBIAN_FRONTEND", "noninteractive"))?;
         // The package starts a system nginx on port 80; the tests start their own.
-        let _ = Command::new("systemctl")
-            .args(["disable", "--now", "nginx"])
-            .stderr(Stdio::null())
-            .status();
+        // Likewise the prometheus package's server: only promtool is used.
+        for unit in ["nginx", "prometheus"] {
+            let _ = Command::new("systemctl")
+                .args(["disable", "--now", unit])
+                .stderr(Stdio::null())
+                .status();
+        }
     }
 
     // 2. The pinned nightly with rust-src (eBPF crates are built with -Z build-std=core)
@@ -255,6 +310,23 @@ fn setup() -> Result<()> {
                 "llvm-22",
             ])
             .env("PATH", path))?;
+    }
+
+    // 4. For `cargo xtask dist`: the static target and cargo-deb.
+    dist::ensure_musl_target()?;
+    let deb = output_of(Command::new(cargo_bin_dir().join("cargo-deb")).arg("--version"))
+        .unwrap_or_default();
+    if deb.contains(CARGO_DEB_VERSION) {
+        println!("setup: cargo-deb {CARGO_DEB_VERSION} present");
+    } else {
+        println!("setup: installing cargo-deb {CARGO_DEB_VERSION}");
+        run(Command::new("cargo").args([
+            "install",
+            "cargo-deb",
+            "--locked",
+            "--version",
+            CARGO_DEB_VERSION,
+        ]))?;
     }
     Ok(())
 }
@@ -400,19 +472,52 @@ fn test(args: &[String]) -> Result<()> {
         bail!("the integration tests load eBPF programs and start nginx: run them as root (sudo cargo xtask test)");
     }
     println!("test: integration tests against a real nginx (root)");
-    run(Command::new("cargo")
-        .current_dir(&root)
-        .env("NGINX_PROBE_BIN", &probe)
-        .args([
-            "test",
-            "--release",
-            "--package",
-            "nginx-probe-tests",
-            "--",
-            "--test-threads=1",
-        ])
-        .args(args))?;
-    Ok(())
+    run_with_deadline(
+        Command::new("cargo")
+            .current_dir(&root)
+            .env("NGINX_PROBE_BIN", &probe)
+            .args([
+                "test",
+                "--release",
+                "--no-fail-fast",
+                "--package",
+                "nginx-probe-tests",
+                "--",
+                "--test-threads=1",
+            ])
+            .args(args),
+        INTEGRATION_DEADLINE,
+    )
+}
+
+/// Longest the integration suite may run (it takes about 11 minutes on an idle 2-core
+/// machine): a test that hangs fails the suite instead of stalling CI.
+const INTEGRATION_DEADLINE: Duration = Duration::from_secs(30 * 60);
+
+/// Runs `cmd` in its own process group; past `deadline` the whole group (cargo, the
+/// test binary, the nginx and probes it started) is killed and this fails.
+fn run_with_deadline(cmd: &mut Command, deadline: Duration) -> Result<()> {
+    use std::os::unix::process::CommandExt as _;
+    let mut child = cmd
+        .process_group(0)
+        .spawn()
+        .with_context(|| format!("failed to run {cmd:?}"))?;
+    let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait()? {
+            if !status.success() {
+                bail!("{cmd:?} failed: {status}");
+            }
+            return Ok(());
+        }
+        if start.elapsed() > deadline {
+            let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+            let _ = child.wait();
+            bail!("{cmd:?} still ran after {} s: killed", deadline.as_secs());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 fn lint() -> Result<()> {
@@ -454,7 +559,31 @@ fn lint() -> Result<()> {
     Ok(())
 }
 
-fn run_claims(quick: bool, out: Option<PathBuf>, filter: Vec<String>) -> Result<()> {
+/// Runs nginx-probe's `metrics_doc` example: the docs' metrics table from the code.
+fn metrics_doc(write: bool) -> Result<()> {
+    let mut cmd = Command::new("cargo");
+    cmd.current_dir(workspace_root()).args([
+        "run",
+        "--release",
+        "--quiet",
+        "--package",
+        "nginx-probe",
+        "--example",
+        "metrics_doc",
+    ]);
+    if write {
+        cmd.args(["--", "--write"]);
+    }
+    run(&mut cmd)
+}
+
+fn run_claims(
+    quick: bool,
+    repeat: u32,
+    pin: bool,
+    out: Option<PathBuf>,
+    filter: Vec<String>,
+) -> Result<()> {
     // Bad input first, before minutes of setup and build.
     claims::select(&filter)?;
     setup()?;
@@ -463,7 +592,17 @@ fn run_claims(quick: bool, out: Option<PathBuf>, filter: Vec<String>) -> Result<
         bail!("the claims lab loads eBPF programs and starts nginx: run it as root (sudo cargo xtask claims)");
     }
     let out = out.unwrap_or_else(|| workspace_root().join("target/claims"));
-    claims::claims(&probe, &claims::Options { quick, out, filter })
+    let repeat = if quick { 1 } else { repeat as usize };
+    claims::claims(
+        &probe,
+        &claims::Options {
+            quick,
+            out,
+            filter,
+            repeat,
+            pin,
+        },
+    )
 }
 
 fn main() {
@@ -473,11 +612,39 @@ fn main() {
         Cmd::Demo { pid, duration } => demo(pid, duration),
         Cmd::Test { args } => test(&args),
         Cmd::Lint => lint(),
-        Cmd::Claims { quick, out, claims } => run_claims(quick, out, claims),
+        Cmd::MetricsDoc { write } => metrics_doc(write),
+        Cmd::Claims {
+            quick,
+            repeat,
+            no_pin,
+            out,
+            claims,
+        } => run_claims(quick, repeat, !no_pin, out, claims),
+        Cmd::Dist { check } => setup().and_then(|_| dist::dist(check)),
         Cmd::Bench { which } => match which {
-            BenchCmd::Overhead { rounds, secs } => setup()
-                .and_then(|_| build_probe())
-                .and_then(|p| overhead::overhead(&p, rounds, secs)),
+            BenchCmd::Overhead {
+                workload,
+                rounds,
+                secs,
+                no_pin,
+                extra_modes,
+                bpf_stats,
+                write_doc,
+            } => {
+                let opts = overhead::Options {
+                    workload,
+                    rounds,
+                    secs,
+                    pin: !no_pin,
+                    extra_modes,
+                    bpf_stats,
+                    write_doc,
+                };
+                let abs = opts.write_doc.as_ref().map(|p| workspace_root().join(p));
+                setup()
+                    .and_then(|_| build_probe())
+                    .and_then(|p| overhead::overhead(&p, &opts, abs.as_deref()))
+            }
             BenchCmd::Soak {
                 minutes,
                 reloads_per_minute,

@@ -1,0 +1,875 @@
+//! `nginx-probe compare BEFORE AFTER`: the change of each metric between two recordings,
+//! with a noise estimate from their per-interval values, the verdicts that appeared or
+//! went away, and one sentence a person can paste into a ticket. Pure: unit tests feed
+//! it reports.
+
+use std::{collections::BTreeMap, fmt::Write as _};
+
+use serde::Serialize;
+
+use crate::{
+    io::recording::Recording,
+    model::{quantile_ns, Report, WorkerReport},
+    render::safe,
+};
+
+/// Syscalls that wait for events rather than do work (left out of time per request).
+const WAITS: [&str; 3] = ["epoll_wait", "epoll_pwait", "epoll_pwait2"];
+/// Syscalls that write (write time per request).
+const WRITES: [&str; 4] = ["write", "writev", "pwrite64", "pwritev"];
+/// Intervals needed on each side before their spread is used as the noise estimate.
+pub const MIN_INTERVALS: usize = 3;
+/// A change counts as beyond noise when the interval medians differ by more than this
+/// many times the sum of both sides' spreads (half the interquartile range).
+pub const NOISE_FACTOR: f64 = 2.0;
+/// Peak fds over the limit below which changes in it are reported as unchanged.
+pub const FD_SHARE_THAT_MATTERS: f64 = 0.5;
+/// Relative changes smaller than this are reported as unchanged, whatever the noise.
+pub const MIN_RELATIVE_CHANGE: f64 = 0.05;
+
+/// What a metric means, for tables and sentences.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct MetricDef {
+    /// Stable key, e.g. `access_log_writes_per_request`.
+    pub key: &'static str,
+    /// Words for a sentence, e.g. `access-log writes per request`.
+    pub label: &'static str,
+    /// Unit shown after values (empty for ratios and counts).
+    pub unit: &'static str,
+}
+
+const fn def(key: &'static str, label: &'static str, unit: &'static str) -> MetricDef {
+    MetricDef { key, label, unit }
+}
+
+/// The whole-report metrics, in table order (per-syscall ones follow them).
+pub const METRICS: &[MetricDef] = &[
+    def("requests_per_s", "requests per second", "/s"),
+    def("accepts_per_s", "accepts per second", "/s"),
+    def("accepts_per_request", "accepts per request", ""),
+    def("requests_per_connection", "requests per connection", ""),
+    def("syscalls_per_request", "traced syscalls per request", ""),
+    def(
+        "syscall_us_per_request",
+        "worker syscall time per request",
+        "us",
+    ),
+    def(
+        "write_us_per_request",
+        "worker write time per request",
+        "us",
+    ),
+    def(
+        "access_log_writes_per_request",
+        "access-log writes per request",
+        "",
+    ),
+    def(
+        "access_log_write_us_per_request",
+        "access-log write time per request",
+        "us",
+    ),
+    def(
+        "error_log_writes_per_request",
+        "error-log writes per request",
+        "",
+    ),
+    def(
+        "access_log_opens_per_request",
+        "access-log opens per request",
+        "",
+    ),
+    def("cpu_us_per_request", "worker CPU per request", "us"),
+    def("busy_share_mean", "mean worker busy share", ""),
+    def("busiest_accept_share", "busiest worker's accept share", ""),
+    def("emfile_per_s", "EMFILE accept failures per second", "/s"),
+    def("enfile_per_s", "ENFILE accept failures per second", "/s"),
+    def(
+        "accepted_then_closed_per_s",
+        "connections closed right after accept per second",
+        "/s",
+    ),
+    def(
+        "listen_overflows_per_s",
+        "accept-queue overflows per second",
+        "/s",
+    ),
+    def("request_p99_us", "request p99", "us"),
+    def("fd_peak_share", "peak fds over the fd limit", ""),
+];
+
+/// Every worker of a report, exited ones and the merged old exited ones included.
+fn all_workers(r: &Report) -> impl Iterator<Item = &WorkerReport> {
+    r.workers
+        .iter()
+        .chain(r.exited_merged.as_ref().map(|m| &m.stats))
+}
+
+/// The metrics of one report (an interval or the summary), by key. Metrics that are
+/// undefined for the report (per request with no requests, CPU when unreadable) are
+/// absent. Per-syscall metrics are `<syscall>_per_request` and `<syscall>_p99_us`.
+pub fn metrics(r: &Report) -> BTreeMap<String, f64> {
+    let mut m = BTreeMap::new();
+    let ws: Vec<&WorkerReport> = all_workers(r).collect();
+    let sum = |f: &dyn Fn(&WorkerReport) -> u64| -> u64 { ws.iter().map(|w| f(w)).sum() };
+    // All of nginx's requests (report-level, with their source); unknown: every
+    // per-request metric is absent.
+    let known = r.requests.count;
+    let requests = known.unwrap_or(0);
+    let accepts = sum(&|w| w.accepts);
+    let dur = r.duration_s;
+    let mut put = |k: &str, v: f64| {
+        if v.is_finite() {
+            m.insert(k.to_string(), v);
+        }
+    };
+    if dur > 0.0 {
+        if known.is_some() {
+            put("requests_per_s", requests as f64 / dur);
+        }
+        put("accepts_per_s", accepts as f64 / dur);
+        let err = |name: &str| sum(&|w| w.accept_errors.get(name).copied().unwrap_or(0));
+        put("emfile_per_s", err("EMFILE") as f64 / dur);
+        put("enfile_per_s", err("ENFILE") as f64 / dur);
+        // Detail (close_after_accept): per second the detail layer counted.
+        let detail_s = crate::model::detail_seconds(dur, r.detail.as_ref());
+        if detail_s > 0.0 {
+            put(
+                "accepted_then_closed_per_s",
+                sum(&|w| w.accepted_then_closed) as f64 / detail_s,
+            );
+        }
+        let overflows: u64 = r.listen.iter().map(|l| l.overflows).sum();
+        if !r.listen.is_empty() {
+            put("listen_overflows_per_s", overflows as f64 / dur);
+        }
+    }
+    if accepts > 0 && known.is_some() {
+        put("requests_per_connection", requests as f64 / accepts as f64);
+    }
+    let syscall_ns = |names: &dyn Fn(&str) -> bool| -> u64 {
+        sum(&|w| {
+            w.syscalls
+                .iter()
+                .filter(|(k, _)| names(k))
+                .map(|(_, s)| s.total_ns)
+                .sum()
+        })
+    };
+    // With --detail sampled, detail figures were counted in the windows only: per
+    // request of the windows' requests (unknown there: absent).
+    let detail_requests = match &r.detail {
+        Some(d) => d.requests_in_windows.unwrap_or(0),
+        None => requests,
+    };
+    if requests > 0 {
+        put("accepts_per_request", accepts as f64 / requests as f64);
+        if ws.iter().all(|w| w.cpu_s.is_some()) {
+            let cpu: f64 = ws.iter().filter_map(|w| w.cpu_s).sum();
+            put("cpu_us_per_request", cpu * 1e6 / requests as f64);
+        }
+    }
+    if detail_requests > 0 {
+        let per_req = |v: u64| v as f64 / detail_requests as f64;
+        put(
+            "syscalls_per_request",
+            per_req(sum(&|w| w.syscalls.values().map(|s| s.count).sum())),
+        );
+        put(
+            "syscall_us_per_request",
+            per_req(syscall_ns(&|k| !WAITS.contains(&k))) / 1e3,
+        );
+        put(
+            "write_us_per_request",
+            per_req(syscall_ns(&|k| WRITES.contains(&k))) / 1e3,
+        );
+        let log = |f: &dyn Fn(&crate::model::WritesReport) -> u64| {
+            sum(&|w| w.writes.get("access_log").map(f).unwrap_or(0))
+        };
+        put("access_log_writes_per_request", per_req(log(&|x| x.count)));
+        put(
+            "access_log_write_us_per_request",
+            per_req(log(&|x| x.total_ns)) / 1e3,
+        );
+        put(
+            "error_log_writes_per_request",
+            per_req(sum(&|w| {
+                w.writes.get("error_log").map(|x| x.count).unwrap_or(0)
+            })),
+        );
+        // Counted only where writes are classified in the kernel (not in old
+        // recordings): compared only when every worker has it.
+        if ws.iter().all(|w| w.access_log_opens.is_some()) {
+            put(
+                "access_log_opens_per_request",
+                per_req(sum(&|w| w.access_log_opens.unwrap_or(0))),
+            );
+        }
+    }
+    let live: Vec<&&WorkerReport> = ws.iter().filter(|w| w.alive).collect();
+    if !live.is_empty() {
+        put(
+            "busy_share_mean",
+            live.iter().map(|w| w.event_loop.busy_share).sum::<f64>() / live.len() as f64,
+        );
+        if accepts > 0 {
+            put(
+                "busiest_accept_share",
+                live.iter().map(|w| w.accept_share).fold(0.0, f64::max),
+            );
+        }
+        let shares: Vec<f64> = live
+            .iter()
+            .filter_map(|w| match (w.fds.peak, w.fds.limit) {
+                (Some(p), Some(l)) if l > 0 => Some(p as f64 / l as f64),
+                _ => None,
+            })
+            .collect();
+        if !shares.is_empty() {
+            put("fd_peak_share", shares.iter().copied().fold(0.0, f64::max));
+        }
+    }
+    let p99s: Vec<u64> = ws.iter().filter_map(|w| w.requests.p99_ns).collect();
+    if !p99s.is_empty() {
+        put(
+            "request_p99_us",
+            *p99s.iter().max().unwrap_or(&0) as f64 / 1e3,
+        );
+    }
+    // Per syscall: calls per request and p99 over all workers (summed histograms).
+    let mut names: Vec<&String> = ws.iter().flat_map(|w| w.syscalls.keys()).collect();
+    names.sort();
+    names.dedup();
+    for name in names {
+        let calls: u64 = sum(&|w| w.syscalls.get(name).map(|s| s.count).unwrap_or(0));
+        if calls == 0 {
+            continue;
+        }
+        // Rare syscalls (accepts) count all the time, the rest in detail windows only.
+        let rare = nginx_probe_common::SYSCALLS
+            .iter()
+            .position(|d| d.name == name)
+            .is_some_and(|i| nginx_probe_common::is_rare(i as u32));
+        let denominator = if rare { requests } else { detail_requests };
+        if denominator > 0 {
+            put(
+                &format!("{name}_per_request"),
+                calls as f64 / denominator as f64,
+            );
+        }
+        let mut hist: Vec<u64> = Vec::new();
+        let mut max_ns = 0;
+        for s in ws.iter().filter_map(|w| w.syscalls.get(name)) {
+            if hist.len() < s.hist_log2_ns.len() {
+                hist.resize(s.hist_log2_ns.len(), 0);
+            }
+            for (a, b) in hist.iter_mut().zip(&s.hist_log2_ns) {
+                *a += b;
+            }
+            max_ns = max_ns.max(s.max_ns);
+        }
+        if hist.iter().any(|&c| c > 0) {
+            put(
+                &format!("{name}_p99_us"),
+                quantile_ns(&hist, 0.99, max_ns) as f64 / 1e3,
+            );
+        }
+    }
+    m
+}
+
+/// The definition of a metric key (per-syscall keys get a generated one).
+pub fn metric_def(key: &str) -> (String, String) {
+    if let Some(d) = METRICS.iter().find(|d| d.key == key) {
+        return (d.label.to_string(), d.unit.to_string());
+    }
+    if let Some(sc) = key.strip_suffix("_per_request") {
+        return (format!("{sc} calls per request"), String::new());
+    }
+    if let Some(sc) = key.strip_suffix("_p99_us") {
+        return (format!("{sc} p99"), "us".into());
+    }
+    (key.to_string(), String::new())
+}
+
+/// Median and spread (half the interquartile range) of some values.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
+pub struct Spread {
+    /// Values behind it (intervals).
+    pub n: usize,
+    pub median: f64,
+    /// (Q3 - Q1) / 2.
+    pub half_iqr: f64,
+}
+
+/// [`Spread`] of `xs`; None when empty.
+pub fn spread(xs: &[f64]) -> Option<Spread> {
+    if xs.is_empty() {
+        return None;
+    }
+    let mut v = xs.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    let q = |p: f64| {
+        // Linear interpolation between closest ranks.
+        let pos = p * (v.len() - 1) as f64;
+        let lo = pos.floor() as usize;
+        let hi = pos.ceil() as usize;
+        v[lo] + (v[hi] - v[lo]) * (pos - lo as f64)
+    };
+    Some(Spread {
+        n: v.len(),
+        median: q(0.5),
+        half_iqr: (q(0.75) - q(0.25)) / 2.0,
+    })
+}
+
+/// How a metric moved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Significance {
+    /// The interval medians moved by more than the noise allows.
+    BeyondNoise,
+    /// The change is within the intervals' noise.
+    WithinNoise,
+    /// Less than [`MIN_RELATIVE_CHANGE`] either way.
+    Unchanged,
+    /// Too few intervals on a side to estimate noise; the whole-run values are shown.
+    NoiseUnknown,
+}
+
+/// One metric's change.
+#[derive(Clone, Debug, Serialize)]
+pub struct MetricChange {
+    pub key: String,
+    pub label: String,
+    pub unit: String,
+    /// Whole-run values (summaries; the last interval for a cut-short recording).
+    pub before: Option<f64>,
+    pub after: Option<f64>,
+    /// (after - before) / before; None when before is 0 or either is missing.
+    pub relative: Option<f64>,
+    /// Per-interval medians and spreads.
+    pub before_intervals: Option<Spread>,
+    pub after_intervals: Option<Spread>,
+    pub significance: Significance,
+}
+
+/// The verdicts of two runs side by side.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct VerdictChanges {
+    /// In AFTER only.
+    pub appeared: Vec<String>,
+    /// In BEFORE only.
+    pub went_away: Vec<String>,
+    /// In both.
+    pub remained: Vec<String>,
+}
+
+/// The comparison of two recordings.
+#[derive(Clone, Debug, Serialize)]
+pub struct Comparison {
+    pub schema: u32,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub before: String,
+    pub after: String,
+    /// Whether the noise (the `*_intervals` spreads) comes from intervals or runs.
+    pub noise_from: NoiseSource,
+    pub metrics: Vec<MetricChange>,
+    pub verdicts: VerdictChanges,
+    /// Things that make the two runs less comparable (different hosts, syscalls, a cut
+    /// short recording).
+    pub caveats: Vec<String>,
+    /// The ticket sentence.
+    pub sentence: String,
+}
+
+fn judge(before: Option<Spread>, after: Option<Spread>, relative: Option<f64>) -> Significance {
+    if let Some(r) = relative {
+        if r.abs() < MIN_RELATIVE_CHANGE {
+            return Significance::Unchanged;
+        }
+    }
+    match (before, after) {
+        (Some(b), Some(a)) if b.n >= MIN_INTERVALS && a.n >= MIN_INTERVALS => {
+            let d = (a.median - b.median).abs();
+            let scale = b.median.abs().max(a.median.abs());
+            if scale > 0.0 && d / scale < MIN_RELATIVE_CHANGE {
+                Significance::Unchanged
+            } else if d > NOISE_FACTOR * (a.half_iqr + b.half_iqr) {
+                Significance::BeyondNoise
+            } else {
+                Significance::WithinNoise
+            }
+        }
+        _ => Significance::NoiseUnknown,
+    }
+}
+
+/// Formats a value for a sentence or table: 3 significant digits, at most 2 decimals
+/// for small numbers.
+pub fn fmt_value(v: f64) -> String {
+    let a = v.abs();
+    if a == 0.0 {
+        "0".into()
+    } else if a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else if a >= 0.01 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.4}")
+    }
+}
+
+/// Compares two recordings. `before_name`/`after_name` label them (file names).
+pub fn compare(
+    before_name: &str,
+    before: &Recording,
+    after_name: &str,
+    after: &Recording,
+) -> Comparison {
+    compare_runs(&[(before_name, before)], &[(after_name, after)])
+}
+
+/// Where the noise estimate of a comparison comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoiseSource {
+    /// One recording a side: the spread of its interval values.
+    Intervals,
+    /// Several recordings (runs) a side: the spread of the runs' whole-run values.
+    Runs,
+}
+
+/// One side of a comparison: its whole-run values, the values its noise is estimated
+/// from (intervals of one recording, or whole-run values of several), and its verdicts.
+struct Side {
+    whole: BTreeMap<String, f64>,
+    series: BTreeMap<String, Vec<f64>>,
+    verdicts: Vec<String>,
+}
+
+/// A recording's whole-run values: the summary's, or for a cut-short recording the
+/// medians of its intervals (its last interval alone is one second of the run).
+fn whole_of(rec: &Recording) -> BTreeMap<String, f64> {
+    match &rec.summary {
+        Some(s) => metrics(s),
+        None => interval_series(rec)
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), spread(v)?.median)))
+            .collect(),
+    }
+}
+
+fn interval_series(rec: &Recording) -> BTreeMap<String, Vec<f64>> {
+    let mut s: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for r in &rec.intervals {
+        for (k, v) in metrics(r) {
+            s.entry(k).or_default().push(v);
+        }
+    }
+    s
+}
+
+/// The summary's verdicts, or those of any interval of a cut-short recording.
+fn verdict_ids(rec: &Recording) -> Vec<String> {
+    let reports: Vec<&Report> = match &rec.summary {
+        Some(s) => vec![s],
+        None => rec.intervals.iter().collect(),
+    };
+    let mut v: Vec<String> = reports
+        .iter()
+        .flat_map(|r| r.verdicts.iter().map(|v| v.id.clone()))
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+fn side(recs: &[(&str, &Recording)]) -> Side {
+    if let [(_, rec)] = recs {
+        return Side {
+            whole: whole_of(rec),
+            series: interval_series(rec),
+            verdicts: verdict_ids(rec),
+        };
+    }
+    // Several runs: each run is one value; a verdict counts when more than half the
+    // runs have it.
+    let mut series: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for (_, rec) in recs {
+        for (k, v) in whole_of(rec) {
+            series.entry(k).or_default().push(v);
+        }
+    }
+    let whole = series
+        .iter()
+        .filter_map(|(k, v)| Some((k.clone(), spread(v)?.median)))
+        .collect();
+    let all: Vec<Vec<String>> = recs.iter().map(|(_, r)| verdict_ids(r)).collect();
+    let mut verdicts: Vec<String> = all
+        .iter()
+        .flatten()
+        .filter(|id| all.iter().filter(|v| v.contains(id)).count() * 2 > recs.len())
+        .cloned()
+        .collect();
+    verdicts.sort();
+    verdicts.dedup();
+    Side {
+        whole,
+        series,
+        verdicts,
+    }
+}
+
+/// A side's label: its file, or its files and how many runs.
+fn side_name(recs: &[(&str, &Recording)]) -> String {
+    match recs {
+        [(name, _)] => name.to_string(),
+        _ => format!(
+            "{} ({} runs)",
+            recs.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", "),
+            recs.len()
+        ),
+    }
+}
+
+/// Compares the runs of one setup with the runs of another. With one recording a side
+/// the noise comes from their intervals; with several (repeated runs of each config)
+/// from the spread of the runs' whole-run values, the honest noise of an A/B test, and
+/// a verdict counts on a side when more than half its runs have it.
+pub fn compare_runs(before: &[(&str, &Recording)], after: &[(&str, &Recording)]) -> Comparison {
+    let before_name = side_name(before);
+    let after_name = side_name(after);
+    let noise_from = if before.len() > 1 || after.len() > 1 {
+        NoiseSource::Runs
+    } else {
+        NoiseSource::Intervals
+    };
+    let mut caveats: Vec<String> = Vec::new();
+    let same = before_name == after_name;
+    if same {
+        caveats.push(format!(
+            "{before_name} is compared with itself: nothing can have changed"
+        ));
+    }
+    let mut seen_cut = Vec::new();
+    for (name, rec) in before.iter().chain(after) {
+        if rec.summary.is_none() && !seen_cut.contains(name) {
+            seen_cut.push(*name);
+            caveats.push(format!(
+                "{name} has no summary (the run was cut short): its whole-run values are the medians of its {} intervals, its verdicts those of any interval",
+                rec.intervals.len()
+            ));
+        }
+    }
+    let headers: Vec<_> = before
+        .iter()
+        .chain(after)
+        .filter_map(|(_, r)| r.header.as_ref())
+        .collect();
+    if let Some(h0) = headers.first() {
+        if let Some(h) = headers
+            .iter()
+            .find(|h| h.host != h0.host || h.kernel != h0.kernel)
+        {
+            caveats.push(format!(
+                "recorded on different machines: {} ({}) and {} ({})",
+                h0.host, h0.kernel, h.host, h.kernel
+            ));
+        }
+        if let Some(h) = headers.iter().find(|h| h.nginx_version != h0.nginx_version) {
+            caveats.push(format!(
+                "different nginx versions: {} and {}",
+                h0.nginx_version.as_deref().unwrap_or("unknown"),
+                h.nginx_version.as_deref().unwrap_or("unknown")
+            ));
+        }
+    }
+    let traced: Vec<Vec<String>> = before
+        .iter()
+        .chain(after)
+        .map(|(_, r)| r.whole_run().0.traced_syscalls.clone())
+        .collect();
+    if let Some(t) = traced.iter().find(|t| **t != traced[0]) {
+        caveats.push(format!(
+            "different syscalls traced ({} and {}): per-request totals cover different sets",
+            traced[0].join(","),
+            t.join(",")
+        ));
+    }
+    let (b, a) = (side(before), side(after));
+    let (sb, sa) = (&b.series, &a.series);
+    let (mb, ma) = (&b.whole, &a.whole);
+    let mut keys: Vec<String> = METRICS
+        .iter()
+        .map(|d| d.key.to_string())
+        .filter(|k| mb.contains_key(k) || ma.contains_key(k))
+        .collect();
+    let mut extra: Vec<String> = mb
+        .keys()
+        .chain(ma.keys())
+        .filter(|k| !METRICS.iter().any(|d| d.key == k.as_str()))
+        .cloned()
+        .collect();
+    extra.sort();
+    extra.dedup();
+    keys.extend(extra);
+    let metrics: Vec<MetricChange> = keys
+        .into_iter()
+        .map(|key| {
+            let before = mb.get(&key).copied();
+            let after = ma.get(&key).copied();
+            let relative = match (before, after) {
+                (Some(b), Some(a)) if b != 0.0 => Some((a - b) / b),
+                (Some(b), Some(a)) if b == 0.0 && a == 0.0 => Some(0.0),
+                _ => None,
+            };
+            let bi = sb.get(&key).and_then(|v| spread(v));
+            let ai = sa.get(&key).and_then(|v| spread(v));
+            let (label, unit) = metric_def(&key);
+            // fd headroom only matters near the limit: 28 vs 30 fds of 20000 is no change.
+            let far_from_limit = key == "fd_peak_share"
+                && before.unwrap_or(0.0).max(after.unwrap_or(0.0)) < FD_SHARE_THAT_MATTERS;
+            MetricChange {
+                significance: if far_from_limit {
+                    Significance::Unchanged
+                } else {
+                    judge(bi, ai, relative)
+                },
+                key,
+                label,
+                unit,
+                before,
+                after,
+                relative,
+                before_intervals: bi,
+                after_intervals: ai,
+            }
+        })
+        .collect();
+    let (vb, va) = (&b.verdicts, &a.verdicts);
+    let verdicts = VerdictChanges {
+        appeared: va.iter().filter(|v| !vb.contains(v)).cloned().collect(),
+        went_away: vb.iter().filter(|v| !va.contains(v)).cloned().collect(),
+        remained: vb.iter().filter(|v| va.contains(v)).cloned().collect(),
+    };
+    let sentence = sentence(&metrics, &verdicts);
+    Comparison {
+        schema: crate::model::SCHEMA_VERSION,
+        kind: "comparison",
+        before: before_name,
+        after: after_name,
+        noise_from,
+        metrics,
+        verdicts,
+        caveats,
+        sentence,
+    }
+}
+
+/// Most report-level changes named in the sentence.
+const SENTENCE_CHANGES: usize = 3;
+/// Most single-syscall calls-per-request changes named after them.
+const SENTENCE_SYSCALL_CHANGES: usize = 2;
+
+/// The ticket sentence: the largest changes beyond noise (or, without interval data,
+/// the largest changes, flagged as such), then the verdicts that went away or
+/// appeared.
+pub fn sentence(metrics: &[MetricChange], verdicts: &VerdictChanges) -> String {
+    let mut movers: Vec<&MetricChange> = metrics
+        .iter()
+        .filter(|m| {
+            matches!(
+                m.significance,
+                Significance::BeyondNoise | Significance::NoiseUnknown
+            ) && m.relative.is_some_and(|r| r.abs() >= MIN_RELATIVE_CHANGE)
+        })
+        .collect();
+    // The largest report-level changes (what a ticket is about), then the largest
+    // changes in calls per request of single syscalls (a syscall that appeared or went
+    // away explains them); sizes compared as factors (|ln(after/before)|: 1.00 -> 0.01
+    // is a bigger move than 38 -> 169).
+    let core = |m: &MetricChange| METRICS.iter().any(|d| d.key == m.key);
+    let factor = |m: &MetricChange| {
+        let (b, a) = (m.before.unwrap_or(0.0).abs(), m.after.unwrap_or(0.0).abs());
+        if b == 0.0 || a == 0.0 {
+            f64::INFINITY
+        } else {
+            (a / b).ln().abs()
+        }
+    };
+    // Throughput leads when it moved; then the largest other changes.
+    movers.sort_by(|a, b| {
+        (b.key == "requests_per_s")
+            .cmp(&(a.key == "requests_per_s"))
+            .then(factor(b).total_cmp(&factor(a)))
+    });
+    // (requests per connection is accepts per request upside down: the table has it.)
+    let chosen_core: Vec<&MetricChange> = movers
+        .iter()
+        .filter(|m| core(m) && m.key != "requests_per_connection")
+        .take(SENTENCE_CHANGES)
+        .copied()
+        .collect();
+    // A syscall's calls per request that restate a chosen metric add nothing.
+    let restates = |m: &MetricChange| {
+        let said = |k: &str| chosen_core.iter().any(|c| c.key == k);
+        match m.key.as_str() {
+            "accept4_per_request" | "accept_per_request" => said("accepts_per_request"),
+            "write_per_request" | "writev_per_request" | "pwrite64_per_request" => {
+                said("access_log_writes_per_request")
+            }
+            _ => false,
+        }
+    };
+    let movers: Vec<&MetricChange> = chosen_core
+        .iter()
+        .copied()
+        .chain(
+            movers
+                .iter()
+                .filter(|m| !core(m) && m.key.ends_with("_per_request") && !restates(m))
+                .take(SENTENCE_SYSCALL_CHANGES)
+                .copied(),
+        )
+        .collect();
+    let mut parts: Vec<String> = movers
+        .iter()
+        .map(|m| {
+            let (b, a, r) = (
+                m.before.unwrap_or(0.0),
+                m.after.unwrap_or(0.0),
+                m.relative.unwrap_or(0.0),
+            );
+            let dir = if r < 0.0 { "fell" } else { "rose" };
+            let unit = if m.unit.is_empty() || m.unit == "/s" {
+                m.unit.clone()
+            } else {
+                format!(" {}", m.unit)
+            };
+            let noise = if m.significance == Significance::NoiseUnknown {
+                ", noise unknown"
+            } else {
+                ""
+            };
+            // Past tenfold, a factor reads better than a percentage.
+            let change = if r >= 9.0 {
+                format!("x{}", fmt_value(r + 1.0))
+            } else {
+                format!("{:+.0}%", r * 100.0)
+            };
+            format!(
+                "{} {dir} from {}{unit} to {}{unit} ({change}{noise})",
+                m.label,
+                fmt_value(b),
+                fmt_value(a),
+            )
+        })
+        .collect();
+    for v in &verdicts.went_away {
+        parts.push(format!("verdict {v} went away"));
+    }
+    for v in &verdicts.appeared {
+        parts.push(format!("verdict {v} appeared"));
+    }
+    if parts.is_empty() {
+        return "No metric moved beyond the noise of the intervals, and the verdicts are the same."
+            .into();
+    }
+    let mut s = parts.join("; ");
+    if let Some(c) = s.get(0..1) {
+        s = c.to_uppercase() + &s[1..];
+    }
+    s + "."
+}
+
+/// The comparison as text: caveats, the sentence, then a table of every metric.
+///
+/// The paths, the caveats (which quote the recordings' host names and kernels), the
+/// sentence and the verdict ids come from files someone else may have written: each is
+/// shown with its control characters escaped ([`safe::line`]), and so is the whole text.
+pub fn render_text(c: &Comparison) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "BEFORE {}\nAFTER  {}",
+        safe::line(&c.before),
+        safe::line(&c.after)
+    );
+    for cv in &c.caveats {
+        let _ = writeln!(out, "caveat: {}", safe::line(cv));
+    }
+    let _ = writeln!(out, "\n{}\n", safe::line(&c.sentence));
+    let (bn, an) = match c.noise_from {
+        NoiseSource::Intervals => ("BEFORE INTERVALS", "AFTER INTERVALS"),
+        NoiseSource::Runs => ("BEFORE RUNS", "AFTER RUNS"),
+    };
+    let _ = writeln!(
+        out,
+        "{:<54} {:>10} {:>10} {:>8}  {:>22} {:>22}  NOISE",
+        "METRIC", "BEFORE", "AFTER", "CHANGE", bn, an
+    );
+    let v = |x: Option<f64>| x.map(fmt_value).unwrap_or_else(|| "-".into());
+    let s = |x: Option<Spread>| {
+        x.map(|s| {
+            format!(
+                "{}±{} (n={})",
+                fmt_value(s.median),
+                fmt_value(s.half_iqr),
+                s.n
+            )
+        })
+        .unwrap_or_else(|| "-".into())
+    };
+    for m in &c.metrics {
+        let label = if m.unit.is_empty() {
+            m.label.clone()
+        } else {
+            format!("{} ({})", m.label, m.unit)
+        };
+        let sig = match m.significance {
+            Significance::BeyondNoise => "beyond noise",
+            Significance::WithinNoise => "within noise",
+            Significance::Unchanged => "unchanged",
+            Significance::NoiseUnknown => "noise unknown",
+        };
+        let _ = writeln!(
+            out,
+            "{:<54} {:>10} {:>10} {:>8}  {:>22} {:>22}  {}",
+            label,
+            v(m.before),
+            v(m.after),
+            m.relative
+                .map(|r| format!("{:+.0}%", r * 100.0))
+                .unwrap_or_else(|| "-".into()),
+            s(m.before_intervals),
+            s(m.after_intervals),
+            sig
+        );
+    }
+    let list = |v: &[String]| {
+        if v.is_empty() {
+            "none".to_string()
+        } else {
+            v.iter()
+                .map(|s| safe::line(s))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    };
+    let _ = writeln!(
+        out,
+        "\nverdicts went away: {}\nverdicts appeared: {}\nverdicts in both: {}",
+        list(&c.verdicts.went_away),
+        list(&c.verdicts.appeared),
+        list(&c.verdicts.remained)
+    );
+    safe::block(&out).into_owned()
+}
+
+#[cfg(test)]
+#[path = "compare_tests.rs"]
+mod tests;

@@ -1,0 +1,169 @@
+//! Unit tests of [`super`]: spreads, significance, sentences, runs per side.
+
+use super::*;
+
+#[test]
+fn spread_is_median_and_half_iqr() {
+    let s = spread(&[1.0, 2.0, 3.0, 4.0, 5.0]).unwrap();
+    assert_eq!(s.median, 3.0);
+    assert_eq!(s.half_iqr, 1.0);
+    assert_eq!(spread(&[7.0]).unwrap().half_iqr, 0.0);
+    assert!(spread(&[]).is_none());
+}
+
+#[test]
+fn significance_needs_intervals_and_a_margin_over_noise() {
+    let sp = |m: f64, h: f64, n: usize| {
+        Some(Spread {
+            n,
+            median: m,
+            half_iqr: h,
+        })
+    };
+    assert_eq!(
+        judge(sp(1.0, 0.0, 5), sp(0.01, 0.0, 5), Some(-0.99)),
+        Significance::BeyondNoise
+    );
+    assert_eq!(
+        judge(sp(100.0, 20.0, 5), sp(130.0, 20.0, 5), Some(0.3)),
+        Significance::WithinNoise
+    );
+    assert_eq!(
+        judge(sp(100.0, 1.0, 5), sp(102.0, 1.0, 5), Some(0.02)),
+        Significance::Unchanged
+    );
+    assert_eq!(
+        judge(sp(1.0, 0.0, 2), sp(0.0, 0.0, 5), Some(-1.0)),
+        Significance::NoiseUnknown
+    );
+}
+
+#[test]
+fn text_shows_control_characters_of_recordings_escaped() {
+    let c = Comparison {
+        schema: 1,
+        kind: "comparison",
+        before: "/tmp/\x1b]0;title\x07before.jsonl".into(),
+        after: "after\x1b[2J.jsonl".into(),
+        noise_from: NoiseSource::Intervals,
+        metrics: vec![],
+        verdicts: VerdictChanges {
+            went_away: vec!["id\x1b[2J".into()],
+            ..Default::default()
+        },
+        caveats: vec!["recorded on host\x1b]0;x\x07 then on b".into()],
+        sentence: "line\nforged".into(),
+    };
+    let t = render_text(&c);
+    assert!(!t.contains('\x1b') && !t.contains('\x07'), "{t}");
+    assert!(
+        t.contains("BEFORE /tmp/\\x1b]0;title\\x07before.jsonl"),
+        "{t}"
+    );
+    assert!(t.contains("AFTER  after\\x1b[2J.jsonl"), "{t}");
+    assert!(
+        t.contains("caveat: recorded on host\\x1b]0;x\\x07 then"),
+        "{t}"
+    );
+    assert!(t.contains("line\\x0aforged"), "{t}");
+    assert!(t.contains("verdicts went away: id\\x1b[2J"), "{t}");
+}
+
+#[test]
+fn sentence_names_the_largest_changes_and_verdicts() {
+    let m = |key: &str, b: f64, a: f64, sig| {
+        let (label, unit) = metric_def(key);
+        MetricChange {
+            key: key.into(),
+            label,
+            unit,
+            before: Some(b),
+            after: Some(a),
+            relative: Some((a - b) / b),
+            before_intervals: None,
+            after_intervals: None,
+            significance: sig,
+        }
+    };
+    let ms = vec![
+        m("requests_per_s", 1000.0, 1100.0, Significance::WithinNoise),
+        m(
+            "access_log_writes_per_request",
+            1.0,
+            0.01,
+            Significance::BeyondNoise,
+        ),
+        m("write_us_per_request", 12.0, 0.6, Significance::BeyondNoise),
+    ];
+    let v = VerdictChanges {
+        went_away: vec!["access_log_unbuffered".into()],
+        ..Default::default()
+    };
+    assert_eq!(
+        sentence(&ms, &v),
+        "Access-log writes per request fell from 1.00 to 0.01 (-99%); worker write time per request fell from 12.0 us to 0.60 us (-95%); verdict access_log_unbuffered went away."
+    );
+    assert!(sentence(&ms[..1], &VerdictChanges::default()).starts_with("No metric moved"));
+}
+
+/// Repeated runs per side: the noise is the runs' spread, whole-run values their
+/// medians, and a verdict counts when most runs of a side have it.
+#[test]
+fn runs_per_side_use_the_runs_as_noise() {
+    let real = include_str!("../testdata/two_workers_300_connections.jsonl");
+    let rec = Recording::parse("real", real).expect("the real recording parses");
+    let base = rec.summary.clone().expect("a summary");
+    let with_accepts = |factor: u64, verdict: bool| {
+        let mut r = rec.clone();
+        let s = r.summary.as_mut().unwrap();
+        for w in &mut s.workers {
+            w.accepts *= factor;
+        }
+        if verdict {
+            s.verdicts.push(crate::model::Verdict::new(
+                "made_up_for_the_test",
+                crate::model::Severity::Warning,
+                Default::default(),
+                &[],
+                String::new(),
+            ));
+        }
+        r
+    };
+    let before: Vec<Recording> = (0..3).map(|_| with_accepts(1, false)).collect();
+    let after = [
+        with_accepts(10, true),
+        with_accepts(11, true),
+        with_accepts(12, false),
+    ];
+    let side = |v: &[Recording], p: &str| -> Vec<(String, Recording)> {
+        v.iter()
+            .enumerate()
+            .map(|(i, r)| (format!("{p}{i}"), r.clone()))
+            .collect()
+    };
+    let (b, a) = (side(&before, "A"), side(&after, "B"));
+    let bv: Vec<(&str, &Recording)> = b.iter().map(|(n, r)| (n.as_str(), r)).collect();
+    let av: Vec<(&str, &Recording)> = a.iter().map(|(n, r)| (n.as_str(), r)).collect();
+    let c = compare_runs(&bv, &av);
+    assert_eq!(c.noise_from, NoiseSource::Runs);
+    assert_eq!(c.before, "A0, A1, A2 (3 runs)");
+    let accepts = c.metrics.iter().find(|m| m.key == "accepts_per_s").unwrap();
+    let one = metrics(&base)["accepts_per_s"];
+    assert!(
+        (accepts.after.unwrap() - 11.0 * one).abs() < 1e-6 * one,
+        "{accepts:?}"
+    );
+    assert_eq!(accepts.after_intervals.unwrap().n, 3);
+    assert_eq!(accepts.significance, Significance::BeyondNoise);
+    let requests = c
+        .metrics
+        .iter()
+        .find(|m| m.key == "requests_per_s")
+        .unwrap();
+    assert_eq!(requests.significance, Significance::Unchanged);
+    assert_eq!(
+        c.verdicts.appeared,
+        vec!["made_up_for_the_test".to_string()]
+    );
+}

@@ -1,0 +1,460 @@
+//! The upstream and fd-limit verdicts: `upstream_keepalive_off` (one new upstream
+//! connection per proxied request) and `fd_exhaustion` (EMFILE/ENFILE on any fd-creating
+//! syscall, or thin fd headroom), with what holds the fds. Pure, like the other rules in
+//! [`super::verdict`], which calls them.
+
+use std::collections::BTreeMap;
+
+use super::verdict::{
+    round3, Inputs, WorkerInput, FD_HEADROOM_MIN, FILES_SHARE_OF_LIMIT,
+    UPSTREAM_CONNECTS_PER_REQUEST, UPSTREAM_MIN_REQUESTS,
+};
+use crate::model::{Severity, Verdict};
+
+/// Connect latency quantile `q` over all workers' histograms, ns.
+fn connect_quantile(inp: &Inputs, q: f64) -> u64 {
+    let mut hist = vec![0u64; nginx_probe_common::HIST_BUCKETS];
+    for w in &inp.workers {
+        for (h, x) in hist.iter_mut().zip(&w.connect_hist) {
+            *h += x;
+        }
+    }
+    let max = inp
+        .workers
+        .iter()
+        .map(|w| w.connect_max_ns)
+        .max()
+        .unwrap_or(0);
+    crate::model::quantile_ns(&hist, q, max)
+}
+
+pub(crate) fn upstream_keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
+    let connects: u64 = inp.workers.iter().map(|w| w.upstream_connects).sum();
+    // Rule one: only an exact request total (nginx's stub_status counter or the
+    // uprobes) fires this; unknown requests: silent.
+    let Some(requests) = inp.requests else {
+        return;
+    };
+    if requests < UPSTREAM_MIN_REQUESTS {
+        return;
+    }
+    // Only established connections could have been kept alive: connects that failed
+    // (ECONNREFUSED to a dead upstream, timeouts) say nothing about keepalive, and too
+    // few established ones per request leave nothing to judge.
+    let established: u64 = inp.workers.iter().map(|w| w.upstream_established).sum();
+    let per_request = established as f64 / requests as f64;
+    if per_request < UPSTREAM_CONNECTS_PER_REQUEST {
+        return;
+    }
+    let p50 = connect_quantile(inp, 0.50);
+    let p99 = connect_quantile(inp, 0.99);
+    let mut errors: BTreeMap<String, u64> = BTreeMap::new();
+    for w in &inp.workers {
+        for (k, v) in &w.upstream_errors {
+            *errors.entry(k.clone()).or_default() += v;
+        }
+    }
+    let mut evidence = BTreeMap::new();
+    evidence.insert("upstream_connects", serde_json::json!(connects));
+    evidence.insert("established", serde_json::json!(established));
+    evidence.insert("requests", serde_json::json!(requests));
+    evidence.insert(
+        "connects_per_request",
+        round3(connects as f64 / requests as f64),
+    );
+    evidence.insert("established_per_request", round3(per_request));
+    // Connects are detail: per second the detail layer counted (in windows if sampled).
+    let detail_s = inp.detail_s();
+    if detail_s > 0.0 {
+        evidence.insert("connects_per_s", round3(connects as f64 / detail_s));
+        if inp.detail.is_some() {
+            evidence.insert(
+                "connects_per_s_over",
+                serde_json::json!("in-window seconds"),
+            );
+            evidence.insert("in_window_s", round3(detail_s));
+        }
+    }
+    evidence.insert("connect_p50_us", round3(p50 as f64 / 1e3));
+    evidence.insert("connect_p99_us", round3(p99 as f64 / 1e3));
+    evidence.insert("connect_errors", serde_json::json!(errors));
+    let ports_out = errors.get("EADDRNOTAVAIL").copied().unwrap_or(0);
+    out.push(Verdict::new(
+        "upstream_keepalive_off",
+        if ports_out > 0 { Severity::Critical } else { Severity::Warning },
+        evidence,
+        &[
+            "keepalive (upstream block)",
+            "proxy_http_version 1.1",
+            "proxy_set_header Connection \"\"",
+        ],
+        format!(
+            "{per_request:.2} new upstream connections established per request (connect p50 {:.0} us, p99 {:.0} us): nginx opens and closes a TCP connection to the upstream for every proxied request, each leaves a socket in TIME_WAIT, and under load the local ports run out (EADDRNOTAVAIL{}); reuse them: `keepalive 32;` in the upstream block, with `proxy_http_version 1.1;` and `proxy_set_header Connection \"\";` where it is proxied",
+            p50 as f64 / 1e3,
+            p99 as f64 / 1e3,
+            if ports_out > 0 { format!(": {ports_out} so far") } else { String::new() }
+        ),
+    ));
+}
+
+pub(crate) fn fd_exhaustion(inp: &Inputs, out: &mut Vec<Verdict>) {
+    let emfile: u64 = inp.workers.iter().map(|w| w.emfile).sum();
+    let enfile: u64 = inp.workers.iter().map(|w| w.enfile).sum();
+    let tight: Vec<&WorkerInput> = inp
+        .workers
+        .iter()
+        .filter(|w| w.alive)
+        .filter(|w| match (w.fds_peak, w.fd_limit) {
+            (Some(peak), Some(limit)) if limit > 0 => {
+                (limit.saturating_sub(peak)) as f64 / (limit as f64) < FD_HEADROOM_MIN
+            }
+            _ => false,
+        })
+        .collect();
+    if emfile == 0 && enfile == 0 && tight.is_empty() {
+        return;
+    }
+    let mut by_syscall: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for w in &inp.workers {
+        for (k, (m, n)) in &w.fd_errors {
+            let e = by_syscall.entry(k.clone()).or_default();
+            e.0 += m;
+            e.1 += n;
+        }
+    }
+    let failed = |name: &str| by_syscall.get(name).is_some_and(|(m, n)| m + n > 0);
+    let mut evidence = BTreeMap::new();
+    evidence.insert("emfile", serde_json::json!(emfile));
+    evidence.insert("enfile", serde_json::json!(enfile));
+    evidence.insert(
+        "by_syscall",
+        serde_json::json!(by_syscall
+            .iter()
+            .map(|(k, (m, n))| (k.clone(), serde_json::json!({"EMFILE": m, "ENFILE": n})))
+            .collect::<BTreeMap<_, _>>()),
+    );
+    evidence.insert(
+        "workers",
+        serde_json::json!(inp
+            .workers
+            .iter()
+            .filter(|w| w.alive)
+            .map(|w| serde_json::json!({
+                "pid": w.pid, "emfile": w.emfile, "fds_open": w.fds_open,
+                "fds_peak": w.fds_peak, "limit": w.fd_limit,
+                "files_peak": w.files_peak, "sockets_peak": w.sockets_peak,
+                "upstream_fds_open": w.upstream_fds_open,
+            }))
+            .collect::<Vec<_>>()),
+    );
+    let limit = inp.workers.iter().filter_map(|w| w.fd_limit).min();
+    let severity = if emfile + enfile > 0 {
+        Severity::Critical
+    } else {
+        Severity::Warning
+    };
+    // What holds the fds: the syscalls that failed say what nginx was opening, the
+    // fd classification what it had open.
+    let connects: u64 = inp.workers.iter().map(|w| w.upstream_connects).sum();
+    let files_peak = inp.workers.iter().filter_map(|w| w.files_peak).max();
+    let sockets_peak = inp.workers.iter().filter_map(|w| w.sockets_peak).max();
+    let upstream = failed("socket") || connects > 0;
+    let files = failed("openat")
+        || matches!((files_peak, limit), (Some(f), Some(l)) if l > 0 && f as f64 >= FILES_SHARE_OF_LIMIT * l as f64);
+    let mut holders = vec![format!(
+        "client connections (worker_connections{})",
+        sockets_peak
+            .map(|s| format!("; up to {s} sockets open in a worker"))
+            .unwrap_or_default()
+    )];
+    let mut directives = vec!["worker_rlimit_nofile", "worker_connections"];
+    if upstream {
+        holders.insert(
+            usize::from(!failed("socket")),
+            format!(
+                "upstream connections (one per proxied request in progress, {connects} connects in the period{})",
+                if failed("socket") { "; socket() failed with EMFILE while connecting to upstream" } else { "" }
+            ),
+        );
+        directives.push("keepalive (upstream block)");
+    }
+    if files {
+        holders.insert(
+            usize::from(!failed("openat")),
+            format!(
+                "files kept open by open_file_cache (its max; up to {} regular files open in a worker{})",
+                files_peak.map(|f| f.to_string()).unwrap_or_else(|| "unknown".into()),
+                if failed("openat") { "; open() failed with EMFILE" } else { "" }
+            ),
+        );
+        directives.push("open_file_cache max=");
+    }
+    let failing: Vec<String> = by_syscall
+        .iter()
+        .filter(|(_, (m, n))| m + n > 0)
+        .map(|(k, (m, n))| format!("{k}() {}", m + n))
+        .collect();
+    let advice = if enfile > 0 {
+        format!(
+            "the system-wide file table is full (ENFILE on {}): raise fs.file-max",
+            failing.join(", ")
+        )
+    } else {
+        format!(
+            "workers run into their soft open-files limit ({}){}; the fds are held by {}: raise worker_rlimit_nofile (within the hard limit) above what these need together, or lower them",
+            limit.map(|l| l.to_string()).unwrap_or_else(|| "unknown".into()),
+            if failing.is_empty() {
+                String::new()
+            } else {
+                format!(" and got EMFILE on {}", failing.join(", "))
+            },
+            holders.join(", ")
+        )
+    };
+    out.push(Verdict::new(
+        "fd_exhaustion",
+        severity,
+        evidence,
+        &directives,
+        advice,
+    ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::verdict::judge;
+    use super::*;
+
+    fn w(pid: u32, accepts: u64, requests: u64) -> WorkerInput {
+        WorkerInput {
+            pid,
+            alive: true,
+            accepts,
+            requests: Some(requests),
+            ..WorkerInput::default()
+        }
+    }
+
+    #[test]
+    fn sampled_connects_per_s_divide_by_the_in_window_seconds() {
+        // 12 s judged, 3 s of windows: 6000 connects and 6000 requests in the windows.
+        let mut a = w(1, 4, 6000);
+        a.upstream_connects = 6000;
+        a.upstream_established = 6000;
+        let schedule = crate::model::sampling::Schedule::new(1.0, 4.0).unwrap();
+        let cov = crate::model::sampling::Coverage {
+            windows: 3,
+            open_s: 3.0,
+            requests: Some(6000),
+        };
+        let detail = crate::model::sampling::DetailReport::new(
+            &schedule,
+            &cov,
+            12.0,
+            Some(24_000),
+            (0, 0, 0),
+        );
+        let v = judge(&Inputs {
+            workers: vec![a],
+            period_s: 12.0,
+            requests: Some(24_000),
+            detail: Some(detail),
+            ..Inputs::default()
+        });
+        let u = v.iter().find(|v| v.id == "upstream_keepalive_off").unwrap();
+        assert_eq!(u.evidence["connects_per_s"], serde_json::json!(2000.0));
+        assert_eq!(u.evidence["in_window_s"], serde_json::json!(3.0));
+        assert_eq!(
+            u.evidence["connects_per_s_over"],
+            serde_json::json!("in-window seconds")
+        );
+    }
+
+    #[test]
+    fn upstream_keepalive_rule_needs_exact_requests_and_a_connect_per_request() {
+        let mut hist = vec![0u64; nginx_probe_common::HIST_BUCKETS];
+        hist[15] = 400; // 32.8-65.5 us
+        let mut a = w(1, 4, 400);
+        a.upstream_connects = 400;
+        a.upstream_established = 400;
+        a.connect_hist = hist.clone();
+        a.connect_max_ns = 60_000;
+        let v = judge(&Inputs {
+            workers: vec![a.clone()],
+            period_s: 4.0,
+            requests: Some(400),
+            ..Inputs::default()
+        });
+        let ids: Vec<&str> = v.iter().map(|v| v.id.as_str()).collect();
+        assert_eq!(ids, ["upstream_keepalive_off"]);
+        assert_eq!(v[0].severity, Severity::Warning);
+        assert_eq!(
+            v[0].evidence["connects_per_request"],
+            serde_json::json!(1.0)
+        );
+        assert_eq!(v[0].evidence["connects_per_s"], serde_json::json!(100.0));
+        assert_eq!(v[0].evidence["connect_p99_us"], serde_json::json!(60.0));
+        assert_eq!(v[0].directives[0], "keepalive (upstream block)");
+        // Estimated requests (writev counts the upstream request too): quiet.
+        assert!(judge(&Inputs {
+            workers: vec![a.clone()],
+            requests: None,
+            ..Inputs::default()
+        })
+        .is_empty());
+        // Pooled upstream connections: quiet.
+        let mut pooled = a.clone();
+        pooled.upstream_connects = 2;
+        pooled.upstream_established = 2;
+        assert!(judge(&Inputs {
+            workers: vec![pooled],
+            requests: Some(400),
+            ..Inputs::default()
+        })
+        .is_empty());
+        // Out of local ports: critical.
+        a.upstream_errors.insert("EADDRNOTAVAIL".into(), 9);
+        let v = judge(&Inputs {
+            workers: vec![a],
+            requests: Some(400),
+            ..Inputs::default()
+        });
+        assert_eq!(v[0].severity, Severity::Critical);
+        assert!(
+            v[0].advice.contains("EADDRNOTAVAIL: 9 so far"),
+            "{}",
+            v[0].advice
+        );
+    }
+
+    /// A dead upstream (`proxy_pass` to a port nothing listens on): 300 requests, 300
+    /// connects, all ECONNREFUSED. Nothing was established, so nothing could be kept
+    /// alive: silent. Half refused, half established at 0.5 per request still fires.
+    #[test]
+    fn refused_upstream_connects_are_not_keepalive_off() {
+        let mut a = w(1, 300, 300);
+        a.upstream_connects = 300;
+        a.upstream_errors.insert("ECONNREFUSED".into(), 300);
+        let inp = |a: WorkerInput| Inputs {
+            workers: vec![a],
+            requests: Some(300),
+            ..Inputs::default()
+        };
+        let mut out = Vec::new();
+        upstream_keepalive_off(&inp(a.clone()), &mut out);
+        assert!(out.is_empty(), "{out:?}");
+        // Too few established to judge (149 of 300 requests): silent.
+        a.upstream_errors.insert("ECONNREFUSED".into(), 151);
+        a.upstream_established = 149;
+        upstream_keepalive_off(&inp(a.clone()), &mut out);
+        assert!(out.is_empty(), "{out:?}");
+        a.upstream_errors.insert("ECONNREFUSED".into(), 150);
+        a.upstream_established = 150;
+        upstream_keepalive_off(&inp(a), &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].evidence["established"], serde_json::json!(150));
+        assert_eq!(
+            out[0].evidence["established_per_request"],
+            serde_json::json!(0.5)
+        );
+        assert_eq!(
+            out[0].evidence["connects_per_request"],
+            serde_json::json!(1.0)
+        );
+    }
+
+    #[test]
+    fn fd_rule_names_what_holds_the_fds() {
+        // socket() failing while connecting to upstream: upstream connections first.
+        let mut a = w(1, 300, 300);
+        a.fd_limit = Some(256);
+        a.emfile = 156;
+        a.fd_errors.insert("socket".into(), (156, 0));
+        a.upstream_connects = 244;
+        let v = judge(&Inputs {
+            workers: vec![a],
+            ..Inputs::default()
+        });
+        let f = v.iter().find(|v| v.id == "fd_exhaustion").expect("fires");
+        assert!(
+            f.advice.contains("got EMFILE on socket() 156"),
+            "{}",
+            f.advice
+        );
+        assert!(
+            f.advice.contains("held by upstream connections"),
+            "{}",
+            f.advice
+        );
+        assert!(!f.advice.contains("open_file_cache"), "{}", f.advice);
+        assert_eq!(
+            f.evidence["by_syscall"]["socket"]["EMFILE"],
+            serde_json::json!(156)
+        );
+        // open() failing with the cache holding most of the limit: open_file_cache.
+        let mut b = w(1, 1, 3000);
+        b.fd_limit = Some(256);
+        b.emfile = 2755;
+        b.fd_errors.insert("openat".into(), (2755, 0));
+        b.files_peak = Some(250);
+        let v = judge(&Inputs {
+            workers: vec![b],
+            ..Inputs::default()
+        });
+        let f = v.iter().find(|v| v.id == "fd_exhaustion").expect("fires");
+        assert!(
+            f.advice
+                .contains("held by files kept open by open_file_cache"),
+            "{}",
+            f.advice
+        );
+        assert!(!f.advice.contains("upstream"), "{}", f.advice);
+        assert!(f.directives.iter().any(|d| d == "open_file_cache max="));
+        // accept4 only: client connections.
+        let mut c = w(1, 10, 10);
+        c.fd_limit = Some(64);
+        c.emfile = 3;
+        c.fd_errors.insert("accept4".into(), (3, 0));
+        let v = judge(&Inputs {
+            workers: vec![c],
+            ..Inputs::default()
+        });
+        let f = v.iter().find(|v| v.id == "fd_exhaustion").expect("fires");
+        assert!(
+            f.advice
+                .contains("held by client connections (worker_connections"),
+            "{}",
+            f.advice
+        );
+    }
+
+    #[test]
+    fn fd_rule_fires_on_emfile_or_thin_headroom() {
+        let mut a = w(1, 10, 10);
+        a.fds_peak = Some(100);
+        a.fd_limit = Some(1024);
+        let ok = Inputs {
+            workers: vec![a.clone()],
+            ..Inputs::default()
+        };
+        assert!(judge(&ok).is_empty());
+        let mut thin = a.clone();
+        thin.fds_peak = Some(960);
+        let v = judge(&Inputs {
+            workers: vec![thin],
+            ..Inputs::default()
+        });
+        assert_eq!(v[0].id, "fd_exhaustion");
+        assert_eq!(v[0].severity, Severity::Warning);
+        let mut refused = a;
+        refused.emfile = 3;
+        refused.fd_limit = Some(64);
+        let v = judge(&Inputs {
+            workers: vec![refused],
+            ..Inputs::default()
+        });
+        assert_eq!(v[0].severity, Severity::Critical);
+        assert!(v[0].advice.contains("(64)"), "{}", v[0].advice);
+        assert!(v[0].directives.iter().any(|d| d == "worker_rlimit_nofile"));
+    }
+}

@@ -1,0 +1,121 @@
+//! What the verdict rules look at: each worker's numbers over the period judged, the
+//! listening sockets, nginx's error-log classes and the CPU quota. Built from a report
+//! by `verdict::verdict_inputs` and the tracker; pure data.
+
+/// One worker's numbers for the period judged.
+#[derive(Clone, Debug, Default)]
+pub struct WorkerInput {
+    /// Host pid (0 for the merged old exited workers).
+    pub pid: u32,
+    /// False for workers that exited during the period: they count in totals
+    /// (requests, accepts per request, log writes) but not in balance or fd rules.
+    pub alive: bool,
+    /// Successful accepts.
+    pub accepts: u64,
+    /// EMFILE on every fd-creating syscall (accept4, openat, socket, pipe2, ...).
+    pub emfile: u64,
+    /// ENFILE likewise.
+    pub enfile: u64,
+    /// (EMFILE, ENFILE) by fd-creating syscall name, non-zero ones only.
+    pub fd_errors: std::collections::BTreeMap<String, (u64, u64)>,
+    /// Upstream `connect()` calls, connects that failed by errno (non-zero only), and
+    /// the connect latency log2 histogram (ns) with its max.
+    pub upstream_connects: u64,
+    /// Upstream connections established (connect returned 0, or `getsockopt(SO_ERROR)`
+    /// read 0): the only ones keepalive could have reused.
+    pub upstream_established: u64,
+    pub upstream_errors: std::collections::BTreeMap<String, u64>,
+    pub connect_hist: Vec<u64>,
+    pub connect_max_ns: u64,
+    /// Upstream fds open at the end of the period (None: unknown).
+    pub upstream_fds_open: Option<u64>,
+    /// Regular files open at the last classification, and the peaks of files and
+    /// sockets (`/proc/<pid>/fd` links, every 2 s).
+    pub files_open: Option<u64>,
+    pub files_peak: Option<u64>,
+    pub sockets_peak: Option<u64>,
+    /// Requests counted by uprobes; None without them. Request-based rules judge the
+    /// global [`Inputs::requests`] where a total is enough.
+    pub requests: Option<u64>,
+    /// Time outside epoll_wait (busy), ns; None when not measured.
+    pub busy_ns: Option<u64>,
+    /// CPU time in the period (`/proc/<pid>/stat`), seconds; None when unreadable.
+    pub cpu_s: Option<f64>,
+    /// Time runnable but waiting for a CPU in the period (`/proc/<pid>/schedstat`),
+    /// ns; None when unreadable.
+    pub run_delay_ns: Option<u64>,
+    /// Connections closed right after accept (no free connection).
+    pub accepted_then_closed: u64,
+    /// Writes to access logs, their total and p99 time, ns.
+    pub access_log_writes: u64,
+    pub access_log_ns: u64,
+    pub access_log_p99_ns: u64,
+    /// openat calls that returned an access-log fd; None when not counted.
+    pub access_log_opens: Option<u64>,
+    /// Writes to error logs and their total time, ns.
+    pub error_log_writes: u64,
+    pub error_log_ns: u64,
+    /// Longest and p99 event-loop iteration, ns.
+    pub max_iteration_ns: u64,
+    pub p99_iteration_ns: u64,
+    /// Request duration (create to free) p50 and p99, ns; uprobes only.
+    pub request_p50_ns: Option<u64>,
+    pub request_p99_ns: Option<u64>,
+    /// ns spent in accept4/accept and close (connection set-up and tear-down).
+    pub conn_syscall_ns: u64,
+    /// ns spent in all traced syscalls.
+    pub all_syscall_ns: u64,
+    /// Open fds now and at peak (/proc/<pid>/fd), and the soft RLIMIT_NOFILE in force
+    /// (/proc/<pid>/limits); None when unreadable.
+    pub fds_open: Option<u64>,
+    pub fds_peak: Option<u64>,
+    pub fd_limit: Option<u64>,
+}
+
+/// Everything the rules look at.
+#[derive(Clone, Debug, Default)]
+pub struct Inputs {
+    /// Live workers (exited ones are left out of balance rules).
+    pub workers: Vec<WorkerInput>,
+    /// Whether `close` was traced (`--syscalls all`), for the keepalive evidence.
+    pub close_traced: bool,
+    /// nginx's listening sockets over the period.
+    pub listen: Vec<crate::model::ListenReport>,
+    /// Length of the period judged, seconds.
+    pub period_s: f64,
+    /// nginx's error log in the period (None: not looked at).
+    pub nginx_errors: Option<crate::model::NginxErrorsReport>,
+    /// The workers' cgroup CPU quota in the period (None: no quota).
+    pub cpu_quota: Option<crate::model::CpuQuotaReport>,
+    /// All requests in the period from an exact source (nginx's stub_status counter,
+    /// or the uprobes); None when unknown: every request-based rule stays silent.
+    pub requests: Option<u64>,
+    /// Where `requests` comes from (named in the evidence).
+    pub requests_source: crate::model::RequestSource,
+    /// nginx's own count of connections closed at once for lack of worker_connections
+    /// (stub_status `accepted - handled`); None without nginx's counters.
+    pub stub_dropped: Option<u64>,
+    /// TLS handshakes in the period; None when not measured.
+    pub tls: Option<crate::model::TlsReport>,
+    /// With `--detail sampled`: the windows' coverage and exact requests; detail
+    /// figures per request divide by `requests_in_windows`. None: `--detail full`.
+    pub detail: Option<crate::model::sampling::DetailReport>,
+}
+
+impl Inputs {
+    /// The seconds the detail layer counted in the period: `period_s` with `--detail
+    /// full`, the windows' attached seconds with `--detail sampled`
+    /// ([`crate::model::detail_seconds`]). Rates and busy shares of detail figures
+    /// (event loop, upstream connects, detail syscalls) divide by this.
+    pub fn detail_s(&self) -> f64 {
+        crate::model::detail_seconds(self.period_s, self.detail.as_ref())
+    }
+}
+
+/// Lines of error-log class `name` in the period (0 when the log is not read).
+pub fn log_count(inp: &Inputs, name: &str) -> u64 {
+    inp.nginx_errors
+        .as_ref()
+        .map(|e| e.count(name))
+        .unwrap_or(0)
+}

@@ -1,0 +1,16 @@
+//! Analysis: judgement on reports. The [`verdict`] rules (each names the nginx
+//! directive involved and the evidence behind it) over their [`inputs`], those on the
+//! logs written per request in [`log_verdicts`], the [`nginx_rules`] on what nginx
+//! decided itself (refusals and upstream errors from its error log, keepalive_requests,
+//! the CPU quota), [`fd_upstream`] (upstream keepalive and fd-limit rules), and [`compare`] (what changed between two recordings, beyond the
+//! noise).
+
+pub mod compare;
+pub mod fd_upstream;
+pub mod inputs;
+pub mod log_verdicts;
+pub mod nginx_rules;
+pub mod verdict;
+
+#[cfg(test)]
+mod nginx_rules_tests;

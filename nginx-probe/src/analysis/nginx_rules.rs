@@ -1,0 +1,375 @@
+//! Rules on what nginx decided itself: requests it refused (limit_req, limit_conn) or
+//! failed on the upstream side, from its error log; connections it closed after
+//! keepalive_requests; and workers throttled by their cgroup's CPU quota.
+
+use std::collections::BTreeMap;
+
+use crate::analysis::inputs::Inputs;
+use crate::model::{NginxErrorsReport, Severity, Verdict};
+
+/// Lines needed before refusals or upstream errors are judged.
+pub const REFUSED_MIN: u64 = 10;
+/// Share of requests refused (or failed upstream) at or above which the rule fires.
+pub const REFUSED_MIN_SHARE: f64 = 0.01;
+/// Share at or above which it is critical.
+pub const REFUSED_CRITICAL_SHARE: f64 = 0.10;
+
+/// Accepts and requests needed before keepalive_requests is judged.
+pub const KEEPALIVE_REQUESTS_MIN_ACCEPTS: u64 = 200;
+/// Requests per connection at or under which a pinned value is "low".
+pub const KEEPALIVE_REQUESTS_LOW_MAX: u64 = 100;
+/// How close (relative) the mean requests per connection must be to an integer.
+pub const KEEPALIVE_REQUESTS_PINNED: f64 = 0.02;
+
+/// Share of enforcement periods throttled at or above which the quota binds.
+pub const THROTTLED_MIN_SHARE: f64 = 0.05;
+/// Throttled periods needed before the quota is judged.
+pub const THROTTLED_MIN_PERIODS: u64 = 5;
+
+fn r3(v: f64) -> serde_json::Value {
+    serde_json::json!(crate::model::round3(v))
+}
+
+/// worker_processes for a quota of `cpus` CPUs: the quota rounded up, at least 1.
+pub fn workers_for_quota(cpus: f64) -> u64 {
+    (cpus.ceil() as u64).max(1)
+}
+
+/// Lines of each class of `group` in the period, non-zero only.
+fn group_counts<'a>(e: &'a NginxErrorsReport, group: &str) -> Vec<(&'a str, u64, &'a str)> {
+    e.classes
+        .iter()
+        .filter(|(_, c)| c.group == group && c.count > 0)
+        .map(|(n, c)| (n.as_str(), c.count, c.directive.as_str()))
+        .collect()
+}
+
+/// Shared by requests_refused and upstream_errors: fires when nginx's error log holds
+/// at least [`REFUSED_MIN`] lines of `group` and they are at least
+/// [`REFUSED_MIN_SHARE`] of the exact request count.
+fn error_share_rule(
+    inp: &Inputs,
+    group: &str,
+    id: &str,
+    advice: impl Fn(f64, u64, u64, &str) -> String,
+    out: &mut Vec<Verdict>,
+) {
+    let Some(e) = inp.nginx_errors.as_ref().filter(|e| e.readable) else {
+        return;
+    };
+    let causes = group_counts(e, group);
+    let n: u64 = causes.iter().map(|c| c.1).sum();
+    // A share needs an exact request count (rule one: no advice from an estimate).
+    // The global exact count (stub_status or uprobes); None: unknown, no share.
+    let Some(requests) = inp.requests else {
+        return;
+    };
+    if n < REFUSED_MIN {
+        return;
+    }
+    if requests == 0 {
+        return;
+    }
+    let share = (n as f64 / requests as f64).min(1.0);
+    if share < REFUSED_MIN_SHARE {
+        return;
+    }
+    let (top, top_n, _) = causes
+        .iter()
+        .max_by_key(|c| c.1)
+        .copied()
+        .unwrap_or(("", 0, ""));
+    let mut evidence = BTreeMap::new();
+    evidence.insert(
+        if group == "refused" {
+            "refused"
+        } else {
+            "failed"
+        },
+        serde_json::json!(n),
+    );
+    evidence.insert("requests", serde_json::json!(requests));
+    evidence.insert(
+        "requests_source",
+        serde_json::json!(inp.requests_source.name()),
+    );
+    evidence.insert("share", r3(share));
+    evidence.insert(
+        "by_cause",
+        serde_json::json!(causes
+            .iter()
+            .map(|(c, k, _)| (c.to_string(), *k))
+            .collect::<BTreeMap<_, _>>()),
+    );
+    evidence.insert("error_log", serde_json::json!(e.path));
+    let mut directives: Vec<&str> = Vec::new();
+    for (_, _, d) in &causes {
+        if !directives.contains(d) {
+            directives.push(d);
+        }
+    }
+    out.push(Verdict::new(
+        id,
+        if share >= REFUSED_CRITICAL_SHARE {
+            Severity::Critical
+        } else {
+            Severity::Warning
+        },
+        evidence,
+        &directives,
+        advice(share, n, requests, if top_n > 0 { top } else { "" }),
+    ));
+}
+
+/// `requests_refused`: nginx refused requests itself (limit_req, limit_conn; 503 by
+/// default), counted from its error log against the exact request count.
+pub fn requests_refused(inp: &Inputs, out: &mut Vec<Verdict>) {
+    error_share_rule(
+        inp,
+        "refused",
+        "requests_refused",
+        |share, n, requests, top| {
+            let how = match top {
+                "limit_req" => "by limit_req (\"limiting requests\" in nginx's error log; answered with limit_req_status, 503 by default): a client over the zone's rate, or bursty under it, with no burst allowed is refused at once; allow bursts with `limit_req zone=... burst=N nodelay`, or raise the zone's rate",
+                "limit_conn" => "by limit_conn (\"limiting connections\" in nginx's error log; answered with limit_conn_status, 503 by default): raise the limit_conn number or the zone's key granularity",
+                _ => "by nginx's own limits",
+            };
+            format!(
+                "{:.0}% of the {requests} requests ({n}) were refused by nginx itself, most {how}",
+                share * 100.0
+            )
+        },
+        out,
+    );
+}
+
+/// `upstream_errors`: requests that failed on the upstream side inside nginx (timeouts,
+/// refused connections, no live upstreams; 502/504), from its error log.
+pub fn upstream_errors(inp: &Inputs, out: &mut Vec<Verdict>) {
+    error_share_rule(
+        inp,
+        "upstream",
+        "upstream_errors",
+        |share, n, requests, top| {
+            let how = match top {
+                "upstream_read_timeout" => "upstream timed out reading the response (504): the upstream is slow; proxy_read_timeout bounds the wait",
+                "upstream_connect_timeout" => "upstream timed out while connecting (504): proxy_connect_timeout; the upstream is not accepting",
+                "upstream_send_timeout" => "upstream timed out while sending the request (504): proxy_send_timeout",
+                "upstream_connect_failed" => "connect() to the upstream failed (502): it is down or refusing connections",
+                "no_live_upstreams" => "no live upstreams (502): every server of the upstream block is marked failed (max_fails/fail_timeout)",
+                "upstream_prematurely_closed" => "upstream closed the connection before answering (502)",
+                "upstream_header_too_big" => "upstream sent a header larger than proxy_buffer_size (502)",
+                "resolver" => "the upstream's name could not be resolved (502): check resolver and resolver_timeout",
+                _ => "errors talking to the upstream (502/504)",
+            };
+            format!(
+                "nginx logged {n} upstream errors for {requests} requests ({:.0}%), most: {how}",
+                share * 100.0
+            )
+        },
+        out,
+    );
+}
+
+/// `keepalive_requests_low`: requests per connection pinned at a small integer under
+/// connection churn: nginx's keepalive_requests closing each connection after N
+/// requests. Needs exact requests.
+pub fn keepalive_requests_low(inp: &Inputs, out: &mut Vec<Verdict>) {
+    let Some(requests) = inp.requests else {
+        return;
+    };
+    let accepts: u64 = inp.workers.iter().map(|w| w.accepts).sum();
+    if accepts < KEEPALIVE_REQUESTS_MIN_ACCEPTS {
+        return;
+    }
+    let per_conn = requests as f64 / accepts as f64;
+    // Connections open when the period ends (or cut by the client when it stops) carry
+    // fewer than N: with at most `open` of them at once (the workers' peak open fds, an
+    // upper bound), the mean lies in [N (accepts - open) / accepts, N].
+    let open: u64 = inp
+        .workers
+        .iter()
+        .filter_map(|w| w.fds_peak)
+        .sum::<u64>()
+        .min(accepts / 4);
+    let n = (per_conn * (1.0 - KEEPALIVE_REQUESTS_PINNED)).ceil() as u64;
+    let low =
+        n as f64 * (accepts - open) as f64 / accepts as f64 * (1.0 - KEEPALIVE_REQUESTS_PINNED);
+    if !(2..=KEEPALIVE_REQUESTS_LOW_MAX).contains(&n)
+        || per_conn > n as f64 * (1.0 + KEEPALIVE_REQUESTS_PINNED)
+        || per_conn < low
+    {
+        return;
+    }
+    let mut evidence = BTreeMap::new();
+    evidence.insert("accepts", serde_json::json!(accepts));
+    evidence.insert("requests", serde_json::json!(requests));
+    evidence.insert("requests_per_connection", r3(per_conn));
+    evidence.insert("pinned_at", serde_json::json!(n));
+    if inp.period_s > 0.0 {
+        evidence.insert("accepts_per_s", r3(accepts as f64 / inp.period_s));
+    }
+    out.push(Verdict::new(
+        "keepalive_requests_low",
+        Severity::Warning,
+        evidence,
+        &["keepalive_requests"],
+        format!(
+            "requests per connection sit at {n} ({per_conn:.2} over {accepts} connections): nginx closes a keepalive connection after keepalive_requests requests (default 1000), so every {n} requests a client reconnects (a TCP handshake, and TLS if any); raise keepalive_requests. (The mean alone cannot tell it from clients that themselves send exactly {n} requests per connection: check keepalive_requests in the config.)"
+        ),
+    ));
+}
+
+/// `cpu_throttled`: the workers' cgroup CPU quota ran out in at least
+/// [`THROTTLED_MIN_SHARE`] of its periods (`cpu.stat`).
+pub fn cpu_throttled(inp: &Inputs, out: &mut Vec<Verdict>) {
+    let Some(q) = &inp.cpu_quota else { return };
+    let (Some(periods), Some(throttled)) = (q.nr_periods, q.nr_throttled) else {
+        return;
+    };
+    if periods == 0 || throttled < THROTTLED_MIN_PERIODS {
+        return;
+    }
+    let share = throttled as f64 / periods as f64;
+    if share < THROTTLED_MIN_SHARE {
+        return;
+    }
+    let workers = inp.workers.iter().filter(|w| w.alive).count();
+    let want = workers_for_quota(q.quota_cpus);
+    let mut evidence = BTreeMap::new();
+    evidence.insert("cgroup", serde_json::json!(q.cgroup));
+    evidence.insert("quota_cpus", r3(q.quota_cpus));
+    evidence.insert("quota_us", serde_json::json!(q.quota_us));
+    evidence.insert("period_us", serde_json::json!(q.period_us));
+    evidence.insert("nr_periods", serde_json::json!(periods));
+    evidence.insert("nr_throttled", serde_json::json!(throttled));
+    evidence.insert("throttled_periods_share", r3(share));
+    if let Some(s) = q.throttled_s {
+        evidence.insert("throttled_s", r3(s));
+        if inp.period_s > 0.0 {
+            evidence.insert("throttled_time_share", r3((s / inp.period_s).min(1.0)));
+        }
+    }
+    evidence.insert("workers", serde_json::json!(workers));
+    evidence.insert("online_cpus", serde_json::json!(q.online_cpus));
+    let sizing = if workers as u64 > want {
+        format!(
+            "; {workers} workers share {} CPUs: set worker_processes {want} (the quota rounded up), not auto, which counts the machine's {} CPUs and not the quota",
+            q.quota_cpus,
+            q.online_cpus.map(|n| n.to_string()).unwrap_or_else(|| "online".into()),
+        )
+    } else {
+        format!("; worker_processes ({workers}) already fits the quota: raise the quota or lower the load")
+    };
+    out.push(Verdict::new(
+        "cpu_throttled",
+        if share >= 0.5 {
+            Severity::Critical
+        } else {
+            Severity::Warning
+        },
+        evidence,
+        &["worker_processes"],
+        format!(
+            "the workers' cgroup {} has a CPU quota of {} CPUs ({} us per {} us) and ran out of it in {:.0}% of its periods ({throttled} of {periods}{}): while throttled, no worker runs and every connection waits{sizing}",
+            q.cgroup,
+            q.quota_cpus,
+            q.quota_us,
+            q.period_us,
+            share * 100.0,
+            q.throttled_s
+                .map(|s| format!(", stopped {s:.2} s"))
+                .unwrap_or_default(),
+        ),
+    ));
+}
+
+/// Median request duration (uprobes) at or above which requests are slow, ns.
+pub const SLOW_REQUEST_P50_NS: u64 = 100_000_000;
+/// Busy share (outside epoll waits) under which every worker is idle.
+pub const IDLE_BUSY_SHARE: f64 = 0.20;
+/// Requests needed before request latency is judged.
+pub const SLOW_MIN_REQUESTS: u64 = 20;
+
+/// `slow_requests_idle_workers`: requests take long (median from the uprobes) while
+/// every worker is idle most of the period: the time goes outside the workers (an
+/// upstream, a slow client, the disk), not to nginx's CPU.
+pub fn slow_requests_idle_workers(inp: &Inputs, out: &mut Vec<Verdict>) {
+    if inp.period_s <= 0.0 {
+        return;
+    }
+    let live: Vec<_> = inp.workers.iter().filter(|w| w.alive).collect();
+    // Request latency is per worker, and so are the weights: every live worker's own
+    // request count must be known (the uprobes); nginx's global total is not enough.
+    let Some(counts) = live
+        .iter()
+        .map(|w| w.requests)
+        .collect::<Option<Vec<u64>>>()
+    else {
+        return;
+    };
+    let requests: u64 = counts.iter().sum();
+    if requests < SLOW_MIN_REQUESTS {
+        return;
+    }
+    // The request-weighted median of the workers' medians (each a log2-histogram
+    // estimate, within a factor of 2).
+    let p50 = live
+        .iter()
+        .filter_map(|w| w.request_p50_ns.map(|p| (p, w.requests.unwrap_or(0))))
+        .map(|(p, n)| p as f64 * n as f64)
+        .sum::<f64>()
+        / requests as f64;
+    let p99 = live
+        .iter()
+        .filter_map(|w| w.request_p99_ns)
+        .max()
+        .unwrap_or(0);
+    // A worker without a measured loop is idle if it served nothing; one that served
+    // requests without a measured loop leaves the rule unjudged.
+    let detail_s = inp.detail_s();
+    let busy: Vec<Option<f64>> = live
+        .iter()
+        .map(|w| match w.busy_ns {
+            // Busy time is detail: a share of the seconds it was counted (in windows if sampled).
+            Some(b) if detail_s > 0.0 => Some(b as f64 / 1e9 / detail_s),
+            Some(_) => None,
+            None if w.requests.unwrap_or(0) == 0 => Some(0.0),
+            None => None,
+        })
+        .collect();
+    let Some(busy) = busy.into_iter().collect::<Option<Vec<f64>>>() else {
+        return;
+    };
+    let max_busy = busy.iter().cloned().fold(0.0, f64::max);
+    if (p50 as u64) < SLOW_REQUEST_P50_NS || max_busy >= IDLE_BUSY_SHARE {
+        return;
+    }
+    let mut evidence = BTreeMap::new();
+    evidence.insert("requests", serde_json::json!(requests));
+    evidence.insert("request_p50_ms", r3(p50 / 1e6));
+    evidence.insert("request_p99_ms", r3(p99 as f64 / 1e6));
+    evidence.insert("max_worker_busy_share", r3(max_busy));
+    if inp.detail.is_some() {
+        evidence.insert("busy_share_of", serde_json::json!("in-window seconds"));
+        evidence.insert("in_window_s", r3(detail_s));
+    }
+    let upstream: u64 = inp
+        .nginx_errors
+        .as_ref()
+        .map(|e| group_counts(e, "upstream").iter().map(|c| c.1).sum())
+        .unwrap_or(0);
+    evidence.insert("upstream_error_lines", serde_json::json!(upstream));
+    out.push(Verdict::new(
+        "slow_requests_idle_workers",
+        Severity::Warning,
+        evidence,
+        &["proxy_pass / upstream", "proxy_read_timeout", "aio threads"],
+        format!(
+            "requests take {:.0} ms at the median (p99 {:.0} ms) while no worker was busy more than {:.0}% of the time: the time is spent waiting outside the workers, on an upstream (look at its latency; proxy_read_timeout bounds the wait), on slow clients, or on blocking disk reads (aio threads), not on nginx's CPU",
+            p50 / 1e6,
+            p99 as f64 / 1e6,
+            max_busy * 100.0
+        ),
+    ));
+}

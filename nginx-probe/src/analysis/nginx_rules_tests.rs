@@ -1,0 +1,249 @@
+//! The nginx rules (refusals, keepalive_requests, worker_connections reuse, CPU quota)
+//! through `judge`, with the rules they must not trip.
+
+use crate::analysis::inputs::Inputs;
+use crate::analysis::inputs::WorkerInput;
+use crate::analysis::verdict::judge;
+use crate::model::{CpuQuotaReport, ErrorClassReport};
+use crate::model::{NginxErrorsReport, Severity};
+
+fn w(pid: u32, accepts: u64, requests: u64) -> WorkerInput {
+    WorkerInput {
+        pid,
+        alive: true,
+        accepts,
+        requests: Some(requests),
+        ..WorkerInput::default()
+    }
+}
+
+fn errors(classes: &[(&str, u64, &str, &str)]) -> NginxErrorsReport {
+    NginxErrorsReport {
+        path: Some("/x/error.log".into()),
+        readable: true,
+        classes: classes
+            .iter()
+            .map(|(n, c, d, g)| {
+                (
+                    n.to_string(),
+                    ErrorClassReport {
+                        count: *c,
+                        levels: [("error".to_string(), *c)].into(),
+                        directive: d.to_string(),
+                        group: g.to_string(),
+                    },
+                )
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn refusals_need_exact_requests_and_name_limit_req() {
+    let mut inp = Inputs {
+        workers: vec![w(1, 10, 500), w(2, 10, 500)],
+        nginx_errors: Some(errors(&[("limit_req", 900, "limit_req", "refused")])),
+        ..Inputs::default()
+    };
+    // Estimated requests: no verdict.
+    assert!(judge(&inp).iter().all(|v| v.id != "requests_refused"));
+    inp.requests = Some(inp.workers.iter().map(|w| w.requests.unwrap_or(0)).sum());
+    let v = judge(&inp);
+    let r = v
+        .iter()
+        .find(|v| v.id == "requests_refused")
+        .expect("fires");
+    assert_eq!(r.severity, Severity::Critical);
+    assert_eq!(r.evidence["refused"], serde_json::json!(900));
+    assert_eq!(r.evidence["share"], serde_json::json!(0.9));
+    assert_eq!(r.directives, vec!["limit_req"]);
+    assert!(
+        r.advice.starts_with("90% of the 1000 requests (900)"),
+        "{}",
+        r.advice
+    );
+    assert!(r.advice.contains("burst="), "{}", r.advice);
+    // An unreadable log says nothing.
+    inp.nginx_errors.as_mut().unwrap().readable = false;
+    assert!(judge(&inp).iter().all(|v| v.id != "requests_refused"));
+}
+
+#[test]
+fn upstream_timeouts_name_proxy_read_timeout() {
+    let mut inp = Inputs {
+        workers: vec![w(1, 100, 200)],
+        nginx_errors: Some(errors(&[(
+            "upstream_read_timeout",
+            40,
+            "proxy_read_timeout",
+            "upstream",
+        )])),
+        ..Inputs::default()
+    };
+    inp.requests = Some(inp.workers.iter().map(|w| w.requests.unwrap_or(0)).sum());
+    let v = judge(&inp);
+    let u = v.iter().find(|v| v.id == "upstream_errors").expect("fires");
+    assert_eq!(u.evidence["share"], serde_json::json!(0.2));
+    assert_eq!(u.directives, vec!["proxy_read_timeout"]);
+}
+
+#[test]
+fn reusing_connections_is_worker_connections_not_keepalive_off() {
+    // Case 15 A: 300 clients, one request each, connections kept open by them and
+    // closed by nginx to reuse: one accept per request.
+    let mut inp = Inputs {
+        workers: vec![w(1, 150, 150), w(2, 150, 150)],
+        nginx_errors: Some(errors(&[(
+            "worker_connections_reusing",
+            12,
+            "worker_connections",
+            "resources",
+        )])),
+        ..Inputs::default()
+    };
+    inp.requests = Some(inp.workers.iter().map(|w| w.requests.unwrap_or(0)).sum());
+    let v = judge(&inp);
+    let ids: Vec<&str> = v.iter().map(|v| v.id.as_str()).collect();
+    assert_eq!(ids, ["worker_connections_exhausted"]);
+    assert_eq!(v[0].severity, Severity::Warning);
+    assert_eq!(
+        v[0].evidence["error_log_reusing_connections"],
+        serde_json::json!(12)
+    );
+    assert!(v[0].advice.contains("closed idle keepalive connections"));
+}
+
+#[test]
+fn keepalive_requests_pinned_at_ten() {
+    let mut inp = Inputs {
+        workers: vec![w(1, 2_000, 19_990), w(2, 2_100, 20_990)],
+        period_s: 5.0,
+        ..Inputs::default()
+    };
+    inp.requests = Some(inp.workers.iter().map(|w| w.requests.unwrap_or(0)).sum());
+    let v = judge(&inp);
+    let k = v
+        .iter()
+        .find(|v| v.id == "keepalive_requests_low")
+        .expect("fires");
+    assert_eq!(k.evidence["pinned_at"], serde_json::json!(10));
+    assert_eq!(k.evidence["accepts_per_s"], serde_json::json!(820.0));
+    // 10.5 requests per connection is not pinned.
+    inp.workers[0].requests = Some(22_000);
+    inp.requests = Some(22_000 + 20_990);
+    assert!(judge(&inp).iter().all(|v| v.id != "keepalive_requests_low"));
+    // Long-lived connections (1000 per connection) are not low.
+    let mut long = Inputs {
+        workers: vec![w(1, 300, 300_000)],
+        ..Inputs::default()
+    };
+    long.requests = Some(long.workers.iter().map(|w| w.requests.unwrap_or(0)).sum());
+    assert!(judge(&long)
+        .iter()
+        .all(|v| v.id != "keepalive_requests_low"));
+}
+
+#[test]
+fn throttled_quota_advises_the_quota_not_auto() {
+    let mut a = w(1, 0, 0);
+    a.run_delay_ns = Some(3_000_000_000);
+    let inp = Inputs {
+        workers: vec![a, w(2, 0, 0)],
+        period_s: 5.0,
+        cpu_quota: Some(CpuQuotaReport {
+            cgroup: "/case16".into(),
+            cgroup_version: 2,
+            quota_cpus: 0.1,
+            quota_us: 10_000,
+            period_us: 100_000,
+            online_cpus: Some(2),
+            nr_periods: Some(50),
+            nr_throttled: Some(45),
+            throttled_periods_share: Some(0.9),
+            throttled_s: Some(4.0),
+        }),
+        ..Inputs::default()
+    };
+    let v = judge(&inp);
+    let t = v.iter().find(|v| v.id == "cpu_throttled").expect("fires");
+    assert_eq!(t.severity, Severity::Critical);
+    assert_eq!(t.evidence["quota_cpus"], serde_json::json!(0.1));
+    assert_eq!(
+        t.evidence["throttled_periods_share"],
+        serde_json::json!(0.9)
+    );
+    assert_eq!(t.evidence["throttled_time_share"], serde_json::json!(0.8));
+    assert!(t.advice.contains("worker_processes 1"), "{}", t.advice);
+    let s = v
+        .iter()
+        .find(|v| v.id == "cpu_starved")
+        .expect("starved too");
+    assert!(s.advice.contains("worker_processes 1"), "{}", s.advice);
+    for v in &v {
+        assert!(!v.advice.contains("(auto)"), "{}", v.advice);
+        assert!(!v.advice.contains("at the core count"), "{}", v.advice);
+    }
+}
+
+#[test]
+fn slow_requests_with_idle_workers_wait_outside_them() {
+    let mut a = w(1, 10, 40);
+    a.request_p50_ns = Some(300_000_000);
+    a.request_p99_ns = Some(520_000_000);
+    a.busy_ns = Some(50_000_000);
+    let mut inp = Inputs {
+        workers: vec![a],
+        period_s: 5.0,
+        ..Inputs::default()
+    };
+    inp.requests = Some(inp.workers.iter().map(|w| w.requests.unwrap_or(0)).sum());
+    let v = judge(&inp);
+    let s = v
+        .iter()
+        .find(|v| v.id == "slow_requests_idle_workers")
+        .expect("fires");
+    assert_eq!(s.evidence["request_p50_ms"], serde_json::json!(300.0));
+    assert_eq!(s.evidence["max_worker_busy_share"], serde_json::json!(0.01));
+    // A busy worker: the time may be nginx's own.
+    inp.workers[0].busy_ns = Some(2_000_000_000);
+    assert!(judge(&inp)
+        .iter()
+        .all(|v| v.id != "slow_requests_idle_workers"));
+    // Fast requests: nothing to say.
+    inp.workers[0].busy_ns = Some(50_000_000);
+    inp.workers[0].request_p50_ns = Some(2_000_000);
+    assert!(judge(&inp)
+        .iter()
+        .all(|v| v.id != "slow_requests_idle_workers"));
+}
+
+#[test]
+fn slow_requests_are_judged_from_the_workers_own_counts_only() {
+    // The uprobes' per-worker counts and latencies, nothing else set: judged.
+    let mut a = w(1, 10, 40);
+    a.request_p50_ns = Some(300_000_000);
+    a.request_p99_ns = Some(520_000_000);
+    a.busy_ns = Some(50_000_000);
+    let mut b = a.clone();
+    b.pid = 2;
+    let mut inp = Inputs {
+        workers: vec![a, b],
+        period_s: 5.0,
+        ..Inputs::default()
+    };
+    let fired = |inp: &Inputs| {
+        judge(inp)
+            .iter()
+            .any(|v| v.id == "slow_requests_idle_workers")
+    };
+    assert!(fired(&inp));
+    // One live worker's count unknown (no uprobes): not judged, whatever nginx's
+    // global total says.
+    inp.workers[1].requests = None;
+    inp.requests = Some(80);
+    assert!(!fired(&inp));
+    // An exited worker's unknown count does not stop it.
+    inp.workers[1].alive = false;
+    assert!(fired(&inp));
+}

@@ -1,0 +1,742 @@
+//! Verdicts: rules that turn a report's numbers into findings a user can act on. Each
+//! names the nginx directives involved and carries the numbers behind it. Pure: unit
+//! tests feed [`Inputs`] directly. Thresholds are constants here and in docs/verdicts.md.
+
+use std::collections::BTreeMap;
+
+use crate::{
+    analysis::log_verdicts,
+    model::{Severity, Verdict, WorkerReport},
+};
+
+/// Accepts needed before accept balance is judged (fewer is noise).
+pub const IMBALANCE_MIN_ACCEPTS: u64 = 200;
+/// Busiest worker's share over the mean share at which accepts are "imbalanced" (with 2
+/// workers: 75% / 25%).
+pub const IMBALANCE_MAX_OVER_MEAN: f64 = 1.5;
+/// Requests needed before the keepalive rule is judged.
+pub const KEEPALIVE_MIN_REQUESTS: u64 = 200;
+/// Accepts per request at or above which clients do not reuse connections.
+pub const KEEPALIVE_ACCEPTS_PER_REQUEST: f64 = 0.5;
+/// fd headroom (free / limit) under which the fd limit is about to bind.
+pub const FD_HEADROOM_MIN: f64 = 0.10;
+/// Access-log writes per request at or above which the log is written unbuffered.
+pub const ACCESS_LOG_WRITES_PER_REQUEST: f64 = 0.5;
+/// Requests needed before the access-log rules are judged.
+pub const ACCESS_LOG_MIN_REQUESTS: u64 = 200;
+
+/// Accepts needed before unserved connections are judged.
+pub const UNSERVED_MIN_ACCEPTS: u64 = 200;
+/// Accepts per request at or above which connections are being closed unserved (each
+/// connection carries at least one request unless closed before it).
+pub const UNSERVED_ACCEPTS_PER_REQUEST: f64 = 1.5;
+
+/// Total accepts and requests, and whether so many more connections were accepted than
+/// requests served that many were closed before carrying one: far more accepts than
+/// requests, and not because the connections are held open (the workers' peak open fds
+/// stay under half the connections without a request; unknown fds: not judged).
+fn unserved(inp: &Inputs) -> (u64, u64, bool) {
+    let accepts: u64 = inp.workers.iter().map(|w| w.accepts).sum();
+    // Unknown requests: not judged.
+    let Some(requests) = inp.requests else {
+        return (accepts, 0, false);
+    };
+    let without = accepts.saturating_sub(requests);
+    let fds_peak: Option<u64> = inp.workers.iter().map(|w| w.fds_peak).sum();
+    let many = accepts >= UNSERVED_MIN_ACCEPTS
+        && accepts as f64 >= UNSERVED_ACCEPTS_PER_REQUEST * requests as f64
+        && fds_peak.is_some_and(|p| p * 2 < without);
+    (accepts, requests, many)
+}
+
+/// Requests needed before upstream keepalive is judged.
+pub const UPSTREAM_MIN_REQUESTS: u64 = 200;
+/// Established upstream connections (connects that succeeded; a refused one cannot be
+/// kept alive) per request at or above which upstream connections are not reused (1.0 when every proxied request opens one; mixed static/proxied traffic
+/// at half proxied still reaches 0.5).
+pub const UPSTREAM_CONNECTS_PER_REQUEST: f64 = 0.5;
+/// Regular files open, as a share of the fd limit, from which open files (e.g.
+/// `open_file_cache`) are named as holding the fds.
+pub const FILES_SHARE_OF_LIMIT: f64 = 0.25;
+
+/// Longest event-loop iteration (epoll wait return to next call) that counts as a
+/// stall, ns.
+pub const STALL_MIN_NS: u64 = 100_000_000;
+
+pub use crate::analysis::inputs::{log_count, Inputs, WorkerInput};
+
+/// Jain's fairness index of `xs`: 1.0 when all equal, 1/n when one has everything.
+/// Returns 1.0 for an empty or all-zero input.
+pub fn jain_index(xs: &[f64]) -> f64 {
+    let sum: f64 = xs.iter().sum();
+    let sq: f64 = xs.iter().map(|x| x * x).sum();
+    if xs.is_empty() || sq == 0.0 {
+        return 1.0;
+    }
+    sum * sum / (xs.len() as f64 * sq)
+}
+
+pub(crate) fn round3(v: f64) -> serde_json::Value {
+    serde_json::json!(crate::model::round3(v))
+}
+
+/// Applies every rule; returns the verdicts, most severe first.
+pub fn judge(inp: &Inputs) -> Vec<Verdict> {
+    let mut out = Vec::new();
+    // With --detail sampled, a rule that divides a detail figure (counted in windows
+    // only) by requests divides by the exact requests of the same windows; unknown
+    // there: unknown, and the rule stays quiet.
+    let windowed;
+    let per_request: &Inputs = match &inp.detail {
+        Some(d) => {
+            windowed = Inputs {
+                requests: d.requests_in_windows,
+                ..inp.clone()
+            };
+            &windowed
+        }
+        None => inp,
+    };
+    accept_imbalance(inp, &mut out);
+    keepalive_off(inp, &mut out);
+    super::fd_upstream::upstream_keepalive_off(per_request, &mut out);
+    super::fd_upstream::fd_exhaustion(inp, &mut out);
+    event_loop_stall(inp, &mut out);
+    accept_queue_overflow(inp, &mut out);
+    cpu_starved(inp, &mut out);
+    access_log_unbuffered(per_request, &mut out);
+    let logs = log_verdicts::LogTotals {
+        // The exact total (stub_status or uprobes); unknown: 0, and the rules stay quiet.
+        requests: per_request.requests.unwrap_or(0),
+        access_log_opens: inp.workers.iter().map(|w| w.access_log_opens).sum(),
+        error_log_writes: inp.workers.iter().map(|w| w.error_log_writes).sum(),
+        error_log_ns: inp.workers.iter().map(|w| w.error_log_ns).sum(),
+        all_syscall_ns: inp.workers.iter().map(|w| w.all_syscall_ns).sum(),
+    };
+    log_verdicts::access_log_reopened(&logs, &mut out);
+    log_verdicts::error_log_verbose(&logs, &mut out);
+    worker_connections_exhausted(inp, &mut out);
+    crate::analysis::nginx_rules::requests_refused(inp, &mut out);
+    crate::analysis::nginx_rules::upstream_errors(inp, &mut out);
+    crate::analysis::nginx_rules::keepalive_requests_low(inp, &mut out);
+    crate::analysis::nginx_rules::cpu_throttled(inp, &mut out);
+    crate::analysis::nginx_rules::slow_requests_idle_workers(inp, &mut out);
+    if let Some(d) = &inp.detail {
+        mark_sampled(&mut out, d);
+    }
+    out.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.id.cmp(&b.id)));
+    out
+}
+
+/// Verdicts whose evidence includes a detail figure (counted only inside windows with
+/// `--detail sampled`): latency histograms, busy time, writes, upstream connects, EMFILE
+/// on per-request syscalls, accept-then-close.
+pub const DETAIL_RULES: &[&str] = &[
+    "accept_imbalance",
+    "upstream_keepalive_off",
+    "fd_exhaustion",
+    "event_loop_stall",
+    "access_log_unbuffered",
+    "access_log_reopened",
+    "error_log_verbose",
+    "worker_connections_exhausted",
+    "slow_requests_idle_workers",
+];
+
+/// Adds to every verdict of [`DETAIL_RULES`] the evidence that its detail figures are
+/// sampled: the coverage, the windows and the requests inside them.
+pub fn mark_sampled(out: &mut [Verdict], d: &crate::model::sampling::DetailReport) {
+    for v in out
+        .iter_mut()
+        .filter(|v| DETAIL_RULES.contains(&v.id.as_str()))
+    {
+        v.evidence.insert(
+            "detail".into(),
+            serde_json::json!({
+                "sampled": true,
+                "coverage": d.coverage,
+                "windows": d.windows,
+                "in_window_s": d.in_window_s,
+                "requests_in_windows": d.requests_in_windows,
+                "note": "detail figures (histograms, writes, busy time, connects, EMFILE on per-request syscalls) were counted only inside --detail windows; per-request ratios divide by the requests of the same windows (stub_status)",
+            }),
+        );
+    }
+}
+
+/// Shares of `xs` in their total, when every value is known and the total is at least
+/// `min_total`.
+fn shares(xs: &[Option<f64>], min_total: f64) -> Option<Vec<f64>> {
+    let vals: Option<Vec<f64>> = xs.iter().copied().collect();
+    let vals = vals?;
+    let total: f64 = vals.iter().sum();
+    (total >= min_total && total > 0.0).then(|| vals.iter().map(|v| v / total).collect())
+}
+
+fn share_map(pids: &[u32], shares: &[f64]) -> serde_json::Value {
+    serde_json::json!(pids
+        .iter()
+        .zip(shares)
+        .map(|(p, s)| (p.to_string(), crate::model::round3(*s)))
+        .collect::<BTreeMap<_, _>>())
+}
+
+/// Busy time judged only from 50 ms of it on; CPU time (10 ms ticks) from 1 s.
+const IMBALANCE_MIN_BUSY_NS: f64 = 50e6;
+const IMBALANCE_MIN_CPU_S: f64 = 1.0;
+
+fn accept_imbalance(inp: &Inputs, out: &mut Vec<Verdict>) {
+    let live: Vec<&WorkerInput> = inp.workers.iter().filter(|w| w.alive).collect();
+    let n = live.len();
+    let total: u64 = live.iter().map(|w| w.accepts).sum();
+    if n < 2 || total < IMBALANCE_MIN_ACCEPTS {
+        return;
+    }
+    let pids: Vec<u32> = live.iter().map(|w| w.pid).collect();
+    let mean = 1.0 / n as f64;
+    let max_over_mean = |s: &[f64]| s.iter().cloned().fold(0.0, f64::max) / mean;
+    let accept_shares: Vec<f64> = live
+        .iter()
+        .map(|w| w.accepts as f64 / total as f64)
+        .collect();
+    let busy_shares = shares(
+        &live
+            .iter()
+            .map(|w| w.busy_ns.map(|b| b as f64))
+            .collect::<Vec<_>>(),
+        IMBALANCE_MIN_BUSY_NS,
+    );
+    let cpu_shares = shares(
+        &live.iter().map(|w| w.cpu_s).collect::<Vec<_>>(),
+        IMBALANCE_MIN_CPU_S,
+    );
+    let accept_skew = max_over_mean(&accept_shares);
+    let busy_skew = busy_shares.as_deref().map(max_over_mean).unwrap_or(0.0);
+    let cpu_skew = cpu_shares.as_deref().map(max_over_mean).unwrap_or(0.0);
+    // Even accept shares with uneven work are not balanced either.
+    let work_skew = busy_skew.max(cpu_skew);
+    if accept_skew < IMBALANCE_MAX_OVER_MEAN && work_skew < IMBALANCE_MAX_OVER_MEAN {
+        return;
+    }
+    let mut evidence = BTreeMap::new();
+    evidence.insert("accepts", serde_json::json!(total));
+    evidence.insert("accept_shares", share_map(&pids, &accept_shares));
+    evidence.insert("max_over_mean", round3(accept_skew));
+    evidence.insert("jain_index", round3(jain_index(&accept_shares)));
+    if let Some(b) = &busy_shares {
+        evidence.insert("busy_shares", share_map(&pids, b));
+        evidence.insert("busy_max_over_mean", round3(busy_skew));
+        evidence.insert("busy_jain_index", round3(jain_index(b)));
+    }
+    if let Some(c) = &cpu_shares {
+        evidence.insert("cpu_shares", share_map(&pids, c));
+        evidence.insert("cpu_jain_index", round3(jain_index(c)));
+    }
+    let (what, shares_used) = if accept_skew >= IMBALANCE_MAX_OVER_MEAN {
+        ("accepts", accept_shares.clone())
+    } else if busy_skew >= cpu_skew {
+        ("busy time", busy_shares.clone().unwrap_or_default())
+    } else {
+        ("CPU time", cpu_shares.clone().unwrap_or_default())
+    };
+    let top = shares_used
+        .iter()
+        .enumerate()
+        .max_by(|a, b| a.1.partial_cmp(b.1).unwrap_or(std::cmp::Ordering::Equal))
+        .map(|(i, s)| (pids[i], *s))
+        .unwrap_or((0, 0.0));
+    evidence.insert("busiest_worker", serde_json::json!(top.0));
+    out.push(Verdict::new(
+        "accept_imbalance",
+        Severity::Warning,
+        evidence,
+        &["multi_accept", "accept_mutex", "listen ... reuseport"],
+        format!(
+            "worker {} has {:.0}% of the {what}: one worker carries the load while others idle; with a shared listen socket `listen ... reuseport` spreads new connections (multi_accept on makes it worse); with even accepts but uneven work, long-lived busy connections pile on one worker",
+            top.0,
+            top.1 * 100.0
+        ),
+    ));
+}
+
+/// Who ends the connections after one request, as far as nginx-probe knows. It does not
+/// read nginx's config (running `nginx -T` would run the binary), so nginx's own
+/// keepalive settings are unknown: the advice never says nginx has keepalive off, names
+/// the clients' side first (the common case: a load balancer or client without keepalive
+/// to nginx) and the two settings that would make nginx close instead.
+const WHO_CLOSES: &str = "the clients close after each request unless nginx's own keepalive is off (keepalive_timeout 0 or keepalive_requests 1: nginx's config is not read, check them): a load balancer or proxy in front without keepalive to nginx, or clients sending `Connection: close`; check the load balancer's keepalive to nginx and the clients' Connection header";
+
+/// Evidence value for who closes: nginx's keepalive settings are not known.
+const CLOSED_BY_UNKNOWN: &str =
+    "unknown: nginx's keepalive_timeout and keepalive_requests are not read";
+
+fn keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
+    let Some(requests) = inp.requests else { return };
+    let accepts: u64 = inp.workers.iter().map(|w| w.accepts).sum();
+    if requests < KEEPALIVE_MIN_REQUESTS {
+        return;
+    }
+    let per_request = accepts as f64 / requests as f64;
+    // Far more connections than requests is not clients declining keepalive but
+    // connections closed unserved (see worker_connections_exhausted).
+    if per_request < KEEPALIVE_ACCEPTS_PER_REQUEST || unserved(inp).2 {
+        return;
+    }
+    // nginx itself closed idle keepalive connections to reuse them (worker_connections
+    // ran out, its error log says so): the clients did keep their connections alive.
+    if log_count(inp, "worker_connections_reusing") > 0 {
+        return;
+    }
+    let conn_ns: u64 = inp.workers.iter().map(|w| w.conn_syscall_ns).sum();
+    let all_ns: u64 = inp.workers.iter().map(|w| w.all_syscall_ns).sum();
+    let mut evidence = BTreeMap::new();
+    evidence.insert("accepts", serde_json::json!(accepts));
+    evidence.insert("requests", serde_json::json!(requests));
+    evidence.insert(
+        "requests_source",
+        serde_json::json!(inp.requests_source.name()),
+    );
+    evidence.insert("accepts_per_request", round3(per_request));
+    evidence.insert("closed_by", serde_json::json!(CLOSED_BY_UNKNOWN));
+    if all_ns > 0 {
+        evidence.insert(
+            if inp.close_traced {
+                "accept_close_share_of_syscall_time"
+            } else {
+                "accept_share_of_syscall_time"
+            },
+            round3(conn_ns as f64 / all_ns as f64),
+        );
+    }
+    // On a TLS listener every new connection also pays a TLS handshake: its count and
+    // cost are the evidence that matters most.
+    let tls = inp.tls.as_ref().filter(|t| t.handshakes > 0);
+    if let Some(t) = tls {
+        evidence.insert("tls_handshakes", serde_json::json!(t.handshakes));
+        evidence.insert(
+            "tls_handshakes_per_request",
+            round3(t.handshakes as f64 / requests as f64),
+        );
+        if let Some(ns) = t.call_ns_per_handshake {
+            evidence.insert("tls_handshake_call_us", round3(ns as f64 / 1e3));
+        }
+        evidence.insert("tls_handshake_p50_us", round3(t.p50_ns as f64 / 1e3));
+        evidence.insert("tls_handshake_mean_us", round3(t.mean_ns as f64 / 1e3));
+        if let Some(share) = t.share_of_worker_busy {
+            evidence.insert("tls_share_of_worker_busy", round3(share));
+        }
+    }
+    let advice = match tls {
+        Some(t) => format!(
+            "{per_request:.2} accepts per request: connections are not reused, so every request pays a TCP and a TLS handshake ({} TLS handshakes, {} inside SSL_do_handshake each{}); {WHO_CLOSES}; for clients that must reconnect, resume TLS sessions (ssl_session_cache shared:SSL:10m; ssl_session_tickets on)",
+            t.handshakes,
+            t.call_ns_per_handshake
+                .map(|ns| format!("{:.0} us", ns as f64 / 1e3))
+                .unwrap_or_else(|| "unknown".into()),
+            t.share_of_worker_busy
+                .map(|s| format!(", {:.0}% of the workers' busy time", s * 100.0))
+                .unwrap_or_default(),
+        ),
+        None => format!(
+            "{per_request:.2} accepts per request: connections are not reused, so every request pays a TCP handshake and teardown; {WHO_CLOSES}"
+        ),
+    };
+    let directives: &[&str] = if tls.is_some() {
+        &[
+            "keepalive_timeout",
+            "keepalive_requests",
+            "ssl_session_cache",
+            "ssl_session_tickets",
+        ]
+    } else {
+        &["keepalive_timeout", "keepalive_requests"]
+    };
+    out.push(Verdict::new(
+        "keepalive_off",
+        Severity::Warning,
+        evidence,
+        directives,
+        advice,
+    ));
+}
+
+fn worker_connections_exhausted(inp: &Inputs, out: &mut Vec<Verdict>) {
+    let closed: u64 = inp.workers.iter().map(|w| w.accepted_then_closed).sum();
+    let (accepts, requests, unserved) = unserved(inp);
+    let reusing = log_count(inp, "worker_connections_reusing");
+    let not_enough = log_count(inp, "worker_connections");
+    if closed == 0 && !unserved && reusing == 0 && not_enough == 0 {
+        return;
+    }
+    let mut evidence = BTreeMap::new();
+    if let Some(e) = inp.nginx_errors.as_ref().filter(|e| e.readable) {
+        evidence.insert("error_log_reusing_connections", serde_json::json!(reusing));
+        evidence.insert("error_log_not_enough", serde_json::json!(not_enough));
+        evidence.insert("error_log", serde_json::json!(e.path));
+    }
+    evidence.insert("accepted_then_closed", serde_json::json!(closed));
+    evidence.insert("accepts", serde_json::json!(accepts));
+    if unserved {
+        evidence.insert("requests", serde_json::json!(requests));
+        evidence.insert(
+            "requests_source",
+            serde_json::json!(inp.requests_source.name()),
+        );
+    }
+    if let Some(d) = inp.stub_dropped {
+        // nginx's own count (stub_status accepted - handled).
+        evidence.insert("nginx_dropped", serde_json::json!(d));
+    }
+    evidence.insert(
+        "workers",
+        serde_json::json!(inp
+            .workers
+            .iter()
+            .filter(|w| w.accepted_then_closed > 0)
+            .map(|w| serde_json::json!({"pid": w.pid, "accepted_then_closed": w.accepted_then_closed, "fds_open": w.fds_open}))
+            .collect::<Vec<_>>()),
+    );
+    let advice = if closed == 0 && !unserved {
+        format!(
+            "nginx ran out of worker_connections: its error log says \"worker_connections are not enough, reusing connections\" {reusing} times (nginx logs it at most once a second per worker, each time closing up to 32 idle connections){}: to accept new clients it closed idle keepalive connections (nginx closed them, not the clients, who must reconnect); raise worker_connections (and worker_rlimit_nofile with it)",
+            if not_enough > 0 {
+                format!(" and \"worker_connections are not enough\" {not_enough} times (connections refused outright)")
+            } else {
+                String::new()
+            }
+        )
+    } else if closed > 0 {
+        format!(
+            "{closed} connections were accepted and closed at once: the workers had no free connection (nginx logs \"worker_connections are not enough\"); raise worker_connections (and worker_rlimit_nofile with it)"
+        )
+    } else {
+        format!(
+            "{accepts} connections carried only {requests} requests: at least {} were closed before a request was served; when worker_connections runs out nginx closes idle and not-yet-read connections to reuse them (it logs \"worker_connections are not enough, reusing connections\"): raise worker_connections (and worker_rlimit_nofile with it); otherwise clients connect without sending (health checks, preconnects)",
+            accepts - requests
+        )
+    };
+    out.push(Verdict::new(
+        "worker_connections_exhausted",
+        if closed > 0 || not_enough > 0 {
+            Severity::Critical
+        } else {
+            Severity::Warning
+        },
+        evidence,
+        &["worker_connections", "worker_rlimit_nofile"],
+        advice,
+    ));
+}
+
+fn access_log_unbuffered(inp: &Inputs, out: &mut Vec<Verdict>) {
+    let Some(requests) = inp.requests else { return };
+    let writes: u64 = inp.workers.iter().map(|w| w.access_log_writes).sum();
+    if requests < ACCESS_LOG_MIN_REQUESTS {
+        return;
+    }
+    let per_request = writes as f64 / requests as f64;
+    if per_request < ACCESS_LOG_WRITES_PER_REQUEST {
+        return;
+    }
+    let log_ns: u64 = inp.workers.iter().map(|w| w.access_log_ns).sum();
+    let all_ns: u64 = inp.workers.iter().map(|w| w.all_syscall_ns).sum();
+    let p99 = inp
+        .workers
+        .iter()
+        .map(|w| w.access_log_p99_ns)
+        .max()
+        .unwrap_or(0);
+    let mut evidence = BTreeMap::new();
+    evidence.insert("access_log_writes", serde_json::json!(writes));
+    evidence.insert("requests", serde_json::json!(requests));
+    evidence.insert(
+        "requests_source",
+        serde_json::json!(inp.requests_source.name()),
+    );
+    evidence.insert("writes_per_request", round3(per_request));
+    evidence.insert("p99_write_us", round3(p99 as f64 / 1e3));
+    if all_ns > 0 {
+        evidence.insert(
+            "share_of_syscall_time",
+            round3(log_ns as f64 / all_ns as f64),
+        );
+    }
+    out.push(Verdict::new(
+        "access_log_unbuffered",
+        Severity::Warning,
+        evidence,
+        &["access_log ... buffer=", "access_log ... flush=", "access_log off"],
+        format!(
+            "{per_request:.2} access-log write() calls per request: every request pays a write to the log file; buffer it (`access_log <path> buffer=32k flush=5s;`) or turn it off where it is not needed"
+        ),
+    ));
+}
+
+fn accept_queue_overflow(inp: &Inputs, out: &mut Vec<Verdict>) {
+    let Some(first) = inp.listen.first() else {
+        return;
+    };
+    // Connections lost at a full accept queue show in the namespace's TcpExt
+    // ListenOverflows/ListenDrops. Those are namespace-wide, and nginx's own sockets'
+    // drop counters (sock_diag SK_MEMINFO_DROPS) count other drops too (a TLS load
+    // with Connection: close moves them while ListenOverflows stays 0): a loss is
+    // blamed on nginx only when both moved (or, without socket drop counters, when
+    // nginx's queue was seen holding connections), or when a queue was seen at its
+    // backlog.
+    let own: Option<u64> = inp
+        .listen
+        .iter()
+        .map(|l| l.socket_drops)
+        .sum::<Option<u64>>();
+    let waited = inp.listen.iter().any(|l| l.queue_max > 0);
+    let full = inp
+        .listen
+        .iter()
+        .any(|l| l.backlog > 0 && l.queue_max >= l.backlog);
+    let netns = first.overflows + first.drops;
+    let lost = match own {
+        Some(n) => n.min(netns),
+        None if waited => netns,
+        None => 0,
+    };
+    if !(full || lost > 0) {
+        return;
+    }
+    let mut evidence = BTreeMap::new();
+    evidence.insert(
+        "sockets",
+        serde_json::json!(inp
+            .listen
+            .iter()
+            .map(|l| serde_json::json!({"addr": l.addr, "backlog": l.backlog, "queue_max": l.queue_max}))
+            .collect::<Vec<_>>()),
+    );
+    evidence.insert("listen_overflows", serde_json::json!(first.overflows));
+    evidence.insert("listen_drops", serde_json::json!(first.drops));
+    if let Some(n) = own {
+        evidence.insert("socket_drops", serde_json::json!(n));
+    }
+    let worst = inp
+        .listen
+        .iter()
+        .max_by_key(|l| l.queue_max)
+        .unwrap_or(first);
+    out.push(Verdict::new(
+        "accept_queue_overflow",
+        if lost > 0 { Severity::Critical } else { Severity::Warning },
+        evidence,
+        &["listen ... backlog=", "net.core.somaxconn"],
+        format!(
+            "up to {} connections waited in the accept queue of {} (backlog {}) and the kernel dropped {lost} {}: nginx is not accepting fast enough (fd limit, busy workers) or the backlog is too small: raise `listen ... backlog=` together with net.core.somaxconn",
+            worst.queue_max,
+            worst.addr,
+            worst.backlog,
+            if own.is_some() { "at nginx's listening sockets" } else { "in this network namespace" }
+        ),
+    ));
+}
+
+/// Share of the period a worker waited for a CPU at or above which it is starved.
+pub const CPU_STARVED_SHARE: f64 = 0.20;
+
+fn cpu_starved(inp: &Inputs, out: &mut Vec<Verdict>) {
+    if inp.period_s <= 0.0 {
+        return;
+    }
+    let share = |w: &WorkerInput| w.run_delay_ns.unwrap_or(0) as f64 / 1e9 / inp.period_s;
+    let starved: Vec<&WorkerInput> = inp
+        .workers
+        .iter()
+        .filter(|w| w.alive && share(w) >= CPU_STARVED_SHARE)
+        .collect();
+    let Some(worst) = starved.iter().max_by(|a, b| share(a).total_cmp(&share(b))) else {
+        return;
+    };
+    let mut evidence = BTreeMap::new();
+    evidence.insert(
+        "workers",
+        serde_json::json!(starved
+            .iter()
+            .map(|w| serde_json::json!({
+                "pid": w.pid,
+                "run_delay_ms": (w.run_delay_ns.unwrap_or(0) as f64 / 1e6).round(),
+                "share": crate::model::round3(share(w)),
+                "cpu_s": w.cpu_s,
+            }))
+            .collect::<Vec<_>>()),
+    );
+    evidence.insert("period_s", round3(inp.period_s));
+    // Under a CPU quota smaller than the machine, `auto` (one worker per online CPU)
+    // is the cause, not the cure.
+    if let Some(q) = inp
+        .cpu_quota
+        .as_ref()
+        .filter(|q| q.online_cpus.is_none_or(|n| q.quota_cpus < n as f64))
+    {
+        evidence.insert("quota_cpus", round3(q.quota_cpus));
+        let workers = inp.workers.iter().filter(|w| w.alive).count();
+        out.push(Verdict::new(
+            "cpu_starved",
+            Severity::Warning,
+            evidence,
+            &["worker_processes"],
+            format!(
+                "worker {} waited for a CPU {:.0}% of the time (runnable, not running) and the workers' cgroup {} allows {} CPUs: {workers} workers share that quota; set worker_processes {} (the quota rounded up), not auto, which counts the machine's {} CPUs",
+                worst.pid,
+                share(worst) * 100.0,
+                q.cgroup,
+                q.quota_cpus,
+                crate::analysis::nginx_rules::workers_for_quota(q.quota_cpus),
+                q.online_cpus.map(|n| n.to_string()).unwrap_or_else(|| "unknown".into()),
+            ),
+        ));
+        return;
+    }
+    out.push(Verdict::new(
+        "cpu_starved",
+        Severity::Warning,
+        evidence,
+        &["worker_processes", "worker_cpu_affinity", "worker_priority"],
+        format!(
+            "worker {} waited for a CPU {:.0}% of the time (runnable, not running): other processes compete for the cores, or there are more workers than cores; every connection of a waiting worker waits too: keep worker_processes at the core count (auto), pin with worker_cpu_affinity, or move the other load",
+            worst.pid,
+            share(worst) * 100.0
+        ),
+    ));
+}
+
+fn event_loop_stall(inp: &Inputs, out: &mut Vec<Verdict>) {
+    // A long iteration of a worker that waited for a CPU about as long in the period
+    // may be the scheduler's doing, not nginx's (cpu_starved says so): not a stall.
+    let stalled: Vec<&WorkerInput> = inp
+        .workers
+        .iter()
+        .filter(|w| w.max_iteration_ns >= STALL_MIN_NS)
+        .filter(|w| w.run_delay_ns.is_none_or(|d| d < w.max_iteration_ns / 2))
+        .collect();
+    let Some(worst) = stalled.iter().max_by_key(|w| w.max_iteration_ns) else {
+        return;
+    };
+    let mut evidence = BTreeMap::new();
+    evidence.insert("worker", serde_json::json!(worst.pid));
+    evidence.insert(
+        "max_iteration_ms",
+        round3(worst.max_iteration_ns as f64 / 1e6),
+    );
+    evidence.insert(
+        "p99_iteration_ms",
+        round3(worst.p99_iteration_ns as f64 / 1e6),
+    );
+    evidence.insert(
+        "stalled_workers",
+        serde_json::json!(stalled.iter().map(|w| w.pid).collect::<Vec<_>>()),
+    );
+    out.push(Verdict::new(
+        "event_loop_stall",
+        Severity::Warning,
+        evidence,
+        &["gzip", "sendfile_max_chunk", "aio threads", "output_buffers"],
+        format!(
+            "worker {} spent {:.0} ms in one event-loop iteration without returning to epoll_wait, and every other connection it holds waited that long: look for CPU-heavy or blocking work per request (gzip of large responses, sendfile without sendfile_max_chunk, blocking disk reads: aio threads)",
+            worst.pid,
+            worst.max_iteration_ns as f64 / 1e6
+        ),
+    ));
+}
+
+/// A worker's EMFILE (or ENFILE) over every fd-creating syscall; a report without
+/// `fd_errors` (older recordings) falls back to its accept errors.
+fn fd_error_total(w: &WorkerReport, f: impl Fn(&crate::model::FdErrors) -> u64) -> u64 {
+    if w.fd_errors.is_empty() {
+        let e = crate::model::FdErrors {
+            emfile: w.accept_errors.get("EMFILE").copied().unwrap_or(0),
+            enfile: w.accept_errors.get("ENFILE").copied().unwrap_or(0),
+        };
+        return f(&e);
+    }
+    w.fd_errors.values().map(f).sum()
+}
+
+/// The verdict inputs of a report: every worker's numbers (exited ones flagged), and
+/// the merged old exited workers when there are any.
+pub fn verdict_inputs(workers: &[WorkerReport], close_traced: bool) -> Inputs {
+    let conn_calls = ["accept4", "accept", "close"];
+    let waits = ["epoll_wait", "epoll_pwait", "epoll_pwait2"];
+    Inputs {
+        workers: workers
+            .iter()
+            .map(|w| WorkerInput {
+                pid: w.pid,
+                alive: w.alive,
+                accepts: w.accepts,
+                emfile: fd_error_total(w, |e| e.emfile),
+                enfile: fd_error_total(w, |e| e.enfile),
+                fd_errors: w
+                    .fd_errors
+                    .iter()
+                    .filter(|(_, e)| e.emfile + e.enfile > 0)
+                    .map(|(k, e)| (k.clone(), (e.emfile, e.enfile)))
+                    .collect(),
+                requests: w.requests.count.filter(|_| w.requests.source.exact()),
+                upstream_connects: w.upstream.connects,
+                upstream_established: w.upstream.established,
+                upstream_errors: w
+                    .upstream
+                    .errors
+                    .iter()
+                    .filter(|(_, &v)| v > 0)
+                    .map(|(k, &v)| (k.clone(), v))
+                    .collect(),
+                connect_hist: w.upstream.latency_hist_log2_ns.clone(),
+                connect_max_ns: w.upstream.latency_max_ns,
+                upstream_fds_open: w.upstream.fds_open,
+                files_open: w.fds.files,
+                files_peak: w.fds.files_peak,
+                sockets_peak: w.fds.sockets_peak,
+                busy_ns: (w.event_loop.iterations > 0).then_some(w.event_loop.busy_ns),
+                cpu_s: w.cpu_s,
+                run_delay_ns: w.run_delay_s.map(|s| (s * 1e9) as u64),
+                max_iteration_ns: w.event_loop.max_iteration_ns,
+                accepted_then_closed: w.accepted_then_closed,
+                access_log_writes: w.writes.get("access_log").map(|x| x.count).unwrap_or(0),
+                access_log_ns: w.writes.get("access_log").map(|x| x.total_ns).unwrap_or(0),
+                access_log_p99_ns: w.writes.get("access_log").map(|x| x.p99_ns).unwrap_or(0),
+                access_log_opens: w.access_log_opens,
+                error_log_writes: w.writes.get("error_log").map(|x| x.count).unwrap_or(0),
+                error_log_ns: w.writes.get("error_log").map(|x| x.total_ns).unwrap_or(0),
+                p99_iteration_ns: w.event_loop.p99_iteration_ns,
+                request_p50_ns: w.requests.p50_ns,
+                request_p99_ns: w.requests.p99_ns,
+                conn_syscall_ns: w
+                    .syscalls
+                    .iter()
+                    .filter(|(k, _)| conn_calls.contains(&k.as_str()))
+                    .map(|(_, s)| s.total_ns)
+                    .sum(),
+                all_syscall_ns: w
+                    .syscalls
+                    .iter()
+                    .filter(|(k, _)| !waits.contains(&k.as_str()))
+                    .map(|(_, s)| s.total_ns)
+                    .sum(),
+                fds_open: w.fds.open,
+                fds_peak: w.fds.peak,
+                fd_limit: w.fds.limit,
+            })
+            .collect(),
+        close_traced,
+        listen: Vec::new(),
+        period_s: 0.0,
+        nginx_errors: None,
+        cpu_quota: None,
+        requests: None,
+        requests_source: crate::model::RequestSource::Unknown,
+        detail: None,
+        stub_dropped: None,
+        tls: None,
+    }
+}
+
+#[cfg(test)]
+#[path = "verdict_tests.rs"]
+mod tests;

@@ -1,0 +1,469 @@
+//! Unit tests of the verdict rules ([`super`]): [`Inputs`] in, verdicts out.
+
+use super::*;
+
+/// [`super::judge`] with the global request count the uprobes would give: the
+/// workers' counts summed (unless the test set one).
+fn judge(inp: &Inputs) -> Vec<Verdict> {
+    let mut inp = inp.clone();
+    if inp.requests.is_none() {
+        inp.requests = Some(inp.workers.iter().filter_map(|w| w.requests).sum());
+        inp.requests_source = crate::model::RequestSource::Uprobe;
+    }
+    super::judge(&inp)
+}
+
+#[test]
+fn keepalive_off_on_tls_carries_the_handshake_cost() {
+    let a = w(1, 400, 400);
+    let tls = crate::model::TlsReport {
+        handshakes: 400,
+        started: 400,
+        call_ns: 400 * 1_500_000,
+        call_ns_per_handshake: Some(1_500_000),
+        p50_ns: 2_000_000,
+        mean_ns: 2_100_000,
+        share_of_worker_busy: Some(0.3),
+        ..Default::default()
+    };
+    let v = judge(&Inputs {
+        workers: vec![a],
+        tls: Some(tls),
+        ..Inputs::default()
+    });
+    assert_eq!(v[0].id, "keepalive_off");
+    assert_eq!(v[0].evidence["tls_handshakes"], serde_json::json!(400));
+    assert_eq!(
+        v[0].evidence["tls_handshake_call_us"],
+        serde_json::json!(1500.0)
+    );
+    assert_eq!(
+        v[0].evidence["tls_share_of_worker_busy"],
+        serde_json::json!(0.3)
+    );
+    assert!(v[0].advice.contains("TLS handshake"), "{}", v[0].advice);
+    assert!(v[0].advice.contains("1500 us"), "{}", v[0].advice);
+    assert!(!v[0].advice.contains("enable keepalive"), "{}", v[0].advice);
+    assert!(
+        v[0].advice.contains("the clients close after each request"),
+        "{}",
+        v[0].advice
+    );
+    assert!(v[0].directives.iter().any(|d| d == "ssl_session_cache"));
+    assert!(v[0].directives.iter().any(|d| d == "ssl_session_tickets"));
+}
+
+#[test]
+fn unknown_requests_fire_no_request_rule() {
+    // HTTPS without nginx's counters or uprobes: 400 accepts, requests unknown, 400
+    // access-log writes. Nothing about keepalive, the log or worker_connections.
+    let mut a = w(1, 400, 0);
+    a.requests = None;
+    a.access_log_writes = 400;
+    a.fds_peak = Some(10);
+    let v = super::judge(&Inputs {
+        workers: vec![a.clone()],
+        ..Inputs::default()
+    });
+    assert!(v.is_empty(), "{v:?}");
+    // The same with nginx's counter: 400 requests, one per connection.
+    let v = super::judge(&Inputs {
+        workers: vec![a],
+        requests: Some(400),
+        requests_source: crate::model::RequestSource::StubStatus,
+        ..Inputs::default()
+    });
+    let ids: Vec<&str> = v.iter().map(|v| v.id.as_str()).collect();
+    assert_eq!(ids, ["access_log_unbuffered", "keepalive_off"]);
+    assert_eq!(v[1].evidence["requests_source"], "stub_status");
+}
+
+fn w(pid: u32, accepts: u64, requests: u64) -> WorkerInput {
+    WorkerInput {
+        pid,
+        alive: true,
+        accepts,
+        requests: Some(requests),
+        ..WorkerInput::default()
+    }
+}
+
+#[test]
+fn connections_closed_unserved_are_worker_connections_not_keepalive() {
+    // The claims lab's worker_connections 64 under 300 keepalive clients: 33438
+    // accepts for 9756 requests, none closed right after accept.
+    let mut a = w(1, 16_000, 5_000);
+    let mut b = w(2, 17_438, 4_756);
+    a.fds_peak = Some(70);
+    b.fds_peak = Some(70);
+    let v = judge(&Inputs {
+        workers: vec![a.clone(), b.clone()],
+        ..Inputs::default()
+    });
+    let ids: Vec<&str> = v.iter().map(|v| v.id.as_str()).collect();
+    assert_eq!(ids, ["worker_connections_exhausted"]);
+    assert_eq!(v[0].severity, Severity::Warning);
+    assert_eq!(v[0].evidence["accepts"], serde_json::json!(33_438));
+    assert!(
+        v[0].advice.contains("at least 23682 were closed"),
+        "{}",
+        v[0].advice
+    );
+    // The same counts with the connections held open (idle clients): not this.
+    a.fds_peak = Some(16_000);
+    b.fds_peak = Some(17_000);
+    assert!(judge(&Inputs {
+        workers: vec![a, b],
+        ..Inputs::default()
+    })
+    .iter()
+    .all(|v| v.id != "worker_connections_exhausted"));
+    // One request per connection is keepalive off, not this.
+    let v = judge(&Inputs {
+        workers: vec![w(1, 400, 400)],
+        ..Inputs::default()
+    });
+    let ids: Vec<&str> = v.iter().map(|v| v.id.as_str()).collect();
+    assert_eq!(ids, ["keepalive_off"]);
+}
+
+#[test]
+fn waiting_for_a_cpu_is_starvation_not_a_stall() {
+    // A 105 ms iteration in a 5 s period in which the worker waited 1.2 s for a CPU
+    // (a loaded 2-core machine): cpu_starved, no event_loop_stall.
+    let mut a = w(1, 0, 0);
+    a.max_iteration_ns = 105_000_000;
+    a.run_delay_ns = Some(1_200_000_000);
+    a.cpu_s = Some(0.8);
+    let v = judge(&Inputs {
+        workers: vec![a.clone()],
+        period_s: 5.0,
+        ..Inputs::default()
+    });
+    let ids: Vec<&str> = v.iter().map(|v| v.id.as_str()).collect();
+    assert_eq!(ids, ["cpu_starved"]);
+    assert_eq!(
+        v[0].evidence["workers"][0]["share"],
+        serde_json::json!(0.24)
+    );
+    assert!(v[0].advice.contains("waited for a CPU 24% of the time"));
+    // The same iteration with little waiting: a stall of nginx's own making.
+    a.run_delay_ns = Some(20_000_000);
+    let v = judge(&Inputs {
+        workers: vec![a],
+        period_s: 5.0,
+        ..Inputs::default()
+    });
+    let ids: Vec<&str> = v.iter().map(|v| v.id.as_str()).collect();
+    assert_eq!(ids, ["event_loop_stall"]);
+}
+
+#[test]
+fn stall_rule_fires_at_100_ms() {
+    let mut a = w(1, 0, 0);
+    a.max_iteration_ns = 99_000_000;
+    assert!(judge(&Inputs {
+        workers: vec![a.clone()],
+        ..Inputs::default()
+    })
+    .is_empty());
+    let mut b = w(2, 0, 0);
+    b.max_iteration_ns = 2_500_000_000;
+    b.p99_iteration_ns = 50_000;
+    let v = judge(&Inputs {
+        workers: vec![a, b],
+        ..Inputs::default()
+    });
+    assert_eq!(v[0].id, "event_loop_stall");
+    assert_eq!(v[0].evidence["worker"], serde_json::json!(2));
+    assert_eq!(v[0].evidence["max_iteration_ms"], serde_json::json!(2500.0));
+    assert_eq!(v[0].evidence["stalled_workers"], serde_json::json!([2]));
+    assert!(v[0].directives.iter().any(|d| d == "gzip"));
+}
+
+#[test]
+fn queue_rule_needs_nginx_queue_to_have_held_connections() {
+    let l = |queue_max, backlog, overflows| crate::model::ListenReport {
+        addr: "127.0.0.1:80".into(),
+        backlog,
+        queue_now: 0,
+        queue_max,
+        overflows,
+        drops: 0,
+        socket_drops: None,
+    };
+    // Someone else's overflows, nginx's queue always empty: no verdict.
+    let other = Inputs {
+        listen: vec![l(0, 511, 40)],
+        ..Inputs::default()
+    };
+    assert!(judge(&other).is_empty());
+    let dropped = Inputs {
+        listen: vec![l(16, 16, 40)],
+        ..Inputs::default()
+    };
+    let v = judge(&dropped);
+    assert_eq!(v[0].id, "accept_queue_overflow");
+    assert_eq!(v[0].severity, Severity::Critical);
+    assert_eq!(v[0].evidence["listen_overflows"], serde_json::json!(40));
+    let full = Inputs {
+        listen: vec![l(511, 511, 0)],
+        ..Inputs::default()
+    };
+    assert_eq!(judge(&full)[0].severity, Severity::Warning);
+    let waiting = Inputs {
+        listen: vec![l(100, 511, 0)],
+        ..Inputs::default()
+    };
+    assert!(judge(&waiting).is_empty());
+}
+
+#[test]
+fn queue_rule_trusts_nginx_socket_drops_over_the_namespace_counters() {
+    let l = |queue_max, overflows, socket_drops| crate::model::ListenReport {
+        addr: "127.0.0.1:80".into(),
+        backlog: 16,
+        queue_now: 0,
+        queue_max,
+        overflows,
+        drops: overflows,
+        socket_drops: Some(socket_drops),
+    };
+    // A small queue that filled and drained between two samples: nginx's socket
+    // dropped 1838, though no sample saw a connection waiting.
+    let v = judge(&Inputs {
+        listen: vec![l(0, 1838, 1838)],
+        ..Inputs::default()
+    });
+    assert_eq!(v[0].id, "accept_queue_overflow");
+    assert_eq!(v[0].severity, Severity::Critical);
+    assert_eq!(v[0].evidence["socket_drops"], serde_json::json!(1838));
+    assert!(v[0]
+        .advice
+        .contains("dropped 1838 at nginx's listening sockets"));
+    // Overflows elsewhere in the namespace, none at nginx's socket: no verdict,
+    // even though nginx's queue held connections.
+    assert!(judge(&Inputs {
+        listen: vec![l(5, 40, 0)],
+        ..Inputs::default()
+    })
+    .is_empty());
+    // nginx's socket counted drops while ListenOverflows/ListenDrops stayed 0 (a
+    // TLS load with Connection: close): no connection was lost at the queue.
+    assert!(judge(&Inputs {
+        listen: vec![l(1, 0, 37)],
+        ..Inputs::default()
+    })
+    .is_empty());
+}
+
+#[test]
+fn access_log_rule_counts_writes_per_request() {
+    let mut a = w(1, 1, 300);
+    a.access_log_writes = 300;
+    a.access_log_ns = 300_000;
+    a.all_syscall_ns = 3_000_000;
+    a.access_log_p99_ns = 8_000;
+    let v = judge(&Inputs {
+        workers: vec![a.clone()],
+        ..Inputs::default()
+    });
+    assert_eq!(v[0].id, "access_log_unbuffered");
+    assert_eq!(v[0].evidence["writes_per_request"], serde_json::json!(1.0));
+    assert_eq!(
+        v[0].evidence["share_of_syscall_time"],
+        serde_json::json!(0.1)
+    );
+    assert_eq!(v[0].evidence["p99_write_us"], serde_json::json!(8.0));
+    let mut buffered = a;
+    buffered.access_log_writes = 3;
+    assert!(judge(&Inputs {
+        workers: vec![buffered],
+        ..Inputs::default()
+    })
+    .is_empty());
+}
+
+#[test]
+fn exited_workers_count_in_totals_but_not_in_balance() {
+    // A reload mid-run: the old workers served most of the close-per-request load.
+    let mut old = w(1, 900, 900);
+    old.alive = false;
+    let new = w(2, 100, 100);
+    let v = judge(&Inputs {
+        workers: vec![old, new],
+        ..Inputs::default()
+    });
+    let ids: Vec<&str> = v.iter().map(|v| v.id.as_str()).collect();
+    assert_eq!(ids, vec!["keepalive_off"], "{v:?}");
+    assert_eq!(v[0].evidence["accepts"], serde_json::json!(1000));
+}
+
+#[test]
+fn worker_connections_rule_fires_on_any_accept_then_close() {
+    assert!(judge(&Inputs {
+        workers: vec![w(1, 10, 0)],
+        ..Inputs::default()
+    })
+    .is_empty());
+    let mut a = w(1, 10, 0);
+    a.accepted_then_closed = 7;
+    let v = judge(&Inputs {
+        workers: vec![a],
+        ..Inputs::default()
+    });
+    assert_eq!(v[0].id, "worker_connections_exhausted");
+    assert_eq!(v[0].severity, Severity::Critical);
+    assert_eq!(v[0].evidence["accepted_then_closed"], serde_json::json!(7));
+    assert_eq!(v[0].directives[0], "worker_connections");
+}
+
+#[test]
+fn even_accepts_with_uneven_work_are_not_balanced() {
+    let mut a = w(1, 500, 0);
+    let mut b = w(2, 500, 0);
+    a.busy_ns = Some(900_000_000);
+    b.busy_ns = Some(100_000_000);
+    a.cpu_s = Some(0.9);
+    b.cpu_s = Some(0.1);
+    let v = judge(&Inputs {
+        workers: vec![a.clone(), b.clone()],
+        ..Inputs::default()
+    });
+    assert_eq!(v[0].id, "accept_imbalance");
+    assert_eq!(v[0].evidence["max_over_mean"], serde_json::json!(1.0));
+    assert_eq!(v[0].evidence["busy_max_over_mean"], serde_json::json!(1.8));
+    assert_eq!(v[0].evidence["busiest_worker"], serde_json::json!(1));
+    assert!(v[0].advice.contains("busy time"), "{}", v[0].advice);
+    // Too little work to judge: no verdict.
+    a.busy_ns = Some(9_000_000);
+    b.busy_ns = Some(1_000_000);
+    a.cpu_s = Some(0.01);
+    b.cpu_s = Some(0.0);
+    assert!(judge(&Inputs {
+        workers: vec![a, b],
+        ..Inputs::default()
+    })
+    .is_empty());
+}
+
+#[test]
+fn jain_index_bounds() {
+    assert_eq!(jain_index(&[1.0, 1.0, 1.0]), 1.0);
+    assert!((jain_index(&[1.0, 0.0]) - 0.5).abs() < 1e-12);
+    assert!((jain_index(&[0.75, 0.25]) - 0.8).abs() < 1e-12);
+    assert_eq!(jain_index(&[]), 1.0);
+}
+
+#[test]
+fn imbalance_needs_enough_accepts_and_real_skew() {
+    let few = Inputs {
+        workers: vec![w(1, 150, 0), w(2, 0, 0)],
+        ..Inputs::default()
+    };
+    assert!(judge(&few).is_empty(), "150 accepts are too few to judge");
+    let even = Inputs {
+        workers: vec![w(1, 520, 0), w(2, 480, 0)],
+        ..Inputs::default()
+    };
+    assert!(judge(&even).is_empty());
+    let skewed = Inputs {
+        workers: vec![w(1, 900, 0), w(2, 100, 0)],
+        ..Inputs::default()
+    };
+    let v = judge(&skewed);
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0].id, "accept_imbalance");
+    assert_eq!(v[0].evidence["max_over_mean"], serde_json::json!(1.8));
+    assert_eq!(v[0].evidence["busiest_worker"], serde_json::json!(1));
+    assert!(v[0].directives.iter().any(|d| d == "listen ... reuseport"));
+    // Exactly at the threshold (75% of 2) fires.
+    let edge = Inputs {
+        workers: vec![w(1, 750, 0), w(2, 250, 0)],
+        ..Inputs::default()
+    };
+    assert_eq!(
+        judge(&edge)[0].evidence["jain_index"],
+        serde_json::json!(0.8)
+    );
+}
+
+#[test]
+fn keepalive_rule_uses_accepts_per_request() {
+    let reuse = Inputs {
+        workers: vec![w(1, 5, 1000), w(2, 5, 1000)],
+        ..Inputs::default()
+    };
+    assert!(judge(&reuse).iter().all(|v| v.id != "keepalive_off"));
+    let mut close = Inputs {
+        workers: vec![w(1, 500, 500), w(2, 500, 500)],
+        close_traced: true,
+        ..Inputs::default()
+    };
+    close.workers[0].conn_syscall_ns = 300;
+    close.workers[0].all_syscall_ns = 1000;
+    close.workers[1].conn_syscall_ns = 100;
+    close.workers[1].all_syscall_ns = 1000;
+    let v = judge(&close);
+    let k = v.iter().find(|v| v.id == "keepalive_off").expect("fires");
+    assert_eq!(k.evidence["accepts_per_request"], serde_json::json!(1.0));
+    assert_eq!(
+        k.evidence["accept_close_share_of_syscall_time"],
+        serde_json::json!(0.2)
+    );
+    assert_eq!(
+        k.directives,
+        vec!["keepalive_timeout", "keepalive_requests"]
+    );
+    // nginx's keepalive settings are not known: never said to be off; the clients'
+    // side is named, with what to check, and nginx's settings only as what to check.
+    assert_eq!(
+        k.evidence["closed_by"],
+        "unknown: nginx's keepalive_timeout and keepalive_requests are not read"
+    );
+    assert!(!k.advice.contains("enable keepalive"), "{}", k.advice);
+    for needle in [
+        "the clients close after each request",
+        "load balancer's keepalive to nginx",
+        "`Connection: close`",
+        "keepalive_timeout 0 or keepalive_requests 1",
+    ] {
+        assert!(k.advice.contains(needle), "{needle}: {}", k.advice);
+    }
+    // Too few requests: no verdict.
+    let few = Inputs {
+        workers: vec![w(1, 50, 50), w(2, 50, 50)],
+        ..Inputs::default()
+    };
+    assert!(judge(&few).is_empty());
+}
+
+#[test]
+fn fd_rule_fires_on_emfile_or_thin_headroom() {
+    let mut a = w(1, 10, 10);
+    a.fds_peak = Some(100);
+    a.fd_limit = Some(1024);
+    let ok = Inputs {
+        workers: vec![a.clone()],
+        ..Inputs::default()
+    };
+    assert!(judge(&ok).is_empty());
+    let mut thin = a.clone();
+    thin.fds_peak = Some(960);
+    let v = judge(&Inputs {
+        workers: vec![thin],
+        ..Inputs::default()
+    });
+    assert_eq!(v[0].id, "fd_exhaustion");
+    assert_eq!(v[0].severity, Severity::Warning);
+    let mut refused = a;
+    refused.emfile = 3;
+    refused.fd_limit = Some(64);
+    let v = judge(&Inputs {
+        workers: vec![refused],
+        ..Inputs::default()
+    });
+    assert_eq!(v[0].severity, Severity::Critical);
+    assert!(v[0].advice.contains("(64)"), "{}", v[0].advice);
+    assert!(v[0].directives.iter().any(|d| d == "worker_rlimit_nofile"));
+}

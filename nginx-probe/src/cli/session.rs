@@ -1,0 +1,840 @@
+//! A tracing session: attach to one nginx master ([`Session::attach`]), serve the event
+//! loop (worker refreshes, interval reports, scrapes, signals: [`Session::event_loop`]),
+//! and end with the last partial interval and the summary ([`Session::finish`]). What
+//! goes where is decided beforehand by the pure [`Plan`].
+
+use std::{
+    path::Path,
+    time::{Duration, Instant},
+};
+
+use log::{debug, warn};
+use nginx_probe_common::SYSCALLS;
+use tokio::signal::unix::{signal, SignalKind};
+
+use super::{
+    plan::{OutputMode, Plan},
+    TraceArgs,
+};
+use crate::{
+    collect::{
+        discover, kernel,
+        loader::{self, Probe},
+        selfcost,
+        target::{self, Master},
+        tracefs,
+        tracker::{self, Snapshot, Tracker},
+        window,
+    },
+    error::ProbeError,
+    io::{
+        metrics_server,
+        output::{Sent, Sink},
+        recording,
+    },
+    model,
+    render::{prometheus, safe, text, tui},
+};
+
+/// Interval reports waiting to be written to stdout before new ones are dropped (and
+/// counted).
+const OUTPUT_QUEUE: usize = 4;
+/// Interval lines waiting to be written to the record file before new ones are dropped
+/// (and counted): a minute of 1 s intervals on a stalled disk.
+const RECORD_QUEUE: usize = 64;
+/// How often the worker set is brought up to date (reloads, exits), ms.
+const REFRESH_MS: u64 = 500;
+
+/// What outlives one master's session in exporter mode: the /metrics server, the
+/// recording, the restarts and the --duration deadline.
+struct Carry {
+    metrics: metrics_server::Endpoint,
+    /// The recording's writer, while it works (it ends with the first master).
+    record: Option<Sink>,
+    /// Why the recording stopped early, when it did.
+    record_error: Option<String>,
+    /// Masters attached after the first one exited.
+    restarts: u64,
+    /// When --duration ends the run.
+    deadline: Option<tokio::time::Instant>,
+}
+
+/// The master to trace: `--pid`, else discovery (see [`discover::find_master`]).
+fn resolve_master(args: &TraceArgs) -> Result<Master, ProbeError> {
+    match args.pid {
+        Some(pid) => target::validate_master(pid),
+        None => find_master(args),
+    }
+}
+
+/// Discovery from `--pid-file` (explicit) or the default pid file, then /proc.
+fn find_master(args: &TraceArgs) -> Result<Master, ProbeError> {
+    let file = args
+        .pid_file
+        .clone()
+        .unwrap_or_else(|| std::path::PathBuf::from(discover::DEFAULT_PID_FILE));
+    discover::find_master(&file, args.pid_file.is_some())
+}
+
+/// Runs `nginx-probe [--pid N] ...`: plan, find the master, check the kernel, attach,
+/// loop, summary; with `--listen`, again for each new master after one exits.
+///
+/// Errors: usage errors before anything is attached; a missing kernel feature;
+/// load/attach failures; a recording that could not be completed
+/// ([`ProbeError::RecordIncomplete`], after the summary).
+pub async fn run(args: TraceArgs) -> Result<(), ProbeError> {
+    let plan = Plan::new(&args, std::io::IsTerminal::is_terminal(&std::io::stdout()))?;
+    let mut master = resolve_master(&args)?;
+    if !nix::unistd::geteuid().is_root() {
+        return Err(ProbeError::NotRoot);
+    }
+    // Every map, program, link and /metrics connection is a file descriptor.
+    if let Some(w) = crate::collect::fd_limit::raise() {
+        warn!("{w}");
+    }
+    let metrics_listener = metrics_server::bind(args.listen)?;
+    let (tracefs_root, mounted) = tracefs::ensure_mounted()?;
+    if mounted {
+        eprintln!(
+            "nginx-probe: mounted tracefs at {} (it was not mounted)",
+            tracefs_root.display()
+        );
+    }
+    kernel::check(&tracefs_root)?;
+    if args.uprobes && kernel::uprobes_supported() == Some(false) {
+        warn!(
+            "--uprobes needs Linux {}.{} or later (bpf_probe_read_user); requests will likely be estimated from writev calls",
+            kernel::MIN_KERNEL_UPROBES.0,
+            kernel::MIN_KERNEL_UPROBES.1
+        );
+    }
+    let record = match &args.record {
+        Some(path) => {
+            let workers = target::find_workers(master.pid);
+            Some(open_record(
+                path,
+                &record_header(&args, &plan, &master, &workers),
+            )?)
+        }
+        None => None,
+    };
+    let mut carry = Carry {
+        metrics: metrics_server::Endpoint::start(metrics_listener)?,
+        record,
+        record_error: None,
+        restarts: 0,
+        deadline: args
+            .duration
+            .map(|d| tokio::time::Instant::now() + Duration::from_secs_f64(d)),
+    };
+    loop {
+        let mut session = Session::attach(&args, plan.clone(), master, &tracefs_root, carry)?;
+        let end_reason = session.event_loop().await?;
+        // Exporter mode: a master that exits is waited for, not the end of the run.
+        let reattach = session.master_exited && args.listen.is_some();
+        let old = session.master.pid;
+        carry = session.finish(end_reason, reattach).await?;
+        if !reattach {
+            break;
+        }
+        if let Some(path) = &args.record {
+            warn!(
+                "the recording {} ended with master {old}; later masters are served on /metrics only",
+                path.display()
+            );
+        }
+        eprintln!(
+            "nginx-probe: nginx master {old} exited; waiting for a new master (exporter mode)"
+        );
+        match wait_for_master(&args, old, &mut carry).await {
+            Some(m) => {
+                carry.restarts += 1;
+                eprintln!(
+                    "nginx-probe: new nginx master {} found (restart {}); attaching",
+                    m.pid, carry.restarts
+                );
+                master = m;
+            }
+            None => break,
+        }
+    }
+    let metrics = std::mem::replace(&mut carry.metrics, metrics_server::Endpoint::none());
+    metrics.shutdown().await;
+    match (carry.record_error, &args.record) {
+        (Some(why), Some(path)) => Err(ProbeError::RecordIncomplete(format!(
+            "{}: {why}",
+            path.display()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Exporter mode between masters: looks for a new master every 500 ms (the pid file,
+/// else the only master in /proc) while answering scrapes with the probe's own metrics
+/// and `nginx_probe_attached 0`. None when a signal or --duration ends the run first.
+async fn wait_for_master(args: &TraceArgs, old: u32, carry: &mut Carry) -> Option<Master> {
+    let (Ok(mut sigint), Ok(mut sigterm), Ok(mut sighup)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+    ) else {
+        return None;
+    };
+    let mut poll = tokio::time::interval(Duration::from_millis(REFRESH_MS));
+    let mut said_several = false;
+    let until = carry.deadline;
+    let deadline = async {
+        match until {
+            Some(d) => tokio::time::sleep_until(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(deadline);
+    loop {
+        tokio::select! {
+            _ = sigint.recv() => return None,
+            _ = sigterm.recv() => return None,
+            _ = sighup.recv() => return None,
+            _ = &mut deadline => return None,
+            Some(reply) = carry.metrics.next_scrape() => {
+                let extras = prometheus::Extras {
+                    restarts: carry.restarts,
+                    own: selfcost::read(None),
+                    ..Default::default()
+                };
+                let _ = reply.send(prometheus::render_waiting(&extras));
+            }
+            _ = poll.tick() => match find_master(args) {
+                Ok(m) if m.pid != old => return Some(m),
+                Err(ProbeError::Discovery(msg)) if msg.contains("masters are running") && !said_several => {
+                    warn!("{msg}; waiting until one is left");
+                    said_several = true;
+                }
+                _ => {}
+            },
+        }
+    }
+}
+
+/// Everything one run holds between attach and summary.
+struct Session<'a> {
+    args: &'a TraceArgs,
+    plan: Plan,
+    master: Master,
+    probe: Probe,
+    tracker: Tracker,
+    /// The recording's writer, while it works.
+    record: Option<Sink>,
+    /// Why the recording stopped early, when it did.
+    record_error: Option<String>,
+    metrics: metrics_server::Endpoint,
+    /// Masters attached before this one exited (exporter mode).
+    restarts: u64,
+    /// When --duration ends the run.
+    deadline: Option<tokio::time::Instant>,
+    /// Snapshots of the recent past for the verdict gauges (with --listen).
+    window: Option<window::Window>,
+    /// Set when the event loop ended because the master exited.
+    master_exited: bool,
+    live: Option<tui::LiveView>,
+    output: Sink,
+    started: Instant,
+    /// The snapshot at the start of the current interval, and when it was taken.
+    prev: Option<Snapshot>,
+    prev_at: Instant,
+    /// SIGINT, SIGTERM and SIGHUP handlers, installed before the banner (whoever
+    /// waits for it may signal at once); the event loop takes them.
+    signals: Option<[tokio::signal::unix::Signal; 3]>,
+    /// With `--detail sampled`: when the detail window opens or closes next.
+    detail_next: Option<tokio::time::Instant>,
+}
+
+impl<'a> Session<'a> {
+    /// Validates the target and every output, then loads and attaches the programs,
+    /// prints the banner and starts the live view. Nothing is attached when a check
+    /// fails.
+    fn attach(
+        args: &'a TraceArgs,
+        plan: Plan,
+        master: Master,
+        tracefs_root: &Path,
+        carry: Carry,
+    ) -> Result<Session<'a>, ProbeError> {
+        let workers = target::find_workers(master.pid);
+        if workers.is_empty() {
+            warn!(
+                "master {} has no workers right now; waiting for them",
+                master.pid
+            );
+        }
+        let ncpus = aya::util::nr_cpus().unwrap_or(1);
+        let slots = loader::slots_for(workers.len(), ncpus);
+        let mut probe = Probe::load(tracefs_root, master.pid, slots, !args.writes_from_proc)?;
+        let mut tracker = Tracker::new(master.clone());
+        if carry.restarts > 0 {
+            tracker.events.push(model::Event {
+                t_s: 0.0,
+                event: model::EventKind::MasterRestart,
+                pid: master.pid,
+            });
+        }
+        tracker.add_workers(&mut probe, &workers, false)?;
+        // Listening ports and error-log inodes before the first write is classified.
+        tracker.register_destinations(&mut probe)?;
+        let schedule = match plan.detail {
+            model::sampling::DetailMode::Sampled(s) => Some(s),
+            model::sampling::DetailMode::Full => None,
+        };
+        probe.attach(tracefs_root, &args.syscalls.0, schedule.is_some())?;
+        tracker.traced = args.syscalls.0.clone();
+        if probe.fd_walk.is_ok() {
+            tracker.write_source = model::WriteSource::FdTable;
+        }
+        tracker.counts_log_opens = probe.counts_log_opens;
+        attach_request_sources(args, &master, &mut probe, &mut tracker);
+        // Workers forked between the first scan and fork following being attached.
+        tracker.refresh(&mut probe)?;
+        for m in &probe.missing {
+            warn!("tracepoint {m} is not available; it reads as zero");
+        }
+        // Whoever waits for the banner may signal at once: the handlers come first (a
+        // SIGINT between the banner and the event loop was lost, or killed the run).
+        let signals = Some([
+            signal(SignalKind::interrupt())?,
+            signal(SignalKind::terminate())?,
+            signal(SignalKind::hangup())?,
+        ]);
+        // The first detail window opens at once (t = 0 of the schedule).
+        let detail_next = match schedule {
+            Some(s) => {
+                tracker.sampling = Some((model::sampling::Sampler::new(s), Instant::now()));
+                Some(toggle_window(&mut probe, &mut tracker)?)
+            }
+            None => None,
+        };
+        banner(&master, &workers, &probe, &tracker);
+        let live = (plan.mode == OutputMode::Live)
+            .then(|| start_live(&master, plan.record_every_s))
+            .flatten();
+        let started = Instant::now();
+        Ok(Session {
+            args,
+            plan,
+            master,
+            probe,
+            tracker,
+            record: carry.record,
+            record_error: carry.record_error,
+            metrics: carry.metrics,
+            restarts: carry.restarts,
+            deadline: carry.deadline,
+            window: args
+                .listen
+                .map(|_| window::Window::new(args.verdict_window)),
+            master_exited: false,
+            live,
+            output: Sink::spawn(Box::new(std::io::stdout()), "stdout", OUTPUT_QUEUE),
+            started,
+            prev: None,
+            prev_at: started,
+            signals,
+            detail_next,
+        })
+    }
+
+    /// Serves signals, worker refreshes, the live view's keys, scrapes and interval
+    /// reports until the run ends; returns why it ended.
+    async fn event_loop(&mut self) -> Result<String, ProbeError> {
+        let [mut sigint, mut sigterm, mut sighup] = match self.signals.take() {
+            Some(s) => s,
+            None => [
+                signal(SignalKind::interrupt())?,
+                signal(SignalKind::terminate())?,
+                signal(SignalKind::hangup())?,
+            ],
+        };
+        let mut refresh = tokio::time::interval(Duration::from_millis(REFRESH_MS));
+        refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut report_tick =
+            tokio::time::interval(Duration::from_secs_f64(self.plan.tick_period_s()));
+        report_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        report_tick.tick().await; // the first tick is immediate
+        let duration = self.args.duration;
+        let until = self.deadline;
+        let deadline = async {
+            match until {
+                Some(d) => tokio::time::sleep_until(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(deadline);
+        let ticking = self.plan.tick_every_s.is_some();
+        let sampled = self.detail_next.is_some();
+        loop {
+            let next_window = self
+                .detail_next
+                .unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(3600));
+            let ended: Option<String> = tokio::select! {
+                _ = sigint.recv() => Some("interrupted (SIGINT)".into()),
+                _ = sigterm.recv() => Some("terminated (SIGTERM)".into()),
+                _ = sighup.recv() => Some("hangup (SIGHUP)".into()),
+                _ = &mut deadline => Some(format!("--duration {} s elapsed", duration.unwrap_or(0.0))),
+                _ = refresh.tick() => self.on_refresh()?,
+                input = next_input(&mut self.live) => match input {
+                    tui::Input::Quit => Some("quit from the live view".into()),
+                    tui::Input::Redraw => {
+                        if let Some(v) = self.live.as_mut() {
+                            v.redraw()?;
+                        }
+                        None
+                    }
+                    tui::Input::Ignore => None,
+                },
+                Some(reply) = self.metrics.next_scrape() => {
+                    // Each scrape: the summary so far, from fresh kernel counters, and
+                    // the verdicts of the recent window.
+                    let _ = reply.send(self.scrape()?);
+                    None
+                }
+                _ = report_tick.tick(), if ticking => self.on_tick()?,
+                _ = tokio::time::sleep_until(next_window), if sampled => {
+                    self.detail_next = Some(toggle_window(&mut self.probe, &mut self.tracker)?);
+                    None
+                }
+            };
+            if let Some(why) = ended {
+                return Ok(why);
+            }
+        }
+    }
+
+    /// Brings the worker set up to date; `Some(reason)` when the master is gone.
+    fn on_refresh(&mut self) -> Result<Option<String>, ProbeError> {
+        match target::alive(self.master.pid) {
+            Ok(true) => {}
+            Ok(false) => {
+                self.master_exited = true;
+                return Ok(Some(format!("nginx master {} exited", self.master.pid)));
+            }
+            // Not a fact about the master (EMFILE, EACCES): said, counted, and the run
+            // goes on.
+            Err(e) => self.tracker.proc_error(&e),
+        }
+        for ev in self.tracker.refresh(&mut self.probe)? {
+            // The live view shows them in its events pane.
+            if self.live.is_none() {
+                eprintln!(
+                    "nginx-probe: {}",
+                    safe::line(&text::event_line(&ev, self.master.pid))
+                );
+            }
+        }
+        if self.window.as_ref().is_some_and(|w| w.due(Instant::now())) {
+            let snap = self.tracker.snapshot(&self.probe)?;
+            if let Some(w) = self.window.as_mut() {
+                w.push(Instant::now(), snap);
+            }
+        }
+        Ok(None)
+    }
+
+    /// The /metrics text: the summary so far, the verdicts of the recent window, the
+    /// restarts and the probe's own cost.
+    fn scrape(&mut self) -> Result<String, ProbeError> {
+        let r = self.summary(None)?;
+        let recent = match &self.window {
+            Some(w) => {
+                let snap = self.tracker.snapshot(&self.probe)?;
+                let (base, secs) = w.base(Instant::now(), self.started);
+                Some(self.tracker.report(
+                    model::ReportKind::Window,
+                    &snap,
+                    base,
+                    secs,
+                    &self.probe.missing,
+                    None,
+                ))
+            }
+            None => None,
+        };
+        let extras = prometheus::Extras {
+            restarts: self.restarts,
+            own: selfcost::read(Some(&self.probe)),
+            window: recent
+                .as_ref()
+                .map(|w| (w.duration_s, w.verdicts.as_slice())),
+            skip_zero_histograms: self.args.skip_zero_histograms,
+        };
+        Ok(prometheus::render_with(&r, &extras))
+    }
+
+    /// One interval report: recorded, shown live or printed; `Some(reason)` when
+    /// stdout went away.
+    fn on_tick(&mut self) -> Result<Option<String>, ProbeError> {
+        let snap = self.tracker.snapshot(&self.probe)?;
+        let now = Instant::now();
+        let r = self.interval_report(&snap, (now - self.prev_at).as_secs_f64());
+        self.record_interval(&r);
+        let mut ended = None;
+        if let Some(v) = self.live.as_mut() {
+            v.show(&r)?;
+        } else if self.plan.stdout_every_s.is_some()
+            && self.output.interval(self.render(&r)) == Sent::Closed
+        {
+            ended = Some("stdout closed".into());
+        }
+        self.tracker.start_interval();
+        self.prev = Some(snap);
+        self.prev_at = now;
+        Ok(ended)
+    }
+
+    /// The interval from the last tick to `snap`, `secs` long.
+    fn interval_report(&mut self, snap: &Snapshot, secs: f64) -> model::Report {
+        self.tracker.report(
+            model::ReportKind::Interval,
+            snap,
+            self.prev.as_ref(),
+            secs,
+            &self.probe.missing,
+            None,
+        )
+    }
+
+    /// The report since attach, from fresh kernel counters, with the output drops
+    /// counted; `end_reason` makes it the final summary.
+    fn summary(&mut self, end_reason: Option<String>) -> Result<model::Report, ProbeError> {
+        let snap = self.tracker.snapshot(&self.probe)?;
+        let mut r = self.tracker.report(
+            model::ReportKind::Summary,
+            &snap,
+            None,
+            self.started.elapsed().as_secs_f64(),
+            &self.probe.missing,
+            end_reason,
+        );
+        r.drops
+            .insert("interval_reports_dropped".into(), self.output.dropped);
+        Ok(r)
+    }
+
+    /// Sends an interval line to the recording; a writer that stopped is warned about
+    /// once and the run goes on without it.
+    fn record_interval(&mut self, r: &model::Report) {
+        let Some(sink) = self.record.as_mut() else {
+            return;
+        };
+        if sink.interval(json_line(r)) == Sent::Closed {
+            let why = match self.record.take().map(|s| s.close()) {
+                Some(Err(e)) => e.to_string(),
+                _ => "its writer stopped".into(),
+            };
+            let path = self.args.record.as_ref().map(|p| p.display().to_string());
+            warn!(
+                "recording to {} stopped: {why}; the live report goes on",
+                path.unwrap_or_default()
+            );
+            self.record_error = Some(why);
+        }
+    }
+
+    /// One report as the user asked for it: a JSON line, or the text tables.
+    fn render(&self, r: &model::Report) -> String {
+        if self.plan.mode == OutputMode::Json {
+            json_line(r)
+        } else {
+            text::render_text(r, self.args.hist.as_deref(), &text::clock(r.time_unix_s))
+        }
+    }
+
+    /// Stops the server (unless `keep_serving`: exporter mode between masters) and the
+    /// live view, writes the last partial interval (so the intervals add up to the
+    /// summary) and the summary, and detaches. Returns what the next master's session
+    /// carries on.
+    async fn finish(mut self, end_reason: String, keep_serving: bool) -> Result<Carry, ProbeError> {
+        if !keep_serving {
+            let metrics = std::mem::replace(&mut self.metrics, metrics_server::Endpoint::none());
+            metrics.shutdown().await;
+        }
+        // Back to the normal screen for the summary.
+        if let Some(v) = self.live.take() {
+            v.stop();
+        }
+        // Final refresh so that workers that exited are marked.
+        if let Ok(events) = self.tracker.refresh(&mut self.probe) {
+            for ev in events {
+                eprintln!(
+                    "nginx-probe: {}",
+                    safe::line(&text::event_line(&ev, self.master.pid))
+                );
+            }
+        }
+        let tail_s = self.prev_at.elapsed().as_secs_f64();
+        if self.plan.tick_every_s.is_some() && tail_s >= 0.05 {
+            let snap = self.tracker.snapshot(&self.probe)?;
+            let r = self.interval_report(&snap, tail_s);
+            if let Some(sink) = self.record.as_mut() {
+                let _ = sink.interval(json_line(&r));
+            }
+            if self.plan.mode == OutputMode::Json && self.plan.stdout_every_s.is_some() {
+                let _ = self.output.interval(self.render(&r));
+            }
+        }
+        let mut r = self.summary(Some(end_reason))?;
+        if self.args.record.is_some() {
+            r.drops.insert(
+                "record_lines_dropped".into(),
+                self.record.as_ref().map(|s| s.dropped).unwrap_or(0),
+            );
+        }
+        if let Some(sink) = self.record.take() {
+            if let Err(e) = sink.finish(json_line(&r)) {
+                self.record_error = Some(e.to_string());
+            }
+        }
+        let text = self.render(&r);
+        self.output.finish(text)?;
+        drop(self.probe);
+        Ok(Carry {
+            metrics: self.metrics,
+            record: self.record,
+            record_error: self.record_error,
+            restarts: self.restarts,
+            deadline: self.deadline,
+        })
+    }
+}
+
+/// A report as one JSON line: strings exact (the raw paths and names nginx gave),
+/// terminal-safe escapes ([`safe::json`]).
+fn json_line(r: &model::Report) -> String {
+    safe::json(r) + "\n"
+}
+
+/// The recording's header: what ran where, with which options.
+fn record_header(
+    args: &TraceArgs,
+    plan: &Plan,
+    master: &Master,
+    workers: &[target::WorkerProc],
+) -> recording::Header {
+    let (host, kernel) = recording::host_and_kernel();
+    recording::Header {
+        kind: "header".into(),
+        schema: model::SCHEMA_VERSION,
+        tool: format!("nginx-probe {}", env!("CARGO_PKG_VERSION")),
+        host,
+        kernel,
+        cpus: aya::util::online_cpus().map(|c| c.len()).unwrap_or(0),
+        nginx_version: target::nginx_version(master.pid),
+        master_title: master.title.clone(),
+        master_pid: master.pid,
+        workers: workers.iter().map(|w| w.pid).collect(),
+        started_unix_s: tracker::unix_now(),
+        options: recording::Options {
+            interval_s: plan.record_every_s,
+            syscalls: args
+                .syscalls
+                .0
+                .iter()
+                .map(|&i| SYSCALLS[i].name.to_string())
+                .collect(),
+            uprobes: args.uprobes,
+            argv: std::env::args().collect(),
+        },
+    }
+}
+
+/// nginx's own counters (always), the request uprobes (`--uprobes`) and the TLS
+/// handshake uprobes (unless `--no-tls`, when nginx maps libssl); each one that cannot
+/// be had is warned about and left out of the report with its reason.
+fn attach_request_sources(
+    args: &TraceArgs,
+    master: &Master,
+    probe: &mut Probe,
+    tracker: &mut Tracker,
+) {
+    tracker.open_counters();
+    if let Some(e) = &tracker.counters_error {
+        warn!(
+            "nginx's request counters unavailable ({e}); requests are unknown{}",
+            if args.uprobes {
+                ""
+            } else {
+                " (--uprobes counts them per worker)"
+            }
+        );
+    }
+    if args.uprobes {
+        let exe = std::path::PathBuf::from(format!("/proc/{}/exe", master.pid));
+        match probe.attach_uprobes(&exe) {
+            Ok(()) => tracker.request_source = model::RequestSource::Uprobe,
+            Err(e) => warn!("per-worker request counts unavailable ({e})"),
+        }
+    }
+    if !args.no_tls {
+        match target::libssl_path(master.pid) {
+            Some(lib) => match probe.attach_tls(&lib) {
+                Ok(()) => tracker.tls_attached = true,
+                Err(e) => warn!("TLS handshakes are not timed ({e})"),
+            },
+            None => debug!("nginx maps no libssl: TLS handshakes are not timed"),
+        }
+    }
+}
+
+/// Opens the detail window when the schedule says one should be open and none is, or
+/// closes it in the opposite case. The detail programs count only while their gate is
+/// open, and nginx's request counter is read right after it opens and right after it
+/// closes, so the window's requests and its detail figures cover the same time.
+/// Returns when to look again (the schedule's next change).
+fn toggle_window(
+    probe: &mut Probe,
+    tracker: &mut Tracker,
+) -> Result<tokio::time::Instant, ProbeError> {
+    let Some((s, t0)) = tracker.sampling.as_mut() else {
+        return Ok(tokio::time::Instant::now() + Duration::from_secs(3600));
+    };
+    let t = t0.elapsed().as_secs_f64();
+    let want_open = s.schedule.is_open(t);
+    if want_open != s.ledger.is_open() {
+        if want_open {
+            let cost = probe.attach_detail()?;
+            // Counting starts with the gate, at the counter read: the window's requests
+            // and its detail figures cover the same time.
+            probe.set_detail_gate(true)?;
+            let requests = tracker.counters.as_mut().map(|c| c.read().requests);
+            s.ledger.open(t0.elapsed().as_secs_f64(), requests);
+            s.cost.0 = cost.us;
+            s.cost.2 = cost.links;
+            s.attach_us_total += cost.us;
+            debug!(
+                "detail window opened at {t:.3} s: {} links attached in {} us",
+                cost.links, cost.us
+            );
+        } else {
+            probe.set_detail_gate(false)?;
+            let requests = tracker.counters.as_mut().map(|c| c.read().requests);
+            s.ledger.close(t0.elapsed().as_secs_f64(), requests);
+            let cost = probe.detach_detail();
+            s.cost.1 = cost.us;
+            debug!(
+                "detail window closed at {t:.3} s: {} links detached in {} us",
+                cost.links, cost.us
+            );
+        }
+    }
+    let next = s.schedule.next_change(t0.elapsed().as_secs_f64());
+    Ok(tokio::time::Instant::from_std(
+        *t0 + Duration::from_secs_f64(next),
+    ))
+}
+
+/// The line that says what is traced, on stderr.
+fn banner(master: &Master, workers: &[target::WorkerProc], probe: &Probe, tracker: &Tracker) {
+    let nspid_note = if master.nspid.len() > 1 {
+        format!(
+            " (pid {} in its namespace)",
+            master.nspid[master.nspid.len() - 1]
+        )
+    } else {
+        String::new()
+    };
+    let pids: Vec<String> = workers.iter().map(|w| w.pid.to_string()).collect();
+    eprintln!(
+        "Tracing nginx master {}{nspid_note} `{}`: {} workers [{}], {} syscall tracepoints{}{}{}{}. Hit Ctrl-C to end.",
+        master.pid,
+        safe::line(&master.title),
+        workers.len(),
+        pids.join(" "),
+        probe.attached,
+        if probe.follows_forks { ", following forks" } else { "" },
+        if tracker.request_source == model::RequestSource::Uprobe { ", request uprobes" } else { "" },
+        if tracker.counters.is_some() { ", requests from nginx's counters" } else { "" },
+        // Attached whenever nginx maps libssl (TLS listener or not: the config is not
+        // read); they fire only on TLS handshakes.
+        if tracker.tls_attached { ", TLS handshake uprobes (nginx maps libssl; idle without TLS connections)" } else { "" },
+    );
+    eprintln!("{}", detail_banner(probe, tracker));
+}
+
+/// The banner's second line: the detail mode, what it costs and what stays exact.
+fn detail_banner(probe: &Probe, tracker: &Tracker) -> String {
+    match &tracker.sampling {
+        None => "Detail: full: every per-request syscall is traced for the whole run (each tracepoint hit costs the worker 0.4-1 us; bench, HTTPS 4 KB keepalive: about +20% worker CPU per request, --detail sampled +4-11%; docs/benchmarks.md). --detail sampled traces them in windows.".to_string(),
+        Some((s, _)) => format!(
+            "Detail: sampled: {} per-request tracepoints attached {} s in every {} s ({:.0}% of the time; this window's attach took {} us); {} rare tracepoints (accept4/accept, fd-creating start-up calls) attached all the time: accepts, refusals and EMFILE by errno, requests (stub_status), TLS, the error log and /proc are exact; latency histograms, writes, the event loop and upstream connects are sampled. --detail full traces everything.",
+            probe.detail_programs(),
+            s.schedule.window_s,
+            s.schedule.period_s,
+            s.schedule.duty() * 100.0,
+            s.cost.0,
+            probe.attached,
+        ),
+    }
+}
+
+/// The live view, or `None` (with a warning) when the terminal cannot host it.
+fn start_live(master: &Master, interval_s: f64) -> Option<tui::LiveView> {
+    let title = tui::Title {
+        master_pid: master.pid,
+        master_title: master.title.clone(),
+        interval_s,
+    };
+    match tui::LiveView::start(title) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            warn!("no live view ({e}): printing text reports");
+            None
+        }
+    }
+}
+
+/// The live view's next input; never ready without a live view.
+async fn next_input(live: &mut Option<tui::LiveView>) -> tui::Input {
+    match live {
+        Some(v) => v.next_input().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Opens `--record FILE` and writes its header line, so that an unwritable path or a
+/// full disk is reported before anything is attached.
+fn open_record(path: &Path, header: &recording::Header) -> Result<Sink, ProbeError> {
+    use std::io::Write as _;
+    let shown = path.display().to_string();
+    let fail = |e: std::io::Error| {
+        ProbeError::Usage(format!(
+            "--record {shown}: cannot write it ({e}): choose a writable path with free space"
+        ))
+    };
+    if path.is_dir() {
+        return Err(ProbeError::Usage(format!(
+            "--record {shown}: it is a directory: give the path of a new file in it"
+        )));
+    }
+    if let Err(what) = crate::io::files::check_output(path) {
+        return Err(ProbeError::Usage(format!(
+            "--record {shown}: {what}: give the path of a new file"
+        )));
+    }
+    // Never over an earlier recording: a reused "before" name would destroy a baseline.
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                ProbeError::Usage(format!(
+                    "--record {shown}: it exists, and a recording is never overwritten: choose a new name or remove it"
+                ))
+            } else {
+                fail(e)
+            }
+        })?;
+    let line = safe::json(header) + "\n";
+    f.write_all(line.as_bytes())
+        .and_then(|_| f.sync_data())
+        .map_err(fail)?;
+    Ok(Sink::spawn(Box::new(f), &shown, RECORD_QUEUE))
+}

@@ -1,0 +1,775 @@
+//! nginx's own words: what it appends to its error log from attach on, counted by
+//! message class (`limiting requests` -> limit_req, `upstream timed out` ->
+//! proxy_read_timeout, ...). Requests refused or failed inside nginx (limit_req and
+//! limit_conn 503s, upstream 502/504s) leave no trace in the workers' syscalls; nginx
+//! logs each one.
+//!
+//! The file read is the one nginx writes: its master's fd 2, which nginx points at the
+//! main `error_log` file (`ngx_log_redirect_stderr`), opened through
+//! `/proc/<master>/fd/2` so that no path (renamed, replaced by a symlink) is followed.
+//! Reading starts at the file's size at attach and follows appends every poll; a new
+//! file behind fd 2 (rotation then `nginx -s reopen`, USR1) is read from its start, a
+//! truncated one (copytruncate) from 0 again. Reads are bounded: [`MAX_READ_PER_POLL`]
+//! bytes a poll, lines cut at [`MAX_LINE`] bytes, a backlog past
+//! [`MAX_BACKLOG`] skipped (and counted). The file is written by whoever can write it:
+//! lines are parsed, never kept. Only a line's level and class are counted; client
+//! addresses, URIs, hosts and everything else in a line are dropped at once.
+//!
+//! Not read: `error_log` directives inside `http`/`server`/`location` blocks (their
+//! files look like access logs from /proc), `syslog:` and `stderr` targets.
+
+use std::{
+    collections::BTreeMap,
+    fs::File,
+    io::{Read, Seek, SeekFrom},
+    os::unix::fs::{MetadataExt, OpenOptionsExt},
+};
+
+/// Bytes read from the log in one poll (500 ms): up to 8 MB/s of log lines.
+pub const MAX_READ_PER_POLL: u64 = 4 << 20;
+/// Longest line kept for classification, bytes; the rest of a longer line is skipped.
+pub const MAX_LINE: usize = 2048;
+/// Unread bytes past which the reader jumps to the end (and counts them skipped):
+/// a log growing faster than [`MAX_READ_PER_POLL`] is not chased forever.
+pub const MAX_BACKLOG: u64 = 64 << 20;
+
+/// nginx's log levels, most severe first (`ngx_log_levels`).
+pub const LEVELS: [&str; 8] = [
+    "emerg", "alert", "crit", "error", "warn", "notice", "info", "debug",
+];
+
+/// What a class of nginx error-log message is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Group {
+    /// nginx refused the request itself (limit_req, limit_conn: 503 by default).
+    Refused,
+    /// The request failed on the upstream side (502, 504).
+    Upstream,
+    /// nginx ran out of connections or fds.
+    Resources,
+    /// Anything else (client errors, missing files, TLS).
+    Other,
+}
+
+/// One message class: its name, nginx's literal wording it is recognised by, the
+/// directive it points at, and its group.
+pub struct Class {
+    /// Stable name, used as the `class` label.
+    pub name: &'static str,
+    /// The directive(s) that govern it.
+    pub directive: &'static str,
+    /// Refusal, upstream failure, resource exhaustion, or other.
+    pub group: Group,
+}
+
+/// Every class counted, in reporting order. Wording from nginx 1.22's source
+/// (`ngx_http_limit_req_module.c`, `ngx_http_upstream.c`, `ngx_event_connect.c`,
+/// `ngx_connection.c`, `ngx_resolver.c`); see [`classify`].
+pub const CLASSES: &[Class] = &[
+    Class {
+        name: "limit_req",
+        directive: "limit_req",
+        group: Group::Refused,
+    },
+    Class {
+        name: "limit_req_dry_run",
+        directive: "limit_req_dry_run",
+        group: Group::Other,
+    },
+    Class {
+        name: "limit_req_delayed",
+        directive: "limit_req ... burst delay",
+        group: Group::Other,
+    },
+    Class {
+        name: "limit_conn",
+        directive: "limit_conn",
+        group: Group::Refused,
+    },
+    Class {
+        name: "limit_conn_dry_run",
+        directive: "limit_conn_dry_run",
+        group: Group::Other,
+    },
+    Class {
+        name: "upstream_connect_timeout",
+        directive: "proxy_connect_timeout",
+        group: Group::Upstream,
+    },
+    Class {
+        name: "upstream_read_timeout",
+        directive: "proxy_read_timeout",
+        group: Group::Upstream,
+    },
+    Class {
+        name: "upstream_send_timeout",
+        directive: "proxy_send_timeout",
+        group: Group::Upstream,
+    },
+    Class {
+        name: "upstream_connect_failed",
+        directive: "upstream server / proxy_pass",
+        group: Group::Upstream,
+    },
+    Class {
+        name: "no_live_upstreams",
+        directive: "upstream server max_fails/fail_timeout",
+        group: Group::Upstream,
+    },
+    Class {
+        name: "upstream_prematurely_closed",
+        directive: "upstream server / proxy_read_timeout",
+        group: Group::Upstream,
+    },
+    Class {
+        name: "upstream_header_too_big",
+        directive: "proxy_buffer_size",
+        group: Group::Upstream,
+    },
+    Class {
+        name: "upstream_other",
+        directive: "upstream / proxy_pass",
+        group: Group::Upstream,
+    },
+    Class {
+        name: "resolver",
+        directive: "resolver / resolver_timeout",
+        group: Group::Upstream,
+    },
+    Class {
+        name: "emfile",
+        directive: "worker_rlimit_nofile",
+        group: Group::Resources,
+    },
+    Class {
+        name: "enfile",
+        directive: "fs.file-max",
+        group: Group::Resources,
+    },
+    Class {
+        name: "worker_connections_reusing",
+        directive: "worker_connections",
+        group: Group::Resources,
+    },
+    Class {
+        name: "worker_connections",
+        directive: "worker_connections",
+        group: Group::Resources,
+    },
+    Class {
+        name: "client_body_too_large",
+        directive: "client_max_body_size",
+        group: Group::Other,
+    },
+    Class {
+        name: "client_timed_out",
+        directive: "client_header_timeout / client_body_timeout / send_timeout",
+        group: Group::Other,
+    },
+    Class {
+        name: "client_closed",
+        directive: "-",
+        group: Group::Other,
+    },
+    Class {
+        name: "file_not_found",
+        directive: "root / try_files",
+        group: Group::Other,
+    },
+    Class {
+        name: "forbidden",
+        directive: "allow / deny / autoindex",
+        group: Group::Other,
+    },
+    Class {
+        name: "ssl",
+        directive: "ssl_protocols / ssl_ciphers",
+        group: Group::Other,
+    },
+    Class {
+        name: "other",
+        directive: "-",
+        group: Group::Other,
+    },
+];
+
+/// The class entry named `name`.
+pub fn class(name: &str) -> Option<&'static Class> {
+    CLASSES.iter().find(|c| c.name == name)
+}
+
+/// Level and class of one error-log line (`YYYY/MM/DD HH:MM:SS [level] PID#TID:
+/// [*CID ]message...`), or None when it is not such a line (a continuation, garbage).
+/// Pure. Only fixed wording is looked at; nothing of the line is returned.
+pub fn classify(line: &[u8]) -> Option<(usize, &'static str)> {
+    let line = std::str::from_utf8(line)
+        .ok()
+        .or_else(|| std::str::from_utf8(&line[..utf8_prefix(line)]).ok())?;
+    // "2026/11/30 16:52:42 [error] 1234#1234: *5 limiting requests, ..."
+    let open = line.get(19..21)?;
+    if open != " [" {
+        return None;
+    }
+    let rest = &line[21..];
+    let close = rest.find("] ")?;
+    let level = LEVELS.iter().position(|l| *l == &rest[..close])?;
+    let rest = &rest[close + 2..];
+    let colon = rest.find(": ")?;
+    let pidtid = &rest[..colon];
+    if !pidtid.bytes().all(|b| b.is_ascii_digit() || b == b'#') {
+        return None;
+    }
+    let mut msg = &rest[colon + 2..];
+    if let Some(after) = msg.strip_prefix('*') {
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        msg = after[digits..].trim_start();
+    }
+    Some((level, message_class(msg)))
+}
+
+/// The longest prefix of `b` that is valid UTF-8 (a line cut at [`MAX_LINE`] may end
+/// inside a character).
+fn utf8_prefix(b: &[u8]) -> usize {
+    match std::str::from_utf8(b) {
+        Ok(_) => b.len(),
+        Err(e) => e.valid_up_to(),
+    }
+}
+
+/// The class of a message (the text after `PID#TID: [*CID ]`).
+///
+/// Only nginx's own wording is matched: prefixes, and phrases in the part before
+/// `, client: ` (after it come the client address, request line and host, which the
+/// client chose and which are never looked at). A path in an `open()` message is
+/// derived from the URI; a class matched inside it is counted as the client wished,
+/// one line per request of that client's.
+pub fn message_class(msg: &str) -> &'static str {
+    let head = msg.split(", client: ").next().unwrap_or(msg);
+    let has = |s: &str| head.contains(s);
+    // "limiting requests%s, excess: %ui.%03ui by zone \"%V\"" (%s = ", dry run")
+    if let Some(r) = msg.strip_prefix("limiting requests") {
+        return if r.starts_with(", dry run") {
+            "limit_req_dry_run"
+        } else {
+            "limit_req"
+        };
+    }
+    // "delaying request, excess: ..." (limit_req with burst, one level below)
+    if msg.starts_with("delaying request") {
+        return "limit_req_delayed";
+    }
+    // "limiting connections%s by zone \"%V\""
+    if let Some(r) = msg.strip_prefix("limiting connections") {
+        return if r.starts_with(", dry run") {
+            "limit_conn_dry_run"
+        } else {
+            "limit_conn"
+        };
+    }
+    // "%ui worker_connections are not enough, reusing connections" (warn,
+    // ngx_drain_connections) and "%ui worker_connections are not enough" (alert,
+    // ngx_get_connection: the connection is closed at once).
+    let digits = msg.bytes().take_while(u8::is_ascii_digit).count();
+    if digits > 0 && msg[digits..].starts_with(" worker_connections are not enough") {
+        return if msg[digits..]
+            .starts_with(" worker_connections are not enough, reusing connections")
+        {
+            "worker_connections_reusing"
+        } else {
+            "worker_connections"
+        };
+    }
+    // Any syscall failing with EMFILE/ENFILE: "accept4() failed (24: Too many open
+    // files)", "socket() failed (24: ...) while connecting to upstream", "open() ...".
+    if has("(24: Too many open files)") {
+        return "emfile";
+    }
+    if has("(23: Too many open files in system)") {
+        return "enfile";
+    }
+    // "upstream timed out (110: Connection timed out) while connecting to upstream"
+    if msg.starts_with("upstream timed out") {
+        return if has("while connecting to upstream") {
+            "upstream_connect_timeout"
+        } else if has("while sending") {
+            "upstream_send_timeout"
+        } else {
+            "upstream_read_timeout"
+        };
+    }
+    if msg.starts_with("no live upstreams") {
+        return "no_live_upstreams";
+    }
+    if msg.starts_with("upstream prematurely closed") {
+        return "upstream_prematurely_closed";
+    }
+    if msg.starts_with("upstream sent too big header") {
+        return "upstream_header_too_big";
+    }
+    if msg.starts_with("connect() failed") && has("while connecting to upstream") {
+        return "upstream_connect_failed";
+    }
+    // "%V could not be resolved (%i: %s)", "no resolver defined to resolve %V",
+    // "%V could not be resolved (110: Operation timed out)"
+    if has(" could not be resolved") || msg.starts_with("no resolver defined") {
+        return "resolver";
+    }
+    if msg.starts_with("upstream ") || has(" to upstream") || has(" from upstream") {
+        return "upstream_other";
+    }
+    if msg.starts_with("client intended to send too large body") {
+        return "client_body_too_large";
+    }
+    if msg.starts_with("client timed out") {
+        return "client_timed_out";
+    }
+    if msg.starts_with("client prematurely closed") || msg.starts_with("client closed") {
+        return "client_closed";
+    }
+    if has("(2: No such file or directory)") {
+        return "file_not_found";
+    }
+    if msg.starts_with("access forbidden by rule") || has(" is forbidden") {
+        return "forbidden";
+    }
+    if msg.starts_with("SSL_") || has(" SSL ") {
+        return "ssl";
+    }
+    "other"
+}
+
+/// Counts by class, then by level index ([`LEVELS`]).
+pub type Counts = BTreeMap<&'static str, [u64; 8]>;
+
+/// Whether the error log could be read, and why not.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// Being read: its path, as the kernel gives it (raw: the text renderers escape it).
+    Reading(String),
+    /// Not readable: why (raw, like the path it may quote).
+    Unknown(String),
+}
+
+/// Reads one nginx master's error log (its fd 2) from attach on; see the module doc.
+pub struct ErrorLogReader {
+    /// `/proc/<master>/fd/2`: the link to the file nginx writes.
+    fd_path: String,
+    /// (dev, ino) and the open file being read.
+    current: Option<((u64, u64), File)>,
+    offset: u64,
+    /// The current line so far (at most [`MAX_LINE`] bytes).
+    partial: Vec<u8>,
+    /// The current line is longer than [`MAX_LINE`]: the rest is being skipped.
+    overlong: bool,
+    /// What is known of the file.
+    pub status: Status,
+    counts: Counts,
+    interval_base: Counts,
+    /// Lines too long to keep whole (classified from their first [`MAX_LINE`] bytes).
+    pub lines_cut: u64,
+    /// Bytes jumped over because the reader fell [`MAX_BACKLOG`] behind, or lost when
+    /// the file was truncated or replaced before being read to its end.
+    pub bytes_skipped: u64,
+    skipped_interval_base: u64,
+    /// Files read (1, plus one per rotation/reopen seen).
+    pub files: u64,
+}
+
+impl ErrorLogReader {
+    /// A reader for master `master`'s error log; nothing is read until [`poll`].
+    ///
+    /// [`poll`]: ErrorLogReader::poll
+    pub fn new(master: u32) -> ErrorLogReader {
+        ErrorLogReader::at(format!("/proc/{master}/fd/2"))
+    }
+
+    /// A reader of the file behind the link `fd_path` (a `/proc/<pid>/fd/<n>` entry,
+    /// or any symlink in tests).
+    pub fn at(fd_path: String) -> ErrorLogReader {
+        ErrorLogReader {
+            fd_path,
+            current: None,
+            offset: 0,
+            partial: Vec::new(),
+            overlong: false,
+            status: Status::Unknown("not looked at yet".into()),
+            counts: Counts::new(),
+            interval_base: Counts::new(),
+            lines_cut: 0,
+            bytes_skipped: 0,
+            skipped_interval_base: 0,
+            files: 0,
+        }
+    }
+
+    /// What fd 2 of the master is now: Ok((dev, ino), path) for a regular file, or why
+    /// it cannot be read.
+    fn target(&self) -> Result<((u64, u64), String), String> {
+        let fd = &self.fd_path;
+        let link = std::fs::read_link(fd)
+            .map(|p| p.to_string_lossy().into_owned())
+            .map_err(|e| format!("cannot read {fd}: {e}"))?;
+        let meta = std::fs::metadata(fd).map_err(|e| format!("cannot stat {fd}: {e}"))?;
+        if !meta.file_type().is_file() {
+            return Err(format!(
+                "nginx's fd 2 is {link}, not a regular file (error_log to stderr or syslog, or a pipe to a log collector)"
+            ));
+        }
+        Ok(((meta.dev(), meta.ino()), link))
+    }
+
+    /// Reads what nginx appended since the last poll (at most [`MAX_READ_PER_POLL`]
+    /// bytes) and counts its lines. Called every 500 ms; the first file found is
+    /// read from where it ended then.
+    pub fn poll(&mut self) {
+        let (id, path) = match self.target() {
+            Ok(t) => t,
+            Err(why) => {
+                // The master gone: keep what was known and counted.
+                if self.current.is_none() {
+                    self.status = Status::Unknown(why);
+                }
+                return;
+            }
+        };
+        let same = self.current.as_ref().is_some_and(|(cur, _)| *cur == id);
+        if !same {
+            // A new file behind fd 2: finish the old one first (what nginx wrote
+            // before reopening), then read the new one from its start.
+            if self.current.is_some() {
+                self.read_some(MAX_READ_PER_POLL);
+                if let Some((_, f)) = &self.current {
+                    if let Ok(m) = f.metadata() {
+                        self.bytes_skipped += m.len().saturating_sub(self.offset);
+                    }
+                }
+            }
+            // O_NONBLOCK: a FIFO or device swapped in behind fd 2 between the look
+            // and the open must not block the probe (it is refused just below).
+            let file = match std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+                .open(&self.fd_path)
+            {
+                Ok(f) => f,
+                Err(e) => {
+                    self.status = Status::Unknown(format!("cannot open {path}: {e}"));
+                    return;
+                }
+            };
+            // Check what was opened, not what was looked at (fd 2 may change between).
+            let opened_id = file.metadata().map(|m| (m.dev(), m.ino(), m.is_file()));
+            match opened_id {
+                Ok((d, i, true)) if (d, i) == id => {}
+                _ => {
+                    self.status = Status::Unknown(format!("{path} changed while opening"));
+                    return;
+                }
+            }
+            // The first file found is read from its end (what it held before is not
+            // ours to count); a later one, nginx's new file, from its start.
+            self.offset = if self.files == 0 {
+                file.metadata().map(|m| m.len()).unwrap_or(0)
+            } else {
+                0
+            };
+            self.partial.clear();
+            self.overlong = false;
+            self.current = Some((id, file));
+            self.files += 1;
+            self.status = Status::Reading(path);
+        }
+        self.read_some(MAX_READ_PER_POLL);
+    }
+
+    /// Reads up to `cap` bytes from the current offset and counts complete lines.
+    fn read_some(&mut self, cap: u64) {
+        let Some((id, mut file)) = self.current.take() else {
+            return;
+        };
+        self.read_file(&mut file, cap);
+        self.current = Some((id, file));
+    }
+
+    fn read_file(&mut self, file: &mut File, cap: u64) {
+        let len = match file.metadata() {
+            Ok(m) => m.len(),
+            Err(_) => return,
+        };
+        if len < self.offset {
+            // Truncated (copytruncate): what was written after our last read and before
+            // the truncation is lost.
+            self.offset = 0;
+            self.partial.clear();
+            self.overlong = false;
+        }
+        if len - self.offset > MAX_BACKLOG {
+            self.bytes_skipped += len - self.offset;
+            self.offset = len;
+            self.partial.clear();
+            self.overlong = false;
+            return;
+        }
+        let want = (len - self.offset).min(cap);
+        if want == 0 {
+            return;
+        }
+        if file.seek(SeekFrom::Start(self.offset)).is_err() {
+            return;
+        }
+        let mut buf = vec![0u8; 64 << 10];
+        let mut left = want;
+        while left > 0 {
+            let n = (buf.len() as u64).min(left) as usize;
+            let got = match file.read(&mut buf[..n]) {
+                Ok(0) | Err(_) => break,
+                Ok(g) => g,
+            };
+            left -= got as u64;
+            self.offset += got as u64;
+            for &b in &buf[..got] {
+                if b == b'\n' {
+                    self.end_line();
+                } else if self.partial.len() < MAX_LINE {
+                    self.partial.push(b);
+                } else if !self.overlong {
+                    self.overlong = true;
+                    self.lines_cut += 1;
+                }
+            }
+        }
+    }
+
+    fn end_line(&mut self) {
+        if let Some((level, class)) = classify(&self.partial) {
+            self.counts.entry(class).or_insert([0; 8])[level] += 1;
+        }
+        self.partial.clear();
+        self.overlong = false;
+    }
+
+    /// Starts a new interval.
+    pub fn start_interval(&mut self) {
+        self.interval_base = self.counts.clone();
+        self.skipped_interval_base = self.bytes_skipped;
+    }
+
+    /// Counts since attach (`summary`) or since the interval started.
+    pub fn counts(&self, summary: bool) -> Counts {
+        if summary {
+            return self.counts.clone();
+        }
+        let mut out = Counts::new();
+        for (class, now) in &self.counts {
+            let base = self.interval_base.get(class).copied().unwrap_or([0; 8]);
+            let mut d = [0u64; 8];
+            for i in 0..8 {
+                d[i] = now[i].saturating_sub(base[i]);
+            }
+            if d.iter().any(|&n| n > 0) {
+                out.insert(class, d);
+            }
+        }
+        out
+    }
+
+    /// Bytes skipped since attach or in the interval.
+    pub fn skipped(&self, summary: bool) -> u64 {
+        if summary {
+            self.bytes_skipped
+        } else {
+            self.bytes_skipped - self.skipped_interval_base.min(self.bytes_skipped)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_nginx_wording_without_keeping_request_data() {
+        let c = |l: &str| classify(l.as_bytes());
+        assert_eq!(
+            c(
+                r#"2026/11/30 16:52:42 [error] 1234#1234: *5 limiting requests, excess: 0.800 by zone "z", client: 127.0.0.1, server: , request: "GET / HTTP/1.1", host: "x""#
+            ),
+            Some((3, "limit_req"))
+        );
+        assert_eq!(
+            c(
+                r#"2026/11/30 16:52:42 [error] 1234#1234: *5 limiting requests, dry run, excess: 0.800 by zone "z", client: 127.0.0.1"#
+            ),
+            Some((3, "limit_req_dry_run"))
+        );
+        assert_eq!(
+            c(
+                r#"2026/11/30 16:52:42 [error] 9#9: *77 limiting connections by zone "c", client: 10.0.0.1"#
+            ),
+            Some((3, "limit_conn"))
+        );
+        assert_eq!(
+            c("2026/11/30 16:52:42 [warn] 9#9: 64 worker_connections are not enough, reusing connections"),
+            Some((4, "worker_connections_reusing"))
+        );
+        assert_eq!(
+            c("2026/11/30 16:52:42 [alert] 9#9: 64 worker_connections are not enough"),
+            Some((1, "worker_connections"))
+        );
+        assert_eq!(
+            c("2026/11/30 16:52:42 [alert] 9#9: *3 socket() failed (24: Too many open files) while connecting to upstream, client: 1.2.3.4"),
+            Some((1, "emfile"))
+        );
+        assert_eq!(
+            c("2026/11/30 16:52:42 [crit] 9#9: accept4() failed (24: Too many open files)"),
+            Some((2, "emfile"))
+        );
+        assert_eq!(
+            c("2026/11/30 16:52:42 [error] 9#9: *3 upstream timed out (110: Connection timed out) while reading response header from upstream, client: 1.2.3.4"),
+            Some((3, "upstream_read_timeout"))
+        );
+        assert_eq!(
+            c("2026/11/30 16:52:42 [error] 9#9: *3 upstream timed out (110: Connection timed out) while connecting to upstream, client: 1.2.3.4"),
+            Some((3, "upstream_connect_timeout"))
+        );
+        assert_eq!(
+            c("2026/11/30 16:52:42 [error] 9#9: *3 connect() failed (111: Connection refused) while connecting to upstream, client: 1.2.3.4"),
+            Some((3, "upstream_connect_failed"))
+        );
+        assert_eq!(
+            c("2026/11/30 16:52:42 [error] 9#9: *3 no live upstreams while connecting to upstream, client: 1.2.3.4"),
+            Some((3, "no_live_upstreams"))
+        );
+        assert_eq!(
+            c("2026/11/30 16:52:42 [error] 9#9: *3 backend.example could not be resolved (110: Operation timed out), client: 1.2.3.4"),
+            Some((3, "resolver"))
+        );
+        assert_eq!(
+            c(
+                r#"2026/11/30 16:52:42 [error] 9#9: *3 open() "/x/limiting requests" failed (2: No such file or directory), client: 1.2.3.4"#
+            ),
+            Some((3, "file_not_found"))
+        );
+        // A URI that mimics a message does not change the class: only the message's
+        // start is nginx's.
+        assert_eq!(
+            c(
+                r#"2026/11/30 16:52:42 [info] 9#9: *3 client closed connection while waiting for request, client: 1.2.3.4, request: "GET /limiting requests""#
+            ),
+            Some((6, "client_closed"))
+        );
+        assert_eq!(c("garbage"), None);
+        assert_eq!(c("2026/11/30 16:52:42 [bogus] 9#9: x"), None);
+        assert_eq!(c("2026/11/30 16:52:42 [error] 9#x: x"), None);
+        assert_eq!(c(""), None);
+        assert_eq!(c("\u{1b}]0;title\u{7}"), None);
+    }
+
+    #[test]
+    fn every_class_is_in_the_table() {
+        for msg in [
+            "limiting requests, excess",
+            "upstream sent too big header while reading response header from upstream",
+            "upstream prematurely closed connection while reading response header from upstream",
+            "recv() failed (104: Connection reset by peer) while reading response header from upstream",
+            "client intended to send too large body: 2000000 bytes",
+            "SSL_do_handshake() failed",
+            "something new",
+        ] {
+            assert!(class(message_class(msg)).is_some(), "{msg}");
+        }
+    }
+
+    #[test]
+    fn reads_appends_from_attach_through_rotation_and_truncation() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("error.log");
+        let link = dir.path().join("fd2");
+        let line =
+            |msg: &str| format!("2026/11/30 16:52:42 [error] 7#7: *1 {msg}, client: 1.2.3.4\n");
+        let mut f = std::fs::File::create(&log).unwrap();
+        // Before attach: not counted.
+        f.write_all(line("limiting requests, excess: 1.000 by zone \"z\"").as_bytes())
+            .unwrap();
+        std::os::unix::fs::symlink(&log, &link).unwrap();
+        let mut r = ErrorLogReader::at(link.to_string_lossy().into_owned());
+        r.poll();
+        assert_eq!(r.status, Status::Reading(link_target(&link)));
+        assert!(r.counts(true).is_empty());
+        // Two appends, one split across polls.
+        f.write_all(line("limiting requests, excess: 1.000 by zone \"z\"").as_bytes())
+            .unwrap();
+        f.write_all(b"2026/11/30 16:52:42 [warn] 7#7: 64 worker_connections are not")
+            .unwrap();
+        r.poll();
+        f.write_all(b" enough, reusing connections\n").unwrap();
+        r.poll();
+        assert_eq!(r.counts(true)["limit_req"][3], 1);
+        assert_eq!(r.counts(true)["worker_connections_reusing"][4], 1);
+        r.start_interval();
+        // An overlong line is cut, still classified, and never kept whole.
+        let long = format!(
+            "limiting requests, excess: 1.000 by zone \"{}\"",
+            "x".repeat(10_000)
+        );
+        f.write_all(line(&long).as_bytes()).unwrap();
+        r.poll();
+        assert_eq!(r.lines_cut, 1);
+        assert_eq!(r.counts(false)["limit_req"][3], 1);
+        // Rotation: the old file renamed, a new one behind fd 2 (nginx -s reopen).
+        f.write_all(line("no live upstreams while connecting to upstream").as_bytes())
+            .unwrap();
+        let rotated = dir.path().join("error.log.1");
+        std::fs::rename(&log, &rotated).unwrap();
+        let mut g = std::fs::File::create(&log).unwrap();
+        g.write_all(line("upstream timed out (110: Connection timed out) while reading response header from upstream").as_bytes())
+            .unwrap();
+        r.poll();
+        assert_eq!(r.files, 2);
+        assert_eq!(
+            r.counts(true)["no_live_upstreams"][3],
+            1,
+            "old file read to its end"
+        );
+        assert_eq!(
+            r.counts(true)["upstream_read_timeout"][3],
+            1,
+            "new file from 0"
+        );
+        // Truncation (copytruncate): read from 0 again.
+        g.set_len(0).unwrap();
+        let mut g = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+        g.write_all(line("limiting connections by zone \"c\"").as_bytes())
+            .unwrap();
+        r.poll();
+        assert_eq!(r.counts(true)["limit_conn"][3], 1);
+        assert_eq!(r.counts(true)["limit_req"][3], 2);
+        assert_eq!(r.bytes_skipped, 0);
+        // Not a regular file: unknown, with the reason.
+        let null = dir.path().join("fd2-null");
+        std::os::unix::fs::symlink("/dev/null", &null).unwrap();
+        let mut p = ErrorLogReader::at(null.to_string_lossy().into_owned());
+        p.poll();
+        assert!(matches!(p.status, Status::Unknown(ref w) if w.contains("not a regular file")));
+    }
+
+    #[test]
+    fn the_path_is_kept_raw_for_json_and_escaped_only_by_the_renderers() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("err\x1b[2J\nx.log");
+        std::fs::write(&log, b"").unwrap();
+        let link = dir.path().join("fd2");
+        std::os::unix::fs::symlink(&log, &link).unwrap();
+        let mut r = ErrorLogReader::at(link.to_string_lossy().into_owned());
+        r.poll();
+        assert_eq!(r.status, Status::Reading(log.to_str().unwrap().to_string()));
+    }
+
+    fn link_target(link: &std::path::Path) -> String {
+        std::fs::read_link(link)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned()
+    }
+}

@@ -1,0 +1,233 @@
+//! The detail layer's windows (`--detail sampled`): its programs stay loaded for the
+//! whole run; each window attaches their tracepoint links and the end of the window
+//! detaches them, so per-request syscalls cost nothing between windows.
+//!
+//! State a program keeps between calls (entry timestamps, the event loop's last
+//! wake-up, the accept-then-close marker, a connect in flight) is cleared around each
+//! window, so nothing measured before a gap is matched with an event after it.
+
+use std::time::Instant;
+
+use std::os::fd::{AsFd as _, OwnedFd};
+
+use aya::programs::TracePoint;
+use log::warn;
+use nginx_probe_common::{InFlight, UpstreamCall, SYSCALLS};
+
+use super::{perf_link, Probe};
+use crate::error::ProbeError;
+
+/// Whether syscall tracepoint `tp` (`sys_enter_<x>` or `sys_exit_<x>`) is one of a
+/// `nginx_probe_common::is_rare` syscall (the continuous layer: exact accepts, refusals and
+/// EMFILE/ENFILE by errno). Unknown names are not rare.
+pub fn is_rare_tracepoint(tp: &str) -> bool {
+    let base = tp
+        .strip_prefix("sys_enter_")
+        .or_else(|| tp.strip_prefix("sys_exit_"))
+        .unwrap_or(tp);
+    SYSCALLS
+        .iter()
+        .enumerate()
+        .any(|(i, d)| d.tracepoint == base && nginx_probe_common::is_rare(i as u32))
+}
+
+/// One detail-layer program: loaded at attach, linked to its tracepoint in windows.
+pub(super) struct DetailProg {
+    /// Program name in the eBPF object.
+    prog: String,
+    /// Tracepoint under `syscalls:`.
+    tracepoint: String,
+    /// The tracepoint's perf event, opened (disabled) at the first window and kept.
+    event: Option<OwnedFd>,
+    /// The BPF link while a window is open (closing it detaches the program).
+    link: Option<OwnedFd>,
+    /// Set once attaching failed (warned once, never tried again).
+    failed: bool,
+}
+
+impl DetailProg {
+    pub(super) fn new(prog: &str, tracepoint: &str) -> DetailProg {
+        DetailProg {
+            prog: prog.to_string(),
+            tracepoint: tracepoint.to_string(),
+            event: None,
+            link: None,
+            failed: false,
+        }
+    }
+}
+
+/// What opening or closing one window cost this process, measured around the
+/// attach/detach calls (wall clock, `Instant`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WindowCost {
+    /// Links attached (or detached).
+    pub links: usize,
+    /// Wall time of all of them, including the state reset, µs.
+    pub us: u64,
+}
+
+impl Probe {
+    /// Programs of the detail layer (0 with `--detail full`: everything is attached
+    /// continuously).
+    pub fn detail_programs(&self) -> usize {
+        self.detail.iter().filter(|d| !d.failed).count()
+    }
+
+    /// Opens a window: clears the state left over from before it (entry timestamps,
+    /// the last event-loop wake-up, a connect in flight), then attaches every detail
+    /// program, entries before exits (the planned order), and last forgets accepts
+    /// that precede the window (so a close inside it is not taken for a refusal).
+    /// A tracepoint that cannot be attached is warned about once and left out.
+    ///
+    /// Errors: map updates that fail.
+    pub fn attach_detail(&mut self) -> Result<WindowCost, ProbeError> {
+        let t0 = Instant::now();
+        self.reset_detail_state()?;
+        let mut links = 0;
+        let root = self.tracefs_root.clone();
+        for d in self
+            .detail
+            .iter_mut()
+            .filter(|d| !d.failed && d.link.is_none())
+        {
+            let Some(prog) = self.ebpf.program(&d.prog) else {
+                d.failed = true;
+                continue;
+            };
+            let res = <&TracePoint>::try_from(prog)
+                .and_then(|tp| tp.fd())
+                .map_err(|e| std::io::Error::other(e.to_string()))
+                .and_then(|fd| {
+                    if d.event.is_none() {
+                        d.event = Some(perf_link::open_tracepoint(&root, &d.tracepoint)?);
+                    }
+                    match &d.event {
+                        Some(event) => perf_link::link(fd.as_fd(), event.as_fd()),
+                        None => Err(std::io::Error::other("no perf event")),
+                    }
+                });
+            match res {
+                Ok(link) => {
+                    d.link = Some(link);
+                    links += 1;
+                }
+                Err(e) => {
+                    warn!(
+                        "could not attach syscalls:{} for a detail window ({e}); windows go on without it",
+                        d.tracepoint
+                    );
+                    d.failed = true;
+                }
+            }
+        }
+        for slot in 0..self.last_accept.len() {
+            self.last_accept.set(slot, 0u64, 0)?;
+        }
+        Ok(WindowCost {
+            links,
+            us: t0.elapsed().as_micros() as u64,
+        })
+    }
+
+    /// Opens (`true`) or closes the gate every detail program checks first
+    /// (`DETAIL_GATE`): while it is closed they count nothing, so a window's figures
+    /// cover exactly the time between the two flips, whatever attaching and detaching
+    /// take. The continuous layer ignores it.
+    ///
+    /// Errors: the map update.
+    pub fn set_detail_gate(&mut self, open: bool) -> Result<(), ProbeError> {
+        self.gate.set(0, u32::from(!open), 0)?;
+        Ok(())
+    }
+
+    /// Closes a window's links (the gate is closed first by the caller): closing a BPF
+    /// link detaches its program; the perf events stay open, disabled, for the next
+    /// window (see [`perf_link`]).
+    pub fn detach_detail(&mut self) -> WindowCost {
+        let t0 = Instant::now();
+        let links: Vec<OwnedFd> = self
+            .detail
+            .iter_mut()
+            .filter_map(|d| d.link.take())
+            .collect();
+        let n = links.len();
+        // Each close waits for the kernel (an RCU grace period, tens of ms): together.
+        std::thread::scope(|s| {
+            for l in links {
+                s.spawn(move || drop(l));
+            }
+        });
+        WindowCost {
+            links: n,
+            us: t0.elapsed().as_micros() as u64,
+        }
+    }
+
+    /// Zeroes the per-worker state the detail programs carry from one call to the
+    /// next: an entry or a wake-up stamped before a gap would otherwise be matched
+    /// with an exit after it (a latency as long as the gap).
+    fn reset_detail_state(&mut self) -> Result<(), ProbeError> {
+        let none = InFlight {
+            start_ns: 0,
+            syscall: 0,
+            fd_kind: 0,
+        };
+        for slot in 0..self.main_entry.len() {
+            self.main_entry.set(slot, none, 0)?;
+            self.last_wake.set(slot, 0u64, 0)?;
+            self.up_call.set(
+                slot,
+                UpstreamCall {
+                    fd1: 0,
+                    start_ns: 0,
+                    optval: 0,
+                },
+                0,
+            )?;
+        }
+        let keys: Vec<u64> = self.in_flight.keys().filter_map(Result::ok).collect();
+        for k in keys {
+            let _ = self.in_flight.remove(&k);
+        }
+        // Connects in progress when the last window closed: their result would come
+        // with the gap's length. (Open upstream fds are not counted when sampled.)
+        let keys: Vec<u64> = self.upstream_fd.keys().filter_map(Result::ok).collect();
+        for k in keys {
+            let _ = self.upstream_fd.remove(&k);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_rare_tracepoint;
+
+    #[test]
+    fn only_per_connection_and_startup_syscalls_are_rare() {
+        for tp in [
+            "sys_enter_accept4",
+            "sys_exit_accept4",
+            "sys_exit_accept",
+            "sys_exit_pipe2",
+            "sys_exit_dup3",
+        ] {
+            assert!(is_rare_tracepoint(tp), "{tp}");
+        }
+        for tp in [
+            "sys_enter_write",
+            "sys_exit_writev",
+            "sys_exit_sendfile64",
+            "sys_enter_epoll_wait",
+            "sys_exit_openat",
+            "sys_enter_close",
+            "sys_exit_socket",
+            "sys_enter_connect",
+            "sys_exit_getsockopt",
+            "nonsense",
+        ] {
+            assert!(!is_rare_tracepoint(tp), "{tp}");
+        }
+    }
+}

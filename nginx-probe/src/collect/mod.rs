@@ -1,0 +1,25 @@
+//! Collect: what the kernel and /proc say about one nginx. Loading and attaching the
+//! eBPF programs and reading their maps ([`loader`]), tracefs ([`tracefs`]), the master
+//! and its workers in /proc ([`target`]), finding the master without `--pid`
+//! ([`discover`]), the kernel features the programs need ([`kernel`]), nginx's
+//! listening sockets over sock_diag ([`listen`]), nginx's error log counted by message
+//! class ([`error_log`]), the workers' cgroup CPU quota ([`cgroup`]), the probe's own
+//! cost ([`selfcost`]), the recent window of snapshots for exporter verdicts
+//! ([`window`]), nginx's own stub_status counters ([`nginx_counters`]), and the
+//! [`tracker`] that keeps the worker set current and turns map
+//! snapshots into reports.
+
+pub mod btf;
+pub mod cgroup;
+pub mod discover;
+pub mod error_log;
+pub mod fd_limit;
+pub mod kernel;
+pub mod listen;
+pub mod loader;
+pub mod nginx_counters;
+pub mod selfcost;
+pub mod target;
+pub mod tracefs;
+pub mod tracker;
+pub mod window;

@@ -1,0 +1,337 @@
+//! nginx's own stub_status counters, read from the master's memory.
+//!
+//! nginx built with `http_stub_status_module` (Debian, Ubuntu, nginx.org packages, the
+//! official image) keeps seven counters in shared memory whether or not a `stub_status`
+//! location is configured, and exports a pointer to each as a dynamic data symbol:
+//! `ngx_stat_accepted`, `ngx_stat_handled`, `ngx_stat_requests` (cumulative) and
+//! `ngx_stat_active`, `ngx_stat_reading`, `ngx_stat_writing`, `ngx_stat_waiting`
+//! (gauges). Each symbol is 8 bytes holding the address of an `ngx_atomic_t`.
+//!
+//! [`NginxCounters::open`] finds the symbols in `/proc/<master>/exe` (only the ELF
+//! headers and dynamic symbol table are read, through `object::ReadCache`), the load
+//! bias from `/proc/<master>/maps`; [`NginxCounters::read`] then preads 14 words from
+//! `/proc/<master>/mem`: no per-request cost at all.
+//!
+//! Reloads: on this machine (nginx 1.22.1) `nginx -s reload` keeps the pointers and the
+//! counts. Should a counter's address change or a cumulative count go backwards (another
+//! build, a binary upgrade), the reader rebases on the new value: the totals never go
+//! back, at worst one read period's growth is missed, and `rebases` says so.
+
+use std::{
+    fs::File,
+    io,
+    os::unix::fs::{FileExt, MetadataExt},
+};
+
+use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol};
+
+/// Names of the exported pointer symbols, in [`StubRaw`] field order.
+pub const SYMBOLS: [&str; 7] = [
+    "ngx_stat_accepted",
+    "ngx_stat_handled",
+    "ngx_stat_requests",
+    "ngx_stat_active",
+    "ngx_stat_reading",
+    "ngx_stat_writing",
+    "ngx_stat_waiting",
+];
+
+/// Largest dynamic symbol or string table read from the binary, bytes (Debian's nginx
+/// has about 40 KB of each): a hostile binary cannot make the probe read gigabytes.
+const MAX_DYN_TABLE: u64 = 16 << 20;
+
+/// One read of the seven counters, as nginx holds them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StubRaw {
+    /// Connections accepted since nginx started (cumulative).
+    pub accepted: u64,
+    /// Connections given a free connection structure (cumulative); `accepted - handled`
+    /// are those nginx closed at once for lack of worker_connections.
+    pub handled: u64,
+    /// Client requests (cumulative; HTTP/1.x requests and HTTP/2 streams alike).
+    pub requests: u64,
+    /// Open client connections, waiting ones included (gauge).
+    pub active: u64,
+    /// Connections whose request header nginx is reading (gauge).
+    pub reading: u64,
+    /// Connections nginx is writing a response to (gauge).
+    pub writing: u64,
+    /// Idle keepalive connections (gauge).
+    pub waiting: u64,
+}
+
+impl StubRaw {
+    fn from_words(w: [u64; 7]) -> StubRaw {
+        StubRaw {
+            accepted: w[0],
+            handled: w[1],
+            requests: w[2],
+            active: w[3],
+            reading: w[4],
+            writing: w[5],
+            waiting: w[6],
+        }
+    }
+}
+
+/// Counters accumulated since the reader opened: cumulative counts grow from 0 at
+/// attach, gauges are the last value read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StubCounts {
+    /// Connections accepted since attach.
+    pub accepted: u64,
+    /// Connections handled since attach.
+    pub handled: u64,
+    /// Requests since attach.
+    pub requests: u64,
+    /// Gauges at the last read.
+    pub active: u64,
+    pub reading: u64,
+    pub writing: u64,
+    pub waiting: u64,
+    /// Times a counter's address changed or a count went backwards since attach.
+    pub rebases: u64,
+    /// Reads that failed since attach (the counts hold the last good read).
+    pub failed_reads: u64,
+}
+
+/// A reader of one master's stub_status counters.
+#[derive(Debug)]
+pub struct NginxCounters {
+    mem: File,
+    /// Run-time addresses of the seven pointer symbols.
+    slots: [u64; 7],
+    /// Counter addresses and raw values at the last good read.
+    last_ptrs: [u64; 7],
+    last: StubRaw,
+    acc: StubCounts,
+}
+
+/// Addresses (link-time) of the seven symbols in the ELF file `exe`, and the virtual
+/// address of the segment that starts at file offset 0. Errors: unreadable or non-ELF
+/// file, oversized tables, a symbol missing (nginx built without stub_status).
+fn find_symbols(exe: &File) -> Result<([u64; 7], u64), String> {
+    let cache = object::ReadCache::new(exe);
+    let obj = object::File::parse(&cache).map_err(|e| format!("not an ELF binary ({e})"))?;
+    for name in [".dynsym", ".dynstr"] {
+        if let Some(s) = obj.section_by_name(name) {
+            if s.size() > MAX_DYN_TABLE {
+                return Err(format!("{name} is {} bytes, too large to read", s.size()));
+            }
+        }
+    }
+    let mut addrs = [0u64; 7];
+    for sym in obj.dynamic_symbols() {
+        let Ok(name) = sym.name() else { continue };
+        if let Some(i) = SYMBOLS.iter().position(|s| *s == name) {
+            if sym.is_definition() {
+                addrs[i] = sym.address();
+            }
+        }
+    }
+    let missing: Vec<&str> = SYMBOLS
+        .iter()
+        .zip(addrs)
+        .filter(|(_, a)| *a == 0)
+        .map(|(n, _)| *n)
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!(
+            "the nginx binary does not export {} (built without http_stub_status_module?)",
+            missing.join(", ")
+        ));
+    }
+    let first_vaddr = obj
+        .segments()
+        .find(|s| s.file_range().0 == 0)
+        .map(|s| s.address() & !0xfff)
+        .ok_or_else(|| "the binary has no segment at file offset 0".to_string())?;
+    Ok((addrs, first_vaddr))
+}
+
+/// Start of the mapping of the binary (device `dev`, inode `ino`) at file offset 0 in
+/// `pid`'s address space.
+fn load_start(pid: u32, dev: u64, ino: u64) -> Result<u64, String> {
+    let maps = procfs::process::Process::new(pid as i32)
+        .and_then(|p| p.maps())
+        .map_err(|e| format!("cannot read /proc/{pid}/maps ({e})"))?;
+    let (major, minor) = (nix::sys::stat::major(dev), nix::sys::stat::minor(dev));
+    maps.iter()
+        .find(|m| {
+            m.inode == ino && m.offset == 0 && m.dev.0 as u64 == major && m.dev.1 as u64 == minor
+        })
+        .map(|m| m.address.0)
+        .ok_or_else(|| format!("the binary is not mapped in /proc/{pid}/maps"))
+}
+
+fn read_word(mem: &File, addr: u64) -> io::Result<u64> {
+    let mut b = [0u8; 8];
+    mem.read_exact_at(&mut b, addr)?;
+    Ok(u64::from_ne_bytes(b))
+}
+
+impl NginxCounters {
+    /// Opens the counters of master `pid` and takes the first read (the zero point of
+    /// [`StubCounts`]). Errors: a one-line reason (symbols not exported, binary not
+    /// mapped, memory unreadable).
+    pub fn open(pid: u32) -> Result<NginxCounters, String> {
+        let exe_path = format!("/proc/{pid}/exe");
+        let exe = File::open(&exe_path).map_err(|e| format!("cannot open {exe_path} ({e})"))?;
+        let meta = exe
+            .metadata()
+            .map_err(|e| format!("cannot stat {exe_path} ({e})"))?;
+        let (addrs, first_vaddr) = find_symbols(&exe)?;
+        let start = load_start(pid, meta.dev(), meta.ino())?;
+        let bias = start.wrapping_sub(first_vaddr);
+        let mem = File::open(format!("/proc/{pid}/mem"))
+            .map_err(|e| format!("cannot open /proc/{pid}/mem ({e})"))?;
+        let mut me = NginxCounters {
+            mem,
+            slots: addrs.map(|a| a.wrapping_add(bias)),
+            last_ptrs: [0; 7],
+            last: StubRaw::default(),
+            acc: StubCounts::default(),
+        };
+        let (ptrs, raw) = me
+            .read_raw()
+            .map_err(|e| format!("cannot read nginx's counters in /proc/{pid}/mem ({e})"))?;
+        me.last_ptrs = ptrs;
+        me.last = raw;
+        me.acc.active = raw.active;
+        me.acc.reading = raw.reading;
+        me.acc.writing = raw.writing;
+        me.acc.waiting = raw.waiting;
+        Ok(me)
+    }
+
+    /// Reads the pointers, then the counters they point to.
+    fn read_raw(&self) -> io::Result<([u64; 7], StubRaw)> {
+        let mut ptrs = [0u64; 7];
+        let mut vals = [0u64; 7];
+        for i in 0..7 {
+            ptrs[i] = read_word(&self.mem, self.slots[i])?;
+            if ptrs[i] == 0 {
+                return Err(io::Error::other("a counter pointer is NULL"));
+            }
+            vals[i] = read_word(&self.mem, ptrs[i])?;
+        }
+        Ok((ptrs, StubRaw::from_words(vals)))
+    }
+
+    /// Reads the counters now and returns the counts since [`NginxCounters::open`]. A
+    /// failed read (the master exited) keeps the last good counts and is counted.
+    pub fn read(&mut self) -> StubCounts {
+        match self.read_raw() {
+            Ok((ptrs, raw)) => self.advance(ptrs, raw),
+            Err(_) => self.acc.failed_reads += 1,
+        }
+        self.acc
+    }
+
+    /// Adds the growth from the last read to `raw`; rebases when an address changed or
+    /// a cumulative count went backwards.
+    fn advance(&mut self, ptrs: [u64; 7], raw: StubRaw) {
+        let moved = ptrs != self.last_ptrs;
+        let back = raw.accepted < self.last.accepted
+            || raw.handled < self.last.handled
+            || raw.requests < self.last.requests;
+        if moved || back {
+            self.acc.rebases += 1;
+        } else {
+            self.acc.accepted += raw.accepted - self.last.accepted;
+            self.acc.handled += raw.handled - self.last.handled;
+            self.acc.requests += raw.requests - self.last.requests;
+        }
+        self.acc.active = raw.active;
+        self.acc.reading = raw.reading;
+        self.acc.writing = raw.writing;
+        self.acc.waiting = raw.waiting;
+        self.last_ptrs = ptrs;
+        self.last = raw;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reader() -> NginxCounters {
+        NginxCounters {
+            mem: File::open("/dev/null").unwrap(),
+            slots: [0; 7],
+            last_ptrs: [1, 2, 3, 4, 5, 6, 7],
+            last: StubRaw {
+                accepted: 10,
+                handled: 10,
+                requests: 20,
+                ..StubRaw::default()
+            },
+            acc: StubCounts::default(),
+        }
+    }
+
+    #[test]
+    fn counts_grow_and_never_go_back() {
+        let mut r = reader();
+        let p = [1, 2, 3, 4, 5, 6, 7];
+        r.advance(
+            p,
+            StubRaw {
+                accepted: 15,
+                handled: 14,
+                requests: 40,
+                active: 3,
+                ..StubRaw::default()
+            },
+        );
+        assert_eq!(
+            (r.acc.accepted, r.acc.handled, r.acc.requests, r.acc.active),
+            (5, 4, 20, 3)
+        );
+        // A reset (counts lower than before): rebased, nothing subtracted.
+        r.advance(
+            p,
+            StubRaw {
+                accepted: 2,
+                handled: 2,
+                requests: 2,
+                ..StubRaw::default()
+            },
+        );
+        assert_eq!((r.acc.requests, r.acc.rebases), (20, 1));
+        r.advance(
+            p,
+            StubRaw {
+                accepted: 3,
+                handled: 3,
+                requests: 9,
+                ..StubRaw::default()
+            },
+        );
+        assert_eq!((r.acc.accepted, r.acc.requests), (6, 27));
+        // New addresses (new shared memory): rebased, even if the values look higher.
+        let mut q = p;
+        q[2] = 99;
+        r.advance(
+            q,
+            StubRaw {
+                accepted: 100,
+                handled: 100,
+                requests: 1000,
+                ..StubRaw::default()
+            },
+        );
+        assert_eq!((r.acc.requests, r.acc.rebases), (27, 2));
+    }
+
+    #[test]
+    fn a_binary_without_the_symbols_is_refused_with_the_reason() {
+        // The test binary itself is an ELF file without ngx_stat_* symbols.
+        let me = File::open("/proc/self/exe").unwrap();
+        let e = find_symbols(&me).unwrap_err();
+        assert!(e.contains("ngx_stat_requests"), "{e}");
+        assert!(e.contains("http_stub_status_module"), "{e}");
+        let e = find_symbols(&File::open("/dev/null").unwrap()).unwrap_err();
+        assert!(e.starts_with("not an ELF binary"), "{e}");
+    }
+}

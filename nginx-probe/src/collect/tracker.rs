@@ -1,0 +1,994 @@
+//! Keeps the worker set of one master current (reloads, respawns, binary upgrades) and
+//! turns map snapshots into interval and summary reports.
+//!
+//! Slots come from one queue map (`FREE_SLOTS`): user space pops one for each worker it
+//! finds in `/proc`, the kernel pops one for each child the master forks. When a worker
+//! has exited, its final stats are read and kept here, and its slot is zeroed and
+//! pushed back, so reloads never run out of slots.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Instant;
+
+use log::warn;
+use nginx_probe_common::DROP_COUNTERS;
+
+use crate::{
+    collect::loader::Probe,
+    collect::nginx_counters::{NginxCounters, StubCounts},
+    collect::target::{self, Master, Role, WorkerProc},
+    error::ProbeError,
+    model::{
+        self, Event, EventKind, Report, ReportKind, RequestSource, SlotStats, WorkerInfo,
+        SCHEMA_VERSION,
+    },
+};
+
+#[path = "tracker_nginx.rs"]
+mod nginx_side;
+
+/// Seconds since the Unix epoch, now (ms precision): when a report's period ends.
+pub fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| model::round3(d.as_secs_f64()))
+        .unwrap_or(0.0)
+}
+
+/// Cumulative state of every worker at one instant.
+#[derive(Clone)]
+pub struct Snapshot {
+    /// Worker pid -> cumulative stats.
+    pub workers: BTreeMap<u32, SlotStats>,
+    /// Cumulative drop counters.
+    pub drops: [u64; DROP_COUNTERS],
+    /// Worker pid -> (CPU clock ticks, run delay ns) at the last /proc sample, for
+    /// reports between two snapshots (`window`).
+    pub proc: BTreeMap<u32, (Option<u64>, Option<u64>)>,
+    /// The netns (ListenOverflows, ListenDrops) and each listening socket's drop
+    /// counter (by inode) at the last sample.
+    pub listen_counters: Option<(u64, u64)>,
+    pub socket_drops: BTreeMap<u32, Option<u32>>,
+    /// nginx's stub_status counters since attach; None when unreadable.
+    pub stub: Option<StubCounts>,
+    /// With `--detail sampled`: the windows' coverage since attach.
+    pub coverage: Option<model::sampling::Coverage>,
+}
+
+/// Exited workers reported one by one; older ones are merged into one aggregate, so a
+/// run through many reloads keeps bounded memory.
+pub const MAX_EXITED_KEPT: usize = 16;
+
+/// Worker events kept for the summary; older ones are dropped and counted.
+pub const MAX_EVENTS: usize = 256;
+
+/// Snapshot key of the merged aggregate of old exited workers.
+const MERGED_KEY: u32 = 0;
+
+/// What the tracker knows of one listening socket.
+#[derive(Clone, Debug, Default)]
+struct ListenState {
+    addr: String,
+    backlog: u32,
+    queue_now: u32,
+    queue_max_total: u32,
+    queue_max_interval: u32,
+    /// The socket's drop counter (sock_diag `SK_MEMINFO_DROPS`) when first seen, at
+    /// the start of the interval, and at the last sample.
+    drops_first: Option<u32>,
+    drops_interval: Option<u32>,
+    drops_now: Option<u32>,
+}
+
+/// Worker bookkeeping for one master.
+pub struct Tracker {
+    /// The master being traced.
+    pub master: Master,
+    /// Every worker seen since attach, by pid.
+    pub workers: BTreeMap<u32, WorkerInfo>,
+    /// Children of the master that are not workers (cache processes, a new master).
+    ignored: BTreeSet<u32>,
+    /// Children the kernel tracked whose title was still the master's at the last look.
+    pending: BTreeSet<u32>,
+    /// Final stats of exited workers whose slots were recycled.
+    finals: BTreeMap<u32, SlotStats>,
+    /// Exited workers still reported one by one, oldest first.
+    exited_order: VecDeque<u32>,
+    /// Sum of the exited workers merged away (beyond [`MAX_EXITED_KEPT`]).
+    merged: SlotStats,
+    /// How many workers `merged` holds.
+    pub merged_workers: u64,
+    /// Their CPU time since attach (clock ticks) and time waiting for a CPU (ns).
+    merged_cpu_ticks: u64,
+    merged_run_delay_ns: u64,
+    /// How per-worker requests are counted: `Uprobe` when the uprobes are attached,
+    /// else `Unknown`.
+    pub request_source: RequestSource,
+    /// nginx's own counters (global requests, accepted/handled, gauges), when the
+    /// master's binary exports them.
+    pub counters: Option<NginxCounters>,
+    /// Why `counters` is None.
+    pub counters_error: Option<String>,
+    /// Whether the TLS handshake uprobes are attached (the report then has `tls`).
+    pub tls_attached: bool,
+    /// How write destinations are classified (fd table walk with BTF, or /proc).
+    pub write_source: model::WriteSource,
+    /// Whether access-log opens are counted in the kernel.
+    pub counts_log_opens: bool,
+    /// Indexes into `SYSCALLS` of the traced syscalls.
+    pub traced: Vec<usize>,
+    /// Workers that could not be given a slot.
+    pub untracked: u64,
+    /// What happened, in order (the last [`MAX_EVENTS`]).
+    pub events: Vec<Event>,
+    /// Events dropped from `events` to bound memory.
+    pub events_dropped: u64,
+    /// Events since the last `refresh` returned.
+    fresh: Vec<Event>,
+    /// Events since the current interval started (at most [`MAX_EVENTS`]).
+    interval_events: Vec<Event>,
+    /// nginx's listening sockets by inode.
+    listen: BTreeMap<u32, ListenState>,
+    /// Listen (overflows, drops) of the master's netns at attach and at the last
+    /// interval report.
+    listen_base_total: Option<(u64, u64)>,
+    listen_base_interval: Option<(u64, u64)>,
+    /// Set once a sock_diag dump failed (warned once, then skipped).
+    listen_failed: bool,
+    /// Classified non-socket fds per worker pid: fd -> kind.
+    fd_kinds: BTreeMap<u32, BTreeMap<u32, u32>>,
+    /// Inodes of the error logs given to the kernel.
+    error_log_inodes: BTreeSet<u64>,
+    /// Paths of the access logs and error logs seen (for the report).
+    pub log_paths: BTreeMap<String, &'static str>,
+    /// Workers that have held each slot so far (the next one's generation).
+    slot_holders: BTreeMap<u32, u32>,
+    /// nginx's error log, read from attach on and counted by message class.
+    pub error_log: crate::collect::error_log::ErrorLogReader,
+    /// The workers' tightest cgroup CPU quota (None: none or unreadable), and its
+    /// `cpu.stat` counters: nr_periods, nr_throttled, throttled_usec.
+    cpu_quota: Option<crate::collect::cgroup::Quota>,
+    throttle: [model::Samples; 3],
+    refreshes: u64,
+    started: Instant,
+    /// `/proc` reads that failed for another reason than a process being gone
+    /// (EMFILE, EACCES, ...): nothing was concluded from them (reported in `drops` as
+    /// `proc_read_errors`, the first one warned).
+    pub proc_errors: u64,
+    /// With `--detail sampled`: the windows (see `model::sampling`) and when the first
+    /// opened (t = 0 of the schedule).
+    pub sampling: Option<(model::sampling::Sampler, Instant)>,
+}
+
+impl Tracker {
+    /// A tracker for `master` with no workers yet; see [`Tracker::add_workers`].
+    pub fn new(master: Master) -> Tracker {
+        let master_pid = master.pid;
+        Tracker {
+            master,
+            workers: BTreeMap::new(),
+            ignored: BTreeSet::new(),
+            pending: BTreeSet::new(),
+            finals: BTreeMap::new(),
+            exited_order: VecDeque::new(),
+            merged: model::ZERO_SLOT,
+            merged_workers: 0,
+            merged_cpu_ticks: 0,
+            merged_run_delay_ns: 0,
+            request_source: RequestSource::Unknown,
+            counters: None,
+            counters_error: Some("nginx's counters were not opened".into()),
+            tls_attached: false,
+            write_source: model::WriteSource::ProcSnapshot,
+            counts_log_opens: false,
+            traced: (0..nginx_probe_common::SYSCALL_COUNT).collect(),
+            untracked: 0,
+            events: Vec::new(),
+            events_dropped: 0,
+            fresh: Vec::new(),
+            interval_events: Vec::new(),
+            listen: BTreeMap::new(),
+            listen_base_total: None,
+            listen_base_interval: None,
+            listen_failed: false,
+            fd_kinds: BTreeMap::new(),
+            error_log_inodes: BTreeSet::new(),
+            log_paths: BTreeMap::new(),
+            slot_holders: BTreeMap::new(),
+            error_log: crate::collect::error_log::ErrorLogReader::new(master_pid),
+            cpu_quota: None,
+            throttle: Default::default(),
+            refreshes: 0,
+            started: Instant::now(),
+            proc_errors: 0,
+            sampling: None,
+        }
+    }
+
+    /// Gives each of `found` (workers seen in /proc) a slot and puts it in the kernel
+    /// filter; returns how many were new. `announce` records a `worker_started` event.
+    pub fn add_workers(
+        &mut self,
+        probe: &mut Probe,
+        found: &[WorkerProc],
+        announce: bool,
+    ) -> Result<usize, ProbeError> {
+        let mut added = 0;
+        for w in found {
+            if self.workers.contains_key(&w.pid) || self.ignored.contains(&w.pid) {
+                continue;
+            }
+            // The kernel may have given it a slot on fork after our look at the filter
+            // map: adopt that slot rather than overwrite it.
+            let slot = match probe.slot_of(w.pid) {
+                Some(slot) => slot,
+                None => {
+                    let Some(slot) = probe.alloc_slot() else {
+                        self.untracked += 1;
+                        self.ignored.insert(w.pid);
+                        warn!("worker {} not traced: all worker slots are in use", w.pid);
+                        continue;
+                    };
+                    probe.track(w.pid, slot)?;
+                    slot
+                }
+            };
+            let info = self.worker_info(w.pid, w.nspid.clone(), slot, true);
+            self.workers.insert(w.pid, info);
+            if announce {
+                self.event(EventKind::WorkerStarted, w.pid);
+            }
+            added += 1;
+        }
+        Ok(added)
+    }
+
+    /// A newly seen worker's info, with the next generation of `slot`.
+    fn worker_info(&mut self, pid: u32, nspid: Vec<i32>, slot: u32, alive: bool) -> WorkerInfo {
+        let holders = self.slot_holders.entry(slot).or_insert(0);
+        let generation = *holders;
+        *holders += 1;
+        WorkerInfo {
+            pid,
+            nspid,
+            slot,
+            generation,
+            alive,
+            fds: Default::default(),
+            cpu_ticks: Default::default(),
+            run_delay_ns: Default::default(),
+        }
+    }
+
+    fn event(&mut self, event: EventKind, pid: u32) {
+        if self.events.len() >= MAX_EVENTS {
+            self.events.remove(0);
+            self.events_dropped += 1;
+        }
+        let ev = Event {
+            t_s: self.started.elapsed().as_secs_f64(),
+            event,
+            pid,
+        };
+        self.fresh.push(ev.clone());
+        if self.interval_events.len() < MAX_EVENTS {
+            self.interval_events.push(ev.clone());
+        }
+        self.events.push(ev);
+    }
+
+    /// Brings the worker set up to date: classifies the children the kernel started
+    /// tracking on fork (workers stay; a new master or cache processes leave the
+    /// filter), adds workers found only in `/proc`, and marks exited workers (their
+    /// counts stay). Returns the events this call added.
+    pub fn refresh(&mut self, probe: &mut Probe) -> Result<Vec<Event>, ProbeError> {
+        // 1. Children the kernel added on fork.
+        for (tgid, slot) in probe.filter_entries() {
+            if self.workers.contains_key(&tgid) || self.ignored.contains(&tgid) {
+                continue;
+            }
+            let role = match target::role_of(tgid) {
+                Ok(r) => r,
+                Err(e) => {
+                    // Unknown for now: it stays tracked and is looked at again.
+                    self.proc_error(&e);
+                    continue;
+                }
+            };
+            match role {
+                Some(Role::Worker) => {
+                    self.pending.remove(&tgid);
+                    let info = self.worker_info(tgid, target::nspid_of(tgid), slot, true);
+                    self.workers.insert(tgid, info);
+                    self.event(EventKind::WorkerStarted, tgid);
+                }
+                Some(Role::Master) => {
+                    // Just forked and not yet retitled, or a new master (USR2 binary
+                    // upgrade execs a new nginx in the child). Decide on a second look.
+                    if !self.pending.insert(tgid) {
+                        self.pending.remove(&tgid);
+                        self.ignored.insert(tgid);
+                        probe.untrack(tgid);
+                        probe.recycle_slot(slot)?;
+                        self.event(EventKind::NewMaster, tgid);
+                    }
+                }
+                Some(_) => {
+                    // Cache manager/loader: not a worker.
+                    self.ignored.insert(tgid);
+                    probe.untrack(tgid);
+                    probe.recycle_slot(slot)?;
+                }
+                None => {
+                    // Gone before we could look: a child of the master that lived less
+                    // than a rescan. Keep what it did, as an exited worker.
+                    let info = self.worker_info(tgid, vec![tgid as i32], slot, false);
+                    self.workers.insert(tgid, info);
+                    probe.untrack(tgid);
+                    self.retire(probe, tgid, slot)?;
+                    self.event(EventKind::WorkerStarted, tgid);
+                    self.event(EventKind::WorkerExited, tgid);
+                }
+            }
+        }
+        // 2. Workers only /proc knows: those forked between the first scan and fork
+        //    following being attached (the first refresh runs right after attach), or
+        //    all new ones when fork following could not be attached. Scanning all of
+        //    /proc is the costly part of a refresh, so it is not repeated while the
+        //    kernel follows forks.
+        if self.refreshes == 0 || !probe.follows_forks {
+            let live = target::find_workers(self.master.pid);
+            self.add_workers(probe, &live, true)?;
+        }
+        // 3. Exits: keep the final stats, free the slot.
+        let mut exited = Vec::new();
+        let mut errors = Vec::new();
+        for info in self.workers.values_mut().filter(|w| w.alive) {
+            match target::alive(info.pid) {
+                Ok(true) => {}
+                Ok(false) => {
+                    info.alive = false;
+                    probe.untrack(info.pid);
+                    exited.push((info.pid, info.slot));
+                }
+                // Not a fact about the worker: it stays alive and is looked at again.
+                Err(e) => errors.push(e),
+            }
+        }
+        for e in errors {
+            self.proc_error(&e);
+        }
+        for (pid, slot) in exited {
+            self.retire(probe, pid, slot)?;
+            self.event(EventKind::WorkerExited, pid);
+        }
+        // 4. The listen queues (their ports tell client sockets from upstream ones),
+        //    nginx's error log, the CPU quota.
+        let ports = self.sample_listen();
+        if probe.fd_walk.is_ok() && !ports.is_empty() {
+            probe.add_listen_ports(&ports)?;
+        }
+        self.error_log.poll();
+        self.sample_quota();
+        // 5. What the workers' fds are (logs, files, pipes), every 2 s and for new
+        //    workers at once; exited workers' entries are dropped.
+        self.refreshes += 1;
+        let full_scan = self.refreshes % 4 == 1;
+        let live_pids: Vec<u32> = self
+            .workers
+            .values()
+            .filter(|w| w.alive)
+            .map(|w| w.pid)
+            .collect();
+        let gone: Vec<u32> = self
+            .fd_kinds
+            .keys()
+            .copied()
+            .filter(|p| !live_pids.contains(p))
+            .collect();
+        for pid in gone {
+            for fd in self.fd_kinds.remove(&pid).unwrap_or_default().into_keys() {
+                probe.clear_fd_kind(pid, fd);
+            }
+        }
+        if full_scan {
+            // The error log's inode: writes to it are error-log writes, whatever fd
+            // they go through (classified in the kernel).
+            self.register_error_logs(probe)?;
+        }
+        for pid in live_pids {
+            if !full_scan && self.fd_kinds.contains_key(&pid) {
+                continue;
+            }
+            let now: BTreeMap<u32, (u32, String)> = target::classify_fds(pid)
+                .into_iter()
+                .map(|(fd, k, path)| (fd, (k, path)))
+                .collect();
+            let files = now
+                .values()
+                .filter(|(k, _)| {
+                    use nginx_probe_common::fd_kind;
+                    matches!(*k, fd_kind::ACCESS_LOG | fd_kind::ERROR_LOG | fd_kind::FILE)
+                })
+                .count() as u64;
+            let non_sockets = now.len() as u64;
+            if let Some(info) = self.workers.get_mut(&pid) {
+                info.fds.files = Some(files);
+                info.fds.files_peak = Some(info.fds.files_peak.unwrap_or(0).max(files));
+                if let (Some(open), _) = target::fd_usage(pid) {
+                    let sockets = open.saturating_sub(non_sockets);
+                    info.fds.sockets = Some(sockets);
+                    info.fds.sockets_peak = Some(info.fds.sockets_peak.unwrap_or(0).max(sockets));
+                }
+            }
+            let known = self.fd_kinds.entry(pid).or_default();
+            for fd in known.keys().copied().collect::<Vec<_>>() {
+                if !now.contains_key(&fd) {
+                    known.remove(&fd);
+                    probe.clear_fd_kind(pid, fd);
+                }
+            }
+            for (fd, (kind, path)) in now {
+                if probe.fd_walk.is_err() && known.get(&fd) != Some(&kind) {
+                    probe.set_fd_kind(pid, fd, kind)?;
+                    known.insert(fd, kind);
+                }
+                match kind {
+                    nginx_probe_common::fd_kind::ACCESS_LOG => {
+                        self.log_paths.insert(path, "access_log");
+                    }
+                    nginx_probe_common::fd_kind::ERROR_LOG => {
+                        self.log_paths.insert(path, "error_log");
+                    }
+                    _ => {}
+                }
+            }
+        }
+        // 6. fd usage and CPU time of the live workers.
+        for info in self.workers.values_mut().filter(|w| w.alive) {
+            info.cpu_ticks.sample(target::cpu_ticks(info.pid));
+            info.run_delay_ns.sample(target::run_delay_ns(info.pid));
+            let (open, limit) = target::fd_usage(info.pid);
+            info.fds.open = open.or(info.fds.open);
+            info.fds.limit = limit.or(info.fds.limit);
+            info.fds.peak = match (info.fds.peak, open) {
+                (Some(p), Some(o)) => Some(p.max(o)),
+                (p, o) => p.or(o),
+            };
+        }
+        Ok(std::mem::take(&mut self.fresh))
+    }
+
+    /// Counts a `/proc` read that failed for another reason than the process being
+    /// gone, and warns about the first one.
+    pub fn proc_error(&mut self, e: &ProbeError) {
+        self.proc_errors += 1;
+        if self.proc_errors == 1 {
+            warn!("{e}; counting goes on (further /proc errors are counted as proc_read_errors)");
+        }
+    }
+
+    /// Gives the kernel what tells write destinations apart: nginx's listening ports
+    /// (client sockets) and the live workers' error-log inodes (their fd 2). Called
+    /// before the programs are attached, then on every refresh (ports) and every 2 s
+    /// (error logs).
+    pub fn register_destinations(&mut self, probe: &mut Probe) -> Result<(), ProbeError> {
+        let ports = self.sample_listen();
+        self.register_error_logs(probe)?;
+        if probe.fd_walk.is_ok() && !ports.is_empty() {
+            probe.add_listen_ports(&ports)?;
+        }
+        Ok(())
+    }
+
+    fn register_error_logs(&mut self, probe: &mut Probe) -> Result<(), ProbeError> {
+        let live: Vec<u32> = self
+            .workers
+            .values()
+            .filter(|w| w.alive)
+            .map(|w| w.pid)
+            .collect();
+        for pid in live {
+            if let Some(ino) = target::fd_inode(pid, 2) {
+                if self.error_log_inodes.insert(ino) && probe.fd_walk.is_ok() {
+                    probe.add_error_log(ino)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Samples nginx's listening sockets; returns their ports.
+    fn sample_listen(&mut self) -> Vec<u16> {
+        let mut ports = Vec::new();
+        if self.listen_base_total.is_none() {
+            let base = crate::collect::listen::listen_counters(self.master.pid);
+            self.listen_base_total = base;
+            self.listen_base_interval = base;
+        }
+        if self.listen_failed {
+            return ports;
+        }
+        let inodes = crate::collect::listen::socket_inodes(self.master.pid);
+        match crate::collect::listen::listen_sockets(self.master.pid, &inodes) {
+            Ok(samples) => {
+                for smp in samples {
+                    ports.push(smp.port);
+                    let st = self.listen.entry(smp.inode).or_default();
+                    st.addr = smp.addr;
+                    st.backlog = smp.backlog;
+                    st.queue_now = smp.queue;
+                    st.queue_max_total = st.queue_max_total.max(smp.queue);
+                    st.queue_max_interval = st.queue_max_interval.max(smp.queue);
+                    if st.drops_first.is_none() {
+                        st.drops_first = smp.drops;
+                        st.drops_interval = smp.drops;
+                    }
+                    st.drops_now = smp.drops;
+                }
+            }
+            // The master exited between two looks: the run is ending, nothing to say.
+            Err(_) if matches!(target::alive(self.master.pid), Ok(false)) => {}
+            Err(e) => {
+                self.listen_failed = true;
+                warn!("cannot read nginx's listen queues with sock_diag ({e}); reporting without them");
+            }
+        }
+        ports
+    }
+
+    /// Starts a new interval for the listen-queue maxima and counters.
+    pub fn start_interval(&mut self) {
+        self.interval_events.clear();
+        self.error_log.start_interval();
+        for t in &mut self.throttle {
+            t.start_interval();
+        }
+        for w in self.workers.values_mut() {
+            w.cpu_ticks.start_interval();
+            w.run_delay_ns.start_interval();
+        }
+        for st in self.listen.values_mut() {
+            st.queue_max_interval = st.queue_now;
+            st.drops_interval = st.drops_now;
+        }
+        self.listen_base_interval = crate::collect::listen::listen_counters(self.master.pid);
+    }
+
+    fn listen_reports(&self, summary: bool) -> Vec<model::ListenReport> {
+        let now = crate::collect::listen::listen_counters(self.master.pid);
+        let base = if summary {
+            self.listen_base_total
+        } else {
+            self.listen_base_interval
+        };
+        let (overflows, drops) = match (now, base) {
+            (Some((o, d)), Some((bo, bd))) => (o.saturating_sub(bo), d.saturating_sub(bd)),
+            _ => (0, 0),
+        };
+        self.listen
+            .values()
+            .map(|st| model::ListenReport {
+                addr: st.addr.clone(),
+                backlog: st.backlog,
+                queue_now: st.queue_now,
+                queue_max: if summary {
+                    st.queue_max_total
+                } else {
+                    st.queue_max_interval
+                },
+                overflows,
+                drops,
+                socket_drops: match (
+                    if summary {
+                        st.drops_first
+                    } else {
+                        st.drops_interval
+                    },
+                    st.drops_now,
+                ) {
+                    (Some(b), Some(n)) => Some(n.wrapping_sub(b) as u64),
+                    _ => None,
+                },
+            })
+            .collect()
+    }
+
+    /// Reads a dead worker's final stats, then zeroes and frees its slot.
+    fn retire(&mut self, probe: &mut Probe, pid: u32, slot: u32) -> Result<(), ProbeError> {
+        let last = probe.read_slot(slot)?;
+        probe.forget_upstream_fds(pid);
+        self.finals.insert(pid, last);
+        probe.recycle_slot(slot)?;
+        self.exited_order.push_back(pid);
+        while self.exited_order.len() > MAX_EXITED_KEPT {
+            let Some(old) = self.exited_order.pop_front() else {
+                break;
+            };
+            if let Some(f) = self.finals.remove(&old) {
+                model::add_slot(&mut self.merged, &f);
+                self.merged_workers += 1;
+                if let Some(w) = self.workers.get(&old) {
+                    self.merged_cpu_ticks += w.cpu_ticks.delta(true).unwrap_or(0);
+                    self.merged_run_delay_ns += w.run_delay_ns.delta(true).unwrap_or(0);
+                }
+            }
+            self.workers.remove(&old);
+        }
+        Ok(())
+    }
+
+    /// Opens nginx's stub_status counters in the master (see
+    /// [`crate::collect::nginx_counters`]); on failure keeps the reason for the report.
+    pub fn open_counters(&mut self) {
+        match NginxCounters::open(self.master.pid) {
+            Ok(c) => {
+                self.counters = Some(c);
+                self.counters_error = None;
+            }
+            Err(e) => {
+                self.counters = None;
+                self.counters_error = Some(e);
+            }
+        }
+    }
+
+    /// Reads every live worker's slot (exited workers: their final stats), the drop
+    /// counters and nginx's own counters.
+    pub fn snapshot(&mut self, probe: &Probe) -> Result<Snapshot, ProbeError> {
+        let stub = self.counters.as_mut().map(|c| c.read());
+        let coverage = self.sampling.as_ref().map(|(s, t0)| {
+            s.ledger
+                .at(t0.elapsed().as_secs_f64(), stub.map(|c| c.requests))
+        });
+        let mut workers = BTreeMap::new();
+        for w in self.workers.values() {
+            let stats = match self.finals.get(&w.pid) {
+                Some(f) => *f,
+                None => probe.read_slot(w.slot)?,
+            };
+            workers.insert(w.pid, stats);
+        }
+        if self.merged_workers > 0 {
+            workers.insert(MERGED_KEY, self.merged);
+        }
+        Ok(Snapshot {
+            workers,
+            drops: probe.read_drops()?,
+            proc: self
+                .workers
+                .values()
+                .map(|w| (w.pid, (w.cpu_ticks.last, w.run_delay_ns.last)))
+                .collect(),
+            listen_counters: crate::collect::listen::listen_counters(self.master.pid),
+            socket_drops: self
+                .listen
+                .iter()
+                .map(|(ino, st)| (*ino, st.drops_now))
+                .collect(),
+            stub,
+            coverage,
+        })
+    }
+
+    /// Builds a report for the period between `prev` (None = attach, all zero) and `cur`,
+    /// stamped with the wall clock now (`time_unix_s`, the end of the period).
+    ///
+    /// `kind`: `summary` (since attach: `prev` is None), `interval` (since the last
+    /// [`Tracker::start_interval`], which is when `prev` was taken), or `window` (any
+    /// `prev`: CPU time, run delay and listen drops are taken from the two snapshots;
+    /// the accept queue maximum is not known per window, so `queue_max` is the last
+    /// sample).
+    pub fn report(
+        &self,
+        kind: ReportKind,
+        cur: &Snapshot,
+        prev: Option<&Snapshot>,
+        duration_s: f64,
+        missing: &[String],
+        end_reason: Option<String>,
+    ) -> Report {
+        let zero = model::ZERO_SLOT;
+        let mut per_worker: Vec<(&WorkerInfo, SlotStats)> = Vec::new();
+        for w in self.workers.values() {
+            let c = cur.workers.get(&w.pid).unwrap_or(&zero);
+            let p = prev.and_then(|p| p.workers.get(&w.pid)).unwrap_or(&zero);
+            let d = model::delta_slot(c, p);
+            // An interval report leaves out workers that were gone for all of it.
+            if prev.is_some() && !w.alive && d.iter().all(|s| s.count == 0) {
+                continue;
+            }
+            per_worker.push((w, d));
+        }
+        let merged = (self.merged_workers > 0).then(|| {
+            let c = cur.workers.get(&MERGED_KEY).unwrap_or(&zero);
+            // Workers merged since `prev` were counted there under their own pids: add
+            // them to the previous aggregate, or the interval would count their whole
+            // lives again.
+            let mut p = *prev
+                .and_then(|p| p.workers.get(&MERGED_KEY))
+                .unwrap_or(&zero);
+            if let Some(prev) = prev {
+                for (pid, stats) in &prev.workers {
+                    if *pid != MERGED_KEY && !cur.workers.contains_key(pid) {
+                        model::add_slot(&mut p, stats);
+                    }
+                }
+            }
+            model::delta_slot(c, &p)
+        });
+        let total_accepts: u64 = per_worker
+            .iter()
+            .map(|(_, s)| model::accepts_of(s))
+            .chain(merged.iter().map(model::accepts_of))
+            .sum();
+        let tck = procfs::ticks_per_second() as f64;
+        let summary = kind == ReportKind::Summary;
+        let window = kind == ReportKind::Window;
+        // Growth of a /proc counter between two snapshots (None: unknown at either end).
+        let between = |p: &Snapshot, pid: u32, which: usize| -> Option<u64> {
+            let pick = |s: &Snapshot| {
+                s.proc
+                    .get(&pid)
+                    .and_then(|v| if which == 0 { v.0 } else { v.1 })
+            };
+            Some(pick(cur)?.saturating_sub(pick(p)?))
+        };
+        // nginx's requests in the period (stub_status), for the detail report.
+        let stub_requests = cur.stub.map(|c| {
+            let p = prev.and_then(|p| p.stub).unwrap_or_default();
+            c.requests.saturating_sub(p.requests)
+        });
+        let detail = self.sampling.as_ref().zip(cur.coverage).map(|((s, _), c)| {
+            let base = prev
+                .and_then(|p| p.coverage)
+                .unwrap_or(model::sampling::Coverage {
+                    requests: Some(0),
+                    ..Default::default()
+                });
+            model::sampling::DetailReport::new(
+                &s.schedule,
+                &c.since(&base),
+                duration_s,
+                stub_requests,
+                s.cost,
+            )
+        });
+        // Rates and busy shares of detail figures divide by the seconds it counted.
+        let detail_s = model::detail_seconds(duration_s, detail.as_ref());
+        let workers: Vec<model::WorkerReport> = per_worker
+            .iter()
+            .map(|(w, s)| {
+                let (cpu_ticks, run_delay_ns) = match (window, prev) {
+                    (true, Some(p)) => (between(p, w.pid, 0), between(p, w.pid, 1)),
+                    // A window that starts at attach is the summary's.
+                    _ => (
+                        w.cpu_ticks.delta(summary || window),
+                        w.run_delay_ns.delta(summary || window),
+                    ),
+                };
+                let cpu_s = cpu_ticks.map(|t| t as f64 / tck);
+                let run_delay_s = run_delay_ns.map(|ns| ns as f64 / 1e9);
+                let mut r = model::worker_report(
+                    w,
+                    s,
+                    total_accepts,
+                    self.request_source,
+                    duration_s,
+                    detail_s,
+                    &self.traced,
+                    self.write_source,
+                );
+                if !self.counts_log_opens {
+                    r.access_log_opens = None;
+                }
+                r.cpu_s = cpu_s.map(model::round3);
+                r.run_delay_s = run_delay_s.map(model::round3);
+                // A gauge: from the cumulative counters, and none held by the dead.
+                // Sampled: closes between windows are not seen, so unknown.
+                r.upstream.fds_open = self.sampling.is_none().then_some(if w.alive {
+                    cur.workers
+                        .get(&w.pid)
+                        .map(model::upstream_fds_open)
+                        .unwrap_or(0)
+                } else {
+                    0
+                });
+                r
+            })
+            .collect();
+        let exited_merged = merged.map(|d| {
+            let info = WorkerInfo {
+                pid: 0,
+                nspid: Vec::new(),
+                slot: 0,
+                generation: 0,
+                alive: false,
+                fds: Default::default(),
+                cpu_ticks: Default::default(),
+                run_delay_ns: Default::default(),
+            };
+            let mut stats = model::worker_report(
+                &info,
+                &d,
+                total_accepts,
+                self.request_source,
+                duration_s,
+                detail_s,
+                &self.traced,
+                self.write_source,
+            );
+            if !self.counts_log_opens {
+                stats.access_log_opens = None;
+            }
+            // Known since attach only: an interval's share is not kept.
+            if summary {
+                stats.cpu_s = Some(model::round3(self.merged_cpu_ticks as f64 / tck));
+                stats.run_delay_s = Some(model::round3(self.merged_run_delay_ns as f64 / 1e9));
+            }
+            model::MergedReport {
+                workers: self.merged_workers,
+                stats,
+            }
+        });
+        let mut drops_now = cur.drops;
+        if let Some(p) = prev {
+            for (d, before) in drops_now.iter_mut().zip(p.drops.iter()) {
+                *d = d.saturating_sub(*before);
+            }
+        }
+        let mut drops = model::drops_map(&drops_now);
+        drops.insert("untracked_workers".into(), self.untracked);
+        drops.insert("events_dropped".into(), self.events_dropped);
+        if self.proc_errors > 0 {
+            drops.insert("proc_read_errors".into(), self.proc_errors);
+        }
+        let stub_status = cur.stub.map(|c| {
+            let p = prev.and_then(|p| p.stub).unwrap_or_default();
+            let accepted = c.accepted.saturating_sub(p.accepted);
+            let handled = c.handled.saturating_sub(p.handled);
+            model::StubStatusReport {
+                accepted,
+                handled,
+                dropped: accepted.saturating_sub(handled),
+                requests: c.requests.saturating_sub(p.requests),
+                active: c.active,
+                reading: c.reading,
+                writing: c.writing,
+                waiting: c.waiting,
+                rebases: c.rebases.saturating_sub(p.rebases),
+            }
+        });
+        let mut all_stats = model::ZERO_SLOT;
+        for (_, s) in &per_worker {
+            model::add_slot(&mut all_stats, s);
+        }
+        if let Some(m) = &merged {
+            model::add_slot(&mut all_stats, m);
+        }
+        let requests = model::request_totals(
+            stub_status.as_ref(),
+            self.request_source,
+            self.counters_error.as_deref(),
+            &all_stats,
+            duration_s,
+        );
+        let tls = self.tls_attached.then(|| {
+            let mut t = model::tls_report(&all_stats);
+            // Sampled: handshake time is continuous, busy time only in windows; their
+            // ratio would be inflated by 1/coverage, so it is unknown.
+            if detail.is_some() {
+                t.share_of_worker_busy = None;
+            }
+            t
+        });
+        let close_traced = self
+            .traced
+            .contains(&(nginx_probe_common::sys::CLOSE as usize));
+        let mut listen = self.listen_reports(summary || window);
+        if window {
+            if let Some(p) = prev {
+                let (overflows, drops) = match (cur.listen_counters, p.listen_counters) {
+                    (Some((o, d)), Some((po, pd))) => (o.saturating_sub(po), d.saturating_sub(pd)),
+                    _ => (0, 0),
+                };
+                for (l, (ino, st)) in listen.iter_mut().zip(self.listen.iter()) {
+                    l.overflows = overflows;
+                    l.drops = drops;
+                    l.socket_drops =
+                        match (p.socket_drops.get(ino).copied().flatten(), st.drops_now) {
+                            (Some(b), Some(n)) => Some(n.wrapping_sub(b) as u64),
+                            _ => None,
+                        };
+                    l.queue_max = st.queue_now;
+                }
+            }
+        }
+        let mut all = workers.clone();
+        if let Some(m) = &exited_merged {
+            all.push(m.stats.clone());
+        }
+        let mut inputs = crate::analysis::verdict::verdict_inputs(&all, close_traced);
+        inputs.listen = listen.clone();
+        inputs.requests = requests.count.filter(|_| requests.source.exact());
+        inputs.requests_source = requests.source;
+        inputs.stub_dropped = stub_status.as_ref().map(|s| s.dropped);
+        inputs.tls = tls.clone();
+        inputs.period_s = duration_s;
+        inputs.detail = detail.clone();
+        let (requests, workers) = match &detail {
+            Some(d) => sampled_ratios(requests, workers, &all_stats, d.requests_in_windows),
+            None => (requests, workers),
+        };
+        let nginx_errors = self.errors_report(summary);
+        let cpu_quota = self.quota_report(summary);
+        inputs.nginx_errors = Some(nginx_errors.clone());
+        inputs.cpu_quota = cpu_quota.clone();
+        let verdicts = crate::analysis::verdict::judge(&inputs);
+        Report {
+            schema: SCHEMA_VERSION,
+            verdicts,
+            kind,
+            time_unix_s: unix_now(),
+            master_pid: self.master.pid,
+            master_nspid: self.master.nspid.clone(),
+            duration_s,
+            workers,
+            requests,
+            stub_status,
+            tls,
+            listen,
+            write_destinations: self.write_source,
+            logs: self
+                .log_paths
+                .iter()
+                .map(|(p, k)| (p.clone(), k.to_string()))
+                .collect(),
+            drops,
+            exited_merged,
+            nginx_errors: Some(nginx_errors),
+            cpu_quota,
+            traced_syscalls: self
+                .traced
+                .iter()
+                .map(|&i| nginx_probe_common::SYSCALLS[i].name.to_string())
+                .collect(),
+            missing_tracepoints: missing.to_vec(),
+            events: if kind == ReportKind::Summary {
+                self.events.clone()
+            } else {
+                self.interval_events.clone()
+            },
+            end_reason,
+            detail,
+        }
+    }
+}
+
+/// With `--detail sampled`: the per-request syscall mix divides each detail syscall by
+/// the requests of the windows (`in_windows`; unknown: left out) and each rare one
+/// (accept4, accept...) by every request; per-worker per-request figures are dropped
+/// (per-worker requests in windows are unknown).
+fn sampled_ratios(
+    mut requests: model::RequestTotals,
+    mut workers: Vec<model::WorkerReport>,
+    all: &SlotStats,
+    in_windows: Option<u64>,
+) -> (model::RequestTotals, Vec<model::WorkerReport>) {
+    let windowed = model::syscalls_per_request(all, in_windows.unwrap_or(0));
+    requests.syscalls_per_request.retain(|name, _| {
+        nginx_probe_common::SYSCALLS
+            .iter()
+            .enumerate()
+            .any(|(i, d)| d.name == name && nginx_probe_common::is_rare(i as u32))
+    });
+    for (name, v) in windowed {
+        requests.syscalls_per_request.entry(name).or_insert(v);
+    }
+    for w in &mut workers {
+        for x in w.writes.values_mut() {
+            x.per_request = None;
+        }
+        w.upstream.connects_per_request = None;
+    }
+    (requests, workers)
+}

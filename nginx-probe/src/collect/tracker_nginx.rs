@@ -1,0 +1,115 @@
+//! The tracker's view of what nginx says outside the syscalls: its cgroup's CPU quota
+//! and its error log's message classes (a second `impl Tracker`, kept apart for size).
+
+use super::*;
+
+impl Tracker {
+    /// Looks up the workers' CPU quota every 2 s (a worker's cgroup, else the
+    /// master's) and samples its throttling counters every refresh.
+    pub(super) fn sample_quota(&mut self) {
+        if self.refreshes.is_multiple_of(4) {
+            let pid = self
+                .workers
+                .values()
+                .find(|w| w.alive)
+                .map(|w| w.pid)
+                .unwrap_or(self.master.pid);
+            let q = crate::collect::cgroup::quota_of(pid);
+            if q.as_ref().map(|q| &q.cgroup) != self.cpu_quota.as_ref().map(|q| &q.cgroup) {
+                // Another cgroup: its counters are not comparable with the old ones.
+                self.throttle = Default::default();
+            }
+            self.cpu_quota = q;
+        }
+        if let Some(t) = self.cpu_quota.as_ref().and_then(|q| q.throttling()) {
+            self.throttle[0].sample(Some(t.nr_periods));
+            self.throttle[1].sample(Some(t.nr_throttled));
+            self.throttle[2].sample(Some(t.throttled_us));
+        }
+    }
+
+    /// The CPU quota part of a report (since attach or in the interval).
+    pub(super) fn quota_report(&self, summary: bool) -> Option<model::CpuQuotaReport> {
+        let q = self.cpu_quota.as_ref()?;
+        let periods = self.throttle[0].delta(summary);
+        let throttled = self.throttle[1].delta(summary);
+        Some(model::CpuQuotaReport {
+            cgroup: q.cgroup.clone(),
+            cgroup_version: q.version,
+            quota_cpus: model::round3(q.cpus()),
+            quota_us: q.quota_us,
+            period_us: q.period_us,
+            // What nginx's `auto` counts (sysconf(_SC_NPROCESSORS_ONLN)), not
+            // available_parallelism, which already divides by the quota.
+            online_cpus: aya::util::online_cpus().ok().map(|c| c.len() as u64),
+            nr_periods: periods,
+            nr_throttled: throttled,
+            throttled_periods_share: match (periods, throttled) {
+                (Some(p), Some(t)) if p > 0 => Some(model::round3(t as f64 / p as f64)),
+                _ => None,
+            },
+            throttled_s: self.throttle[2]
+                .delta(summary)
+                .map(|us| model::round3(us as f64 / 1e6)),
+        })
+    }
+
+    /// The error-log part of a report (since attach or in the interval).
+    pub(super) fn errors_report(&self, summary: bool) -> model::NginxErrorsReport {
+        use crate::collect::error_log::{self as el, Group, Status};
+        let (path, readable, unknown_reason) = match &self.error_log.status {
+            Status::Reading(p) => (Some(p.clone()), true, None),
+            Status::Unknown(why) => (None, false, Some(why.clone())),
+        };
+        let mut classes = BTreeMap::new();
+        for (name, levels) in self.error_log.counts(summary) {
+            let def = el::class(name);
+            classes.insert(
+                name.to_string(),
+                model::ErrorClassReport {
+                    count: levels.iter().sum(),
+                    levels: el::LEVELS
+                        .iter()
+                        .zip(levels.iter())
+                        .filter(|(_, &n)| n > 0)
+                        .map(|(l, &n)| (l.to_string(), n))
+                        .collect(),
+                    directive: def.map(|d| d.directive).unwrap_or("-").to_string(),
+                    group: match def.map(|d| d.group) {
+                        Some(Group::Refused) => "refused",
+                        Some(Group::Upstream) => "upstream",
+                        Some(Group::Resources) => "resources",
+                        _ => "other",
+                    }
+                    .to_string(),
+                },
+            );
+        }
+        // The most verbose level written since attach (not only in this interval).
+        let seen = self
+            .error_log
+            .counts(true)
+            .values()
+            .fold([0u64; 8], |mut a, l| {
+                for i in 0..8 {
+                    a[i] += l[i];
+                }
+                a
+            });
+        model::NginxErrorsReport {
+            path,
+            readable,
+            unknown_reason,
+            classes,
+            most_verbose_level_seen: seen
+                .iter()
+                .rposition(|&n| n > 0)
+                .map(|i| el::LEVELS[i].to_string()),
+            // LEVELS[3] is `error`: a line there or more verbose shows the level
+            // lets refusals through.
+            refusals_visible: seen[3..].iter().any(|&n| n > 0).then_some(true),
+            lines_cut: self.error_log.lines_cut,
+            bytes_skipped: self.error_log.skipped(summary),
+        }
+    }
+}

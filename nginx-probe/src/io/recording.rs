@@ -1,0 +1,703 @@
+//! Recordings (`--record FILE`): JSON lines, one [`Header`] describing the run, then one
+//! [`Report`] per interval, then the summary [`Report`]. The reports are exactly the
+//! documents `--json` prints, so a captured `--json --interval N` stdout (no header) reads
+//! back too. Parsing is pure: unit tests feed it text.
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{Report, SCHEMA_VERSION};
+
+/// First line of a recording: what was traced, where and how.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Header {
+    /// Always `"header"`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// [`SCHEMA_VERSION`] of every line in the file.
+    pub schema: u32,
+    /// `nginx-probe <version>` that wrote it.
+    pub tool: String,
+    /// Host name (`/proc/sys/kernel/hostname`).
+    pub host: String,
+    /// Kernel release (`/proc/sys/kernel/osrelease`).
+    pub kernel: String,
+    /// Online CPUs.
+    pub cpus: usize,
+    /// nginx version found in the master's binary (`nginx/1.22.1`), when found.
+    pub nginx_version: Option<String>,
+    /// The master's process title (`nginx: master process /usr/sbin/nginx -c ...`).
+    pub master_title: String,
+    /// Host pid of the master.
+    pub master_pid: u32,
+    /// Host pids of the workers at attach.
+    pub workers: Vec<u32>,
+    /// Wall clock at attach, seconds since the Unix epoch.
+    pub started_unix_s: f64,
+    /// Options in force.
+    pub options: Options,
+}
+
+/// The options of a recorded run.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Options {
+    /// Seconds between interval lines.
+    pub interval_s: f64,
+    /// Traced syscalls.
+    pub syscalls: Vec<String>,
+    /// Whether exact request counting (uprobes) was asked for.
+    pub uprobes: bool,
+    /// The command line, program name first.
+    pub argv: Vec<String>,
+}
+
+/// Which interval reports a read keeps in memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Keep {
+    /// Every one (compare's noise estimate, `report --intervals`, the HTML timeline).
+    All,
+    /// Only the last (the report of a cut-short run): flat memory for any length.
+    Last,
+}
+
+/// A recording read back.
+#[derive(Clone, Debug)]
+pub struct Recording {
+    /// The header, absent in a captured `--json` stdout.
+    pub header: Option<Header>,
+    /// Interval reports in file order (only the last with [`Keep::Last`]).
+    pub intervals: Vec<Report>,
+    /// Interval lines in the file.
+    pub interval_count: usize,
+    /// The summary, absent when the run was cut short (SIGKILL, a crash, a full disk).
+    pub summary: Option<Report>,
+    /// A last line that was cut off mid-write and skipped.
+    pub truncated_tail: bool,
+}
+
+/// Why a recording could not be read. Each renders as one line.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordingError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    /// A line is not a report of this schema.
+    #[error("{path}:{line}: not an nginx-probe recording line ({reason})")]
+    BadLine {
+        path: String,
+        line: usize,
+        reason: String,
+    },
+    /// Written by a newer nginx-probe.
+    #[error("{path}: recorded with schema {found}, this nginx-probe reads schema {SCHEMA_VERSION}: use a newer nginx-probe")]
+    Schema { path: String, found: u64 },
+    /// No report in the file.
+    #[error("{path}: no reports in it (an empty recording, or not a recording)")]
+    Empty { path: String },
+}
+
+/// Longest line a recording may have, bytes: far above a real report (about 5 KB per
+/// worker with every syscall traced) and what bounds the memory of a read. A longer line
+/// is refused without being held whole.
+pub const MAX_LINE_BYTES: usize = 8 << 20;
+/// Most workers a report (or a header) may list.
+pub const MAX_WORKERS: usize = 1024;
+/// Most events, listening sockets, verdicts, log paths or syscalls a line may list.
+pub const MAX_ITEMS: usize = 4096;
+/// Largest integer a recording may hold: 2^53, what an f64 holds exactly. Sums over
+/// [`MAX_WORKERS`] such values stay below 2^63, so no sum over a report overflows.
+pub const MAX_COUNT: u64 = 1 << 53;
+/// Interval lines a read keeps with [`Keep::All`], counted in bytes of their text: 16
+/// times [`MAX_LINE_BYTES`] (days of 5 s intervals for a few workers).
+pub const MAX_KEPT_BYTES: usize = 16 * MAX_LINE_BYTES;
+
+/// One line read with [`read_line_bounded`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum LineRead {
+    /// No more input.
+    Eof,
+    /// A line (in the buffer); `true` when it ended with a newline.
+    Line(bool),
+    /// The line is longer than the limit; what was read of it is dropped.
+    TooLong,
+}
+
+/// Reads one line into `buf` (cleared first), holding at most `max` bytes of it: a line
+/// longer than that (or a file of zeros without newlines) returns
+/// [`LineRead::TooLong`] after reading `max + 1` bytes, never buffering it whole.
+pub fn read_line_bounded(
+    reader: &mut impl std::io::BufRead,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<LineRead> {
+    buf.clear();
+    loop {
+        let avail = match reader.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if avail.is_empty() {
+            return Ok(if buf.is_empty() {
+                LineRead::Eof
+            } else {
+                LineRead::Line(false)
+            });
+        }
+        let (take, done) = match avail.iter().position(|&b| b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (avail.len(), false),
+        };
+        if buf.len() + take > max + usize::from(done) {
+            reader.consume(take);
+            buf.clear();
+            return Ok(LineRead::TooLong);
+        }
+        buf.extend_from_slice(&avail[..take]);
+        reader.consume(take);
+        if done {
+            return Ok(LineRead::Line(true));
+        }
+    }
+}
+
+/// Walks a JSON document without keeping it, refusing integers beyond [`MAX_COUNT`] and
+/// floats beyond it (or not finite): what the reader checks before a typed parse.
+struct NumberScan;
+
+impl<'de> serde::de::DeserializeSeed<'de> for NumberScan {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for NumberScan {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<(), E> {
+        if v > MAX_COUNT {
+            return Err(E::custom(format!("number {v} is beyond 2^53")));
+        }
+        Ok(())
+    }
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<(), E> {
+        self.visit_u64(v.unsigned_abs())
+    }
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<(), E> {
+        if !v.is_finite() || v.abs() > MAX_COUNT as f64 {
+            return Err(E::custom(format!("number {v} is beyond 2^53")));
+        }
+        Ok(())
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element_seed(NumberScan)?.is_some() {}
+        Ok(())
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while map.next_key::<serde::de::IgnoredAny>()?.is_some() {
+            map.next_value_seed(NumberScan)?;
+        }
+        Ok(())
+    }
+}
+
+/// The two fields every line is sorted by (the rest is skipped without being kept).
+#[derive(Deserialize)]
+struct LineKind {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    schema: Option<SchemaField>,
+}
+
+/// A line's `schema`: a number, or anything else (then the typed parse says why).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum SchemaField {
+    Number(u64),
+    #[allow(dead_code)]
+    Other(serde::de::IgnoredAny),
+}
+
+fn check_time(what: &str, t: f64) -> Result<(), String> {
+    if !(0.0..=crate::model::MAX_UNIX_S).contains(&t) {
+        return Err(format!(
+            "{what} {t} is not a time between 1970 and 9999 (seconds since the Unix epoch)"
+        ));
+    }
+    Ok(())
+}
+
+fn check_len(what: &str, n: usize, max: usize) -> Result<(), String> {
+    if n > max {
+        return Err(format!(
+            "{n} {what}, more than the {max} a recording may hold"
+        ));
+    }
+    Ok(())
+}
+
+/// Range checks of a report read from a recording: counts of workers and other lists,
+/// histogram lengths, times. The number scan has already bounded every number.
+fn check_report(r: &Report) -> Result<(), String> {
+    check_time("time_unix_s", r.time_unix_s)?;
+    // Finite: the number scan refused the rest.
+    if r.duration_s < 0.0 {
+        return Err(format!("duration_s {} is negative", r.duration_s));
+    }
+    check_len("workers", r.workers.len(), MAX_WORKERS)?;
+    check_len("master_nspid entries", r.master_nspid.len(), 64)?;
+    check_len("events", r.events.len(), MAX_ITEMS)?;
+    check_len("listening sockets", r.listen.len(), MAX_ITEMS)?;
+    check_len("verdicts", r.verdicts.len(), MAX_ITEMS)?;
+    check_len("log paths", r.logs.len(), MAX_ITEMS)?;
+    let merged = r.exited_merged.as_ref().map(|m| &m.stats);
+    for w in r.workers.iter().chain(merged) {
+        check_len("nspid entries", w.nspid.len(), 64)?;
+        check_len("syscalls", w.syscalls.len(), MAX_ITEMS)?;
+        for (name, s) in &w.syscalls {
+            if s.hist_log2_ns.len() > nginx_probe_common::HIST_BUCKETS {
+                return Err(format!(
+                    "the {name} histogram has {} buckets, more than the {} of a log2 histogram of ns",
+                    s.hist_log2_ns.len(),
+                    nginx_probe_common::HIST_BUCKETS
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_header(h: &Header) -> Result<(), String> {
+    check_time("started_unix_s", h.started_unix_s)?;
+    check_len("workers", h.workers.len(), MAX_WORKERS)?;
+    check_len("syscalls", h.options.syscalls.len(), MAX_ITEMS)?;
+    check_len("arguments", h.options.argv.len(), MAX_ITEMS)?;
+    if h.options.interval_s <= 0.0 {
+        return Err(format!(
+            "interval_s {} is not positive",
+            h.options.interval_s
+        ));
+    }
+    Ok(())
+}
+
+impl Recording {
+    /// Parses a recording's text, keeping every interval. `path` is only used in error
+    /// messages.
+    ///
+    /// Errors: a line that is not JSON or not a report/header (except a last line
+    /// without its newline, which is what a crash mid-write leaves, and is skipped), a
+    /// schema newer than this binary's, or no report at all.
+    #[cfg(test)]
+    pub fn parse(path: &str, text: &str) -> Result<Recording, RecordingError> {
+        Recording::parse_from(path, text.as_bytes(), Keep::All)
+    }
+
+    /// Parses a recording line by line from `reader`, holding one line at a time and,
+    /// with [`Keep::Last`], only the last interval: memory stays flat however long the
+    /// recording. Whatever the bytes, memory is bounded: a line is at most
+    /// [`MAX_LINE_BYTES`], its report a few times that, and the intervals kept with
+    /// [`Keep::All`] at most [`MAX_KEPT_BYTES`] of text.
+    ///
+    /// Errors (one line each), besides those of [`Recording::parse`]: a line longer
+    /// than [`MAX_LINE_BYTES`], a number beyond [`MAX_COUNT`], more than
+    /// [`MAX_WORKERS`] workers (or [`MAX_ITEMS`] of another list) in a line, a histogram
+    /// longer than `HIST_BUCKETS`, a time outside 1970..9999, more intervals than
+    /// [`MAX_KEPT_BYTES`] with [`Keep::All`].
+    pub fn parse_from(
+        path: &str,
+        mut reader: impl std::io::BufRead,
+        keep: Keep,
+    ) -> Result<Recording, RecordingError> {
+        let mut rec = Recording {
+            header: None,
+            intervals: Vec::new(),
+            interval_count: 0,
+            summary: None,
+            truncated_tail: false,
+        };
+        let mut line: Vec<u8> = Vec::new();
+        let mut kept_bytes = 0usize;
+        let mut n = 0;
+        loop {
+            n += 1;
+            let bad = |reason: String| RecordingError::BadLine {
+                path: path.to_string(),
+                line: n,
+                reason,
+            };
+            let ended = match read_line_bounded(&mut reader, &mut line, MAX_LINE_BYTES) {
+                Ok(LineRead::Eof) => break,
+                Ok(LineRead::Line(ended)) => ended,
+                Ok(LineRead::TooLong) => {
+                    return Err(bad(format!(
+                        "the line is longer than {} MiB",
+                        MAX_LINE_BYTES >> 20
+                    )))
+                }
+                Err(e) => return Err(bad(e.to_string())),
+            };
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            // Every number in range, without keeping the document.
+            let scanned = {
+                let mut de = serde_json::Deserializer::from_slice(&line);
+                serde::de::DeserializeSeed::deserialize(NumberScan, &mut de).and_then(|()| de.end())
+            };
+            let kind: LineKind = match scanned.and_then(|()| serde_json::from_slice(&line)) {
+                Ok(k) => k,
+                // Only the last line can lack its newline: cut off mid-write.
+                Err(_) if !ended => {
+                    rec.truncated_tail = true;
+                    continue;
+                }
+                Err(e) => return Err(bad(e.to_string())),
+            };
+            let schema = match kind.schema {
+                Some(SchemaField::Number(v)) => v,
+                _ => 0,
+            };
+            if schema > SCHEMA_VERSION as u64 {
+                return Err(RecordingError::Schema {
+                    path: path.to_string(),
+                    found: schema,
+                });
+            }
+            match kind.kind.as_deref() {
+                Some("header") => {
+                    let h: Header =
+                        serde_json::from_slice(&line).map_err(|e| bad(e.to_string()))?;
+                    check_header(&h).map_err(bad)?;
+                    rec.header = Some(h);
+                }
+                Some("interval") => {
+                    let mut r: Report =
+                        serde_json::from_slice(&line).map_err(|e| bad(e.to_string()))?;
+                    check_report(&r).map_err(bad)?;
+                    r.fill_legacy_requests();
+                    if keep == Keep::Last {
+                        rec.intervals.clear();
+                    } else {
+                        kept_bytes += line.len();
+                        if kept_bytes > MAX_KEPT_BYTES {
+                            return Err(bad(format!(
+                                "more than {} MiB of interval lines to hold for a comparison or a page (`report` without --intervals reads any length)",
+                                MAX_KEPT_BYTES >> 20
+                            )));
+                        }
+                    }
+                    rec.intervals.push(r);
+                    rec.interval_count += 1;
+                }
+                Some("summary") => {
+                    let mut r: Report =
+                        serde_json::from_slice(&line).map_err(|e| bad(e.to_string()))?;
+                    check_report(&r).map_err(bad)?;
+                    r.fill_legacy_requests();
+                    rec.summary = Some(r);
+                }
+                other => return Err(bad(format!("unknown type {other:?}"))),
+            }
+        }
+        if rec.interval_count == 0 && rec.summary.is_none() {
+            return Err(RecordingError::Empty {
+                path: path.to_string(),
+            });
+        }
+        Ok(rec)
+    }
+
+    /// Reads and parses the recording at `path`, keeping what `keep` says.
+    ///
+    /// Errors: a path that is not a regular file (a directory, a FIFO, a device such as
+    /// `/dev/zero`, a socket) is refused before it is opened, and it is opened with
+    /// `O_NONBLOCK` so that a FIFO swapped in meanwhile cannot block; then as
+    /// [`Recording::parse_from`].
+    pub fn load(path: &std::path::Path, keep: Keep) -> Result<Recording, RecordingError> {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let shown = path.display().to_string();
+        let not_regular = |ft: &std::fs::FileType| RecordingError::Read {
+            path: shown.clone(),
+            source: std::io::Error::other(if ft.is_dir() {
+                "it is a directory, not a recording".to_string()
+            } else {
+                format!(
+                    "it is {}, not a regular file: a recording is a file",
+                    crate::io::files::kind_of(ft)
+                )
+            }),
+        };
+        let read_err = |source| RecordingError::Read {
+            path: shown.clone(),
+            source,
+        };
+        let meta = std::fs::metadata(path).map_err(read_err)?;
+        if !meta.is_file() {
+            return Err(not_regular(&meta.file_type()));
+        }
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(path)
+            .map_err(read_err)?;
+        let meta = f.metadata().map_err(read_err)?;
+        if !meta.is_file() {
+            return Err(not_regular(&meta.file_type()));
+        }
+        Recording::parse_from(&shown, std::io::BufReader::new(f), keep)
+    }
+
+    /// The report that stands for the whole run: the summary, or when the run was cut
+    /// short, the last interval (with a note saying so).
+    pub fn whole_run(&self) -> (&Report, Option<String>) {
+        match (&self.summary, self.intervals.last()) {
+            (Some(s), _) => (s, None),
+            (None, Some(last)) => (
+                last,
+                Some(format!(
+                    "the recording has no summary (the run was cut short): showing its last interval, the {} recorded (--intervals shows them all)",
+                    ordinal(self.interval_count)
+                )),
+            ),
+            (None, None) => unreachable!("parse rejects recordings without reports"),
+        }
+    }
+}
+
+/// `1st`, `2nd`, `3rd`, `4th`, ... `11th`, `21st`.
+fn ordinal(n: usize) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
+}
+
+/// Host name and kernel release, from `/proc/sys/kernel/{hostname,osrelease}`.
+pub fn host_and_kernel() -> (String, String) {
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|_| "unknown".into())
+    };
+    (
+        read("/proc/sys/kernel/hostname"),
+        read("/proc/sys/kernel/osrelease"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report_line(kind: &str, accepts: u64) -> String {
+        let w = serde_json::json!({
+            "pid": 10, "nspid": [10], "alive": true, "accepts": accepts, "accept_share": 1.0,
+            "accept_errors": {"EMFILE": 0}, "requests": {"count": accepts, "source": "writev_estimate",
+            "per_s": 1.0, "per_connection": 1.0, "syscalls_per_request": {}},
+            "fds": {"open": 5, "peak": 6, "limit": 1024},
+            "event_loop": {"iterations": 1, "busy_ns": 1, "busy_share": 0.1, "p99_iteration_ns": 1, "max_iteration_ns": 1},
+            "cpu_s": 0.1, "accepted_then_closed": 0, "writes": {}, "syscalls": {}
+        });
+        serde_json::json!({
+            "schema": 1, "verdicts": [], "type": kind, "time_unix_s": 1.0, "master_pid": 9,
+            "master_nspid": [9], "duration_s": 1.0, "workers": [w], "listen": [], "logs": {},
+            "drops": {}, "traced_syscalls": ["accept4"], "missing_tracepoints": [], "events": []
+        })
+        .to_string()
+            + "\n"
+    }
+
+    #[test]
+    fn reads_intervals_and_summary_and_tolerates_a_cut_last_line() {
+        let text =
+            report_line("interval", 3) + &report_line("interval", 4) + &report_line("summary", 7);
+        let r = Recording::parse("r", &text).unwrap();
+        assert!(r.header.is_none());
+        assert_eq!(r.intervals.len(), 2);
+        assert_eq!(r.intervals[1].workers[0].accepts, 4);
+        assert_eq!(r.summary.as_ref().unwrap().workers[0].accepts, 7);
+        assert!(r.whole_run().1.is_none());
+
+        // Killed mid-write: the last line is cut and has no newline.
+        let cut = report_line("interval", 3) + &report_line("summary", 7)[..40];
+        let r = Recording::parse("r", &cut).unwrap();
+        assert!(r.truncated_tail);
+        assert!(r.summary.is_none());
+        let (whole, note) = r.whole_run();
+        assert_eq!(whole.workers[0].accepts, 3);
+        assert!(note.unwrap().contains("no summary"));
+    }
+
+    #[test]
+    fn keeping_only_the_last_interval_still_counts_them_all() {
+        let text = report_line("interval", 3) + &report_line("interval", 4);
+        let r = Recording::parse_from("r", text.as_bytes(), Keep::Last).unwrap();
+        assert_eq!(r.interval_count, 2);
+        assert_eq!(r.intervals.len(), 1);
+        assert_eq!(r.intervals[0].workers[0].accepts, 4);
+        assert!(r.whole_run().1.unwrap().contains("the 2nd recorded"));
+    }
+
+    #[test]
+    fn rejects_what_is_not_a_recording() {
+        let e = Recording::parse("x", "hello\nworld\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "x:1: not an nginx-probe recording line (expected value at line 1 column 1)"
+        );
+        let e = Recording::parse("x", "").unwrap_err();
+        assert!(e.to_string().contains("no reports"));
+        let newer = report_line("interval", 1).replace("\"schema\":1", "\"schema\":99");
+        let e = Recording::parse("x", &newer).unwrap_err();
+        assert!(e.to_string().contains("schema 99"), "{e}");
+        let e = Recording::parse("x", "{\"type\":\"other\"}\n").unwrap_err();
+        assert!(e.to_string().contains("unknown type"), "{e}");
+    }
+
+    fn header_line(started: &str) -> String {
+        format!(
+            "{{\"type\":\"header\",\"schema\":1,\"tool\":\"t\",\"host\":\"h\",\"kernel\":\"k\",\"cpus\":2,\"nginx_version\":null,\"master_title\":\"m\",\"master_pid\":9,\"workers\":[10],\"started_unix_s\":{started},\"options\":{{\"interval_s\":5.0,\"syscalls\":[],\"uprobes\":false,\"argv\":[]}}}}\n"
+        )
+    }
+
+    #[test]
+    fn times_beyond_year_9999_are_refused() {
+        let ok = header_line("1796017762.4") + &report_line("summary", 1);
+        assert!(Recording::parse("x", &ok).unwrap().header.is_some());
+        let e = Recording::parse(
+            "x",
+            &(header_line("253402300800") + &report_line("summary", 1)),
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(e, "x:1: not an nginx-probe recording line (started_unix_s 253402300800 is not a time between 1970 and 9999 (seconds since the Unix epoch))");
+        let late = report_line("summary", 1).replace("\"time_unix_s\":1.0", "\"time_unix_s\":1e12");
+        assert!(Recording::parse("x", &late)
+            .unwrap_err()
+            .to_string()
+            .contains("time_unix_s"));
+    }
+
+    #[test]
+    fn numbers_that_could_overflow_sums_are_refused() {
+        let big =
+            report_line("summary", 1).replace("\"accepts\":1", "\"accepts\":18446744073709551615");
+        let e = Recording::parse("x", &big).unwrap_err().to_string();
+        assert!(
+            e.contains("number 18446744073709551615 is beyond 2^53"),
+            "{e}"
+        );
+        let at_limit =
+            report_line("summary", 1).replace("\"accepts\":1", "\"accepts\":9007199254740992");
+        assert_eq!(
+            Recording::parse("x", &at_limit)
+                .unwrap()
+                .summary
+                .unwrap()
+                .workers[0]
+                .accepts,
+            1 << 53
+        );
+    }
+
+    #[test]
+    fn lists_beyond_their_caps_are_refused() {
+        let line = report_line("summary", 1);
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        let w = v["workers"][0].clone();
+        let mut many = v.clone();
+        many["workers"] = serde_json::Value::Array(vec![w; MAX_WORKERS + 1]);
+        let e = Recording::parse("x", &(many.to_string() + "\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("1025 workers, more than the 1024"), "{e}");
+        let mut hist = v.clone();
+        hist["workers"][0]["syscalls"] = serde_json::json!({"writev": {
+            "count": 1, "errors": 0, "errnos": {}, "timed": 1, "total_ns": 1, "p50_ns": 1, "p99_ns": 1,
+            "max_ns": 1, "hist_log2_ns": vec![1; 65]}});
+        let e = Recording::parse("x", &(hist.to_string() + "\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("65 buckets"), "{e}");
+    }
+
+    #[test]
+    fn a_line_longer_than_the_cap_is_refused_without_holding_it() {
+        let mut buf = Vec::new();
+        let mut r = std::io::BufReader::with_capacity(4, &b"abc\nabcdefgh\nab"[..]);
+        assert_eq!(
+            read_line_bounded(&mut r, &mut buf, 4).unwrap(),
+            LineRead::Line(true)
+        );
+        assert_eq!(buf, b"abc\n");
+        assert_eq!(
+            read_line_bounded(&mut r, &mut buf, 4).unwrap(),
+            LineRead::TooLong
+        );
+        assert!(buf.capacity() <= 16, "{}", buf.capacity());
+        // An exact fit (4 bytes and the newline) is a line.
+        let mut r = &b"abcd\n"[..];
+        assert_eq!(
+            read_line_bounded(&mut r, &mut buf, 4).unwrap(),
+            LineRead::Line(true)
+        );
+        let mut r = &b"ab"[..];
+        assert_eq!(
+            read_line_bounded(&mut r, &mut buf, 4).unwrap(),
+            LineRead::Line(false)
+        );
+        assert_eq!(
+            read_line_bounded(&mut r, &mut buf, 4).unwrap(),
+            LineRead::Eof
+        );
+
+        // Zeros without a newline: refused after MAX_LINE_BYTES, not read to the end.
+        let mut zeros = std::io::Read::take(std::io::repeat(0), u64::MAX);
+        let e = Recording::parse_from("z", std::io::BufReader::new(&mut zeros), Keep::Last)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "z:1: not an nginx-probe recording line (the line is longer than 8 MiB)"
+        );
+    }
+
+    #[test]
+    fn only_regular_files_are_read_and_never_block() {
+        let e = Recording::load(std::path::Path::new("/dev/zero"), Keep::Last)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "cannot read /dev/zero: it is a character device, not a regular file: a recording is a file"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        // No writer: opening it to read would block forever; it is refused instead.
+        let e = Recording::load(&fifo, Keep::Last).unwrap_err().to_string();
+        assert!(
+            e.ends_with("it is a FIFO, not a regular file: a recording is a file"),
+            "{e}"
+        );
+    }
+}

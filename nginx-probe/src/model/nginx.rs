@@ -1,0 +1,89 @@
+//! Report parts that come from nginx's own words and the workers' cgroup: error-log
+//! lines counted by class since attach, and the CPU quota with its throttling.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// One class of error-log message over a period.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ErrorClassReport {
+    /// Lines of this class nginx wrote in the period.
+    pub count: u64,
+    /// The same lines by nginx log level (`error`, `warn`, ...), non-zero only.
+    pub levels: BTreeMap<String, u64>,
+    /// The directive(s) that govern it (`limit_req`, `proxy_read_timeout`, ...).
+    pub directive: String,
+    /// `refused` (nginx refused the request itself), `upstream` (502/504 side),
+    /// `resources` (worker_connections, fds) or `other`.
+    pub group: String,
+}
+
+/// nginx's error log over a period: lines it appended, counted by message class. Source:
+/// the file behind the master's fd 2 (nginx's main `error_log`), read from its size at
+/// attach; no request data (client, URI, host) is kept.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct NginxErrorsReport {
+    /// The file read, as the kernel names it (raw: text output escapes control
+    /// characters, JSON escapes them as JSON); None when it could not be read.
+    pub path: Option<String>,
+    /// Whether it is being read; when false, `unknown_reason` says why and every count
+    /// is unknown (not zero).
+    pub readable: bool,
+    /// Why the error log could not be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unknown_reason: Option<String>,
+    /// Counts by class name (see docs/verdicts.md, nginx's own words); classes with no line
+    /// are absent.
+    pub classes: BTreeMap<String, ErrorClassReport>,
+    /// The most verbose level among the lines seen since attach (`warn` means levels
+    /// down to warn reach the file); None before any line. Messages below the
+    /// error_log level are never written, so their classes read 0 whatever happened.
+    pub most_verbose_level_seen: Option<String>,
+    /// Whether limit_req/limit_conn refusals reach the file: true once a line at
+    /// `error` or a more verbose level was seen since attach; None (unknown) before, as
+    /// an error_log level of crit, alert or emerg hides them (they log at
+    /// limit_req_log_level / limit_conn_log_level, `error` by default), and then
+    /// their 0 means unknown.
+    #[serde(default)]
+    pub refusals_visible: Option<bool>,
+    /// Lines longer than the reader keeps (classified from their start).
+    pub lines_cut: u64,
+    /// Bytes not read: a backlog too large to chase, or lost to truncation/rotation
+    /// before being read. Non-zero: counts are a lower bound.
+    pub bytes_skipped: u64,
+}
+
+impl NginxErrorsReport {
+    /// Lines of class `name` in the period (0 when absent).
+    pub fn count(&self, name: &str) -> u64 {
+        self.classes.get(name).map(|c| c.count).unwrap_or(0)
+    }
+}
+
+/// The workers' CPU quota over a period. Source: their cgroup's `cpu.max` (v2) or
+/// `cpu.cfs_quota_us`/`cpu.cfs_period_us` (v1), the tightest on the path to the root,
+/// and that cgroup's `cpu.stat`, sampled every 500 ms.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct CpuQuotaReport {
+    /// The cgroup holding the quota, relative to the hierarchy root (raw, like
+    /// [`NginxErrorsReport::path`]).
+    pub cgroup: String,
+    /// cgroup version, 1 or 2.
+    pub cgroup_version: u8,
+    /// Quota in CPUs (quota / period): 0.1 = a tenth of one CPU.
+    pub quota_cpus: f64,
+    /// Runtime per period and period, us.
+    pub quota_us: u64,
+    pub period_us: u64,
+    /// CPUs online on the machine (what `worker_processes auto` counts).
+    pub online_cpus: Option<u64>,
+    /// Enforcement periods with runnable tasks in the period judged (`nr_periods`).
+    pub nr_periods: Option<u64>,
+    /// Periods in which the quota ran out (`nr_throttled`).
+    pub nr_throttled: Option<u64>,
+    /// nr_throttled / nr_periods, 0..=1.
+    pub throttled_periods_share: Option<f64>,
+    /// Time the cgroup's tasks were stopped by the quota, seconds (`throttled_usec`).
+    pub throttled_s: Option<f64>,
+}

@@ -1,0 +1,388 @@
+//! Requests and TLS handshakes in the report: where a request figure comes from
+//! ([`RequestSource`]), a worker's requests (uprobes or unknown), the report's totals
+//! (nginx's stub_status counters first), nginx's own counters and the TLS handshakes.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    accepts_of, quantile_ns, round3, Report, SlotStats, LOOP_IDX, REQUESTS_IDX, SYSCALLS, TLS_IDX,
+};
+
+/// Where a request figure comes from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestSource {
+    /// Exact, global: nginx's own stub_status counter `ngx_stat_requests`, read from the
+    /// master's memory (HTTP/1.x requests and HTTP/2 streams alike; no per-request cost).
+    StubStatus,
+    /// Exact per worker: uprobes on `ngx_http_create_request` /
+    /// `ngx_http_free_request` (`--uprobes`). On nginx 1.22 HTTP/2 streams pass through
+    /// `ngx_http_create_request` too (300 curl --http2 --parallel streams: 300 calls).
+    Uprobe,
+    /// Estimated (older recordings: successful writev calls). Never feeds a verdict.
+    #[serde(alias = "writev_estimate")]
+    Estimate,
+    /// Not known; the report says why.
+    #[default]
+    Unknown,
+}
+
+impl RequestSource {
+    /// Whether figures from this source are exact enough to feed a verdict.
+    pub fn exact(self) -> bool {
+        matches!(self, RequestSource::StubStatus | RequestSource::Uprobe)
+    }
+
+    /// The name used in JSON and metrics labels.
+    pub fn name(self) -> &'static str {
+        match self {
+            RequestSource::StubStatus => "stub_status",
+            RequestSource::Uprobe => "uprobe",
+            RequestSource::Estimate => "estimate",
+            RequestSource::Unknown => "unknown",
+        }
+    }
+}
+
+/// Why per-worker requests are unknown without `--uprobes`.
+pub const PER_WORKER_UNKNOWN: &str =
+    "per-worker requests need --uprobes; nginx's own counters are global (see the report's requests)";
+
+/// Requests of one worker over a period.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RequestsReport {
+    /// Requests (see `source`); None when unknown (see `unknown_reason`).
+    pub count: Option<u64>,
+    /// Where `count` comes from: `uprobe`, or `unknown` without `--uprobes`.
+    pub source: RequestSource,
+    /// Why `count` is unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unknown_reason: Option<String>,
+    /// Requests per second over the period; None when unknown.
+    pub per_s: Option<f64>,
+    /// Requests per accepted connection (keepalive reuse), None without accepts or
+    /// when unknown.
+    pub per_connection: Option<f64>,
+    /// Request duration (create to free) estimates, ns; uprobes only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p50_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p99_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_ns: Option<u64>,
+    /// Calls per request of every traced syscall that was called (the `strace -c` view);
+    /// empty when the count is unknown.
+    pub syscalls_per_request: BTreeMap<String, f64>,
+}
+
+/// Calls per request of every traced syscall that was called in `stats`.
+pub fn syscalls_per_request(stats: &SlotStats, requests: u64) -> BTreeMap<String, f64> {
+    let mut per_request = BTreeMap::new();
+    if requests > 0 {
+        for (i, def) in SYSCALLS.iter().enumerate() {
+            if stats[i].count > 0 {
+                let v = stats[i].count as f64 / requests as f64;
+                per_request.insert(def.name.to_string(), round3(v));
+            }
+        }
+    }
+    per_request
+}
+
+/// Builds the requests view of one worker's (delta) stats over `duration_s` seconds.
+/// Only `Uprobe` gives a per-worker count; any other source reads as unknown.
+pub fn requests_report(
+    stats: &SlotStats,
+    source: RequestSource,
+    duration_s: f64,
+) -> RequestsReport {
+    let req = &stats[REQUESTS_IDX];
+    if source != RequestSource::Uprobe {
+        return RequestsReport {
+            count: None,
+            source: RequestSource::Unknown,
+            unknown_reason: Some(PER_WORKER_UNKNOWN.to_string()),
+            per_s: None,
+            per_connection: None,
+            p50_ns: None,
+            p99_ns: None,
+            max_ns: None,
+            syscalls_per_request: BTreeMap::new(),
+        };
+    }
+    let count = req.count;
+    let accepts = accepts_of(stats);
+    let timed = req.timed > 0;
+    RequestsReport {
+        count: Some(count),
+        source,
+        unknown_reason: None,
+        per_s: Some(if duration_s > 0.0 {
+            count as f64 / duration_s
+        } else {
+            0.0
+        }),
+        per_connection: (accepts > 0).then(|| count as f64 / accepts as f64),
+        p50_ns: timed.then(|| quantile_ns(&req.hist, 0.50, req.max_ns)),
+        p99_ns: timed.then(|| quantile_ns(&req.hist, 0.99, req.max_ns)),
+        max_ns: timed.then_some(req.max_ns),
+        syscalls_per_request: syscalls_per_request(stats, count),
+    }
+}
+
+/// All of nginx's requests over a period, with their source.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct RequestTotals {
+    /// `stub_status` (nginx's own counter: preferred), `uprobe` (sum over workers; misses
+    /// requests of exited workers merged in), or `unknown`.
+    pub source: RequestSource,
+    /// Requests in the period; None when unknown (see `reason`).
+    pub count: Option<u64>,
+    /// Requests per second.
+    pub per_s: Option<f64>,
+    /// Requests per connection the workers accepted (accept4/accept tracepoints); None
+    /// without accepts.
+    pub per_connection: Option<f64>,
+    /// Why the count is unknown, or what it leaves out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Calls per request of every traced syscall, all workers together.
+    #[serde(default)]
+    pub syscalls_per_request: BTreeMap<String, f64>,
+}
+
+/// The report's request totals. Source, best first: nginx's own counter (`stub`),
+/// the uprobes' per-worker counts summed (`per_worker == Uprobe`), else unknown with
+/// `stub_error` (why nginx's counters could not be read) as the reason. `all` is every
+/// worker's (delta) stats summed, for accepts and the syscall mix.
+pub fn request_totals(
+    stub: Option<&StubStatusReport>,
+    per_worker: RequestSource,
+    stub_error: Option<&str>,
+    all: &SlotStats,
+    duration_s: f64,
+) -> RequestTotals {
+    let (source, count, reason) = match (stub, per_worker) {
+        (Some(s), _) => (RequestSource::StubStatus, Some(s.requests), None),
+        (None, RequestSource::Uprobe) => (
+            RequestSource::Uprobe,
+            Some(all[REQUESTS_IDX].count),
+            Some(format!(
+                "nginx's counters unavailable ({}); the workers' uprobe counts summed",
+                stub_error.unwrap_or("unknown reason")
+            )),
+        ),
+        (None, _) => (
+            RequestSource::Unknown,
+            None,
+            Some(format!(
+                "nginx's counters unavailable ({}); --uprobes counts them per worker",
+                stub_error.unwrap_or("unknown reason")
+            )),
+        ),
+    };
+    let accepts = accepts_of(all);
+    RequestTotals {
+        source,
+        count,
+        per_s: count.map(|c| {
+            if duration_s > 0.0 {
+                round3(c as f64 / duration_s)
+            } else {
+                0.0
+            }
+        }),
+        per_connection: count
+            .filter(|_| accepts > 0)
+            .map(|c| round3(c as f64 / accepts as f64)),
+        reason,
+        syscalls_per_request: count
+            .map(|c| syscalls_per_request(all, c))
+            .unwrap_or_default(),
+    }
+}
+
+/// TLS handshakes of all workers over a period (uprobe + uretprobe on libssl's
+/// `SSL_do_handshake`, uprobe on `SSL_free`; one set of hits per connection, not per
+/// request).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct TlsReport {
+    /// Handshakes completed (`SSL_do_handshake` returned 1).
+    pub handshakes: u64,
+    /// Handshakes started (first `SSL_do_handshake` call on an `SSL*`).
+    pub started: u64,
+    /// Handshakes abandoned: the `SSL*` was freed before completing (client gone,
+    /// protocol error, timeout).
+    pub abandoned: u64,
+    /// Completed handshakes per accepted connection; None without accepts.
+    pub per_connection: Option<f64>,
+    /// Wall time of a handshake, first call to completion (client round trips
+    /// included), ns: mean, p50, p99 (log2-histogram estimates), max.
+    pub mean_ns: u64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+    /// `SSL_do_handshake` calls (several per handshake: WANT_READ retries).
+    pub calls: u64,
+    /// Time inside `SSL_do_handshake` calls, ns: the handshakes' CPU work (nginx's
+    /// sockets are non-blocking, so the calls do not wait for the network), plus any
+    /// time the worker waited for a CPU during them (see the workers' `run_delay_s`).
+    pub call_ns: u64,
+    /// `call_ns` per completed handshake, ns.
+    pub call_ns_per_handshake: Option<u64>,
+    /// `call_ns` over the workers' busy time (event loop outside epoll waits, same
+    /// clock): the share of nginx's work that TLS set-up takes. None when idle, and
+    /// with `--detail sampled` (handshakes are counted all the time, busy time only in
+    /// the windows).
+    pub share_of_worker_busy: Option<f64>,
+}
+
+/// The TLS view of all workers' (delta) stats.
+pub fn tls_report(all: &SlotStats) -> TlsReport {
+    let h = &all[TLS_IDX];
+    let c = &all[TLS_IDX + 1];
+    let accepts = accepts_of(all);
+    let busy = all[LOOP_IDX].total_ns;
+    TlsReport {
+        handshakes: h.timed,
+        started: h.count,
+        abandoned: h.errors,
+        per_connection: (accepts > 0).then(|| round3(h.timed as f64 / accepts as f64)),
+        mean_ns: h.total_ns.checked_div(h.timed).unwrap_or(0),
+        p50_ns: quantile_ns(&h.hist, 0.50, h.max_ns),
+        p99_ns: quantile_ns(&h.hist, 0.99, h.max_ns),
+        max_ns: h.max_ns,
+        calls: c.count,
+        call_ns: c.total_ns,
+        call_ns_per_handshake: c.total_ns.checked_div(h.timed),
+        share_of_worker_busy: (busy > 0).then(|| round3(c.total_ns as f64 / busy as f64)),
+    }
+}
+
+/// nginx's stub_status counters over a period (`collect::nginx_counters`: the
+/// `ngx_stat_*` counters in nginx's shared memory, read from the master).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct StubStatusReport {
+    /// Connections nginx accepted in the period.
+    pub accepted: u64,
+    /// Connections nginx handled in the period.
+    pub handled: u64,
+    /// `accepted - handled`: connections nginx closed at once for lack of
+    /// worker_connections.
+    pub dropped: u64,
+    /// Requests in the period.
+    pub requests: u64,
+    /// Gauges at the end of the period: open client connections, those reading a
+    /// request header, writing a response, idle in keepalive.
+    pub active: u64,
+    pub reading: u64,
+    pub writing: u64,
+    pub waiting: u64,
+    /// Counter resets or moves seen (the growth of one read period may be missing).
+    #[serde(default)]
+    pub rebases: u64,
+}
+
+impl Report {
+    /// A report recorded before the report-level `requests` existed: totals the
+    /// workers' own counts under their source (`uprobe`, or `estimate` for the old
+    /// writev estimate). Leaves a report that has totals alone.
+    pub fn fill_legacy_requests(&mut self) {
+        if self.requests.count.is_some() || self.requests.reason.is_some() {
+            return;
+        }
+        let mut all = self.workers.iter().collect::<Vec<_>>();
+        if let Some(m) = &self.exited_merged {
+            all.push(&m.stats);
+        }
+        let Some(first) = all.first() else { return };
+        let source = first.requests.source;
+        let counts: Option<u64> = all.iter().map(|w| w.requests.count).sum();
+        let Some(count) = counts else { return };
+        let accepts: u64 = all.iter().map(|w| w.accepts).sum();
+        self.requests = RequestTotals {
+            source,
+            count: Some(count),
+            per_s: (self.duration_s > 0.0).then(|| round3(count as f64 / self.duration_s)),
+            per_connection: (accepts > 0).then(|| round3(count as f64 / accepts as f64)),
+            reason: Some(
+                "recorded before nginx's counters were read: the workers' counts summed".into(),
+            ),
+            syscalls_per_request: BTreeMap::new(),
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::SLOT_STATS;
+    use nginx_probe_common::{sys, SyscallStats};
+
+    fn stats_from(latencies: &[u64]) -> SyscallStats {
+        let mut s = SyscallStats::ZERO;
+        for &ns in latencies {
+            s.count += 1;
+            s.record_ns(ns);
+        }
+        s
+    }
+
+    #[test]
+    fn requests_per_worker_are_uprobes_or_unknown_and_totals_name_their_source() {
+        let mut slot: SlotStats = [SyscallStats::ZERO; SLOT_STATS];
+        slot[sys::ACCEPT4 as usize].count = 10;
+        slot[sys::WRITEV as usize].count = 100;
+        slot[sys::WRITE as usize].count = 100;
+        slot[sys::CLOSE as usize].count = 10;
+        slot[REQUESTS_IDX] = stats_from(&[1_000_000; 80]);
+        slot[REQUESTS_IDX].count = 80;
+        // Without uprobes, a worker's requests are unknown, not a writev count.
+        let unk = requests_report(&slot, RequestSource::StubStatus, 10.0);
+        assert_eq!(unk.count, None);
+        assert_eq!(unk.source, RequestSource::Unknown);
+        assert_eq!(unk.unknown_reason.as_deref(), Some(PER_WORKER_UNKNOWN));
+        assert!(unk.syscalls_per_request.is_empty());
+        let up = requests_report(&slot, RequestSource::Uprobe, 10.0);
+        assert_eq!(up.count, Some(80));
+        assert_eq!(up.per_s, Some(8.0));
+        assert_eq!(up.per_connection, Some(8.0));
+        assert_eq!(up.syscalls_per_request["writev"], 1.25);
+        assert_eq!(up.max_ns, Some(1_000_000));
+        assert!(up.p50_ns.unwrap() >= 524_288 && up.p50_ns.unwrap() <= 1_000_000);
+        // Totals: nginx's counter first, then the uprobes, else unknown with the reason.
+        let stub = StubStatusReport {
+            accepted: 10,
+            handled: 10,
+            requests: 100,
+            ..Default::default()
+        };
+        let t = request_totals(Some(&stub), RequestSource::Uprobe, None, &slot, 10.0);
+        assert_eq!(
+            (t.source, t.count, t.per_s),
+            (RequestSource::StubStatus, Some(100), Some(10.0))
+        );
+        assert_eq!(t.per_connection, Some(10.0));
+        assert_eq!(t.syscalls_per_request["write"], 1.0);
+        let t = request_totals(None, RequestSource::Uprobe, Some("no symbols"), &slot, 10.0);
+        assert_eq!((t.source, t.count), (RequestSource::Uprobe, Some(80)));
+        let t = request_totals(
+            None,
+            RequestSource::Unknown,
+            Some("no symbols"),
+            &slot,
+            10.0,
+        );
+        assert_eq!(
+            (t.source, t.count, t.per_s),
+            (RequestSource::Unknown, None, None)
+        );
+        assert!(t.reason.unwrap().contains("no symbols"));
+        // Older recordings said writev_estimate: read as an estimate.
+        let old: RequestSource = serde_json::from_str("\"writev_estimate\"").unwrap();
+        assert_eq!(old, RequestSource::Estimate);
+        assert!(!old.exact());
+    }
+}

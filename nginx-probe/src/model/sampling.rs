@@ -1,0 +1,450 @@
+//! The detail layer's windows (`--detail sampled`), as pure logic: when windows open
+//! and close ([`Schedule`]), what they covered ([`Ledger`]: in-window seconds and the
+//! exact requests nginx served inside them, from its stub_status counters), and how a
+//! report says so ([`DetailReport`]).
+//!
+//! The detail programs count only inside windows, so a detail figure over any period
+//! is the sum over the windows in it; dividing it by the requests of the same windows
+//! gives a per-request ratio that is exact for those windows and an unbiased estimate
+//! of the period's (windows are placed by the clock, not by the traffic).
+
+use serde::{Deserialize, Serialize};
+
+/// How the detail layer (latency histograms, writes by destination, syscall mix,
+/// event-loop iterations, upstream connects) is attached.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum DetailMode {
+    /// Attached for the whole run: every figure counts every call.
+    Full,
+    /// Attached in windows of `window_s` seconds every `period_s` seconds (the first
+    /// at attach).
+    Sampled(Schedule),
+}
+
+impl DetailMode {
+    /// `full` or `sampled` (JSON, Prometheus, the banner).
+    pub fn name(&self) -> &'static str {
+        match self {
+            DetailMode::Full => "full",
+            DetailMode::Sampled(_) => "sampled",
+        }
+    }
+}
+
+/// Windows of `window_s` seconds starting every `period_s` seconds from attach (t = 0):
+/// open on [k·period, k·period + window) for k = 0, 1, 2...
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Schedule {
+    /// Window length, seconds.
+    pub window_s: f64,
+    /// Time from one window's start to the next one's, seconds.
+    pub period_s: f64,
+}
+
+impl Schedule {
+    /// A schedule, checked: both finite and positive, and the window shorter than the
+    /// period (a window as long as the period is `--detail full`).
+    ///
+    /// Errors: a one-line reason naming the options.
+    pub fn new(window_s: f64, period_s: f64) -> Result<Schedule, String> {
+        if !(window_s.is_finite() && period_s.is_finite() && window_s > 0.0 && period_s > 0.0) {
+            return Err("--detail-window and --detail-every must be positive durations".into());
+        }
+        if window_s >= period_s {
+            return Err(format!(
+                "--detail-window ({window_s} s) must be shorter than --detail-every ({period_s} s); for detail all the time use --detail full"
+            ));
+        }
+        Ok(Schedule { window_s, period_s })
+    }
+
+    /// Whether a window is open at `t_s` seconds after attach.
+    pub fn is_open(&self, t_s: f64) -> bool {
+        t_s >= 0.0 && t_s.rem_euclid(self.period_s) < self.window_s
+    }
+
+    /// When the state changes next after `t_s` (a window closes or opens), seconds
+    /// after attach; always later than `t_s`.
+    pub fn next_change(&self, t_s: f64) -> f64 {
+        let t = t_s.max(0.0);
+        let k = (t / self.period_s).floor();
+        let start = k * self.period_s;
+        let close = start + self.window_s;
+        if t < close {
+            close
+        } else {
+            start + self.period_s
+        }
+    }
+
+    /// Seconds of window time in [0, `t_s`].
+    pub fn open_s_until(&self, t_s: f64) -> f64 {
+        let t = t_s.max(0.0);
+        let k = (t / self.period_s).floor();
+        k * self.window_s + (t - k * self.period_s).min(self.window_s)
+    }
+
+    /// Share of time the detail layer is attached, 0..1.
+    pub fn duty(&self) -> f64 {
+        self.window_s / self.period_s
+    }
+}
+
+/// Cumulative coverage of the windows since attach, as snapshots carry it (reports
+/// subtract two of them).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Coverage {
+    /// Windows opened.
+    pub windows: u64,
+    /// Seconds the detail layer was attached.
+    pub open_s: f64,
+    /// nginx's requests (stub_status `requests`) served while a window was open;
+    /// None when the counters are not readable (then per-request detail ratios are
+    /// unknown).
+    pub requests: Option<u64>,
+}
+
+impl Coverage {
+    /// The coverage between `prev` (earlier) and `self`.
+    pub fn since(&self, prev: &Coverage) -> Coverage {
+        Coverage {
+            windows: self.windows.saturating_sub(prev.windows),
+            open_s: (self.open_s - prev.open_s).max(0.0),
+            requests: match (self.requests, prev.requests) {
+                (Some(c), Some(p)) => Some(c.saturating_sub(p)),
+                _ => None,
+            },
+        }
+    }
+}
+
+/// The per-window bookkeeping of one session: windows closed so far, and the one
+/// open now (when it opened, and nginx's request counter then).
+#[derive(Clone, Debug, Default)]
+pub struct Ledger {
+    closed: Coverage,
+    /// (seconds after attach, requests counter) when the open window opened.
+    open: Option<(f64, Option<u64>)>,
+    /// Whether every window so far had readable counters at both ends.
+    requests_known: bool,
+}
+
+impl Ledger {
+    /// An empty ledger: no window yet, requests known until a window misses them.
+    pub fn new() -> Ledger {
+        Ledger {
+            closed: Coverage {
+                requests: Some(0),
+                ..Default::default()
+            },
+            open: None,
+            requests_known: true,
+        }
+    }
+
+    /// A window opened at `t_s` with nginx's request counter at `requests` (None:
+    /// unreadable). Ignored while one is open.
+    pub fn open(&mut self, t_s: f64, requests: Option<u64>) {
+        if self.open.is_none() {
+            self.open = Some((t_s, requests));
+            self.closed.windows += 1;
+        }
+    }
+
+    /// Whether a window is open.
+    pub fn is_open(&self) -> bool {
+        self.open.is_some()
+    }
+
+    /// The open window closed at `t_s` with the counter at `requests`.
+    pub fn close(&mut self, t_s: f64, requests: Option<u64>) {
+        if let Some(part) = self.partial(t_s, requests) {
+            self.closed.open_s += part.0;
+            self.add_requests(part.1);
+        }
+        self.open = None;
+    }
+
+    /// Coverage since attach up to `t_s` (the counter at `requests` then), the open
+    /// window counted up to `t_s`.
+    pub fn at(&self, t_s: f64, requests: Option<u64>) -> Coverage {
+        let mut c = self.closed;
+        if let Some(part) = self.partial(t_s, requests) {
+            c.open_s += part.0;
+            c.requests = match (c.requests, part.1) {
+                (Some(a), Some(b)) => Some(a + b),
+                _ => None,
+            };
+        }
+        c
+    }
+
+    /// The open window's seconds and requests up to `t_s`.
+    fn partial(&self, t_s: f64, requests: Option<u64>) -> Option<(f64, Option<u64>)> {
+        let (start, at_start) = self.open?;
+        let reqs = match (at_start, requests) {
+            (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+            _ => None,
+        };
+        Some(((t_s - start).max(0.0), reqs))
+    }
+
+    fn add_requests(&mut self, r: Option<u64>) {
+        match (self.closed.requests, r) {
+            (Some(a), Some(b)) if self.requests_known => self.closed.requests = Some(a + b),
+            _ => {
+                self.requests_known = false;
+                self.closed.requests = None;
+            }
+        }
+    }
+}
+
+/// A session's sampling state: the schedule, the windows so far, and what the last
+/// window's attach and detach cost (µs, links).
+#[derive(Clone, Debug)]
+pub struct Sampler {
+    pub schedule: Schedule,
+    pub ledger: Ledger,
+    /// Last window's attach µs, detach µs, links attached.
+    pub cost: (u64, u64, usize),
+    /// Sum of attach µs and windows opened, for the mean.
+    pub attach_us_total: u64,
+}
+
+impl Sampler {
+    /// Nothing opened yet.
+    pub fn new(schedule: Schedule) -> Sampler {
+        Sampler {
+            schedule,
+            ledger: Ledger::new(),
+            cost: (0, 0, 0),
+            attach_us_total: 0,
+        }
+    }
+}
+
+/// How a report's detail figures were collected (JSON `detail`; absent with
+/// `--detail full`, where every figure counts every call).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DetailReport {
+    /// `sampled`.
+    pub mode: String,
+    /// Window length and period, seconds (`--detail-window`, `--detail-every`).
+    pub window_s: f64,
+    pub period_s: f64,
+    /// Windows opened in the period (one still open counts).
+    pub windows: u64,
+    /// Seconds the detail programs were attached in the period.
+    pub in_window_s: f64,
+    /// `in_window_s` / the period's length, in (0, 1]; 0 when no window fell in it.
+    pub coverage: f64,
+    /// nginx's requests (stub_status) while windows were open: the denominator of
+    /// every per-request detail figure. None when the counters are not readable.
+    pub requests_in_windows: Option<u64>,
+    /// Every request in the period (stub_status), for the share in windows.
+    pub requests_total: Option<u64>,
+    /// What the figures sampled are (report sections), and what stays exact.
+    pub sampled: Vec<String>,
+    pub exact: Vec<String>,
+    /// Wall time of the last window's attach and detach of every detail program, µs
+    /// (this process, measured around the calls), and how many links that was.
+    pub attach_us: u64,
+    pub detach_us: u64,
+    pub links: usize,
+}
+
+/// Report sections counted only inside windows with `--detail sampled`.
+pub const SAMPLED_SECTIONS: &[&str] = &[
+    "syscalls (all but accept4/accept and the rare fd-creating calls)",
+    "writes by destination",
+    "event loop iterations and busy time",
+    "upstream connects",
+    "accepted-then-closed connections",
+    "access-log opens",
+];
+
+/// Report sections exact in every mode.
+pub const EXACT_SECTIONS: &[&str] = &[
+    "accepts and accept errors (accept4/accept)",
+    "EMFILE/ENFILE of pipe2, eventfd2, epoll_create1, socketpair, dup*",
+    "requests (nginx's stub_status counters)",
+    "stub_status",
+    "TLS handshakes",
+    "listening sockets",
+    "nginx error log classes",
+    "CPU and fds (/proc), cgroup quota",
+];
+
+impl DetailReport {
+    /// The report of a period `duration_s` long with window coverage `cov`, the
+    /// period's exact request total and the last window's cost.
+    pub fn new(
+        schedule: &Schedule,
+        cov: &Coverage,
+        duration_s: f64,
+        requests_total: Option<u64>,
+        cost: (u64, u64, usize),
+    ) -> DetailReport {
+        let coverage = if duration_s > 0.0 {
+            (cov.open_s / duration_s).clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        DetailReport {
+            mode: "sampled".into(),
+            window_s: schedule.window_s,
+            period_s: schedule.period_s,
+            windows: cov.windows,
+            in_window_s: super::round3(cov.open_s),
+            coverage: super::round3(coverage),
+            requests_in_windows: cov.requests,
+            requests_total,
+            sampled: SAMPLED_SECTIONS.iter().map(|s| s.to_string()).collect(),
+            exact: EXACT_SECTIONS.iter().map(|s| s.to_string()).collect(),
+            attach_us: cost.0,
+            detach_us: cost.1,
+            links: cost.2,
+        }
+    }
+
+    /// One line for text reports: sampled, the coverage, and the in-window requests.
+    pub fn line(&self) -> String {
+        format!(
+            "Detail SAMPLED: {} window(s) of {} s every {} s, {:.3} s attached = {:.1}% of the period; {} requests in windows{} (per-request detail figures divide by these); accepts, requests, errors by errno, TLS, error log exact. Window attach {} us, detach {} us ({} links).",
+            self.windows,
+            self.window_s,
+            self.period_s,
+            self.in_window_s,
+            self.coverage * 100.0,
+            self.requests_in_windows
+                .map(|r| r.to_string())
+                .unwrap_or_else(|| "unknown".into()),
+            match self.requests_total {
+                Some(t) => format!(" of {t}"),
+                None => String::new(),
+            },
+            self.attach_us,
+            self.detach_us,
+            self.links,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_open_at_each_period_start() {
+        let s = Schedule::new(1.0, 10.0).unwrap();
+        assert!(s.is_open(0.0));
+        assert!(s.is_open(0.999));
+        assert!(!s.is_open(1.0));
+        assert!(!s.is_open(9.99));
+        assert!(s.is_open(10.0));
+        assert!(s.is_open(20.5));
+        assert!(!s.is_open(-1.0));
+        assert_eq!(s.next_change(0.0), 1.0);
+        assert_eq!(s.next_change(0.5), 1.0);
+        assert_eq!(s.next_change(1.0), 10.0);
+        assert_eq!(s.next_change(5.0), 10.0);
+        assert_eq!(s.next_change(10.0), 11.0);
+        assert_eq!(s.next_change(-3.0), 1.0);
+        assert_eq!(s.open_s_until(0.0), 0.0);
+        assert_eq!(s.open_s_until(0.5), 0.5);
+        assert_eq!(s.open_s_until(5.0), 1.0);
+        assert_eq!(s.open_s_until(10.25), 1.25);
+        assert_eq!(s.open_s_until(35.0), 4.0);
+        assert_eq!(s.duty(), 0.1);
+        // Walking the changes alternates open and closed.
+        let mut t = 0.0;
+        let mut open = true;
+        for _ in 0..20 {
+            assert_eq!(s.is_open(t), open, "t={t}");
+            t = s.next_change(t);
+            open = !open;
+        }
+        assert_eq!(t, 100.0);
+    }
+
+    #[test]
+    fn bad_schedules_are_refused() {
+        assert!(Schedule::new(10.0, 10.0)
+            .unwrap_err()
+            .contains("--detail full"));
+        assert!(Schedule::new(0.0, 10.0).is_err());
+        assert!(Schedule::new(1.0, f64::INFINITY).is_err());
+        assert!(Schedule::new(f64::NAN, 10.0).is_err());
+    }
+
+    #[test]
+    fn the_ledger_counts_requests_inside_windows_only() {
+        let mut l = Ledger::new();
+        // Counter at 100 when the first window opens, 130 when it closes: 30 in it.
+        l.open(0.0, Some(100));
+        assert_eq!(l.at(0.5, Some(110)).requests, Some(10));
+        l.close(1.0, Some(130));
+        // 500 requests between windows do not count.
+        l.open(10.0, Some(630));
+        let c = l.at(10.5, Some(640));
+        assert_eq!(c.windows, 2);
+        assert_eq!(c.requests, Some(40));
+        assert!((c.open_s - 1.5).abs() < 1e-9);
+        l.close(11.0, Some(650));
+        let end = l.at(15.0, Some(900));
+        assert_eq!(end.requests, Some(50));
+        assert!((end.open_s - 2.0).abs() < 1e-9);
+        // A period between two snapshots: the second window only.
+        let d = end.since(&Coverage {
+            windows: 1,
+            open_s: 1.0,
+            requests: Some(30),
+        });
+        assert_eq!(d.windows, 1);
+        assert_eq!(d.requests, Some(20));
+        assert!((d.open_s - 1.0).abs() < 1e-9);
+        // Opening twice is one window.
+        l.open(20.0, Some(900));
+        l.open(20.5, Some(950));
+        assert_eq!(l.at(21.0, Some(1000)).windows, 3);
+        assert_eq!(l.at(21.0, Some(1000)).requests, Some(150));
+    }
+
+    #[test]
+    fn one_unreadable_counter_makes_window_requests_unknown_for_good() {
+        let mut l = Ledger::new();
+        l.open(0.0, Some(1));
+        l.close(1.0, None);
+        l.open(10.0, Some(5));
+        l.close(11.0, Some(9));
+        assert_eq!(l.at(12.0, Some(9)).requests, None);
+        assert_eq!(l.at(12.0, Some(9)).windows, 2);
+    }
+
+    #[test]
+    fn the_report_says_sampled_with_its_coverage() {
+        let s = Schedule::new(1.0, 10.0).unwrap();
+        let cov = Coverage {
+            windows: 3,
+            open_s: 3.0,
+            requests: Some(300),
+        };
+        let r = DetailReport::new(&s, &cov, 25.0, Some(2500), (120, 80, 20));
+        assert_eq!(r.mode, "sampled");
+        assert_eq!(r.coverage, 0.12);
+        assert_eq!(r.requests_in_windows, Some(300));
+        let line = r.line();
+        assert!(line.contains("SAMPLED"), "{line}");
+        assert!(line.contains("12.0%"), "{line}");
+        assert!(line.contains("300 requests in windows of 2500"), "{line}");
+        assert_eq!(
+            DetailReport::new(&s, &cov, 0.0, None, (0, 0, 0)).coverage,
+            0.0
+        );
+        assert_eq!(
+            DetailReport::new(&s, &cov, 2.0, None, (0, 0, 0)).coverage,
+            1.0
+        );
+    }
+}

@@ -1,0 +1,999 @@
+//! `nginx-probe report FILE --html OUT`: a recording as one self-contained HTML page
+//! (inline CSS and SVG, no script, nothing fetched), to attach to a ticket.
+//!
+//! [`render_html`] is pure (a recording in, the page out; unit tests feed it real
+//! recordings); [`write_html`] writes the page atomically (a temporary file in the same
+//! directory, renamed over OUT), so a failed write leaves nothing half-written.
+
+use std::{io::Write as _, path::Path};
+
+use maud::{html, Markup, PreEscaped, DOCTYPE};
+
+use crate::{
+    error::ProbeError,
+    io::recording::Recording,
+    model::Severity,
+    model::{bucket_bounds, Report, RequestSource, SyscallReport, WorkerReport},
+    render::text::{event_line, fmt_ns, fmt_quantile_ns, fmt_syscall_ns as sys_ns, utc_datetime},
+};
+
+/// The page's style sheet: plain, light tables, numbers in a monospace face.
+const CSS: &str = r#"
+body{font:14px/1.45 "DejaVu Sans","Liberation Sans",system-ui,sans-serif;color:#1d2329;background:#fff;margin:20px auto;max-width:1180px;padding:0 16px}
+h1{font-size:22px;margin:0 0 2px}
+h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #d6dbe0;padding-bottom:3px}
+h3{font-size:14px;margin:16px 0 4px}
+p.sub{margin:0 0 12px;color:#56606b}
+table{border-collapse:collapse;margin:4px 0 12px}
+th,td{padding:3px 10px;border-bottom:1px solid #e3e7eb;text-align:left;vertical-align:top}
+thead th{background:#f3f5f7;font-weight:600;border-bottom:1px solid #cfd5db}
+table.kv th{background:none;font-weight:600;color:#444d56;white-space:nowrap}
+td.n,th.n{text-align:right}
+td.n,.mono,code{font-family:"DejaVu Sans Mono","Liberation Mono",ui-monospace,monospace;font-size:12.5px}
+.note{background:#fff8e1;border:1px solid #f0d98c;padding:6px 10px;margin:8px 0}
+.muted{color:#6a737d}
+.verdict{border-left:4px solid #c99a06;background:#fffbf0;padding:8px 12px;margin:10px 0}
+.verdict.critical{border-left-color:#c62828;background:#fff5f5}
+.verdict p{margin:4px 0}
+.sev{display:inline-block;font-weight:700;text-transform:uppercase;font-size:11px;letter-spacing:.03em;padding:1px 6px;border-radius:3px;color:#fff;background:#a67c00;margin-right:6px}
+.critical .sev{background:#c62828}
+.verdict table{margin:4px 0}
+.verdict td,.verdict th{padding:1px 10px 1px 0;border:none;background:none}
+.none{color:#2e7d32;font-weight:600}
+.bars{margin:6px 0 12px}
+.bar-row{display:flex;align-items:center;margin:4px 0}
+.bar-label{width:330px;flex:none}
+.bar-track{flex:1;background:#eef1f4;height:18px;border-radius:2px}
+.bar{display:block;height:18px;background:#4a78a8;border-radius:2px}
+.exited .bar{background:#a3adb8}
+figure.hist{display:inline-block;margin:4px 18px 14px 0;vertical-align:top;border:1px solid #e3e7eb;padding:6px 8px}
+figure.hist figcaption{font-size:12.5px;margin-bottom:2px}
+svg text{font-family:"DejaVu Sans Mono","Liberation Mono",monospace;font-size:10px;fill:#3b4550}
+details{margin:6px 0}
+footer{margin-top:32px;color:#6a737d;font-size:12px}
+"#;
+
+/// `nginx-probe report FILE --html OUT`: reads the recording, writes its page, and says
+/// so on stderr (with the note of a recording cut short).
+pub fn html_command(file: &Path, out: &Path) -> Result<(), ProbeError> {
+    let rec = Recording::load(file, crate::io::recording::Keep::All)?;
+    if let (_, Some(note)) = rec.whole_run() {
+        eprintln!("nginx-probe: {}", crate::render::safe::line(&note));
+    }
+    write_html(&rec, out)?;
+    eprintln!(
+        "nginx-probe: wrote {}",
+        crate::render::safe::line(&out.display().to_string())
+    );
+    Ok(())
+}
+
+/// Writes the page of `rec` to `out`: rendered first, then written to a temporary file
+/// in `out`'s directory and renamed over `out`, so that a failed write (no such
+/// directory, no permission, a full disk) leaves `out` as it was. Errors are one line,
+/// exit code 2.
+pub fn write_html(rec: &Recording, out: &Path) -> Result<(), ProbeError> {
+    let page = render_html(rec);
+    let shown = out.display().to_string();
+    let fail = |e: &dyn std::fmt::Display| {
+        ProbeError::Usage(format!(
+            "--html {shown}: cannot write it ({e}): choose a writable file path"
+        ))
+    };
+    if out.is_dir() {
+        return Err(fail(&"it is a directory"));
+    }
+    // A device node, FIFO or socket is never replaced by the rename below.
+    crate::io::files::check_output(out).map_err(|e| fail(&e))?;
+    let dir = match out.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "report.html".into());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let tmp = dir.join(format!(".{name}.{}.{nanos}.tmp", std::process::id()));
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        // A report to share: readable like any file the user writes (umask applies).
+        .mode(0o644)
+        .open(&tmp)
+        .map_err(|e| fail(&e))?;
+    let written = f
+        .write_all(page.as_bytes())
+        .and_then(|_| f.sync_data())
+        .and_then(|_| std::fs::rename(&tmp, out));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(fail(&e));
+    }
+    Ok(())
+}
+
+/// Renders a recording as one self-contained HTML page: header, verdicts, accept-share
+/// bars, per-worker tables, latency histograms per worker and syscall, and the
+/// per-interval timeline. Everything taken from the recording is escaped.
+pub fn render_html(rec: &Recording) -> String {
+    let (whole, note) = rec.whole_run();
+    let title = match &rec.header {
+        Some(h) => format!(
+            "nginx-probe report: {} {}",
+            h.host,
+            utc_datetime(h.started_unix_s)
+        ),
+        None => format!("nginx-probe report: master {}", whole.master_pid),
+    };
+    let page = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) }
+                style { (PreEscaped(CSS)) }
+            }
+            body {
+                (header_section(rec, whole))
+                @if let Some(n) = &note { p.note { (n) } }
+                @if rec.truncated_tail {
+                    p.note { "The recording's last line was cut off mid-write and was skipped." }
+                }
+                (verdicts_section(whole))
+                (accepts_section(whole))
+                (timeline_section(&rec.intervals))
+                (workers_section(whole))
+                (histograms_section(whole))
+                (other_section(whole))
+                footer {
+                    "Written by nginx-probe " (env!("CARGO_PKG_VERSION"))
+                    " from a recording. Self-contained: no script, nothing loaded from elsewhere."
+                }
+            }
+        }
+    };
+    page.into_string()
+}
+
+fn header_section(rec: &Recording, whole: &Report) -> Markup {
+    let intervals = rec.intervals.len();
+    html! {
+        h1 { "nginx-probe report" }
+        @match &rec.header {
+            Some(h) => {
+                p.sub {
+                    (h.host) " · nginx master " span.mono { (h.master_pid) } " · "
+                    (utc_datetime(h.started_unix_s)) " · " (format!("{:.1}", whole.duration_s)) " s"
+                }
+                table.kv {
+                    tr { th { "host" } td { (h.host) " (" (h.cpus) " CPUs)" } }
+                    tr { th { "kernel" } td.mono { (h.kernel) } }
+                    tr { th { "nginx" } td { (h.nginx_version.as_deref().unwrap_or("version unknown")) } }
+                    tr { th { "master" } td { span.mono { (h.master_pid) } " " code { (h.master_title) } } }
+                    tr { th { "workers at attach" } td.mono { (join(h.workers.iter())) } }
+                    tr { th { "started (UTC)" } td.mono { (utc_datetime(h.started_unix_s)) } }
+                    tr { th { "duration" } td.mono { (format!("{:.1} s", whole.duration_s)) } }
+                    tr { th { "options" } td {
+                        "interval " span.mono { (h.options.interval_s) " s" }
+                        "; syscalls " span.mono { (h.options.syscalls.join(", ")) }
+                        "; " (if h.options.uprobes { "request uprobes" } else { "no uprobes (requests from nginx's counters)" })
+                    } }
+                    tr { th { "command" } td { code { (h.options.argv.join(" ")) } } }
+                    tr { th { "recorded" } td { (intervals) " intervals" (end_reason(whole)) " · " (h.tool) } }
+                }
+            }
+            None => {
+                p.sub { "nginx master " span.mono { (whole.master_pid) } " · ended "
+                    (utc_datetime(whole.time_unix_s)) " · " (format!("{:.1}", whole.duration_s)) " s" }
+                table.kv {
+                    tr { th { "master" } td.mono { (whole.master_pid) } }
+                    tr { th { "ended (UTC)" } td.mono { (utc_datetime(whole.time_unix_s)) } }
+                    tr { th { "duration" } td.mono { (format!("{:.1} s", whole.duration_s)) } }
+                    tr { th { "syscalls" } td.mono { (whole.traced_syscalls.join(", ")) } }
+                    tr { th { "recorded" } td { (intervals) " intervals" (end_reason(whole))
+                        " · no header (a captured --json stdout): host, kernel and options unknown" } }
+                }
+            }
+        }
+    }
+}
+
+fn end_reason(r: &Report) -> String {
+    r.end_reason
+        .as_ref()
+        .map(|e| format!(", ended: {e}"))
+        .unwrap_or_default()
+}
+
+fn verdicts_section(r: &Report) -> Markup {
+    html! {
+        h2 #verdicts { "Verdicts" }
+        @if r.verdicts.is_empty() {
+            p.none data-verdicts="0" { "No verdicts: none of the rules fired for this run." }
+        }
+        @for v in &r.verdicts {
+            @let sev = match v.severity { Severity::Critical => "critical", Severity::Warning => "warning" };
+            div class={ "verdict " (sev) } data-verdict=(v.id) {
+                p { span.sev { (sev) } strong.mono { (v.id) } }
+                p { (v.advice) }
+                table {
+                    @for (k, val) in &v.evidence {
+                        tr { th.mono { (k) } td.mono { (val.to_string()) } }
+                    }
+                }
+                p { "directives: "
+                    @for (i, d) in v.directives.iter().enumerate() {
+                        @if i > 0 { ", " }
+                        code { (d) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A bar width in percent of its track, from a share (0..=1): one decimal.
+fn bar_width(share: f64) -> String {
+    let s = if share.is_finite() {
+        share.clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    format!("{:.1}%", s * 100.0)
+}
+
+fn worker_name(w: &WorkerReport) -> String {
+    let mut s = w.pid.to_string();
+    if w.nspid.len() > 1 {
+        s += &format!(" ({} in its namespace)", w.nspid[w.nspid.len() - 1]);
+    }
+    s
+}
+
+fn accepts_section(r: &Report) -> Markup {
+    let total: u64 = r.workers.iter().map(|w| w.accepts).sum::<u64>()
+        + r.exited_merged
+            .as_ref()
+            .map(|m| m.stats.accepts)
+            .unwrap_or(0);
+    let rate = if r.duration_s > 0.0 {
+        total as f64 / r.duration_s
+    } else {
+        0.0
+    };
+    html! {
+        h2 #accepts { "Accepts per worker" }
+        p { span.mono data-total-accepts=(total) { (total) } " accepts in "
+            (format!("{:.1}", r.duration_s)) " s (" span.mono { (format!("{rate:.1}")) } "/s)" }
+        div.bars {
+            @for w in &r.workers {
+                div class={ "bar-row" @if !w.alive { " exited" } } data-pid=(w.pid) data-accepts=(w.accepts) {
+                    span.bar-label {
+                        "worker " span.mono { (worker_name(w)) } " — "
+                        span.mono { (w.accepts) } " accepts ("
+                        span.mono { (format!("{:.1}%", w.accept_share * 100.0)) } ")"
+                        @if !w.alive { " · exited" }
+                    }
+                    span.bar-track { span.bar style={ "width:" (bar_width(w.accept_share)) } {} }
+                }
+            }
+            @if let Some(m) = &r.exited_merged {
+                div.bar-row.exited data-pid="0" data-accepts=(m.stats.accepts) {
+                    span.bar-label {
+                        (m.workers) " older exited workers — " span.mono { (m.stats.accepts) } " accepts ("
+                        span.mono { (format!("{:.1}%", m.stats.accept_share * 100.0)) } ")"
+                    }
+                    span.bar-track { span.bar style={ "width:" (bar_width(m.stats.accept_share)) } {} }
+                }
+            }
+        }
+        @if r.workers.iter().any(|w| !w.alive) {
+            p.muted { "Grey bars: workers that exited during the run (a reload or a crash); their numbers up to the exit stay." }
+        }
+    }
+}
+
+fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map(|x| x.to_string()).unwrap_or_else(|| "-".into())
+}
+
+fn join<T: std::fmt::Display>(it: impl Iterator<Item = T>) -> String {
+    it.map(|x| x.to_string()).collect::<Vec<_>>().join(" ")
+}
+
+fn workers_section(r: &Report) -> Markup {
+    let source = match r.workers.first().map(|w| w.requests.source) {
+        Some(RequestSource::Uprobe) => "per worker: counted by uprobes",
+        Some(RequestSource::Estimate) => {
+            "per worker: estimated from writev calls (older recording)"
+        }
+        _ => "per worker: unknown without --uprobes",
+    };
+    let per_worker_known = r.workers.iter().any(|w| w.requests.count.is_some());
+    let t = &r.requests;
+    // Columns only for the syscalls some worker called (in the traced order).
+    let per_request: Vec<&String> = r
+        .traced_syscalls
+        .iter()
+        .filter(|s| {
+            t.syscalls_per_request.contains_key(*s)
+                || r.workers
+                    .iter()
+                    .any(|w| w.requests.syscalls_per_request.contains_key(*s))
+        })
+        .collect();
+    html! {
+        h2 #workers { "Workers" }
+        h3 { "Accepts, accept errors and file descriptors" }
+        table {
+            thead { tr {
+                th { "worker" } th.n { "accepts" } th.n { "share" }
+                th.n { "EMFILE" } th.n { "ENFILE" } th.n { "ECONNABORTED" } th.n { "EINTR" } th.n { "OTHER" } th.n { "EAGAIN" }
+                th.n { "fds open" } th.n { "fds peak" } th.n { "fd limit" } th.n { "accepted then closed" }
+            } }
+            @for w in &r.workers {
+                @let e = |k: &str| w.accept_errors.get(k).copied().unwrap_or(0);
+                tr {
+                    td.mono { (worker_name(w)) @if !w.alive { " (exited)" } }
+                    td.n { (w.accepts) } td.n { (format!("{:.1}%", w.accept_share * 100.0)) }
+                    td.n { (e("EMFILE")) } td.n { (e("ENFILE")) } td.n { (e("ECONNABORTED")) }
+                    td.n { (e("EINTR")) } td.n { (e("OTHER")) } td.n { (e("EAGAIN")) }
+                    td.n { (opt(w.fds.open)) } td.n { (opt(w.fds.peak)) } td.n { (opt(w.fds.limit)) }
+                    td.n { (w.accepted_then_closed) }
+                }
+            }
+        }
+        h3 { "Requests" }
+        p {
+            "All of nginx: " strong { (t.count.map(|c| c.to_string()).unwrap_or_else(|| "unknown".into())) }
+            " requests (" (opt(t.per_s.map(|v| format!("{v:.1}")))) "/s, "
+            (opt(t.per_connection.map(|v| format!("{v:.1}")))) " per connection), source "
+            code { (t.source.name()) }
+            @if let Some(why) = &t.reason { span.muted { " — " (why) } }
+        }
+        @if let Some(n) = &r.stub_status {
+            p.muted { "nginx's own counters: accepted " (n.accepted) ", handled " (n.handled)
+                ", dropped " (n.dropped) ", requests " (n.requests) "; at the end: active " (n.active)
+                ", reading " (n.reading) ", writing " (n.writing) ", waiting " (n.waiting) }
+        }
+        @if r.tls.as_ref().is_some_and(|h| h.started == 0 && h.handshakes == 0 && h.abandoned == 0) {
+            p.muted { "TLS handshakes: none seen (libssl's uprobes attached: no TLS connection in the period, or no TLS listener)" }
+        } @else if let Some(h) = &r.tls {
+            p { "TLS handshakes: " strong { (h.handshakes) } " completed (" (h.started) " started, "
+                (h.abandoned) " abandoned); wall time p50 " (fmt_quantile_ns(h.handshakes, h.p50_ns)) ", p99 " (fmt_quantile_ns(h.handshakes, h.p99_ns))
+                "; inside SSL_do_handshake " (opt(h.call_ns_per_handshake.map(fmt_ns))) " per handshake"
+                @if let Some(sh) = h.share_of_worker_busy { ", " (format!("{:.0}%", sh * 100.0)) " of the workers' busy time" } }
+        }
+        @if per_worker_known {
+            p.muted { (source) }
+            table {
+                thead { tr {
+                    th { "worker" } th.n { "requests" } th.n { "req/s" } th.n { "req/conn" }
+                    th.n { "p50" } th.n { "p99" } th.n { "max" }
+                } }
+                @for w in &r.workers {
+                    @let q = &w.requests;
+                    tr {
+                        td.mono { (worker_name(w)) }
+                        td.n { (opt(q.count)) } td.n { (opt(q.per_s.map(|v| format!("{v:.1}")))) }
+                        td.n { (opt(q.per_connection.map(|v| format!("{v:.1}")))) }
+                        td.n { (opt(q.p50_ns.map(fmt_ns))) } td.n { (opt(q.p99_ns.map(fmt_ns))) } td.n { (opt(q.max_ns.map(fmt_ns))) }
+                    }
+                }
+            }
+        } @else {
+            p.muted { (source) }
+        }
+        h3 { "Syscalls per request" }
+        table {
+            thead { tr { th { "worker" } @for s in &per_request { th.n { (s) } } } }
+            @if !t.syscalls_per_request.is_empty() {
+                tr {
+                    td.mono { "all workers" }
+                    @for s in &per_request {
+                        td.n { (opt(t.syscalls_per_request.get(*s).map(|v| format!("{v:.2}")))) }
+                    }
+                }
+            }
+            @for w in r.workers.iter().filter(|w| !w.requests.syscalls_per_request.is_empty()) {
+                tr {
+                    td.mono { (worker_name(w)) }
+                    @for s in &per_request {
+                        td.n { (opt(w.requests.syscalls_per_request.get(*s).map(|v| format!("{v:.2}")))) }
+                    }
+                }
+            }
+        }
+        h3 { "Event loop and CPU" }
+        table {
+            thead { tr {
+                th { "worker" } th.n { "iterations" } th.n { "busy" } th.n { (if r.detail.is_some() { "busy share of the in-window seconds (sampled)" } else { "busy share" }) }
+                th.n { "p99 iteration" } th.n { "max iteration" } th.n { "CPU s" }
+            } }
+            @for w in &r.workers {
+                @let l = &w.event_loop;
+                tr {
+                    td.mono { (worker_name(w)) }
+                    td.n { (l.iterations) } td.n { (fmt_ns(l.busy_ns)) }
+                    td.n { (format!("{:.1}%", l.busy_share * 100.0)) }
+                    td.n { (fmt_quantile_ns(l.iterations, l.p99_iteration_ns)) } td.n { (fmt_quantile_ns(l.iterations, l.max_iteration_ns)) }
+                    td.n { (opt(w.cpu_s.map(|c| format!("{c:.2}")))) }
+                }
+            }
+        }
+        h3 { "Writes by destination" span.muted { " — write, writev, pwrite64, pwritev; " (match r.write_destinations {
+            crate::model::WriteSource::FdTable => "classified at each write from the worker's fd table",
+            crate::model::WriteSource::ProcSnapshot => "from /proc fd snapshots every 2 s: fds that live for one request may be misfiled",
+        }) } }
+        table {
+            thead { tr {
+                th { "worker" } th { "destination" } th.n { "calls" } th.n { "bytes" }
+                th.n { "time" } th.n { "p50" } th.n { "p99" } th.n { "share of syscall time" } th.n { "per request" }
+            } }
+            @for w in &r.workers {
+                @for (dest, x) in w.writes.iter().filter(|(_, x)| x.count > 0) {
+                    tr {
+                        td.mono { (worker_name(w)) } td { (crate::model::write_destination_label(dest)) }
+                        td.n { (x.count) } td.n { (x.bytes) } td.n { (fmt_ns(x.total_ns)) }
+                        td.n { (x.p50_ns.map(|ns| fmt_quantile_ns(x.count, ns)).unwrap_or_else(|| "unknown".into())) } td.n { (fmt_quantile_ns(x.count, x.p99_ns)) }
+                        td.n { (opt(x.share_of_syscall_time.map(|v| format!("{:.1}%", v * 100.0)))) }
+                        td.n { (opt(x.per_request.map(|v| format!("{v:.2}")))) }
+                    }
+                }
+                @if let Some(opens) = w.access_log_opens.filter(|&n| n > 0) {
+                    tr {
+                        td.mono { (worker_name(w)) } td { "access-log opens (openat)" }
+                        td.n { (opens) } td {} td {} td {} td {} td {}
+                        td.n { (opt(w.requests.count.filter(|&c| c > 0).map(|c| format!("{:.2}", opens as f64 / c as f64)))) }
+                    }
+                }
+            }
+        }
+        h3 { "Syscalls" }
+        table {
+            thead { tr {
+                th { "worker" } th { "syscall" } th.n { "calls" } th.n { "errors" } th.n { "p50" }
+                th.n { "p99" } th.n { "max" } th.n { "total" } th.n { "bytes / events" }
+            } }
+            @for w in &r.workers {
+                @for (name, s) in w.syscalls.iter().filter(|(_, s)| s.count > 0) {
+                    tr {
+                        td.mono { (worker_name(w)) } td.mono { (name) }
+                        td.n { (s.count) } td.n { (s.errors) } td.n { (sys_ns(r, name, s, s.p50_ns, false)) }
+                        td.n { (sys_ns(r, name, s, s.p99_ns, false)) } td.n { (sys_ns(r, name, s, s.max_ns, false)) } td.n { (sys_ns(r, name, s, s.total_ns, true)) }
+                        td.n { (opt(s.bytes.or(s.events))) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Compact duration for histogram axes, three significant digits: `512ns`, `1.02us`,
+/// `16.4us`, `131us`, `1.05ms`, `550s`.
+pub fn short_ns(ns: u64) -> String {
+    let three = |v: f64, unit: &str| {
+        if v < 10.0 {
+            format!("{v:.2}{unit}")
+        } else if v < 100.0 {
+            format!("{v:.1}{unit}")
+        } else {
+            format!("{v:.0}{unit}")
+        }
+    };
+    if ns < 1_000 {
+        format!("{ns}ns")
+    } else if ns < 1_000_000 {
+        three(ns as f64 / 1e3, "us")
+    } else if ns < 1_000_000_000 {
+        three(ns as f64 / 1e6, "ms")
+    } else {
+        three(ns as f64 / 1e9, "s")
+    }
+}
+
+/// Axis label of log2 bucket `b` (of `buckets`): its lower bound, `≥` on the last,
+/// open-ended bucket.
+pub fn bucket_label(b: usize, buckets: usize) -> String {
+    let lo = bucket_bounds(b).0;
+    if b + 1 == buckets {
+        format!("≥{}", short_ns(lo))
+    } else {
+        short_ns(lo)
+    }
+}
+
+/// Width of one histogram bucket column, px, and the widest a histogram gets (more
+/// buckets than fit get narrower columns, labelled every other one).
+const HIST_SLOT: usize = 46;
+const HIST_MAX_WIDTH: usize = 1080;
+/// Height of the tallest histogram bar, px.
+const HIST_BAR_MAX: f64 = 90.0;
+
+/// One latency histogram as an SVG bar chart: the buckets from the first to the last
+/// non-empty one (one more on each side for context), bar heights linear in the count,
+/// the count above each bar and the bucket's lower bound below it.
+fn histogram_svg(hist: &[u64]) -> Markup {
+    let (Some(first), Some(last)) = (
+        hist.iter().position(|&c| c > 0),
+        hist.iter().rposition(|&c| c > 0),
+    ) else {
+        return html! { p.muted { "no calls timed" } };
+    };
+    let first = first.saturating_sub(1);
+    let last = (last + 1).min(hist.len() - 1);
+    let peak = hist.iter().copied().max().unwrap_or(1).max(1) as f64;
+    let n = last - first + 1;
+    let slot = HIST_SLOT.min(HIST_MAX_WIDTH / n);
+    let label_every = if slot < 40 { 2 } else { 1 };
+    let width = n * slot + 8;
+    let top = 16.0;
+    let base = top + HIST_BAR_MAX;
+    let height = base as usize + 20;
+    html! {
+        svg width=(width) height=(height) viewBox={ "0 0 " (width) " " (height) } role="img" {
+            line x1="4" y1=(base) x2=(width - 4) y2=(base) stroke="#8a949e" stroke-width="1" {}
+            @for b in first..=last {
+                @let c = hist[b];
+                @let x = 4 + (b - first) * slot;
+                @let h = if c == 0 { 0.0 } else { (c as f64 / peak * HIST_BAR_MAX).max(1.5) };
+                @let (lo, hi) = bucket_bounds(b);
+                g class="bucket" data-bucket=(b) data-count=(c) {
+                    title { (format!("{} to {}: {c} calls", short_ns(lo), if b + 1 == hist.len() { "∞".to_string() } else { short_ns(hi + 1) })) }
+                    @if c > 0 {
+                        rect x=(x + slot / 10) y=(format!("{:.1}", base - h)) width=(slot - slot / 5) height=(format!("{h:.1}")) fill="#4a78a8" {}
+                        text x=(x + slot / 2) y=(format!("{:.1}", base - h - 3.0)) text-anchor="middle" { (c) }
+                    }
+                    @if (b - first) % label_every == 0 {
+                        text.label x=(x + slot / 2) y=(base + 13.0) text-anchor="middle" { (bucket_label(b, hist.len())) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn histograms_section(r: &Report) -> Markup {
+    html! {
+        h2 #histograms { "Latency histograms" }
+        p.muted { "Per worker and traced syscall with calls: calls by latency, log2 buckets in ns (each label is its bucket's lower bound; a bucket runs to twice that)." }
+        @for w in &r.workers {
+            @let calls: Vec<(&String, &SyscallReport)> = w.syscalls.iter().filter(|(_, s)| s.count > 0).collect();
+            @if !calls.is_empty() {
+                h3 { "worker " span.mono { (worker_name(w)) } @if !w.alive { " (exited)" } }
+                @for (name, s) in calls {
+                    figure.hist data-pid=(w.pid) data-syscall=(name) data-calls=(s.count) {
+                        figcaption {
+                            strong.mono { (name) } " · " span.mono { (s.count) } " calls"
+                            @if s.errors > 0 { " (" span.mono { (s.errors) } " errors)" }
+                            " · p50 " span.mono { (sys_ns(r, name, s, s.p50_ns, false)) }
+                            " · p99 " span.mono { (sys_ns(r, name, s, s.p99_ns, false)) }
+                            " · max " span.mono { (sys_ns(r, name, s, s.max_ns, false)) }
+                        }
+                        (histogram_svg(&s.hist_log2_ns))
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One interval's totals: (seconds since the start at its end, duration, accepts,
+/// requests).
+fn interval_totals(intervals: &[Report]) -> Vec<(f64, f64, u64, u64)> {
+    let mut t = 0.0;
+    intervals
+        .iter()
+        .map(|r| {
+            t += r.duration_s;
+            let merged = r.exited_merged.as_ref().map(|m| &m.stats);
+            let accepts = r.workers.iter().chain(merged).map(|w| w.accepts).sum();
+            // Unknown requests plot as 0 (the report says why).
+            let requests = r.requests.count.unwrap_or(0);
+            (t, r.duration_s, accepts, requests)
+        })
+        .collect()
+}
+
+/// A round upper bound for a chart's y axis: 1, 2 or 5 times a power of ten.
+fn nice_max(v: f64) -> f64 {
+    if v.is_nan() || v <= 0.0 {
+        return 1.0;
+    }
+    let p = 10f64.powf(v.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * p)
+        .find(|&m| m >= v)
+        .unwrap_or(10.0 * p)
+}
+
+fn timeline_section(intervals: &[Report]) -> Markup {
+    let rows = interval_totals(intervals);
+    let rate = |n: u64, d: f64| if d > 0.0 { n as f64 / d } else { 0.0 };
+    let req: Vec<f64> = rows.iter().map(|&(_, d, _, q)| rate(q, d)).collect();
+    let acc: Vec<f64> = rows.iter().map(|&(_, d, a, _)| rate(a, d)).collect();
+    // Each line on its own scale (requests left, accepts right): with keepalive there
+    // are thousands of requests per accept, and one scale would flatten accepts to 0.
+    let ymax = nice_max(req.iter().copied().fold(0.0, f64::max));
+    let amax = nice_max(acc.iter().copied().fold(0.0, f64::max));
+    let tmax = rows.last().map(|r| r.0).unwrap_or(1.0).max(1e-9);
+    let (w, h, left, right, top, bottom) = (900.0, 220.0, 64.0, 64.0, 12.0, 36.0);
+    let x = |t: f64| left + (w - left - right) * t / tmax;
+    let y = |v: f64| top + (h - top - bottom) * (1.0 - v / ymax);
+    let ya = |v: f64| top + (h - top - bottom) * (1.0 - v / amax);
+    let points = |vs: &[f64], y: &dyn Fn(f64) -> f64| {
+        rows.iter()
+            .zip(vs)
+            .map(|(r, v)| format!("{:.1},{:.1}", x(r.0), y(*v)))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let label_every = rows.len().div_ceil(15).max(1);
+    html! {
+        h2 #timeline { "Timeline" }
+        @if rows.is_empty() {
+            p.muted { "No intervals in this recording: only the summary." }
+        } @else {
+            p { span style="color:#4a78a8;font-weight:700" { "━ requests/s" } "   "
+                span style="color:#d9822b;font-weight:700" { "╍ accepts/s" }
+                span.muted { " per interval (requests on the left scale, accepts on the right), seconds since the start" } }
+            svg width=(w) height=(h) viewBox={ "0 0 " (w) " " (h) } role="img" data-intervals=(rows.len()) {
+                @for i in 0..=4 {
+                    @let v = ymax * i as f64 / 4.0;
+                    line x1=(left) x2=(w - right) y1=(format!("{:.1}", y(v))) y2=(format!("{:.1}", y(v))) stroke="#e3e7eb" {}
+                    text x=(left - 6.0) y=(format!("{:.1}", y(v) + 3.5)) text-anchor="end" fill="#4a78a8" { (format!("{v}")) }
+                    @let va = amax * i as f64 / 4.0;
+                    text x=(w - right + 6.0) y=(format!("{:.1}", y(v) + 3.5)) text-anchor="start" fill="#d9822b" { (format!("{va}")) }
+                }
+                line x1=(left) x2=(w - right) y1=(y(0.0)) y2=(y(0.0)) stroke="#8a949e" {}
+                @for (i, r) in rows.iter().enumerate() {
+                    @if i % label_every == 0 || i + 1 == rows.len() {
+                        text x=(format!("{:.1}", x(r.0))) y=(h - bottom + 16.0) text-anchor="middle" { (format!("{:.0}s", r.0)) }
+                    }
+                }
+                polyline.requests points=(points(&req, &y)) fill="none" stroke="#4a78a8" stroke-width="3" {}
+                polyline.accepts points=(points(&acc, &ya)) fill="none" stroke="#d9822b" stroke-width="2" stroke-dasharray="6 4" {}
+                @for (r, (q, a)) in rows.iter().zip(req.iter().zip(&acc)) {
+                    circle cx=(format!("{:.1}", x(r.0))) cy=(format!("{:.1}", y(*q))) r="3" fill="#4a78a8" {
+                        title { (format!("{:.0}s: {q:.1} requests/s", r.0)) } }
+                    circle cx=(format!("{:.1}", x(r.0))) cy=(format!("{:.1}", ya(*a))) r="3" fill="#d9822b" {
+                        title { (format!("{:.0}s: {a:.1} accepts/s", r.0)) } }
+                }
+            }
+            details {
+                summary { "Per-interval numbers" }
+                table {
+                    thead { tr { th.n { "end, s" } th.n { "length, s" } th.n { "accepts" } th.n { "accepts/s" }
+                        th.n { "requests" } th.n { "requests/s" } th { "verdicts" } th { "events" } } }
+                    @for (r, (t, d, a, q)) in intervals.iter().zip(rows.iter().copied()) {
+                        tr {
+                            td.n { (format!("{t:.1}")) } td.n { (format!("{d:.2}")) }
+                            td.n { (a) } td.n { (format!("{:.1}", rate(a, d))) }
+                            td.n { (q) } td.n { (format!("{:.1}", rate(q, d))) }
+                            td.mono { (r.verdicts.iter().map(|v| v.id.as_str()).collect::<Vec<_>>().join(" ")) }
+                            td { (r.events.iter().map(|e| event_line(e, r.master_pid)).collect::<Vec<_>>().join("; ")) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn other_section(r: &Report) -> Markup {
+    let drops: Vec<(&String, &u64)> = r.drops.iter().filter(|(_, &v)| v > 0).collect();
+    html! {
+        @if !r.listen.is_empty() {
+            h2 #listen { "Listening sockets" }
+            table {
+                thead { tr { th { "address" } th.n { "backlog" } th.n { "queue now" } th.n { "queue max" }
+                    th.n { "overflows" } th.n { "drops" } } }
+                @for l in &r.listen {
+                    tr { td.mono { (l.addr) } td.n { (l.backlog) } td.n { (l.queue_now) } td.n { (l.queue_max) }
+                        td.n { (l.overflows) } td.n { (l.drops) } }
+                }
+            }
+            p.muted { "Overflows and drops count the whole network namespace." }
+        }
+        @if !r.logs.is_empty() {
+            h2 #logs { "Log files" }
+            table {
+                @for (path, kind) in &r.logs { tr { td.mono { (path) } td { (kind) } } }
+            }
+        }
+        @if !r.events.is_empty() {
+            h2 #events { "Events" }
+            ul { @for e in &r.events { li { (event_line(e, r.master_pid)) } } }
+        }
+        h2 #accounting { "Accounting" }
+        @if drops.is_empty() {
+            p { "Every traced event was accounted." }
+        } @else {
+            p { "Not fully accounted: " span.mono { (drops.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")) } }
+        }
+        @if !r.missing_tracepoints.is_empty() {
+            p { "Not attached (the kernel lacks them): " span.mono { (r.missing_tracepoints.join(" ")) } }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A real recording: 2 workers, `--syscalls all --interval 1 --duration 5`, 300
+    /// one-request connections sent in the 2nd to 4th second.
+    const REAL: &str = include_str!("../testdata/two_workers_300_connections.jsonl");
+
+    fn real() -> Recording {
+        Recording::parse("real", REAL).unwrap()
+    }
+
+    /// The text of the first element that starts with `open` (up to its closing `close`).
+    fn element<'a>(page: &'a str, open: &str, close: &str) -> &'a str {
+        let a = page.find(open).unwrap_or_else(|| panic!("no {open}"));
+        let b = a + page[a..].find(close).expect("closed");
+        &page[a..b]
+    }
+
+    #[test]
+    fn everything_from_the_recording_is_escaped() {
+        let mut rec = real();
+        let h = rec.header.as_mut().unwrap();
+        h.master_title = "nginx: master <script>alert(1)</script> & \"x\"".into();
+        h.host = "<b>host</b>".into();
+        let s = rec.summary.as_mut().unwrap();
+        s.logs.insert(
+            "/var/log/\"><img src=x onerror=alert(2)>.log".into(),
+            "access_log".into(),
+        );
+        s.verdicts[0].advice = "</p><script>bad()</script>".into();
+        let page = render_html(&rec);
+        assert!(!page.contains("<script"), "a script tag got through");
+        assert!(!page.contains("<img"), "an img tag got through");
+        assert!(!page.contains("<b>host"));
+        assert!(page
+            .contains("nginx: master &lt;script&gt;alert(1)&lt;/script&gt; &amp; &quot;x&quot;"));
+        assert!(page.contains("/var/log/&quot;&gt;&lt;img src=x onerror=alert(2)&gt;.log"));
+        assert!(page.contains("&lt;/p&gt;&lt;script&gt;bad()&lt;/script&gt;"));
+        assert!(page.contains(
+            "<title>nginx-probe report: &lt;b&gt;host&lt;/b&gt; 2026-11-30 05:49:22 UTC</title>"
+        ));
+    }
+
+    #[test]
+    fn empty_histograms_have_no_percentiles() {
+        let mut rec = real();
+        let s = rec.summary.as_mut().unwrap();
+        s.tls = Some(crate::model::TlsReport::default());
+        let w = &mut s.workers[0];
+        w.event_loop.iterations = 0;
+        w.event_loop.p99_iteration_ns = 0;
+        w.event_loop.max_iteration_ns = 0;
+        let c = w.syscalls.get_mut("accept4").unwrap();
+        (c.timed, c.p50_ns, c.p99_ns, c.max_ns) = (0, 0, 0, 0);
+        let page = render_html(&rec);
+        assert!(page.contains("TLS handshakes: none seen"), "no TLS line");
+        assert!(
+            !page.contains("wall time p50"),
+            "percentiles of no handshake"
+        );
+        assert!(
+            !page.contains(">0ns<"),
+            "an empty histogram's percentile as 0ns"
+        );
+        assert!(
+            !page.contains("p50 <span class=\"mono\">0ns"),
+            "0ns in a caption"
+        );
+    }
+
+    #[test]
+    fn the_page_is_self_contained() {
+        let page = render_html(&real());
+        assert!(page.starts_with("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"));
+        for bad in [
+            "http://", "https://", "<script", "<link", "<img", "src=", "@import", "url(",
+        ] {
+            assert!(!page.contains(bad), "{bad} in the page");
+        }
+    }
+
+    #[test]
+    fn accept_bars_are_as_wide_as_the_shares() {
+        let page = render_html(&real());
+        // 145 and 155 of 300 accepts.
+        let w1 = element(
+            &page,
+            "<div class=\"bar-row\" data-pid=\"4843\"",
+            "</span></span></div>",
+        );
+        assert!(w1.contains("data-accepts=\"145\""), "{w1}");
+        assert!(
+            w1.contains(
+                "<span class=\"mono\">145</span> accepts (<span class=\"mono\">48.3%</span>)"
+            ),
+            "{w1}"
+        );
+        assert!(
+            w1.ends_with("<span class=\"bar\" style=\"width:48.3%\">"),
+            "{w1}"
+        );
+        let w2 = element(
+            &page,
+            "<div class=\"bar-row\" data-pid=\"4844\"",
+            "</span></span></div>",
+        );
+        assert!(w2.contains("data-accepts=\"155\""), "{w2}");
+        assert!(
+            w2.ends_with("<span class=\"bar\" style=\"width:51.7%\">"),
+            "{w2}"
+        );
+        assert!(page.contains(
+            "<span class=\"mono\" data-total-accepts=\"300\">300</span> accepts in 5.0 s"
+        ));
+        assert_eq!(page.matches("class=\"bar-row").count(), 2);
+        assert_eq!(bar_width(1.0), "100.0%");
+        assert_eq!(bar_width(1.7), "100.0%");
+        assert_eq!(bar_width(f64::NAN), "0.0%");
+
+        // An exited worker is marked, its bar kept.
+        let mut rec = real();
+        rec.summary.as_mut().unwrap().workers[1].alive = false;
+        let page = render_html(&rec);
+        let w2 = element(
+            &page,
+            "<div class=\"bar-row exited\" data-pid=\"4844\"",
+            "</span></span></div>",
+        );
+        assert!(w2.contains(" · exited"), "{w2}");
+        assert!(w2.ends_with("style=\"width:51.7%\">"), "{w2}");
+    }
+
+    #[test]
+    fn histogram_buckets_are_labelled_in_ns_us_ms_s() {
+        assert_eq!(bucket_label(0, 40), "0ns");
+        assert_eq!(bucket_label(9, 40), "512ns");
+        assert_eq!(bucket_label(10, 40), "1.02us");
+        assert_eq!(bucket_label(14, 40), "16.4us");
+        assert_eq!(bucket_label(17, 40), "131us");
+        assert_eq!(bucket_label(20, 40), "1.05ms");
+        assert_eq!(bucket_label(30, 40), "1.07s");
+        assert_eq!(bucket_label(39, 40), "≥550s");
+
+        let page = render_html(&real());
+        // Worker 4843's accept4: 145 calls in buckets 11..=15 (2 us .. 64 us).
+        let fig = element(
+            &page,
+            "<figure class=\"hist\" data-pid=\"4843\" data-syscall=\"accept4\" data-calls=\"145\">",
+            "</figure>",
+        );
+        let counts: Vec<&str> = fig
+            .split("data-count=\"")
+            .skip(1)
+            .map(|s| &s[..s.find('"').unwrap()])
+            .collect();
+        assert_eq!(counts, ["0", "14", "119", "10", "1", "1", "0"], "{fig}");
+        let labels: Vec<&str> = fig
+            .split("<text class=\"label\"")
+            .skip(1)
+            .map(|s| &s[s.find('>').unwrap() + 1..s.find("</text>").unwrap()])
+            .collect();
+        assert_eq!(
+            labels,
+            ["1.02us", "2.05us", "4.10us", "8.19us", "16.4us", "32.8us", "65.5us"]
+        );
+        assert!(
+            fig.contains("<title>4.10us to 8.19us: 119 calls</title>"),
+            "{fig}"
+        );
+        assert_eq!(fig.matches("<rect").count(), 5);
+        // One histogram per worker and syscall with calls: 9 syscalls called by each.
+        assert_eq!(page.matches("<figure class=\"hist\"").count(), 18);
+    }
+
+    #[test]
+    fn a_wide_histogram_gets_narrower_columns() {
+        let mut h = vec![0u64; 40];
+        h[2] = 1;
+        h[38] = 3;
+        h[39] = 1;
+        let svg = histogram_svg(&h).into_string();
+        // Buckets 1..=39: 39 columns of 27 px, every other one labelled.
+        assert!(svg.starts_with("<svg width=\"1061\""), "{svg}");
+        assert_eq!(svg.matches("class=\"bucket\"").count(), 39);
+        assert_eq!(svg.matches("<text class=\"label\"").count(), 20);
+        assert!(svg.contains(">≥550s</text>"));
+        assert!(svg.contains("<title>550s to ∞: 1 calls</title>"));
+        assert_eq!(
+            histogram_svg(&[0; 40]).into_string(),
+            "<p class=\"muted\">no calls timed</p>"
+        );
+    }
+
+    #[test]
+    fn verdicts_header_tables_and_timeline() {
+        let page = render_html(&real());
+        for id in ["access_log_unbuffered", "keepalive_off"] {
+            assert!(
+                page.contains(&format!(
+                    "<div class=\"verdict warning\" data-verdict=\"{id}\">"
+                )),
+                "{id}"
+            );
+        }
+        assert!(
+            page.contains("<th class=\"mono\">accepts_per_request</th><td class=\"mono\">1.0</td>")
+        );
+        assert!(page.contains("<code>keepalive_timeout</code>, <code>keepalive_requests</code>"));
+        assert!(!page.contains("No verdicts"));
+        // Header.
+        assert!(page.contains("<td class=\"mono\">2026-11-30 05:49:22 UTC</td>"));
+        assert!(page.contains("<td>nginx/1.22.1</td>"));
+        assert!(page.contains("<td class=\"mono\">6.18.44-fc-v782</td>"));
+        assert!(page.contains("5 intervals, ended: --duration 5 s elapsed"));
+        // Requests table: writev estimate, 145 requests at 1.0 per connection.
+        assert!(page.contains("<td class=\"mono\">4843</td><td class=\"n\">145</td><td class=\"n\">29.0</td><td class=\"n\">1.0</td>"));
+        // Timeline: 5 intervals; the 2nd had 49 + 51 accepts.
+        assert!(page.contains("data-intervals=\"5\""));
+        assert!(page.contains("<td class=\"n\">2.0</td><td class=\"n\">1.00</td><td class=\"n\">100</td><td class=\"n\">100.4</td>"), "{}", element(&page, "<details>", "</details>"));
+    }
+
+    #[test]
+    fn a_cut_short_recording_says_so_and_no_verdicts_is_said_plainly() {
+        let mut rec = real();
+        rec.summary = None;
+        rec.intervals.truncate(1);
+        rec.interval_count = 1;
+        let page = render_html(&rec);
+        assert!(page.contains("the recording has no summary (the run was cut short): showing its last interval, the 1st recorded"));
+        assert!(page.contains("No verdicts: none of the rules fired for this run."));
+        assert!(page.contains("<span class=\"mono\" data-total-accepts=\"0\">0</span> accepts"));
+        // Without a header (a captured --json stdout): the master from the report.
+        rec.header = None;
+        let page = render_html(&rec);
+        assert!(page.contains("<title>nginx-probe report: master 4841</title>"));
+        assert!(page.contains("no header (a captured --json stdout)"));
+    }
+
+    #[test]
+    fn utc_dates() {
+        assert_eq!(utc_datetime(0.0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(utc_datetime(1796017762.408), "2026-11-30 05:49:22 UTC");
+        assert_eq!(utc_datetime(951_782_400.0), "2000-02-29 00:00:00 UTC");
+        assert_eq!(utc_datetime(4_107_542_399.0), "2100-02-28 23:59:59 UTC");
+    }
+
+    #[test]
+    fn the_page_is_written_whole_or_not_at_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("r.html");
+        write_html(&real(), &out).unwrap();
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), render_html(&real()));
+        let e = write_html(&real(), &dir.path().join("no/such/dir/r.html")).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().starts_with("--html "), "{e}");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "--html {}: cannot write it (No such file or directory (os error 2)): choose a writable file path",
+                dir.path().join("no/such/dir/r.html").display()
+            )
+        );
+        let e = write_html(&real(), dir.path()).unwrap_err();
+        assert!(e.to_string().contains("it is a directory"), "{e}");
+        // Nothing but the page was left behind.
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["r.html"]);
+    }
+}

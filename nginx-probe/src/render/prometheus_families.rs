@@ -1,0 +1,964 @@
+//! The table of Prometheus families, [`FAMILIES`]: one row a family, in the order of
+//! the exposition. [`super::prometheus::render`] writes them, the series bound
+//! ([`super::prometheus_series`]) and the documentation's metrics table
+//! ([`super::prometheus_doc`]) are computed from them.
+
+use nginx_probe_common::{
+    is_rare, CONNECT_ERR_NAMES, ERR_CLASS_NAMES, FD_CREATING, FD_KINDS_KERNEL, FD_KINDS_PROC,
+    FD_KIND_NAMES, SYSCALLS,
+};
+
+use super::prometheus::{secs, Extras, Sink, Value, HISTOGRAM_SERIES};
+use super::prometheus_series::is_timed;
+use crate::model::sampling::DetailReport;
+use crate::model::{
+    round3, ListenReport, Report, Severity, SyscallReport, WorkerReport, WriteSource,
+};
+
+/// A family's Prometheus type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Only goes up while a master is traced (its name ends in `_total`).
+    Counter,
+    /// A value that goes up and down.
+    Gauge,
+    /// A latency histogram: cumulative `_bucket{le}`, `_sum` (seconds) and `_count`.
+    Histogram,
+}
+
+impl Kind {
+    /// The name in `# TYPE`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
+        }
+    }
+}
+
+/// Which workers a family has series for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workers {
+    /// Not labelled by worker.
+    None,
+    /// Every worker, the merged exited ones (`worker="exited"`) included.
+    All,
+    /// Every worker but the merged exited ones.
+    Listed,
+    /// Live workers only (gauges of a worker's current state).
+    Live,
+    /// The workers whose requests uprobes counted (`--uprobes`); not in the bound of
+    /// [`super::prometheus::series_per_worker`].
+    Uprobes,
+}
+
+impl Workers {
+    /// Whether the worker labelled `worker` (its report `w`) has this family's series.
+    pub(crate) fn has(self, worker: &str, w: &WorkerReport) -> bool {
+        match self {
+            Workers::None => false,
+            Workers::All | Workers::Uprobes => true,
+            Workers::Listed => worker != "exited",
+            Workers::Live => worker != "exited" && w.alive,
+        }
+    }
+}
+
+/// Series a worker that has the family has: `fixed` + `per_traced` for each traced
+/// syscall + `per_timed` for each timed one (with an entry program). An upper bound:
+/// a sample whose value is unknown is left out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Series {
+    /// Series whatever the syscalls.
+    pub fixed: usize,
+    /// Series per traced syscall.
+    pub per_traced: usize,
+    /// Series per timed traced syscall.
+    pub per_timed: usize,
+}
+
+/// [`Series`] of a family not labelled by worker.
+const NONE: Series = fixed(0);
+
+/// `n` series a worker.
+const fn fixed(n: usize) -> Series {
+    Series {
+        fixed: n,
+        per_traced: 0,
+        per_timed: 0,
+    }
+}
+
+/// Which of the probe's layers counts a family's figures (docs/detail.md): what
+/// `--detail sampled` does to them. The `# HELP` text says it in every mode alike
+/// ([`Family::help_text`]), so metadata does not change with a flag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layer {
+    /// Counted all the time whatever `--detail` says: /proc, stub_status, sock_diag,
+    /// the error log, uprobes, and the tracepoints of the `nginx_probe_common::is_rare`
+    /// syscalls (accept4, accept and the rare fd-creating ones).
+    Continuous,
+    /// Counted by the detail layer's programs (per-request syscall tracepoints, the
+    /// accept-then-close detector, connect/getsockopt): under `--detail sampled`,
+    /// inside detail windows only.
+    Detail,
+    /// Per syscall: the `is_rare` ones [`Continuous`](Layer::Continuous), every other
+    /// one [`Detail`](Layer::Detail).
+    Mixed,
+    /// Needs the detail layer attached all the time: absent under `--detail sampled`.
+    FullOnly,
+}
+
+impl Layer {
+    /// The docs table's name of the layer.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Layer::Continuous => "continuous",
+            Layer::Detail => "detail (sampled)",
+            Layer::Mixed => "mixed (per syscall)",
+            Layer::FullOnly => "full only",
+        }
+    }
+
+    /// What the layer appends to a family's `# HELP` text ("" when continuous).
+    pub fn note(self) -> String {
+        const SEE: &str =
+            "(nginx_probe_detail_coverage_ratio, nginx_probe_detail_window_requests_total)";
+        match self {
+            Layer::Continuous => String::new(),
+            Layer::Detail => {
+                format!(" Under --detail sampled: counted inside detail windows only {SEE}.")
+            }
+            Layer::Mixed => format!(
+                " Under --detail sampled: {} counted all the time, every other syscall inside detail windows only {SEE}.",
+                rare_syscalls().join(", ")
+            ),
+            Layer::FullOnly => {
+                " Absent under --detail sampled (closes between detail windows are not seen)."
+                    .to_string()
+            }
+        }
+    }
+}
+
+/// Names of the syscalls counted all the time in every `--detail` mode
+/// (`nginx_probe_common::is_rare`), in the order of `SYSCALLS`.
+pub fn rare_syscalls() -> Vec<&'static str> {
+    SYSCALLS
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| is_rare(*i as u32))
+        .map(|(_, d)| d.name)
+        .collect()
+}
+
+/// Whether a family with no sample still gets its `# HELP`/`# TYPE`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum IfEmpty {
+    /// Written anyway: the family is known, it has no sample now.
+    Header,
+    /// Left out: the source is absent (no stub_status, no cgroup quota, ...).
+    Omit,
+}
+
+/// What a scrape of a traced master renders from.
+pub(crate) struct Scrape<'a> {
+    pub report: &'a Report,
+    pub extras: &'a Extras<'a>,
+}
+
+/// How a family's samples are read.
+#[derive(Clone, Copy)]
+pub(crate) enum Values {
+    /// From the exporter's state alone (also rendered while waiting for a master):
+    /// extras, whether a master is attached, where to write.
+    Probe(fn(&Extras, bool, &mut Sink)),
+    /// From the report.
+    Report(fn(&Scrape, &mut Sink)),
+    /// Once for each worker the family's [`Workers`] has, `worker` and `generation`
+    /// labels given.
+    PerWorker(fn(&Scrape, &WorkerReport, &mut Sink)),
+}
+
+/// One Prometheus family.
+pub struct Family {
+    /// Metric name (`nginx_probe_...`).
+    pub name: &'static str,
+    /// Prometheus type.
+    pub kind: Kind,
+    /// Label names in the order they are written (`le` of histograms not included).
+    pub labels: &'static [&'static str],
+    /// `# HELP` text: what the value is, its unit and its source.
+    pub help: &'static str,
+    /// Which workers have series.
+    pub workers: Workers,
+    /// Series of each worker that has them.
+    pub series: Series,
+    /// Which layer counts the figures (sampled or not under `--detail sampled`).
+    pub layer: Layer,
+    pub(crate) if_empty: IfEmpty,
+    pub(crate) values: Values,
+}
+
+impl Family {
+    const fn new(
+        name: &'static str,
+        kind: Kind,
+        labels: &'static [&'static str],
+        help: &'static str,
+        values: Values,
+    ) -> Family {
+        Family {
+            name,
+            kind,
+            labels,
+            help,
+            workers: Workers::None,
+            series: NONE,
+            layer: Layer::Continuous,
+            if_empty: IfEmpty::Header,
+            values,
+        }
+    }
+
+    /// A family of the exporter's own state.
+    const fn probe(
+        name: &'static str,
+        kind: Kind,
+        labels: &'static [&'static str],
+        help: &'static str,
+        values: fn(&Extras, bool, &mut Sink),
+    ) -> Family {
+        Family::new(name, kind, labels, help, Values::Probe(values))
+    }
+
+    /// A family read from the report.
+    const fn report(
+        name: &'static str,
+        kind: Kind,
+        labels: &'static [&'static str],
+        help: &'static str,
+        values: fn(&Scrape, &mut Sink),
+    ) -> Family {
+        Family::new(name, kind, labels, help, Values::Report(values))
+    }
+
+    /// A per-worker family of every worker ([`Workers::All`]), `series` each.
+    const fn worker(
+        name: &'static str,
+        kind: Kind,
+        labels: &'static [&'static str],
+        help: &'static str,
+        series: Series,
+        values: fn(&Scrape, &WorkerReport, &mut Sink),
+    ) -> Family {
+        let mut f = Family::new(name, kind, labels, help, Values::PerWorker(values));
+        f.workers = Workers::All;
+        f.series = series;
+        f
+    }
+
+    /// The same family for `workers` only.
+    const fn of(mut self, workers: Workers) -> Family {
+        self.workers = workers;
+        self
+    }
+
+    /// The same family, counted by `layer`.
+    const fn layer(mut self, layer: Layer) -> Family {
+        self.layer = layer;
+        self
+    }
+
+    /// The full `# HELP` text: [`Family::help`] and its [`Layer::note`].
+    pub fn help_text(&self) -> String {
+        with_note(self.help, self.layer)
+    }
+
+    /// The same family, left out when it has no sample.
+    const fn omit_if_empty(mut self) -> Family {
+        self.if_empty = IfEmpty::Omit;
+        self
+    }
+}
+
+/// `help` and the note of `layer`.
+pub(crate) fn with_note(help: &str, layer: Layer) -> String {
+    format!("{help}{}", layer.note())
+}
+
+use Kind::{Counter, Gauge, Histogram};
+use Layer::{Detail, FullOnly, Mixed};
+
+/// Labels of a per-worker family with no other label.
+const W: &[&str] = &["worker", "generation"];
+
+/// Every family, in the order of the exposition. The exporter-state ones
+/// ([`Values::Probe`]) come first: they are all a waiting exporter serves.
+pub static FAMILIES: &[Family] = &[
+    // The exporter itself.
+    Family::probe(
+        "nginx_probe_build_info",
+        Gauge,
+        &["version"],
+        "nginx-probe build: always 1, the version in a label.",
+        |_, _, o| o.sample(&[env!("CARGO_PKG_VERSION")], 1),
+    ),
+    Family::probe(
+        "nginx_probe_attached",
+        Gauge,
+        &[],
+        "1 while an nginx master is traced; 0 while exporter mode waits for a new master.",
+        |_, attached, o| o.sample(&[], u64::from(attached)),
+    ),
+    Family::probe(
+        "nginx_probe_restarts_total",
+        Counter,
+        &[],
+        "nginx masters attached after the previous one exited (exporter mode); counters of the report restart from zero at each.",
+        |x, _, o| o.sample(&[], x.restarts),
+    ),
+    Family::probe(
+        "nginx_probe_self_cpu_seconds_total",
+        Counter,
+        &[],
+        "CPU time (user + system) of nginx-probe itself since it started, seconds (/proc/self/stat).",
+        |x, _, o| o.some(&[], x.own.cpu_s),
+    )
+    .omit_if_empty(),
+    Family::probe(
+        "nginx_probe_self_resident_memory_bytes",
+        Gauge,
+        &[],
+        "Resident memory of nginx-probe itself, bytes (/proc/self/stat rss).",
+        |x, _, o| o.some(&[], x.own.rss_bytes),
+    )
+    .omit_if_empty(),
+    Family::probe(
+        "nginx_probe_bpf_stats_enabled",
+        Gauge,
+        &[],
+        "1 when the kernel counts BPF program run time (sysctl kernel.bpf_stats_enabled=1) and the bpf_program series are present.",
+        |x, _, o| o.sample(&[], u64::from(x.own.programs.is_some())),
+    ),
+    Family::probe(
+        "nginx_probe_bpf_program_run_seconds_total",
+        Counter,
+        &["program"],
+        "Time the kernel spent running each nginx-probe BPF program while kernel.bpf_stats_enabled was 1, seconds (bpf_prog_info.run_time_ns).",
+        |x, _, o| {
+            if let Some(programs) = &x.own.programs {
+                o.header();
+                for p in programs {
+                    o.sample(&[&p.name], secs(p.run_time_ns));
+                }
+            }
+        },
+    )
+    .omit_if_empty(),
+    Family::probe(
+        "nginx_probe_bpf_program_runs_total",
+        Counter,
+        &["program"],
+        "Runs of each nginx-probe BPF program while kernel.bpf_stats_enabled was 1 (bpf_prog_info.run_cnt).",
+        |x, _, o| {
+            if let Some(programs) = &x.own.programs {
+                o.header();
+                for p in programs {
+                    o.sample(&[&p.name], p.run_count);
+                }
+            }
+        },
+    )
+    .omit_if_empty(),
+    // Scrape metadata.
+    Family::report(
+        "nginx_probe_master_pid",
+        Gauge,
+        &[],
+        "Host pid of the nginx master being traced.",
+        |s, o| o.sample(&[], s.report.master_pid),
+    ),
+    Family::report(
+        "nginx_probe_start_time_seconds",
+        Gauge,
+        &[],
+        "When nginx-probe attached, seconds since the Unix epoch: every counter counts from there.",
+        |s, o| o.sample(&[], round3(s.report.time_unix_s - s.report.duration_s)),
+    ),
+    Family::report(
+        "nginx_probe_exited_workers_merged",
+        Gauge,
+        &[],
+        "Exited workers whose numbers are summed under worker=\"exited\" (the oldest beyond the 16 most recent exits).",
+        |s, o| o.sample(&[], s.report.exited_merged.as_ref().map_or(0, |m| m.workers)),
+    ),
+    // All of nginx: requests and nginx's own counters.
+    Family::report(
+        "nginx_probe_requests_total",
+        Counter,
+        &["source"],
+        "All HTTP requests (HTTP/2 streams included) from nginx's own counter (source=\"stub_status\"), else the uprobes' sum (source=\"uprobe\"); absent when unknown.",
+        |s, o| {
+            let r = &s.report.requests;
+            if let Some(n) = r.count.filter(|_| r.source.exact()) {
+                o.sample(&[r.source.name()], n);
+            }
+        },
+    ),
+    Family::report(
+        "nginx_probe_nginx_connections_accepted_total",
+        Counter,
+        &[],
+        "Client connections nginx accepted (stub_status ngx_stat_accepted).",
+        |s, o| o.some(&[], s.report.stub_status.as_ref().map(|n| n.accepted)),
+    )
+    .omit_if_empty(),
+    Family::report(
+        "nginx_probe_nginx_connections_handled_total",
+        Counter,
+        &[],
+        "Client connections nginx handled (stub_status ngx_stat_handled); accepted - handled were closed for lack of worker_connections.",
+        |s, o| o.some(&[], s.report.stub_status.as_ref().map(|n| n.handled)),
+    )
+    .omit_if_empty(),
+    Family::report(
+        "nginx_probe_nginx_connections",
+        Gauge,
+        &["state"],
+        "Client connections by state (stub_status): active (all open), reading, writing, waiting (idle keepalive).",
+        |s, o| {
+            if let Some(n) = &s.report.stub_status {
+                for (state, v) in [
+                    ("active", n.active),
+                    ("reading", n.reading),
+                    ("writing", n.writing),
+                    ("waiting", n.waiting),
+                ] {
+                    o.sample(&[state], v);
+                }
+            }
+        },
+    )
+    .omit_if_empty(),
+    // Workers.
+    Family::worker(
+        "nginx_probe_worker_info",
+        Gauge,
+        &["worker", "generation", "pid", "alive"],
+        "Always 1: the host pid of worker (slot, generation), and whether it is alive.",
+        fixed(1),
+        |_, w, o| o.sample(&[&w.pid.to_string(), &w.alive.to_string()], 1),
+    )
+    .of(Workers::Listed),
+    Family::worker(
+        "nginx_probe_accepts_total",
+        Counter,
+        W,
+        "Successful accept4/accept returns in the worker (syscalls:sys_exit_accept4, sys_exit_accept).",
+        fixed(1),
+        |_, w, o| o.sample(&[], w.accepts),
+    ),
+    Family::worker(
+        "nginx_probe_accept_errors_total",
+        Counter,
+        &["worker", "generation", "errno"],
+        "Failed accept4/accept calls by errno class; EAGAIN (accept queue empty, normal for nginx's non-blocking accepts) is nginx_probe_accept_eagain_total instead.",
+        fixed(ERR_CLASS_NAMES.len() - 1),
+        |_, w, o| {
+            for errno in ERR_CLASS_NAMES.iter().filter(|e| **e != "EAGAIN") {
+                o.sample(&[errno], w.accept_errors.get(*errno).copied().unwrap_or(0));
+            }
+        },
+    ),
+    Family::worker(
+        "nginx_probe_accept_eagain_total",
+        Counter,
+        W,
+        "accept4/accept calls that returned EAGAIN: the accept queue was empty (another worker took the connection, or a spurious wakeup). Not an error.",
+        fixed(1),
+        |_, w, o| o.sample(&[], w.accept_errors.get("EAGAIN").copied().unwrap_or(0)),
+    ),
+    Family::worker(
+        "nginx_probe_worker_requests_total",
+        Counter,
+        &["worker", "generation", "source"],
+        "HTTP requests of the worker (HTTP/2 streams included), counted by uprobes on ngx_http_create_request (--uprobes only): source=\"uprobe\".",
+        fixed(1),
+        |_, w, o| o.some(&[w.requests.source.name()], w.requests.count.filter(|_| w.requests.source.exact())),
+    )
+    .of(Workers::Uprobes),
+    Family::worker(
+        "nginx_probe_syscalls_total",
+        Counter,
+        &["worker", "generation", "syscall"],
+        "Syscall exits of the worker (successes and errors), per traced syscall (syscalls:sys_exit_*).",
+        per_traced(1),
+        |_, w, o| {
+            for (name, s) in &w.syscalls {
+                o.sample(&[name], s.count);
+            }
+        },
+    )
+    .layer(Mixed),
+    Family::worker(
+        "nginx_probe_syscall_errors_total",
+        Counter,
+        &["worker", "generation", "syscall"],
+        "Syscall exits with a negative return other than EAGAIN, per traced syscall.",
+        per_traced(1),
+        |_, w, o| {
+            for (name, s) in &w.syscalls {
+                o.sample(&[name], s.errors.saturating_sub(eagain(s)));
+            }
+        },
+    )
+    .layer(Mixed),
+    Family::worker(
+        "nginx_probe_syscall_eagain_total",
+        Counter,
+        &["worker", "generation", "syscall"],
+        "Syscall exits that returned EAGAIN (nothing ready on a non-blocking fd: not an error), per traced syscall.",
+        per_traced(1),
+        |_, w, o| {
+            for (name, s) in &w.syscalls {
+                o.sample(&[name], eagain(s));
+            }
+        },
+    )
+    .layer(Mixed),
+    Family::worker(
+        "nginx_probe_syscall_duration_seconds",
+        Histogram,
+        &["worker", "generation", "syscall"],
+        "Syscall latency from sys_enter to sys_exit, seconds, from the in-kernel log2 ns histogram (calls in flight at attach are counted in syscalls_total, not here; exit-only syscalls such as socket or pipe2 have none).",
+        Series {
+            fixed: 0,
+            per_traced: 0,
+            per_timed: HISTOGRAM_SERIES,
+        },
+        |sc, w, o| {
+            for (name, s) in w.syscalls.iter().filter(|(n, _)| is_timed(n)) {
+                if sc.extras.skip_zero_histograms && s.hist_log2_ns.iter().all(|&n| n == 0) {
+                    continue;
+                }
+                o.histogram(&[name], &s.hist_log2_ns, s.total_ns);
+            }
+        },
+    )
+    .layer(Mixed),
+    Family::worker(
+        "nginx_probe_writes_total",
+        Counter,
+        &["worker", "generation", "destination"],
+        "write/writev/pwrite64/pwritev calls by destination: client, upstream, access_log, error_log, temp_file, other_file, other, unknown (classified at each write from the worker's fd table), or socket, access_log, error_log, file, other (from /proc fd snapshots every 2 s, when the kernel has no BTF).",
+        fixed(FD_KINDS_KERNEL.len()),
+        |s, w, o| writes(s, w, o, |d| Value::U(d.count)),
+    )
+    .layer(Detail),
+    Family::worker(
+        "nginx_probe_write_bytes_total",
+        Counter,
+        &["worker", "generation", "destination"],
+        "Bytes written by write/writev/pwrite64/pwritev, by destination.",
+        fixed(FD_KINDS_KERNEL.len()),
+        |s, w, o| writes(s, w, o, |d| Value::U(d.bytes)),
+    )
+    .layer(Detail),
+    Family::worker(
+        "nginx_probe_write_seconds_total",
+        Counter,
+        &["worker", "generation", "destination"],
+        "Time spent in write/writev/pwrite64/pwritev, seconds, by destination.",
+        fixed(FD_KINDS_KERNEL.len()),
+        |s, w, o| writes(s, w, o, |d| Value::F(secs(d.total_ns))),
+    )
+    .layer(Detail),
+    Family::worker(
+        "nginx_probe_event_loop_iterations_total",
+        Counter,
+        W,
+        "Event-loop iterations of the worker's main thread: from an epoll wait's return to the next epoll wait call.",
+        fixed(1),
+        |_, w, o| o.sample(&[], w.event_loop.iterations),
+    )
+    .layer(Detail),
+    Family::worker(
+        "nginx_probe_event_loop_busy_seconds_total",
+        Counter,
+        W,
+        "Time the worker's main thread spent outside epoll waits, seconds.",
+        fixed(1),
+        |_, w, o| o.sample(&[], secs(w.event_loop.busy_ns)),
+    )
+    .layer(Detail),
+    Family::worker(
+        "nginx_probe_cpu_seconds_total",
+        Counter,
+        W,
+        "CPU time (user + system) of the worker since attach, seconds (/proc/<pid>/stat, sampled every 500 ms).",
+        fixed(1),
+        |_, w, o| o.some(&[], w.cpu_s),
+    ),
+    Family::worker(
+        "nginx_probe_accepted_then_closed_total",
+        Counter,
+        W,
+        "Connections the worker closed right after accepting them (nginx's worker_connections-are-not-enough path).",
+        fixed(1),
+        |_, w, o| o.sample(&[], w.accepted_then_closed),
+    )
+    .layer(Detail),
+    Family::worker(
+        "nginx_probe_open_fds",
+        Gauge,
+        W,
+        "Open file descriptors of a live worker at the last 500 ms sample (/proc/<pid>/fd).",
+        fixed(1),
+        |_, w, o| o.some(&[], w.fds.open),
+    )
+    .of(Workers::Live),
+    Family::worker(
+        "nginx_probe_open_fds_peak",
+        Gauge,
+        W,
+        "Most open file descriptors seen at any 500 ms sample since attach, live workers.",
+        fixed(1),
+        |_, w, o| o.some(&[], w.fds.peak),
+    )
+    .of(Workers::Live),
+    Family::worker(
+        "nginx_probe_fd_limit",
+        Gauge,
+        W,
+        "Soft open-files limit in force for a live worker (/proc/<pid>/limits).",
+        fixed(1),
+        |_, w, o| o.some(&[], w.fds.limit),
+    )
+    .of(Workers::Live),
+    // Fd limits and upstream connections.
+    Family::worker(
+        "nginx_probe_fd_errors_total",
+        Counter,
+        &["worker", "generation", "syscall", "errno"],
+        "EMFILE (soft RLIMIT_NOFILE) and ENFILE (fs.file-max) returned by each fd-creating syscall of the worker (accept4, openat, socket, pipe2, ...; syscall exit tracepoints).",
+        fixed(2 * FD_CREATING.len()),
+        |_, w, o| {
+            for &i in FD_CREATING.iter() {
+                let name = SYSCALLS[i as usize].name;
+                let e = w.fd_errors.get(name).copied().unwrap_or_default();
+                o.sample(&[name, "EMFILE"], e.emfile);
+                o.sample(&[name, "ENFILE"], e.enfile);
+            }
+        },
+    )
+    .layer(Mixed),
+    Family::worker(
+        "nginx_probe_upstream_connects_total",
+        Counter,
+        W,
+        "Upstream connections the worker opened: connect() calls (syscalls:sys_exit_connect); client connections come from accept4.",
+        fixed(1),
+        |_, w, o| o.sample(&[], w.upstream.connects),
+    )
+    .layer(Detail),
+    Family::worker(
+        "nginx_probe_upstream_established_total",
+        Counter,
+        W,
+        "Upstream connects that succeeded (connect() returned 0, or getsockopt(SO_ERROR) read 0).",
+        fixed(1),
+        |_, w, o| o.sample(&[], w.upstream.established),
+    )
+    .layer(Detail),
+    Family::worker(
+        "nginx_probe_upstream_abandoned_total",
+        Counter,
+        W,
+        "Upstream fds closed before nginx learned their connect's result (proxy_connect_timeout, or the client left).",
+        fixed(1),
+        |_, w, o| o.sample(&[], w.upstream.abandoned),
+    )
+    .layer(Detail),
+    Family::worker(
+        "nginx_probe_upstream_connect_errors_total",
+        Counter,
+        &["worker", "generation", "errno"],
+        "Failed upstream connects by errno, at connect() or read from getsockopt(SO_ERROR) (EINPROGRESS is not an error).",
+        fixed(CONNECT_ERR_NAMES.len()),
+        |_, w, o| {
+            for errno in CONNECT_ERR_NAMES {
+                o.sample(&[errno], w.upstream.errors.get(errno).copied().unwrap_or(0));
+            }
+        },
+    )
+    .layer(Detail),
+    Family::worker(
+        "nginx_probe_upstream_connect_duration_seconds",
+        Histogram,
+        W,
+        "Upstream connect latency as the worker sees it, seconds: from connect() to its return when it completes at once, else to the getsockopt(SO_ERROR) by which nginx learns the result (in-kernel log2 ns histogram).",
+        fixed(HISTOGRAM_SERIES),
+        |_, w, o| {
+            let u = &w.upstream;
+            o.histogram(&[], &u.latency_hist_log2_ns, u.latency_total_ns);
+        },
+    )
+    .layer(Detail),
+    Family::worker(
+        "nginx_probe_upstream_fds_open",
+        Gauge,
+        W,
+        "Upstream fds a live worker holds: connected since attach and not yet closed.",
+        fixed(1),
+        |_, w, o| o.some(&[], w.upstream.fds_open),
+    )
+    .layer(FullOnly)
+    .of(Workers::Live),
+    // Listening sockets.
+    Family::report(
+        "nginx_probe_listen_backlog",
+        Gauge,
+        &["addr"],
+        "Backlog in force of an nginx listening socket (sock_diag).",
+        |s, o| per_socket(s, o, |l| Some(l.backlog.into())),
+    ),
+    Family::report(
+        "nginx_probe_listen_queue",
+        Gauge,
+        &["addr"],
+        "Connections waiting in the accept queue at the last 500 ms sample.",
+        |s, o| per_socket(s, o, |l| Some(l.queue_now.into())),
+    ),
+    Family::report(
+        "nginx_probe_listen_queue_peak",
+        Gauge,
+        &["addr"],
+        "Most connections seen waiting in the accept queue at any 500 ms sample since attach.",
+        |s, o| per_socket(s, o, |l| Some(l.queue_max.into())),
+    ),
+    // Overflows and drops are counted per network namespace by the kernel, not per
+    // socket: one series each, without an addr label that would suggest otherwise (and
+    // multiply the value when summed over sockets).
+    Family::report(
+        "nginx_probe_listen_overflows_total",
+        Counter,
+        &[],
+        "Listen queue overflows in nginx's network namespace since attach (TcpExt ListenOverflows: namespace-wide, not only nginx).",
+        |s, o| o.some(&[], s.report.listen.first().map(|l| l.overflows)),
+    )
+    .omit_if_empty(),
+    Family::report(
+        "nginx_probe_listen_drops_total",
+        Counter,
+        &[],
+        "Listen drops in nginx's network namespace since attach (TcpExt ListenDrops: namespace-wide).",
+        |s, o| o.some(&[], s.report.listen.first().map(|l| l.drops)),
+    )
+    .omit_if_empty(),
+    // What each of nginx's own sockets dropped is known exactly (sk_drops).
+    Family::report(
+        "nginx_probe_listen_socket_drops_total",
+        Counter,
+        &["addr"],
+        "Connections an nginx listening socket dropped since attach, a full accept queue among them (sock_diag SK_MEMINFO_DROPS of the socket).",
+        |s, o| per_socket(s, o, |l| l.socket_drops),
+    )
+    .omit_if_empty(),
+    // nginx's own words (its error log) and the CPU quota.
+    Family::report(
+        "nginx_probe_error_log_readable",
+        Gauge,
+        &["path"],
+        "1 when nginx's error log (the master's fd 2) is being read; 0: its classes are unknown, not zero.",
+        |s, o| {
+            if let Some(e) = &s.report.nginx_errors {
+                o.sample(&[e.path.as_deref().unwrap_or("")], u32::from(e.readable));
+            }
+        },
+    )
+    .omit_if_empty(),
+    Family::report(
+        "nginx_probe_nginx_errors_total",
+        Counter,
+        &["class"],
+        "Lines nginx wrote to its error log since attach, by message class (limit_req, upstream_read_timeout, worker_connections_reusing, ...: see docs/verdicts.md).",
+        |s, o| {
+            if let Some(e) = s.report.nginx_errors.as_ref().filter(|e| e.readable) {
+                o.header();
+                for (class, c) in &e.classes {
+                    o.sample(&[class], c.count);
+                }
+            }
+        },
+    )
+    .omit_if_empty(),
+    Family::report(
+        "nginx_probe_cpu_quota_cpus",
+        Gauge,
+        &[],
+        "CPU quota of the workers' cgroup in CPUs (cpu.max quota / period, the tightest up to the root).",
+        |s, o| o.some(&[], s.report.cpu_quota.as_ref().map(|q| q.quota_cpus)),
+    )
+    .omit_if_empty(),
+    Family::report(
+        "nginx_probe_cpu_quota_periods_total",
+        Counter,
+        &[],
+        "Enforcement periods of the quota's cgroup with runnable tasks since attach (cpu.stat nr_periods).",
+        |s, o| o.some(&[], s.report.cpu_quota.as_ref().and_then(|q| q.nr_periods)),
+    )
+    .omit_if_empty(),
+    Family::report(
+        "nginx_probe_cpu_quota_throttled_periods_total",
+        Counter,
+        &[],
+        "Periods in which the quota ran out since attach (cpu.stat nr_throttled).",
+        |s, o| o.some(&[], s.report.cpu_quota.as_ref().and_then(|q| q.nr_throttled)),
+    )
+    .omit_if_empty(),
+    Family::report(
+        "nginx_probe_cpu_quota_throttled_seconds_total",
+        Counter,
+        &[],
+        "Time the quota's cgroup was stopped by the quota since attach (cpu.stat throttled_usec).",
+        |s, o| o.some(&[], s.report.cpu_quota.as_ref().and_then(|q| q.throttled_s)),
+    )
+    .omit_if_empty(),
+    // Accounting and findings.
+    Family::report(
+        "nginx_probe_drops_total",
+        Counter,
+        &["reason"],
+        "Events nginx-probe could not fully account, by reason (the JSON's drops: see docs/json.md).",
+        |s, o| {
+            for (reason, n) in &s.report.drops {
+                o.sample(&[reason], *n);
+            }
+        },
+    ),
+    Family::report(
+        "nginx_probe_verdict_window_seconds",
+        Gauge,
+        &[],
+        "Seconds of the recent window the nginx_probe_verdict gauges were judged on (--verdict-window; shorter right after attach).",
+        |s, o| o.some(&[], s.extras.window.map(|(secs, _)| round3(secs))),
+    )
+    .omit_if_empty(),
+    Family::report(
+        "nginx_probe_verdict",
+        Gauge,
+        &["id", "severity"],
+        "1 for each finding active over the recent window (nginx_probe_verdict_window_seconds; see docs/verdicts.md).",
+        |s, o| {
+            let verdicts = match s.extras.window {
+                Some((_, v)) => v,
+                None => {
+                    o.help("1 for each finding active over the run so far (see docs/verdicts.md).");
+                    s.report.verdicts.as_slice()
+                }
+            };
+            for v in verdicts {
+                let severity = match v.severity {
+                    Severity::Warning => "warning",
+                    Severity::Critical => "critical",
+                };
+                o.sample(&[&v.id, severity], 1);
+            }
+        },
+    ),
+    // The detail layer's sampling (`--detail sampled` only: absent with `--detail
+    // full`, whose exposition has no such family).
+    Family::report(
+        "nginx_probe_detail_sampled",
+        Gauge,
+        &[],
+        "Always 1: the detail layer (per-request syscall tracepoints) is attached only in windows (--detail sampled). Absent with --detail full, where it is attached all the time.",
+        |s, o| o.some(&[], detail(s).map(|_| 1u64)),
+    )
+    .omit_if_empty(),
+    Family::report(
+        "nginx_probe_detail_coverage_ratio",
+        Gauge,
+        &[],
+        "Share of the time since attach the detail layer was attached: window seconds / seconds since attach, in [0, 1] (this process's monotonic clock; --detail sampled only).",
+        |s, o| o.some(&[], detail(s).map(|d| d.coverage)),
+    )
+    .omit_if_empty(),
+    Family::report(
+        "nginx_probe_detail_window_seconds_total",
+        Counter,
+        &[],
+        "Seconds the detail layer was attached since attach (this process's monotonic clock; --detail sampled only).",
+        |s, o| o.some(&[], detail(s).map(|d| d.in_window_s)),
+    )
+    .omit_if_empty(),
+    Family::report(
+        "nginx_probe_detail_windows_total",
+        Counter,
+        &[],
+        "Detail windows opened since attach, one still open included (--detail sampled only).",
+        |s, o| o.some(&[], detail(s).map(|d| d.windows)),
+    )
+    .omit_if_empty(),
+    Family::report(
+        "nginx_probe_detail_window_attach_seconds",
+        Gauge,
+        &[],
+        "Wall time the last window took to attach every detail program, seconds (this process, measured around the calls; --detail sampled only).",
+        |s, o| o.some(&[], detail(s).map(|d| d.attach_us as f64 / 1e6)),
+    )
+    .omit_if_empty(),
+    Family::report(
+        "nginx_probe_detail_window_requests_total",
+        Counter,
+        &[],
+        "nginx's requests (stub_status) served while a detail window was open: the denominator of per-request detail figures (--detail sampled only; absent when stub_status is not readable).",
+        |s, o| o.some(&[], detail(s).and_then(|d| d.requests_in_windows)),
+    )
+    .omit_if_empty(),
+];
+
+/// The report's detail sampling; None with `--detail full`.
+fn detail<'a>(s: &Scrape<'a>) -> Option<&'a DetailReport> {
+    s.report.detail.as_ref()
+}
+
+/// `n` series per traced syscall.
+const fn per_traced(n: usize) -> Series {
+    Series {
+        fixed: 0,
+        per_traced: n,
+        per_timed: 0,
+    }
+}
+
+/// EAGAIN returns of one syscall (its errno class count).
+fn eagain(s: &SyscallReport) -> u64 {
+    s.errnos.get("EAGAIN").copied().unwrap_or(0)
+}
+
+/// One sample per listening socket (`addr`) where `value` gives one.
+fn per_socket(s: &Scrape, o: &mut Sink, value: fn(&ListenReport) -> Option<u64>) {
+    for l in &s.report.listen {
+        o.some(&[&l.addr], value(l));
+    }
+}
+
+/// One sample per write destination the report lists (by how it classifies writes).
+fn writes(
+    s: &Scrape,
+    w: &WorkerReport,
+    o: &mut Sink,
+    value: fn(&crate::model::WritesReport) -> Value,
+) {
+    let kinds: &[u32] = match s.report.write_destinations {
+        WriteSource::FdTable => &FD_KINDS_KERNEL,
+        WriteSource::ProcSnapshot => &FD_KINDS_PROC,
+    };
+    for dest in kinds.iter().map(|&k| FD_KIND_NAMES[k as usize]) {
+        let d = w.writes.get(dest).cloned().unwrap_or_default();
+        o.sample(&[dest], value(&d));
+    }
+}

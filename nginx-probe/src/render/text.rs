@@ -1,0 +1,928 @@
+//! Rendering a [`Report`] as text (per-worker tables, bcc-style log2 histograms) or JSON.
+
+use std::fmt::Write as _;
+
+use crate::model::{
+    bucket_bounds, write_destination_label, Event, EventKind, FdReport, Report, ReportKind,
+    SyscallReport, WorkerReport, WriteSource, MAX_UNIX_S,
+};
+use crate::render::safe;
+
+/// One line describing a worker-set event, for stderr and the summary.
+pub fn event_line(ev: &Event, master: u32) -> String {
+    match ev.event {
+        EventKind::WorkerStarted => format!("+{:.1}s worker {} started (forked by master {master}); tracing it", ev.t_s, ev.pid),
+        EventKind::WorkerExited => format!("+{:.1}s worker {} exited", ev.t_s, ev.pid),
+        EventKind::NewMaster => format!(
+            "+{:.1}s new nginx master {} started under master {master} (binary upgrade, USR2); this run keeps following master {master}: trace the new one with --pid {}",
+            ev.t_s, ev.pid, ev.pid
+        ),
+        EventKind::MasterRestart => format!(
+            "+{:.1}s attached to nginx master {} after the previous master exited (exporter mode)",
+            ev.t_s, ev.pid
+        ),
+        EventKind::Unknown => format!("+{:.1}s unknown event, pid {}", ev.t_s, ev.pid),
+    }
+}
+
+/// A percentile (or the max) of a histogram holding `samples` values, as [`fmt_ns`];
+/// `none` for an empty histogram, which has no percentile (never shown as `0ns`).
+pub fn fmt_quantile_ns(samples: u64, ns: u64) -> String {
+    if samples == 0 {
+        "none".into()
+    } else {
+        fmt_ns(ns)
+    }
+}
+
+/// A syscall's latency figure (`ns`: its p50, p99, max or total) for the tables: `-`
+/// when the syscall is counted, not timed ([`Report::syscall_timed`]), else
+/// [`fmt_quantile_ns`] over its timed calls (`none` when none was timed; the total as
+/// [`fmt_ns`]).
+pub fn fmt_syscall_ns(r: &Report, name: &str, s: &SyscallReport, ns: u64, total: bool) -> String {
+    match (r.syscall_timed(name), total) {
+        (false, _) => "-".into(),
+        (true, true) => fmt_ns(ns),
+        (true, false) => fmt_quantile_ns(s.timed, ns),
+    }
+}
+
+/// The TLS handshakes line: counts with wall-time percentiles, or that none were seen
+/// (the uprobes attach whenever nginx maps libssl, which Debian's nginx always does,
+/// TLS listener or not: nginx-probe does not read the config to know).
+pub fn tls_line(h: &crate::model::TlsReport) -> String {
+    if h.started == 0 && h.handshakes == 0 && h.abandoned == 0 {
+        return "TLS handshakes: none seen (libssl's uprobes attached: no TLS connection in the period, or no TLS listener)".into();
+    }
+    format!(
+        "TLS handshakes {} (started {}, abandoned {})  wall p50 {}  p99 {}  inside SSL_do_handshake {} each{}",
+        h.handshakes,
+        h.started,
+        h.abandoned,
+        fmt_quantile_ns(h.handshakes, h.p50_ns),
+        fmt_quantile_ns(h.handshakes, h.p99_ns),
+        h.call_ns_per_handshake
+            .map(fmt_ns)
+            .unwrap_or_else(|| "-".into()),
+        h.share_of_worker_busy
+            .map(|s| format!(", {:.0}% of the workers' busy time", s * 100.0))
+            .unwrap_or_default(),
+    )
+}
+
+/// Formats a duration in ns with a unit a person reads at a glance: `850ns`, `12.3us`,
+/// `4.50ms`, `1.23s`.
+pub fn fmt_ns(ns: u64) -> String {
+    if ns < 1_000 {
+        format!("{ns}ns")
+    } else if ns < 1_000_000 {
+        format!("{:.1}us", ns as f64 / 1e3)
+    } else if ns < 1_000_000_000 {
+        format!("{:.2}ms", ns as f64 / 1e6)
+    } else {
+        format!("{:.2}s", ns as f64 / 1e9)
+    }
+}
+
+/// bcc-style log2 histogram (`nsecs : count | **** |`), from the first to the last
+/// non-empty bucket. Empty string when the histogram is empty.
+pub fn log2_hist(hist: &[u64], unit: &str) -> String {
+    let first = hist.iter().position(|&c| c > 0);
+    let last = hist.iter().rposition(|&c| c > 0);
+    let (Some(first), Some(last)) = (first, last) else {
+        return String::new();
+    };
+    let peak = *hist.iter().max().unwrap_or(&1);
+    let mut out = String::new();
+    let _ = writeln!(out, "{:>28}: {:<9} distribution", unit, "count");
+    for (b, &count) in hist.iter().enumerate().take(last + 1).skip(first) {
+        let (lo, hi) = bucket_bounds(b);
+        let hi = if b == hist.len() - 1 {
+            "inf".to_string()
+        } else {
+            hi.to_string()
+        };
+        let stars = if peak == 0 {
+            0
+        } else {
+            (count as u128 * 40).div_ceil(peak as u128) as usize
+        };
+        let _ = writeln!(
+            out,
+            "{:>12} -> {:<12}: {:<9} |{:<40}|",
+            lo,
+            hi,
+            count,
+            "*".repeat(stars.min(40))
+        );
+    }
+    out
+}
+
+fn fds_cell(f: &FdReport) -> String {
+    let o = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_else(|| "-".into());
+    format!("{}/{}/{}", o(f.open), o(f.peak), o(f.limit))
+}
+
+fn worker_label(w: &WorkerReport) -> String {
+    let mut s = w.pid.to_string();
+    if w.nspid.len() > 1 {
+        let _ = write!(s, "({})", w.nspid[w.nspid.len() - 1]);
+    }
+    if !w.alive {
+        s.push('+');
+    }
+    s
+}
+
+/// Renders a report as the text tables printed every interval and at exit.
+/// `hist` names a syscall whose per-worker histogram is appended.
+///
+/// Every string of the report (it may come from a recording someone sent) is shown with
+/// its control characters escaped ([`safe`]), and so is the whole text.
+pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
+    let r = &safe::sanitized(r);
+    let hist = hist.map(safe::line);
+    let hist = hist.as_deref();
+    let mut out = String::new();
+    let total_accepts: u64 = r
+        .workers
+        .iter()
+        .map(|w| w.accepts)
+        .chain(r.exited_merged.as_ref().map(|m| m.stats.accepts))
+        .fold(0u64, u64::saturating_add);
+    let title = if r.kind == ReportKind::Summary {
+        "SUMMARY"
+    } else {
+        "INTERVAL"
+    };
+    let _ = writeln!(
+        out,
+        "\n{clock} {title} {:.1}s  master {}  workers {}  accepts {} ({:.1}/s)",
+        r.duration_s,
+        r.master_pid,
+        r.workers.iter().filter(|w| w.alive).count(),
+        total_accepts,
+        if r.duration_s > 0.0 {
+            total_accepts as f64 / r.duration_s
+        } else {
+            0.0
+        },
+    );
+    if let Some(d) = &r.detail {
+        let _ = writeln!(out, "{}", d.line());
+    }
+    if r.verdicts.is_empty() {
+        let _ = writeln!(out, "verdicts: none");
+    } else {
+        let _ = writeln!(out, "VERDICTS");
+        for v in &r.verdicts {
+            let sev = serde_json::to_value(v.severity)
+                .ok()
+                .and_then(|x| x.as_str().map(str::to_string))
+                .unwrap_or_default();
+            let _ = writeln!(out, "  [{sev}] {}: {}", v.id, v.advice);
+            let ev: Vec<String> = v
+                .evidence
+                .iter()
+                .map(|(k, val)| format!("{k}={val}"))
+                .collect();
+            let _ = writeln!(out, "      evidence: {}", ev.join(" "));
+            let _ = writeln!(out, "      directives: {}", v.directives.join(", "));
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\n{:<12} {:>9} {:>6} {:>7} {:>7} {:>13} {:>6} {:>6} {:>9} {:>18}",
+        "WORKER",
+        "ACCEPTS",
+        "SHARE",
+        "EMFILE",
+        "ENFILE",
+        "ECONNABORTED",
+        "EINTR",
+        "OTHER",
+        "EAGAIN",
+        "FDS OPEN/PEAK/LIM"
+    );
+    let merged = r
+        .exited_merged
+        .as_ref()
+        .map(|m| (format!("exited({})", m.workers), &m.stats));
+    let rows = r.workers.iter().map(|w| (worker_label(w), w)).chain(merged);
+    for (label, w) in rows {
+        let e = |k: &str| w.accept_errors.get(k).copied().unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "{:<12} {:>9} {:>5.1}% {:>7} {:>7} {:>13} {:>6} {:>6} {:>9} {:>18}",
+            label,
+            w.accepts,
+            w.accept_share * 100.0,
+            e("EMFILE"),
+            e("ENFILE"),
+            e("ECONNABORTED"),
+            e("EINTR"),
+            e("OTHER"),
+            e("EAGAIN"),
+            fds_cell(&w.fds),
+        );
+    }
+    if !r.listen.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n{:<28} {:>8} {:>10} {:>10} {:>10} {:>8}   (overflows/drops: whole network namespace)",
+            "LISTEN", "BACKLOG", "QUEUE NOW", "QUEUE MAX", "OVERFLOWS", "DROPS"
+        );
+        for l in &r.listen {
+            let _ = writeln!(
+                out,
+                "{:<28} {:>8} {:>10} {:>10} {:>10} {:>8}",
+                l.addr, l.backlog, l.queue_now, l.queue_max, l.overflows, l.drops
+            );
+        }
+    }
+    nginx_section(&mut out, r);
+    let t = &r.requests;
+    let opt = |v: Option<f64>| v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into());
+    let _ = writeln!(
+        out,
+        "\nREQUESTS {} ({:.1}/s)  per connection {}  source: {}{}",
+        t.count
+            .map(|c| c.to_string())
+            .unwrap_or_else(|| "unknown".into()),
+        t.per_s.unwrap_or(0.0),
+        opt(t.per_connection),
+        t.source.name(),
+        t.reason
+            .as_deref()
+            .map(|why| format!(" ({})", printable(why)))
+            .unwrap_or_default(),
+    );
+    if let Some(n) = &r.stub_status {
+        let _ = writeln!(
+            out,
+            "nginx's counters: accepted {}  handled {}  dropped {}  requests {}  active {}  reading {}  writing {}  waiting {}",
+            n.accepted, n.handled, n.dropped, n.requests, n.active, n.reading, n.writing, n.waiting
+        );
+    }
+    if let Some(h) = &r.tls {
+        let _ = writeln!(out, "{}", tls_line(h));
+    }
+    if !t.syscalls_per_request.is_empty() {
+        let mix: Vec<String> = t
+            .syscalls_per_request
+            .iter()
+            .map(|(k, v)| format!("{k} {v:.2}"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "syscalls per request: {}{}",
+            mix.join("  "),
+            match &r.detail {
+                Some(d) => format!(
+                    "  [SAMPLED: detail syscalls per request of the {} requests in windows]",
+                    d.requests_in_windows
+                        .map(|n| n.to_string())
+                        .unwrap_or_else(|| "unknown".into())
+                ),
+                None => String::new(),
+            }
+        );
+    }
+    if r.workers.iter().any(|w| w.requests.count.is_some()) {
+        let _ = writeln!(
+            out,
+            "\n{:<12} {:>9} {:>9} {:>9} {:>9} {:>9}   per worker: uprobes",
+            "WORKER", "REQUESTS", "REQ/S", "REQ/CONN", "P50", "P99"
+        );
+        for w in &r.workers {
+            let q = &w.requests;
+            let _ = writeln!(
+                out,
+                "{:<12} {:>9} {:>9} {:>9} {:>9} {:>9}",
+                worker_label(w),
+                q.count.map(|c| c.to_string()).unwrap_or_else(|| "-".into()),
+                opt(q.per_s),
+                opt(q.per_connection),
+                q.p50_ns.map(fmt_ns).unwrap_or_else(|| "-".into()),
+                q.p99_ns.map(fmt_ns).unwrap_or_else(|| "-".into()),
+            );
+        }
+        let _ = writeln!(out, "\nsyscalls per request:");
+        for w in &r.workers {
+            if w.requests.syscalls_per_request.is_empty() {
+                continue;
+            }
+            let mix: Vec<String> = w
+                .requests
+                .syscalls_per_request
+                .iter()
+                .map(|(k, v)| format!("{k} {v:.2}"))
+                .collect();
+            let _ = writeln!(out, "{:<12} {}", worker_label(w), mix.join("  "));
+        }
+    }
+    render_event_loop(&mut out, r);
+    render_writes(&mut out, r);
+    out.push_str(&upstream_section(r));
+    let _ = writeln!(
+        out,
+        "\n{:<12} {:<12} {:>9} {:>8} {:>9} {:>9} {:>9} {:>10} {:>12}{}",
+        "WORKER",
+        "SYSCALL",
+        "COUNT",
+        "ERRORS",
+        "P50",
+        "P99",
+        "MAX",
+        "TOTAL",
+        "BYTES/EVENTS",
+        sampled_tag(r, "all but accept4/accept and rare fd-creating calls")
+    );
+    for w in &r.workers {
+        for (name, s) in &w.syscalls {
+            if s.count == 0 {
+                continue;
+            }
+            let extra = s
+                .bytes
+                .or(s.events)
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "-".into());
+            let _ = writeln!(
+                out,
+                "{:<12} {:<12} {:>9} {:>8} {:>9} {:>9} {:>9} {:>10} {:>12}",
+                worker_label(w),
+                name,
+                s.count,
+                s.errors,
+                fmt_syscall_ns(r, name, s, s.p50_ns, false),
+                fmt_syscall_ns(r, name, s, s.p99_ns, false),
+                fmt_syscall_ns(r, name, s, s.max_ns, false),
+                fmt_syscall_ns(r, name, s, s.total_ns, true),
+                extra
+            );
+        }
+    }
+    if let Some(name) = hist {
+        for w in &r.workers {
+            if let Some(s) = w.syscalls.get(name) {
+                let h = log2_hist(&s.hist_log2_ns, "nsecs");
+                let _ = writeln!(out, "\nworker {} {name} latency:", worker_label(w));
+                if h.is_empty() {
+                    let _ = writeln!(out, "  no {name} calls timed in this period");
+                } else {
+                    out.push_str(&h);
+                }
+            }
+        }
+    }
+    let drops: Vec<String> = r
+        .drops
+        .iter()
+        .filter(|(_, &v)| v > 0)
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    if !drops.is_empty() {
+        let _ = writeln!(out, "\nnot fully accounted: {}", drops.join(" "));
+    }
+    if !r.missing_tracepoints.is_empty() {
+        let _ = writeln!(
+            out,
+            "not attached (kernel lacks them): {}",
+            r.missing_tracepoints.join(" ")
+        );
+    }
+    if !r.events.is_empty() {
+        let _ = writeln!(out, "\nevents:");
+        for ev in &r.events {
+            let _ = writeln!(out, "  {}", event_line(ev, r.master_pid));
+        }
+    }
+    if r.workers.iter().any(|w| !w.alive) {
+        let _ = writeln!(out, "+ = worker exited during the run");
+    }
+    if let Some(reason) = &r.end_reason {
+        let _ = writeln!(out, "ended: {reason}");
+    }
+    safe::block(&out).into_owned()
+}
+
+/// `s` with control characters (escape sequences from a crafted recording) escaped as
+/// everywhere else ([`safe::bounded`]), at most 32 characters.
+fn printable(s: &str) -> String {
+    safe::bounded(s, 32)
+}
+
+/// One line per worker: event-loop iterations, busy share, p99 and longest iteration.
+fn render_event_loop(out: &mut String, r: &Report) {
+    if r.workers.iter().all(|w| w.event_loop.iterations == 0) {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\nevent loop (epoll wait return to the next wait, main thread):{}",
+        sampled_tag(r, &in_window_what(r, "busy % of"))
+    );
+    for w in &r.workers {
+        let l = &w.event_loop;
+        let _ = writeln!(
+            out,
+            "{:<12} {} iterations  busy {} ({:.1}%)  p99 iteration {}  longest {}",
+            worker_label(w),
+            l.iterations,
+            fmt_ns(l.busy_ns),
+            l.busy_share * 100.0,
+            fmt_quantile_ns(l.iterations, l.p99_iteration_ns),
+            fmt_quantile_ns(l.iterations, l.max_iteration_ns),
+        );
+    }
+}
+
+/// Upstream connects per request: all workers' connects over the report's exact request
+/// total (nginx's stub_status counter, or the uprobes), with its source; per worker only
+/// when the workers' own request counts are known (`--uprobes`), else why not.
+fn upstream_per_request_line(r: &Report, rows: &[(String, &WorkerReport)]) -> String {
+    let connects: u64 = rows.iter().map(|(_, w)| w.upstream.connects).sum();
+    if let Some(d) = &r.detail {
+        // Connects are counted in the detail windows only: over the windows' requests.
+        return match d.requests_in_windows {
+            Some(0) => "per request: no request in the detail windows".to_string(),
+            Some(n) => format!(
+                "per request, all workers: {connects} connects / {n} requests in the detail windows = {:.2} (SAMPLED; requests: stub_status, exact in the windows)",
+                connects as f64 / n as f64
+            ),
+            None => "per request: unknown (nginx's counters unreadable in the detail windows)".to_string(),
+        };
+    }
+    let all = match r.requests.count {
+        Some(0) => "per request: no request in the period".to_string(),
+        Some(n) => format!(
+            "per request, all workers: {connects} connects / {n} requests = {:.2} (requests: {}, exact total)",
+            connects as f64 / n as f64,
+            r.requests.source.name()
+        ),
+        None => format!(
+            "per request: unknown ({})",
+            r.requests
+                .reason
+                .as_deref()
+                .unwrap_or("no exact request count")
+        ),
+    };
+    let per_worker = if rows
+        .iter()
+        .any(|(_, w)| w.upstream.connects_per_request.is_some())
+    {
+        "per worker: the workers' own request counts (uprobe)".to_string()
+    } else {
+        format!(
+            "per worker: unknown ({})",
+            rows.iter()
+                .find_map(|(_, w)| w.requests.unknown_reason.as_deref())
+                .unwrap_or("no per-worker request count")
+        )
+    };
+    format!("{all}; {per_worker}")
+}
+
+/// The upstream connections table (only when a worker connected or failed to open a
+/// socket) and the EMFILE/ENFILE of fd-creating syscalls (only the non-zero ones).
+pub fn upstream_section(r: &Report) -> String {
+    let mut out = String::new();
+    let merged = r
+        .exited_merged
+        .as_ref()
+        .map(|m| (format!("exited({})", m.workers), &m.stats));
+    let rows: Vec<(String, &WorkerReport)> = r
+        .workers
+        .iter()
+        .map(|w| (worker_label(w), w))
+        .chain(merged)
+        .collect();
+    if rows.iter().any(|(_, w)| {
+        w.upstream.connects > 0 || w.upstream.socket_emfile + w.upstream.socket_enfile > 0
+    }) {
+        let _ = writeln!(
+            out,
+            "\n{:<12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}  CONNECT ERRORS{}",
+            "UPSTREAM",
+            "CONNECTS",
+            "PER REQ",
+            "CONN/S",
+            "P50",
+            "P99",
+            "MAX",
+            "FDS OPEN",
+            "ABANDON",
+            sampled_tag(r, &in_window_what(r, "CONN/S per second of"))
+        );
+        for (label, w) in &rows {
+            let u = &w.upstream;
+            let errs: Vec<String> = u
+                .errors
+                .iter()
+                .filter(|(_, &v)| v > 0)
+                .map(|(k, v)| format!("{k} {v}"))
+                .chain(
+                    (u.socket_emfile > 0).then(|| format!("socket() EMFILE {}", u.socket_emfile)),
+                )
+                .chain(
+                    (u.socket_enfile > 0).then(|| format!("socket() ENFILE {}", u.socket_enfile)),
+                )
+                .collect();
+            let dash = || "-".to_string();
+            let _ = writeln!(
+                out,
+                "{:<12} {:>9} {:>9} {:>9.1} {:>9} {:>9} {:>9} {:>9} {:>8}  {}",
+                label,
+                u.connects,
+                u.connects_per_request
+                    .map(|v| format!("{v:.2}"))
+                    .unwrap_or_else(dash),
+                u.per_s,
+                if u.latency_count > 0 {
+                    fmt_ns(u.latency_p50_ns)
+                } else {
+                    dash()
+                },
+                if u.latency_count > 0 {
+                    fmt_ns(u.latency_p99_ns)
+                } else {
+                    dash()
+                },
+                if u.latency_count > 0 {
+                    fmt_ns(u.latency_max_ns)
+                } else {
+                    dash()
+                },
+                u.fds_open.map(|v| v.to_string()).unwrap_or_else(dash),
+                u.abandoned,
+                if errs.is_empty() {
+                    "none".to_string()
+                } else {
+                    errs.join(", ")
+                }
+            );
+        }
+        let _ = writeln!(
+            out,
+            "  (connect latency: connect() to the return or getsockopt(SO_ERROR) by which nginx learns the result)"
+        );
+        let _ = writeln!(out, "  {}", upstream_per_request_line(r, &rows));
+    }
+    for (label, w) in &rows {
+        let failed: Vec<String> = w
+            .fd_errors
+            .iter()
+            .filter(|(_, e)| e.emfile + e.enfile > 0)
+            .map(|(k, e)| {
+                let mut s = format!("{k}()");
+                if e.emfile > 0 {
+                    let _ = write!(s, " EMFILE {}", e.emfile);
+                }
+                if e.enfile > 0 {
+                    let _ = write!(s, " ENFILE {}", e.enfile);
+                }
+                s
+            })
+            .collect();
+        if !failed.is_empty() {
+            let _ = writeln!(out, "fd limit hit: worker {label}: {}", failed.join(", "));
+        }
+    }
+    out
+}
+
+/// nginx's error log by class and the CPU quota: a few lines, omitted when there is
+/// nothing to say (a readable log with no lines, no quota).
+fn nginx_section(out: &mut String, r: &Report) {
+    if let Some(e) = &r.nginx_errors {
+        if !e.readable {
+            let _ = writeln!(
+                out,
+                "\nnginx error log: unknown ({})",
+                e.unknown_reason.as_deref().unwrap_or("not read")
+            );
+        } else if !e.classes.is_empty() || e.bytes_skipped > 0 {
+            let _ = writeln!(
+                out,
+                "\n{:<28} {:>9}  {:<16} DIRECTIVE   error log: {}{}",
+                "NGINX ERROR LOG CLASS",
+                "LINES",
+                "LEVELS",
+                e.path.as_deref().unwrap_or("-"),
+                if e.bytes_skipped > 0 {
+                    format!(
+                        " ({} bytes not read: counts are a lower bound)",
+                        e.bytes_skipped
+                    )
+                } else {
+                    String::new()
+                }
+            );
+            if e.refusals_visible.is_none() {
+                let _ = writeln!(
+                    out,
+                    "(no line at `error` or below seen: limit_req/limit_conn refusals, logged at `error` by default, are unknown if error_log's level is crit or higher)"
+                );
+            }
+            for (class, c) in &e.classes {
+                let levels: Vec<String> =
+                    c.levels.iter().map(|(l, n)| format!("{l}:{n}")).collect();
+                let _ = writeln!(
+                    out,
+                    "{:<28} {:>9}  {:<16} {}",
+                    class,
+                    c.count,
+                    levels.join(","),
+                    c.directive
+                );
+            }
+        }
+    }
+    if let Some(q) = &r.cpu_quota {
+        let throttled = match (q.nr_throttled, q.nr_periods) {
+            (Some(t), Some(p)) => format!(
+                "throttled in {t} of {p} periods{}",
+                q.throttled_s
+                    .map(|s| format!(", stopped {s:.2} s"))
+                    .unwrap_or_default()
+            ),
+            _ => "throttling unknown (cpu.stat unreadable)".to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "\ncpu quota: {} CPUs ({} us per {} us, cgroup v{} {}) on {} online CPUs: {throttled}",
+            q.quota_cpus,
+            q.quota_us,
+            q.period_us,
+            q.cgroup_version,
+            q.cgroup,
+            q.online_cpus
+                .map(|n| n.to_string())
+                .unwrap_or_else(|| "?".into()),
+        );
+    }
+}
+
+/// The writes-by-destination table (rows with calls only) and access-log opens.
+fn render_writes(out: &mut String, r: &Report) {
+    if r.workers
+        .iter()
+        .all(|w| w.writes.values().all(|x| x.count == 0))
+    {
+        return;
+    }
+    let source = match r.write_destinations {
+        WriteSource::FdTable => "classified at each write from the worker's fd table",
+        WriteSource::ProcSnapshot => {
+            "from /proc fd snapshots every 2 s: fds that live for one request may be misfiled"
+        }
+    };
+    let _ = writeln!(
+        out,
+        "\n{:<12} {:<18} {:>9} {:>12} {:>9} {:>9} {:>8} {:>8}   writes: {source}{}",
+        "WORKER",
+        "DESTINATION",
+        "CALLS",
+        "BYTES",
+        "P50",
+        "P99",
+        "SYSCALL%",
+        "PER REQ",
+        sampled_tag(r, "")
+    );
+    for w in &r.workers {
+        for (dest, x) in w.writes.iter().filter(|(_, x)| x.count > 0) {
+            let _ = writeln!(
+                out,
+                "{:<12} {:<18} {:>9} {:>12} {:>9} {:>9} {:>8} {:>8}",
+                worker_label(w),
+                printable(write_destination_label(dest)),
+                x.count,
+                x.bytes,
+                x.p50_ns
+                    .map(|ns| fmt_quantile_ns(x.count, ns))
+                    .unwrap_or_else(|| "unknown".into()),
+                fmt_quantile_ns(x.count, x.p99_ns),
+                x.share_of_syscall_time
+                    .map(|v| format!("{:.1}%", v * 100.0))
+                    .unwrap_or_else(|| "-".into()),
+                x.per_request
+                    .map(|v| format!("{v:.2}"))
+                    .unwrap_or_else(|| "-".into()),
+            );
+        }
+        if let Some(opens) = w.access_log_opens.filter(|&n| n > 0) {
+            // Sampled: opens in windows over requests of the whole period would mislead.
+            let count = w.requests.count.filter(|_| r.detail.is_none());
+            let per = match count.filter(|&c| c > 0) {
+                Some(c) => format!(" ({:.2} per request)", opens as f64 / c as f64),
+                None => String::new(),
+            };
+            let _ = writeln!(out, "{:<12} access-log opens {opens}{per}", worker_label(w));
+        }
+    }
+}
+
+/// `YYYY-MM-DD HH:MM:SS UTC` of `unix_s` seconds since the epoch (humantime's RFC 3339).
+/// A time before 1970 or after [`MAX_UNIX_S`] (or NaN) is shown as
+/// `????-??-?? ??:??:?? UTC` rather than panicking: recordings come from others.
+pub fn utc_datetime(unix_s: f64) -> String {
+    if !(0.0..=MAX_UNIX_S).contains(&unix_s) {
+        return "????-??-?? ??:??:?? UTC".into();
+    }
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(unix_s as u64);
+    let rfc = humantime::format_rfc3339_seconds(t).to_string();
+    format!("{} UTC", rfc.trim_end_matches('Z').replacen('T', " ", 1))
+}
+
+/// Wall clock HH:MM:SS (UTC) of `unix_s` seconds since the epoch, for report headers.
+pub fn clock(unix_s: f64) -> String {
+    // "YYYY-MM-DD HH:MM:SS UTC"
+    utc_datetime(unix_s)[11..19].to_string()
+}
+
+/// With `--detail sampled`: "`what` the N s in windows", naming the denominator of a
+/// table's per-second rates and busy shares (the in-window seconds); empty otherwise.
+fn in_window_what(r: &Report, what: &str) -> String {
+    r.detail
+        .as_ref()
+        .map(|d| format!("{what} the {:.3} s in windows", d.in_window_s))
+        .unwrap_or_default()
+}
+
+/// The marker after a sampled table's header: `[SAMPLED <coverage>%...]` with
+/// `--detail sampled`, nothing with `--detail full`.
+fn sampled_tag(r: &Report, what: &str) -> String {
+    match &r.detail {
+        Some(d) => format!(
+            "  [SAMPLED{}: {:.1}% of the period in detail windows]",
+            if what.is_empty() {
+                String::new()
+            } else {
+                format!(" ({what})")
+            },
+            d.coverage * 100.0
+        ),
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_out_of_range_do_not_panic() {
+        assert_eq!(utc_datetime(0.0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(utc_datetime(MAX_UNIX_S), "9999-12-31 23:59:59 UTC");
+        for t in [253_402_300_800.0, f64::MAX, f64::INFINITY, f64::NAN, -1.0] {
+            assert_eq!(utc_datetime(t), "????-??-?? ??:??:?? UTC");
+            assert_eq!(clock(t), "??:??:??");
+        }
+    }
+
+    /// The summary of a real recording (2 workers, `--syscalls all`, 300 connections).
+    fn real_summary() -> Report {
+        let jsonl = include_str!("../testdata/two_workers_300_connections.jsonl");
+        serde_json::from_str(jsonl.lines().last().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn empty_histograms_have_no_percentiles() {
+        let mut r = real_summary();
+        // No TLS connection although libssl's uprobes are attached.
+        r.tls = Some(crate::model::TlsReport::default());
+        // A worker that never came back from epoll_wait, and a syscall seen but not timed.
+        let w = &mut r.workers[0];
+        w.event_loop.iterations = 0;
+        w.event_loop.p99_iteration_ns = 0;
+        w.event_loop.max_iteration_ns = 0;
+        let s = w.syscalls.get_mut("accept4").unwrap();
+        assert!(s.count > 0);
+        (s.timed, s.p50_ns, s.p99_ns, s.max_ns) = (0, 0, 0, 0);
+        let text = render_text(&r, None, "00:00:00");
+        assert!(
+            text.contains("TLS handshakes: none seen (libssl's uprobes attached: no TLS connection in the period, or no TLS listener)"),
+            "{text}"
+        );
+        assert!(!text.contains("TLS handshakes 0"), "{text}");
+        assert!(
+            !text.split_whitespace().any(|t| t == "0ns"),
+            "an empty histogram's percentile shown as 0ns:\n{text}"
+        );
+        assert!(text.contains("p99 iteration none  longest none"), "{text}");
+        // This recording predates the writes' p50: unknown, not 0.
+        let log = text.lines().find(|l| l.contains("access log")).unwrap();
+        assert!(log.contains(" unknown "), "{log}");
+        // Handshakes started but none completed: counts, no percentile.
+        r.tls = Some(crate::model::TlsReport {
+            started: 3,
+            abandoned: 3,
+            ..Default::default()
+        });
+        let line = tls_line(r.tls.as_ref().unwrap());
+        assert!(
+            line.starts_with("TLS handshakes 0 (started 3, abandoned 3)  wall p50 none  p99 none"),
+            "{line}"
+        );
+    }
+
+    /// Counted-only syscalls (exit-only programs: eventfd2; openat without `--syscalls
+    /// all`) show `-` for latency; a timed syscall with no timed call shows `none`.
+    #[test]
+    fn counted_only_syscalls_show_a_dash_timed_ones_none() {
+        let mut r = real_summary();
+        r.traced_syscalls = vec!["accept4".into(), "eventfd2".into()];
+        let w = &mut r.workers[0];
+        let mut counted = w.syscalls["accept4"].clone();
+        (counted.count, counted.errors, counted.timed) = (2, 0, 0);
+        (
+            counted.p50_ns,
+            counted.p99_ns,
+            counted.max_ns,
+            counted.total_ns,
+        ) = (0, 0, 0, 0);
+        (counted.bytes, counted.events) = (None, None);
+        w.syscalls.insert("eventfd2".into(), counted.clone());
+        w.syscalls.insert("openat".into(), counted.clone());
+        w.syscalls.insert("accept4".into(), counted);
+        let text = render_text(&r, None, "00:00:00");
+        let row = |name: &str| -> Vec<String> {
+            let l = text
+                .lines()
+                .find(|l| {
+                    let c: Vec<&str> = l.split_whitespace().collect();
+                    c.len() == 9 && c[1] == name
+                })
+                .unwrap_or_else(|| panic!("no {name} row:\n{text}"));
+            l.split_whitespace()
+                .skip(4)
+                .take(4)
+                .map(String::from)
+                .collect()
+        };
+        assert_eq!(row("eventfd2"), ["-", "-", "-", "-"]);
+        assert_eq!(row("openat"), ["-", "-", "-", "-"]);
+        assert_eq!(row("accept4"), ["none", "none", "none", "0ns"]);
+        assert!(r.syscall_timed("accept4"));
+        assert!(!r.syscall_timed("eventfd2") && !r.syscall_timed("openat"));
+    }
+
+    #[test]
+    fn upstream_connects_per_request_is_global_without_uprobes() {
+        let mut r = real_summary();
+        // 300 proxied requests, each opening an upstream connection; nginx's own
+        // request counter, per-worker requests unknown (no --uprobes).
+        r.requests.count = Some(300);
+        r.requests.source = crate::model::RequestSource::StubStatus;
+        for (w, c) in r.workers.iter_mut().zip([140, 160]) {
+            w.upstream.connects = c;
+            w.upstream.connects_per_request = None;
+            w.requests.count = None;
+            w.requests.unknown_reason = Some(crate::model::PER_WORKER_UNKNOWN.into());
+        }
+        let text = upstream_section(&r);
+        assert!(
+            text.contains("per request, all workers: 300 connects / 300 requests = 1.00 (requests: stub_status, exact total); per worker: unknown (per-worker requests need --uprobes"),
+            "{text}"
+        );
+        // Requests unknown: the global figure is unknown too, with the reason.
+        r.requests.count = None;
+        r.requests.reason = Some("nginx's counters are not exported".into());
+        let text = upstream_section(&r);
+        assert!(
+            text.contains("per request: unknown (nginx's counters are not exported)"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn formats_durations() {
+        assert_eq!(fmt_ns(850), "850ns");
+        assert_eq!(fmt_ns(12_345), "12.3us");
+        assert_eq!(fmt_ns(4_500_000), "4.50ms");
+        assert_eq!(fmt_ns(1_230_000_000), "1.23s");
+    }
+
+    #[test]
+    fn histogram_trims_and_scales() {
+        let mut h = vec![0u64; 40];
+        h[10] = 4;
+        h[12] = 1;
+        let text = log2_hist(&h, "nsecs");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        assert!(lines[0].contains("nsecs") && lines[0].contains("distribution"));
+        assert!(lines[1].contains("1024 -> 2047"));
+        assert!(lines[1].contains(&format!("|{}|", "*".repeat(40))));
+        assert!(
+            lines[2].contains("2048 -> 4095")
+                && lines[2].contains(&format!("|{}|", " ".repeat(40)))
+        );
+        assert!(lines[3].contains(&format!("|{}{}|", "*".repeat(10), " ".repeat(30))));
+        assert_eq!(log2_hist(&[0; 40], "nsecs"), "");
+    }
+}

@@ -1,0 +1,90 @@
+//! The BPF programs loaded on this machine (through bpftool), to check that nothing of
+//! nginx-probe's stays loaded.
+
+use std::{
+    fs,
+    process::Command,
+    time::{Duration, Instant},
+};
+
+/// Ids and names of all loaded BPF programs, from `bpftool prog show --json`.
+pub fn loaded_programs() -> Vec<(u64, String)> {
+    let out = Command::new("bpftool")
+        .args(["prog", "show", "--json"])
+        .output()
+        .expect("run bpftool (run `cargo xtask setup`)");
+    assert!(
+        out.status.success(),
+        "bpftool failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("bpftool JSON");
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|p| {
+                    Some((
+                        p.get("id")?.as_u64()?,
+                        p.get("name")
+                            .and_then(|n| n.as_str())
+                            .unwrap_or("")
+                            .to_string(),
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Ids of the BPF programs a process holds open, from `/proc/<pid>/fdinfo/*` (`prog_id:`
+/// of `anon_inode:bpf-prog` fds).
+pub fn prog_ids_held_by(pid: u32) -> Vec<u64> {
+    let mut ids = Vec::new();
+    let Ok(rd) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return ids;
+    };
+    for e in rd.flatten() {
+        let Ok(target) = fs::read_link(e.path()) else {
+            continue;
+        };
+        if target.to_string_lossy() != "anon_inode:bpf-prog" {
+            continue;
+        }
+        let fdinfo = format!("/proc/{pid}/fdinfo/{}", e.file_name().to_string_lossy());
+        if let Ok(info) = fs::read_to_string(fdinfo) {
+            for line in info.lines() {
+                if let Some(v) = line.strip_prefix("prog_id:") {
+                    if let Ok(id) = v.trim().parse() {
+                        ids.push(id);
+                    }
+                }
+            }
+        }
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
+/// Waits up to 5 s for every program in `ids` to be unloaded (the kernel frees a
+/// program shortly after its last fd closes); panics naming those still loaded.
+pub fn assert_released(ids: &[u64], context: &str) {
+    assert!(!ids.is_empty(), "{context}: no program ids to check");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let loaded: Vec<u64> = loaded_programs().into_iter().map(|(id, _)| id).collect();
+        let left: Vec<u64> = ids
+            .iter()
+            .copied()
+            .filter(|id| loaded.contains(id))
+            .collect();
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{context}: programs still loaded: {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

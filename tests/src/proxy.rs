@@ -1,0 +1,143 @@
+//! Fixtures for proxy and fd-limit tests: a slow plain-HTTP backend, many clients at
+//! once, and a client that fetches a list of paths on keepalive connections.
+
+use std::{
+    io::{BufRead, BufReader, Read, Write},
+    net::{SocketAddr, TcpListener, TcpStream},
+    time::Duration,
+};
+
+/// A plain HTTP backend for proxy tests: a thread per connection on 127.0.0.1 that
+/// reads one request, waits `delay`, answers `200 ok` with `Connection: close` and
+/// closes. Dropping it stops accepting.
+pub struct SlowBackend {
+    addr: SocketAddr,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Requests answered so far.
+    pub answered: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl SlowBackend {
+    /// Starts the backend on a free loopback port.
+    pub fn start(delay: Duration) -> SlowBackend {
+        use std::sync::{atomic::*, Arc};
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind backend");
+        let addr = listener.local_addr().expect("backend addr");
+        let stop = Arc::new(AtomicBool::new(false));
+        let answered = Arc::new(AtomicUsize::new(0));
+        let (st, an) = (stop.clone(), answered.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if st.load(Ordering::Relaxed) {
+                    break;
+                }
+                let Ok(mut c) = conn else { continue };
+                let an = an.clone();
+                std::thread::spawn(move || {
+                    let mut req = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match c.read(&mut buf) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => req.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    std::thread::sleep(delay);
+                    let _ = c.write_all(
+                        b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n",
+                    );
+                    an.fetch_add(1, Ordering::Relaxed);
+                });
+            }
+        });
+        SlowBackend {
+            addr,
+            stop,
+            answered,
+        }
+    }
+
+    /// `127.0.0.1:port`.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for SlowBackend {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        // Wake the accept loop so it sees the flag.
+        let _ = TcpStream::connect(self.addr);
+    }
+}
+
+/// Sends `GET <path>` with `Connection: close` from `n` clients at once (a thread
+/// each, all connected before any sends) and reads each response to the end. Returns
+/// the status codes (0 for a connection that ended without a status line).
+pub fn concurrent_requests(addr: SocketAddr, n: usize, path: &str) -> Vec<u16> {
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(n));
+    let handles: Vec<_> = (0..n)
+        .map(|_| {
+            let b = barrier.clone();
+            let path = path.to_string();
+            std::thread::spawn(move || {
+                let mut s = TcpStream::connect(addr).expect("connect");
+                s.set_read_timeout(Some(Duration::from_secs(60))).ok();
+                b.wait();
+                let req = format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
+                if s.write_all(req.as_bytes()).is_err() {
+                    return 0;
+                }
+                let mut resp = Vec::new();
+                let _ = s.read_to_end(&mut resp);
+                std::str::from_utf8(resp.get(9..12).unwrap_or(b"000"))
+                    .ok()
+                    .and_then(|c| c.parse().ok())
+                    .unwrap_or(0)
+            })
+        })
+        .collect();
+    handles
+        .into_iter()
+        .map(|h| h.join().expect("client thread"))
+        .collect()
+}
+
+/// Sends `GET <path>` for every path in `paths`, one after the other on keepalive
+/// connections (a new one whenever nginx closes). Returns the response bodies.
+pub fn get_paths(addr: SocketAddr, paths: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut conn: Option<BufReader<TcpStream>> = None;
+    for p in paths {
+        let c =
+            conn.get_or_insert_with(|| BufReader::new(TcpStream::connect(addr).expect("connect")));
+        c.get_mut()
+            .write_all(format!("GET {p} HTTP/1.1\r\nHost: test\r\n\r\n").as_bytes())
+            .expect("send");
+        let mut status = String::new();
+        c.read_line(&mut status).expect("status line");
+        let mut len = 0usize;
+        let mut close = false;
+        loop {
+            let mut line = String::new();
+            c.read_line(&mut line).expect("header");
+            if line == "\r\n" || line.is_empty() {
+                break;
+            }
+            let lower = line.to_ascii_lowercase();
+            if let Some(v) = lower.strip_prefix("content-length:") {
+                len = v.trim().parse().expect("content-length");
+            }
+            if lower.starts_with("connection:") && lower.contains("close") {
+                close = true;
+            }
+        }
+        let mut body = vec![0u8; len];
+        c.read_exact(&mut body).expect("body");
+        out.push(String::from_utf8_lossy(&body).into_owned());
+        if close {
+            conn = None;
+        }
+    }
+    out
+}

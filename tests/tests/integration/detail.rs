@@ -1,0 +1,278 @@
+//! `--detail sampled` against a real nginx: the continuous layer (accepts, requests)
+//! stays exact while the per-request tracepoints are attached only in windows, and the
+//! report says so with its coverage; `--detail full` is today's run. Run as root
+//! through `cargo xtask test`.
+
+use std::time::Duration;
+
+use nginx_probe_tests::{
+    keepalive_requests, metric_sum, metric_value, one_request_per_connection, scrape_text,
+    sum_workers, total_accept_errors, total_accepts, verdict, workers, Nginx, NginxConfig, Probe,
+};
+use nix::sys::signal::Signal;
+
+/// 500 connections of one request each, in 10 bursts of 50 spread over about 2 s, so
+/// that detail windows open and close while they arrive.
+fn spread_500(ng: &Nginx) -> usize {
+    let mut ok = 0;
+    for _ in 0..10 {
+        ok += one_request_per_connection(ng.addr(), 50);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    ok
+}
+
+fn sum(s: &serde_json::Value, syscall: &str) -> u64 {
+    workers(s)
+        .iter()
+        .map(|w| w["syscalls"][syscall]["count"].as_u64().unwrap_or(0))
+        .sum()
+}
+
+/// `rate` (rounded to 3 decimals, as the JSON carries it) times `seconds` is `count`:
+/// the rate divides the count by exactly those seconds, within the rounding.
+fn assert_rate_over(rate: f64, seconds: f64, count: f64, what: &str) {
+    assert!(
+        (rate * seconds - count).abs() <= 0.0005 * seconds + 1e-9,
+        "{what}: {rate} * {seconds} s != {count}"
+    );
+}
+
+/// Sampled: every worker's event-loop busy share and upstream connects per second
+/// divide by the seconds the detail layer was attached (`detail.in_window_s`), not by
+/// the period. Returns the in-window seconds.
+fn assert_detail_rates_over_windows(s: &serde_json::Value) -> f64 {
+    let in_window_s = s["detail"]["in_window_s"].as_f64().expect("in_window_s");
+    assert!(in_window_s > 0.0, "{s}");
+    for w in workers(s) {
+        let l = &w["event_loop"];
+        assert_rate_over(
+            l["busy_share"].as_f64().unwrap(),
+            in_window_s,
+            l["busy_ns"].as_u64().unwrap() as f64 / 1e9,
+            "busy_share",
+        );
+        let u = &w["upstream"];
+        assert_rate_over(
+            u["per_s"].as_f64().unwrap(),
+            in_window_s,
+            u["connects"].as_u64().unwrap() as f64,
+            "upstream per_s",
+        );
+    }
+    in_window_s
+}
+
+#[test]
+fn sampled_detail_keeps_500_accepts_and_500_requests_exact() {
+    let ng = Nginx::start(&NginxConfig::default());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rec = dir.path().join("run.jsonl");
+    // --record without --detail: a continuous run, sampled by default.
+    let probe = Probe::on(&ng)
+        .json()
+        .record(&rec)
+        .detail_windows("300ms", "1s")
+        .start();
+    assert_eq!(spread_500(&ng), 500);
+    std::thread::sleep(Duration::from_millis(200));
+    let out = probe.stop_with(Signal::SIGINT);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        out.stderr.contains("Detail: sampled"),
+        "banner: {}",
+        out.stderr
+    );
+    let s = out.summary_json();
+    // The continuous layer: exact.
+    assert_eq!(total_accepts(&s), 500, "{s}");
+    assert_eq!(s["requests"]["count"].as_u64(), Some(500), "{s}");
+    assert_eq!(s["requests"]["source"], "stub_status", "{s}");
+    // The detail layer: sampled, and said so.
+    let d = &s["detail"];
+    assert_eq!(d["mode"], "sampled", "{s}");
+    let coverage = d["coverage"].as_f64().unwrap();
+    assert!(
+        coverage > 0.0 && coverage <= 1.0,
+        "coverage {coverage}: {s}"
+    );
+    // 300 ms in every second over ~2.5 s: at most 0.5 of the time.
+    assert!(coverage < 0.6, "coverage {coverage}: {s}");
+    let windows = d["windows"].as_u64().unwrap();
+    assert!(windows >= 2, "{s}");
+    let in_windows = d["requests_in_windows"].as_u64().unwrap();
+    assert!(in_windows < 500, "{s}");
+    assert_eq!(d["requests_total"].as_u64(), Some(500), "{s}");
+    // One sendfile per request: the sendfiles seen are the requests of the windows,
+    // up to one request cut by each window edge (the client is sequential).
+    let sendfiles = sum(&s, "sendfile");
+    assert!(
+        sendfiles.abs_diff(in_windows) <= 2 * windows,
+        "sendfile {sendfiles} vs {in_windows} requests in {windows} windows: {s}"
+    );
+    // The event loop ran in the windows, and its busy share is of the windows' time.
+    assert!(
+        workers(&s)
+            .iter()
+            .any(|w| w["event_loop"]["busy_ns"].as_u64().unwrap_or(0) > 0),
+        "{s}"
+    );
+    assert_detail_rates_over_windows(&s);
+    // Every accept is timed (accept4 is continuous).
+    assert_eq!(
+        sum(&s, "accept4") - total_accept_errors(&s, "EAGAIN"),
+        500,
+        "{s}"
+    );
+    // The recording's summary says the same.
+    let text = std::fs::read_to_string(&rec).expect("recording");
+    let last: serde_json::Value =
+        serde_json::from_str(text.lines().last().expect("summary line")).expect("json");
+    assert_eq!(last["detail"]["mode"], "sampled");
+}
+
+/// A proxy without upstream keepalive under sampled detail: upstream connects per
+/// second (JSON and the `upstream_keepalive_off` evidence) are per second of the
+/// windows, exactly connects / `in_window_s`.
+#[test]
+fn sampled_upstream_rate_is_per_second_of_the_windows() {
+    let be = Nginx::start(&NginxConfig {
+        workers: 1,
+        access_log: Some("off".into()),
+        ..NginxConfig::default()
+    });
+    let ng = Nginx::start(&NginxConfig {
+        access_log: Some("off".into()),
+        http_extra: format!("upstream be {{ server {}; }}", be.addr()),
+        server_extra: "location / { proxy_pass http://be; }".into(),
+        ..NginxConfig::default()
+    });
+    let probe = Probe::on(&ng)
+        .json()
+        .summary_only()
+        .detail_windows("500ms", "1s")
+        .start();
+    // 1200 requests spread over about 2 s: about half in windows, enough (200) for
+    // the verdict.
+    let mut ok = 0;
+    for _ in 0..10 {
+        ok += keepalive_requests(ng.addr(), 2, 60);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(ok, 1200);
+    let out = probe.stop();
+    assert!(out.status.success(), "{out:?}");
+    let s = out.summary_json();
+    assert_eq!(s["detail"]["mode"], "sampled", "{s}");
+    assert_eq!(s["requests"]["count"].as_u64(), Some(1200), "{s}");
+    let connects = sum_workers(&s, &["upstream", "connects"]);
+    assert!(connects > 0 && connects < 1200, "{connects} connects: {s}");
+    let in_window_s = assert_detail_rates_over_windows(&s);
+    let v = verdict(&s, "upstream_keepalive_off").expect("upstream_keepalive_off fires");
+    assert_eq!(
+        v["evidence"]["upstream_connects"].as_u64(),
+        Some(connects),
+        "{v}"
+    );
+    assert_eq!(
+        v["evidence"]["in_window_s"].as_f64(),
+        Some(in_window_s),
+        "{v}"
+    );
+    assert_rate_over(
+        v["evidence"]["connects_per_s"].as_f64().unwrap(),
+        in_window_s,
+        connects as f64,
+        "connects_per_s evidence",
+    );
+}
+
+#[test]
+fn a_short_full_run_is_unchanged() {
+    let ng = Nginx::start(&NginxConfig::default());
+    let mut probe = Probe::on(&ng).json().duration(3).start();
+    assert_eq!(one_request_per_connection(ng.addr(), 200), 200);
+    let out = probe.wait();
+    assert!(out.status.success(), "{out:?}");
+    assert!(out.stderr.contains("Detail: full"), "{}", out.stderr);
+    let s = out.summary_json();
+    assert!(s.get("detail").is_none(), "{s}");
+    assert_eq!(total_accepts(&s), 200, "{s}");
+    assert_eq!(sum(&s, "sendfile"), 200, "{s}");
+    assert_eq!(s["requests"]["count"].as_u64(), Some(200), "{s}");
+}
+
+#[test]
+fn the_exporter_samples_by_default_and_says_so() {
+    let ng = Nginx::start(&NginxConfig::default());
+    let port = nginx_probe_tests::free_port();
+    let probe = Probe::on(&ng).listen(port).summary_only().start();
+    assert_eq!(spread_500(&ng), 500);
+    let text = scrape_text(port);
+    drop(probe);
+    assert_eq!(metric_value(&text, "nginx_probe_detail_sampled"), Some(1.0));
+    let cov = metric_value(&text, "nginx_probe_detail_coverage_ratio").unwrap();
+    assert!(cov > 0.0 && cov <= 1.0, "{cov}");
+    assert_eq!(
+        metric_sum(&text, "nginx_probe_accepts_total"),
+        500.0,
+        "{text}"
+    );
+    // Which families are sampled is in their HELP (the same in every mode): writes
+    // only inside windows, syscalls per syscall, accepts always.
+    let help = |family: &str| -> String {
+        let prefix = format!("# HELP {family} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .unwrap_or_else(|| panic!("no HELP of {family}: {text}"))
+            .to_string()
+    };
+    assert!(
+        help("nginx_probe_writes_total")
+            .ends_with("Under --detail sampled: counted inside detail windows only (nginx_probe_detail_coverage_ratio, nginx_probe_detail_window_requests_total)."),
+        "{text}"
+    );
+    assert!(
+        help("nginx_probe_syscalls_total").contains(
+            "Under --detail sampled: accept4, accept, socketpair, pipe2, eventfd2, epoll_create1, dup, dup2, dup3 counted all the time"
+        ),
+        "{text}"
+    );
+    assert!(
+        !help("nginx_probe_accepts_total").contains("--detail"),
+        "{text}"
+    );
+}
+
+#[test]
+fn emfile_outside_a_window_is_still_seen() {
+    // Soft limit 64: accept4 fails with EMFILE once 200 connections are held. The
+    // window (200 ms at attach) is long over by then: accept4's exit is continuous and
+    // nginx's error log says it too.
+    let cfg = NginxConfig {
+        nofile: Some((64, 4096)),
+        ..NginxConfig::default()
+    };
+    let ng = Nginx::start(&cfg);
+    let probe = Probe::on(&ng)
+        .json()
+        .detail("sampled")
+        .detail_windows("200ms", "1m")
+        .start();
+    std::thread::sleep(Duration::from_millis(500));
+    let held = ng.hold_connections(200);
+    std::thread::sleep(Duration::from_millis(1500));
+    let out = probe.stop_with(Signal::SIGINT);
+    drop(held);
+    let s = out.summary_json();
+    assert_eq!(s["detail"]["windows"].as_u64(), Some(1), "{s}");
+    assert!(total_accept_errors(&s, "EMFILE") > 0, "{s}");
+    // The error-log classes are read continuously too.
+    assert!(
+        s["nginx_errors"]["classes"]["emfile"]["count"]
+            .as_u64()
+            .unwrap_or(0)
+            > 0,
+        "{s}"
+    );
+}

@@ -1,0 +1,439 @@
+//! Reloads, crashes, binary upgrades, pid namespaces, concurrent probes: counts stay
+//! exact and the report says what happened.
+
+use std::{thread, time::Duration};
+
+use nginx_probe_tests::{
+    one_request_per_connection, total_accepts, workers, Nginx, NginxConfig, Probe,
+};
+use nix::{
+    sys::signal::{kill, Signal},
+    unistd::Pid,
+};
+use serde_json::Value;
+
+fn signal(pid: u32, sig: Signal) {
+    kill(Pid::from_raw(pid as i32), sig).unwrap_or_else(|e| panic!("kill {pid} {sig}: {e}"));
+}
+
+fn events(s: &Value, kind: &str) -> Vec<u64> {
+    s["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["event"] == kind)
+        .map(|e| e["pid"].as_u64().unwrap())
+        .collect()
+}
+
+/// Waits until the master's worker set is `n` processes none of which is in `old`.
+fn wait_new_workers(ng: &Nginx, old: &[u32], n: usize) -> Vec<u32> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = ng.worker_pids();
+        if now.len() == n && now.iter().all(|p| !old.contains(p)) {
+            return now;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "workers did not change: {now:?}"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn connections_spread_over_three_reloads_sum_exactly() {
+    let ng = Nginx::start(&NginxConfig::default());
+    let probe = Probe::on(&ng).json().start();
+    let addr = ng.addr();
+    const N: usize = 3000;
+    let client = thread::spawn(move || one_request_per_connection(addr, N));
+    let mut generations = vec![ng.worker_pids()];
+    for _ in 0..3 {
+        thread::sleep(Duration::from_millis(300));
+        signal(ng.master_pid(), Signal::SIGHUP);
+        let old: Vec<u32> = generations.iter().flatten().copied().collect();
+        generations.push(wait_new_workers(&ng, &old, 2));
+    }
+    assert_eq!(client.join().unwrap(), N);
+    thread::sleep(Duration::from_millis(700));
+    let out = probe.stop();
+    let s = out.summary_json();
+    assert_eq!(total_accepts(&s), N as u64, "{s}");
+    // nginx's own counters live on through reloads (same shared memory, same counts):
+    // exactly N requests, nothing rebased.
+    assert_eq!(s["requests"]["source"], "stub_status", "{s}");
+    assert_eq!(s["requests"]["count"], N as u64, "{s}");
+    assert_eq!(s["stub_status"]["accepted"], N as u64, "{s}");
+    assert_eq!(s["stub_status"]["rebases"], 0, "{s}");
+    // Every generation's workers are in the report.
+    let reported: Vec<u64> = workers(&s)
+        .iter()
+        .map(|w| w["pid"].as_u64().unwrap())
+        .collect();
+    for pid in generations.iter().flatten() {
+        assert!(
+            reported.contains(&(*pid as u64)),
+            "worker {pid} missing from {reported:?}"
+        );
+    }
+    // Three reloads of 2 workers: 6 started; the first two generations exited.
+    assert_eq!(events(&s, "worker_started").len(), 6, "{}", s["events"]);
+    for pid in generations[..2].iter().flatten() {
+        assert!(
+            events(&s, "worker_exited").contains(&(*pid as u64)),
+            "{}",
+            s["events"]
+        );
+    }
+    assert_eq!(s["drops"]["slots_exhausted"], 0);
+}
+
+#[test]
+fn a_killed_worker_is_reported_and_its_replacement_followed() {
+    let ng = Nginx::start(&NginxConfig::default());
+    let probe = Probe::on(&ng).json().start();
+    let before = ng.worker_pids();
+    assert_eq!(one_request_per_connection(ng.addr(), 100), 100);
+    signal(before[0], Signal::SIGKILL);
+    let after = wait_new_workers(&ng, &[before[0]], 2);
+    let replacement = *after.iter().find(|p| !before.contains(p)).unwrap();
+    assert_eq!(one_request_per_connection(ng.addr(), 100), 100);
+    thread::sleep(Duration::from_millis(700));
+    let out = probe.stop();
+    let s = out.summary_json();
+    assert_eq!(total_accepts(&s), 200, "{s}");
+    assert_eq!(
+        events(&s, "worker_exited"),
+        vec![before[0] as u64],
+        "{}",
+        s["events"]
+    );
+    assert_eq!(
+        events(&s, "worker_started"),
+        vec![replacement as u64],
+        "{}",
+        s["events"]
+    );
+    let killed = workers(&s)
+        .into_iter()
+        .find(|w| w["pid"] == before[0])
+        .expect("killed worker in report");
+    assert_eq!(killed["alive"], false);
+    assert!(
+        out.stderr.contains(&format!("worker {} exited", before[0])),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn binary_upgrade_then_old_master_exit_gives_final_report_and_exit_0() {
+    // nginx refuses USR2 unless daemonized.
+    let ng = Nginx::start(&NginxConfig {
+        daemon: true,
+        ..NginxConfig::default()
+    });
+    let old_master = ng.master_pid();
+    let probe = Probe::pid(old_master).json().start();
+    assert_eq!(one_request_per_connection(ng.addr(), 50), 50);
+    signal(old_master, Signal::SIGUSR2);
+    // The new master writes logs/nginx.pid; the old one's moves to nginx.pid.oldbin.
+    let pid_file = ng.prefix.join("logs/nginx.pid");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let new_master: u32 = loop {
+        if let Some(pid) = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|s| s.trim().parse::<u32>().ok())
+            .filter(|&p| p != old_master)
+        {
+            break pid;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no new master after USR2"
+        );
+        thread::sleep(Duration::from_millis(20));
+    };
+    // Let the probe classify the new master, then retire the old one gracefully.
+    thread::sleep(Duration::from_millis(1200));
+    signal(old_master, Signal::SIGQUIT);
+    let mut probe = probe;
+    let out = probe.wait();
+    // Stop the new master (it is not the fixture's child).
+    let _ = kill(Pid::from_raw(new_master as i32), Signal::SIGTERM);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let s = out.summary_json();
+    assert_eq!(
+        events(&s, "new_master"),
+        vec![new_master as u64],
+        "{}",
+        s["events"]
+    );
+    assert!(
+        s["end_reason"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("master {old_master} exited")),
+        "{}",
+        s["end_reason"]
+    );
+    assert_eq!(total_accepts(&s), 50, "{s}");
+    assert!(out.stderr.contains("binary upgrade"), "{}", out.stderr);
+}
+
+#[test]
+fn nginx_in_its_own_pid_namespace_is_traced_by_host_pid() {
+    let ng = Nginx::start(&NginxConfig {
+        pid_namespace: true,
+        ..NginxConfig::default()
+    });
+    let master = ng.master_pid();
+    let status = std::fs::read_to_string(format!("/proc/{master}/status")).unwrap();
+    assert!(status.contains(&format!("NSpid:\t{master}\t1")), "{status}");
+    let probe = Probe::pid(master).json().start();
+    assert!(
+        probe
+            .stderr
+            .iter()
+            .any(|l| l.contains("(pid 1 in its namespace)")),
+        "{:?}",
+        probe.stderr
+    );
+    assert_eq!(one_request_per_connection(ng.addr(), 200), 200);
+    let out = probe.stop();
+    let s = out.summary_json();
+    assert_eq!(total_accepts(&s), 200, "{s}");
+    assert_eq!(s["master_nspid"], serde_json::json!([master, 1]));
+    for w in workers(&s) {
+        let nspid = w["nspid"].as_array().unwrap();
+        assert_eq!(nspid.len(), 2, "{w}");
+        assert_eq!(nspid[0], w["pid"]);
+        assert!(nspid[1].as_u64().unwrap() < 100, "in-namespace pid {w}");
+    }
+}
+
+#[test]
+fn two_probes_on_one_nginx_both_count_exactly() {
+    let ng = Nginx::start(&NginxConfig::default());
+    let a = Probe::on(&ng).json().start();
+    let b = Probe::on(&ng).json().start();
+    assert_eq!(one_request_per_connection(ng.addr(), 300), 300);
+    let out_a = a.stop();
+    assert_eq!(one_request_per_connection(ng.addr(), 100), 100);
+    let out_b = b.stop_with(Signal::SIGTERM);
+    assert_eq!(total_accepts(&out_a.summary_json()), 300);
+    assert_eq!(total_accepts(&out_b.summary_json()), 400);
+}
+
+#[test]
+fn interval_reports_add_up_to_the_summary_through_many_reloads() {
+    // More than 16 workers exit, so old ones are merged into `exited_merged`: interval
+    // deltas must still add up exactly.
+    let ng = Nginx::start(&NginxConfig::default());
+    let mut probe = Probe::on(&ng).json().interval(0.5).duration(9).start();
+    let addr = ng.addr();
+    const N: usize = 2000;
+    let client = thread::spawn(move || one_request_per_connection(addr, N));
+    for _ in 0..12 {
+        thread::sleep(Duration::from_millis(300));
+        signal(ng.master_pid(), Signal::SIGHUP);
+    }
+    assert_eq!(client.join().unwrap(), N);
+    let out = probe.wait();
+    assert!(out.status.success(), "{out:?}");
+    let docs: Vec<Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    let summary = docs.last().unwrap();
+    assert_eq!(summary["type"], "summary");
+    assert_eq!(total_accepts(summary), N as u64, "{summary}");
+    assert!(
+        summary["exited_merged"]["workers"].as_u64().unwrap() > 0,
+        "{summary}"
+    );
+    // Their CPU time is kept (a number, not null), so a CPU counter never goes down.
+    assert!(
+        summary["exited_merged"]["cpu_s"].as_f64().is_some(),
+        "{summary}"
+    );
+    let intervals: u64 = docs[..docs.len() - 1]
+        .iter()
+        .inspect(|d| assert_eq!(d["type"], "interval"))
+        .map(total_accepts)
+        .sum();
+    assert_eq!(intervals, N as u64, "intervals add up to the summary");
+    // Every worker start is reported in the interval it happened in, once.
+    let started_in_intervals: usize = docs[..docs.len() - 1]
+        .iter()
+        .map(|d| events(d, "worker_started").len())
+        .sum();
+    assert_eq!(
+        started_in_intervals,
+        events(summary, "worker_started").len(),
+        "{} intervals; drops {}",
+        docs.len() - 1,
+        summary["drops"]
+    );
+    assert!(started_in_intervals >= 12, "{started_in_intervals}");
+}
+
+#[test]
+fn a_reader_that_goes_away_ends_the_run_with_exit_0() {
+    use std::io::BufRead;
+    let ng = Nginx::start(&NginxConfig::default());
+    let mut child = std::process::Command::new(nginx_probe_tests::probe_binary())
+        .args([
+            "--pid",
+            &ng.master_pid().to_string(),
+            "--interval",
+            "0.2",
+            "--duration",
+            "30",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Like `| head -3`: read three lines, then close the pipe.
+    {
+        let mut r = std::io::BufReader::new(child.stdout.take().unwrap());
+        for _ in 0..3 {
+            let mut line = String::new();
+            r.read_line(&mut line).unwrap();
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("failed"), "{stderr}");
+}
+
+/// Sets a sysctl under /proc/sys and restores it on drop.
+struct Sysctl {
+    path: &'static str,
+    old: String,
+}
+
+impl Sysctl {
+    fn set(path: &'static str, value: &str) -> Sysctl {
+        let old = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {path}: {e}"));
+        std::fs::write(path, value).unwrap_or_else(|e| panic!("write {path}: {e}"));
+        Sysctl { path, old }
+    }
+}
+
+impl Drop for Sysctl {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.path, self.old.trim());
+    }
+}
+
+#[test]
+fn a_worker_whose_pid_collides_in_the_fast_filter_is_still_counted_exactly() {
+    // The kernel's first check of every syscall is a direct-mapped array indexed by
+    // tgid mod 65536. Make a reload fork workers whose pids have the same index as live,
+    // tracked workers: they must be found through the hash map behind the array.
+    let _pid_max = Sysctl::set("/proc/sys/kernel/pid_max", "4194304");
+    let ng = Nginx::start(&NginxConfig {
+        workers: 4,
+        ..NginxConfig::default()
+    });
+    let old = ng.worker_pids();
+    let probe = Probe::on(&ng).json().start();
+    // The next pid the kernel hands out is ns_last_pid + 1 (a cursor, not a setting:
+    // nothing to restore). Other processes forking meanwhile shift the new workers by
+    // a pid or two; with 4 old workers in a row, one still lands on a taken index.
+    let first = *old.iter().min().unwrap() + 65_536;
+    std::fs::write("/proc/sys/kernel/ns_last_pid", (first - 1).to_string())
+        .expect("write ns_last_pid");
+    signal(ng.master_pid(), Signal::SIGHUP);
+    let new = wait_new_workers(&ng, &old, 4);
+    let colliding: Vec<u32> = new
+        .iter()
+        .copied()
+        .filter(|n| old.contains(&(n - 65_536)))
+        .collect();
+    assert!(
+        !colliding.is_empty(),
+        "no new worker {new:?} collides with an old one {old:?} (other processes took the pids): rerun"
+    );
+    assert_eq!(one_request_per_connection(ng.addr(), 400), 400);
+    thread::sleep(Duration::from_millis(700));
+    let out = probe.stop();
+    let s = out.summary_json();
+    assert_eq!(total_accepts(&s), 400, "{s}");
+    // The colliding workers did their share: every new worker is in the report with
+    // its syscalls, and the new ones took all 400 connections.
+    let by_pid = |pid: u32| {
+        workers(&s)
+            .into_iter()
+            .find(|w| w["pid"] == pid)
+            .unwrap_or_else(|| panic!("worker {pid} missing: {s}"))
+    };
+    let new_accepts: u64 = new
+        .iter()
+        .map(|&p| by_pid(p)["accepts"].as_u64().unwrap())
+        .sum();
+    assert_eq!(new_accepts, 400, "{s}");
+    for pid in colliding {
+        let w = by_pid(pid);
+        assert!(
+            w["syscalls"]["epoll_wait"]["count"].as_u64().unwrap() > 0,
+            "colliding worker {pid} not traced: {w}"
+        );
+    }
+}
+
+#[test]
+fn after_a_reload_has_drained_the_next_one_reuses_the_first_workers_slots() {
+    // Free slots are a stack, freed last given first: the metrics labels (slot,
+    // generation) take about 2N values for N workers, however many reloads.
+    let ng = Nginx::start(&NginxConfig::default());
+    let probe = Probe::on(&ng).json().start();
+    let first = ng.worker_pids();
+    let mut seen = first.clone();
+    for _ in 0..2 {
+        signal(ng.master_pid(), Signal::SIGHUP);
+        let now = wait_new_workers(&ng, &seen, 2);
+        seen.extend(&now);
+        // The old workers exit at once (no connections); the probe recycles their
+        // slots at its next 500 ms look.
+        thread::sleep(Duration::from_millis(1200));
+    }
+    let out = probe.stop();
+    let s = out.summary_json();
+    let by_pid = |pid: u32| {
+        workers(&s)
+            .into_iter()
+            .find(|w| w["pid"] == pid)
+            .unwrap_or_else(|| panic!("worker {pid} missing: {s}"))
+    };
+    let slot_gen = |pid: u32| {
+        let w = by_pid(pid);
+        (
+            w["slot"].as_u64().unwrap(),
+            w["generation"].as_u64().unwrap(),
+        )
+    };
+    let mut gen0: Vec<(u64, u64)> = first.iter().map(|&p| slot_gen(p)).collect();
+    gen0.sort();
+    assert_eq!(gen0, [(0, 0), (1, 0)], "{s}");
+    let mut gen1: Vec<(u64, u64)> = seen[2..4].iter().map(|&p| slot_gen(p)).collect();
+    gen1.sort();
+    assert_eq!(
+        gen1,
+        [(2, 0), (3, 0)],
+        "new workers start while the old ones hold 0 and 1"
+    );
+    let mut gen2: Vec<(u64, u64)> = seen[4..6].iter().map(|&p| slot_gen(p)).collect();
+    gen2.sort();
+    assert_eq!(
+        gen2,
+        [(0, 1), (1, 1)],
+        "the first workers' slots, next generation"
+    );
+}

@@ -1,0 +1,25 @@
+//! The integration tests, one module per area, in one test binary (one link, one run,
+//! one summary): each runs nginx-probe as root against a real nginx started by the
+//! fixtures of `nginx_probe_tests`. Run them with `cargo xtask test`, or one area with
+//! `cargo test --release -p nginx-probe-tests --test integration -- --test-threads=1
+//! <module>::`.
+
+mod accepts;
+mod bad_input;
+mod claims;
+mod contrib;
+mod detail;
+mod dist;
+mod exporter;
+mod html;
+mod lifecycle;
+mod live_view;
+mod metrics;
+mod nginx_errors;
+mod production;
+mod recording;
+mod requests;
+mod untrusted;
+mod upstream;
+mod verdicts;
+mod writes;

@@ -1,0 +1,346 @@
+//! nginx's own refusals and closes, from its error log, and the CPU quota (cases 14,
+//! 15 and 16 of ../shared/cases): every count asserted against what the client saw or
+//! what nginx wrote.
+
+use std::{
+    io::{BufReader, Write},
+    net::TcpStream,
+    thread,
+    time::Duration,
+};
+
+use nginx_probe_tests::{
+    free_port, paced_requests, read_status, requests_reusing_connections, sum_workers, verdict,
+    CpuCgroup, Nginx, NginxConfig, Probe,
+};
+use serde_json::Value;
+
+/// Runs the probe (exact requests: uprobes) around `load`; returns the summary and the
+/// error-log text nginx appended while the probe ran.
+fn run(ng: &Nginx, load: impl FnOnce()) -> (Value, String) {
+    let before = ng.error_log().len();
+    let s = Probe::on(ng)
+        .json()
+        .uprobes()
+        .settle(Duration::from_millis(1200))
+        .summary_around(load);
+    let log = ng.error_log();
+    (s, log[before.min(log.len())..].to_string())
+}
+
+const OURS: [&str; 6] = [
+    "slow_requests_idle_workers",
+    "requests_refused",
+    "upstream_errors",
+    "keepalive_requests_low",
+    "worker_connections_exhausted",
+    "cpu_throttled",
+];
+
+#[test]
+fn limit_req_refusals_are_counted_from_nginx_error_log() {
+    // Case 14: limit_req without burst, 10 clients at 8 req/s each (80 req/s, under
+    // the rate, but all 10 send at once): most are refused with 503.
+    let ng = Nginx::start(&NginxConfig {
+        http_extra: "limit_req_zone $binary_remote_addr zone=z:1m rate=100r/s; limit_req zone=z;"
+            .into(),
+        ..NginxConfig::default()
+    });
+    let mut statuses = Default::default();
+    let (s, log) = run(&ng, || statuses = paced_requests(ng.addr(), 10, 24, 8.0).0);
+    let refused_seen = statuses.get(&503).copied().unwrap_or(0) as u64;
+    let total: usize = statuses.values().sum();
+    assert_eq!(total, 240);
+    let lines = log.matches("limiting requests, excess").count() as u64;
+    assert_eq!(refused_seen, lines, "503s vs nginx's lines: {statuses:?}");
+    assert!(refused_seen >= 120, "most requests refused: {statuses:?}");
+    let e = &s["nginx_errors"];
+    assert_eq!(e["readable"], true, "{e}");
+    assert!(
+        e["path"].as_str().unwrap().ends_with("/logs/error.log"),
+        "{e}"
+    );
+    assert_eq!(e["classes"]["limit_req"]["count"], refused_seen, "{e}");
+    assert_eq!(
+        e["classes"]["limit_req"]["levels"]["error"], refused_seen,
+        "{e}"
+    );
+    assert_eq!(e["classes"]["limit_req"]["directive"], "limit_req");
+    // No request data leaves the error log.
+    let text = e.to_string();
+    assert!(
+        !text.contains("127.0.0.1") && !text.contains("GET /"),
+        "{text}"
+    );
+    assert_eq!(
+        sum_workers(&s, &["requests", "count"]),
+        240,
+        "exact requests (uprobes)"
+    );
+    let v = verdict(&s, "requests_refused").unwrap_or_else(|| panic!("no verdict: {s}"));
+    assert_eq!(v["evidence"]["refused"], refused_seen);
+    assert_eq!(v["evidence"]["requests"], 240);
+    assert_eq!(v["evidence"]["by_cause"]["limit_req"], refused_seen);
+    assert_eq!(
+        v["evidence"]["share"],
+        (refused_seen as f64 / 240.0 * 1000.0).round() / 1000.0
+    );
+    assert_eq!(v["directives"][0], "limit_req");
+    assert_eq!(v["severity"], "critical");
+    assert!(v["advice"].as_str().unwrap().contains("burst="), "{v}");
+
+    // Without uprobes the request total is still exact (nginx's own stub_status
+    // counter): the verdict stands on it and names its source.
+    let probe = Probe::on(&ng).json().start();
+    let (st, _) = paced_requests(ng.addr(), 10, 8, 8.0);
+    thread::sleep(Duration::from_millis(1200));
+    let out = probe.stop();
+    let s = out.summary_json();
+    let refused = st.get(&503).copied().unwrap_or(0) as u64;
+    assert_eq!(s["nginx_errors"]["classes"]["limit_req"]["count"], refused);
+    assert_eq!(s["requests"]["source"], "stub_status", "{s}");
+    assert_eq!(s["requests"]["count"], 80, "{s}");
+    let v = verdict(&s, "requests_refused").expect("fires on stub_status's exact count");
+    assert_eq!(v["evidence"]["requests_source"], "stub_status");
+    assert_eq!(v["evidence"]["requests"], 80);
+    assert_eq!(v["evidence"]["refused"], refused);
+}
+
+#[test]
+fn worker_connections_reuse_is_named_and_keepalive_off_is_not() {
+    // Case 15 A: worker_connections 64, 300 clients each send one full request and
+    // keep the connection open: nginx closes idle keepalive connections to accept
+    // more ("worker_connections are not enough, reusing connections").
+    let ng = Nginx::start(&NginxConfig {
+        worker_connections: 64,
+        ..NginxConfig::default()
+    });
+    let mut ok = 0;
+    let (s, log) = run(&ng, || {
+        let mut held = Vec::new();
+        for _ in 0..300 {
+            let mut c = BufReader::new(TcpStream::connect(ng.addr()).expect("connect"));
+            c.get_mut()
+                .write_all(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n")
+                .expect("send");
+            if read_status(&mut c).map(|(code, _)| code) == Some(200) {
+                ok += 1;
+            }
+            held.push(c);
+        }
+        thread::sleep(Duration::from_millis(600));
+    });
+    assert_eq!(ok, 300);
+    assert_eq!(sum_workers(&s, &["requests", "count"]), 300);
+    assert_eq!(sum_workers(&s, &["accepts"]), 300);
+    let lines = log
+        .matches("worker_connections are not enough, reusing connections")
+        .count() as u64;
+    assert!(lines > 0, "nginx did not reuse connections: {log}");
+    assert_eq!(
+        s["nginx_errors"]["classes"]["worker_connections_reusing"]["count"],
+        lines
+    );
+    let v = verdict(&s, "worker_connections_exhausted").unwrap_or_else(|| panic!("{s}"));
+    assert_eq!(v["evidence"]["error_log_reusing_connections"], lines);
+    assert_eq!(v["directives"][0], "worker_connections");
+    assert!(
+        v["advice"]
+            .as_str()
+            .unwrap()
+            .contains("closed idle keepalive connections"),
+        "{v}"
+    );
+    assert!(verdict(&s, "keepalive_off").is_none(), "{s}");
+}
+
+#[test]
+fn keepalive_requests_pinned_at_ten_is_named() {
+    // Case 15 B: keepalive_requests 10; clients that keep their connections for as long
+    // as nginx does (reconnecting after nginx's `Connection: close`).
+    let ng = Nginx::start(&NginxConfig {
+        http_extra: "keepalive_requests 10;".into(),
+        ..NginxConfig::default()
+    });
+    let mut opened = 0;
+    let (s, _) = run(&ng, || {
+        let hs: Vec<_> = (0..10)
+            .map(|_| {
+                let addr = ng.addr();
+                thread::spawn(move || requests_reusing_connections(addr, 300))
+            })
+            .collect();
+        for h in hs {
+            let (ok, o) = h.join().unwrap();
+            assert_eq!(ok, 300);
+            opened += o;
+        }
+    });
+    assert_eq!(opened, 300, "nginx closed every 10 requests");
+    assert_eq!(sum_workers(&s, &["requests", "count"]), 3000);
+    assert_eq!(sum_workers(&s, &["accepts"]), 300);
+    let v = verdict(&s, "keepalive_requests_low").unwrap_or_else(|| panic!("{s}"));
+    assert_eq!(v["evidence"]["pinned_at"], 10);
+    assert_eq!(v["evidence"]["requests_per_connection"], 10.0);
+    assert_eq!(v["directives"][0], "keepalive_requests");
+    assert!(verdict(&s, "keepalive_off").is_none(), "{s}");
+}
+
+#[test]
+fn cpu_quota_throttling_is_named_with_worker_processes_to_the_quota() {
+    // Case 16: nginx born in a cgroup of 0.1 CPU, worker_processes auto; a light but
+    // CPU-heavy load (gzip level 9 of a 400 KB text file, one request at a time).
+    let cg = CpuCgroup::create("nginx-probe-case16", 10_000, 100_000);
+    let mut ng = Nginx::start(&NginxConfig {
+        workers_auto: true,
+        cgroup: Some(cg.dir.clone()),
+        http_extra: "gzip on; gzip_types text/plain; gzip_comp_level 9;".into(),
+        ..NginxConfig::default()
+    });
+    let mut text = String::new();
+    let mut seed = 12345u64;
+    while text.len() < 400_000 {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        text.push_str(&format!("{:016x}\n", seed));
+    }
+    std::fs::write(ng.prefix.join("html/big.txt"), &text).unwrap();
+    let online = workers_online();
+    assert_eq!(ng.worker_pids().len(), online);
+    let before = cg.nr_throttled();
+    let (s, _) = run(&ng, || {
+        for _ in 0..30 {
+            let mut c = TcpStream::connect(ng.addr()).unwrap();
+            c.write_all(
+                b"GET /big.txt HTTP/1.1\r\nHost: t\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n",
+            )
+            .unwrap();
+            let mut out = Vec::new();
+            std::io::Read::read_to_end(&mut c, &mut out).unwrap();
+            assert!(out.starts_with(b"HTTP/1.1 200"));
+        }
+    });
+    let throttled = cg.nr_throttled() - before;
+    let q = &s["cpu_quota"];
+    assert_eq!(q["quota_cpus"], 0.1, "{q}");
+    assert_eq!(q["quota_us"], 10_000);
+    assert_eq!(q["period_us"], 100_000);
+    assert_eq!(q["cgroup_version"], cg.version);
+    assert_eq!(q["online_cpus"], online as u64);
+    // The probe samples cpu.stat every 500 ms and the test reads it once more after the
+    // probe stopped: at most 5 periods of 100 ms lie between the two readings.
+    let seen = q["nr_throttled"].as_u64().unwrap();
+    assert!(
+        seen <= throttled && throttled - seen <= 5,
+        "{q}: {throttled}"
+    );
+    assert!(throttled >= 5, "{q}");
+    let v = verdict(&s, "cpu_throttled").unwrap_or_else(|| panic!("{s}"));
+    assert_eq!(v["evidence"]["quota_cpus"], 0.1);
+    assert_eq!(v["evidence"]["nr_throttled"], throttled);
+    assert_eq!(v["directives"][0], "worker_processes");
+    for v in s["verdicts"].as_array().unwrap() {
+        let advice = v["advice"].as_str().unwrap();
+        assert!(!advice.contains("(auto)"), "{advice}");
+        assert!(!advice.contains("worker_processes auto"), "{advice}");
+    }
+    let advice = v["advice"].as_str().unwrap();
+    if online > 1 {
+        assert!(advice.contains("set worker_processes 1 "), "{advice}");
+    }
+    ng.stop();
+    drop(cg);
+}
+
+fn workers_online() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    (unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }) as usize
+}
+
+#[test]
+fn a_clean_run_has_none_of_these_verdicts() {
+    let ng = Nginx::start(&NginxConfig::default());
+    let (s, _) = run(&ng, || {
+        let (ok, opened) = requests_reusing_connections(ng.addr(), 2000);
+        assert_eq!((ok, opened), (2000, 2));
+    });
+    assert_eq!(sum_workers(&s, &["requests", "count"]), 2000);
+    let e = &s["nginx_errors"];
+    assert_eq!(e["readable"], true, "{e}");
+    assert_eq!(e["classes"], serde_json::json!({}), "{e}");
+    for id in OURS {
+        assert!(verdict(&s, id).is_none(), "{id}: {s}");
+    }
+}
+
+#[test]
+fn an_error_log_that_is_not_a_file_is_unknown() {
+    // `error_log stderr`: nginx leaves fd 2 on its inherited stderr (a pipe here).
+    let ng = Nginx::start(&NginxConfig {
+        main_extra: "error_log stderr warn;".into(),
+        ..NginxConfig::default()
+    });
+    let (s, _) = run(&ng, || {
+        requests_reusing_connections(ng.addr(), 10);
+    });
+    let e = &s["nginx_errors"];
+    assert_eq!(e["readable"], false, "{e}");
+    assert!(e["path"].is_null(), "{e}");
+    assert!(
+        e["unknown_reason"]
+            .as_str()
+            .unwrap()
+            .contains("not a regular file"),
+        "{e}"
+    );
+}
+
+#[test]
+fn slow_upstream_with_idle_workers_is_named() {
+    // A backend that answers after 200 ms behind proxy_pass: requests are slow, the
+    // workers idle.
+    let backend = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let b = backend.local_addr().unwrap().port();
+    thread::spawn(move || {
+        for c in backend.incoming().flatten() {
+            thread::spawn(move || {
+                let mut c = BufReader::new(c);
+                let mut line = String::new();
+                while std::io::BufRead::read_line(&mut c, &mut line).unwrap_or(0) > 2 {
+                    line.clear();
+                }
+                thread::sleep(Duration::from_millis(200));
+                let _ = c.get_mut().write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
+                );
+            });
+        }
+    });
+    let front = free_port();
+    let ng = Nginx::start(&NginxConfig {
+        http_extra: format!(
+            "server {{ listen 127.0.0.1:{front}; location / {{ proxy_pass http://127.0.0.1:{b}; }} }}"
+        ),
+        ..NginxConfig::default()
+    });
+    let addr: std::net::SocketAddr = ([127, 0, 0, 1], front).into();
+    let (s, _) = run(&ng, || {
+        let hs: Vec<_> = (0..4)
+            .map(|_| thread::spawn(move || requests_reusing_connections(addr, 6).0))
+            .collect();
+        let ok: usize = hs.into_iter().map(|h| h.join().unwrap()).sum();
+        assert_eq!(ok, 24);
+    });
+    assert_eq!(sum_workers(&s, &["requests", "count"]), 24);
+    let v = verdict(&s, "slow_requests_idle_workers").unwrap_or_else(|| panic!("{s}"));
+    assert_eq!(v["evidence"]["requests"], 24);
+    assert!(
+        v["evidence"]["request_p50_ms"].as_f64().unwrap() >= 100.0,
+        "{v}"
+    );
+    assert!(
+        v["evidence"]["max_worker_busy_share"].as_f64().unwrap() < 0.2,
+        "{v}"
+    );
+}

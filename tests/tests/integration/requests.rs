@@ -1,0 +1,83 @@
+//! Requests per worker: exact with uprobes, unknown without (nginx's own counter gives
+//! the exact total); the syscall mix per request for a static file.
+
+use nginx_probe_tests::{keepalive_requests, sum_workers, workers, Nginx, NginxConfig, Probe};
+
+#[test]
+fn uprobes_count_2000_requests_on_10_keepalive_connections() {
+    let ng = Nginx::start(&NginxConfig::default());
+    let probe = Probe::on(&ng).json().uprobes().syscalls_all().start();
+    assert!(
+        probe.stderr.iter().any(|l| l.contains("request uprobes")),
+        "{:?}",
+        probe.stderr
+    );
+    assert_eq!(keepalive_requests(ng.addr(), 10, 200), 2000);
+    let s = probe.stop().summary_json();
+    assert_eq!(sum_workers(&s, &["requests", "count"]), 2000, "{s}");
+    for w in workers(&s) {
+        let r = &w["requests"];
+        assert_eq!(r["source"], "uprobe");
+        if r["count"].as_u64().unwrap() > 0 {
+            // Every connection carried exactly 200 requests.
+            assert_eq!(r["per_connection"].as_f64().unwrap(), 200.0, "{w}");
+            let p50 = r["p50_ns"].as_u64().unwrap();
+            let p99 = r["p99_ns"].as_u64().unwrap();
+            assert!(
+                p50 > 0 && p50 <= p99 && p99 <= r["max_ns"].as_u64().unwrap(),
+                "{r}"
+            );
+            // Stock static-file path: one open, two stats, one writev (headers), one
+            // sendfile (body), one access-log write per request.
+            let mix = &r["syscalls_per_request"];
+            for (call, per) in [
+                ("openat", 1.0),
+                ("newfstatat", 2.0),
+                ("writev", 1.0),
+                ("sendfile", 1.0),
+                ("write", 1.0),
+            ] {
+                assert_eq!(mix[call].as_f64().unwrap(), per, "{call}: {mix}");
+            }
+        }
+    }
+}
+
+#[test]
+fn without_uprobes_requests_are_nginx_own_total_and_unknown_per_worker() {
+    let ng = Nginx::start(&NginxConfig::default());
+    let probe = Probe::on(&ng).json().start();
+    assert!(
+        probe
+            .stderr
+            .iter()
+            .any(|l| l.contains("requests from nginx's counters")),
+        "{:?}",
+        probe.stderr
+    );
+    assert_eq!(keepalive_requests(ng.addr(), 4, 250), 1000);
+    let s = probe.stop().summary_json();
+    assert_eq!(s["requests"]["source"], "stub_status", "{s}");
+    assert_eq!(s["requests"]["count"], 1000, "{s}");
+    assert_eq!(s["requests"]["per_connection"], 250.0, "{s}");
+    // Stock static-file path, all workers: one writev (headers), one sendfile (body),
+    // one access-log write per request.
+    let mix = &s["requests"]["syscalls_per_request"];
+    for call in ["writev", "sendfile", "write"] {
+        assert_eq!(mix[call].as_f64(), Some(1.0), "{call}: {mix}");
+    }
+    assert_eq!(s["stub_status"]["accepted"], 4, "{s}");
+    for w in workers(&s) {
+        assert_eq!(w["requests"]["source"], "unknown");
+        assert!(w["requests"]["count"].is_null(), "{w}");
+        assert!(w["requests"]["unknown_reason"]
+            .as_str()
+            .unwrap()
+            .contains("--uprobes"));
+        assert!(w["requests"].get("p50_ns").is_none());
+        // The default (core) set: no openat/close/... keys at all, not zeros.
+        assert!(w["syscalls"].get("openat").is_none(), "{w}");
+        assert!(w["syscalls"].get("accept4").is_some(), "{w}");
+    }
+    assert_eq!(s["traced_syscalls"].as_array().unwrap().len(), 20, "{s}");
+}

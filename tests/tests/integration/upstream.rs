@@ -1,0 +1,253 @@
+//! Upstream connections and fd exhaustion away from accept4 (cases 10 and 11 of
+//! `shared/cases/README.md`): a reverse proxy without and with upstream keepalive,
+//! `socket()` failing with EMFILE while connecting to upstream, and `open()` failing
+//! with EMFILE under an `open_file_cache` larger than the fd limit.
+
+use std::time::Duration;
+
+use nginx_probe_tests::*;
+
+/// A front nginx proxying `/` to `backend` through `upstream be`, with `upstream_extra`
+/// in the upstream block and `location_extra` in the location.
+fn proxy(backend: std::net::SocketAddr, upstream_extra: &str, location_extra: &str) -> Nginx {
+    Nginx::start(&NginxConfig {
+        access_log: Some("off".into()),
+        http_extra: format!("upstream be {{ server {backend}; {upstream_extra} }}"),
+        server_extra: format!("location / {{ proxy_pass http://be; {location_extra} }}"),
+        ..NginxConfig::default()
+    })
+}
+
+fn backend_nginx() -> Nginx {
+    Nginx::start(&NginxConfig {
+        workers: 1,
+        access_log: Some("off".into()),
+        ..NginxConfig::default()
+    })
+}
+
+/// Case 10: every proxied request opens (and closes) one upstream connection; the
+/// client keeps its own connections alive. 400 requests over 4 client connections:
+/// exactly 400 connects, all established through EINPROGRESS + getsockopt(SO_ERROR),
+/// and the verdict names the upstream keepalive directives.
+#[test]
+fn proxy_without_upstream_keepalive_connects_once_per_request() {
+    let be = backend_nginx();
+    let ng = proxy(be.addr(), "", "");
+    let probe = Probe::on(&ng).json().summary_only().uprobes().start();
+    assert_eq!(keepalive_requests(ng.addr(), 4, 100), 400);
+    let out = probe.stop();
+    let s = out.summary_json();
+    assert_eq!(
+        sum_workers(&s, &["requests", "count"]),
+        400,
+        "{}",
+        out.stdout
+    );
+    assert_eq!(sum_workers(&s, &["upstream", "connects"]), 400);
+    assert_eq!(sum_workers(&s, &["upstream", "established"]), 400);
+    // Loopback connects still return EINPROGRESS: every result is learned later.
+    assert_eq!(sum_workers(&s, &["upstream", "in_progress"]), 400);
+    assert_eq!(sum_workers(&s, &["upstream", "latency_count"]), 400);
+    assert_eq!(sum_workers(&s, &["upstream", "closed"]), 400);
+    assert_eq!(sum_workers(&s, &["upstream", "fds_open"]), 0);
+    assert_eq!(sum_workers(&s, &["upstream", "errors", "ECONNREFUSED"]), 0);
+    assert_eq!(sum_workers(&s, &["syscalls", "socket", "count"]), 400);
+    let v = verdict(&s, "upstream_keepalive_off").expect("upstream_keepalive_off fires");
+    assert_eq!(v["evidence"]["upstream_connects"], 400);
+    assert_eq!(v["evidence"]["requests"], 400);
+    assert_eq!(v["evidence"]["connects_per_request"], 1.0);
+    assert!(v["evidence"]["connect_p99_us"].as_f64().unwrap() > 0.0);
+    let directives: Vec<&str> = v["directives"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        directives,
+        [
+            "keepalive (upstream block)",
+            "proxy_http_version 1.1",
+            "proxy_set_header Connection \"\""
+        ]
+    );
+    // The client reused its connections: this is not the client-side keepalive_off.
+    assert!(verdict(&s, "keepalive_off").is_none(), "{}", s["verdicts"]);
+}
+
+/// Case 10 with `keepalive 32; proxy_http_version 1.1; proxy_set_header Connection "";`:
+/// at most one upstream connection per client connection in flight, within the pool,
+/// and no verdict.
+#[test]
+fn proxy_with_upstream_keepalive_reuses_connections() {
+    let be = backend_nginx();
+    let ng = proxy(
+        be.addr(),
+        "keepalive 32;",
+        "proxy_http_version 1.1; proxy_set_header Connection \"\";",
+    );
+    let probe = Probe::on(&ng).json().summary_only().uprobes().start();
+    assert_eq!(keepalive_requests(ng.addr(), 4, 100), 400);
+    let out = probe.stop();
+    let s = out.summary_json();
+    assert_eq!(
+        sum_workers(&s, &["requests", "count"]),
+        400,
+        "{}",
+        out.stdout
+    );
+    let connects = sum_workers(&s, &["upstream", "connects"]);
+    // The client sends one request at a time: each worker needs one upstream
+    // connection, kept in its pool.
+    assert!((1..=2).contains(&connects), "{connects} connects");
+    assert_eq!(sum_workers(&s, &["upstream", "established"]), connects);
+    assert_eq!(
+        sum_workers(&s, &["upstream", "fds_open"]),
+        connects,
+        "pooled, open"
+    );
+    assert!(
+        verdict(&s, "upstream_keepalive_off").is_none(),
+        "{}",
+        s["verdicts"]
+    );
+}
+
+/// Without uprobes the request total is nginx's own stub_status counter: exact (the
+/// request sent upstream is not counted again), so the verdict stands on it.
+#[test]
+fn upstream_verdict_stands_on_nginx_own_request_count() {
+    let be = backend_nginx();
+    let ng = proxy(be.addr(), "", "");
+    let probe = Probe::on(&ng).json().summary_only().start();
+    assert_eq!(keepalive_requests(ng.addr(), 4, 100), 400);
+    let s = probe.stop().summary_json();
+    assert_eq!(sum_workers(&s, &["upstream", "connects"]), 400);
+    assert_eq!(s["requests"]["source"], "stub_status", "{s}");
+    assert_eq!(s["requests"]["count"], 400, "{s}");
+    let v = verdict(&s, "upstream_keepalive_off").expect("fires on the exact total");
+    assert_eq!(v["evidence"]["connects_per_request"], 1.0, "{v}");
+}
+
+/// A refused upstream: the errno comes from getsockopt(SO_ERROR), not connect().
+#[test]
+fn refused_upstream_connects_are_counted_by_errno() {
+    let closed_port = free_port();
+    let ng = Nginx::start(&NginxConfig {
+        access_log: Some("off".into()),
+        server_extra: format!("location / {{ proxy_pass http://127.0.0.1:{closed_port}; }}"),
+        ..NginxConfig::default()
+    });
+    let probe = Probe::on(&ng).json().summary_only().start();
+    assert_eq!(one_request_per_connection(ng.addr(), 7), 0, "all 502");
+    let s = probe.stop().summary_json();
+    assert_eq!(sum_workers(&s, &["upstream", "connects"]), 7);
+    assert_eq!(sum_workers(&s, &["upstream", "errors", "ECONNREFUSED"]), 7);
+    assert_eq!(sum_workers(&s, &["upstream", "established"]), 0);
+}
+
+/// Count of error-log lines containing `needle`.
+fn log_lines(ng: &Nginx, needle: &str) -> u64 {
+    ng.error_log()
+        .lines()
+        .filter(|l| l.contains(needle))
+        .count() as u64
+}
+
+/// Case 11 A: `worker_rlimit_nofile 256`, a backend that answers after 1 s, 400
+/// clients at once: socket() fails with EMFILE while connecting to upstream, once per
+/// `socket() failed (24: Too many open files)` line of nginx's error log.
+#[test]
+fn socket_emfile_while_connecting_to_upstream() {
+    let be = SlowBackend::start(Duration::from_secs(1));
+    let ng = Nginx::start(&NginxConfig {
+        main_extra: "worker_rlimit_nofile 256;".into(),
+        access_log: Some("off".into()),
+        server_extra: format!("location / {{ proxy_pass http://{}; }}", be.addr()),
+        ..NginxConfig::default()
+    });
+    let probe = Probe::on(&ng).json().summary_only().start();
+    let codes = concurrent_requests(ng.addr(), 400, "/");
+    let out = probe.stop();
+    let s = out.summary_json();
+    let logged = log_lines(&ng, "socket() failed (24: Too many open files)");
+    let emfile = sum_workers(&s, &["fd_errors", "socket", "EMFILE"]);
+    eprintln!(
+        "case 11 A: socket() EMFILE {emfile}, log lines {logged}, accept4 EMFILE {}, 500s {}",
+        sum_workers(&s, &["fd_errors", "accept4", "EMFILE"]),
+        codes.iter().filter(|&&c| c == 500).count()
+    );
+    assert!(logged > 0, "the setup must exhaust fds: {codes:?}");
+    assert_eq!(emfile, logged, "{}", ng.error_log());
+    assert_eq!(sum_workers(&s, &["upstream", "socket_emfile"]), logged);
+    assert_eq!(
+        codes.iter().filter(|&&c| c == 500).count() as u64,
+        logged,
+        "one 500 per failed socket()"
+    );
+    let v = verdict(&s, "fd_exhaustion").expect("fd_exhaustion");
+    assert_eq!(v["severity"], "critical");
+    assert_eq!(v["evidence"]["by_syscall"]["socket"]["EMFILE"], logged);
+    let advice = v["advice"].as_str().unwrap();
+    assert!(advice.contains("(256)"), "{advice}");
+    assert!(
+        advice.contains("held by upstream connections"),
+        "upstream first: {advice}"
+    );
+    assert!(v["directives"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|d| d == "keepalive (upstream block)"));
+}
+
+/// Case 11 B: `worker_rlimit_nofile 256; open_file_cache max=10000;` and `try_files
+/// $uri @fallback` over 3000 distinct files: open() fails with EMFILE (nginx logs each
+/// at crit) and the fallback answers, with no accept4 error at all.
+#[test]
+fn openat_emfile_under_open_file_cache() {
+    let ng = Nginx::start(&NginxConfig {
+        workers: 1,
+        main_extra: "worker_rlimit_nofile 256;".into(),
+        access_log: Some("off".into()),
+        http_extra: "open_file_cache max=10000;".into(),
+        server_extra: "location / { try_files $uri @fallback; } location @fallback { return 200 \"fallback\\n\"; }".into(),
+        ..NginxConfig::default()
+    });
+    let html = ng.prefix.join("html");
+    let paths: Vec<String> = (0..3000)
+        .map(|i| {
+            std::fs::write(html.join(format!("f{i}")), "file\n").expect("write file");
+            format!("/f{i}")
+        })
+        .collect();
+    let probe = Probe::on(&ng).json().summary_only().start();
+    let bodies = get_paths(ng.addr(), &paths);
+    // Let the 2 s fd classification see the cached files.
+    std::thread::sleep(Duration::from_millis(2500));
+    let out = probe.stop();
+    let s = out.summary_json();
+    let fallbacks = bodies.iter().filter(|b| b.as_str() == "fallback\n").count() as u64;
+    let logged = log_lines(&ng, "failed (24: Too many open files)");
+    let emfile = sum_workers(&s, &["fd_errors", "openat", "EMFILE"]);
+    eprintln!("case 11 B: openat EMFILE {emfile}, log lines {logged}, fallbacks {fallbacks}");
+    assert!(fallbacks > 2000, "{fallbacks} fallbacks");
+    assert_eq!(emfile, logged, "{}", out.stdout);
+    assert_eq!(emfile, fallbacks, "one failed open() per fallback");
+    assert_eq!(sum_workers(&s, &["fd_errors", "accept4", "EMFILE"]), 0);
+    assert_eq!(total_accept_errors(&s, "EMFILE"), 0);
+    let v = verdict(&s, "fd_exhaustion").expect("fd_exhaustion");
+    assert_eq!(v["evidence"]["by_syscall"]["openat"]["EMFILE"], emfile);
+    let advice = v["advice"].as_str().unwrap();
+    assert!(
+        advice.contains("held by files kept open by open_file_cache"),
+        "{advice}"
+    );
+    assert!(!advice.contains("upstream"), "{advice}");
+    assert!(v["directives"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|d| d == "open_file_cache max="));
+}

@@ -1,0 +1,244 @@
+//! The claims: each seed claim as two or three nginx configs and the load they run under.
+
+use super::*;
+
+/// The load every config of a claim runs under.
+#[derive(Clone, Copy, Debug)]
+pub enum Load {
+    /// `wrk -t1 -c<connections>`: keepalive clients.
+    Wrk {
+        /// Concurrent connections.
+        connections: u32,
+    },
+    /// `hey -c <connections> -disable-keepalive`: a new connection per request.
+    HeyNewConnections {
+        /// Concurrent clients.
+        connections: u32,
+    },
+}
+
+impl Load {
+    pub(super) fn describe(&self) -> String {
+        match self {
+            Load::Wrk { connections } => format!("wrk -t1 -c{connections}"),
+            Load::HeyNewConnections { connections } => {
+                format!("hey -c {connections} -disable-keepalive")
+            }
+        }
+    }
+
+    pub(super) fn run(&self, url: &str, secs: u64) -> Result<ClientRun> {
+        match *self {
+            Load::Wrk { connections } => wrk(url, connections, secs),
+            Load::HeyNewConnections { connections } => hey_new_connections(url, connections, secs),
+        }
+    }
+}
+
+/// One config of a claim.
+#[derive(Clone)]
+pub struct Variant {
+    /// "A", "B", "C".
+    pub label: &'static str,
+    /// The config change, as shown in the table.
+    pub change: &'static str,
+    /// The throwaway nginx to start.
+    pub cfg: NginxConfig,
+}
+
+/// A tuning claim from a seed, as configs, a load and a rule.
+pub struct Claim {
+    /// Short id, used by the filter and for file names.
+    pub id: &'static str,
+    /// Seed file name(s) the claim comes from.
+    pub source: &'static str,
+    /// The claim, restated.
+    pub claim: &'static str,
+    /// The configs, A first.
+    pub variants: Vec<Variant>,
+    /// The same load for every config.
+    pub load: Load,
+    /// Extra nginx-probe options (`--syscalls all` where the rule needs openat/close).
+    pub probe_args: &'static [&'static str],
+    /// The rule, deciding on nginx-probe's metrics, one per variant in order.
+    pub judge: fn(&[Metrics]) -> Judgement,
+}
+
+pub(super) const SEED_000: &str = "000_ea5cb12955f3aae2.txt";
+pub(super) const SEED_003: &str = "003_44fba3f37d0f850d.txt";
+
+pub(super) fn base() -> NginxConfig {
+    NginxConfig::default()
+}
+
+pub(super) fn with_http(extra: &str) -> NginxConfig {
+    NginxConfig {
+        http_extra: extra.into(),
+        ..base()
+    }
+}
+
+pub(super) fn with_events(extra: &str) -> NginxConfig {
+    NginxConfig {
+        events_extra: extra.into(),
+        ..base()
+    }
+}
+
+/// Every claim the lab checks, in table order.
+pub fn all_claims() -> Vec<Claim> {
+    let v = |label, change, cfg| Variant { label, change, cfg };
+    vec![
+        Claim {
+            id: "keepalive",
+            source: SEED_000,
+            claim: "keepalive_timeout 0 collapses throughput ~3x, all of it spent on connection set-up",
+            variants: vec![
+                v("A", "keepalive_timeout 65", with_http("keepalive_timeout 65;")),
+                v("B", "keepalive_timeout 0", with_http("keepalive_timeout 0;")),
+            ],
+            load: Load::Wrk { connections: 50 },
+            probe_args: &["--syscalls", "all"],
+            judge: judge_keepalive,
+        },
+        Claim {
+            id: "access_log",
+            source: "000_ea5cb12955f3aae2.txt, 004_baff9fcc93a0d565.txt",
+            claim: "an unbuffered access log costs a write() per request, the biggest single mover (off: +38%); buffer=32k removes it",
+            variants: vec![
+                v("A", "access_log <file>", base()),
+                v("B", "access_log <file> buffer=32k", NginxConfig {
+                    access_log: Some("combined buffer=32k".into()),
+                    ..base()
+                }),
+                v("C", "access_log off", NginxConfig {
+                    access_log: Some("off".into()),
+                    ..base()
+                }),
+            ],
+            load: Load::Wrk { connections: 50 },
+            probe_args: &[],
+            judge: judge_access_log,
+        },
+        Claim {
+            id: "multi_accept",
+            source: SEED_000,
+            claim: "multi_accept on skews accepts and CPU onto one worker with 60 keepalive clients; off spreads them",
+            variants: vec![
+                v("A", "multi_accept off", with_events("multi_accept off;")),
+                v("B", "multi_accept on", with_events("multi_accept on;")),
+            ],
+            load: Load::Wrk { connections: 60 },
+            probe_args: &[],
+            judge: judge_multi_accept,
+        },
+        Claim {
+            id: "nofile",
+            source: SEED_000,
+            claim: "a soft nofile limit below the load makes accept4 fail with EMFILE; worker_rlimit_nofile (within the hard limit) clears it",
+            variants: vec![
+                v("A", "soft nofile 64 (hard 4096)", NginxConfig {
+                    nofile: Some((64, 4096)),
+                    ..base()
+                }),
+                v("B", "same + worker_rlimit_nofile 4096", NginxConfig {
+                    nofile: Some((64, 4096)),
+                    main_extra: "worker_rlimit_nofile 4096;".into(),
+                    ..base()
+                }),
+            ],
+            load: Load::Wrk { connections: 300 },
+            probe_args: &[],
+            judge: judge_nofile,
+        },
+        Claim {
+            id: "worker_connections",
+            source: SEED_000,
+            claim: "worker_connections 64 under 300 connections degrades gracefully: idle keepalive connections are reused, every request answered",
+            variants: vec![
+                v("A", "worker_connections 1024", base()),
+                v("B", "worker_connections 64", NginxConfig {
+                    worker_connections: 64,
+                    ..base()
+                }),
+            ],
+            load: Load::Wrk { connections: 300 },
+            probe_args: &[],
+            judge: judge_worker_connections,
+        },
+        Claim {
+            id: "open_file_cache",
+            source: "000_ea5cb12955f3aae2.txt, 003_44fba3f37d0f850d.txt, 004_baff9fcc93a0d565.txt",
+            claim: "open_file_cache saves opening the file on every request (004: +4%)",
+            variants: vec![
+                v("A", "no open_file_cache", base()),
+                v("B", "open_file_cache max=1000 inactive=20s", with_http("open_file_cache max=1000 inactive=20s;")),
+            ],
+            load: Load::Wrk { connections: 50 },
+            probe_args: &["--syscalls", "all"],
+            judge: judge_open_file_cache,
+        },
+        Claim {
+            id: "sendfile",
+            source: SEED_000,
+            claim: "sendfile on is a cheap kernel win: the file goes out without a copy through user space",
+            variants: vec![
+                v("A", "sendfile off", NginxConfig {
+                    sendfile: false,
+                    ..base()
+                }),
+                v("B", "sendfile on", base()),
+            ],
+            load: Load::Wrk { connections: 50 },
+            probe_args: &["--syscalls", "all"],
+            judge: judge_sendfile,
+        },
+        Claim {
+            id: "worker_processes",
+            source: "000_ea5cb12955f3aae2.txt, 002_59c1c54667e60002.txt",
+            claim: "one worker per core: workers beyond the cores add context switches, not capacity (002: gains flatten after ~4)",
+            variants: vec![
+                v("A", "worker_processes 1", NginxConfig { workers: 1, ..base() }),
+                v("B", "worker_processes 2", base()),
+                v("C", "worker_processes 4", NginxConfig { workers: 4, ..base() }),
+            ],
+            load: Load::Wrk { connections: 50 },
+            probe_args: &[],
+            judge: judge_worker_processes,
+        },
+        Claim {
+            id: "backlog",
+            source: SEED_003,
+            claim: "a large listen backlog (backlog=20000, somaxconn) is needed to absorb bursts of new connections",
+            variants: vec![
+                v("A", "listen ... (default backlog 511)", base()),
+                v("B", "listen ... backlog=16", NginxConfig {
+                    listen_extra: "backlog=16".into(),
+                    ..base()
+                }),
+            ],
+            load: Load::HeyNewConnections { connections: 500 },
+            probe_args: &[],
+            judge: judge_backlog,
+        },
+    ]
+}
+
+/// Checks a claim filter against [`all_claims`]; an unknown id is a one-line error
+/// naming the known ones.
+pub fn select(filter: &[String]) -> Result<Vec<Claim>> {
+    let all = all_claims();
+    for f in filter {
+        if !all.iter().any(|c| c.id == f) {
+            let ids: Vec<&str> = all.iter().map(|c| c.id).collect();
+            bail!("unknown claim `{f}`: known claims are {}", ids.join(", "));
+        }
+    }
+    Ok(all
+        .into_iter()
+        .filter(|c| filter.is_empty() || filter.iter().any(|f| f == c.id))
+        .collect())
+}
+
+// ---------------------------------------------------------------------------------------
+// Running.

@@ -1,0 +1,227 @@
+//! The figures the rules read, taken from one recorded run's summary.
+
+use super::*;
+
+/// The figures the rules read, for one config under load. Shares are 0..1 of the nginx
+/// workers' syscall time outside epoll waits (`syscalls.*.total_ns`, all workers
+/// summed); per-request figures divide by nginx-probe's report-level `requests.count`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Metrics {
+    /// Client-side throughput, req/s (wrk or hey): printed, never judged.
+    pub rps: f64,
+    /// Client-side failures (socket errors, non-2xx): printed, never judged.
+    pub client_errors: u64,
+    /// Requests nginx-probe counted (report-level `requests.count`: nginx's own counter).
+    pub requests: u64,
+    /// Successful accepts, all workers.
+    pub accepts: u64,
+    /// accepts / requests.
+    pub accepts_per_request: f64,
+    /// (accept4 + accept + close) share of syscall time: connection set-up and tear-down
+    /// (close also closes the served file, so it is never 0 when close is traced).
+    pub setup_share: f64,
+    /// `writes.access_log.count` / requests.
+    pub access_log_writes_per_request: f64,
+    /// `writes.access_log.total_ns` share of syscall time.
+    pub access_log_share: f64,
+    /// (openat + newfstatat) share of syscall time: opening the served file.
+    pub file_share: f64,
+    /// Each traced syscall's count per request, all workers.
+    pub per_request: BTreeMap<String, f64>,
+    /// Traced syscalls outside epoll waits per request.
+    pub syscalls_per_request: f64,
+    /// Traced syscall time outside epoll waits per request, us.
+    pub syscall_us_per_request: f64,
+    /// nginx workers' CPU time (user + system, `cpu_s`) per request, us.
+    pub cpu_us_per_request: f64,
+    /// Busiest worker's accept share / mean share (1.0 = even; 0 without accepts).
+    pub accept_skew: f64,
+    /// Busiest worker's `event_loop.busy_share` / mean busy share (0 when idle).
+    pub busy_skew: f64,
+    /// Sum of the workers' busy shares: cores' worth of time outside epoll waits.
+    pub busy_cores: f64,
+    /// accept4 failures with EMFILE, all workers.
+    pub emfile: u64,
+    /// Highest `fds.peak` of any worker.
+    pub fd_peak: u64,
+    /// Lowest `fds.limit` (soft nofile in force) of any worker.
+    pub fd_limit: u64,
+    /// Connections closed right after their accept (`accepted_then_closed`), all workers.
+    pub accepted_then_closed: u64,
+    /// Backlog in force of nginx's listening socket (`listen[0].backlog`).
+    pub listen_backlog: u64,
+    /// Most connections seen waiting in its accept queue (`listen[0].queue_max`).
+    pub listen_queue_max: u64,
+    /// ListenOverflows + ListenDrops of the namespace during the run.
+    pub listen_overflows: u64,
+    /// Workers' context switches during the load (voluntary + nonvoluntary), from
+    /// `/proc/<pid>/status`; per 1000 requests in [`Metrics::switches_per_1k`].
+    pub context_switches: u64,
+    /// Of those, nonvoluntary (preempted).
+    pub nonvoluntary_switches: u64,
+    /// Verdict ids nginx-probe printed, most severe first.
+    pub verdicts: Vec<String>,
+}
+
+pub(super) fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 {
+        a / b
+    } else {
+        0.0
+    }
+}
+
+pub(super) fn skew(shares: &[f64]) -> f64 {
+    let sum: f64 = shares.iter().sum();
+    if shares.is_empty() || sum <= 0.0 {
+        return 0.0;
+    }
+    let max = shares.iter().copied().fold(0.0, f64::max);
+    max / (sum / shares.len() as f64)
+}
+
+impl Metrics {
+    /// Builds the metrics from an nginx-probe summary document (schema 1), the client's
+    /// report, and the workers' (voluntary, nonvoluntary) context switches during the
+    /// load.
+    pub fn from_summary(s: &Value, client: &ClientRun, switches: (u64, u64)) -> Result<Metrics> {
+        if s["type"] != "summary" || s["schema"] != 1 {
+            bail!("not an nginx-probe schema 1 summary");
+        }
+        let workers = s["workers"].as_array().context("summary without workers")?;
+        let u = |v: &Value| v.as_u64().unwrap_or(0);
+        let mut m = Metrics {
+            rps: client.rps,
+            client_errors: client.errors,
+            context_switches: switches.0 + switches.1,
+            nonvoluntary_switches: switches.1,
+            fd_limit: u64::MAX,
+            ..Metrics::default()
+        };
+        let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+        let (mut all_ns, mut setup_ns, mut file_ns, mut log_ns, mut log_writes) = (0, 0, 0, 0, 0);
+        let mut cpu_s = 0.0;
+        let mut accept_shares = Vec::new();
+        let mut busy_shares = Vec::new();
+        // All of nginx's requests: the report-level count (nginx's stub_status counter);
+        // recordings without it: the workers' counts summed.
+        let total = s["requests"]["count"].as_u64();
+        m.requests = total.unwrap_or(0);
+        for w in workers {
+            if total.is_none() {
+                m.requests += u(&w["requests"]["count"]);
+            }
+            m.accepts += u(&w["accepts"]);
+            m.emfile += u(&w["accept_errors"]["EMFILE"]);
+            m.accepted_then_closed += u(&w["accepted_then_closed"]);
+            m.fd_peak = m.fd_peak.max(u(&w["fds"]["peak"]));
+            if let Some(l) = w["fds"]["limit"].as_u64() {
+                m.fd_limit = m.fd_limit.min(l);
+            }
+            cpu_s += w["cpu_s"].as_f64().unwrap_or(0.0);
+            accept_shares.push(w["accept_share"].as_f64().unwrap_or(0.0));
+            busy_shares.push(w["event_loop"]["busy_share"].as_f64().unwrap_or(0.0));
+            log_writes += u(&w["writes"]["access_log"]["count"]);
+            log_ns += u(&w["writes"]["access_log"]["total_ns"]);
+            for (name, st) in w["syscalls"].as_object().into_iter().flatten() {
+                if name.starts_with("epoll") {
+                    continue;
+                }
+                let ns = u(&st["total_ns"]);
+                all_ns += ns;
+                *counts.entry(name.clone()).or_default() += u(&st["count"]);
+                match name.as_str() {
+                    "accept4" | "accept" | "close" => setup_ns += ns,
+                    "openat" | "newfstatat" => file_ns += ns,
+                    _ => {}
+                }
+            }
+        }
+        if m.fd_limit == u64::MAX {
+            m.fd_limit = 0;
+        }
+        let req = m.requests as f64;
+        m.accepts_per_request = ratio(m.accepts as f64, req);
+        m.access_log_writes_per_request = ratio(log_writes as f64, req);
+        m.setup_share = ratio(setup_ns as f64, all_ns as f64);
+        m.access_log_share = ratio(log_ns as f64, all_ns as f64);
+        m.file_share = ratio(file_ns as f64, all_ns as f64);
+        m.syscalls_per_request = ratio(counts.values().sum::<u64>() as f64, req);
+        m.syscall_us_per_request = ratio(all_ns as f64 / 1e3, req);
+        m.cpu_us_per_request = ratio(cpu_s * 1e6, req);
+        m.per_request = counts
+            .into_iter()
+            .map(|(k, v)| (k, ratio(v as f64, req)))
+            .collect();
+        m.accept_skew = skew(&accept_shares);
+        m.busy_skew = skew(&busy_shares);
+        m.busy_cores = busy_shares.iter().sum();
+        if let Some(l) = s["listen"].as_array().and_then(|a| a.first()) {
+            m.listen_backlog = u(&l["backlog"]);
+            m.listen_queue_max = u(&l["queue_max"]);
+            m.listen_overflows = u(&l["overflows"]) + u(&l["drops"]);
+        }
+        m.verdicts = s["verdicts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v["id"].as_str().map(String::from))
+            .collect();
+        Ok(m)
+    }
+
+    /// Count per request of one traced syscall (0 when not traced or not seen).
+    pub fn per_req(&self, syscall: &str) -> f64 {
+        self.per_request.get(syscall).copied().unwrap_or(0.0)
+    }
+
+    /// Workers' context switches per 1000 requests.
+    pub fn switches_per_1k(&self) -> f64 {
+        ratio(self.context_switches as f64 * 1000.0, self.requests as f64)
+    }
+
+    /// The listen queue overflowed: seen at its backlog, or the namespace's
+    /// ListenOverflows/ListenDrops rose during the run. Unlike nginx-probe's
+    /// `accept_queue_overflow` rule this does not also require the sampled queue to be
+    /// non-empty: a 16-slot queue fills and drains between two 500 ms samples. The
+    /// counters are the namespace's, so the lab compares them with the other config's
+    /// run of the same minute (quiet there = nothing else overflowing).
+    pub fn queue_overflowed(&self) -> bool {
+        (self.listen_backlog > 0 && self.listen_queue_max >= self.listen_backlog)
+            || self.listen_overflows > 0
+    }
+
+    pub(super) fn json(&self) -> Value {
+        json!({
+            "rps": round(self.rps, 1), "client_errors": self.client_errors,
+            "requests": self.requests, "accepts": self.accepts,
+            "accepts_per_request": round(self.accepts_per_request, 4),
+            "setup_share": round(self.setup_share, 4),
+            "access_log_writes_per_request": round(self.access_log_writes_per_request, 4),
+            "access_log_share": round(self.access_log_share, 4),
+            "file_share": round(self.file_share, 4),
+            "syscalls_per_request": round(self.syscalls_per_request, 3),
+            "per_request": self.per_request.iter().map(|(k, v)| (k.clone(), json!(round(*v, 4)))).collect::<serde_json::Map<_, _>>(),
+            "syscall_us_per_request": round(self.syscall_us_per_request, 2),
+            "cpu_us_per_request": round(self.cpu_us_per_request, 2),
+            "accept_skew": round(self.accept_skew, 3), "busy_skew": round(self.busy_skew, 3),
+            "busy_cores": round(self.busy_cores, 3),
+            "emfile": self.emfile, "fd_peak": self.fd_peak, "fd_limit": self.fd_limit,
+            "accepted_then_closed": self.accepted_then_closed,
+            "listen": {"backlog": self.listen_backlog, "queue_max": self.listen_queue_max,
+                       "overflows_and_drops": self.listen_overflows},
+            "context_switches": self.context_switches,
+            "nonvoluntary_switches": self.nonvoluntary_switches,
+            "switches_per_1k_requests": round(self.switches_per_1k(), 2),
+            "verdicts": self.verdicts,
+        })
+    }
+}
+
+pub(super) fn round(v: f64, digits: i32) -> f64 {
+    let p = 10f64.powi(digits);
+    (v * p).round() / p
+}
+
+// ---------------------------------------------------------------------------------------
+// Outcomes and rules.

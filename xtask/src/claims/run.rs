@@ -1,0 +1,98 @@
+//! Running one config: record it with nginx-probe, read the summary back, compare runs.
+
+use super::*;
+
+/// nginx-probe options that record a run into `file`: 1 s intervals (the noise estimate
+/// of `compare`), only the summary on stdout.
+pub(super) fn recording_args(file: &Path) -> Vec<String> {
+    vec![
+        "--record".into(),
+        file.display().to_string(),
+        "--interval".into(),
+        "1".into(),
+        "--summary-only".into(),
+    ]
+}
+
+/// `nginx-probe compare before after --json`: the comparison document.
+pub(super) fn compare(probe: &Path, before: &Path, after: &Path) -> Result<Value> {
+    let out = Command::new(probe)
+        .arg("compare")
+        .args([before, after])
+        .arg("--json")
+        .output()
+        .context("run nginx-probe compare")?;
+    if !out.status.success() {
+        bail!(
+            "nginx-probe compare failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    serde_json::from_slice(&out.stdout).context("nginx-probe compare printed no JSON")
+}
+
+/// The `"type":"summary"` line of a recording (the last one; a `--record` file's header
+/// and interval lines are skipped the same way).
+pub fn read_summary(file: &Path) -> Result<Value> {
+    let text = std::fs::read_to_string(file).with_context(|| format!("read {}", file.display()))?;
+    text.lines()
+        .rev()
+        .filter(|l| !l.trim().is_empty())
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["type"] == "summary")
+        .with_context(|| format!("no summary line in {}", file.display()))
+}
+
+pub(super) fn workers_switches(pids: &[u32]) -> (u64, u64) {
+    pids.iter()
+        .filter_map(|&p| ctxt_switches(p))
+        .fold((0, 0), |acc, (v, n)| (acc.0 + v, acc.1 + n))
+}
+
+/// Starts the variant's nginx, records it with nginx-probe under the claim's load for
+/// `secs`, and returns its metrics.
+pub(super) fn record(
+    probe: &Path,
+    claim: &Claim,
+    v: &Variant,
+    round: usize,
+    secs: u64,
+    runs: &Path,
+) -> Result<Metrics> {
+    let ng = Nginx::start(&v.cfg);
+    let file = runs.join(run_file_name(claim, v, round));
+    // nginx-probe never records over a file: this run replaces the previous lab run's.
+    let _ = std::fs::remove_file(&file);
+    let master = ng.master_pid().to_string();
+    let mut args: Vec<String> = vec!["--pid".into(), master];
+    args.extend(recording_args(&file));
+    args.extend(claim.probe_args.iter().map(|s| s.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = ProbeRun::start_with_binary(probe, &args);
+    let workers = ng.worker_pids();
+    let before = workers_switches(&workers);
+    let client = claim.load.run(&ng.url(), secs);
+    let after = workers_switches(&workers);
+    // Let the last interval close before the summary.
+    thread::sleep(Duration::from_millis(600));
+    let out = run.stop_with(Signal::SIGINT);
+    let client = client?;
+    if !out.status.success() {
+        bail!("nginx-probe failed ({}): {}", out.status, out.stderr);
+    }
+    let summary = read_summary(&file)?;
+    Metrics::from_summary(
+        &summary,
+        &client,
+        (
+            after.0.saturating_sub(before.0),
+            after.1.saturating_sub(before.1),
+        ),
+    )
+    .with_context(|| format!("{}", file.display()))
+}
+
+/// File name of a config's recorded run `round` (0-based) under the lab's `runs/`.
+pub(super) fn run_file_name(claim: &Claim, v: &Variant, round: usize) -> String {
+    format!("{}-{}-r{}.jsonl", claim.id, v.label, round + 1)
+}

@@ -1,0 +1,615 @@
+//! The overhead benchmark's summaries: per mode medians and the paired ratio with its
+//! interval, printed as a console table and written as a markdown page.
+
+use std::{fmt::Write as _, process::Command};
+
+use super::{
+    stats::{bootstrap_median_ci95, median, paired_ratios},
+    ModeDef, Tracer, Workload, WorkloadResult, CONNECTIONS, UPSTREAM_KEEPALIVE,
+};
+
+/// The machine the runs were made on.
+pub struct Machine {
+    /// `date -u` at the start.
+    pub date: String,
+    /// `uname -r`.
+    pub kernel: String,
+    /// First `model name` of `/proc/cpuinfo`.
+    pub cpu: String,
+    /// Online CPUs.
+    pub nproc: usize,
+    /// `nginx -v`, and the OpenSSL nginx was built with (`nginx -V`).
+    pub nginx: String,
+    /// `openssl version`.
+    pub openssl: String,
+    /// The measured tree: `git describe --always --dirty` of the workspace.
+    pub commit: String,
+}
+
+fn output(c: &str, args: &[&str]) -> String {
+    Command::new(c)
+        .args(args)
+        .output()
+        .ok()
+        .map(|o| {
+            let mut s = String::from_utf8_lossy(&o.stdout).trim().to_string();
+            if s.is_empty() {
+                s = String::from_utf8_lossy(&o.stderr).trim().to_string();
+            }
+            s
+        })
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+impl Machine {
+    /// Reads the machine's facts now.
+    pub fn read() -> Machine {
+        let cpu = crate::load::cpu_model();
+        let nginx_bin = std::env::var("NGINX_BIN").unwrap_or_else(|_| "/usr/sbin/nginx".into());
+        let v = output(&nginx_bin, &["-V"]);
+        let version = v
+            .lines()
+            .find_map(|l| l.strip_prefix("nginx version: "))
+            .unwrap_or("unknown");
+        let version = version.strip_prefix("nginx/").unwrap_or(version);
+        let nginx = match v.lines().find(|l| l.starts_with("built with OpenSSL")) {
+            Some(ssl) => format!("{version} ({ssl})"),
+            None => version.to_string(),
+        };
+        Machine {
+            date: output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
+            kernel: output("uname", &["-r"]),
+            cpu,
+            nproc: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
+            nginx,
+            openssl: output("openssl", &["version"]),
+            commit: output(
+                "git",
+                &[
+                    "-C",
+                    env!("CARGO_MANIFEST_DIR"),
+                    "describe",
+                    "--always",
+                    "--dirty",
+                ],
+            ),
+        }
+    }
+}
+
+/// One mode's summary over the rounds of a workload.
+pub struct Row {
+    /// The mode.
+    pub mode: ModeDef,
+    /// Median of the workers' CPU per request, us.
+    pub us_per_req: f64,
+    /// Per-round ratios of the workers' CPU per request to the no-tracer run of the
+    /// same round.
+    pub ratios: Vec<f64>,
+    /// Median of `ratios`.
+    pub ratio: f64,
+    /// 95% bootstrap interval of that median (None with one round).
+    pub ci95: Option<(f64, f64)>,
+    /// Median req/s (wrk).
+    pub rps: f64,
+    /// Median p99 latency, ms (wrk).
+    pub p99_ms: f64,
+    /// Median tracer CPU, % of one core.
+    pub cpu_pct: Option<f64>,
+    /// Median tracer RSS, MiB.
+    pub rss_mib: Option<f64>,
+    /// Median ms from spawn to attached.
+    pub attach_ms: Option<f64>,
+    /// Median ns per BPF program run.
+    pub ns_per_run: Option<f64>,
+    /// Median new upstream connections per request (proxy workload).
+    pub upstream_conns_per_req: Option<f64>,
+    /// Other processes' share of the workers' CPUs per run, % (see `Run::others_pct`).
+    pub others_pct: Vec<f64>,
+}
+
+/// Summarises every mode of `r` against its first (baseline) mode.
+pub fn rows(r: &WorkloadResult) -> Vec<Row> {
+    let base: Vec<f64> = r.runs[0].iter().map(|x| x.worker_us_per_req).collect();
+    r.modes
+        .iter()
+        .zip(&r.runs)
+        .map(|(mode, runs)| {
+            let cpu: Vec<f64> = runs.iter().map(|x| x.worker_us_per_req).collect();
+            let ratios = paired_ratios(&cpu, &base);
+            let opt = |f: &dyn Fn(&super::Run) -> Option<f64>| {
+                let v: Vec<f64> = runs.iter().filter_map(f).collect();
+                (!v.is_empty()).then(|| median(&v))
+            };
+            Row {
+                mode: *mode,
+                us_per_req: median(&cpu),
+                ratio: median(&ratios),
+                ci95: bootstrap_median_ci95(&ratios),
+                ratios,
+                rps: median(&runs.iter().map(|x| x.rps).collect::<Vec<_>>()),
+                p99_ms: median(&runs.iter().map(|x| x.p99_ms).collect::<Vec<_>>()),
+                cpu_pct: opt(&|x| x.cpu_pct),
+                rss_mib: opt(&|x| x.rss_mib),
+                attach_ms: opt(&|x| x.attach_ms),
+                ns_per_run: opt(&|x| x.ns_per_event),
+                upstream_conns_per_req: opt(&|x| x.upstream_conns_per_req),
+                others_pct: runs.iter().filter_map(|x| x.others_pct).collect(),
+            }
+        })
+        .collect()
+}
+
+/// `1.143 [1.101, 1.190]`, or `1.143 (1 round)`.
+pub fn ratio_cell(row: &Row) -> String {
+    match row.ci95 {
+        Some((lo, hi)) => format!("{:.3} [{lo:.3}, {hi:.3}]", row.ratio),
+        None => format!("{:.3} (1 round)", row.ratio),
+    }
+}
+
+fn opt(v: Option<f64>, prec: usize) -> String {
+    v.map(|x| format!("{x:.prec$}"))
+        .unwrap_or_else(|| "-".into())
+}
+
+/// The console table of one workload.
+pub fn console_table(r: &WorkloadResult, bpf_stats: bool) -> String {
+    let rounds = r.runs[0].len();
+    let mut s = format!(
+        "\n{} workload, medians of {rounds} rounds; ratio = workers' CPU per request against no tracer, same round [95% CI]\n",
+        r.workload.name()
+    );
+    let _ = writeln!(
+        s,
+        "{:<50} {:>10} {:>24} {:>9} {:>8} {:>8} {:>8} {:>9}{}",
+        "mode",
+        "us CPU/req",
+        "ratio [95% CI]",
+        "req/s",
+        "p99 ms",
+        "tracer%",
+        "RSS MiB",
+        "attach ms",
+        if bpf_stats { "  ns/run" } else { "" }
+    );
+    let rows = rows(r);
+    for row in &rows {
+        let _ = writeln!(
+            s,
+            "{:<50} {:>10.2} {:>24} {:>9.0} {:>8.2} {:>8} {:>8} {:>9}{}",
+            row.mode.name,
+            row.us_per_req,
+            ratio_cell(row),
+            row.rps,
+            row.p99_ms,
+            opt(row.cpu_pct, 2),
+            opt(row.rss_mib, 1),
+            opt(row.attach_ms, 0),
+            if bpf_stats {
+                format!("  {:>6}", opt(row.ns_per_run, 0))
+            } else {
+                String::new()
+            }
+        );
+    }
+    let others: Vec<f64> = rows.iter().flat_map(|r| r.others_pct.clone()).collect();
+    if !others.is_empty() {
+        let _ = writeln!(
+            s,
+            "other tasks on the workers' CPUs: median {:.0}% of their time over the runs",
+            median(&others)
+        );
+    }
+    s
+}
+
+/// What the markdown page is made of.
+pub struct Page<'a> {
+    /// The machine.
+    pub machine: &'a Machine,
+    /// The command that made it.
+    pub command: String,
+    /// What was pinned (None: nothing).
+    pub pinning: Option<String>,
+    /// Load average at the start and at the end.
+    pub load_before: &'a str,
+    /// Load average at the end.
+    pub load_after: &'a str,
+    /// Rounds per workload.
+    pub rounds: usize,
+    /// Seconds per run.
+    pub secs: u64,
+    /// The floor's tracepoints.
+    pub floor: &'a [String],
+    /// Every workload's runs.
+    pub results: &'a [WorkloadResult],
+}
+
+/// `+11.1% [+8.4%, +26.2%]`: a ratio as a change in percent, with its interval.
+fn pct_ci(row: &Row) -> String {
+    let p = |r: f64| format!("{:+.1}%", (r - 1.0) * 100.0);
+    match row.ci95 {
+        Some((lo, hi)) => format!("{} [{}, {}]", p(row.ratio), p(lo), p(hi)),
+        None => p(row.ratio),
+    }
+}
+
+/// The row of the first mode whose tracer matches `pred`, if measured.
+fn find(rows: &[Row], pred: impl Fn(&Tracer) -> bool) -> Option<&Row> {
+    rows.iter().find(|row| pred(&row.mode.tracer))
+}
+
+/// The line after which the page is written by hand: `--write-doc` replaces what is
+/// above it and keeps it and everything below.
+pub const HAND_WRITTEN: &str =
+    "<!-- Written by hand below this line: `--write-doc` keeps it and replaces what is above. -->";
+
+/// `generated` followed by the hand-written part of `old` (from [`HAND_WRITTEN`] on), or
+/// by the marker alone when `old` has none.
+pub fn keep_hand_written(generated: &str, old: Option<&str>) -> String {
+    let tail = old
+        .and_then(|o| o.find(HAND_WRITTEN).map(|i| &o[i..]))
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("{HAND_WRITTEN}\n"));
+    format!("{}\n\n{tail}", generated.trim_end_matches('\n'))
+}
+
+/// The markdown page (docs/benchmarks.md).
+pub fn markdown(p: &Page) -> String {
+    let m = p.machine;
+    let mut s = String::from("# Benchmarks: what nginx-probe costs nginx\n\n");
+    s.push_str(
+        "Generated by `cargo xtask bench overhead` (xtask/src/overhead/); regenerate it with \
+         the command below on a quiet machine. Every figure above \"Measured separately\" \
+         comes from that one invocation.\n\n",
+    );
+    let _ = writeln!(s, "- Date: {}", m.date);
+    let _ = writeln!(
+        s,
+        "- Machine: kernel {}, {} ({} CPUs), nginx {}, {}",
+        m.kernel, m.cpu, m.nproc, m.nginx, m.openssl
+    );
+    let _ = writeln!(
+        s,
+        "- Command: `{}` (nginx-probe built from commit {})",
+        p.command, m.commit
+    );
+    let _ = writeln!(
+        s,
+        "- Load average (1, 5, 15 min): {} at the start, {} at the end{}",
+        p.load_before,
+        p.load_after,
+        if p.load_before
+            .split_whitespace()
+            .next()
+            .and_then(|l| l.parse::<f64>().ok())
+            .is_some_and(|l| l > 0.5 * m.nproc as f64)
+        {
+            " (a busy machine: other processes competed for the CPUs, treat the figures as rough)"
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(
+        s,
+        "- {}",
+        p.pinning
+            .clone()
+            .unwrap_or_else(|| "Not pinned: wrk and the workers share the CPUs.".into())
+    );
+    let _ = writeln!(
+        s,
+        "\nMethod: for each workload, {} interleaved rounds (the order rotates each round); \
+         each round runs every mode once under `wrk -t1 -c{CONNECTIONS} -d{}s --latency` \
+         after a 2 s warm-up (wrk opens its {CONNECTIONS} connections at the start of each \
+         run: {CONNECTIONS} TLS handshakes per run on https). \"us CPU/request\" is the nginx workers' CPU time (user + \
+         system, `/proc/<pid>/stat`) over the run divided by the requests wrk completed: \
+         what tracing adds to each request, steadier than req/s on a shared machine. The \
+         ratio is the median over rounds of each round's us CPU/request against the \
+         no-tracer run of the same round; the interval is a 95% percentile bootstrap of \
+         that median (10,000 resamples of the rounds; with 5 rounds it spans about the \
+         lowest to the highest round). req/s and p99 are wrk's, medians over rounds. A \
+         tracer's own process (nginx-probe's user space, bpftrace) runs outside the workers: \
+         its CPU is the \"tracer CPU\" column (% of one core, median), not in the ratio.\n",
+        p.rounds, p.secs
+    );
+    for r in p.results {
+        let rows = rows(r);
+        let _ = writeln!(
+            s,
+            "## {}\n\n{}.\n",
+            r.workload.name(),
+            r.workload.describe()
+        );
+        s.push_str(
+            "| mode | workers' us CPU/request (median) | ratio to no tracer [95% CI] | req/s | p99 ms | tracer CPU % | per-round ratios |\n| --- | ---: | ---: | ---: | ---: | ---: | --- |\n",
+        );
+        for row in &rows {
+            let per_round: Vec<String> = row.ratios.iter().map(|x| format!("{x:.3}")).collect();
+            let _ = writeln!(
+                s,
+                "| {} | {:.2} | {} | {:.0} | {:.2} | {} | {} |",
+                row.mode.name,
+                row.us_per_req,
+                ratio_cell(row),
+                row.rps,
+                row.p99_ms,
+                opt(row.cpu_pct, 2),
+                per_round.join(" ")
+            );
+        }
+        let others: Vec<f64> = rows.iter().flat_map(|r| r.others_pct.clone()).collect();
+        if !others.is_empty() {
+            let max = others.iter().copied().fold(f64::NAN, f64::max);
+            let _ = writeln!(
+                s,
+                "\nOther processes on the workers' CPUs during the runs (`/proc/stat` user + nice + \
+                 system + steal minus the workers' CPU time; the tracer's own process \
+                 included{}): median {:.0}% of \
+                 their time, at most {max:.0}%.",
+                if p.pinning.is_some() { "" } else { ", and wrk" },
+                median(&others)
+            );
+        }
+        if let Some(c) = rows[0].upstream_conns_per_req {
+            let _ = write!(
+                s,
+                "\nNew upstream connections per request, median of the no-tracer runs: {c:.3} \
+                 (the upstream's `stub_status` accepts over wrk's requests)."
+            );
+            if c >= 0.01 {
+                let _ = write!(
+                    s,
+                    " Some requests opened a new upstream connection: more were in flight in a \
+                     worker than the {UPSTREAM_KEEPALIVE} idle connections `keepalive` keeps."
+                );
+            }
+            s.push('\n');
+        }
+        s.push('\n');
+    }
+    s.push_str(&floor_prose(p));
+    s
+}
+
+/// The floor's tracepoints in a few words: `enter+exit of a, b; exit of c; d`.
+pub fn floor_summary(tps: &[String]) -> String {
+    let name = |t: &String, kind: &str| {
+        t.strip_prefix("syscalls:sys_")
+            .and_then(|r| r.strip_prefix(kind))
+            .map(str::to_string)
+    };
+    let enters: Vec<String> = tps.iter().filter_map(|t| name(t, "enter_")).collect();
+    let exits: Vec<String> = tps.iter().filter_map(|t| name(t, "exit_")).collect();
+    let both: Vec<&String> = enters.iter().filter(|e| exits.contains(e)).collect();
+    let enter_only: Vec<&String> = enters.iter().filter(|e| !exits.contains(e)).collect();
+    let exit_only: Vec<&String> = exits.iter().filter(|e| !enters.contains(e)).collect();
+    let other: Vec<&String> = tps
+        .iter()
+        .filter(|t| !t.starts_with("syscalls:sys_"))
+        .collect();
+    // Each name once, with its count of programs when more than one.
+    let list = |v: &[&String]| {
+        let mut seen: Vec<&String> = Vec::new();
+        for x in v {
+            if !seen.contains(x) {
+                seen.push(x);
+            }
+        }
+        seen.iter()
+            .map(|s| match v.iter().filter(|x| x == &s).count() {
+                1 => format!("`{s}`"),
+                n => format!("`{s}` ({n} programs)"),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut parts = Vec::new();
+    if !both.is_empty() {
+        parts.push(format!("enter and exit of {}", list(&both)));
+    }
+    if !exit_only.is_empty() {
+        parts.push(format!("exit of {}", list(&exit_only)));
+    }
+    if !enter_only.is_empty() {
+        parts.push(format!("enter of {}", list(&enter_only)));
+    }
+    if !other.is_empty() {
+        parts.push(list(&other));
+    }
+    parts.join("; ")
+}
+
+/// The section on what the floor is made of, with this run's figures.
+fn floor_prose(p: &Page) -> String {
+    let mut s = String::from("## What the floor is\n\n");
+    let _ = writeln!(
+        s,
+        "nginx-probe attaches eBPF programs to syscall tracepoints (`syscalls:sys_enter_*`, \
+         `sys_exit_*`): a stable kernel ABI, and on this kernel the only one (kprobes and \
+         fentry are not available). Two empty-program modes separate the cost of the \
+         mechanism from nginx-probe's own work:\n\n\
+         - **one empty program on sys_exit_accept4**: attaching any syscall tracepoint sets \
+         the syscall-tracing flag on every task, so every syscall of every process takes \
+         the kernel's slower tracing path; accept4 itself is rare under keepalive. This \
+         mode is the cost of that flag alone.\n\
+         - **empty programs, nginx-probe's tracepoints (floor)**: bpftrace with an empty \
+         action on exactly the {} tracepoint programs nginx-probe attaches by default \
+         ({}; derived from the syscall table nginx-probe plans from, and checked against \
+         the count nginx-probe's banner prints). Each hit of a per-request syscall (write, writev, sendfile, epoll_wait, ...) \
+         then also runs a program through the tracepoint path, whatever the program does. \
+         No tool on these tracepoints can cost less; nginx-probe's default mode minus the \
+         floor is its own work.\n",
+        p.floor.len(),
+        floor_summary(p.floor)
+    );
+    s.push_str("In this run (ratio medians of workers' CPU per request against no tracer):\n\n");
+    for r in p.results {
+        let rows = rows(r);
+        let flag = find(&rows, |t| matches!(t, Tracer::Empty(_)));
+        let floor = find(&rows, |t| matches!(t, Tracer::EmptyOnProbeTracepoints));
+        let probe = find(&rows, |t| matches!(t, Tracer::Probe(a) if a.is_empty()));
+        let (Some(flag), Some(floor), Some(probe)) = (flag, floor, probe) else {
+            continue;
+        };
+        let _ = writeln!(
+            s,
+            "- {}: the syscall-tracing flag alone {}, the floor {}, nginx-probe's default {} ({} points against the floor).",
+            r.workload.name(),
+            pct_ci(flag),
+            pct_ci(floor),
+            pct_ci(probe),
+            format_args!("{:+.1}", (probe.ratio - floor.ratio) * 100.0),
+        );
+    }
+    s.push_str(
+        "\nOn a quiet machine the two rows tell the flag from the hits: the cost is per \
+         tracepoint hit, so it weighs most where a request does least (the 30-byte static \
+         file is the worst case; a page served over TLS or through a proxy spends more of \
+         the workers' CPU on work no tracer touches). The way down is \
+         to hit per-request syscalls less often (fewer tracepoints in the always-on mode), \
+         not to make each hit cheaper: a prototype with one raw_syscalls program pair in \
+         place of the per-syscall tracepoints was not cheaper, as it runs on every syscall \
+         of every process.\n",
+    );
+    if p.results.iter().any(|r| r.workload == Workload::Static)
+        && p.results
+            .iter()
+            .all(|r| r.modes.iter().all(|m| !matches!(m.tracer, Tracer::Strace)))
+    {
+        s.push_str(
+            "\nbpftrace with histograms, `strace -c -f`, `--syscalls all` and \
+             `--writes-from-proc` are measured on the static workload with `--extra-modes`.\n",
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Run, MODES};
+    use super::*;
+
+    fn run(us: f64) -> Run {
+        Run {
+            rps: 1000.0,
+            p99_ms: 2.0,
+            worker_us_per_req: us,
+            ..Run::default()
+        }
+    }
+
+    fn result(base: &[f64], probe: &[f64]) -> WorkloadResult {
+        WorkloadResult {
+            workload: Workload::Https,
+            modes: vec![MODES[0], MODES[1]],
+            runs: vec![
+                base.iter().map(|&x| run(x)).collect(),
+                probe.iter().map(|&x| run(x)).collect(),
+            ],
+        }
+    }
+
+    #[test]
+    fn rows_pair_rounds_and_give_intervals() {
+        // Per-round ratios 1.10, 1.20, 1.15 (the base drifts; the pairs do not).
+        let r = result(&[10.0, 20.0, 40.0], &[11.0, 24.0, 46.0]);
+        let rows = rows(&r);
+        assert_eq!(rows[0].ratio, 1.0);
+        assert_eq!(rows[0].ci95, Some((1.0, 1.0)));
+        assert_eq!(rows[1].us_per_req, 24.0);
+        assert!((rows[1].ratio - 1.15).abs() < 1e-12);
+        let (lo, hi) = rows[1].ci95.unwrap();
+        assert!(
+            (lo - 1.10).abs() < 1e-12 && (hi - 1.20).abs() < 1e-12,
+            "{lo} {hi}"
+        );
+        assert_eq!(ratio_cell(&rows[1]), "1.150 [1.100, 1.200]");
+    }
+
+    #[test]
+    fn the_floor_is_summarised_by_kind() {
+        let tps: Vec<String> = [
+            "sched:sched_process_fork",
+            "syscalls:sys_enter_close",
+            "syscalls:sys_exit_openat",
+            "syscalls:sys_enter_write",
+            "syscalls:sys_exit_write",
+            "syscalls:sys_exit_openat",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(
+            floor_summary(&tps),
+            "enter and exit of `write`; exit of `openat` (2 programs); enter of `close`; `sched:sched_process_fork`"
+        );
+    }
+
+    #[test]
+    fn regenerating_keeps_the_hand_written_part() {
+        let first = keep_hand_written("# gen 1\n", None);
+        assert_eq!(first, format!("# gen 1\n\n{HAND_WRITTEN}\n"));
+        let edited = format!("{first}## Soak\n\nby hand\n");
+        assert_eq!(
+            keep_hand_written("# gen 2\n", Some(&edited)),
+            format!("# gen 2\n\n{HAND_WRITTEN}\n## Soak\n\nby hand\n")
+        );
+        // A file without the marker is replaced whole.
+        assert_eq!(
+            keep_hand_written("# gen\n", Some("old text")),
+            format!("# gen\n\n{HAND_WRITTEN}\n")
+        );
+    }
+
+    #[test]
+    fn one_round_says_so() {
+        let rows = rows(&result(&[10.0], &[12.0]));
+        assert_eq!(ratio_cell(&rows[1]), "1.200 (1 round)");
+    }
+
+    #[test]
+    fn the_page_has_the_machine_command_and_a_table_per_workload() {
+        let m = Machine {
+            date: "2026-11-30 22:00 UTC".into(),
+            kernel: "6.18.0".into(),
+            cpu: "AMD EPYC".into(),
+            nproc: 2,
+            nginx: "nginx/1.22.1".into(),
+            openssl: "OpenSSL 3.0.19".into(),
+            commit: "abc1234".into(),
+        };
+        let results = [result(&[10.0, 10.0], &[11.0, 12.0])];
+        let page = markdown(&Page {
+            machine: &m,
+            command: "cargo xtask bench overhead --workload https --rounds 2 --secs 5".into(),
+            pinning: None,
+            load_before: "0.10 0.20 0.30",
+            load_after: "0.40 0.20 0.30",
+            rounds: 2,
+            secs: 5,
+            floor: &["syscalls:sys_exit_write".into()],
+            results: &results,
+        });
+        assert!(page.contains("- Date: 2026-11-30 22:00 UTC"));
+        assert!(
+            page.contains("kernel 6.18.0, AMD EPYC (2 CPUs), nginx nginx/1.22.1, OpenSSL 3.0.19")
+        );
+        assert!(page.contains(
+            "`cargo xtask bench overhead --workload https --rounds 2 --secs 5` (nginx-probe built from commit abc1234)"
+        ));
+        assert!(page.contains("## https\n"));
+        assert!(
+            page.contains(
+                "| nginx-probe (default) | 11.50 | 1.150 [1.100, 1.200] | 1000 | 2.00 | - | 1.100 1.200 |"
+            ),
+            "{page}"
+        );
+        assert!(page.contains("## What the floor is"));
+        assert!(!page.contains("a busy machine"));
+    }
+}

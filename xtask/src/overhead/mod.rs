@@ -1,0 +1,821 @@
+//! `cargo xtask bench overhead`: what tracing costs nginx's workers, per workload.
+//!
+//! Workloads ([`Workload`]): the 30-byte static file over plain HTTP (the worst case
+//! per request), HTTPS with a 4 KB page, and a reverse proxy to a second nginx with
+//! upstream keepalive; all with client keepalive (`wrk -t1 -c50`). For each, interleaved
+//! rounds run every mode of [`MODES`] once (no tracer, nginx-probe's modes, empty BPF
+//! programs as floors). The main figure is the nginx workers' CPU time per request
+//! (`/proc/<pid>/stat` utime + stime over wrk's completed requests) and its ratio to the
+//! no-tracer run of the same round, with a 95% bootstrap interval over the rounds.
+//! Prints tables and, with `--write-doc`, a markdown page; never fails on speed.
+
+mod doc;
+pub mod stats;
+mod tracers;
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+    thread,
+    time::{Duration, Instant},
+};
+
+use anyhow::{bail, Context as _, Result};
+use nginx_probe_common::{Entry, CORE_SYSCALLS, FD_CREATING, SYSCALLS};
+use nginx_probe_tests::{get_paths, prog_ids_held_by, Nginx, NginxConfig};
+
+use crate::load::{cpu_seconds, cpus_busy_seconds, pin_plan, wrk, Pinning};
+use tracers::{bpftrace_hist_script, empty_script, prog_stats, spawn_bpftrace, spawn_until, stop};
+
+/// Concurrent keepalive connections of wrk (`-c`), one thread.
+pub const CONNECTIONS: u32 = 50;
+
+/// `keepalive` of the proxy workload's `upstream` block: idle upstream connections each
+/// worker keeps. Above the requests a worker can have in flight (all of wrk's
+/// connections), so that upstream connections are reused: with `keepalive 16`, 20 to 50%
+/// of requests opened a new upstream connection, varying from run to run (measured with
+/// the upstream's stub_status accepts), which made the workload itself noisy.
+pub const UPSTREAM_KEEPALIVE: u32 = 64;
+
+/// Size of the page of the HTTPS and proxy workloads, bytes.
+pub const PAGE_BYTES: usize = 4096;
+
+/// A workload: an nginx setup and the URL wrk loads.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
+pub enum Workload {
+    /// Plain HTTP, the 30-byte index file, access log on: the worst case per request.
+    Static,
+    /// HTTPS (self-signed RSA 2048 certificate made with openssl at start), a 4 KB page.
+    Https,
+    /// proxy_pass to a second nginx on loopback serving the 4 KB page, upstream
+    /// upstream keepalive sized so that connections are reused, HTTP/1.1 to the upstream.
+    Proxy,
+    /// All of the above, in that order.
+    All,
+}
+
+impl Workload {
+    /// The concrete workloads this selection runs.
+    pub fn expand(self) -> Vec<Workload> {
+        match self {
+            Workload::All => vec![Workload::Static, Workload::Https, Workload::Proxy],
+            w => vec![w],
+        }
+    }
+
+    /// Short name (as on the command line).
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Static => "static",
+            Workload::Https => "https",
+            Workload::Proxy => "proxy",
+            Workload::All => "all",
+        }
+    }
+
+    /// One sentence saying what runs.
+    pub fn describe(self) -> String {
+        let client = format!("`wrk -t1 -c{CONNECTIONS} --latency` (keepalive)");
+        match self {
+            Workload::Static => format!(
+                "plain HTTP, a 30-byte file, sendfile on, access log on (unbuffered), 2 workers; {client}"
+            ),
+            Workload::Https => format!(
+                "HTTPS (TLS, self-signed RSA 2048 certificate made with openssl at start), a {PAGE_BYTES}-byte page, access log on, 2 workers; {client} over https"
+            ),
+            Workload::Proxy => format!(
+                "plain HTTP to 2 workers that `proxy_pass` to a second nginx on loopback (1 worker, access log off) serving a {PAGE_BYTES}-byte page; `upstream {{ keepalive {UPSTREAM_KEEPALIVE}; }}`, `proxy_http_version 1.1`, `proxy_set_header Connection \"\"`; access log on; {client}; the front's workers are measured, the upstream's worker runs on the load generator's CPU when pinned"
+            ),
+            Workload::All => "static, https and proxy".into(),
+        }
+    }
+}
+
+/// How a mode's tracer is started.
+#[derive(Clone, Copy, Debug)]
+pub enum Tracer {
+    /// Nothing attached: the baseline of each round.
+    None,
+    /// nginx-probe `--pid <master> --summary-only` plus these arguments.
+    Probe(&'static [&'static str]),
+    /// bpftrace with empty programs on exactly the tracepoints nginx-probe attaches by
+    /// default ([`default_tracepoints`]).
+    EmptyOnProbeTracepoints,
+    /// bpftrace with empty programs on these probes.
+    Empty(&'static [&'static str]),
+    /// bpftrace timing the per-request syscalls into in-kernel histograms.
+    BpftraceHist,
+    /// `strace -c -f` on the workers.
+    Strace,
+}
+
+/// One row of the benchmark.
+#[derive(Clone, Copy, Debug)]
+pub struct ModeDef {
+    /// Name in the tables.
+    pub name: &'static str,
+    /// What runs.
+    pub tracer: Tracer,
+    /// Only with `--extra-modes`, and only on the static workload.
+    pub extra: bool,
+}
+
+/// The modes, in table order. The first must be the baseline. To measure another
+/// nginx-probe mode add one line, e.g.
+/// `ModeDef { name: "nginx-probe --detail full", tracer: Tracer::Probe(&["--detail", "full"]), extra: false },`.
+pub const MODES: &[ModeDef] = &[
+    ModeDef {
+        name: "no tracer",
+        tracer: Tracer::None,
+        extra: false,
+    },
+    ModeDef {
+        name: "nginx-probe (default)",
+        tracer: Tracer::Probe(&[]),
+        extra: false,
+    },
+    ModeDef {
+        name: "nginx-probe --detail sampled",
+        tracer: Tracer::Probe(&["--detail", "sampled"]),
+        extra: false,
+    },
+    ModeDef {
+        name: "nginx-probe --uprobes",
+        tracer: Tracer::Probe(&["--uprobes"]),
+        extra: false,
+    },
+    ModeDef {
+        name: "empty programs, nginx-probe's tracepoints (floor)",
+        tracer: Tracer::EmptyOnProbeTracepoints,
+        extra: false,
+    },
+    ModeDef {
+        name: "one empty program on sys_exit_accept4",
+        tracer: Tracer::Empty(&["tracepoint:syscalls:sys_exit_accept4"]),
+        extra: false,
+    },
+    ModeDef {
+        name: "nginx-probe --syscalls all",
+        tracer: Tracer::Probe(&["--syscalls", "all"]),
+        extra: true,
+    },
+    ModeDef {
+        name: "nginx-probe --writes-from-proc",
+        tracer: Tracer::Probe(&["--writes-from-proc"]),
+        extra: true,
+    },
+    ModeDef {
+        name: "bpftrace (same syscalls, histograms)",
+        tracer: Tracer::BpftraceHist,
+        extra: true,
+    },
+    ModeDef {
+        name: "strace -c -f",
+        tracer: Tracer::Strace,
+        extra: true,
+    },
+];
+
+/// Options of one invocation.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Workloads to run.
+    pub workload: Workload,
+    /// Interleaved rounds per workload.
+    pub rounds: usize,
+    /// Seconds of wrk load per run.
+    pub secs: u64,
+    /// Pin wrk and the workers to separate CPUs (when there are at least 2).
+    pub pin: bool,
+    /// Add the `extra` modes on the static workload.
+    pub extra_modes: bool,
+    /// Enable `kernel.bpf_stats_enabled` to report ns per program run (its own timing
+    /// adds to every BPF mode's cost).
+    pub bpf_stats: bool,
+    /// Where to write the markdown page, as given (relative: under the workspace root).
+    pub write_doc: Option<PathBuf>,
+}
+
+impl Options {
+    /// The command line that reproduces this invocation.
+    pub fn command(&self) -> String {
+        let mut c = format!(
+            "cargo xtask bench overhead --workload {} --rounds {} --secs {}",
+            self.workload.name(),
+            self.rounds,
+            self.secs
+        );
+        if !self.pin {
+            c.push_str(" --no-pin");
+        }
+        if self.extra_modes {
+            c.push_str(" --extra-modes");
+        }
+        if self.bpf_stats {
+            c.push_str(" --bpf-stats");
+        }
+        if let Some(p) = &self.write_doc {
+            c.push_str(&format!(" --write-doc {}", p.display()));
+        }
+        c
+    }
+}
+
+/// One measured run.
+#[derive(Default, Clone, Debug)]
+pub struct Run {
+    /// wrk's requests per second.
+    pub rps: f64,
+    /// wrk's 99th percentile latency, ms.
+    pub p99_ms: f64,
+    /// wrk's socket errors and non-2xx/3xx responses.
+    pub errors: u64,
+    /// Tracer's own CPU over the load, % of one core (`/proc/<pid>/stat`).
+    pub cpu_pct: Option<f64>,
+    /// Tracer's VmRSS at the end of the load, MiB.
+    pub rss_mib: Option<f64>,
+    /// From spawn to attached, ms.
+    pub attach_ms: Option<f64>,
+    /// Mean ns per BPF program run (`kernel.bpf_stats_enabled`, with `--bpf-stats`).
+    pub ns_per_event: Option<f64>,
+    /// nginx workers' CPU time (user + system, `/proc/<pid>/stat`) per completed
+    /// request, us.
+    pub worker_us_per_req: f64,
+    /// Proxy workload: connections the upstream accepted (its `stub_status` accepts)
+    /// per request wrk completed: the share of requests that opened a new upstream
+    /// connection.
+    pub upstream_conns_per_req: Option<f64>,
+    /// CPU time of everything but the workers on the workers' CPUs (all CPUs when not
+    /// pinned), % of those CPUs' time over the run (`/proc/stat` user + nice + system +
+    /// steal minus the workers' CPU time): how much the machine competed with the
+    /// measured workers.
+    pub others_pct: Option<f64>,
+}
+
+/// Every run of one workload: `runs[mode][round]`, modes as in `modes`.
+pub struct WorkloadResult {
+    /// The workload.
+    pub workload: Workload,
+    /// The modes run, in table order (the baseline first).
+    pub modes: Vec<ModeDef>,
+    /// Per mode, per round.
+    pub runs: Vec<Vec<Run>>,
+}
+
+/// The tracepoints nginx-probe attaches by default, as `category:name` (duplicates
+/// kept: two programs on one tracepoint are two runs per hit), derived from the
+/// shared syscall table as nginx-probe's loader plans them: `sched_process_fork`,
+/// `sys_enter_close`, `sys_exit_openat` (access-log opens), the enter/exit pair of each
+/// timed core syscall, the exit of each counted-only one, and the exit of every
+/// fd-creating syscall outside the core set. The second value is how many of them are
+/// syscall tracepoints of the core plan (nginx-probe's banner prints that number).
+pub fn default_tracepoints() -> (Vec<String>, usize) {
+    let mut plan: Vec<String> = Vec::new();
+    let core = || CORE_SYSCALLS.iter().map(|&i| &SYSCALLS[i as usize]);
+    for d in core().filter(|d| d.entry == Entry::Always) {
+        plan.push(format!("syscalls:sys_enter_{}", d.tracepoint));
+    }
+    for d in core() {
+        plan.push(format!("syscalls:sys_exit_{}", d.tracepoint));
+    }
+    for &i in FD_CREATING.iter() {
+        if !CORE_SYSCALLS.contains(&i) {
+            plan.push(format!(
+                "syscalls:sys_exit_{}",
+                SYSCALLS[i as usize].tracepoint
+            ));
+        }
+    }
+    let planned = plan.len();
+    let mut all = vec![
+        "sched:sched_process_fork".to_string(),
+        "syscalls:sys_enter_close".to_string(),
+        "syscalls:sys_exit_openat".to_string(),
+    ];
+    all.extend(plan);
+    // As the loader does: skip what this kernel lacks (e.g. epoll_pwait2 before 5.11).
+    let tracefs = Path::new("/sys/kernel/tracing/events");
+    let present: Vec<String> = all
+        .into_iter()
+        .filter(|tp| {
+            let (cat, name) = tp.split_once(':').expect("category:name");
+            !tracefs.exists() || tracefs.join(cat).join(name).exists()
+        })
+        .collect();
+    (present, planned)
+}
+
+fn rss_mib(pid: u32) -> Option<f64> {
+    crate::bench::rss_kib(pid).map(|kib| kib as f64 / 1024.0)
+}
+
+/// A running workload: the nginx the workers' CPU is measured on, the upstream behind
+/// it (proxy), and wrk's URL.
+struct Bed {
+    front: Nginx,
+    upstream: Option<Nginx>,
+    url: String,
+}
+
+/// Path of the upstream's `stub_status` page.
+const STATUS_PATH: &str = "/nginx_status";
+
+/// nginx's `accepts` counter from a `stub_status` page
+/// (`server accepts handled requests` then `A H R`).
+pub fn stub_accepts(body: &str) -> Option<u64> {
+    let mut lines = body.lines();
+    lines.find(|l| l.trim() == "server accepts handled requests")?;
+    lines.next()?.split_whitespace().next()?.parse().ok()
+}
+
+/// The upstream's accepted connections so far (reading them costs one connection).
+fn upstream_accepts(bed: &Bed) -> Option<u64> {
+    let up = bed.upstream.as_ref()?;
+    let body = get_paths(up.addr(), &[STATUS_PATH.to_string()]);
+    stub_accepts(body.first()?)
+}
+
+fn page() -> Vec<u8> {
+    let line = b"nginx-probe benchmark page, 4096 bytes of text in 64-byte lines.\n";
+    line.iter().copied().cycle().take(PAGE_BYTES).collect()
+}
+
+/// Starts the nginx(es) of `w`, the front workers on the pinned CPUs (the upstream on
+/// the client's).
+fn start_bed(w: Workload, pin: Option<&Pinning>) -> Bed {
+    let pin_front = pin.map(|p| p.nginx_directive.clone()).unwrap_or_default();
+    let files = vec![("page.html".to_string(), page())];
+    match w {
+        Workload::Static | Workload::All => {
+            let front = Nginx::start(&NginxConfig {
+                main_extra: pin_front,
+                ..NginxConfig::default()
+            });
+            let url = front.url();
+            Bed {
+                front,
+                upstream: None,
+                url,
+            }
+        }
+        Workload::Https => {
+            let front = Nginx::start(&NginxConfig {
+                main_extra: pin_front,
+                tls: true,
+                files,
+                ..NginxConfig::default()
+            });
+            let url = format!("{}page.html", front.https_url());
+            Bed {
+                front,
+                upstream: None,
+                url,
+            }
+        }
+        Workload::Proxy => {
+            let upstream = Nginx::start(&NginxConfig {
+                workers: 1,
+                access_log: Some("off".into()),
+                main_extra: pin.map(|p| p.client_nginx_directive()).unwrap_or_default(),
+                files,
+                server_extra: format!("location = {STATUS_PATH} {{ stub_status; }}"),
+                ..NginxConfig::default()
+            });
+            let front = Nginx::start(&NginxConfig {
+                main_extra: pin_front,
+                http_extra: format!(
+                    "upstream backend {{ server 127.0.0.1:{}; keepalive {UPSTREAM_KEEPALIVE}; }}",
+                    upstream.port
+                ),
+                server_extra: "location / { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection \"\"; }".into(),
+                ..NginxConfig::default()
+            });
+            let url = format!("{}page.html", front.url());
+            Bed {
+                front,
+                upstream: Some(upstream),
+                url,
+            }
+        }
+    }
+}
+
+/// What the floor attaches, and the cross-check against nginx-probe's banner.
+struct Floor {
+    tracepoints: Vec<String>,
+    planned_syscall_tps: usize,
+    /// The CPUs the workers run on (all when not pinned).
+    worker_cpus: Vec<usize>,
+}
+
+fn one_run(
+    mode: &ModeDef,
+    probe: &Path,
+    bed: &Bed,
+    floor: &Floor,
+    secs: u64,
+    bpf_stats: bool,
+) -> Result<Run> {
+    let ng = &bed.front;
+    let master = ng.master_pid().to_string();
+    let workers = ng.worker_pids();
+    let _ = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(ng.prefix.join("logs/access.log"));
+    let (child, attach_ms) = match mode.tracer {
+        Tracer::None => (None, None),
+        Tracer::Probe(args) => {
+            let mut cmd = Command::new(probe);
+            cmd.args(["--pid", &master, "--summary-only"]).args(args);
+            let (c, ms, banner) = spawn_until(cmd, "Hit Ctrl-C to end.", Duration::from_secs(30))?;
+            if args.is_empty() {
+                check_banner(&banner, floor.planned_syscall_tps);
+            }
+            (Some(c), Some(ms))
+        }
+        Tracer::EmptyOnProbeTracepoints => {
+            let (c, ms) = spawn_bpftrace(&empty_script(&floor.tracepoints))?;
+            (Some(c), Some(ms))
+        }
+        Tracer::Empty(probes) => {
+            let probes: Vec<String> = probes.iter().map(|p| p.to_string()).collect();
+            let (c, ms) = spawn_bpftrace(&empty_script(&probes))?;
+            (Some(c), Some(ms))
+        }
+        Tracer::BpftraceHist => {
+            let (c, ms) = spawn_bpftrace(&bpftrace_hist_script(&workers))?;
+            (Some(c), Some(ms))
+        }
+        Tracer::Strace => {
+            let mut cmd = Command::new("strace");
+            cmd.args(["-c", "-f"]);
+            for w in &workers {
+                cmd.args(["-p", &w.to_string()]);
+            }
+            let (c, ms, _) = spawn_until(cmd, "attached", Duration::from_secs(10))?;
+            thread::sleep(Duration::from_millis(300));
+            (Some(c), Some(ms))
+        }
+    };
+    let pid = child.as_ref().map(|c| c.id());
+    let ids = match (mode.tracer, pid, bpf_stats) {
+        (Tracer::Strace, _, _) | (_, None, _) | (_, _, false) => Vec::new(),
+        (_, Some(p), true) => prog_ids_held_by(p),
+    };
+    let before = prog_stats(&ids);
+    let cpu0 = pid.and_then(cpu_seconds);
+    let workers_cpu = || -> f64 { workers.iter().filter_map(|&w| cpu_seconds(w)).sum() };
+    let up0 = upstream_accepts(bed);
+    let busy0 = cpus_busy_seconds(&floor.worker_cpus);
+    let w0 = workers_cpu();
+    let t0 = Instant::now();
+    let client = wrk(&bed.url, CONNECTIONS, secs);
+    let wall = t0.elapsed().as_secs_f64();
+    let w1 = workers_cpu();
+    let busy1 = cpus_busy_seconds(&floor.worker_cpus);
+    let up1 = upstream_accepts(bed);
+    let cpu1 = pid.and_then(cpu_seconds);
+    let rss = pid.and_then(rss_mib);
+    let after = prog_stats(&ids);
+    // A tracer that died during the load, or a worker that was replaced, makes the run
+    // meaningless: say so rather than average it in.
+    let tracer_exit = match child {
+        Some(mut c) => {
+            let exited = c.try_wait().ok().flatten();
+            stop(c);
+            exited
+        }
+        None => None,
+    };
+    if let Some(status) = tracer_exit {
+        bail!(
+            "{}: the tracer exited during the load ({status})",
+            mode.name
+        );
+    }
+    if ng.worker_pids() != workers {
+        bail!("{}: nginx's workers changed during the load", mode.name);
+    }
+    let client = client?;
+    if client.requests == 0 || client.errors * 10 > client.requests {
+        bail!(
+            "{}: wrk completed {} requests with {} errors against {}: the workload is broken, not slow",
+            mode.name,
+            client.requests,
+            client.errors,
+            bed.url
+        );
+    }
+    let runs = after.1.saturating_sub(before.1);
+    Ok(Run {
+        rps: client.rps,
+        p99_ms: client.p99_ms,
+        errors: client.errors,
+        cpu_pct: match (cpu0, cpu1) {
+            (Some(a), Some(b)) => Some((b - a) / wall * 100.0),
+            _ => None,
+        },
+        rss_mib: rss,
+        attach_ms,
+        ns_per_event: (runs > 0).then(|| after.0.saturating_sub(before.0) as f64 / runs as f64),
+        worker_us_per_req: (w1 - w0) * 1e6 / client.requests as f64,
+        others_pct: match (busy0, busy1) {
+            (Some(a), Some(b)) => Some(
+                ((b - a - (w1 - w0)) / (wall * floor.worker_cpus.len() as f64) * 100.0).max(0.0),
+            ),
+            _ => None,
+        },
+        // The second read's own connection is in `up1`.
+        upstream_conns_per_req: match (up0, up1) {
+            (Some(a), Some(b)) => Some(b.saturating_sub(a + 1) as f64 / client.requests as f64),
+            _ => None,
+        },
+    })
+}
+
+/// The "N syscall tracepoints" count of nginx-probe's banner.
+fn banner_tracepoints(banner: &str) -> Option<usize> {
+    banner
+        .split(" syscall tracepoints")
+        .next()
+        .and_then(|s| s.rsplit(' ').next())
+        .and_then(|s| s.parse::<usize>().ok())
+}
+
+/// Warns when nginx-probe's banner disagrees with the floor's plan: the floor would
+/// then not be nginx-probe's tracepoints.
+fn check_banner(banner: &str, planned: usize) {
+    if let Some(n) = banner_tracepoints(banner).filter(|&n| n != planned) {
+        eprintln!(
+            "overhead: WARNING nginx-probe attached {n} syscall tracepoints, the floor's plan has {planned}: the floor is not exactly nginx-probe's tracepoints"
+        );
+    }
+}
+
+/// Which CPUs the workers may run on (`Cpus_allowed_list` of `/proc/<pid>/status`).
+fn allowed_cpus(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .map(|v| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "?".into())
+}
+
+fn run_workload(
+    w: Workload,
+    probe: &Path,
+    opts: &Options,
+    pin: Option<&Pinning>,
+    floor: &Floor,
+) -> Result<WorkloadResult> {
+    let modes: Vec<ModeDef> = MODES
+        .iter()
+        .filter(|m| !m.extra || (opts.extra_modes && w == Workload::Static))
+        .copied()
+        .collect();
+    let bed = start_bed(w, pin);
+    let on_cpus = |ng: &Nginx| -> String {
+        ng.worker_pids()
+            .iter()
+            .map(|&p| format!("{p} on CPUs {}", allowed_cpus(p)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut cpus = on_cpus(&bed.front);
+    if let Some(up) = &bed.upstream {
+        cpus.push_str(&format!("; upstream worker {}", on_cpus(up)));
+    }
+    println!(
+        "\n== {} ({}): {}\n   workers: {}; wrk -d{}s on {}, {} interleaved rounds of {} modes",
+        w.name(),
+        bed.url,
+        w.describe(),
+        cpus,
+        opts.secs,
+        pin.map(|p| format!("CPU {}", p.client_cpus))
+            .unwrap_or_else(|| "any CPU".into()),
+        opts.rounds,
+        modes.len()
+    );
+    // Warm-up, not measured (TLS sessions, upstream keepalive connections, caches).
+    let _ = wrk(&bed.url, CONNECTIONS, 2)?;
+    let mut runs: Vec<Vec<Run>> = vec![Vec::new(); modes.len()];
+    for round in 0..opts.rounds {
+        // Rotate the order each round so that no mode always follows the same one.
+        for k in 0..modes.len() {
+            let i = (k + round) % modes.len();
+            let mode = &modes[i];
+            let run = one_run(mode, probe, &bed, floor, opts.secs, opts.bpf_stats)
+                .with_context(|| format!("{} workload, mode {}", w.name(), mode.name))?;
+            println!(
+                "  round {} {:<50} {:>8.0} req/s  p99 {:>7.2} ms  workers {:>6.2} us CPU/request{}{}{}",
+                round + 1,
+                mode.name,
+                run.rps,
+                run.p99_ms,
+                run.worker_us_per_req,
+                run.others_pct
+                    .map(|c| format!("  others {c:>3.0}%"))
+                    .unwrap_or_default(),
+                run.upstream_conns_per_req
+                    .map(|c| format!("  {c:.3} new upstream connections/request"))
+                    .unwrap_or_default(),
+                if run.errors > 0 {
+                    format!("  ({} wrk errors)", run.errors)
+                } else {
+                    String::new()
+                }
+            );
+            runs[i].push(run);
+        }
+    }
+    Ok(WorkloadResult {
+        workload: w,
+        modes,
+        runs,
+    })
+}
+
+/// Load average (1, 5, 15 min) from `/proc/loadavg`.
+pub fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// Runs the benchmark; see the module docs.
+pub fn overhead(probe: &Path, opts: &Options, doc_path: Option<&Path>) -> Result<()> {
+    if opts.rounds == 0 || opts.secs == 0 {
+        bail!("--rounds and --secs must be at least 1");
+    }
+    let machine = doc::Machine::read();
+    let load_before = loadavg();
+    let pin = pin_plan(opts.pin);
+    match &pin {
+        Some(p) => {
+            println!("overhead: {}", p.describe());
+            crate::load::pin_clients(&p.client_cpus);
+        }
+        None => println!(
+            "overhead: not pinned ({}): wrk and the workers share the CPUs",
+            if opts.pin {
+                "fewer than 2 CPUs"
+            } else {
+                "--no-pin"
+            }
+        ),
+    }
+    let (tracepoints, planned_syscall_tps) = default_tracepoints();
+    let ncpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let floor = Floor {
+        tracepoints,
+        planned_syscall_tps,
+        // Pinned: every CPU but the last (the load generator's).
+        worker_cpus: (0..if pin.is_some() { ncpus - 1 } else { ncpus }).collect(),
+    };
+    println!(
+        "overhead: the floor attaches {} empty programs: {}",
+        floor.tracepoints.len(),
+        floor.tracepoints.join(" ")
+    );
+    let stats_before = std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled").ok();
+    if opts.bpf_stats {
+        let _ = std::fs::write("/proc/sys/kernel/bpf_stats_enabled", "1");
+    }
+    let started = Instant::now();
+    let mut results = Vec::new();
+    let mut failure = None;
+    for w in opts.workload.expand() {
+        match run_workload(w, probe, opts, pin.as_ref(), &floor) {
+            Ok(r) => results.push(r),
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        }
+    }
+    if opts.bpf_stats {
+        if let Some(v) = stats_before {
+            let _ = std::fs::write("/proc/sys/kernel/bpf_stats_enabled", v.trim());
+        }
+    }
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    let load_after = loadavg();
+    for r in &results {
+        print!("{}", doc::console_table(r, opts.bpf_stats));
+    }
+    println!(
+        "\nload average before {load_before}, after {load_after}; {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    if let Some(path) = doc_path {
+        let page = doc::markdown(&doc::Page {
+            machine: &machine,
+            command: opts.command(),
+            pinning: pin.as_ref().map(|p| p.describe()),
+            load_before: &load_before,
+            load_after: &load_after,
+            rounds: opts.rounds,
+            secs: opts.secs,
+            floor: &floor.tracepoints,
+            results: &results,
+        });
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+        }
+        let old = std::fs::read_to_string(path).ok();
+        let page = doc::keep_hand_written(&page, old.as_deref());
+        std::fs::write(path, page).with_context(|| format!("write {}", path.display()))?;
+        println!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_baseline_comes_first_and_names_are_unique() {
+        assert!(matches!(MODES[0].tracer, Tracer::None));
+        for (i, m) in MODES.iter().enumerate() {
+            assert!(
+                MODES[i + 1..].iter().all(|o| o.name != m.name),
+                "{}",
+                m.name
+            );
+        }
+    }
+
+    #[test]
+    fn the_floor_follows_nginx_probe_plan() {
+        let (tps, planned) = default_tracepoints();
+        // 12 timed core syscalls (enter + exit), 8 counted-only exits, openat's exit
+        // (fd-creating, outside the core set): nginx-probe's banner says 33.
+        assert_eq!(planned, 33);
+        assert!(tps.contains(&"syscalls:sys_enter_writev".to_string()));
+        assert!(tps.contains(&"syscalls:sys_exit_accept4".to_string()));
+        assert!(!tps.contains(&"syscalls:sys_enter_openat".to_string()));
+        // openat's exit twice: the access-log-open counter and the EMFILE counter.
+        let openat = tps
+            .iter()
+            .filter(|t| *t == "syscalls:sys_exit_openat")
+            .count();
+        assert!(openat == 2 || !Path::new("/sys/kernel/tracing/events").exists());
+    }
+
+    #[test]
+    fn the_banner_count_is_read() {
+        assert_eq!(
+            banner_tracepoints("Tracing nginx master 1 `nginx`: 2 workers [2 3], 33 syscall tracepoints, following forks. Hit Ctrl-C to end."),
+            Some(33)
+        );
+        assert_eq!(banner_tracepoints("Hit Ctrl-C to end."), None);
+    }
+
+    #[test]
+    fn the_command_line_round_trips_the_options() {
+        let o = Options {
+            workload: Workload::All,
+            rounds: 5,
+            secs: 5,
+            pin: false,
+            extra_modes: false,
+            bpf_stats: false,
+            write_doc: Some("docs/benchmarks.md".into()),
+        };
+        assert_eq!(
+            o.command(),
+            "cargo xtask bench overhead --workload all --rounds 5 --secs 5 --no-pin --write-doc docs/benchmarks.md"
+        );
+        assert_eq!(Workload::All.expand().len(), 3);
+    }
+
+    #[test]
+    fn stub_status_accepts_are_read() {
+        let page = "Active connections: 3 \nserver accepts handled requests\n 151 151 302 \nReading: 0 Writing: 1 Waiting: 2 \n";
+        assert_eq!(stub_accepts(page), Some(151));
+        assert_eq!(stub_accepts("<html>404</html>"), None);
+    }
+
+    #[test]
+    fn empty_scripts_have_one_block_per_probe() {
+        let s = empty_script(&[
+            "syscalls:sys_exit_openat".into(),
+            "syscalls:sys_exit_openat".into(),
+            "tracepoint:syscalls:sys_exit_accept4".into(),
+        ]);
+        assert_eq!(
+            s,
+            "tracepoint:syscalls:sys_exit_openat { }\ntracepoint:syscalls:sys_exit_openat { }\ntracepoint:syscalls:sys_exit_accept4 { }\n"
+        );
+    }
+}

@@ -1,0 +1,161 @@
+//! Starting and stopping the tracers of the overhead benchmark: nginx-probe (through
+//! [`spawn_until`]), bpftrace scripts and strace; bpftool's per-program run statistics.
+
+use std::{
+    io::{BufRead, BufReader},
+    process::{Child, Command, Stdio},
+    sync::mpsc,
+    thread,
+    time::{Duration, Instant},
+};
+
+use anyhow::{bail, Context as _, Result};
+
+/// Spawns `cmd` and waits until a stderr line contains `ready` (or `timeout`); returns
+/// the child, the ms that took, and the ready line.
+pub fn spawn_until(
+    mut cmd: Command,
+    ready: &str,
+    timeout: Duration,
+) -> Result<(Child, f64, String)> {
+    let start = Instant::now();
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("spawn {cmd:?}"))?;
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = mpsc::channel();
+    let ready = ready.to_string();
+    thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains(&ready) {
+                let _ = tx.send(line);
+            }
+        }
+    });
+    match rx.recv_timeout(timeout) {
+        Ok(line) => Ok((child, start.elapsed().as_secs_f64() * 1000.0, line)),
+        Err(_) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("{cmd:?} did not get ready in {timeout:?}")
+        }
+    }
+}
+
+/// A bpftrace script timing the per-request syscalls of `workers` into in-kernel
+/// log2 histograms, with a count per probe and worker (what users run today).
+pub fn bpftrace_hist_script(workers: &[u32]) -> String {
+    let filter: Vec<String> = workers.iter().map(|p| format!("pid == {p}")).collect();
+    let filter = filter.join(" || ");
+    let calls = [
+        "accept4",
+        "accept",
+        "epoll_wait",
+        "epoll_pwait",
+        "sendfile64",
+        "write",
+        "writev",
+        "pwrite64",
+        "openat",
+        "close",
+        "recvfrom",
+        "read",
+        "newfstatat",
+    ];
+    let list = |kind: &str| -> String {
+        calls
+            .iter()
+            .map(|c| format!("tracepoint:syscalls:sys_{kind}_{c}"))
+            .collect::<Vec<_>>()
+            .join(",\n")
+    };
+    format!(
+        "{} /{filter}/ {{ @start[tid] = nsecs; }}\n{} /@start[tid]/ {{ @lat[probe] = hist(nsecs - @start[tid]); @n[probe, pid] = count(); delete(@start[tid]); }}\n",
+        list("enter"),
+        list("exit")
+    )
+}
+
+/// A bpftrace script with one empty program per probe (`category:name` or a full
+/// bpftrace probe).
+pub fn empty_script(probes: &[String]) -> String {
+    probes
+        .iter()
+        .map(|p| {
+            if p.starts_with("tracepoint:") {
+                format!("{p} {{ }}\n")
+            } else {
+                format!("tracepoint:{p} {{ }}\n")
+            }
+        })
+        .collect()
+}
+
+/// Starts bpftrace with `script` and waits until its probes are attached; returns it
+/// and the ms that took.
+pub fn spawn_bpftrace(script: &str) -> Result<(Child, f64)> {
+    let start = Instant::now();
+    let mut c = Command::new("bpftrace")
+        .args(["-e", script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("spawn bpftrace (install it with `cargo xtask setup`)")?;
+    // bpftrace prints "Attaching N probes..." on stdout.
+    let stdout = c.stdout.take().expect("stdout");
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if line.starts_with("Attaching") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    if rx.recv_timeout(Duration::from_secs(60)).is_err() {
+        let _ = c.kill();
+        let _ = c.wait();
+        bail!("bpftrace did not attach");
+    }
+    // "Attaching" is printed before the attach completes.
+    thread::sleep(Duration::from_millis(1500));
+    Ok((c, start.elapsed().as_secs_f64() * 1000.0))
+}
+
+/// SIGINT to `child`, then SIGKILL if it has not exited within 10 s.
+pub fn stop(mut child: Child) {
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// run_time_ns and run_cnt summed over program ids, from bpftool.
+pub fn prog_stats(ids: &[u64]) -> (u64, u64) {
+    let Ok(out) = Command::new("bpftool")
+        .args(["prog", "show", "--json"])
+        .output()
+    else {
+        return (0, 0);
+    };
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let mut ns = 0;
+    let mut cnt = 0;
+    for p in v.as_array().into_iter().flatten() {
+        if ids.contains(&p["id"].as_u64().unwrap_or(0)) {
+            ns += p["run_time_ns"].as_u64().unwrap_or(0);
+            cnt += p["run_cnt"].as_u64().unwrap_or(0);
+        }
+    }
+    (ns, cnt)
+}
