@@ -88,3 +88,48 @@ pub fn assert_released(ids: &[u64], context: &str) {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// Perf event fds a process holds (`anon_inode:[perf_event]` in `/proc/<pid>/fd`).
+pub fn perf_event_fds_held_by(pid: u32) -> usize {
+    fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| {
+                    fs::read_link(e.path())
+                        .is_ok_and(|t| t.to_string_lossy() == "anon_inode:[perf_event]")
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// The tracepoints (`sys_enter_write`...) or uprobe symbols of the perf events of
+/// process `pid` that carry a BPF program, from `bpftool perf list --json` (the kernel's
+/// `BPF_TASK_FD_QUERY` on each fd).
+pub fn perf_events_with_programs(pid: u32) -> Vec<String> {
+    let out = Command::new("bpftool")
+        .args(["perf", "list", "--json"])
+        .output()
+        .expect("run bpftool (run `cargo xtask setup`)");
+    assert!(
+        out.status.success(),
+        "bpftool perf failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("bpftool JSON");
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter(|e| e.get("pid").and_then(|p| p.as_u64()) == Some(u64::from(pid)))
+                .map(|e| {
+                    e.get("tracepoint")
+                        .or_else(|| e.get("func"))
+                        .or_else(|| e.get("filename"))
+                        .and_then(|t| t.as_str())
+                        .unwrap_or("?")
+                        .to_string()
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}

@@ -139,9 +139,14 @@ enum BenchCmd {
         /// Interleaved rounds (each runs every mode once).
         #[arg(long, default_value_t = 5)]
         rounds: usize,
-        /// Seconds of wrk load per run.
-        #[arg(long, default_value_t = 8)]
+        /// Seconds of wrk load per run: a multiple of nginx-probe's detail period (10 s)
+        /// whenever a `--detail sampled` mode runs, so each run holds whole windows.
+        #[arg(long, default_value_t = 20)]
         secs: u64,
+        /// Run only the modes whose name contains one of these (comma-separated, e.g.
+        /// `sampled,floor`), extra modes included; the baseline (no tracer) always runs.
+        #[arg(long, value_delimiter = ',')]
+        modes: Vec<String>,
         /// Do not pin wrk and the nginx workers to separate CPUs.
         #[arg(long)]
         no_pin: bool,
@@ -626,6 +631,7 @@ fn main() {
                 workload,
                 rounds,
                 secs,
+                modes,
                 no_pin,
                 extra_modes,
                 bpf_stats,
@@ -635,6 +641,7 @@ fn main() {
                     workload,
                     rounds,
                     secs,
+                    modes,
                     pin: !no_pin,
                     extra_modes,
                     bpf_stats,

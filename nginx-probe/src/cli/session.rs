@@ -707,6 +707,8 @@ fn toggle_window(
             s.ledger.open(t0.elapsed().as_secs_f64(), requests);
             s.cost.0 = cost.us;
             s.cost.2 = cost.links;
+            // The previous window's release, finished on the closer thread by now.
+            s.cost.1 = probe.last_detach_us();
             s.attach_us_total += cost.us;
             debug!(
                 "detail window opened at {t:.3} s: {} links attached in {} us",
@@ -717,10 +719,11 @@ fn toggle_window(
             let requests = tracker.counters.as_mut().map(|c| c.read().requests);
             s.ledger.close(t0.elapsed().as_secs_f64(), requests);
             let cost = probe.detach_detail();
-            s.cost.1 = cost.us;
             debug!(
-                "detail window closed at {t:.3} s: {} links detached in {} us",
-                cost.links, cost.us
+                "detail window closed at {t:.3} s: {} links handed to the closer in {} us (the previous release took {} us)",
+                cost.links,
+                cost.us,
+                probe.last_detach_us()
             );
         }
     }

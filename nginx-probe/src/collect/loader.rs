@@ -81,6 +81,8 @@ pub struct Probe {
     gate: Array<MapData, u32>,
     /// Where tracefs is (the detail windows open tracepoint perf events there).
     tracefs_root: std::path::PathBuf,
+    /// Releases closed windows' links and perf events off the main loop.
+    closer: windows::Closer,
 }
 
 mod perf_link;
@@ -233,6 +235,7 @@ impl Probe {
             in_flight,
             gate,
             tracefs_root: tracefs_root.to_path_buf(),
+            closer: windows::Closer::new(),
         })
     }
 

@@ -247,8 +247,10 @@ pub struct DetailReport {
     /// What the figures sampled are (report sections), and what stays exact.
     pub sampled: Vec<String>,
     pub exact: Vec<String>,
-    /// Wall time of the last window's attach and detach of every detail program, µs
-    /// (this process, measured around the calls), and how many links that was.
+    /// Wall time of the last window's attach of every detail program (perf events
+    /// opened, links created, state reset), µs, measured around the calls; the time the
+    /// kernel took to release the last released window's links and perf events, µs
+    /// (on nginx-probe's closer thread, off the main loop); and how many links.
     pub attach_us: u64,
     pub detach_us: u64,
     pub links: usize,

@@ -6,8 +6,9 @@
 use std::time::Duration;
 
 use nginx_probe_tests::{
-    keepalive_requests, metric_sum, metric_value, one_request_per_connection, scrape_text,
-    sum_workers, total_accept_errors, total_accepts, verdict, workers, Nginx, NginxConfig, Probe,
+    keepalive_requests, metric_sum, metric_value, one_request_per_connection,
+    perf_event_fds_held_by, perf_events_with_programs, scrape_text, sum_workers,
+    total_accept_errors, total_accepts, verdict, workers, Nginx, NginxConfig, Probe,
 };
 use nix::sys::signal::Signal;
 
@@ -275,4 +276,71 @@ fn emfile_outside_a_window_is_still_seen() {
             > 0,
         "{s}"
     );
+}
+
+/// Between windows nginx-probe holds no perf event on a per-request syscall: every perf
+/// event fd it holds then carries a program, and none is on write, sendfile or
+/// epoll_wait (the continuous layer is attached through BPF links, which hold their
+/// events without an fd of this process). In the window those are there. An idle event left open would keep
+/// the syscall in the kernel's perf bitmap, so every write of every process would
+/// still enter the perf handler between windows.
+#[test]
+fn between_windows_no_perf_event_stays_on_a_per_request_syscall() {
+    let ng = Nginx::start(&NginxConfig::default());
+    let per_request = |tps: &[String]| -> Vec<String> {
+        tps.iter()
+            .filter(|t| {
+                ["write", "writev", "sendfile64", "epoll_wait", "openat"]
+                    .iter()
+                    .any(|s| t.ends_with(&format!("_{s}")))
+            })
+            .cloned()
+            .collect()
+    };
+    let probe = Probe::on(&ng)
+        .json()
+        .detail("sampled")
+        .detail_windows("3s", "1m")
+        .start();
+    let pid = probe.pid();
+    // The first window opens at attach, before the banner.
+    let in_window = perf_events_with_programs(pid);
+    let fds_in_window = perf_event_fds_held_by(pid);
+    assert!(
+        per_request(&in_window).len() >= 5,
+        "in the window: {in_window:?}"
+    );
+    assert_eq!(
+        fds_in_window,
+        in_window.len(),
+        "in the window: {in_window:?}"
+    );
+    // The window is over at 3 s, and its release runs on a thread: allow it 5 s more.
+    let deadline = std::time::Instant::now() + Duration::from_secs(8);
+    let (between, fds_between) = loop {
+        std::thread::sleep(Duration::from_millis(250));
+        let between = perf_events_with_programs(pid);
+        let fds = perf_event_fds_held_by(pid);
+        if (per_request(&between).is_empty() && fds == between.len())
+            || std::time::Instant::now() > deadline
+        {
+            break (between, fds);
+        }
+    };
+    assert_eq!(
+        per_request(&between),
+        Vec::<String>::new(),
+        "between windows"
+    );
+    assert_eq!(
+        fds_between,
+        between.len(),
+        "perf events held without a program between windows: {between:?}"
+    );
+    // And the counting goes on exactly.
+    assert_eq!(one_request_per_connection(ng.addr(), 40), 40);
+    std::thread::sleep(Duration::from_millis(200));
+    let s = probe.stop().summary_json();
+    assert_eq!(total_accepts(&s), 40, "{s}");
+    assert_eq!(s["requests"]["count"].as_u64(), Some(40), "{s}");
 }

@@ -140,6 +140,11 @@ pub const MODES: &[ModeDef] = &[
         extra: false,
     },
     ModeDef {
+        name: "nginx-probe --detail sampled --detail-every 20s",
+        tracer: Tracer::Probe(&["--detail", "sampled", "--detail-every", "20s"]),
+        extra: true,
+    },
+    ModeDef {
         name: "nginx-probe --uprobes",
         tracer: Tracer::Probe(&["--uprobes"]),
         extra: false,
@@ -185,6 +190,8 @@ pub struct Options {
     pub rounds: usize,
     /// Seconds of wrk load per run.
     pub secs: u64,
+    /// Name filters (`--modes`): empty runs the default set.
+    pub modes: Vec<String>,
     /// Pin wrk and the workers to separate CPUs (when there are at least 2).
     pub pin: bool,
     /// Add the `extra` modes on the static workload.
@@ -207,6 +214,9 @@ impl Options {
         );
         if !self.pin {
             c.push_str(" --no-pin");
+        }
+        if !self.modes.is_empty() {
+            c.push_str(&format!(" --modes {}", self.modes.join(",")));
         }
         if self.extra_modes {
             c.push_str(" --extra-modes");
@@ -572,11 +582,7 @@ fn run_workload(
     pin: Option<&Pinning>,
     floor: &Floor,
 ) -> Result<WorkloadResult> {
-    let modes: Vec<ModeDef> = MODES
-        .iter()
-        .filter(|m| !m.extra || (opts.extra_modes && w == Workload::Static))
-        .copied()
-        .collect();
+    let modes = select_modes(&opts.modes, opts.extra_modes && w == Workload::Static);
     let bed = start_bed(w, pin);
     let on_cpus = |ng: &Nginx| -> String {
         ng.worker_pids()
@@ -640,6 +646,58 @@ fn run_workload(
     })
 }
 
+/// nginx-probe's default detail period (`--detail-every`), seconds: a sampled mode's
+/// run must hold whole periods, or the windows cover more (or less) of the measured
+/// time than they do in a long run. Checked against nginx-probe's own constant.
+pub const DETAIL_PERIOD_S: u64 = 10;
+
+/// The modes to run: the baseline, then those whose name contains one of `filters`
+/// (extra modes included), or without filters the default set plus the extra modes
+/// when `extra`.
+pub fn select_modes(filters: &[String], extra: bool) -> Vec<ModeDef> {
+    MODES
+        .iter()
+        .enumerate()
+        .filter(|(i, m)| {
+            *i == 0
+                || if filters.is_empty() {
+                    !m.extra || extra
+                } else {
+                    filters.iter().any(|f| m.name.contains(f.as_str()))
+                }
+        })
+        .map(|(_, m)| *m)
+        .collect()
+}
+
+/// Why `secs` does not suit the sampled modes among `modes`: each run must hold
+/// whole detail periods.
+pub fn check_secs(modes: &[ModeDef], secs: u64) -> Result<()> {
+    for m in modes {
+        let Tracer::Probe(args) = m.tracer else {
+            continue;
+        };
+        if !args.contains(&"sampled") {
+            continue;
+        }
+        let period = args
+            .iter()
+            .position(|a| *a == "--detail-every")
+            .and_then(|i| args.get(i + 1))
+            .and_then(|p| p.trim_end_matches('s').parse::<u64>().ok())
+            .unwrap_or(DETAIL_PERIOD_S);
+        if secs % period != 0 {
+            bail!(
+                "--secs {secs}: `{}` runs must last a multiple of its detail period ({period} s), or its windows cover {:.0}% of the run instead of {:.0}%",
+                m.name,
+                100.0 * secs.div_ceil(period) as f64 / secs as f64,
+                100.0 / period as f64
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Load average (1, 5, 15 min) from `/proc/loadavg`.
 pub fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg")
@@ -652,6 +710,11 @@ pub fn overhead(probe: &Path, opts: &Options, doc_path: Option<&Path>) -> Result
     if opts.rounds == 0 || opts.secs == 0 {
         bail!("--rounds and --secs must be at least 1");
     }
+    let chosen = select_modes(&opts.modes, opts.extra_modes);
+    if chosen.len() < 2 {
+        bail!("--modes {}: no mode matches", opts.modes.join(","));
+    }
+    check_secs(&chosen, opts.secs)?;
     let machine = doc::Machine::read();
     let load_before = loadavg();
     let pin = pin_plan(opts.pin);
@@ -744,6 +807,52 @@ mod tests {
     use super::*;
 
     #[test]
+    fn mode_filters_keep_the_baseline_and_match_names() {
+        let f = |s: &[&str]| {
+            select_modes(&s.iter().map(|x| x.to_string()).collect::<Vec<_>>(), false)
+                .iter()
+                .map(|m| m.name)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            f(&["sampled"]),
+            [
+                "no tracer",
+                "nginx-probe --detail sampled",
+                "nginx-probe --detail sampled --detail-every 20s"
+            ]
+        );
+        assert!(f(&[]).iter().all(|n| !n.contains("strace")));
+        assert!(f(&["strace"]).contains(&"strace -c -f"));
+        assert_eq!(f(&["no such mode"]), ["no tracer"]);
+    }
+
+    #[test]
+    fn sampled_runs_hold_whole_periods() {
+        let sampled = select_modes(&["sampled".to_string()], false);
+        assert!(check_secs(&sampled, 20).is_ok());
+        let e = check_secs(&sampled, 8).unwrap_err().to_string();
+        assert!(e.contains("12") && e.contains("10%"), "{e}");
+        let every20 = select_modes(&["every 20s".to_string()], false);
+        assert_eq!(every20.len(), 2);
+        assert!(check_secs(&every20, 30).is_err());
+        assert!(check_secs(&every20, 40).is_ok());
+        let floor = select_modes(&["floor".to_string()], false);
+        assert!(check_secs(&floor, 8).is_ok());
+    }
+
+    #[test]
+    fn the_detail_period_is_nginx_probe_s() {
+        let plan = include_str!("../../../nginx-probe/src/cli/plan.rs");
+        assert!(
+            plan.contains(&format!(
+                "pub const DETAIL_EVERY_S: f64 = {DETAIL_PERIOD_S}.0;"
+            )),
+            "nginx-probe's DETAIL_EVERY_S is not {DETAIL_PERIOD_S} s"
+        );
+    }
+
+    #[test]
     fn the_baseline_comes_first_and_names_are_unique() {
         assert!(matches!(MODES[0].tracer, Tracer::None));
         for (i, m) in MODES.iter().enumerate() {
@@ -787,6 +896,7 @@ mod tests {
             workload: Workload::All,
             rounds: 5,
             secs: 5,
+            modes: vec!["sampled".into(), "floor".into()],
             pin: false,
             extra_modes: false,
             bpf_stats: false,
@@ -794,7 +904,7 @@ mod tests {
         };
         assert_eq!(
             o.command(),
-            "cargo xtask bench overhead --workload all --rounds 5 --secs 5 --no-pin --write-doc docs/benchmarks.md"
+            "cargo xtask bench overhead --workload all --rounds 5 --secs 5 --no-pin --modes sampled,floor --write-doc docs/benchmarks.md"
         );
         assert_eq!(Workload::All.expand().len(), 3);
     }

@@ -1,14 +1,14 @@
-//! A syscall tracepoint program linked and unlinked cheaply, for the detail windows.
+//! A syscall tracepoint program linked and unlinked for the detail windows.
 //!
-//! aya's `TracePoint::attach` opens a perf event per attach and gives it to a BPF link,
-//! so dropping the link closes the perf event, and the kernel then waits for an RCU
-//! grace period under its global `event_mutex` (`perf_trace_event_unreg`): measured
-//! here 30 ms per tracepoint idle and up to 1.3 s for 24 under load, during which the
-//! tracepoints still fire. This keeps one perf event per tracepoint open for the whole
-//! run, disabled (so the kernel's per-CPU perf list stays empty and a hit with no
-//! program returns early), and only creates and closes the BPF link
-//! (`BPF_LINK_CREATE` with `BPF_PERF_EVENT`), which attaches and detaches the program
-//! without releasing the event. aya 0.14 does not expose either call.
+//! A window opens a perf event on each detail tracepoint (disabled: the kernel's
+//! per-CPU perf list stays empty, only the BPF program runs) and creates a BPF link
+//! (`BPF_LINK_CREATE` with `BPF_PERF_EVENT`) from the program to it; the end of the
+//! window closes both. Keeping the events open between windows was tried first: it
+//! keeps each syscall's bit in the kernel's `enabled_perf_enter/exit_syscalls`, so
+//! every write, writev, sendfile and epoll_wait still entered `perf_syscall_enter/exit`
+//! between windows. Releasing a perf event waits for the kernel (an RCU grace period
+//! under the global `event_mutex`), which is why the closes happen on a thread of their
+//! own ([`super::windows`]). aya 0.14 exposes neither call.
 
 use std::{
     io::{self, Read as _},

@@ -1,14 +1,21 @@
 //! The detail layer's windows (`--detail sampled`): its programs stay loaded for the
-//! whole run; each window attaches their tracepoint links and the end of the window
-//! detaches them, so per-request syscalls cost nothing between windows.
+//! whole run; each window opens their tracepoints' perf events and links the programs,
+//! and the end of the window closes both, so between windows the kernel has no perf
+//! event on any per-request syscall and a hit of one costs only the syscall-tracing
+//! flag's slow path (set by the continuous accept4 tracepoints).
 //!
 //! State a program keeps between calls (entry timestamps, the event loop's last
 //! wake-up, the accept-then-close marker, a connect in flight) is cleared around each
 //! window, so nothing measured before a gap is matched with an event after it.
 
-use std::time::Instant;
-
-use std::os::fd::{AsFd as _, OwnedFd};
+use std::{
+    os::fd::{AsFd as _, OwnedFd},
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        mpsc, Arc,
+    },
+    time::Instant,
+};
 
 use aya::programs::TracePoint;
 use log::warn;
@@ -37,7 +44,8 @@ pub(super) struct DetailProg {
     prog: String,
     /// Tracepoint under `syscalls:`.
     tracepoint: String,
-    /// The tracepoint's perf event, opened (disabled) at the first window and kept.
+    /// The tracepoint's perf event while a window is open (opened disabled at the
+    /// window's start, closed at its end).
     event: Option<OwnedFd>,
     /// The BPF link while a window is open (closing it detaches the program).
     link: Option<OwnedFd>,
@@ -63,8 +71,74 @@ impl DetailProg {
 pub struct WindowCost {
     /// Links attached (or detached).
     pub links: usize,
-    /// Wall time of all of them, including the state reset, µs.
+    /// Wall time of all of them, including the state reset, µs. For a detach, the
+    /// time to hand the fds to the closer thread; [`Closer::last_close_us`] has how
+    /// long the kernel then took to release them.
     pub us: u64,
+}
+
+/// Releases a closed window's links and perf events on a thread of its own.
+///
+/// Releasing a tracepoint's perf event waits for the kernel (`perf_trace_event_unreg`
+/// takes the global `event_mutex` and waits for an RCU grace period): tens of ms per
+/// event idle, up to about 1.3 s for 24 of them under load on this machine. The gate is
+/// already closed then, so nothing is counted meanwhile; the main loop only hands the
+/// fds over and goes on serving reports and scrapes.
+pub(super) struct Closer {
+    tx: Option<mpsc::Sender<Vec<OwnedFd>>>,
+    /// Wall time of the last batch's release, µs.
+    last_us: Arc<AtomicU64>,
+}
+
+impl Closer {
+    pub(super) fn new() -> Closer {
+        Closer {
+            tx: None,
+            last_us: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Hands `fds` to the closer thread (started at the first call), which closes them
+    /// in parallel. If the thread cannot be started, closes them here.
+    fn close(&mut self, fds: Vec<OwnedFd>) {
+        if self.tx.is_none() {
+            let (tx, rx) = mpsc::channel::<Vec<OwnedFd>>();
+            let last = Arc::clone(&self.last_us);
+            let started = std::thread::Builder::new()
+                .name("detail-closer".into())
+                .spawn(move || {
+                    for batch in rx {
+                        let t0 = Instant::now();
+                        std::thread::scope(|s| {
+                            for fd in batch {
+                                s.spawn(move || drop(fd));
+                            }
+                        });
+                        last.store(t0.elapsed().as_micros() as u64, Ordering::Relaxed);
+                    }
+                });
+            if started.is_ok() {
+                self.tx = Some(tx);
+            }
+        }
+        let fds = match &self.tx {
+            Some(tx) => match tx.send(fds) {
+                Ok(()) => return,
+                Err(mpsc::SendError(fds)) => fds,
+            },
+            None => fds,
+        };
+        let t0 = Instant::now();
+        drop(fds);
+        self.last_us
+            .store(t0.elapsed().as_micros() as u64, Ordering::Relaxed);
+    }
+
+    /// How long the kernel took to release the last closed window's links and perf
+    /// events, µs (0 before the first).
+    pub(super) fn last_close_us(&self) -> u64 {
+        self.last_us.load(Ordering::Relaxed)
+    }
 }
 
 impl Probe {
@@ -75,9 +149,10 @@ impl Probe {
     }
 
     /// Opens a window: clears the state left over from before it (entry timestamps,
-    /// the last event-loop wake-up, a connect in flight), then attaches every detail
-    /// program, entries before exits (the planned order), and last forgets accepts
-    /// that precede the window (so a close inside it is not taken for a refusal).
+    /// the last event-loop wake-up, a connect in flight), then opens each detail
+    /// tracepoint's perf event and links its program, entries before exits (the
+    /// planned order), and last forgets accepts that precede the window (so a close
+    /// inside it is not taken for a refusal).
     /// A tracepoint that cannot be attached is warned about once and left out.
     ///
     /// Errors: map updates that fail.
@@ -141,27 +216,32 @@ impl Probe {
         Ok(())
     }
 
-    /// Closes a window's links (the gate is closed first by the caller): closing a BPF
-    /// link detaches its program; the perf events stay open, disabled, for the next
-    /// window (see [`perf_link`]).
+    /// Closes a window (the gate is closed first by the caller): its links and perf
+    /// events go to the closer thread, which releases them (closing a BPF link
+    /// detaches its program; closing the perf event unregisters the tracepoint, so
+    /// between windows a per-request syscall no longer reaches the perf handler).
     pub fn detach_detail(&mut self) -> WindowCost {
         let t0 = Instant::now();
-        let links: Vec<OwnedFd> = self
-            .detail
-            .iter_mut()
-            .filter_map(|d| d.link.take())
-            .collect();
-        let n = links.len();
-        // Each close waits for the kernel (an RCU grace period, tens of ms): together.
-        std::thread::scope(|s| {
-            for l in links {
-                s.spawn(move || drop(l));
+        let mut fds = Vec::with_capacity(2 * self.detail.len());
+        let mut n = 0;
+        for d in &mut self.detail {
+            if let Some(link) = d.link.take() {
+                fds.push(link);
+                n += 1;
             }
-        });
+            fds.extend(d.event.take());
+        }
+        self.closer.close(fds);
         WindowCost {
             links: n,
             us: t0.elapsed().as_micros() as u64,
         }
+    }
+
+    /// How long the kernel took to release the last closed window's links and perf
+    /// events, µs, measured on the closer thread (0 before the first window closed).
+    pub fn last_detach_us(&self) -> u64 {
+        self.closer.last_close_us()
     }
 
     /// Zeroes the per-worker state the detail programs carry from one call to the
