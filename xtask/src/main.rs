@@ -139,7 +139,7 @@ enum BenchCmd {
         /// Interleaved rounds (each runs every mode once).
         #[arg(long, default_value_t = 5)]
         rounds: usize,
-        /// Seconds of wrk load per run: a multiple of nginx-probe's detail period (10 s)
+        /// Seconds of wrk load per run: a multiple of nginx-probe's detail period (20 s)
         /// whenever a `--detail sampled` mode runs, so each run holds whole windows.
         #[arg(long, default_value_t = 20)]
         secs: u64,

@@ -291,7 +291,7 @@ pub struct TraceArgs {
     pub detail_window: Option<f64>,
 
     /// For --detail sampled: time from one detail window's start to the next (seconds
-    /// or `10s`, `1m`) [default: 10 s]. Without --detail it selects --detail sampled
+    /// or `20s`, `1m`) [default: 20 s]. Without --detail it selects --detail sampled
     /// (the banner says so); with --detail full it is a usage error.
     #[arg(long, value_name = "DURATION", value_parser = parse_seconds)]
     pub detail_every: Option<f64>,

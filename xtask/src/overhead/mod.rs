@@ -140,8 +140,8 @@ pub const MODES: &[ModeDef] = &[
         extra: false,
     },
     ModeDef {
-        name: "nginx-probe --detail sampled --detail-every 20s",
-        tracer: Tracer::Probe(&["--detail", "sampled", "--detail-every", "20s"]),
+        name: "nginx-probe --detail sampled --detail-every 10s",
+        tracer: Tracer::Probe(&["--detail", "sampled", "--detail-every", "10s"]),
         extra: true,
     },
     ModeDef {
@@ -649,7 +649,7 @@ fn run_workload(
 /// nginx-probe's default detail period (`--detail-every`), seconds: a sampled mode's
 /// run must hold whole periods, or the windows cover more (or less) of the measured
 /// time than they do in a long run. Checked against nginx-probe's own constant.
-pub const DETAIL_PERIOD_S: u64 = 10;
+pub const DETAIL_PERIOD_S: u64 = 20;
 
 /// The modes to run: the baseline, then those whose name contains one of `filters`
 /// (extra modes included), or without filters the default set plus the extra modes
@@ -819,7 +819,7 @@ mod tests {
             [
                 "no tracer",
                 "nginx-probe --detail sampled",
-                "nginx-probe --detail sampled --detail-every 20s"
+                "nginx-probe --detail sampled --detail-every 10s"
             ]
         );
         assert!(f(&[]).iter().all(|n| !n.contains("strace")));
@@ -832,11 +832,12 @@ mod tests {
         let sampled = select_modes(&["sampled".to_string()], false);
         assert!(check_secs(&sampled, 20).is_ok());
         let e = check_secs(&sampled, 8).unwrap_err().to_string();
-        assert!(e.contains("12") && e.contains("10%"), "{e}");
-        let every20 = select_modes(&["every 20s".to_string()], false);
-        assert_eq!(every20.len(), 2);
-        assert!(check_secs(&every20, 30).is_err());
-        assert!(check_secs(&every20, 40).is_ok());
+        assert!(e.contains("12") && e.contains("5%"), "{e}");
+        assert!(check_secs(&sampled, 30).is_err());
+        assert!(check_secs(&sampled, 40).is_ok());
+        let every10 = select_modes(&["every 10s".to_string()], false);
+        assert_eq!(every10.len(), 2);
+        assert!(check_secs(&every10, 30).is_ok());
         let floor = select_modes(&["floor".to_string()], false);
         assert!(check_secs(&floor, 8).is_ok());
     }
