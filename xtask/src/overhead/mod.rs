@@ -686,7 +686,7 @@ pub fn check_secs(modes: &[ModeDef], secs: u64) -> Result<()> {
             .and_then(|i| args.get(i + 1))
             .and_then(|p| p.trim_end_matches('s').parse::<u64>().ok())
             .unwrap_or(DETAIL_PERIOD_S);
-        if secs % period != 0 {
+        if !secs.is_multiple_of(period) {
             bail!(
                 "--secs {secs}: `{}` runs must last a multiple of its detail period ({period} s), or its windows cover {:.0}% of the run instead of {:.0}%",
                 m.name,
