@@ -764,9 +764,9 @@ fn banner(master: &Master, workers: &[target::WorkerProc], probe: &Probe, tracke
 /// The banner's second line: the detail mode, what it costs and what stays exact.
 fn detail_banner(probe: &Probe, tracker: &Tracker) -> String {
     match &tracker.sampling {
-        None => "Detail: full: every per-request syscall is traced for the whole run (each tracepoint hit costs the worker 0.4-1 us; bench: about +12% (HTTPS 4 KB) to +23% (30-byte file) worker CPU per request, --detail sampled about +1-2%; docs/benchmarks.md). --detail sampled traces them in windows.".to_string(),
+        None => "Detail: full: every per-request syscall is traced for the whole run (each tracepoint hit costs the worker 0.4-1 us; bench: about +12% (HTTPS 4 KB) to +23% (30-byte file) worker CPU per request, --detail sampled about +1-4%; docs/benchmarks.md). --detail sampled traces them in windows.".to_string(),
         Some((s, _)) => format!(
-            "Detail: sampled: {} per-request tracepoints attached {} s in every {} s ({:.0}% of the time; this window's attach took {} us; bench, 1 s in every 20 s: about +1-2% worker CPU per request, docs/benchmarks.md); {} rare tracepoints (accept4/accept, fd-creating start-up calls) attached all the time: accepts, refusals and EMFILE by errno, requests (stub_status), TLS, the error log and /proc are exact; latency histograms, writes, the event loop and upstream connects are sampled. --detail full traces everything.",
+            "Detail: sampled: {} per-request tracepoints attached {} s in every {} s ({:.0}% of the time; this window's attach took {} us; bench, 1 s in every 20 s: about +1-4% worker CPU per request on HTTPS and a 30-byte file, docs/benchmarks.md); {} rare tracepoints (accept4/accept, fd-creating start-up calls) attached all the time: accepts, refusals and EMFILE by errno, requests (stub_status), TLS, the error log and /proc are exact; latency histograms, writes, the event loop and upstream connects are sampled. --detail full traces everything.",
             probe.detail_programs(),
             s.schedule.window_s,
             s.schedule.period_s,

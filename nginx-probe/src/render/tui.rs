@@ -233,6 +233,22 @@ pub const RECENT_EVENTS: usize = 4;
 ///
 /// Every string shown (the master's title, what the report holds, the events) has its
 /// control characters escaped first ([`crate::render::safe`]).
+/// What the live view's header says under `--detail sampled`: BUSY, LOOP and log
+/// writes per request come from the detail windows only ("" with `--detail full`).
+fn sampled_note(detail: Option<&crate::model::sampling::DetailReport>) -> String {
+    match detail {
+        None => String::new(),
+        Some(d) if d.in_window_s <= 0.0 => {
+            "  detail SAMPLED: no window in this interval (BUSY, MAX LOOP, LOG W/REQ unknown)".into()
+        }
+        Some(d) => format!(
+            "  detail SAMPLED: BUSY, MAX LOOP, LOG W/REQ from {:.1} s of windows ({:.0}% of the interval)",
+            d.in_window_s,
+            d.coverage * 100.0
+        ),
+    }
+}
+
 pub fn draw(f: &mut Frame, title: &Title, last: Option<&Report>, recent: &[String]) {
     let last = last.map(crate::render::safe::sanitized);
     let last = last.as_ref();
@@ -269,7 +285,7 @@ pub fn draw(f: &mut Frame, title: &Title, last: Option<&Report>, recent: &[Strin
                 .map(|(k, n)| format!("{k}={n}"))
                 .collect();
             format!(
-                "{} UTC  {:.1}s interval  workers {}  accepts {}/s  requests {}  drops: {}",
+                "{} UTC  {:.1}s interval  workers {}  accepts {}/s  requests {}  drops: {}{}",
                 crate::render::text::clock(r.time_unix_s),
                 r.duration_s,
                 r.workers.iter().filter(|w| w.alive).count(),
@@ -279,7 +295,8 @@ pub fn draw(f: &mut Frame, title: &Title, last: Option<&Report>, recent: &[Strin
                     "none".to_string()
                 } else {
                     dropped.join(" ")
-                }
+                },
+                sampled_note(r.detail.as_ref())
             )
         }
         None => format!("waiting for the first interval ({} s)...", title.interval_s),
@@ -497,6 +514,39 @@ mod tests {
         assert!(s.contains("127.0.0.1:80"), "{s}");
         assert!(s.contains("+1.5s worker 102 started"), "{s}");
         assert!(s.contains("none"), "no verdicts: {s}");
+    }
+
+    #[test]
+    fn sampled_detail_is_marked_in_the_header() {
+        let mut r = report();
+        let full = screen_of(Some(&r), 200);
+        assert!(!full.contains("SAMPLED"), "{full}");
+        r.detail = Some(crate::model::sampling::DetailReport {
+            mode: "sampled".into(),
+            window_s: 1.0,
+            period_s: 20.0,
+            windows: 1,
+            in_window_s: 0.5,
+            coverage: 0.25,
+            requests_in_windows: Some(100),
+            requests_total: Some(800),
+            sampled: Vec::new(),
+            exact: Vec::new(),
+            attach_us: 0,
+            detach_us: 0,
+            links: 24,
+        });
+        let s = screen_of(Some(&r), 200);
+        assert!(
+            s.contains("detail SAMPLED: BUSY, MAX LOOP, LOG W/REQ from 0.5 s of windows (25% of the interval)"),
+            "{s}"
+        );
+        if let Some(d) = r.detail.as_mut() {
+            d.in_window_s = 0.0;
+            d.coverage = 0.0;
+        }
+        let s = screen_of(Some(&r), 200);
+        assert!(s.contains("no window in this interval"), "{s}");
     }
 
     #[test]
