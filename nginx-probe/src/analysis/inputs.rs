@@ -95,6 +95,9 @@ pub struct Inputs {
     /// nginx's own count of connections closed at once for lack of worker_connections
     /// (stub_status `accepted - handled`); None without nginx's counters.
     pub stub_dropped: Option<u64>,
+    /// Connections open at the end of the period (stub_status `active`, a gauge);
+    /// None without nginx's counters.
+    pub connections_active: Option<u64>,
     /// TLS handshakes in the period; None when not measured.
     pub tls: Option<crate::model::TlsReport>,
     /// With `--detail sampled`: the windows' coverage and exact requests; detail

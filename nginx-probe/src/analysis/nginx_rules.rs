@@ -18,8 +18,10 @@ pub const REFUSED_CRITICAL_SHARE: f64 = 0.10;
 pub const KEEPALIVE_REQUESTS_MIN_ACCEPTS: u64 = 200;
 /// Requests per connection at or under which a pinned value is "low".
 pub const KEEPALIVE_REQUESTS_LOW_MAX: u64 = 100;
-/// How close (relative) the mean requests per connection must be to an integer.
-pub const KEEPALIVE_REQUESTS_PINNED: f64 = 0.02;
+/// The largest distance from N (requests per connection) that connections open at the
+/// period's edges may explain for the mean to count as pinned at N: beyond it the mean
+/// cannot tell N from its neighbours.
+pub const KEEPALIVE_REQUESTS_MAX_SLACK: f64 = 0.25;
 
 /// Share of enforcement periods throttled at or above which the quota binds.
 pub const THROTTLED_MIN_SHARE: f64 = 0.05;
@@ -173,32 +175,38 @@ pub fn upstream_errors(inp: &Inputs, out: &mut Vec<Verdict>) {
 
 /// `keepalive_requests_low`: requests per connection pinned at a small integer under
 /// connection churn: nginx's keepalive_requests closing each connection after N
-/// requests. Needs exact requests.
+/// requests. Needs exact requests and nginx's connection gauge.
+///
+/// A mean near an integer proves nothing by itself (any mean from 24.5 up is within
+/// 2% of some integer), so the rule only fires when the mean can be off N by no more
+/// than what connections open at the period's edges explain: with `active`
+/// connections open at the end (stub_status, and about as many carried in from before
+/// the period), the mean is within `2 N active / accepts` (+0.01) of N, and that slack
+/// must be under [`KEEPALIVE_REQUESTS_MAX_SLACK`]. Connections that carried no request
+/// at all (abandoned TLS handshakes, nginx's own `accepted - handled` drops) pull the
+/// mean below any N: more than 1% of them and the mean says nothing (no verdict).
 pub fn keepalive_requests_low(inp: &Inputs, out: &mut Vec<Verdict>) {
     let Some(requests) = inp.requests else {
+        return;
+    };
+    let Some(active) = inp.connections_active else {
         return;
     };
     let accepts: u64 = inp.workers.iter().map(|w| w.accepts).sum();
     if accepts < KEEPALIVE_REQUESTS_MIN_ACCEPTS {
         return;
     }
+    let zero_request = inp.tls.as_ref().map_or(0, |t| t.abandoned) + inp.stub_dropped.unwrap_or(0);
+    if zero_request.saturating_mul(100) > accepts {
+        return;
+    }
     let per_conn = requests as f64 / accepts as f64;
-    // Connections open when the period ends (or cut by the client when it stops) carry
-    // fewer than N: with at most `open` of them at once (the workers' peak open fds, an
-    // upper bound), the mean lies in [N (accepts - open) / accepts, N].
-    let open: u64 = inp
-        .workers
-        .iter()
-        .filter_map(|w| w.fds_peak)
-        .sum::<u64>()
-        .min(accepts / 4);
-    let n = (per_conn * (1.0 - KEEPALIVE_REQUESTS_PINNED)).ceil() as u64;
-    let low =
-        n as f64 * (accepts - open) as f64 / accepts as f64 * (1.0 - KEEPALIVE_REQUESTS_PINNED);
-    if !(2..=KEEPALIVE_REQUESTS_LOW_MAX).contains(&n)
-        || per_conn > n as f64 * (1.0 + KEEPALIVE_REQUESTS_PINNED)
-        || per_conn < low
-    {
+    let n = per_conn.round() as u64;
+    if !(2..=KEEPALIVE_REQUESTS_LOW_MAX).contains(&n) {
+        return;
+    }
+    let slack = n as f64 * 2.0 * active as f64 / accepts as f64 + 0.01;
+    if slack > KEEPALIVE_REQUESTS_MAX_SLACK || (per_conn - n as f64).abs() > slack {
         return;
     }
     let mut evidence = BTreeMap::new();
@@ -206,6 +214,8 @@ pub fn keepalive_requests_low(inp: &Inputs, out: &mut Vec<Verdict>) {
     evidence.insert("requests", serde_json::json!(requests));
     evidence.insert("requests_per_connection", r3(per_conn));
     evidence.insert("pinned_at", serde_json::json!(n));
+    evidence.insert("connections_open_at_end", serde_json::json!(active));
+    evidence.insert("tolerance", r3(slack));
     if inp.period_s > 0.0 {
         evidence.insert("accepts_per_s", r3(accepts as f64 / inp.period_s));
     }

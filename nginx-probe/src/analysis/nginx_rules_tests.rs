@@ -119,6 +119,7 @@ fn keepalive_requests_pinned_at_ten() {
     let mut inp = Inputs {
         workers: vec![w(1, 2_000, 19_990), w(2, 2_100, 20_990)],
         period_s: 5.0,
+        connections_active: Some(10),
         ..Inputs::default()
     };
     inp.requests = Some(inp.workers.iter().map(|w| w.requests.unwrap_or(0)).sum());
@@ -129,6 +130,20 @@ fn keepalive_requests_pinned_at_ten() {
         .expect("fires");
     assert_eq!(k.evidence["pinned_at"], serde_json::json!(10));
     assert_eq!(k.evidence["accepts_per_s"], serde_json::json!(820.0));
+    // 10 * 2 * 10 / 4100 + 0.01
+    assert_eq!(k.evidence["tolerance"], serde_json::json!(0.059));
+    // Without nginx's connection gauge the edges are unknown: no verdict.
+    let mut blind = inp.clone();
+    blind.connections_active = None;
+    assert!(judge(&blind)
+        .iter()
+        .all(|v| v.id != "keepalive_requests_low"));
+    // Many connections open at the end: the mean could be any N near it.
+    let mut open = inp.clone();
+    open.connections_active = Some(60);
+    assert!(judge(&open)
+        .iter()
+        .all(|v| v.id != "keepalive_requests_low"));
     // 10.5 requests per connection is not pinned.
     inp.workers[0].requests = Some(22_000);
     inp.requests = Some(22_000 + 20_990);
@@ -136,12 +151,42 @@ fn keepalive_requests_pinned_at_ten() {
     // Long-lived connections (1000 per connection) are not low.
     let mut long = Inputs {
         workers: vec![w(1, 300, 300_000)],
+        connections_active: Some(0),
         ..Inputs::default()
     };
     long.requests = Some(long.workers.iter().map(|w| w.requests.unwrap_or(0)).sum());
     assert!(judge(&long)
         .iter()
         .all(|v| v.id != "keepalive_requests_low"));
+}
+
+/// A new user's HTTP/2 run: 904 connections reached keepalive_requests (1000) and
+/// 16774 carried no request (hey abandoning TLS handshakes): a mean of 51.08 is no
+/// value of keepalive_requests.
+#[test]
+fn a_mean_near_an_integer_is_not_keepalive_requests() {
+    let mut inp = Inputs {
+        workers: vec![w(1, 8_900, 450_000), w(2, 8_778, 453_020)],
+        period_s: 60.0,
+        connections_active: Some(0),
+        tls: Some(crate::model::TlsReport {
+            handshakes: 13_187,
+            started: 17_599,
+            abandoned: 4_412,
+            ..Default::default()
+        }),
+        ..Inputs::default()
+    };
+    inp.requests = Some(903_020);
+    assert!(judge(&inp).iter().all(|v| v.id != "keepalive_requests_low"));
+    // Without the abandoned handshakes, 51.08 is still 0.08 from 51 with nothing open
+    // at the end to explain it.
+    inp.tls = None;
+    assert!(judge(&inp).iter().all(|v| v.id != "keepalive_requests_low"));
+    // Exactly 51 per connection (the tail open at the end) does fire.
+    inp.requests = Some(17_678 * 51 - 20);
+    inp.connections_active = Some(2);
+    assert!(judge(&inp).iter().any(|v| v.id == "keepalive_requests_low"));
 }
 
 #[test]

@@ -264,11 +264,23 @@ fn accept_imbalance(inp: &Inputs, out: &mut Vec<Verdict>) {
 /// keepalive settings are unknown: the advice never says nginx has keepalive off, names
 /// the clients' side first (the common case: a load balancer or client without keepalive
 /// to nginx) and the two settings that would make nginx close instead.
-const WHO_CLOSES: &str = "the clients close after each request unless nginx's own keepalive is off (keepalive_timeout 0 or keepalive_requests 1: nginx's config is not read, check them): a load balancer or proxy in front without keepalive to nginx, or clients sending `Connection: close`; check the load balancer's keepalive to nginx and the clients' Connection header";
+const WHO_CLOSES: &str = "the clients close their connections unless nginx's own keepalive is off (keepalive_timeout 0 or keepalive_requests 1: nginx's config is not read, check them): a load balancer or proxy in front without keepalive to nginx, or clients sending `Connection: close`; check the load balancer's keepalive to nginx and the clients' Connection header";
 
 /// Evidence value for who closes: nginx's keepalive settings are not known.
 const CLOSED_BY_UNKNOWN: &str =
     "unknown: nginx's keepalive_timeout and keepalive_requests are not read";
+
+/// How many requests a connection carries at `accepts_per_request`, in words.
+fn reuse(accepts_per_request: f64) -> String {
+    if accepts_per_request >= 0.95 {
+        "connections are not reused: one request each".to_string()
+    } else {
+        format!(
+            "connections carry {:.1} requests on average",
+            1.0 / accepts_per_request
+        )
+    }
+}
 
 fn keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
     let Some(requests) = inp.requests else { return };
@@ -298,7 +310,9 @@ fn keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
     );
     evidence.insert("accepts_per_request", round3(per_request));
     evidence.insert("closed_by", serde_json::json!(CLOSED_BY_UNKNOWN));
-    if all_ns > 0 {
+    // Under --detail sampled accept4 is timed all the time and the other syscalls only
+    // in windows: their ratio is no share of anything.
+    if all_ns > 0 && inp.detail.is_none() {
         evidence.insert(
             if inp.close_traced {
                 "accept_close_share_of_syscall_time"
@@ -328,7 +342,8 @@ fn keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
     }
     let advice = match tls {
         Some(t) => format!(
-            "{per_request:.2} accepts per request: connections are not reused, so every request pays a TCP and a TLS handshake ({} TLS handshakes, {} inside SSL_do_handshake each{}); {WHO_CLOSES}; for clients that must reconnect, resume TLS sessions (ssl_session_cache shared:SSL:10m; ssl_session_tickets on)",
+            "{per_request:.2} accepts per request ({}): every connection pays a TCP and a TLS handshake ({} TLS handshakes, {} inside SSL_do_handshake each{}); {WHO_CLOSES}; for clients that must reconnect, resume TLS sessions (ssl_session_cache shared:SSL:10m; ssl_session_tickets on)",
+            reuse(per_request),
             t.handshakes,
             t.call_ns_per_handshake
                 .map(|ns| format!("{:.0} us", ns as f64 / 1e3))
@@ -338,7 +353,8 @@ fn keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
                 .unwrap_or_default(),
         ),
         None => format!(
-            "{per_request:.2} accepts per request: connections are not reused, so every request pays a TCP handshake and teardown; {WHO_CLOSES}"
+            "{per_request:.2} accepts per request ({}): every connection pays a TCP handshake and teardown; {WHO_CLOSES}",
+            reuse(per_request)
         ),
     };
     let directives: &[&str] = if tls.is_some() {
@@ -733,6 +749,7 @@ pub fn verdict_inputs(workers: &[WorkerReport], close_traced: bool) -> Inputs {
         requests_source: crate::model::RequestSource::Unknown,
         detail: None,
         stub_dropped: None,
+        connections_active: None,
         tls: None,
     }
 }

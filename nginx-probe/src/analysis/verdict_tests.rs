@@ -45,7 +45,7 @@ fn keepalive_off_on_tls_carries_the_handshake_cost() {
     assert!(v[0].advice.contains("1500 us"), "{}", v[0].advice);
     assert!(!v[0].advice.contains("enable keepalive"), "{}", v[0].advice);
     assert!(
-        v[0].advice.contains("the clients close after each request"),
+        v[0].advice.contains("the clients close their connections"),
         "{}",
         v[0].advice
     );
@@ -423,13 +423,54 @@ fn keepalive_rule_uses_accepts_per_request() {
     );
     assert!(!k.advice.contains("enable keepalive"), "{}", k.advice);
     for needle in [
-        "the clients close after each request",
+        "the clients close their connections",
         "load balancer's keepalive to nginx",
         "`Connection: close`",
         "keepalive_timeout 0 or keepalive_requests 1",
     ] {
         assert!(k.advice.contains(needle), "{needle}: {}", k.advice);
     }
+    assert!(k.advice.contains("one request each"), "{}", k.advice);
+    // Two requests per connection: said as such, not "one request each".
+    let mut two = close.clone();
+    for w in &mut two.workers {
+        w.requests = Some(1000);
+    }
+    let v = judge(&two);
+    let k = v.iter().find(|v| v.id == "keepalive_off").expect("fires");
+    assert!(
+        k.advice
+            .contains("connections carry 2.0 requests on average"),
+        "{}",
+        k.advice
+    );
+    // Under --detail sampled accept4 is timed all the time, the rest in windows: no
+    // share of syscall time is quoted.
+    let mut sampled = close.clone();
+    sampled.detail = Some(crate::model::sampling::DetailReport {
+        mode: "sampled".into(),
+        window_s: 1.0,
+        period_s: 20.0,
+        windows: 0,
+        in_window_s: 0.0,
+        coverage: 0.0,
+        requests_in_windows: Some(0),
+        requests_total: Some(1000),
+        sampled: Vec::new(),
+        exact: Vec::new(),
+        attach_us: 0,
+        detach_us: 0,
+        links: 24,
+    });
+    let v = judge(&sampled);
+    let k = v.iter().find(|v| v.id == "keepalive_off").expect("fires");
+    assert!(
+        !k.evidence
+            .keys()
+            .any(|e| e.contains("share_of_syscall_time")),
+        "{:?}",
+        k.evidence
+    );
     // Too few requests: no verdict.
     let few = Inputs {
         workers: vec![w(1, 50, 50), w(2, 50, 50)],

@@ -912,6 +912,7 @@ impl Tracker {
         inputs.requests = requests.count.filter(|_| requests.source.exact());
         inputs.requests_source = requests.source;
         inputs.stub_dropped = stub_status.as_ref().map(|s| s.dropped);
+        inputs.connections_active = stub_status.as_ref().map(|s| s.active);
         inputs.tls = tls.clone();
         inputs.period_s = duration_s;
         inputs.detail = detail.clone();

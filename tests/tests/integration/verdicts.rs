@@ -30,7 +30,7 @@ fn keepalive_off_fires_for_one_request_per_connection_only() {
     let advice = v["advice"].as_str().unwrap();
     assert!(!advice.contains("enable keepalive"), "{advice}");
     assert!(
-        advice.contains("the clients close after each request"),
+        advice.contains("the clients close their connections"),
         "{advice}"
     );
     assert_eq!(
