@@ -7,6 +7,7 @@ pub mod prometheus;
 pub mod prometheus_doc;
 pub mod prometheus_families;
 pub mod prometheus_series;
+mod prometheus_tls;
 pub mod safe;
 pub mod text;
 pub mod tui;

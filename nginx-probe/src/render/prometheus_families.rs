@@ -10,6 +10,7 @@ use nginx_probe_common::{
 
 use super::prometheus::{secs, Extras, Sink, Value, HISTOGRAM_SERIES};
 use super::prometheus_series::is_timed;
+use super::prometheus_tls as tls;
 use crate::model::sampling::DetailReport;
 use crate::model::{
     round3, ListenReport, Report, Severity, SyscallReport, WorkerReport, WriteSource,
@@ -234,7 +235,7 @@ impl Family {
     }
 
     /// A family read from the report.
-    const fn report(
+    pub(super) const fn report(
         name: &'static str,
         kind: Kind,
         labels: &'static [&'static str],
@@ -277,7 +278,7 @@ impl Family {
     }
 
     /// The same family, left out when it has no sample.
-    const fn omit_if_empty(mut self) -> Family {
+    pub(super) const fn omit_if_empty(mut self) -> Family {
         self.if_empty = IfEmpty::Omit;
         self
     }
@@ -442,6 +443,12 @@ pub static FAMILIES: &[Family] = &[
         },
     )
     .omit_if_empty(),
+    // TLS handshakes (uprobes on libssl).
+    tls::HANDSHAKES,
+    tls::STARTED,
+    tls::ABANDONED,
+    tls::CALLS,
+    tls::CALL_SECONDS,
     // Workers.
     Family::worker(
         "nginx_probe_worker_info",

@@ -139,7 +139,8 @@ fn report_of(workers: &[Worker], merged: Option<(u64, Worker)>) -> Report {
             waiting: 1,
             rebases: 0,
         }),
-        tls: None,
+        // As the tracker makes it: from all workers' summed kernel counters.
+        tls: Some(model::tls_report(&all_slots(workers, merged.as_ref()))),
         listen: vec![ListenReport {
             addr: "127.0.0.1:8080".into(),
             backlog: 511,
@@ -170,6 +171,15 @@ fn report_of(workers: &[Worker], merged: Option<(u64, Worker)>) -> Report {
     }
 }
 
+/// The kernel counters of `workers` and the merged ones, summed.
+fn all_slots(workers: &[Worker], merged: Option<&(u64, Worker)>) -> model::SlotStats {
+    let mut all = model::ZERO_SLOT;
+    for w in workers.iter().chain(merged.map(|(_, w)| w)) {
+        model::add_slot(&mut all, &w.stats);
+    }
+    all
+}
+
 fn core() -> Vec<usize> {
     CORE_SYSCALLS.iter().map(|&i| i as usize).collect()
 }
@@ -195,7 +205,22 @@ fn busy_worker() -> Worker {
         s[model::LOOP_IDX].count = 9;
         s[model::LOOP_IDX].total_ns = 250_000_000;
         s[model::ACCEPT_CLOSE_IDX].count = 1;
+        tls_handshakes(s);
     })
+}
+
+/// TLS (uprobes on libssl): 4 handshakes started, 3 completed in 2 ms, 3 ms and
+/// 5 ms of wall time, 1 abandoned; 7 SSL_do_handshake calls, 1.5 ms inside them.
+fn tls_handshakes(s: &mut model::SlotStats) {
+    let h = &mut s[model::TLS_IDX];
+    h.count = 4;
+    h.errors = 1;
+    for ns in [2_000_000, 3_000_000, 5_000_000] {
+        h.record_ns(ns);
+    }
+    let c = &mut s[model::TLS_IDX + 1];
+    c.count = 7;
+    c.total_ns = 1_500_000;
 }
 
 /// The busy worker, an exited one (slot 1, pid 1100, 0.25 s of CPU), and 20 exited
@@ -833,4 +858,40 @@ fn the_help_of_each_family_says_its_layer() {
     ] {
         assert_eq!(layer(&format!("nginx_probe_{n}")), Layer::Detail, "{n}");
     }
+}
+
+#[test]
+fn tls_handshakes_render_exact_values_and_are_absent_when_not_traced() {
+    let mut r = report();
+    let text = render(&r);
+    has(
+        &text,
+        &[
+            "nginx_probe_tls_handshakes_total 3",
+            "nginx_probe_tls_handshakes_started_total 4",
+            "nginx_probe_tls_handshakes_abandoned_total 1",
+            "nginx_probe_tls_handshake_calls_total 7",
+            "nginx_probe_tls_handshake_call_seconds_total 0.0015",
+            "# TYPE nginx_probe_tls_handshakes_total counter",
+        ],
+    );
+    // The uprobes are continuous: the HELP says nothing of detail windows.
+    let help = helps(&text)
+        .into_iter()
+        .find(|l| l.starts_with("# HELP nginx_probe_tls_handshakes_total "))
+        .unwrap();
+    assert!(!help.contains("detail"), "{help}");
+    // Traced but idle: zeros, not absence.
+    r.tls = Some(model::TlsReport::default());
+    has(
+        &render(&r),
+        &[
+            "nginx_probe_tls_handshakes_total 0",
+            "nginx_probe_tls_handshakes_abandoned_total 0",
+        ],
+    );
+    // No libssl, or --no-tls: every TLS family left out, HELP and TYPE included.
+    r.tls = None;
+    let text = render(&r);
+    assert!(!text.contains("nginx_probe_tls_"), "{text}");
 }

@@ -8,7 +8,7 @@ use std::{
     time::Duration,
 };
 
-use nginx_probe_tests::{free_port, one_request_per_connection, Nginx, NginxConfig, Probe};
+use nginx_probe_tests::{free_port, hey, one_request_per_connection, Nginx, NginxConfig, Probe};
 use nix::sys::signal::Signal;
 use prometheus_parse::{Sample, Scrape, Value};
 
@@ -228,6 +228,46 @@ fn metrics_count_connections_exactly_and_label_workers_without_pids() {
         TcpStream::connect(("127.0.0.1", port)).is_err(),
         "/metrics still served after exit"
     );
+}
+
+#[test]
+fn metrics_count_tls_handshakes_exactly() {
+    let ng = Nginx::start(&NginxConfig {
+        tls: true,
+        ..NginxConfig::default()
+    });
+    let port = free_port();
+    let probe = Probe::on(&ng).json().summary_only().listen(port).start();
+    // One TLS connection per request: one completed handshake each.
+    const N: usize = 50;
+    let n = N.to_string();
+    assert_eq!(
+        hey(
+            &["-n", &n, "-c", "2", "-disable-keepalive"],
+            &ng.https_url()
+        ),
+        N
+    );
+    let text = get_metrics(port);
+    let s = parse(&text);
+    for (name, want) in [
+        ("nginx_probe_tls_handshakes_total", N as f64),
+        ("nginx_probe_tls_handshakes_started_total", N as f64),
+        ("nginx_probe_tls_handshakes_abandoned_total", 0.0),
+    ] {
+        assert_eq!(samples(&s, name).len(), 1, "{name}: {text}");
+        assert_eq!(total(&s, name), want, "{name}: {text}");
+    }
+    assert!(
+        total(&s, "nginx_probe_tls_handshake_calls_total") >= N as f64,
+        "{text}"
+    );
+    assert!(
+        total(&s, "nginx_probe_tls_handshake_call_seconds_total") > 0.0,
+        "{text}"
+    );
+    assert!(text.contains("# TYPE nginx_probe_tls_handshakes_total counter"));
+    drop(probe);
 }
 
 #[test]
