@@ -246,6 +246,7 @@ mod tests {
             windows: 3,
             open_s: 3.0,
             requests: Some(6000),
+            open_now: false,
         };
         let detail = crate::model::sampling::DetailReport::new(
             &schedule,

@@ -43,8 +43,8 @@ fn read_pid_file(path: &Path) -> Result<u32, String> {
 }
 
 /// Every live nginx master in /proc: (host pid, title), sorted by pid. A master is a
-/// process of comm `nginx` titled `nginx: master process ...` (a binary upgrade in
-/// progress shows two).
+/// process titled `nginx: master process ...` that runs nginx
+/// ([`target::master_is_nginx`]; a binary upgrade in progress shows two).
 pub fn nginx_masters() -> Vec<(u32, String)> {
     let mut out = Vec::new();
     let Ok(procs) = all_processes() else {
@@ -52,11 +52,15 @@ pub fn nginx_masters() -> Vec<(u32, String)> {
     };
     for p in procs.flatten() {
         let Ok(stat) = p.stat() else { continue };
-        if stat.comm != "nginx" || stat.state == 'Z' || stat.state == 'X' {
+        if stat.state == 'Z' || stat.state == 'X' {
             continue;
         }
         let cmdline = p.cmdline().unwrap_or_default();
-        if classify(&stat.comm, &cmdline) == Role::Master {
+        // The title first: the binary is scanned (bounded) only for a master title
+        // under another comm (an nginx started through a renamed symlink).
+        if classify(&stat.comm, &cmdline) == Role::Master
+            && target::master_is_nginx(&stat.comm, || target::nginx_version(p.pid as u32))
+        {
             out.push((p.pid as u32, cmdline.join(" ")));
         }
     }

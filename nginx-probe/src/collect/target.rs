@@ -53,6 +53,15 @@ pub fn classify(comm: &str, cmdline: &[String]) -> Role {
     }
 }
 
+/// Whether a process titled `nginx: master process ...` runs nginx: its comm is
+/// `nginx` (nginx, OpenResty, Tengine builds alike), or, for an nginx started through a
+/// differently named symlink, copy or wrapper (comm `nginx-prod`), its executable holds
+/// nginx's version string (`version`: a bounded scan of `/proc/<pid>/exe`, only run
+/// then). A program that merely titles itself like a master has neither.
+pub fn master_is_nginx(comm: &str, version: impl FnOnce() -> Option<String>) -> bool {
+    comm == "nginx" || version().is_some()
+}
+
 /// A validated nginx master.
 #[derive(Clone, Debug)]
 pub struct Master {
@@ -106,12 +115,14 @@ pub fn validate_master(pid: u32) -> Result<Master, ProbeError> {
     let shown = bounded(&title, TITLE_SHOWN_MAX);
     let comm = bounded(&stat.comm, TITLE_SHOWN_MAX);
     match classify(&stat.comm, &cmdline) {
-        // A process can title itself anything (`exec -a`); an nginx master also runs as
-        // comm `nginx` (nginx, OpenResty, Tengine builds alike).
-        Role::Master if stat.comm != "nginx" => Err(ProbeError::NotMaster {
-            pid,
-            what: format!("`{comm}` titled `{shown}`, not nginx"),
-        }),
+        // A process can title itself anything (`exec -a`): the title alone is not
+        // enough, the program must be nginx too (see [`master_is_nginx`]).
+        Role::Master if !master_is_nginx(&stat.comm, || nginx_version(pid)) => {
+            Err(ProbeError::NotMaster {
+                pid,
+                what: format!("`{comm}` titled `{shown}`, not nginx"),
+            })
+        }
         Role::Master => {
             let nspid = proc
                 .status()
@@ -569,6 +580,55 @@ mod tests {
         assert_eq!(
             classify("python3", &v(&["python3", "nginx: master process"])),
             Role::NotNginx
+        );
+    }
+
+    #[test]
+    fn a_master_title_needs_an_nginx_program() {
+        let never = || -> Option<String> { panic!("no scan needed for comm nginx") };
+        assert!(master_is_nginx("nginx", never));
+        // Started through a symlink named otherwise: the binary says it is nginx.
+        assert!(master_is_nginx("nginx-prod", || Some(
+            "nginx/1.22.1".into()
+        )));
+        // Only the title mimics a master.
+        assert!(!master_is_nginx("sleep", || None));
+        assert!(!master_is_nginx("nginx-prod", || None));
+    }
+
+    #[test]
+    fn a_renamed_program_titled_like_a_master_is_still_refused() {
+        // A sleep run through a symlink named `nginx-prod`, titled like a master: comm
+        // `nginx-prod`, but its executable is not nginx.
+        let dir = tempfile::tempdir().unwrap();
+        let link = dir.path().join("nginx-prod");
+        std::os::unix::fs::symlink("/bin/sleep", &link).unwrap();
+        let mut child = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(format!(
+                "exec -a 'nginx: master process x' {} 30",
+                link.display()
+            ))
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while Process::new(pid as i32)
+            .and_then(|p| p.stat())
+            .map_or(true, |s| s.comm != "nginx-prod")
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let e = validate_master(pid).unwrap_err();
+        let _ = child.kill();
+        let _ = child.wait();
+        let ProbeError::NotMaster { what, .. } = &e else {
+            panic!("{e}")
+        };
+        assert_eq!(
+            what,
+            "`nginx-prod` titled `nginx: master process x 30`, not nginx"
         );
     }
 

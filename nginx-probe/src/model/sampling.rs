@@ -91,11 +91,15 @@ impl Schedule {
 }
 
 /// Cumulative coverage of the windows since attach, as snapshots carry it (reports
-/// subtract two of them).
+/// subtract two of them with [`Coverage::since`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Coverage {
-    /// Windows opened.
+    /// Windows opened (one open now counts). In a difference ([`Coverage::since`]):
+    /// the windows that overlap the period, a window carried over from before it
+    /// included.
     pub windows: u64,
+    /// Whether a window was open at the snapshot: it overlaps the next period too.
+    pub open_now: bool,
     /// Seconds the detail layer was attached.
     pub open_s: f64,
     /// nginx's requests (stub_status `requests`) served while a window was open;
@@ -105,10 +109,14 @@ pub struct Coverage {
 }
 
 impl Coverage {
-    /// The coverage between `prev` (earlier) and `self`.
+    /// The coverage between `prev` (earlier) and `self`: the windows that overlap the
+    /// period (opened in it, plus the one open at `prev`, carried over) and the
+    /// seconds of them inside it (only the carried window's part after `prev`, only
+    /// the part before `self` of one still open), so both describe the same windows.
     pub fn since(&self, prev: &Coverage) -> Coverage {
         Coverage {
-            windows: self.windows.saturating_sub(prev.windows),
+            windows: self.windows.saturating_sub(prev.windows) + u64::from(prev.open_now),
+            open_now: self.open_now,
             open_s: (self.open_s - prev.open_s).max(0.0),
             requests: match (self.requests, prev.requests) {
                 (Some(c), Some(p)) => Some(c.saturating_sub(p)),
@@ -169,6 +177,7 @@ impl Ledger {
     /// window counted up to `t_s`.
     pub fn at(&self, t_s: f64, requests: Option<u64>) -> Coverage {
         let mut c = self.closed;
+        c.open_now = self.open.is_some();
         if let Some(part) = self.partial(t_s, requests) {
             c.open_s += part.0;
             c.requests = match (c.requests, part.1) {
@@ -233,9 +242,11 @@ pub struct DetailReport {
     /// Window length and period, seconds (`--detail-window`, `--detail-every`).
     pub window_s: f64,
     pub period_s: f64,
-    /// Windows opened in the period (one still open counts).
+    /// Windows that overlap the period: opened in it (one still open at its end
+    /// counts), and one carried over from the previous period, open at its start.
     pub windows: u64,
-    /// Seconds the detail programs were attached in the period.
+    /// Seconds the detail programs were attached in the period: the parts of those
+    /// windows inside it.
     pub in_window_s: f64,
     /// `in_window_s` / the period's length, in (0, 1]; 0 when no window fell in it.
     pub coverage: f64,
@@ -402,6 +413,7 @@ mod tests {
             windows: 1,
             open_s: 1.0,
             requests: Some(30),
+            open_now: false,
         });
         assert_eq!(d.windows, 1);
         assert_eq!(d.requests, Some(20));
@@ -411,6 +423,55 @@ mod tests {
         l.open(20.5, Some(950));
         assert_eq!(l.at(21.0, Some(1000)).windows, 3);
         assert_eq!(l.at(21.0, Some(1000)).requests, Some(150));
+    }
+
+    #[test]
+    fn a_window_straddling_two_intervals_counts_in_both_with_its_part_of_each() {
+        // Windows of 0.5 s every 2 s; intervals end at 1.25 s and 2.25 s (a report a
+        // little after the schedule's), the summary at 3.0 s.
+        let mut l = Ledger::new();
+        let start = Coverage {
+            requests: Some(0),
+            ..Default::default()
+        };
+        l.open(0.0, Some(0));
+        l.close(0.5, Some(50));
+        l.open(2.0, Some(200));
+        // First interval [0, 2.25): the window at 0 and the one at 2, still open.
+        let s1 = l.at(2.25, Some(225));
+        let i1 = s1.since(&start);
+        assert_eq!(i1.windows, 2);
+        assert_eq!(i1.open_s, 0.75);
+        assert_eq!(i1.requests, Some(75));
+        assert!(i1.open_now);
+        l.close(2.5, Some(250));
+        // Second interval [2.25, 3): the window at 2 carried over, its last 0.25 s.
+        let s2 = l.at(3.0, Some(300));
+        let i2 = s2.since(&s1);
+        assert_eq!(i2.windows, 1);
+        assert_eq!(i2.open_s, 0.25);
+        assert_eq!(i2.requests, Some(25));
+        assert!(!i2.open_now);
+        // The same through the reports: windows and seconds agree.
+        let sch = Schedule::new(0.5, 2.0).unwrap();
+        let r1 = DetailReport::new(&sch, &i1, 2.25, Some(225), (0, 0, 0));
+        assert_eq!((r1.windows, r1.in_window_s), (2, 0.75));
+        let r2 = DetailReport::new(&sch, &i2, 0.75, Some(75), (0, 0, 0));
+        assert_eq!((r2.windows, r2.in_window_s), (1, 0.25));
+        // The summary [0, 3): two windows, 1 s, the straddling one counted once.
+        let sum = s2.since(&start);
+        assert_eq!(sum.windows, 2);
+        assert_eq!(sum.open_s, 1.0);
+        assert_eq!(sum.requests, Some(100));
+        let rs = DetailReport::new(&sch, &sum, 3.0, Some(300), (0, 0, 0));
+        assert_eq!((rs.windows, rs.in_window_s), (2, 1.0));
+        // An interval inside one window: that window, the interval's whole length.
+        let mut l = Ledger::new();
+        l.open(0.0, Some(0));
+        let a = l.at(0.125, Some(0));
+        let b = l.at(0.375, Some(0));
+        let d = b.since(&a);
+        assert_eq!((d.windows, d.open_s), (1, 0.25));
     }
 
     #[test]
@@ -431,6 +492,7 @@ mod tests {
             windows: 3,
             open_s: 3.0,
             requests: Some(300),
+            open_now: false,
         };
         let r = DetailReport::new(&s, &cov, 25.0, Some(2500), (120, 80, 20));
         assert_eq!(r.mode, "sampled");

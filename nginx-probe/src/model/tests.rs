@@ -203,6 +203,7 @@ fn sampled_rates_and_busy_share_divide_by_the_in_window_seconds() {
         windows: 3,
         open_s: 3.0,
         requests: Some(6000),
+        open_now: false,
     };
     let d = sampling::DetailReport::new(&schedule, &cov, 12.0, Some(24_000), (0, 0, 0));
     assert_eq!(d.in_window_s, 3.0);

@@ -176,3 +176,27 @@ fn soft_nofile_64_gives_emfile_on_workers_and_normal_limit_gives_none() {
     assert_eq!(total_accept_errors(&s, "EMFILE"), 0, "{s}");
     assert_eq!(total_accepts(&s), 200, "{s}");
 }
+
+#[test]
+fn an_nginx_started_through_a_renamed_symlink_is_traced() {
+    // comm `nginx-prod`, title `nginx: master process ...`: nginx by its binary.
+    let dir = tempfile::tempdir().unwrap();
+    let link = dir.path().join("nginx-prod");
+    let nginx = std::env::var("NGINX_BIN").unwrap_or_else(|_| "/usr/sbin/nginx".into());
+    std::os::unix::fs::symlink(&nginx, &link).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let ng = Nginx::start(&NginxConfig {
+        binary: Some(link),
+        ..NginxConfig::default()
+    });
+    let comm = std::fs::read_to_string(format!("/proc/{}/comm", ng.master_pid())).unwrap();
+    assert_eq!(comm.trim(), "nginx-prod");
+    let probe = Probe::on(&ng).json().start();
+    assert_eq!(one_request_per_connection(ng.addr(), 50), 50);
+    std::thread::sleep(Duration::from_millis(200));
+    let out = probe.stop();
+    assert!(out.status.success(), "{out:?}");
+    let s = out.summary_json();
+    assert_eq!(total_accepts(&s), 50, "{s}");
+}
