@@ -548,10 +548,19 @@ pub fn children_of(ppid: u32) -> Vec<u32> {
     out
 }
 
-/// Reads one HTTP/1.1 response (status line, headers, Content-Length body) from `c`.
-/// Returns (status was 200, nginx said `Connection: close`); None if the connection
-/// ended before a status line.
-fn read_response(c: &mut BufReader<TcpStream>) -> Option<(bool, bool)> {
+/// One HTTP/1.1 response read by [`read_response`].
+pub(crate) struct Response {
+    /// The status was 200.
+    pub is_200: bool,
+    /// nginx said `Connection: close`.
+    pub close: bool,
+    /// The Content-Length body.
+    pub body: Vec<u8>,
+}
+
+/// Reads one HTTP/1.1 response (status line, headers, Content-Length body) from `c`;
+/// None if the connection ended before a status line.
+pub(crate) fn read_response(c: &mut BufReader<TcpStream>) -> Option<Response> {
     let mut status = String::new();
     c.read_line(&mut status).expect("status line");
     if status.is_empty() {
@@ -575,7 +584,11 @@ fn read_response(c: &mut BufReader<TcpStream>) -> Option<(bool, bool)> {
     }
     let mut body = vec![0u8; len];
     c.read_exact(&mut body).expect("body");
-    Some((status.starts_with("HTTP/1.1 200"), close))
+    Some(Response {
+        is_200: status.starts_with("HTTP/1.1 200"),
+        close,
+        body,
+    })
 }
 
 /// Sends `requests` `GET /` one after the other as a browser would: on one keepalive
@@ -595,7 +608,8 @@ pub fn requests_reusing_connections(addr: SocketAddr, requests: usize) -> (usize
         c.get_mut()
             .write_all(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n")
             .expect("send");
-        let (is_200, close) = read_response(c).expect("nginx closed before answering");
+        let Response { is_200, close, .. } =
+            read_response(c).expect("nginx closed before answering");
         if is_200 {
             ok += 1;
         }
@@ -619,7 +633,9 @@ pub fn keepalive_requests(addr: SocketAddr, connections: usize, requests_each: u
             c.get_mut()
                 .write_all(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n")
                 .expect("send");
-            let (is_200, _) = read_response(c).expect("nginx closed a keepalive connection");
+            let is_200 = read_response(c)
+                .expect("nginx closed a keepalive connection")
+                .is_200;
             if is_200 {
                 ok += 1;
             }

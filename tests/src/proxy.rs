@@ -2,7 +2,7 @@
 //! once, and a client that fetches a list of paths on keepalive connections.
 
 use std::{
-    io::{BufRead, BufReader, Read, Write},
+    io::{BufReader, Read, Write},
     net::{SocketAddr, TcpListener, TcpStream},
     time::Duration,
 };
@@ -114,28 +114,9 @@ pub fn get_paths(addr: SocketAddr, paths: &[String]) -> Vec<String> {
         c.get_mut()
             .write_all(format!("GET {p} HTTP/1.1\r\nHost: test\r\n\r\n").as_bytes())
             .expect("send");
-        let mut status = String::new();
-        c.read_line(&mut status).expect("status line");
-        let mut len = 0usize;
-        let mut close = false;
-        loop {
-            let mut line = String::new();
-            c.read_line(&mut line).expect("header");
-            if line == "\r\n" || line.is_empty() {
-                break;
-            }
-            let lower = line.to_ascii_lowercase();
-            if let Some(v) = lower.strip_prefix("content-length:") {
-                len = v.trim().parse().expect("content-length");
-            }
-            if lower.starts_with("connection:") && lower.contains("close") {
-                close = true;
-            }
-        }
-        let mut body = vec![0u8; len];
-        c.read_exact(&mut body).expect("body");
-        out.push(String::from_utf8_lossy(&body).into_owned());
-        if close {
+        let r = crate::read_response(c).expect("nginx closed before answering");
+        out.push(String::from_utf8_lossy(&r.body).into_owned());
+        if r.close {
             conn = None;
         }
     }
