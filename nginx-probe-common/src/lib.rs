@@ -494,6 +494,9 @@ pub mod names {
         pub const UPSTREAM: &str = "UPSTREAM";
         pub const UPSTREAM_FD: &str = "UPSTREAM_FD";
         pub const UP_CALL: &str = "UP_CALL";
+        /// Per worker slot: connections accepted, counted by the `ngx_get_connection`
+        /// uprobe (see [`super::prog::GET_CONNECTION`]).
+        pub const ACCEPTED: &str = "ACCEPTED";
         /// Element 0 = 1: outside a `--detail sampled` window, detail programs count nothing.
         pub const DETAIL_GATE: &str = "DETAIL_GATE";
         /// Every map, for the contract test.
@@ -523,6 +526,7 @@ pub mod names {
             UPSTREAM,
             UPSTREAM_FD,
             UP_CALL,
+            ACCEPTED,
             DETAIL_GATE,
         ];
     }
@@ -547,6 +551,9 @@ pub mod names {
         pub const SSL_FREE: &str = "ssl_free";
         /// `syscalls:sys_exit_openat`: counts opens that return an access-log fd.
         pub const ACCESS_LOG_OPEN: &str = "access_log_open";
+        /// uprobe on nginx's `ngx_get_connection`: counts the calls on accepted sockets
+        /// (one per fd accept4/accept returned to `ngx_event_accept`).
+        pub const GET_CONNECTION: &str = "ngx_get_connection";
         /// Every such program, for the contract test.
         pub const ALL: &[&str] = &[
             FORK,
@@ -557,6 +564,7 @@ pub mod names {
             SSL_DO_HANDSHAKE_RET,
             SSL_FREE,
             ACCESS_LOG_OPEN,
+            GET_CONNECTION,
         ];
     }
 
@@ -777,10 +785,12 @@ pub mod off {
     pub const SK_NUM: usize = 13;
     /// `unix_sock.addr` (non-null once bound, and on sockets accepted from a listener)
     pub const UNIX_ADDR: usize = 14;
+    /// `socket.state` (`SS_CONNECTED` once accepted; not on listening or new sockets)
+    pub const SOCKET_STATE: usize = 15;
 }
 
 /// Number of kernel offsets in [`off`].
-pub const OFF_COUNT: usize = 15;
+pub const OFF_COUNT: usize = 16;
 
 /// (struct, member path) of each offset in [`off`], in index order: what user space
 /// looks up in BTF. A path descends through named and anonymous members.
@@ -800,6 +810,7 @@ pub const OFF_PATHS: [(&str, &str); OFF_COUNT] = [
     ("sock", "__sk_common.skc_family"),
     ("sock", "__sk_common.skc_num"),
     ("unix_sock", "addr"),
+    ("socket", "state"),
 ];
 
 /// Entries of the `ERROR_LOGS` map: inode numbers (`i_ino`) of the error logs. Matched

@@ -836,6 +836,9 @@ mod programs {
         0
     }
 
+    // Accepts counted in nginx (the `ngx_get_connection` uprobe): see accept.rs.
+    include!("accept.rs");
+
     // Upstream connections and exit-only fd-creating syscalls: see upstream.rs.
     include!("upstream.rs");
 

@@ -245,11 +245,12 @@ pub fn metrics(r: &Report) -> BTreeMap<String, f64> {
         if calls == 0 {
             continue;
         }
-        // Rare syscalls (accepts) count all the time, the rest in detail windows only.
+        // Rare syscalls (accepts) may count all the time, the rest in detail windows
+        // only.
         let rare = nginx_probe_common::SYSCALLS
             .iter()
             .position(|d| d.name == name)
-            .is_some_and(|i| nginx_probe_common::is_rare(i as u32));
+            .is_some_and(|i| crate::model::sampling::counted_all_the_time(i, r.detail.as_ref()));
         let denominator = if rare { requests } else { detail_requests };
         if denominator > 0 {
             put(

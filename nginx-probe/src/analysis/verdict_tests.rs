@@ -458,6 +458,7 @@ fn keepalive_rule_uses_accepts_per_request() {
         requests_total: Some(1000),
         sampled: Vec::new(),
         exact: Vec::new(),
+        accepts_from: String::new(),
         attach_us: 0,
         detach_us: 0,
         links: 24,

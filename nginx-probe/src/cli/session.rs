@@ -285,7 +285,16 @@ impl<'a> Session<'a> {
             model::sampling::DetailMode::Sampled(s) => Some(s),
             model::sampling::DetailMode::Full => None,
         };
+        if schedule.is_some() {
+            // Accepts from nginx's ngx_get_connection: no syscall tracepoint stays
+            // attached between windows.
+            let exe = std::path::PathBuf::from(format!("/proc/{}/exe", master.pid));
+            if let Err(e) = probe.attach_accept_uprobe(&exe) {
+                warn!("accepts come from the accept4/accept tracepoints, attached all the time ({e}): every syscall of every process takes the kernel's syscall-tracing path between windows");
+            }
+        }
         probe.attach(tracefs_root, &args.syscalls.0, schedule.is_some())?;
+        tracker.accepts_from_uprobe = probe.accepts_from_uprobe;
         tracker.traced = args.syscalls.0.clone();
         if probe.fd_walk.is_ok() {
             tracker.write_source = model::WriteSource::FdTable;
@@ -766,14 +775,18 @@ fn detail_banner(probe: &Probe, tracker: &Tracker) -> String {
     match &tracker.sampling {
         None => "Detail: full: every per-request syscall is traced for the whole run (each tracepoint hit costs the worker 0.4-1 us; bench: about +12% (HTTPS 4 KB) to +23% (30-byte file) worker CPU per request, --detail sampled about +1-4%; docs/benchmarks.md). --detail sampled traces them in windows.".to_string(),
         Some((s, _)) => format!(
-            "Detail: sampled: {} per-request tracepoints attached {} s in every {} s ({:.0}% of the time; this window's attach took {} us; {}); {} rare tracepoints (accept4/accept, fd-creating start-up calls) attached all the time: accepts, refusals and EMFILE by errno, requests (stub_status), TLS, the error log and /proc are exact; latency histograms, writes, the event loop and upstream connects are sampled. --detail full traces everything.",
+            "Detail: sampled: {} syscall tracepoints attached {} s in every {} s ({:.0}% of the time; this window's attach took {} us; {}); {}. --detail full traces everything.",
             probe.detail_programs(),
             s.schedule.window_s,
             s.schedule.period_s,
             s.schedule.duty() * 100.0,
             s.cost.0,
             sampled_cost(&s.schedule),
-            probe.attached,
+            if probe.accepts_from_uprobe {
+                "between windows no syscall tracepoint is attached: accepts per worker (uprobe on nginx's ngx_get_connection), requests (stub_status), TLS, the error log (accept4() and EMFILE failures by errno) and /proc are exact; accept errors by errno as syscalls see them, latency histograms, writes, the event loop and upstream connects are sampled".to_string()
+            } else {
+                format!("{} rare tracepoints (accept4/accept, fd-creating start-up calls) attached all the time: accepts, refusals and EMFILE by errno, requests (stub_status), TLS, the error log and /proc are exact; latency histograms, writes, the event loop and upstream connects are sampled", probe.attached)
+            },
         ),
     }
 }

@@ -24,8 +24,8 @@ use crate::{
     collect::{fd_limit, tracefs},
     error::ProbeError,
     model::{
-        self, SlotStats, ACCEPT_CLOSE_IDX, LOG_OPENS_IDX, LOOP_IDX, REQUESTS_IDX, SLOT_STATS,
-        TLS_IDX, UPSTREAM_IDX, WRITES_IDX,
+        self, SlotStats, ACCEPTED_IDX, ACCEPT_CLOSE_IDX, LOG_OPENS_IDX, LOOP_IDX, REQUESTS_IDX,
+        SLOT_STATS, TLS_IDX, UPSTREAM_IDX, WRITES_IDX,
     },
 };
 
@@ -55,6 +55,7 @@ pub struct Probe {
     listen_ports: HashMap<MapData, u16, u8>,
     error_logs: HashMap<MapData, u64, u8>,
     log_opens: PerCpuArray<MapData, u64>,
+    accepted: PerCpuArray<MapData, u64>,
     upstream: Array<MapData, SyscallStats>,
     upstream_fd: HashMap<MapData, u64, u64>,
     up_call: Array<MapData, UpstreamCall>,
@@ -72,6 +73,10 @@ pub struct Probe {
     pub follows_forks: bool,
     /// Whether access-log opens are counted (`access_log_open` on `sys_exit_openat`).
     pub counts_log_opens: bool,
+    /// Where accepts come from: `true` once [`Probe::attach_accept_uprobe`] attached
+    /// the `ngx_get_connection` uprobe (then accept4/accept tracepoints are detail
+    /// like every other syscall tracepoint); `false`: the accept4/accept exits.
+    pub accepts_from_uprobe: bool,
     /// The detail layer with `--detail sampled`: programs loaded once, attached only
     /// in windows (see [`windows`]); empty with `--detail full`.
     detail: Vec<windows::DetailProg>,
@@ -169,6 +174,7 @@ impl Probe {
             .map_max_entries(map::LAST_WAKE, slots)
             .map_max_entries(map::TLS, slots * TLS_STATS)
             .map_max_entries(map::LOG_OPENS, slots)
+            .map_max_entries(map::ACCEPTED, slots)
             .map_max_entries(map::UPSTREAM, slots * UPSTREAM_STATS)
             .map_max_entries(map::UP_CALL, slots)
             .load(EBPF_OBJECT)?;
@@ -193,6 +199,7 @@ impl Probe {
         let listen_ports = HashMap::try_from(take(map::LISTEN_PORTS)?)?;
         let error_logs = HashMap::try_from(take(map::ERROR_LOGS)?)?;
         let log_opens = PerCpuArray::try_from(take(map::LOG_OPENS)?)?;
+        let accepted = PerCpuArray::try_from(take(map::ACCEPTED)?)?;
         let upstream = Array::try_from(take(map::UPSTREAM)?)?;
         let upstream_fd = HashMap::try_from(take(map::UPSTREAM_FD)?)?;
         let up_call = Array::try_from(take(map::UP_CALL)?)?;
@@ -222,6 +229,7 @@ impl Probe {
             listen_ports,
             error_logs,
             log_opens,
+            accepted,
             upstream,
             upstream_fd,
             up_call,
@@ -231,6 +239,7 @@ impl Probe {
             attached: 0,
             follows_forks: false,
             counts_log_opens: false,
+            accepts_from_uprobe: false,
             detail: Vec::new(),
             in_flight,
             gate,
@@ -245,8 +254,11 @@ impl Probe {
     /// are recorded in `missing` and skipped. With `sampled`, the detail layer
     /// (tracepoints of per-request syscalls, the accept-then-close detector, the
     /// access-log open counter) is loaded but left detached, for
-    /// [`Probe::attach_detail`]; only the continuous layer (fork following, the
-    /// tracepoints of `nginx_probe_common::is_rare` syscalls) is attached here.
+    /// [`Probe::attach_detail`]; only the continuous layer is attached here: fork
+    /// following, and the tracepoints of `nginx_probe_common::is_rare` syscalls unless
+    /// accepts come from the uprobe ([`Probe::accepts_from_uprobe`]: then no syscall
+    /// tracepoint at all, so no task takes the kernel's syscall-tracing slow path
+    /// between windows).
     ///
     /// Errors: [`ProbeError::NothingAttached`] when no syscall tracepoint could be
     /// attached (or, sampled, none could even be loaded).
@@ -356,7 +368,7 @@ impl Probe {
                 .program_mut(&prog_name)
                 .ok_or_else(|| ProbeError::Missing(format!("program {prog_name}")))?
                 .try_into()?;
-            if sampled && !windows::is_rare_tracepoint(&name) {
+            if sampled && (self.accepts_from_uprobe || !windows::is_rare_tracepoint(&name)) {
                 match prog.load() {
                     Ok(()) => detail.push(windows::DetailProg::new(&prog_name, &name)),
                     Err(e) if fd_limit::is_exhaustion(&e) => return Err(fd_exhausted()),
@@ -403,6 +415,33 @@ impl Probe {
             prog.attach(sym, binary, UProbeScope::AllProcesses)
                 .map_err(|e| format!("uprobe on {sym} in {}: {e}", binary.display()))?;
         }
+        Ok(())
+    }
+
+    /// Attaches the accept counter, a uprobe on `ngx_get_connection` in `binary` (the
+    /// master's `/proc/<pid>/exe`), for every process running it; the program counts
+    /// only tracked workers, and only calls whose fd is an accepted socket (read through
+    /// the fd table, so it needs every kernel offset: [`Probe::fd_walk`]). Call it
+    /// before [`Probe::attach`], which then leaves the accept tracepoints to the detail
+    /// layer. Sets [`Probe::accepts_from_uprobe`].
+    ///
+    /// Errors: a one-line reason (no BTF offsets, symbol not exported, uprobes
+    /// unsupported); nothing is attached then.
+    pub fn attach_accept_uprobe(&mut self, binary: &Path) -> Result<(), String> {
+        if let Err(e) = &self.fd_walk {
+            return Err(format!("the fd table cannot be walked ({e})"));
+        }
+        let sym = prog::GET_CONNECTION;
+        let prog: &mut UProbe = self
+            .ebpf
+            .program_mut(sym)
+            .ok_or_else(|| format!("the eBPF object has no program {sym}"))?
+            .try_into()
+            .map_err(|e: ProgramError| e.to_string())?;
+        prog.load().map_err(|e| format!("{sym}: {e}"))?;
+        prog.attach(sym, binary, UProbeScope::AllProcesses)
+            .map_err(|e| format!("uprobe on {sym} in {}: {e}", binary.display()))?;
+        self.accepts_from_uprobe = true;
         Ok(())
     }
 
@@ -576,6 +615,11 @@ impl Probe {
         out[LOOP_IDX] = self.loop_stats.get(&slot, 0)?;
         out[ACCEPT_CLOSE_IDX].count = self.accept_close.get(&slot, 0)?;
         out[LOG_OPENS_IDX].count = self.log_opens.get(&slot, 0)?.iter().sum();
+        out[ACCEPTED_IDX].count = if self.accepts_from_uprobe {
+            self.accepted.get(&slot, 0)?.iter().sum()
+        } else {
+            model::tracepoint_accepts(&out)
+        };
         for i in 0..UPSTREAM_STATS {
             out[UPSTREAM_IDX + i as usize] = self.upstream.get(&(slot * UPSTREAM_STATS + i), 0)?;
         }

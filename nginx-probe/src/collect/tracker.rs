@@ -110,6 +110,9 @@ pub struct Tracker {
     pub counters_error: Option<String>,
     /// Whether the TLS handshake uprobes are attached (the report then has `tls`).
     pub tls_attached: bool,
+    /// Whether accepts come from the `ngx_get_connection` uprobe
+    /// (`Probe::accepts_from_uprobe`).
+    pub accepts_from_uprobe: bool,
     /// How write destinations are classified (fd table walk with BTF, or /proc).
     pub write_source: model::WriteSource,
     /// Whether access-log opens are counted in the kernel.
@@ -178,6 +181,7 @@ impl Tracker {
             counters: None,
             counters_error: Some("nginx's counters were not opened".into()),
             tls_attached: false,
+            accepts_from_uprobe: false,
             write_source: model::WriteSource::ProcSnapshot,
             counts_log_opens: false,
             traced: (0..nginx_probe_common::SYSCALL_COUNT).collect(),
@@ -745,13 +749,18 @@ impl Tracker {
                     requests: Some(0),
                     ..Default::default()
                 });
-            model::sampling::DetailReport::new(
+            let d = model::sampling::DetailReport::new(
                 &s.schedule,
                 &c.since(&base),
                 duration_s,
                 stub_requests,
                 s.cost,
-            )
+            );
+            if self.accepts_from_uprobe {
+                d.with_accepts_from_uprobe()
+            } else {
+                d
+            }
         });
         // Rates and busy shares of detail figures divide by the seconds it counted.
         let detail_s = model::detail_seconds(duration_s, detail.as_ref());
@@ -917,7 +926,7 @@ impl Tracker {
         inputs.period_s = duration_s;
         inputs.detail = detail.clone();
         let (requests, workers) = match &detail {
-            Some(d) => sampled_ratios(requests, workers, &all_stats, d.requests_in_windows),
+            Some(d) => model::sampling::sampled_ratios(requests, workers, &all_stats, d),
             None => (requests, workers),
         };
         let nginx_errors = self.errors_report(summary);
@@ -963,33 +972,4 @@ impl Tracker {
             detail,
         }
     }
-}
-
-/// With `--detail sampled`: the per-request syscall mix divides each detail syscall by
-/// the requests of the windows (`in_windows`; unknown: left out) and each rare one
-/// (accept4, accept...) by every request; per-worker per-request figures are dropped
-/// (per-worker requests in windows are unknown).
-fn sampled_ratios(
-    mut requests: model::RequestTotals,
-    mut workers: Vec<model::WorkerReport>,
-    all: &SlotStats,
-    in_windows: Option<u64>,
-) -> (model::RequestTotals, Vec<model::WorkerReport>) {
-    let windowed = model::syscalls_per_request(all, in_windows.unwrap_or(0));
-    requests.syscalls_per_request.retain(|name, _| {
-        nginx_probe_common::SYSCALLS
-            .iter()
-            .enumerate()
-            .any(|(i, d)| d.name == name && nginx_probe_common::is_rare(i as u32))
-    });
-    for (name, v) in windowed {
-        requests.syscalls_per_request.entry(name).or_insert(v);
-    }
-    for w in &mut workers {
-        for x in w.writes.values_mut() {
-            x.per_request = None;
-        }
-        w.upstream.connects_per_request = None;
-    }
-    (requests, workers)
 }

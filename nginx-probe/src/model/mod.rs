@@ -121,7 +121,13 @@ pub fn quantile_ns(hist: &[u64], q: f64, max_ns: u64) -> u64 {
 /// requests (uprobes) at [`REQUESTS_IDX`], then the event-loop iterations at
 /// [`LOOP_IDX`].
 pub const SLOT_STATS: usize =
-    SYSCALL_COUNT + 2 + FD_KIND_COUNT + 2 + TLS_STATS as usize + UPSTREAM_STATS as usize;
+    SYSCALL_COUNT + 2 + FD_KIND_COUNT + 2 + TLS_STATS as usize + UPSTREAM_STATS as usize + 1;
+
+/// Index in [`SlotStats`] whose `count` is the worker's accepts, from the source the
+/// run uses: the `ngx_get_connection` uprobe (every fd accept4/accept returned to nginx,
+/// continuous with no syscall tracepoint; `--detail sampled`), or the accept4/accept
+/// exit tracepoints' successes ([`tracepoint_accepts`]).
+pub const ACCEPTED_IDX: usize = UPSTREAM_IDX + UPSTREAM_STATS as usize;
 
 /// Index in [`SlotStats`] whose `count` is openat calls that returned an access-log fd
 /// (`access_log_open` program on `syscalls:sys_exit_openat`, classified like a write's
@@ -911,8 +917,14 @@ pub fn worker_report(
     }
 }
 
-/// Successful accepts in a slot: `accept4` and `accept` exits that returned an fd.
+/// Accepts in a slot ([`ACCEPTED_IDX`], filled by the collector from its source).
 pub fn accepts_of(stats: &SlotStats) -> u64 {
+    stats[ACCEPTED_IDX].count
+}
+
+/// Successful accepts in a slot's syscall rows: `accept4` and `accept` exits that
+/// returned an fd.
+pub fn tracepoint_accepts(stats: &SlotStats) -> u64 {
     let a4 = &stats[sys::ACCEPT4 as usize];
     let a = &stats[sys::ACCEPT as usize];
     (a4.count - a4.errors.min(a4.count)) + (a.count - a.errors.min(a.count))

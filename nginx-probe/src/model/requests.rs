@@ -334,6 +334,7 @@ mod tests {
     fn requests_per_worker_are_uprobes_or_unknown_and_totals_name_their_source() {
         let mut slot: SlotStats = [SyscallStats::ZERO; SLOT_STATS];
         slot[sys::ACCEPT4 as usize].count = 10;
+        slot[crate::model::ACCEPTED_IDX].count = 10;
         slot[sys::WRITEV as usize].count = 100;
         slot[sys::WRITE as usize].count = 100;
         slot[sys::CLOSE as usize].count = 10;

@@ -258,6 +258,11 @@ pub struct DetailReport {
     /// What the figures sampled are (report sections), and what stays exact.
     pub sampled: Vec<String>,
     pub exact: Vec<String>,
+    /// Where the workers' accepts come from: [`ACCEPTS_FROM_UPROBE`] (nothing traced on
+    /// syscalls between windows) or [`ACCEPTS_FROM_TRACEPOINTS`] (accept4/accept exits
+    /// attached all the time). Empty in recordings made before it existed.
+    #[serde(default)]
+    pub accepts_from: String,
     /// Wall time of the last window's attach of every detail program (perf events
     /// opened, links created, state reset), µs, measured around the calls; the time the
     /// kernel took to release the last released window's links and perf events, µs
@@ -267,7 +272,47 @@ pub struct DetailReport {
     pub links: usize,
 }
 
-/// Report sections counted only inside windows with `--detail sampled`.
+/// [`DetailReport::accepts_from`] when the `ngx_get_connection` uprobe counts accepts.
+pub const ACCEPTS_FROM_UPROBE: &str = "uprobe ngx_get_connection";
+/// [`DetailReport::accepts_from`] when the accept4/accept exit tracepoints count them.
+pub const ACCEPTS_FROM_TRACEPOINTS: &str = "tracepoints sys_exit_accept4/sys_exit_accept";
+
+/// Whether syscall `i` (index into `SYSCALLS`) was counted for the whole period of a
+/// report with `detail` (`None`: `--detail full`, everything is): under
+/// `--detail sampled` only the `is_rare` ones, and only while accepts come from their
+/// tracepoints (not the `ngx_get_connection` uprobe).
+pub fn counted_all_the_time(i: usize, detail: Option<&DetailReport>) -> bool {
+    match detail {
+        None => true,
+        Some(d) => nginx_probe_common::is_rare(i as u32) && d.accepts_from != ACCEPTS_FROM_UPROBE,
+    }
+}
+
+/// Report sections counted only inside windows with `--detail sampled`, when accepts
+/// come from the `ngx_get_connection` uprobe (no syscall tracepoint between windows).
+pub const SAMPLED_SECTIONS_UPROBE: &[&str] = &[
+    "syscalls (every row, accept4/accept and the fd-creating calls included: accept errors by errno as the syscall returned them)",
+    "writes by destination",
+    "event loop iterations and busy time",
+    "upstream connects",
+    "accepted-then-closed connections",
+    "access-log opens",
+];
+
+/// Report sections exact in every mode when accepts come from the uprobe.
+pub const EXACT_SECTIONS_UPROBE: &[&str] = &[
+    "accepts per worker (uprobe on nginx's ngx_get_connection)",
+    "accept and fd failures nginx logs (accept4() failed, EMFILE/ENFILE: nginx error log classes)",
+    "requests (nginx's stub_status counters)",
+    "stub_status",
+    "TLS handshakes",
+    "listening sockets",
+    "nginx error log classes",
+    "CPU and fds (/proc), cgroup quota",
+];
+
+/// Report sections counted only inside windows with `--detail sampled`, when accepts
+/// come from the accept tracepoints (attached all the time).
 pub const SAMPLED_SECTIONS: &[&str] = &[
     "syscalls (all but accept4/accept and the rare fd-creating calls)",
     "writes by destination",
@@ -315,16 +360,32 @@ impl DetailReport {
             requests_total,
             sampled: SAMPLED_SECTIONS.iter().map(|s| s.to_string()).collect(),
             exact: EXACT_SECTIONS.iter().map(|s| s.to_string()).collect(),
+            accepts_from: ACCEPTS_FROM_TRACEPOINTS.into(),
             attach_us: cost.0,
             detach_us: cost.1,
             links: cost.2,
         }
     }
 
+    /// The same report for a run whose accepts come from the `ngx_get_connection`
+    /// uprobe: its sections say which figures that makes sampled.
+    pub fn with_accepts_from_uprobe(mut self) -> DetailReport {
+        self.sampled = SAMPLED_SECTIONS_UPROBE
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        self.exact = EXACT_SECTIONS_UPROBE
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        self.accepts_from = ACCEPTS_FROM_UPROBE.into();
+        self
+    }
+
     /// One line for text reports: sampled, the coverage, and the in-window requests.
     pub fn line(&self) -> String {
         format!(
-            "Detail SAMPLED: {} window(s) of {} s every {} s, {:.3} s attached = {:.1}% of the period; {} requests in windows{} (per-request detail figures divide by these); accepts, requests, errors by errno, TLS, error log exact. Window attach {} us, detach {} us ({} links).",
+            "Detail SAMPLED: {} window(s) of {} s every {} s, {:.3} s attached = {:.1}% of the period; {} requests in windows{} (per-request detail figures divide by these); {}. Window attach {} us, detach {} us ({} links).",
             self.windows,
             self.window_s,
             self.period_s,
@@ -337,11 +398,46 @@ impl DetailReport {
                 Some(t) => format!(" of {t}"),
                 None => String::new(),
             },
+            if self.accepts_from == ACCEPTS_FROM_UPROBE {
+                "accepts (ngx_get_connection uprobe), requests, TLS, error log exact; accept errors by errno sampled (every one nginx logs is in the error log classes)"
+            } else {
+                "accepts, requests, errors by errno, TLS, error log exact"
+            },
             self.attach_us,
             self.detach_us,
             self.links,
         )
     }
+}
+
+/// With `--detail sampled`: the per-request syscall mix divides each syscall counted
+/// in windows by the requests of the windows (unknown: left out) and each one counted
+/// all the time ([`counted_all_the_time`]) by every request;
+/// per-worker per-request figures are dropped (per-worker requests in windows are
+/// unknown).
+pub fn sampled_ratios(
+    mut requests: super::RequestTotals,
+    mut workers: Vec<super::WorkerReport>,
+    all: &super::SlotStats,
+    detail: &DetailReport,
+) -> (super::RequestTotals, Vec<super::WorkerReport>) {
+    let windowed = super::syscalls_per_request(all, detail.requests_in_windows.unwrap_or(0));
+    requests.syscalls_per_request.retain(|name, _| {
+        nginx_probe_common::SYSCALLS
+            .iter()
+            .enumerate()
+            .any(|(i, d)| d.name == name && counted_all_the_time(i, Some(detail)))
+    });
+    for (name, v) in windowed {
+        requests.syscalls_per_request.entry(name).or_insert(v);
+    }
+    for w in &mut workers {
+        for x in w.writes.values_mut() {
+            x.per_request = None;
+        }
+        w.upstream.connects_per_request = None;
+    }
+    (requests, workers)
 }
 
 #[cfg(test)]

@@ -70,6 +70,8 @@ fn accepts_exclude_errors_and_shares_sum_to_one() {
     slot[sys::ACCEPT4 as usize].errs[nginx_probe_common::ErrClass::Eagain as usize] = 3;
     slot[sys::ACCEPT4 as usize].errs[nginx_probe_common::ErrClass::Emfile as usize] = 1;
     slot[sys::ACCEPT as usize].count = 2;
+    assert_eq!(tracepoint_accepts(&slot), 8);
+    slot[ACCEPTED_IDX].count = tracepoint_accepts(&slot);
     assert_eq!(accepts_of(&slot), 8);
     let info = WorkerInfo {
         pid: 7,

@@ -97,15 +97,15 @@ const fn fixed(n: usize) -> Series {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Layer {
     /// Counted all the time whatever `--detail` says: /proc, stub_status, sock_diag,
-    /// the error log, uprobes, and the tracepoints of the `nginx_probe_common::is_rare`
-    /// syscalls (accept4, accept and the rare fd-creating ones).
+    /// the error log, uprobes (accepts among them).
     Continuous,
     /// Counted by the detail layer's programs (per-request syscall tracepoints, the
     /// accept-then-close detector, connect/getsockopt): under `--detail sampled`,
     /// inside detail windows only.
     Detail,
-    /// Per syscall: the `is_rare` ones [`Continuous`](Layer::Continuous), every other
-    /// one [`Detail`](Layer::Detail).
+    /// Per syscall: [`Detail`](Layer::Detail), but the `is_rare` ones are
+    /// [`Continuous`](Layer::Continuous) when accepts come from their tracepoints
+    /// (`nginx_probe_detail_accepts_uprobe` 0).
     Mixed,
     /// Needs the detail layer attached all the time: absent under `--detail sampled`.
     FullOnly,
@@ -132,7 +132,7 @@ impl Layer {
                 format!(" Under --detail sampled: counted inside detail windows only {SEE}.")
             }
             Layer::Mixed => format!(
-                " Under --detail sampled: {} counted all the time, every other syscall inside detail windows only {SEE}.",
+                " Under --detail sampled: counted inside detail windows only {SEE}; {} all the time when nginx_probe_detail_accepts_uprobe is 0 (accepts from their tracepoints).",
                 rare_syscalls().join(", ")
             ),
             Layer::FullOnly => {
@@ -463,7 +463,7 @@ pub static FAMILIES: &[Family] = &[
         "nginx_probe_accepts_total",
         Counter,
         W,
-        "Successful accept4/accept returns in the worker (syscalls:sys_exit_accept4, sys_exit_accept).",
+        "Connections the worker accepted: successful accept4/accept returns (syscalls:sys_exit_accept4, sys_exit_accept), or, when nginx_probe_detail_accepts_uprobe is 1, nginx's ngx_get_connection calls on an accepted socket (uprobe), the same count.",
         fixed(1),
         |_, w, o| o.sample(&[], w.accepts),
     ),
@@ -478,7 +478,8 @@ pub static FAMILIES: &[Family] = &[
                 o.sample(&[errno], w.accept_errors.get(*errno).copied().unwrap_or(0));
             }
         },
-    ),
+    )
+    .layer(Mixed),
     Family::worker(
         "nginx_probe_accept_eagain_total",
         Counter,
@@ -486,7 +487,8 @@ pub static FAMILIES: &[Family] = &[
         "accept4/accept calls that returned EAGAIN: the accept queue was empty (another worker took the connection, or a spurious wakeup). Not an error.",
         fixed(1),
         |_, w, o| o.sample(&[], w.accept_errors.get("EAGAIN").copied().unwrap_or(0)),
-    ),
+    )
+    .layer(Mixed),
     Family::worker(
         "nginx_probe_worker_requests_total",
         Counter,
@@ -883,6 +885,14 @@ pub static FAMILIES: &[Family] = &[
         &[],
         "Always 1: the detail layer (per-request syscall tracepoints) is attached only in windows (--detail sampled). Absent with --detail full, where it is attached all the time.",
         |s, o| o.some(&[], detail(s).map(|_| 1u64)),
+    )
+    .omit_if_empty(),
+    Family::report(
+        "nginx_probe_detail_accepts_uprobe",
+        Gauge,
+        &[],
+        "1: accepts are counted by a uprobe on nginx's ngx_get_connection and no syscall tracepoint is attached between detail windows; 0: by the accept4/accept exit tracepoints, attached all the time (the uprobe could not attach; the banner says why). --detail sampled only.",
+        |s, o| o.some(&[], detail(s).map(|d| (d.accepts_from == crate::model::sampling::ACCEPTS_FROM_UPROBE) as u64)),
     )
     .omit_if_empty(),
     Family::report(

@@ -532,6 +532,7 @@ mod tests {
             requests_total: Some(800),
             sampled: Vec::new(),
             exact: Vec::new(),
+            accepts_from: String::new(),
             attach_us: 0,
             detach_us: 0,
             links: 24,

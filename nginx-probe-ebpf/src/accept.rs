@@ -1,0 +1,63 @@
+// Included by main.rs inside `mod programs`: accepts counted in nginx's own code, so
+// `--detail sampled` keeps them exact with no syscall tracepoint between windows.
+
+/// Per worker slot: connections accepted, counted by [`ngx_get_connection`].
+#[map]
+static ACCEPTED: PerCpuArray<u64> = PerCpuArray::with_max_entries(DEFAULT_WORKER_SLOTS, 0);
+
+/// `socket_state` of a socket `accept` returned (`SS_CONNECTED`).
+const SS_CONNECTED: u32 = 3;
+
+/// Whether the current task's `fd` is an accepted connection: a socket in state
+/// `SS_CONNECTED` that is IPv4/IPv6, or Unix with an address (a socketpair, such as
+/// nginx's channel to its master, has none). Listening sockets and sockets not yet
+/// connected are `SS_UNCONNECTED`.
+#[inline(always)]
+fn is_accepted_socket(fd: u64) -> bool {
+    let Some(file) = fd_file(fd) else {
+        return false;
+    };
+    let Some(inode) = kread::<u64>(file, off::FILE_INODE) else {
+        return false;
+    };
+    if kread::<u16>(inode, off::INODE_MODE).map(|m| m & S_IFMT) != Some(S_IFSOCK) {
+        return false;
+    }
+    let Some(sock) = kread::<u64>(file, off::FILE_PRIVATE) else {
+        return false;
+    };
+    if kread::<u32>(sock, off::SOCKET_STATE) != Some(SS_CONNECTED) {
+        return false;
+    }
+    let Some(sk) = kread::<u64>(sock, off::SOCKET_SK) else {
+        return false;
+    };
+    match kread::<u16>(sk, off::SK_FAMILY) {
+        Some(AF_INET) | Some(AF_INET6) => true,
+        Some(AF_UNIX) => matches!(kread::<u64>(sk, off::UNIX_ADDR), Some(a) if a != 0),
+        _ => false,
+    }
+}
+
+/// `ngx_connection_t *ngx_get_connection(ngx_socket_t s, ngx_log_t *log)`, in
+/// nginx's binary. `ngx_event_accept` calls it once for every fd `accept4`/`accept`
+/// returned, before it knows whether a free connection is left, so counting the
+/// calls whose `s` is an accepted socket counts accepts exactly, per worker, for
+/// every protocol (http, stream, mail). Other callers (upstream, resolver, the
+/// listening sockets and the channel at worker start) pass sockets that are not
+/// connected yet, or a socketpair, and are not counted.
+#[uprobe]
+pub fn ngx_get_connection(ctx: ProbeContext) -> u32 {
+    let Some(slot) = worker_slot() else { return 0 };
+    let Some(s) = ctx.arg::<u64>(0) else { return 0 };
+    if !is_accepted_socket(s & 0xffff_ffff) {
+        return 0;
+    }
+    if let Some(n) = ACCEPTED.get_ptr_mut(slot) {
+        // SAFETY: per-CPU slot; uprobe programs do not nest on one CPU.
+        unsafe { *n += 1 };
+    } else {
+        count_drop(drop::SLOT_OUT_OF_RANGE);
+    }
+    0
+}
