@@ -133,3 +133,37 @@ pub fn perf_events_with_programs(pid: u32) -> Vec<String> {
         })
         .unwrap_or_default()
 }
+
+/// Names of the programs behind the BPF links process `pid` holds (its
+/// `anon_inode:bpf_link` fds; `prog_id` from `/proc/<pid>/fdinfo/<fd>`), sorted: what it
+/// has attached through links (tracepoints, uprobes), whichever way the kernel lists
+/// them.
+pub fn linked_programs_of(pid: u32) -> Vec<String> {
+    let names = loaded_programs();
+    let mut out: Vec<String> = fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| {
+                    fs::read_link(e.path())
+                        .is_ok_and(|t| t.to_string_lossy() == "anon_inode:bpf_link")
+                })
+                .filter_map(|e| {
+                    let info = fs::read_to_string(format!(
+                        "/proc/{pid}/fdinfo/{}",
+                        e.file_name().to_string_lossy()
+                    ))
+                    .ok()?;
+                    let id: u64 = info
+                        .lines()
+                        .find_map(|l| l.strip_prefix("prog_id:"))?
+                        .trim()
+                        .parse()
+                        .ok()?;
+                    names.iter().find(|(i, _)| *i == id).map(|(_, n)| n.clone())
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use nginx_probe_tests::{
-    keepalive_requests, metric_sum, metric_value, one_request_per_connection,
+    keepalive_requests, linked_programs_of, metric_sum, metric_value, one_request_per_connection,
     perf_event_fds_held_by, perf_events_with_programs, scrape_text, sum_workers,
     total_accept_errors, total_accepts, verdict, workers, Nginx, NginxConfig, Probe,
 };
@@ -119,11 +119,21 @@ fn sampled_detail_keeps_500_accepts_and_500_requests_exact() {
         "{s}"
     );
     assert_detail_rates_over_windows(&s);
-    // Every accept is timed (accept4 is continuous).
-    assert_eq!(
-        sum(&s, "accept4") - total_accept_errors(&s, "EAGAIN"),
-        500,
-        "{s}"
+    // Accepts come from nginx's ngx_get_connection (exact, above); accept4 is traced
+    // in the windows only: one accept per request of the windows, up to one connection
+    // cut by each window edge.
+    assert_eq!(d["accepts_from"], "uprobe ngx_get_connection", "{s}");
+    let accept4 = sum(&s, "accept4") - total_accept_errors(&s, "EAGAIN");
+    assert!(
+        accept4.abs_diff(in_windows) <= 2 * windows,
+        "accept4 {accept4} vs {in_windows} requests in {windows} windows: {s}"
+    );
+    let a4 = s["requests"]["syscalls_per_request"]["accept4"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        (a4 - 1.0).abs() < 0.2,
+        "accept4 per request of the windows {a4}: {s}"
     );
     // The recording's summary says the same.
     let text = std::fs::read_to_string(&rec).expect("recording");
@@ -235,8 +245,14 @@ fn the_exporter_samples_by_default_and_says_so() {
     );
     assert!(
         help("nginx_probe_syscalls_total").contains(
-            "Under --detail sampled: accept4, accept, socketpair, pipe2, eventfd2, epoll_create1, dup, dup2, dup3 counted all the time"
+            "accept4, accept, socketpair, pipe2, eventfd2, epoll_create1, dup, dup2, dup3 all the time when nginx_probe_detail_accepts_uprobe is 0"
         ),
+        "{text}"
+    );
+    // Here the uprobe counts accepts: no syscall tracepoint between windows.
+    assert_eq!(
+        metric_value(&text, "nginx_probe_detail_accepts_uprobe"),
+        Some(1.0),
         "{text}"
     );
     assert!(
@@ -248,8 +264,9 @@ fn the_exporter_samples_by_default_and_says_so() {
 #[test]
 fn emfile_outside_a_window_is_still_seen() {
     // Soft limit 64: accept4 fails with EMFILE once 200 connections are held. The
-    // window (200 ms at attach) is long over by then: accept4's exit is continuous and
-    // nginx's error log says it too.
+    // window (200 ms at attach) is long over by then, and accept4 is traced in windows
+    // only: nginx's error log says it, and the held connections it did accept are
+    // counted (ngx_get_connection).
     let cfg = NginxConfig {
         nofile: Some((64, 4096)),
         ..NginxConfig::default()
@@ -267,8 +284,11 @@ fn emfile_outside_a_window_is_still_seen() {
     drop(held);
     let s = out.summary_json();
     assert_eq!(s["detail"]["windows"].as_u64(), Some(1), "{s}");
-    assert!(total_accept_errors(&s, "EMFILE") > 0, "{s}");
-    // The error-log classes are read continuously too.
+    assert_eq!(
+        s["detail"]["accepts_from"], "uprobe ngx_get_connection",
+        "{s}"
+    );
+    // The error-log classes are read continuously.
     assert!(
         s["nginx_errors"]["classes"]["emfile"]["count"]
             .as_u64()
@@ -276,6 +296,20 @@ fn emfile_outside_a_window_is_still_seen() {
             > 0,
         "{s}"
     );
+    // Every connection nginx took is an accept, as nginx's own counter says.
+    assert_eq!(
+        Some(total_accepts(&s)),
+        s["stub_status"]["accepted"].as_u64(),
+        "{s}"
+    );
+    assert!(total_accepts(&s) > 0, "{s}");
+    let ids: Vec<&str> = s["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v["id"].as_str())
+        .collect();
+    assert!(ids.contains(&"fd_exhaustion"), "{ids:?}: {s}");
 }
 
 /// Between windows nginx-probe holds no perf event on a per-request syscall: every perf
@@ -337,6 +371,20 @@ fn between_windows_no_perf_event_stays_on_a_per_request_syscall() {
         between.len(),
         "perf events held without a program between windows: {between:?}"
     );
+    // No syscall tracepoint at all between windows (accepts come from a uprobe), so no
+    // task takes the kernel's syscall-tracing path: only fork following and uprobes.
+    let linked = linked_programs_of(pid);
+    assert!(
+        linked.contains(&"ngx_get_connection".to_string()),
+        "{linked:?}"
+    );
+    let syscall_progs: Vec<&String> = linked
+        .iter()
+        .filter(|n| {
+            n.starts_with("sys_") || n.starts_with("count_exit") || n.starts_with("close_after")
+        })
+        .collect();
+    assert!(syscall_progs.is_empty(), "between windows: {linked:?}");
     // And the counting goes on exactly.
     assert_eq!(one_request_per_connection(ng.addr(), 40), 40);
     std::thread::sleep(Duration::from_millis(200));
