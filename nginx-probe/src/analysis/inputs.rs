@@ -113,6 +113,13 @@ impl Inputs {
     pub fn detail_s(&self) -> f64 {
         crate::model::detail_seconds(self.period_s, self.detail.as_ref())
     }
+
+    /// Whether the workers' accepts may be judged: false when the uprobe's count
+    /// disagrees with nginx's own `accepted` counter
+    /// ([`crate::model::sampling::DetailReport::accepts_disagree`]).
+    pub fn accepts_known(&self) -> bool {
+        !self.detail.as_ref().is_some_and(|d| d.accepts_disagree())
+    }
 }
 
 /// Lines of error-log class `name` in the period (0 when the log is not read).

@@ -186,7 +186,7 @@ pub fn upstream_errors(inp: &Inputs, out: &mut Vec<Verdict>) {
 /// at all (abandoned TLS handshakes, nginx's own `accepted - handled` drops) pull the
 /// mean below any N: more than 1% of them and the mean says nothing (no verdict).
 pub fn keepalive_requests_low(inp: &Inputs, out: &mut Vec<Verdict>) {
-    let Some(requests) = inp.requests else {
+    let Some(requests) = inp.requests.filter(|_| inp.accepts_known()) else {
         return;
     };
     let Some(active) = inp.connections_active else {

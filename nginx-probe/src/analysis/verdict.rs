@@ -37,8 +37,8 @@ pub const UNSERVED_ACCEPTS_PER_REQUEST: f64 = 1.5;
 /// stay under half the connections without a request; unknown fds: not judged).
 fn unserved(inp: &Inputs) -> (u64, u64, bool) {
     let accepts: u64 = inp.workers.iter().map(|w| w.accepts).sum();
-    // Unknown requests: not judged.
-    let Some(requests) = inp.requests else {
+    // Unknown requests or accepts: not judged.
+    let Some(requests) = inp.requests.filter(|_| inp.accepts_known()) else {
         return (accepts, 0, false);
     };
     let without = accepts.saturating_sub(requests);
@@ -189,7 +189,7 @@ fn accept_imbalance(inp: &Inputs, out: &mut Vec<Verdict>) {
     let live: Vec<&WorkerInput> = inp.workers.iter().filter(|w| w.alive).collect();
     let n = live.len();
     let total: u64 = live.iter().map(|w| w.accepts).sum();
-    if n < 2 || total < IMBALANCE_MIN_ACCEPTS {
+    if n < 2 || total < IMBALANCE_MIN_ACCEPTS || !inp.accepts_known() {
         return;
     }
     let pids: Vec<u32> = live.iter().map(|w| w.pid).collect();
@@ -283,7 +283,9 @@ fn reuse(accepts_per_request: f64) -> String {
 }
 
 fn keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
-    let Some(requests) = inp.requests else { return };
+    let Some(requests) = inp.requests.filter(|_| inp.accepts_known()) else {
+        return;
+    };
     let accepts: u64 = inp.workers.iter().map(|w| w.accepts).sum();
     if requests < KEEPALIVE_MIN_REQUESTS {
         return;

@@ -459,6 +459,7 @@ fn keepalive_rule_uses_accepts_per_request() {
         sampled: Vec::new(),
         exact: Vec::new(),
         accepts_from: String::new(),
+        accepts_check: None,
         attach_us: 0,
         detach_us: 0,
         links: 24,
@@ -472,6 +473,18 @@ fn keepalive_rule_uses_accepts_per_request() {
         "{:?}",
         k.evidence
     );
+    // Accepts from the uprobe that agree with nginx's counter: judged the same; that
+    // disagree: unknown, so no verdict on them.
+    let checked = |nginx_accepted: u64| {
+        let mut i = sampled.clone();
+        let d = i.detail.take().unwrap();
+        i.detail = Some(d.with_accepts_from_uprobe(Some(
+            crate::model::sampling::AcceptsCheck::new(2000, nginx_accepted, 2),
+        )));
+        judge(&i)
+    };
+    assert!(checked(2010).iter().any(|v| v.id == "keepalive_off"));
+    assert!(checked(4000).is_empty(), "{:?}", checked(4000));
     // Too few requests: no verdict.
     let few = Inputs {
         workers: vec![w(1, 50, 50), w(2, 50, 50)],

@@ -757,7 +757,15 @@ impl Tracker {
                 s.cost,
             );
             if self.accepts_from_uprobe {
-                d.with_accepts_from_uprobe()
+                let check = cur.stub.map(|c| {
+                    let p = prev.and_then(|p| p.stub).unwrap_or_default();
+                    model::sampling::AcceptsCheck::new(
+                        total_accepts,
+                        c.accepted.saturating_sub(p.accepted),
+                        per_worker.len(),
+                    )
+                });
+                d.with_accepts_from_uprobe(check)
             } else {
                 d
             }

@@ -263,6 +263,11 @@ pub struct DetailReport {
     /// attached all the time). Empty in recordings made before it existed.
     #[serde(default)]
     pub accepts_from: String,
+    /// With accepts from the uprobe: the workers' accepts against nginx's own
+    /// `accepted` counter (stub_status) over the same period. None when not checked
+    /// (tracepoints, or nginx's counters unreadable).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accepts_check: Option<AcceptsCheck>,
     /// Wall time of the last window's attach of every detail program (perf events
     /// opened, links created, state reset), µs, measured around the calls; the time the
     /// kernel took to release the last released window's links and perf events, µs
@@ -270,6 +275,40 @@ pub struct DetailReport {
     pub attach_us: u64,
     pub detach_us: u64,
     pub links: usize,
+}
+
+/// The uprobe's accepts checked against nginx's own counter: a build of nginx whose
+/// `ngx_event_accept` reached `ngx_get_connection` through a private copy would leave
+/// the uprobe short, and a count that disagrees is not used.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AcceptsCheck {
+    /// Accepts of all workers in the period (the uprobe).
+    pub probe: u64,
+    /// nginx's `accepted` counter over the period (stub_status, read from the master's
+    /// shared memory).
+    pub nginx_accepted: u64,
+    /// Whether they agree within [`AcceptsCheck::tolerance`]; false: every verdict
+    /// that reads accepts stays silent.
+    pub agree: bool,
+}
+
+impl AcceptsCheck {
+    /// Compares `probe` with `nginx_accepted` for a period with `workers` workers.
+    pub fn new(probe: u64, nginx_accepted: u64, workers: usize) -> AcceptsCheck {
+        AcceptsCheck {
+            probe,
+            nginx_accepted,
+            agree: probe.abs_diff(nginx_accepted) <= Self::tolerance(nginx_accepted, workers),
+        }
+    }
+
+    /// How far apart the two may be: nginx counts an accept just before calling
+    /// `ngx_get_connection`, so a snapshot can fall between the two in each worker
+    /// (`workers`), and the uprobe is attached some milliseconds before nginx's counter
+    /// is first read (1% of the count, plus 2).
+    pub fn tolerance(nginx_accepted: u64, workers: usize) -> u64 {
+        workers as u64 + 2 + nginx_accepted / 100
+    }
 }
 
 /// [`DetailReport::accepts_from`] when the `ngx_get_connection` uprobe counts accepts.
@@ -361,6 +400,7 @@ impl DetailReport {
             sampled: SAMPLED_SECTIONS.iter().map(|s| s.to_string()).collect(),
             exact: EXACT_SECTIONS.iter().map(|s| s.to_string()).collect(),
             accepts_from: ACCEPTS_FROM_TRACEPOINTS.into(),
+            accepts_check: None,
             attach_us: cost.0,
             detach_us: cost.1,
             links: cost.2,
@@ -369,7 +409,8 @@ impl DetailReport {
 
     /// The same report for a run whose accepts come from the `ngx_get_connection`
     /// uprobe: its sections say which figures that makes sampled.
-    pub fn with_accepts_from_uprobe(mut self) -> DetailReport {
+    /// `check`: the accepts against nginx's counter, when it is readable.
+    pub fn with_accepts_from_uprobe(mut self, check: Option<AcceptsCheck>) -> DetailReport {
         self.sampled = SAMPLED_SECTIONS_UPROBE
             .iter()
             .map(|s| s.to_string())
@@ -379,7 +420,14 @@ impl DetailReport {
             .map(|s| s.to_string())
             .collect();
         self.accepts_from = ACCEPTS_FROM_UPROBE.into();
+        self.accepts_check = check;
         self
+    }
+
+    /// Whether the accepts of this period are known to be wrong (the uprobe's count
+    /// disagrees with nginx's `accepted`): then no verdict may read them.
+    pub fn accepts_disagree(&self) -> bool {
+        self.accepts_check.is_some_and(|c| !c.agree)
     }
 
     /// One line for text reports: sampled, the coverage, and the in-window requests.
@@ -398,10 +446,13 @@ impl DetailReport {
                 Some(t) => format!(" of {t}"),
                 None => String::new(),
             },
-            if self.accepts_from == ACCEPTS_FROM_UPROBE {
-                "accepts (ngx_get_connection uprobe), requests, TLS, error log exact; accept errors by errno sampled (every one nginx logs is in the error log classes)"
-            } else {
-                "accepts, requests, errors by errno, TLS, error log exact"
+            match (self.accepts_from == ACCEPTS_FROM_UPROBE, self.accepts_check) {
+                (true, Some(c)) if !c.agree => format!(
+                    "ACCEPTS UNKNOWN: the ngx_get_connection uprobe counted {} but nginx's accepted counter says {} (verdicts on accepts withheld; --detail full counts them with tracepoints); requests, TLS, error log exact",
+                    c.probe, c.nginx_accepted
+                ),
+                (true, _) => "accepts (ngx_get_connection uprobe, checked against nginx's accepted counter), requests, TLS, error log exact; accept errors by errno sampled (every one nginx logs is in the error log classes)".to_string(),
+                (false, _) => "accepts, requests, errors by errno, TLS, error log exact".to_string(),
             },
             self.attach_us,
             self.detach_us,
@@ -443,6 +494,35 @@ pub fn sampled_ratios(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn accepts_check_allows_the_in_flight_accepts_and_one_percent() {
+        // 2 workers: 2 in flight + 2, plus 1% of nginx's count.
+        assert_eq!(AcceptsCheck::tolerance(500, 2), 9);
+        assert!(AcceptsCheck::new(500, 500, 2).agree);
+        assert!(AcceptsCheck::new(491, 500, 2).agree);
+        assert!(!AcceptsCheck::new(490, 500, 2).agree);
+        assert!(!AcceptsCheck::new(0, 500, 2).agree);
+        assert!(AcceptsCheck::new(4, 0, 2).agree);
+        let d = |c| {
+            DetailReport::new(
+                &Schedule::new(1.0, 20.0).unwrap(),
+                &Coverage::default(),
+                20.0,
+                None,
+                (0, 0, 0),
+            )
+            .with_accepts_from_uprobe(c)
+        };
+        assert!(!d(None).accepts_disagree());
+        assert!(d(Some(AcceptsCheck::new(0, 500, 2))).accepts_disagree());
+        assert!(d(Some(AcceptsCheck::new(0, 500, 2)))
+            .line()
+            .contains("ACCEPTS UNKNOWN"));
+        assert!(!d(Some(AcceptsCheck::new(500, 500, 2)))
+            .line()
+            .contains("UNKNOWN"));
+    }
 
     #[test]
     fn windows_open_at_each_period_start() {

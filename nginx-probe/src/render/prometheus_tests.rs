@@ -752,6 +752,7 @@ fn sampled() -> model::sampling::DetailReport {
         sampled: Vec::new(),
         exact: Vec::new(),
         accepts_from: String::new(),
+        accepts_check: None,
         attach_us: 1250,
         detach_us: 300,
         links: 24,

@@ -533,6 +533,7 @@ mod tests {
             sampled: Vec::new(),
             exact: Vec::new(),
             accepts_from: String::new(),
+            accepts_check: None,
             attach_us: 0,
             detach_us: 0,
             links: 24,

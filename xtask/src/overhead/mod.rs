@@ -145,6 +145,18 @@ pub const MODES: &[ModeDef] = &[
         extra: true,
     },
     ModeDef {
+        name: "nginx-probe --detail sampled, one window at attach (continuous layer)",
+        tracer: Tracer::Probe(&[
+            "--detail",
+            "sampled",
+            "--detail-window",
+            "100ms",
+            "--detail-every",
+            "1h",
+        ]),
+        extra: true,
+    },
+    ModeDef {
         name: "nginx-probe --uprobes",
         tracer: Tracer::Probe(&["--uprobes"]),
         extra: false,
@@ -684,8 +696,17 @@ pub fn check_secs(modes: &[ModeDef], secs: u64) -> Result<()> {
             .iter()
             .position(|a| *a == "--detail-every")
             .and_then(|i| args.get(i + 1))
-            .and_then(|p| p.trim_end_matches('s').parse::<u64>().ok())
+            .map(|p| match p.strip_suffix('h') {
+                Some(h) => h.parse::<u64>().map(|h| h * 3600),
+                None => p.trim_end_matches('s').parse::<u64>(),
+            })
+            .transpose()?
             .unwrap_or(DETAIL_PERIOD_S);
+        // An hour's period: its only window is the one at attach, and the mode measures
+        // what stays attached between windows.
+        if period >= 3600 {
+            continue;
+        }
         if !secs.is_multiple_of(period) {
             bail!(
                 "--secs {secs}: `{}` runs must last a multiple of its detail period ({period} s), or its windows cover {:.0}% of the run instead of {:.0}%",
@@ -819,7 +840,8 @@ mod tests {
             [
                 "no tracer",
                 "nginx-probe --detail sampled",
-                "nginx-probe --detail sampled --detail-every 10s"
+                "nginx-probe --detail sampled --detail-every 10s",
+                "nginx-probe --detail sampled, one window at attach (continuous layer)"
             ]
         );
         assert!(f(&[]).iter().all(|n| !n.contains("strace")));
@@ -840,6 +862,9 @@ mod tests {
         assert!(check_secs(&every10, 30).is_ok());
         let floor = select_modes(&["floor".to_string()], false);
         assert!(check_secs(&floor, 8).is_ok());
+        let continuous = select_modes(&["continuous layer".to_string()], false);
+        assert_eq!(continuous.len(), 2);
+        assert!(check_secs(&continuous, 8).is_ok());
     }
 
     #[test]
