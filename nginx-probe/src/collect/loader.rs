@@ -405,16 +405,25 @@ impl Probe {
     /// cannot be attached; then neither is.
     pub fn attach_uprobes(&mut self, binary: &Path) -> Result<(), String> {
         for sym in [prog::CREATE_REQUEST, prog::FREE_REQUEST] {
-            let prog: &mut UProbe = self
-                .ebpf
-                .program_mut(sym)
-                .ok_or_else(|| format!("the eBPF object has no program {sym}"))?
-                .try_into()
-                .map_err(|e: ProgramError| e.to_string())?;
-            prog.load().map_err(|e| format!("{sym}: {e}"))?;
-            prog.attach(sym, binary, UProbeScope::AllProcesses)
-                .map_err(|e| format!("uprobe on {sym} in {}: {e}", binary.display()))?;
+            self.attach_uprobe(sym, sym, binary)?;
         }
+        Ok(())
+    }
+
+    /// Loads program `prog_name` and attaches it (uprobe or uretprobe, as the object
+    /// says) to symbol `sym` of `target` for every process mapping it.
+    ///
+    /// Errors: a one-line reason naming the program or the symbol and file.
+    fn attach_uprobe(&mut self, prog_name: &str, sym: &str, target: &Path) -> Result<(), String> {
+        let prog: &mut UProbe = self
+            .ebpf
+            .program_mut(prog_name)
+            .ok_or_else(|| format!("the eBPF object has no program {prog_name}"))?
+            .try_into()
+            .map_err(|e: ProgramError| e.to_string())?;
+        prog.load().map_err(|e| format!("{prog_name}: {e}"))?;
+        prog.attach(sym, target, UProbeScope::AllProcesses)
+            .map_err(|e| format!("uprobe on {sym} in {}: {e}", target.display()))?;
         Ok(())
     }
 
@@ -431,16 +440,7 @@ impl Probe {
         if let Err(e) = &self.fd_walk {
             return Err(format!("the fd table cannot be walked ({e})"));
         }
-        let sym = prog::GET_CONNECTION;
-        let prog: &mut UProbe = self
-            .ebpf
-            .program_mut(sym)
-            .ok_or_else(|| format!("the eBPF object has no program {sym}"))?
-            .try_into()
-            .map_err(|e: ProgramError| e.to_string())?;
-        prog.load().map_err(|e| format!("{sym}: {e}"))?;
-        prog.attach(sym, binary, UProbeScope::AllProcesses)
-            .map_err(|e| format!("uprobe on {sym} in {}: {e}", binary.display()))?;
+        self.attach_uprobe(prog::GET_CONNECTION, prog::GET_CONNECTION, binary)?;
         self.accepts_from_uprobe = true;
         Ok(())
     }
@@ -458,15 +458,7 @@ impl Probe {
             (prog::SSL_DO_HANDSHAKE_RET, "SSL_do_handshake"),
             (prog::SSL_FREE, "SSL_free"),
         ] {
-            let prog: &mut UProbe = self
-                .ebpf
-                .program_mut(prog_name)
-                .ok_or_else(|| format!("the eBPF object has no program {prog_name}"))?
-                .try_into()
-                .map_err(|e: ProgramError| e.to_string())?;
-            prog.load().map_err(|e| format!("{prog_name}: {e}"))?;
-            prog.attach(sym, libssl, UProbeScope::AllProcesses)
-                .map_err(|e| format!("uprobe on {sym} in {}: {e}", libssl.display()))?;
+            self.attach_uprobe(prog_name, sym, libssl)?;
         }
         Ok(())
     }
@@ -538,6 +530,8 @@ impl Probe {
         }
         self.last_wake.set(slot, 0u64, 0)?;
         self.log_opens
+            .set(slot, PerCpuValues::try_from(vec![0u64; ncpus])?, 0)?;
+        self.accepted
             .set(slot, PerCpuValues::try_from(vec![0u64; ncpus])?, 0)?;
         for i in 0..UPSTREAM_STATS {
             self.upstream

@@ -327,10 +327,9 @@ pub fn counted_all_the_time(i: usize, detail: Option<&DetailReport>) -> bool {
     }
 }
 
-/// Report sections counted only inside windows with `--detail sampled`, when accepts
-/// come from the `ngx_get_connection` uprobe (no syscall tracepoint between windows).
-pub const SAMPLED_SECTIONS_UPROBE: &[&str] = &[
-    "syscalls (every row, accept4/accept and the fd-creating calls included: accept errors by errno as the syscall returned them)",
+/// Report sections counted only inside windows with `--detail sampled`, after the
+/// syscall table's line ([`SAMPLED_SYSCALLS_UPROBE`] or [`SAMPLED_SYSCALLS`]).
+pub const SAMPLED_SECTIONS: &[&str] = &[
     "writes by destination",
     "event loop iterations and busy time",
     "upstream connects",
@@ -338,40 +337,49 @@ pub const SAMPLED_SECTIONS_UPROBE: &[&str] = &[
     "access-log opens",
 ];
 
-/// Report sections exact in every mode when accepts come from the uprobe.
-pub const EXACT_SECTIONS_UPROBE: &[&str] = &[
+/// The syscall table under `--detail sampled` with accepts from the uprobe.
+pub const SAMPLED_SYSCALLS_UPROBE: &str = "syscalls (every row, accept4/accept and the fd-creating calls included: accept errors by errno as the syscall returned them)";
+/// The syscall table under `--detail sampled` with accepts from the tracepoints.
+pub const SAMPLED_SYSCALLS: &str =
+    "syscalls (all but accept4/accept and the rare fd-creating calls)";
+
+/// Report sections exact in every mode, after the accepts' lines
+/// ([`EXACT_ACCEPTS_UPROBE`] or [`EXACT_ACCEPTS`]).
+pub const EXACT_SECTIONS: &[&str] = &[
+    "requests (nginx's stub_status counters)",
+    "stub_status",
+    "TLS handshakes",
+    "listening sockets",
+    "nginx error log classes",
+    "CPU and fds (/proc), cgroup quota",
+];
+
+/// What is exact about accepts when the uprobe counts them.
+pub const EXACT_ACCEPTS_UPROBE: &[&str] = &[
     "accepts per worker (uprobe on nginx's ngx_get_connection)",
     "accept and fd failures nginx logs (accept4() failed, EMFILE/ENFILE: nginx error log classes)",
-    "requests (nginx's stub_status counters)",
-    "stub_status",
-    "TLS handshakes",
-    "listening sockets",
-    "nginx error log classes",
-    "CPU and fds (/proc), cgroup quota",
 ];
-
-/// Report sections counted only inside windows with `--detail sampled`, when accepts
-/// come from the accept tracepoints (attached all the time).
-pub const SAMPLED_SECTIONS: &[&str] = &[
-    "syscalls (all but accept4/accept and the rare fd-creating calls)",
-    "writes by destination",
-    "event loop iterations and busy time",
-    "upstream connects",
-    "accepted-then-closed connections",
-    "access-log opens",
-];
-
-/// Report sections exact in every mode.
-pub const EXACT_SECTIONS: &[&str] = &[
+/// What is exact about accepts when the tracepoints count them.
+pub const EXACT_ACCEPTS: &[&str] = &[
     "accepts and accept errors (accept4/accept)",
     "EMFILE/ENFILE of pipe2, eventfd2, epoll_create1, socketpair, dup*",
-    "requests (nginx's stub_status counters)",
-    "stub_status",
-    "TLS handshakes",
-    "listening sockets",
-    "nginx error log classes",
-    "CPU and fds (/proc), cgroup quota",
 ];
+
+/// The `sampled` and `exact` section lists of a report (`uprobe`: accepts from the
+/// `ngx_get_connection` uprobe).
+fn sections(uprobe: bool) -> (Vec<String>, Vec<String>) {
+    let (syscalls, accepts) = if uprobe {
+        (SAMPLED_SYSCALLS_UPROBE, EXACT_ACCEPTS_UPROBE)
+    } else {
+        (SAMPLED_SYSCALLS, EXACT_ACCEPTS)
+    };
+    let own = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let mut sampled = vec![syscalls.to_string()];
+    sampled.extend(own(SAMPLED_SECTIONS));
+    let mut exact = own(accepts);
+    exact.extend(own(EXACT_SECTIONS));
+    (sampled, exact)
+}
 
 impl DetailReport {
     /// The report of a period `duration_s` long with window coverage `cov`, the
@@ -388,6 +396,7 @@ impl DetailReport {
         } else {
             0.0
         };
+        let (sampled, exact) = sections(false);
         DetailReport {
             mode: "sampled".into(),
             window_s: schedule.window_s,
@@ -397,8 +406,8 @@ impl DetailReport {
             coverage: super::round3(coverage),
             requests_in_windows: cov.requests,
             requests_total,
-            sampled: SAMPLED_SECTIONS.iter().map(|s| s.to_string()).collect(),
-            exact: EXACT_SECTIONS.iter().map(|s| s.to_string()).collect(),
+            sampled,
+            exact,
             accepts_from: ACCEPTS_FROM_TRACEPOINTS.into(),
             accepts_check: None,
             attach_us: cost.0,
@@ -411,14 +420,7 @@ impl DetailReport {
     /// uprobe: its sections say which figures that makes sampled.
     /// `check`: the accepts against nginx's counter, when it is readable.
     pub fn with_accepts_from_uprobe(mut self, check: Option<AcceptsCheck>) -> DetailReport {
-        self.sampled = SAMPLED_SECTIONS_UPROBE
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        self.exact = EXACT_SECTIONS_UPROBE
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        (self.sampled, self.exact) = sections(true);
         self.accepts_from = ACCEPTS_FROM_UPROBE.into();
         self.accepts_check = check;
         self

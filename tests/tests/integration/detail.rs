@@ -123,6 +123,14 @@ fn sampled_detail_keeps_500_accepts_and_500_requests_exact() {
     // in the windows only: one accept per request of the windows, up to one connection
     // cut by each window edge.
     assert_eq!(d["accepts_from"], "uprobe ngx_get_connection", "{s}");
+    // Checked against nginx's own accepted counter, which agrees.
+    assert_eq!(d["accepts_check"]["probe"].as_u64(), Some(500), "{s}");
+    assert_eq!(
+        d["accepts_check"]["nginx_accepted"].as_u64(),
+        Some(500),
+        "{s}"
+    );
+    assert_eq!(d["accepts_check"]["agree"], true, "{s}");
     let accept4 = sum(&s, "accept4") - total_accept_errors(&s, "EAGAIN");
     assert!(
         accept4.abs_diff(in_windows) <= 2 * windows,
