@@ -117,6 +117,9 @@ pub fn metrics(r: &Report) -> BTreeMap<String, f64> {
     let known = r.requests.count;
     let requests = known.unwrap_or(0);
     let accepts = sum(&|w| w.accepts);
+    // Accepts the uprobe counted that disagree with nginx's own counter are unknown:
+    // every metric on them is absent.
+    let accepts_known = !r.detail.as_ref().is_some_and(|d| d.accepts_disagree());
     let dur = r.duration_s;
     let mut put = |k: &str, v: f64| {
         if v.is_finite() {
@@ -127,12 +130,23 @@ pub fn metrics(r: &Report) -> BTreeMap<String, f64> {
         if known.is_some() {
             put("requests_per_s", requests as f64 / dur);
         }
-        put("accepts_per_s", accepts as f64 / dur);
-        let err = |name: &str| sum(&|w| w.accept_errors.get(name).copied().unwrap_or(0));
-        put("emfile_per_s", err("EMFILE") as f64 / dur);
-        put("enfile_per_s", err("ENFILE") as f64 / dur);
-        // Detail (close_after_accept): per second the detail layer counted.
+        if accepts_known {
+            put("accepts_per_s", accepts as f64 / dur);
+        }
+        // Detail (close_after_accept, and accept errors unless accept4 is traced all
+        // the time): per second the detail layer counted.
         let detail_s = crate::model::detail_seconds(dur, r.detail.as_ref());
+        let accept4 = nginx_probe_common::sys::ACCEPT4 as usize;
+        let errors_s = if crate::model::sampling::counted_all_the_time(accept4, r.detail.as_ref()) {
+            dur
+        } else {
+            detail_s
+        };
+        let err = |name: &str| sum(&|w| w.accept_errors.get(name).copied().unwrap_or(0));
+        if errors_s > 0.0 {
+            put("emfile_per_s", err("EMFILE") as f64 / errors_s);
+            put("enfile_per_s", err("ENFILE") as f64 / errors_s);
+        }
         if detail_s > 0.0 {
             put(
                 "accepted_then_closed_per_s",
@@ -144,7 +158,7 @@ pub fn metrics(r: &Report) -> BTreeMap<String, f64> {
             put("listen_overflows_per_s", overflows as f64 / dur);
         }
     }
-    if accepts > 0 && known.is_some() {
+    if accepts > 0 && known.is_some() && accepts_known {
         put("requests_per_connection", requests as f64 / accepts as f64);
     }
     let syscall_ns = |names: &dyn Fn(&str) -> bool| -> u64 {
@@ -163,7 +177,9 @@ pub fn metrics(r: &Report) -> BTreeMap<String, f64> {
         None => requests,
     };
     if requests > 0 {
-        put("accepts_per_request", accepts as f64 / requests as f64);
+        if accepts_known {
+            put("accepts_per_request", accepts as f64 / requests as f64);
+        }
         if ws.iter().all(|w| w.cpu_s.is_some()) {
             let cpu: f64 = ws.iter().filter_map(|w| w.cpu_s).sum();
             put("cpu_us_per_request", cpu * 1e6 / requests as f64);
@@ -212,10 +228,13 @@ pub fn metrics(r: &Report) -> BTreeMap<String, f64> {
             "busy_share_mean",
             live.iter().map(|w| w.event_loop.busy_share).sum::<f64>() / live.len() as f64,
         );
-        if accepts > 0 {
+        // Shares among the live workers: workers that exited in the period (a reload)
+        // took accepts too, and would halve every share of a period with one reload.
+        let live_accepts: u64 = live.iter().map(|w| w.accepts).sum();
+        if live_accepts > 0 && accepts_known {
             put(
                 "busiest_accept_share",
-                live.iter().map(|w| w.accept_share).fold(0.0, f64::max),
+                live.iter().map(|w| w.accepts).max().unwrap_or(0) as f64 / live_accepts as f64,
             );
         }
         let shares: Vec<f64> = live

@@ -167,3 +167,52 @@ fn runs_per_side_use_the_runs_as_noise() {
         vec!["made_up_for_the_test".to_string()]
     );
 }
+
+#[test]
+fn accept_shares_are_among_live_workers_and_unknown_accepts_are_not_compared() {
+    let real = include_str!("../testdata/two_workers_300_connections.jsonl");
+    let rec = Recording::parse("real", real).expect("the real recording parses");
+    let mut s = rec.summary.clone().expect("a summary");
+    let accepts: Vec<u64> = s.workers.iter().map(|w| w.accepts).collect();
+    let live_max = *accepts.iter().max().unwrap() as f64 / accepts.iter().sum::<u64>() as f64;
+    assert!(metrics(&s).contains_key("accepts_per_request"));
+    // A generation that exited in the period (a reload) took as many accepts again:
+    // the live workers' shares are unchanged.
+    let mut old = s.workers.clone();
+    for w in &mut old {
+        w.alive = false;
+        w.pid += 100_000;
+    }
+    s.workers.extend(old);
+    // As the tracker writes them: shares of every accept of the period.
+    let all: u64 = s.workers.iter().map(|w| w.accepts).sum();
+    for w in &mut s.workers {
+        w.accept_share = w.accepts as f64 / all as f64;
+    }
+    let m = metrics(&s);
+    assert!(
+        (m["busiest_accept_share"] - live_max).abs() < 1e-9,
+        "{} vs {live_max}",
+        m["busiest_accept_share"]
+    );
+    // Accepts the uprobe counted that disagree with nginx's counter: no accept metric.
+    let d = crate::model::sampling::DetailReport::new(
+        &crate::model::sampling::Schedule::new(1.0, 20.0).unwrap(),
+        &Default::default(),
+        s.duration_s,
+        None,
+        (0, 0, 0),
+    );
+    s.detail = Some(
+        d.with_accepts_from_uprobe(Some(crate::model::sampling::AcceptsCheck::new(600, 300, 2))),
+    );
+    let m = metrics(&s);
+    for k in [
+        "accepts_per_s",
+        "accepts_per_request",
+        "requests_per_connection",
+        "busiest_accept_share",
+    ] {
+        assert!(!m.contains_key(k), "{k}: {m:?}");
+    }
+}

@@ -112,6 +112,24 @@ fn reusing_connections_is_worker_connections_not_keepalive_off() {
         serde_json::json!(12)
     );
     assert!(v[0].advice.contains("closed idle keepalive connections"));
+    // Only "worker_connections are not enough" (new connections refused, nothing
+    // reused): said as such, not as idle connections closed.
+    inp.nginx_errors = Some(errors(&[(
+        "worker_connections",
+        72,
+        "worker_connections",
+        "resources",
+    )]));
+    let v = judge(&inp);
+    assert_eq!(v[0].id, "worker_connections_exhausted");
+    assert_eq!(v[0].severity, Severity::Critical);
+    assert!(
+        v[0].advice
+            .contains("\"worker_connections are not enough\" 72 times")
+            && !v[0].advice.contains("closed idle"),
+        "{}",
+        v[0].advice
+    );
 }
 
 #[test]

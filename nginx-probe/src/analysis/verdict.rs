@@ -414,7 +414,11 @@ fn worker_connections_exhausted(inp: &Inputs, out: &mut Vec<Verdict>) {
             .map(|w| serde_json::json!({"pid": w.pid, "accepted_then_closed": w.accepted_then_closed, "fds_open": w.fds_open}))
             .collect::<Vec<_>>()),
     );
-    let advice = if closed == 0 && !unserved {
+    let advice = if closed == 0 && !unserved && reusing == 0 {
+        format!(
+            "nginx ran out of worker_connections: its error log says \"worker_connections are not enough\" {not_enough} times: each time a new connection was accepted and closed at once, with no idle connection to reuse; raise worker_connections (and worker_rlimit_nofile with it)"
+        )
+    } else if closed == 0 && !unserved {
         format!(
             "nginx ran out of worker_connections: its error log says \"worker_connections are not enough, reusing connections\" {reusing} times (nginx logs it at most once a second per worker, each time closing up to 32 idle connections){}: to accept new clients it closed idle keepalive connections (nginx closed them, not the clients, who must reconnect); raise worker_connections (and worker_rlimit_nofile with it)",
             if not_enough > 0 {

@@ -896,6 +896,14 @@ pub static FAMILIES: &[Family] = &[
     )
     .omit_if_empty(),
     Family::report(
+        "nginx_probe_detail_accepts_agree",
+        Gauge,
+        &[],
+        "With accepts from the ngx_get_connection uprobe: 1 when all workers' accepts since attach agree with nginx's own accepted counter (stub_status; within workers + 2 + 1%), 0 when they do not (nginx_probe_accepts_total is then unknown and no verdict reads it). Absent when not checked.",
+        |s, o| o.some(&[], detail(s).and_then(|d| d.accepts_check).map(|c| c.agree as u64)),
+    )
+    .omit_if_empty(),
+    Family::report(
         "nginx_probe_detail_coverage_ratio",
         Gauge,
         &[],

@@ -751,8 +751,8 @@ fn sampled() -> model::sampling::DetailReport {
         requests_total: Some(500),
         sampled: Vec::new(),
         exact: Vec::new(),
-        accepts_from: String::new(),
-        accepts_check: None,
+        accepts_from: model::sampling::ACCEPTS_FROM_UPROBE.into(),
+        accepts_check: Some(model::sampling::AcceptsCheck::new(500, 500, 2)),
         attach_us: 1250,
         detach_us: 300,
         links: 24,
@@ -788,8 +788,15 @@ fn detail_families_only_when_sampled_with_the_same_help_in_both_modes() {
             "nginx_probe_detail_windows_total 3",
             "nginx_probe_detail_window_attach_seconds 0.00125",
             "nginx_probe_detail_window_requests_total 120",
+            "nginx_probe_detail_accepts_uprobe 1",
+            "nginx_probe_detail_accepts_agree 1",
         ],
     );
+    // Accepts that disagree with nginx's counter: said.
+    let mut bad = r.clone();
+    bad.detail.as_mut().unwrap().accepts_check =
+        Some(model::sampling::AcceptsCheck::new(600, 300, 2));
+    has(&render(&bad), &["nginx_probe_detail_accepts_agree 0"]);
     // Metadata does not change with the flag: the sampled exposition is the full one's
     // HELP lines plus the detail families'.
     let sampled_helps: Vec<&str> = helps(&text)

@@ -156,13 +156,19 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
     } else {
         "INTERVAL"
     };
+    let accepts_unknown = r.detail.as_ref().is_some_and(|d| d.accepts_disagree());
     let _ = writeln!(
         out,
-        "\n{clock} {title} {:.1}s  master {}  workers {}  accepts {} ({:.1}/s)",
+        "\n{clock} {title} {:.1}s  master {}  workers {}  accepts {}{} ({:.1}/s)",
         r.duration_s,
         r.master_pid,
         r.workers.iter().filter(|w| w.alive).count(),
         total_accepts,
+        if accepts_unknown {
+            " UNKNOWN (disagrees with nginx's accepted counter)"
+        } else {
+            ""
+        },
         if r.duration_s > 0.0 {
             total_accepts as f64 / r.duration_s
         } else {
@@ -191,9 +197,13 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
             let _ = writeln!(out, "      directives: {}", v.directives.join(", "));
         }
     }
+    let uprobe_accepts = r
+        .detail
+        .as_ref()
+        .is_some_and(|d| d.accepts_from == crate::model::sampling::ACCEPTS_FROM_UPROBE);
     let _ = writeln!(
         out,
-        "\n{:<12} {:>9} {:>6} {:>7} {:>7} {:>13} {:>6} {:>6} {:>9} {:>18}",
+        "\n{:<12} {:>9} {:>6} {:>7} {:>7} {:>13} {:>6} {:>6} {:>9} {:>18}{}",
         "WORKER",
         "ACCEPTS",
         "SHARE",
@@ -203,7 +213,12 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
         "EINTR",
         "OTHER",
         "EAGAIN",
-        "FDS OPEN/PEAK/LIM"
+        "FDS OPEN/PEAK/LIM",
+        match (accepts_unknown, uprobe_accepts) {
+            (true, _) => "  [ACCEPTS UNKNOWN: the uprobe disagrees with nginx's accepted counter]",
+            (false, true) => "  [accept errors SAMPLED: accept4 is traced in detail windows only; nginx's error log classes count every failure it logs]",
+            (false, false) => "",
+        }
     );
     let merged = r
         .exited_merged
@@ -337,7 +352,14 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
         "MAX",
         "TOTAL",
         "BYTES/EVENTS",
-        sampled_tag(r, "all but accept4/accept and rare fd-creating calls")
+        sampled_tag(
+            r,
+            if uprobe_accepts {
+                "every syscall, accept4 included"
+            } else {
+                "all but accept4/accept and rare fd-creating calls"
+            }
+        )
     );
     for w in &r.workers {
         for (name, s) in &w.syscalls {
@@ -828,6 +850,39 @@ mod tests {
             line.starts_with("TLS handshakes 0 (started 3, abandoned 3)  wall p50 none  p99 none"),
             "{line}"
         );
+    }
+
+    /// Accepts from the uprobe: accept errors and the syscall table say they are
+    /// sampled; accepts that disagree with nginx's counter say UNKNOWN.
+    #[test]
+    fn uprobe_accepts_are_marked_and_unknown_ones_said() {
+        use crate::model::sampling::{AcceptsCheck, DetailReport, Schedule};
+        let mut r = real_summary();
+        let d = DetailReport::new(
+            &Schedule::new(1.0, 20.0).unwrap(),
+            &Default::default(),
+            5.0,
+            None,
+            (0, 0, 0),
+        );
+        r.detail = Some(
+            d.clone()
+                .with_accepts_from_uprobe(Some(AcceptsCheck::new(300, 300, 2))),
+        );
+        let text = render_text(&r, None, "00:00:00");
+        assert!(text.contains("[accept errors SAMPLED"), "{text}");
+        assert!(
+            text.contains("[SAMPLED (every syscall, accept4 included)"),
+            "{text}"
+        );
+        assert!(!text.contains("UNKNOWN"), "{text}");
+        r.detail = Some(d.with_accepts_from_uprobe(Some(AcceptsCheck::new(600, 300, 2))));
+        let text = render_text(&r, None, "00:00:00");
+        assert!(
+            text.contains("accepts 300 UNKNOWN (disagrees with nginx's accepted counter)"),
+            "{text}"
+        );
+        assert!(text.contains("[ACCEPTS UNKNOWN"), "{text}");
     }
 
     /// Counted-only syscalls (exit-only programs: eventfd2; openat without `--syscalls
