@@ -773,7 +773,7 @@ fn banner(master: &Master, workers: &[target::WorkerProc], probe: &Probe, tracke
 /// The banner's second line: the detail mode, what it costs and what stays exact.
 fn detail_banner(probe: &Probe, tracker: &Tracker) -> String {
     match &tracker.sampling {
-        None => "Detail: full: every per-request syscall is traced for the whole run (each tracepoint hit costs the worker 0.4-1 us; bench: about +12% (HTTPS 4 KB) to +23% (30-byte file) worker CPU per request, --detail sampled about +1-4%; docs/benchmarks.md). --detail sampled traces them in windows.".to_string(),
+        None => "Detail: full: every per-request syscall is traced for the whole run (each tracepoint hit costs the worker 0.4-1 us; bench: about +12% (HTTPS 4 KB) to +23% (30-byte file) worker CPU per request, --detail sampled within the bench's noise of no tracer; docs/detail.md). --detail sampled traces them in windows.".to_string(),
         Some((s, _)) => format!(
             "Detail: sampled: {} syscall tracepoints attached {} s in every {} s ({:.0}% of the time; this window's attach took {} us; {}); {}. --detail full traces everything.",
             probe.detail_programs(),
@@ -800,7 +800,7 @@ fn sampled_cost(s: &crate::model::sampling::Schedule) -> String {
         super::plan::DETAIL_EVERY_S,
     );
     if default.as_ref() == Ok(s) {
-        "bench, this default schedule: about +1-4% worker CPU per request on HTTPS and a 30-byte file, docs/benchmarks.md".into()
+        "bench, this default schedule: within the bench's noise of no tracer, medians -5% to +5% worker CPU per request on HTTPS and a 30-byte file (intervals about 8 points wide), docs/detail.md".into()
     } else {
         format!(
             "this schedule was not benchmarked: a window costs what --detail full costs, so expect about {:.0}% of full detail's cost (full: +12-23% worker CPU per request, docs/benchmarks.md)",
@@ -887,13 +887,13 @@ mod tests {
         )
         .unwrap();
         assert!(
-            sampled_cost(&default).contains("+1-4%"),
+            sampled_cost(&default).contains("medians -5% to +5%"),
             "{}",
             sampled_cost(&default)
         );
         let busy = Schedule::new(0.5, 2.0).unwrap();
         let text = sampled_cost(&busy);
-        assert!(!text.contains("+1-4%"), "{text}");
+        assert!(!text.contains("medians"), "{text}");
         assert!(
             text.contains("not benchmarked") && text.contains("about 25% of full detail's cost"),
             "{text}"
