@@ -43,7 +43,8 @@ fn is_accepted_socket(fd: u64) -> bool {
 /// nginx's binary. `ngx_event_accept` calls it once for every fd `accept4`/`accept`
 /// returned, before it knows whether a free connection is left, so counting the
 /// calls whose `s` is an accepted socket counts accepts exactly, per worker, for
-/// every protocol (http, stream, mail). Other callers (upstream, resolver, the
+/// every TCP and unix-socket protocol (http, stream, mail; stream UDP sessions come
+/// from `recvmsg` on the listening socket, unconnected, and are not accepts). Other callers (upstream, resolver, the
 /// listening sockets and the channel at worker start) pass sockets that are not
 /// connected yet, or a socketpair, and are not counted.
 #[uprobe]

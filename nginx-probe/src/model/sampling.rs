@@ -450,7 +450,7 @@ impl DetailReport {
             },
             match (self.accepts_from == ACCEPTS_FROM_UPROBE, self.accepts_check) {
                 (true, Some(c)) if !c.agree => format!(
-                    "ACCEPTS UNKNOWN: the ngx_get_connection uprobe counted {} but nginx's accepted counter says {} (verdicts on accepts withheld; --detail full counts them with tracepoints); requests, TLS, error log exact",
+                    "ACCEPTS UNKNOWN: the ngx_get_connection uprobe counted {} but nginx's accepted counter says {} (verdicts on accepts withheld; nginx also counts stream UDP sessions, which no accept returns, and a build whose ngx_event_accept bypasses the exported ngx_get_connection would leave the uprobe short); requests, TLS, error log exact",
                     c.probe, c.nginx_accepted
                 ),
                 (true, _) => "accepts (ngx_get_connection uprobe, checked against nginx's accepted counter), requests, TLS, error log exact; accept errors by errno sampled (every one nginx logs is in the error log classes)".to_string(),
