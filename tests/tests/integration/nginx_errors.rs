@@ -238,7 +238,9 @@ fn cpu_quota_throttling_is_named_with_worker_processes_to_the_quota() {
     assert!(throttled >= 5, "{q}");
     let v = verdict(&s, "cpu_throttled").unwrap_or_else(|| panic!("{s}"));
     assert_eq!(v["evidence"]["quota_cpus"], 0.1);
-    assert_eq!(v["evidence"]["nr_throttled"], throttled);
+    // The verdict's evidence is the probe's own reading (the test's, later, may hold
+    // one more throttled period).
+    assert_eq!(v["evidence"]["nr_throttled"], seen);
     assert_eq!(v["directives"][0], "worker_processes");
     for v in s["verdicts"].as_array().unwrap() {
         let advice = v["advice"].as_str().unwrap();
