@@ -119,7 +119,7 @@ pub fn metrics(r: &Report) -> BTreeMap<String, f64> {
     let accepts = sum(&|w| w.accepts);
     // Accepts the uprobe counted that disagree with nginx's own counter are unknown:
     // every metric on them is absent.
-    let accepts_known = !r.detail.as_ref().is_some_and(|d| d.accepts_disagree());
+    let accepts_known = crate::model::sampling::accepts_known(r.detail.as_ref());
     let dur = r.duration_s;
     let mut put = |k: &str, v: f64| {
         if v.is_finite() {

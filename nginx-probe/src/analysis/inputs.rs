@@ -118,7 +118,7 @@ impl Inputs {
     /// disagrees with nginx's own `accepted` counter
     /// ([`crate::model::sampling::DetailReport::accepts_disagree`]).
     pub fn accepts_known(&self) -> bool {
-        !self.detail.as_ref().is_some_and(|d| d.accepts_disagree())
+        crate::model::sampling::accepts_known(self.detail.as_ref())
     }
 }
 

@@ -316,6 +316,13 @@ pub const ACCEPTS_FROM_UPROBE: &str = "uprobe ngx_get_connection";
 /// [`DetailReport::accepts_from`] when the accept4/accept exit tracepoints count them.
 pub const ACCEPTS_FROM_TRACEPOINTS: &str = "tracepoints sys_exit_accept4/sys_exit_accept";
 
+/// Whether the workers' accepts of a report with `detail` may be used (shown as a plain
+/// figure, compared, judged): false only when the uprobe's count disagrees with nginx's
+/// own `accepted` counter ([`DetailReport::accepts_disagree`]).
+pub fn accepts_known(detail: Option<&DetailReport>) -> bool {
+    !detail.is_some_and(|d| d.accepts_disagree())
+}
+
 /// Whether syscall `i` (index into `SYSCALLS`) was counted for the whole period of a
 /// report with `detail` (`None`: `--detail full`, everything is): under
 /// `--detail sampled` only the `is_rare` ones, and only while accepts come from their
@@ -323,7 +330,7 @@ pub const ACCEPTS_FROM_TRACEPOINTS: &str = "tracepoints sys_exit_accept4/sys_exi
 pub fn counted_all_the_time(i: usize, detail: Option<&DetailReport>) -> bool {
     match detail {
         None => true,
-        Some(d) => nginx_probe_common::is_rare(i as u32) && d.accepts_from != ACCEPTS_FROM_UPROBE,
+        Some(d) => nginx_probe_common::is_rare(i as u32) && !d.accepts_from_uprobe(),
     }
 }
 
@@ -426,6 +433,11 @@ impl DetailReport {
         self
     }
 
+    /// Whether the accepts come from the `ngx_get_connection` uprobe.
+    pub fn accepts_from_uprobe(&self) -> bool {
+        self.accepts_from == ACCEPTS_FROM_UPROBE
+    }
+
     /// Whether the accepts of this period are known to be wrong (the uprobe's count
     /// disagrees with nginx's `accepted`): then no verdict may read them.
     pub fn accepts_disagree(&self) -> bool {
@@ -448,7 +460,7 @@ impl DetailReport {
                 Some(t) => format!(" of {t}"),
                 None => String::new(),
             },
-            match (self.accepts_from == ACCEPTS_FROM_UPROBE, self.accepts_check) {
+            match (self.accepts_from_uprobe(), self.accepts_check) {
                 (true, Some(c)) if !c.agree => format!(
                     "ACCEPTS UNKNOWN: the ngx_get_connection uprobe counted {} but nginx's accepted counter says {} (verdicts on accepts withheld; nginx also counts stream UDP sessions, which no accept returns, and a build whose ngx_event_accept bypasses the exported ngx_get_connection would leave the uprobe short); requests, TLS, error log exact",
                     c.probe, c.nginx_accepted

@@ -892,7 +892,7 @@ pub static FAMILIES: &[Family] = &[
         Gauge,
         &[],
         "1: accepts are counted by a uprobe on nginx's ngx_get_connection and no syscall tracepoint is attached between detail windows; 0: by the accept4/accept exit tracepoints, attached all the time (the uprobe could not attach; the banner says why). --detail sampled only.",
-        |s, o| o.some(&[], detail(s).map(|d| (d.accepts_from == crate::model::sampling::ACCEPTS_FROM_UPROBE) as u64)),
+        |s, o| o.some(&[], detail(s).map(|d| d.accepts_from_uprobe() as u64)),
     )
     .omit_if_empty(),
     Family::report(

@@ -156,7 +156,7 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
     } else {
         "INTERVAL"
     };
-    let accepts_unknown = r.detail.as_ref().is_some_and(|d| d.accepts_disagree());
+    let accepts_unknown = !crate::model::sampling::accepts_known(r.detail.as_ref());
     let _ = writeln!(
         out,
         "\n{clock} {title} {:.1}s  master {}  workers {}  accepts {}{} ({:.1}/s)",
@@ -197,10 +197,7 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
             let _ = writeln!(out, "      directives: {}", v.directives.join(", "));
         }
     }
-    let uprobe_accepts = r
-        .detail
-        .as_ref()
-        .is_some_and(|d| d.accepts_from == crate::model::sampling::ACCEPTS_FROM_UPROBE);
+    let uprobe_accepts = r.detail.as_ref().is_some_and(|d| d.accepts_from_uprobe());
     let _ = writeln!(
         out,
         "\n{:<12} {:>9} {:>6} {:>7} {:>7} {:>13} {:>6} {:>6} {:>9} {:>18}{}",
