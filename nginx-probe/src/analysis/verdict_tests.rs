@@ -447,23 +447,16 @@ fn keepalive_rule_uses_accepts_per_request() {
     // Under --detail sampled accept4 is timed all the time, the rest in windows: no
     // share of syscall time is quoted.
     let mut sampled = close.clone();
-    sampled.detail = Some(crate::model::sampling::DetailReport {
-        mode: "sampled".into(),
-        window_s: 1.0,
-        period_s: 20.0,
-        windows: 0,
-        in_window_s: 0.0,
-        coverage: 0.0,
-        requests_in_windows: Some(0),
-        requests_total: Some(1000),
-        sampled: Vec::new(),
-        exact: Vec::new(),
-        accepts_from: String::new(),
-        accepts_check: None,
-        attach_us: 0,
-        detach_us: 0,
-        links: 24,
-    });
+    sampled.detail = Some(crate::model::sampling::DetailReport::new(
+        &crate::model::sampling::Schedule::new(1.0, 20.0).unwrap(),
+        &crate::model::sampling::Coverage {
+            requests: Some(0),
+            ..Default::default()
+        },
+        20.0,
+        Some(1000),
+        (0, 0, 24),
+    ));
     let v = judge(&sampled);
     let k = v.iter().find(|v| v.id == "keepalive_off").expect("fires");
     assert!(

@@ -740,23 +740,20 @@ fn skip_zero_histograms_and_proc_write_destinations() {
 /// A `--detail sampled` run's detail report: 3 windows of 0.3 s, 0.9 s attached of
 /// 2.5 s (coverage 0.36), 120 requests in windows of 500, attach 1.25 ms.
 fn sampled() -> model::sampling::DetailReport {
-    model::sampling::DetailReport {
-        mode: "sampled".into(),
-        window_s: 0.3,
-        period_s: 1.0,
-        windows: 3,
-        in_window_s: 0.9,
-        coverage: 0.36,
-        requests_in_windows: Some(120),
-        requests_total: Some(500),
-        sampled: Vec::new(),
-        exact: Vec::new(),
-        accepts_from: model::sampling::ACCEPTS_FROM_UPROBE.into(),
-        accepts_check: Some(model::sampling::AcceptsCheck::new(500, 500, 2)),
-        attach_us: 1250,
-        detach_us: 300,
-        links: 24,
-    }
+    // 3 windows of 0.3 s every 1 s, 0.9 s of them in a 2.5 s period.
+    model::sampling::DetailReport::new(
+        &model::sampling::Schedule::new(0.3, 1.0).unwrap(),
+        &model::sampling::Coverage {
+            windows: 3,
+            open_now: false,
+            open_s: 0.9,
+            requests: Some(120),
+        },
+        2.5,
+        Some(500),
+        (1250, 300, 24),
+    )
+    .with_accepts_from_uprobe(Some(model::sampling::AcceptsCheck::new(500, 500, 2)))
 }
 
 /// The `# HELP` lines of `text`.

@@ -521,23 +521,19 @@ mod tests {
         let mut r = report();
         let full = screen_of(Some(&r), 200);
         assert!(!full.contains("SAMPLED"), "{full}");
-        r.detail = Some(crate::model::sampling::DetailReport {
-            mode: "sampled".into(),
-            window_s: 1.0,
-            period_s: 20.0,
-            windows: 1,
-            in_window_s: 0.5,
-            coverage: 0.25,
-            requests_in_windows: Some(100),
-            requests_total: Some(800),
-            sampled: Vec::new(),
-            exact: Vec::new(),
-            accepts_from: String::new(),
-            accepts_check: None,
-            attach_us: 0,
-            detach_us: 0,
-            links: 24,
-        });
+        // 0.5 s of windows in a 2 s interval.
+        r.detail = Some(crate::model::sampling::DetailReport::new(
+            &crate::model::sampling::Schedule::new(1.0, 20.0).unwrap(),
+            &crate::model::sampling::Coverage {
+                windows: 1,
+                open_now: false,
+                open_s: 0.5,
+                requests: Some(100),
+            },
+            2.0,
+            Some(800),
+            (0, 0, 24),
+        ));
         let s = screen_of(Some(&r), 200);
         assert!(
             s.contains("detail SAMPLED: BUSY, MAX LOOP, LOG W/REQ from 0.5 s of windows (25% of the interval)"),
