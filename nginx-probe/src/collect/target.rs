@@ -502,19 +502,17 @@ mod tests {
         s.iter().map(|x| x.to_string()).collect()
     }
 
-    #[test]
-    fn another_process_command_line_is_escaped_and_bounded() {
-        let long = format!("\x1b[2J{}", "--auth-required ".repeat(20));
-        let mut child = std::process::Command::new("sh")
-            .args(["-c", "sleep 30", &long])
-            .spawn()
-            .unwrap();
-        // Wait for the exec: until then the child is still this test binary.
+    /// Spawns `cmd`, waits (at most 5 s) until `execed` sees the child run its own
+    /// program (until the exec it is still this test binary), and returns
+    /// `validate_master`'s refusal of it with the `what` it names; the child is killed.
+    fn refusal_of(
+        mut cmd: std::process::Command,
+        execed: impl Fn(&Process) -> bool,
+    ) -> (ProbeError, String) {
+        let mut child = cmd.spawn().unwrap();
         let pid = child.id();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while Process::new(pid as i32)
-            .and_then(|p| p.cmdline())
-            .map_or(true, |c| c.len() < 3)
+        while !Process::new(pid as i32).is_ok_and(|p| execed(&p))
             && std::time::Instant::now() < deadline
         {
             std::thread::sleep(std::time::Duration::from_millis(10));
@@ -525,6 +523,16 @@ mod tests {
         let ProbeError::NotMaster { what, .. } = &e else {
             panic!("{e}")
         };
+        let what = what.clone();
+        (e, what)
+    }
+
+    #[test]
+    fn another_process_command_line_is_escaped_and_bounded() {
+        let long = format!("\x1b[2J{}", "--auth-required ".repeat(20));
+        let mut sh = std::process::Command::new("sh");
+        sh.args(["-c", "sleep 30", &long]);
+        let (e, what) = refusal_of(sh, |p| p.cmdline().is_ok_and(|c| c.len() >= 3));
         assert!(
             what.starts_with("`sh` (`sh -c sleep 30 \\x1b[2J--auth-required"),
             "{what}"
@@ -603,29 +611,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let link = dir.path().join("nginx-prod");
         std::os::unix::fs::symlink("/bin/sleep", &link).unwrap();
-        let mut child = std::process::Command::new("bash")
-            .arg("-c")
-            .arg(format!(
-                "exec -a 'nginx: master process x' {} 30",
-                link.display()
-            ))
-            .spawn()
-            .unwrap();
-        let pid = child.id();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while Process::new(pid as i32)
-            .and_then(|p| p.stat())
-            .map_or(true, |s| s.comm != "nginx-prod")
-            && std::time::Instant::now() < deadline
-        {
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        let e = validate_master(pid).unwrap_err();
-        let _ = child.kill();
-        let _ = child.wait();
-        let ProbeError::NotMaster { what, .. } = &e else {
-            panic!("{e}")
-        };
+        let mut bash = std::process::Command::new("bash");
+        bash.arg("-c").arg(format!(
+            "exec -a 'nginx: master process x' {} 30",
+            link.display()
+        ));
+        let (_, what) = refusal_of(bash, |p| p.stat().is_ok_and(|s| s.comm == "nginx-prod"));
         assert_eq!(
             what,
             "`nginx-prod` titled `nginx: master process x 30`, not nginx"
