@@ -7,19 +7,26 @@ use std::{
     time::{Duration, Instant},
 };
 
-/// Ids and names of all loaded BPF programs, from `bpftool prog show --json`.
-pub fn loaded_programs() -> Vec<(u64, String)> {
+/// `bpftool <args> --json`, parsed; panics with bpftool's stderr when it fails.
+fn bpftool_json(args: &[&str]) -> serde_json::Value {
     let out = Command::new("bpftool")
-        .args(["prog", "show", "--json"])
+        .args(args)
+        .arg("--json")
         .output()
         .expect("run bpftool (run `cargo xtask setup`)");
     assert!(
         out.status.success(),
-        "bpftool failed: {}",
+        "bpftool {} failed: {}",
+        args.join(" "),
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("bpftool JSON");
-    v.as_array()
+    serde_json::from_slice(&out.stdout).expect("bpftool JSON")
+}
+
+/// Ids and names of all loaded BPF programs, from `bpftool prog show --json`.
+pub fn loaded_programs() -> Vec<(u64, String)> {
+    bpftool_json(&["prog", "show"])
+        .as_array()
         .map(|a| {
             a.iter()
                 .filter_map(|p| {
@@ -107,17 +114,8 @@ pub fn perf_event_fds_held_by(pid: u32) -> usize {
 /// process `pid` that carry a BPF program, from `bpftool perf list --json` (the kernel's
 /// `BPF_TASK_FD_QUERY` on each fd).
 pub fn perf_events_with_programs(pid: u32) -> Vec<String> {
-    let out = Command::new("bpftool")
-        .args(["perf", "list", "--json"])
-        .output()
-        .expect("run bpftool (run `cargo xtask setup`)");
-    assert!(
-        out.status.success(),
-        "bpftool perf failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("bpftool JSON");
-    v.as_array()
+    bpftool_json(&["perf", "list"])
+        .as_array()
         .map(|a| {
             a.iter()
                 .filter(|e| e.get("pid").and_then(|p| p.as_u64()) == Some(u64::from(pid)))
