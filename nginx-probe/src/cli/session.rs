@@ -754,18 +754,43 @@ fn banner(master: &Master, workers: &[target::WorkerProc], probe: &Probe, tracke
     };
     let pids: Vec<String> = workers.iter().map(|w| w.pid.to_string()).collect();
     eprintln!(
-        "Tracing nginx master {}{nspid_note} `{}`: {} workers [{}], {} syscall tracepoints{}{}{}{}. Hit Ctrl-C to end.",
+        "Tracing nginx master {}{nspid_note} `{}`: {} workers [{}], {}{}{}{}{}. Hit Ctrl-C to end.",
         master.pid,
         safe::line(&master.title),
         workers.len(),
         pids.join(" "),
-        probe.attached,
-        if probe.follows_forks { ", following forks" } else { "" },
-        if tracker.request_source == model::RequestSource::Uprobe { ", request uprobes" } else { "" },
-        if tracker.counters.is_some() { ", requests from nginx's counters" } else { "" },
+        // Sampled with the accept uprobe: every syscall tracepoint is in the windows
+        // (the next line counts them).
+        if probe.attached == 0 && probe.accepts_from_uprobe {
+            "accepts from a uprobe, no syscall tracepoint between detail windows".to_string()
+        } else {
+            format!(
+                "{} syscall tracepoints attached all the time",
+                probe.attached
+            )
+        },
+        if probe.follows_forks {
+            ", following forks"
+        } else {
+            ""
+        },
+        if tracker.request_source == model::RequestSource::Uprobe {
+            ", request uprobes"
+        } else {
+            ""
+        },
+        if tracker.counters.is_some() {
+            ", requests from nginx's counters"
+        } else {
+            ""
+        },
         // Attached whenever nginx maps libssl (TLS listener or not: the config is not
         // read); they fire only on TLS handshakes.
-        if tracker.tls_attached { ", TLS handshake uprobes (nginx maps libssl; idle without TLS connections)" } else { "" },
+        if tracker.tls_attached {
+            ", TLS handshake uprobes (nginx maps libssl; idle without TLS connections)"
+        } else {
+            ""
+        },
     );
     eprintln!("{}", detail_banner(probe, tracker));
 }

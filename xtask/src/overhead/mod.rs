@@ -910,7 +910,7 @@ mod tests {
     #[test]
     fn the_banner_count_is_read() {
         assert_eq!(
-            banner_tracepoints("Tracing nginx master 1 `nginx`: 2 workers [2 3], 33 syscall tracepoints, following forks. Hit Ctrl-C to end."),
+            banner_tracepoints("Tracing nginx master 1 `nginx`: 2 workers [2 3], 33 syscall tracepoints attached all the time, following forks. Hit Ctrl-C to end."),
             Some(33)
         );
         assert_eq!(banner_tracepoints("Hit Ctrl-C to end."), None);
