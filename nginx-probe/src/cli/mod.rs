@@ -5,6 +5,9 @@
 mod plan;
 mod session;
 
+#[cfg(test)]
+mod golden_tests;
+
 use std::{io::Write as _, path::PathBuf};
 
 use clap::{builder::PossibleValuesParser, error::ErrorKind, Parser};
