@@ -65,7 +65,7 @@ pub enum ProbeError {
     Missing(String),
     /// A recording could not be read (`report`, `compare`).
     #[error("{0}")]
-    Recording(#[from] crate::io::recording::RecordingError),
+    Recording(#[from] RecordingError),
     /// The `--record` file stopped being written during the run (the live report and
     /// the summary on stdout are complete).
     #[error("the recording is incomplete: {0} (the report above is complete)")]
@@ -88,23 +88,6 @@ pub enum ProbeError {
 }
 
 impl ProbeError {
-    /// This error, or [`ProbeError::FdLimit`] naming the limit when it was caused by
-    /// running out of file descriptors (a map that could not be created, a program that
-    /// could not be loaded: the verifier's log says nothing useful then).
-    pub fn explain_fd_exhaustion(self) -> ProbeError {
-        if matches!(self, ProbeError::FdLimit(_)) || !crate::collect::fd_limit::is_exhaustion(&self)
-        {
-            return self;
-        }
-        let what = match &self {
-            ProbeError::Ebpf(_) | ProbeError::Map(_) => "creating the eBPF maps",
-            ProbeError::Program(_) | ProbeError::NothingAttached(_) => "loading the eBPF programs",
-            ProbeError::Proc { .. } => "reading /proc",
-            _ => "opening a file",
-        };
-        ProbeError::FdLimit(crate::collect::fd_limit::exhausted(what))
-    }
-
     /// The process exit code for this error: [`EXIT_USAGE`] when the input was wrong
     /// (nothing attached), [`EXIT_RUNTIME`] otherwise.
     pub fn exit_code(&self) -> i32 {
@@ -122,4 +105,30 @@ impl ProbeError {
             _ => EXIT_RUNTIME,
         }
     }
+}
+
+use crate::model::SCHEMA_VERSION;
+
+/// Why a recording could not be read. Each renders as one line.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordingError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    /// A line is not a report of this schema.
+    #[error("{path}:{line}: not an nginx-probe recording line ({reason})")]
+    BadLine {
+        path: String,
+        line: usize,
+        reason: String,
+    },
+    /// Written by a newer nginx-probe.
+    #[error("{path}: recorded with schema {found}, this nginx-probe reads schema {SCHEMA_VERSION}: use a newer nginx-probe")]
+    Schema { path: String, found: u64 },
+    /// No report in the file.
+    #[error("{path}: no reports in it (an empty recording, or not a recording)")]
+    Empty { path: String },
 }

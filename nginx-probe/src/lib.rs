@@ -23,3 +23,4 @@ pub mod error;
 pub mod io;
 pub mod model;
 pub mod render;
+pub mod safe;

@@ -1,7 +1,9 @@
 //! The shape of the source tree, checked without root (`cargo test -p nginx-probe`):
 //!
-//! - no circle of imports between the modules of `nginx-probe/src` (a module is a file;
-//!   an import is any `crate::...` path, in `use` trees or inline);
+//! - no circle of imports between the modules of `nginx-probe/src` (a module is a file,
+//!   found from `lib.rs` through its `mod` items as rustc finds it; an import is any
+//!   `crate::`, `super::` or `self::` path, in `use` trees, inline or in a macro's tokens,
+//!   read with `syn`);
 //! - `model` imports nothing else of the crate (the report schema depends on nothing);
 //! - every folder of `nginx-probe/src` says its purpose in a `//!` doc at the top of its
 //!   `mod.rs`;
@@ -38,98 +40,255 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// `src/a/b.rs` -> `a::b`; `src/a/mod.rs` -> `a`; `src/lib.rs` -> `` (the root).
-fn module_of(src: &Path, file: &Path) -> String {
-    let rel = file.strip_prefix(src).expect("under src");
-    let mut parts: Vec<String> = rel
-        .iter()
-        .map(|p| p.to_string_lossy().trim_end_matches(".rs").to_string())
-        .collect();
-    if parts.last().is_some_and(|l| l == "mod" || l == "lib") {
-        parts.pop();
-    }
-    parts.join("::")
+/// True when `attrs` hold `#[cfg(test)]` (also inside `all(...)`) or `#[test]`: code
+/// that does not ship.
+fn is_test(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        a.path().is_ident("test")
+            || (a.path().is_ident("cfg")
+                && a.meta.require_list().is_ok_and(|l| {
+                    l.tokens
+                        .to_string()
+                        .split(|c: char| !c.is_alphanumeric() && c != '_')
+                        .any(|w| w == "test")
+                }))
+    })
 }
 
-/// Skips a Rust comment or string at `i`, returning the index after it, if any starts there.
-fn skip_comment(b: &[u8], i: usize) -> Option<usize> {
-    if b[i..].starts_with(b"//") {
-        return Some(
-            b[i..]
-                .iter()
-                .position(|&c| c == b'\n')
-                .map_or(b.len(), |n| i + n),
-        );
-    }
-    None
+/// The `#[path = "..."]` of a `mod` item, if any.
+fn path_attr(attrs: &[syn::Attribute]) -> Option<String> {
+    attrs.iter().find_map(|a| {
+        if !a.path().is_ident("path") {
+            return None;
+        }
+        match &a.meta.require_name_value().ok()?.value {
+            syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Str(s),
+                ..
+            }) => Some(s.value()),
+            _ => None,
+        }
+    })
 }
 
-/// Every `crate::` path in `text`, expanded from `use crate::{a::{b, c}, d}` trees into
-/// `a::b`, `a::c`, `d` (the path after `crate::`).
-fn crate_paths(text: &str) -> Vec<String> {
-    let b = text.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        if let Some(j) = skip_comment(b, i) {
-            i = j;
-            continue;
-        }
-        if b[i..].starts_with(b"crate::")
-            && (i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_'))
-        {
-            i += "crate::".len();
-            i = parse_tree(b, i, String::new(), &mut out);
-            continue;
-        }
-        i += 1;
+/// `a::b` + `c` -> `a::b::c`; `` + `c` -> `c`.
+fn join(m: &str, child: &str) -> String {
+    match (m.is_empty(), child.is_empty()) {
+        (_, true) => m.to_string(),
+        (true, false) => child.to_string(),
+        (false, false) => format!("{m}::{child}"),
     }
-    out
 }
 
-/// Parses a use tree at `i` with `prefix`; pushes each leaf path; returns the end.
-fn parse_tree(b: &[u8], mut i: usize, prefix: String, out: &mut Vec<String>) -> usize {
-    let skip_ws = |mut i: usize| {
-        while i < b.len() && (b[i] as char).is_whitespace() {
-            i += 1;
-        }
-        i
+/// The parent module of `m` (`a::b` -> `a`, `a` -> the root ``).
+fn parent(m: &str) -> String {
+    m.rsplit_once("::")
+        .map_or(String::new(), |(p, _)| p.to_string())
+}
+
+/// A path as written (`["super", "verdict", "Inputs"]`) made absolute from module `m`:
+/// `crate::` from the root, `super::` from `m`'s parent (repeatedly), `self::` from `m`.
+/// None for paths that start elsewhere (a local name, another crate, a child module
+/// declared in `m`, which [`imports`] leaves out anyway).
+fn absolute(m: &str, segs: &[String]) -> Option<String> {
+    let (mut base, mut rest) = match segs.first()?.as_str() {
+        "crate" => (String::new(), &segs[1..]),
+        "super" | "self" => (m.to_string(), segs),
+        _ => return None,
     };
-    i = skip_ws(i);
-    if i < b.len() && b[i] == b'{' {
-        i += 1;
-        loop {
-            i = skip_ws(i);
-            if i >= b.len() {
-                return i;
+    while let Some(s) = rest.first() {
+        match s.as_str() {
+            "super" => base = parent(&base),
+            "self" => {}
+            _ => break,
+        }
+        rest = &rest[1..];
+    }
+    Some(join(&base, &rest.join("::")))
+}
+
+/// Collects the absolute paths (see [`absolute`]) one file's shipping code names: `use`
+/// trees, paths in types and expressions, and `crate`/`super`/`self` paths inside macro
+/// invocations (read from their tokens). Items under `#[cfg(test)]` or `#[test]` are
+/// skipped; an inline `mod x { }` is entered as module `x`.
+struct PathCollector {
+    /// The module being read (inline modules push onto it).
+    module: Vec<String>,
+    out: Vec<String>,
+}
+
+impl PathCollector {
+    fn here(&self) -> String {
+        self.module.iter().fold(String::new(), |m, s| join(&m, s))
+    }
+
+    fn push(&mut self, segs: &[String]) {
+        if let Some(p) = absolute(&self.here(), segs) {
+            self.out.push(p);
+        }
+    }
+
+    fn use_tree(&mut self, prefix: &mut Vec<String>, t: &syn::UseTree) {
+        let leaf = match t {
+            syn::UseTree::Path(p) => {
+                prefix.push(p.ident.to_string());
+                self.use_tree(prefix, &p.tree);
+                prefix.pop();
+                return;
             }
-            if b[i] == b'}' {
-                return i + 1;
+            syn::UseTree::Group(g) => {
+                for t in &g.items {
+                    self.use_tree(prefix, t);
+                }
+                return;
             }
-            if b[i] == b',' {
+            syn::UseTree::Name(n) => Some(n.ident.to_string()),
+            syn::UseTree::Rename(r) => Some(r.ident.to_string()),
+            syn::UseTree::Glob(_) => None,
+        };
+        let mut segs = prefix.clone();
+        segs.extend(leaf);
+        self.push(&segs);
+    }
+
+    /// `crate :: a :: b` (or `super ::`, `self ::`) runs in a macro's tokens.
+    fn tokens(&mut self, ts: proc_macro2::TokenStream) {
+        use proc_macro2::TokenTree as T;
+        let toks: Vec<T> = ts.into_iter().collect();
+        let mut i = 0;
+        while i < toks.len() {
+            if let T::Group(g) = &toks[i] {
+                self.tokens(g.stream());
+            }
+            let T::Ident(id) = &toks[i] else {
+                i += 1;
+                continue;
+            };
+            let first = id.to_string();
+            if !["crate", "super", "self"].contains(&first.as_str()) {
                 i += 1;
                 continue;
             }
-            i = parse_tree(b, i, prefix.clone(), out);
+            let mut segs = vec![first];
+            let mut j = i + 1;
+            while let (Some(T::Punct(a)), Some(T::Punct(b)), Some(T::Ident(n))) =
+                (toks.get(j), toks.get(j + 1), toks.get(j + 2))
+            {
+                if a.as_char() != ':' || b.as_char() != ':' {
+                    break;
+                }
+                segs.push(n.to_string());
+                j += 3;
+            }
+            if segs.len() > 1 {
+                self.push(&segs);
+            }
+            i = j;
         }
     }
-    let start = i;
-    while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
-        i += 1;
+}
+
+impl<'a> syn::visit::Visit<'a> for PathCollector {
+    fn visit_item(&mut self, i: &'a syn::Item) {
+        let attrs: &[syn::Attribute] = match i {
+            syn::Item::Const(x) => &x.attrs,
+            syn::Item::Enum(x) => &x.attrs,
+            syn::Item::Fn(x) => &x.attrs,
+            syn::Item::Impl(x) => &x.attrs,
+            syn::Item::Macro(x) => &x.attrs,
+            syn::Item::Mod(x) => &x.attrs,
+            syn::Item::Static(x) => &x.attrs,
+            syn::Item::Struct(x) => &x.attrs,
+            syn::Item::Trait(x) => &x.attrs,
+            syn::Item::Type(x) => &x.attrs,
+            syn::Item::Use(x) => &x.attrs,
+            _ => &[],
+        };
+        if !is_test(attrs) {
+            syn::visit::visit_item(self, i);
+        }
     }
-    let ident = String::from_utf8_lossy(&b[start..i]).to_string();
-    let path = if prefix.is_empty() {
-        ident
-    } else {
-        format!("{prefix}::{ident}")
+
+    fn visit_impl_item_fn(&mut self, i: &'a syn::ImplItemFn) {
+        if !is_test(&i.attrs) {
+            syn::visit::visit_impl_item_fn(self, i);
+        }
+    }
+
+    fn visit_item_mod(&mut self, i: &'a syn::ItemMod) {
+        // `mod x;` is a file of its own, read on its own.
+        if i.content.is_some() {
+            self.module.push(i.ident.to_string());
+            syn::visit::visit_item_mod(self, i);
+            self.module.pop();
+        }
+    }
+
+    fn visit_item_use(&mut self, i: &'a syn::ItemUse) {
+        self.use_tree(&mut Vec::new(), &i.tree);
+    }
+
+    fn visit_path(&mut self, p: &'a syn::Path) {
+        let segs: Vec<String> = p.segments.iter().map(|s| s.ident.to_string()).collect();
+        self.push(&segs);
+        syn::visit::visit_path(self, p);
+    }
+
+    fn visit_macro(&mut self, m: &'a syn::Macro) {
+        self.tokens(m.tokens.clone());
+        syn::visit::visit_macro(self, m);
+    }
+}
+
+/// The paths `text`, read as the file of module `m`, names (see [`PathCollector`]).
+fn paths_of(m: &str, text: &str) -> Vec<String> {
+    use syn::visit::Visit;
+    let ast = syn::parse_file(text).expect("Rust source");
+    let mut c = PathCollector {
+        module: vec![m.to_string()],
+        out: Vec::new(),
     };
-    if b[i..].starts_with(b"::") {
-        return parse_tree(b, i + 2, path, out);
+    c.visit_file(&ast);
+    c.out
+}
+
+/// Every shipping module file of the crate, found the way rustc finds them: from
+/// `src/lib.rs` through each `mod x;` (`#[path]` honoured, `#[cfg(test)]` modules left
+/// out), as (module path, source text).
+fn module_files() -> Vec<(String, String)> {
+    let src = workspace().join("nginx-probe/src");
+    let mut out = Vec::new();
+    let mut todo = vec![(String::new(), src.join("lib.rs"))];
+    while let Some((m, file)) = todo.pop() {
+        let text = fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let ast = syn::parse_file(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let dir = file.parent().expect("a folder").to_path_buf();
+        let stem = file
+            .file_stem()
+            .expect("a name")
+            .to_string_lossy()
+            .to_string();
+        let base = if stem == "mod" || stem == "lib" {
+            dir.clone()
+        } else {
+            dir.join(&stem)
+        };
+        for item in &ast.items {
+            let syn::Item::Mod(md) = item else { continue };
+            if md.content.is_some() || is_test(&md.attrs) {
+                continue;
+            }
+            let name = md.ident.to_string();
+            let child = match path_attr(&md.attrs) {
+                Some(p) => dir.join(p),
+                None if base.join(format!("{name}.rs")).exists() => base.join(format!("{name}.rs")),
+                None => base.join(&name).join("mod.rs"),
+            };
+            todo.push((join(&m, &name), child));
+        }
+        out.push((m, text));
     }
-    if !path.is_empty() {
-        out.push(path);
-    }
-    i
+    out
 }
 
 /// The module a path names: its longest prefix that is a module of the crate.
@@ -141,24 +300,20 @@ fn resolve(path: &str, modules: &BTreeSet<String>) -> Option<String> {
         .find(|m| modules.contains(m))
 }
 
+/// Each module's imports of other modules of the crate (a module is a file), from
+/// `crate::`, `super::` and `self::` paths alike.
 fn imports() -> BTreeMap<String, BTreeSet<String>> {
-    let src = workspace().join("nginx-probe/src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    let modules: BTreeSet<String> = files.iter().map(|f| module_of(&src, f)).collect();
+    let files = module_files();
+    let modules: BTreeSet<String> = files.iter().map(|(m, _)| m.clone()).collect();
     let mut graph = BTreeMap::new();
-    for f in &files {
-        let m = module_of(&src, f);
-        let text = fs::read_to_string(f).expect("read source");
-        // Test modules may reach anywhere; only the code that ships counts.
-        let code = text.split("#[cfg(test)]").next().unwrap_or("");
-        let deps: BTreeSet<String> = crate_paths(code)
+    for (m, text) in &files {
+        let deps: BTreeSet<String> = paths_of(m, text)
             .iter()
             .filter_map(|p| resolve(p, &modules))
             // A folder's mod.rs naming its own children is not an import back.
-            .filter(|d| d != &m && !d.is_empty() && !d.starts_with(&format!("{m}::")))
+            .filter(|d| d != m && !d.is_empty() && !d.starts_with(&format!("{m}::")))
             .collect();
-        graph.insert(m, deps);
+        graph.insert(m.clone(), deps);
     }
     graph
 }
@@ -204,10 +359,65 @@ fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>>
     None
 }
 
+/// Every group of modules that reach each other through imports (the strongly connected
+/// components with more than one module), each sorted; empty when there is no circle.
+fn circles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    // Kosaraju: reachability both ways.
+    let reach = |from: &str, rev: bool| -> BTreeSet<String> {
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![from.to_string()];
+        while let Some(n) = todo.pop() {
+            let next: Vec<String> = if rev {
+                graph
+                    .iter()
+                    .filter(|(_, d)| d.contains(&n))
+                    .map(|(m, _)| m.clone())
+                    .collect()
+            } else {
+                graph.get(&n).into_iter().flatten().cloned().collect()
+            };
+            for m in next {
+                if seen.insert(m.clone()) {
+                    todo.push(m);
+                }
+            }
+        }
+        seen
+    };
+    let mut done = BTreeSet::new();
+    let mut out = Vec::new();
+    for n in graph.keys() {
+        if done.contains(n) {
+            continue;
+        }
+        let both: Vec<String> = reach(n, false)
+            .intersection(&reach(n, true))
+            .cloned()
+            .collect();
+        done.extend(both.iter().cloned());
+        if both.len() > 1 {
+            out.push(both);
+        }
+    }
+    out
+}
+
 #[test]
-fn the_parser_expands_use_trees() {
-    let p = crate_paths("use crate::{a::{b, c::D}, e}; x = crate::f::g(); // crate::h");
-    assert_eq!(p, vec!["a::b", "a::c::D", "e", "f::g"]);
+fn the_reader_sees_crate_super_and_self_paths() {
+    let text = "use crate::{a::{b, c::D}, e};\nuse super::f::G;\nfn x() { crate::h::i(); super::super::j::k(); format!(\"{}\", self::l::M); }\n// crate::comment\n#[cfg(test)]\nmod tests { use crate::never; }\nmod inner { use super::sib::S; }\n";
+    assert_eq!(
+        paths_of("p::q", text),
+        vec![
+            "a::b",
+            "a::c::D",
+            "e",
+            "p::f::G",
+            "h::i",
+            "j::k",
+            "p::q::l::M",
+            "p::q::sib::S"
+        ]
+    );
     let mut g = BTreeMap::new();
     g.insert("a".to_string(), BTreeSet::from(["b".to_string()]));
     g.insert("b".to_string(), BTreeSet::from(["a".to_string()]));
@@ -224,7 +434,12 @@ fn no_circle_of_imports_between_modules() {
     let graph = imports();
     assert!(graph.len() > 10, "modules found: {:?}", graph.keys());
     if let Some(c) = find_cycle(&graph) {
-        panic!("import circle: {}", c.join(" -> "));
+        let all: Vec<String> = circles(&graph).iter().map(|g| g.join(" <-> ")).collect();
+        panic!(
+            "import circle: {} (every circle: {})",
+            c.join(" -> "),
+            all.join("; ")
+        );
     }
 }
 
@@ -280,4 +495,49 @@ fn no_source_file_is_over_the_line_limit() {
         })
         .collect();
     assert!(long.is_empty(), "over {MAX_LINES} lines: {long:?}");
+}
+
+/// What each top-level module (a layer) may import, in the data's order: collect ends at
+/// a snapshot, model builds the report, analysis judges it, render renders it, io
+/// writes it, cli wires them. `error` (the crate's error type) and `safe` (escaping of
+/// untrusted text) are the floor every layer may stand on.
+const LAYERS: &[(&str, &[&str])] = &[
+    ("safe", &[]),
+    ("model", &[]),
+    ("error", &["model"]),
+    ("collect", &["model", "error", "safe"]),
+    ("analysis", &["model", "safe"]),
+    ("render", &["model", "safe"]),
+    ("io", &["model", "error", "safe"]),
+    (
+        "cli",
+        &[
+            "model", "error", "safe", "collect", "analysis", "render", "io",
+        ],
+    ),
+];
+
+#[test]
+fn no_layer_imports_one_above_it() {
+    let graph = imports();
+    let top = |m: &str| m.split("::").next().unwrap_or("").to_string();
+    let mut wrong = Vec::new();
+    for (m, deps) in &graph {
+        if m.is_empty() {
+            continue;
+        }
+        let Some((_, allowed)) = LAYERS.iter().find(|(l, _)| *l == top(m)) else {
+            wrong.push(format!("{m} is in no layer of LAYERS"));
+            continue;
+        };
+        for d in deps {
+            if top(d) != top(m) && !allowed.contains(&top(d).as_str()) {
+                wrong.push(format!("{m} -> {d}"));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "imports against the data's order: {wrong:?}"
+    );
 }

@@ -6,7 +6,8 @@
 use nginx_probe::{
     analysis::compare,
     io::recording::{read_line_bounded, Keep, LineRead, Recording},
-    render::{safe, text},
+    render::text,
+    safe,
 };
 use proptest::prelude::*;
 

@@ -8,9 +8,9 @@ use std::{collections::BTreeMap, fmt::Write as _};
 use serde::Serialize;
 
 use crate::{
-    io::recording::Recording,
+    model::recording::Recording,
     model::{quantile_ns, Report, WorkerReport},
-    render::safe,
+    safe,
 };
 
 /// Syscalls that wait for events rather than do work (left out of time per request).

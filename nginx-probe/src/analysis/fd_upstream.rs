@@ -5,11 +5,20 @@
 
 use std::collections::BTreeMap;
 
-use super::verdict::{
-    round3, Inputs, WorkerInput, FD_HEADROOM_MIN, FILES_SHARE_OF_LIMIT,
-    UPSTREAM_CONNECTS_PER_REQUEST, UPSTREAM_MIN_REQUESTS,
-};
-use crate::model::{Severity, Verdict};
+use super::inputs::{Inputs, WorkerInput};
+use crate::model::{round3_json as round3, Severity, Verdict};
+
+/// Requests needed before upstream keepalive is judged.
+pub const UPSTREAM_MIN_REQUESTS: u64 = 200;
+/// Established upstream connections (connects that succeeded; a refused one cannot be
+/// kept alive) per request at or above which upstream connections are not reused (1.0 when every proxied request opens one; mixed static/proxied traffic
+/// at half proxied still reaches 0.5).
+pub const UPSTREAM_CONNECTS_PER_REQUEST: f64 = 0.5;
+/// fd headroom (free / limit) under which the fd limit is about to bind.
+pub const FD_HEADROOM_MIN: f64 = 0.10;
+/// Regular files open, as a share of the fd limit, from which open files (e.g.
+/// `open_file_cache`) are named as holding the fds.
+pub const FILES_SHARE_OF_LIMIT: f64 = 0.25;
 
 /// Connect latency quantile `q` over all workers' histograms, ns.
 fn connect_quantile(inp: &Inputs, q: f64) -> u64 {
@@ -225,15 +234,7 @@ mod tests {
     use super::super::verdict::judge;
     use super::*;
 
-    fn w(pid: u32, accepts: u64, requests: u64) -> WorkerInput {
-        WorkerInput {
-            pid,
-            alive: true,
-            accepts,
-            requests: Some(requests),
-            ..WorkerInput::default()
-        }
-    }
+    use crate::analysis::inputs::w;
 
     #[test]
     fn sampled_connects_per_s_divide_by_the_in_window_seconds() {

@@ -129,3 +129,16 @@ pub fn log_count(inp: &Inputs, name: &str) -> u64 {
         .map(|e| e.count(name))
         .unwrap_or(0)
 }
+
+/// A live worker with `accepts` and exact `requests`, everything else default: the
+/// unit tests' usual worker.
+#[cfg(test)]
+pub(crate) fn w(pid: u32, accepts: u64, requests: u64) -> WorkerInput {
+    WorkerInput {
+        pid,
+        alive: true,
+        accepts,
+        requests: Some(requests),
+        ..WorkerInput::default()
+    }
+}

@@ -38,9 +38,7 @@ pub struct LogTotals {
     pub all_syscall_ns: u64,
 }
 
-fn round3(v: f64) -> serde_json::Value {
-    serde_json::json!(crate::model::round3(v))
-}
+use crate::model::round3_json as round3;
 
 /// An access log opened (and closed) for every request: openat calls returning an
 /// access-log fd, counted in the kernel, per request.
@@ -118,15 +116,7 @@ mod tests {
         }
     }
 
-    fn w(pid: u32, accepts: u64, requests: u64) -> WorkerInput {
-        WorkerInput {
-            pid,
-            alive: true,
-            accepts,
-            requests: Some(requests),
-            ..WorkerInput::default()
-        }
-    }
+    use crate::analysis::inputs::w;
 
     #[test]
     fn access_log_reopened_counts_opens_per_request() {

@@ -28,9 +28,7 @@ pub const THROTTLED_MIN_SHARE: f64 = 0.05;
 /// Throttled periods needed before the quota is judged.
 pub const THROTTLED_MIN_PERIODS: u64 = 5;
 
-fn r3(v: f64) -> serde_json::Value {
-    serde_json::json!(crate::model::round3(v))
-}
+use crate::model::round3_json as r3;
 
 /// worker_processes for a quota of `cpus` CPUs: the quota rounded up, at least 1.
 pub fn workers_for_quota(cpus: f64) -> u64 {

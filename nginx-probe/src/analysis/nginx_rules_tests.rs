@@ -2,20 +2,11 @@
 //! through `judge`, with the rules they must not trip.
 
 use crate::analysis::inputs::Inputs;
-use crate::analysis::inputs::WorkerInput;
 use crate::analysis::verdict::judge;
 use crate::model::{CpuQuotaReport, ErrorClassReport};
 use crate::model::{NginxErrorsReport, Severity};
 
-fn w(pid: u32, accepts: u64, requests: u64) -> WorkerInput {
-    WorkerInput {
-        pid,
-        alive: true,
-        accepts,
-        requests: Some(requests),
-        ..WorkerInput::default()
-    }
-}
+use crate::analysis::inputs::w;
 
 fn errors(classes: &[(&str, u64, &str, &str)]) -> NginxErrorsReport {
     NginxErrorsReport {

@@ -18,8 +18,6 @@ pub const IMBALANCE_MAX_OVER_MEAN: f64 = 1.5;
 pub const KEEPALIVE_MIN_REQUESTS: u64 = 200;
 /// Accepts per request at or above which clients do not reuse connections.
 pub const KEEPALIVE_ACCEPTS_PER_REQUEST: f64 = 0.5;
-/// fd headroom (free / limit) under which the fd limit is about to bind.
-pub const FD_HEADROOM_MIN: f64 = 0.10;
 /// Access-log writes per request at or above which the log is written unbuffered.
 pub const ACCESS_LOG_WRITES_PER_REQUEST: f64 = 0.5;
 /// Requests needed before the access-log rules are judged.
@@ -49,21 +47,15 @@ fn unserved(inp: &Inputs) -> (u64, u64, bool) {
     (accepts, requests, many)
 }
 
-/// Requests needed before upstream keepalive is judged.
-pub const UPSTREAM_MIN_REQUESTS: u64 = 200;
-/// Established upstream connections (connects that succeeded; a refused one cannot be
-/// kept alive) per request at or above which upstream connections are not reused (1.0 when every proxied request opens one; mixed static/proxied traffic
-/// at half proxied still reaches 0.5).
-pub const UPSTREAM_CONNECTS_PER_REQUEST: f64 = 0.5;
-/// Regular files open, as a share of the fd limit, from which open files (e.g.
-/// `open_file_cache`) are named as holding the fds.
-pub const FILES_SHARE_OF_LIMIT: f64 = 0.25;
-
 /// Longest event-loop iteration (epoll wait return to next call) that counts as a
 /// stall, ns.
 pub const STALL_MIN_NS: u64 = 100_000_000;
 
 pub use crate::analysis::inputs::{log_count, Inputs, WorkerInput};
+// The fd-limit and upstream thresholds live with their rules; named here as well.
+pub use crate::analysis::fd_upstream::{
+    FD_HEADROOM_MIN, FILES_SHARE_OF_LIMIT, UPSTREAM_CONNECTS_PER_REQUEST, UPSTREAM_MIN_REQUESTS,
+};
 
 /// Jain's fairness index of `xs`: 1.0 when all equal, 1/n when one has everything.
 /// Returns 1.0 for an empty or all-zero input.
@@ -76,9 +68,7 @@ pub fn jain_index(xs: &[f64]) -> f64 {
     sum * sum / (xs.len() as f64 * sq)
 }
 
-pub(crate) fn round3(v: f64) -> serde_json::Value {
-    serde_json::json!(crate::model::round3(v))
-}
+use crate::model::round3_json as round3;
 
 /// Applies every rule; returns the verdicts, most severe first.
 pub fn judge(inp: &Inputs) -> Vec<Verdict> {
@@ -677,6 +667,30 @@ fn fd_error_total(w: &WorkerReport, f: impl Fn(&crate::model::FdErrors) -> u64) 
         return f(&e);
     }
     w.fd_errors.values().map(f).sum()
+}
+
+/// Judges a built report: its verdicts, from the [`Inputs`] its workers (the merged
+/// exited ones included), listening sockets, requests, stub_status, TLS, detail
+/// sampling, error log and CPU quota give. `close_traced` is whether `close` is among
+/// the report's traced syscalls. Pure.
+pub fn judge_report(r: &crate::model::Report) -> Vec<Verdict> {
+    let mut all = r.workers.clone();
+    if let Some(m) = &r.exited_merged {
+        all.push(m.stats.clone());
+    }
+    let close_traced = r.traced_syscalls.iter().any(|s| s == "close");
+    let mut inputs = verdict_inputs(&all, close_traced);
+    inputs.listen = r.listen.clone();
+    inputs.requests = r.requests.count.filter(|_| r.requests.source.exact());
+    inputs.requests_source = r.requests.source;
+    inputs.stub_dropped = r.stub_status.as_ref().map(|s| s.dropped);
+    inputs.connections_active = r.stub_status.as_ref().map(|s| s.active);
+    inputs.tls = r.tls.clone();
+    inputs.period_s = r.duration_s;
+    inputs.detail = r.detail.clone();
+    inputs.nginx_errors = r.nginx_errors.clone();
+    inputs.cpu_quota = r.cpu_quota.clone();
+    judge(&inputs)
 }
 
 /// The verdict inputs of a report: every worker's numbers (exited ones flagged), and

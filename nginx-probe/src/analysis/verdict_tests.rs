@@ -78,15 +78,7 @@ fn unknown_requests_fire_no_request_rule() {
     assert_eq!(v[1].evidence["requests_source"], "stub_status");
 }
 
-fn w(pid: u32, accepts: u64, requests: u64) -> WorkerInput {
-    WorkerInput {
-        pid,
-        alive: true,
-        accepts,
-        requests: Some(requests),
-        ..WorkerInput::default()
-    }
-}
+use crate::analysis::inputs::w;
 
 #[test]
 fn connections_closed_unserved_are_worker_connections_not_keepalive() {
@@ -484,34 +476,4 @@ fn keepalive_rule_uses_accepts_per_request() {
         ..Inputs::default()
     };
     assert!(judge(&few).is_empty());
-}
-
-#[test]
-fn fd_rule_fires_on_emfile_or_thin_headroom() {
-    let mut a = w(1, 10, 10);
-    a.fds_peak = Some(100);
-    a.fd_limit = Some(1024);
-    let ok = Inputs {
-        workers: vec![a.clone()],
-        ..Inputs::default()
-    };
-    assert!(judge(&ok).is_empty());
-    let mut thin = a.clone();
-    thin.fds_peak = Some(960);
-    let v = judge(&Inputs {
-        workers: vec![thin],
-        ..Inputs::default()
-    });
-    assert_eq!(v[0].id, "fd_exhaustion");
-    assert_eq!(v[0].severity, Severity::Warning);
-    let mut refused = a;
-    refused.emfile = 3;
-    refused.fd_limit = Some(64);
-    let v = judge(&Inputs {
-        workers: vec![refused],
-        ..Inputs::default()
-    });
-    assert_eq!(v[0].severity, Severity::Critical);
-    assert!(v[0].advice.contains("(64)"), "{}", v[0].advice);
-    assert!(v[0].directives.iter().any(|d| d == "worker_rlimit_nofile"));
 }

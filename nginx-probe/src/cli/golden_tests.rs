@@ -7,7 +7,8 @@
 
 use crate::{
     io::recording::Recording,
-    render::{prometheus, safe, text},
+    render::{prometheus, text},
+    safe,
 };
 
 const REAL: &str = include_str!("../testdata/two_workers_300_connections.jsonl");

@@ -21,7 +21,8 @@ use crate::{
         recording::{self, Recording},
     },
     model,
-    render::{html, prometheus, safe, text},
+    render::{html, text},
+    safe,
 };
 
 /// Longest accepted `--interval` or `--duration`: one week, seconds.
@@ -262,7 +263,7 @@ pub struct TraceArgs {
     /// without authentication (a warning says so). Exporter mode: when the nginx
     /// master exits, nginx-probe waits for a new one (--pid-file, else the only master
     /// in /proc) and attaches to it instead of exiting.
-    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = prometheus::DEFAULT_LISTEN, value_parser = metrics_server::parse_listen)]
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = metrics_server::DEFAULT_LISTEN, value_parser = metrics_server::parse_listen)]
     pub listen: Option<std::net::SocketAddr>,
 
     /// With --listen: the `nginx_probe_verdict` gauges judge this recent window (seconds
@@ -358,7 +359,7 @@ pub fn main() {
             file,
             html: Some(out),
             ..
-        }) => html::html_command(&file, &out),
+        }) => html_command(&file, &out),
         Some(Cmd::Report {
             file,
             json,
@@ -376,7 +377,7 @@ pub fn main() {
     match result {
         Ok(()) => {}
         Err(e) => {
-            let e = e.explain_fd_exhaustion();
+            let e = crate::collect::fd_limit::explain(e);
             // Errors quote paths, titles and serde's view of a recording's bytes.
             eprintln!("nginx-probe: {}", safe::line(&e.to_string()));
             std::process::exit(e.exit_code());
@@ -434,6 +435,22 @@ fn one_line_clap_error(rendered: &str) -> String {
     } else {
         parts.join(" ")
     }
+}
+
+/// `nginx-probe report FILE --html OUT`: reads the recording, writes its page
+/// atomically ([`crate::io::files::write_atomic`]), and says so on stderr (with the note
+/// of a recording cut short).
+fn html_command(file: &std::path::Path, out: &std::path::Path) -> Result<(), ProbeError> {
+    let rec = Recording::load(file, recording::Keep::All)?;
+    if let (_, Some(note)) = rec.whole_run() {
+        eprintln!("nginx-probe: {}", safe::line(&note));
+    }
+    crate::io::files::write_atomic(out, html::render_html(&rec).as_bytes(), "--html")?;
+    eprintln!(
+        "nginx-probe: wrote {}",
+        safe::line(&out.display().to_string())
+    );
+    Ok(())
 }
 
 /// `nginx-probe report FILE`: the recorded run's report, as it was printed live.
@@ -621,7 +638,7 @@ mod tests {
     #[test]
     fn listen_option_defaults_to_loopback() {
         use crate::io::metrics_server::parse_listen;
-        use crate::render::prometheus::DEFAULT_LISTEN;
+        use crate::io::metrics_server::DEFAULT_LISTEN;
         let cli = Cli::try_parse_from(["nginx-probe", "--pid", "7", "--listen"]).unwrap();
         assert_eq!(cli.trace.listen, Some(DEFAULT_LISTEN.parse().unwrap()));
         assert!(cli.trace.listen.unwrap().ip().is_loopback());

@@ -33,7 +33,8 @@ use crate::{
         recording,
     },
     model,
-    render::{prometheus, safe, text, tui},
+    render::{prometheus, text, tui},
+    safe,
 };
 
 /// Interval reports waiting to be written to stdout before new ones are dropped (and
@@ -455,7 +456,7 @@ impl<'a> Session<'a> {
             Some(w) => {
                 let snap = self.tracker.snapshot(&self.probe)?;
                 let (base, secs) = w.base(Instant::now(), self.started);
-                Some(self.tracker.report(
+                Some(self.judged(
                     model::ReportKind::Window,
                     &snap,
                     base,
@@ -498,9 +499,27 @@ impl<'a> Session<'a> {
         Ok(ended)
     }
 
+    /// The tracker's report of the period from `prev` to `cur`, judged by analysis: the
+    /// one path from collect through model to analysis.
+    fn judged(
+        &self,
+        kind: model::ReportKind,
+        cur: &Snapshot,
+        prev: Option<&Snapshot>,
+        secs: f64,
+        missing: &[String],
+        end_reason: Option<String>,
+    ) -> model::Report {
+        let mut r = self
+            .tracker
+            .report(kind, cur, prev, secs, missing, end_reason);
+        r.verdicts = crate::analysis::verdict::judge_report(&r);
+        r
+    }
+
     /// The interval from the last tick to `snap`, `secs` long.
     fn interval_report(&mut self, snap: &Snapshot, secs: f64) -> model::Report {
-        self.tracker.report(
+        self.judged(
             model::ReportKind::Interval,
             snap,
             self.prev.as_ref(),
@@ -514,7 +533,7 @@ impl<'a> Session<'a> {
     /// counted; `end_reason` makes it the final summary.
     fn summary(&mut self, end_reason: Option<String>) -> Result<model::Report, ProbeError> {
         let snap = self.tracker.snapshot(&self.probe)?;
-        let mut r = self.tracker.report(
+        let mut r = self.judged(
             model::ReportKind::Summary,
             &snap,
             None,

@@ -9,7 +9,7 @@ use procfs::process::all_processes;
 use crate::{
     collect::target::{self, classify, Master, Role},
     error::ProbeError,
-    render::safe::bounded,
+    safe::bounded,
 };
 
 /// nginx's pid file on Debian, Ubuntu and the nginx.org packages.

@@ -2,6 +2,7 @@
 //! it runs out. Every map, program and tracepoint link is a file descriptor, and so is
 //! each `/metrics` connection, each `/proc` file being read and the sock_diag socket.
 
+use crate::error::ProbeError;
 use nix::sys::resource::{getrlimit, setrlimit, Resource};
 
 /// File descriptors a run may hold at once: maps, programs, links, the runtime and the
@@ -61,6 +62,22 @@ pub fn exhausted(what: &str) -> String {
     format!(
         "nginx-probe ran out of file descriptors ({what}): its {limit}, it needs about {FDS_NEEDED}: raise it with `ulimit -n {FDS_NEEDED}` (or LimitNOFILE= in a service unit), or check the system-wide fs.file-max"
     )
+}
+
+/// This error, or [`ProbeError::FdLimit`] naming the limit when it was caused by
+/// running out of file descriptors (a map that could not be created, a program that
+/// could not be loaded: the verifier's log says nothing useful then).
+pub fn explain(e: ProbeError) -> ProbeError {
+    if matches!(e, ProbeError::FdLimit(_)) || !is_exhaustion(&e) {
+        return e;
+    }
+    let what = match &e {
+        ProbeError::Ebpf(_) | ProbeError::Map(_) => "creating the eBPF maps",
+        ProbeError::Program(_) | ProbeError::NothingAttached(_) => "loading the eBPF programs",
+        ProbeError::Proc { .. } => "reading /proc",
+        _ => "opening a file",
+    };
+    ProbeError::FdLimit(exhausted(what))
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use procfs::{
     ProcError,
 };
 
-use crate::{error::ProbeError, render::safe::bounded};
+use crate::{error::ProbeError, safe::bounded};
 
 /// Longest command line (and comm) of another process shown in an error, characters
 /// after escaping control characters: a pid that is not nginx can be any program.
@@ -434,7 +434,7 @@ pub fn proc_error(pid: u32, e: ProcError) -> ProbeError {
     let path = path
         .map(|p| p.display().to_string())
         .unwrap_or_else(|| format!("/proc/{pid}"));
-    ProbeError::Proc { path, source }.explain_fd_exhaustion()
+    crate::collect::fd_limit::explain(ProbeError::Proc { path, source })
 }
 
 /// Whether `pid` is alive, as the kernel says: `Ok(false)` only when `/proc/<pid>` is

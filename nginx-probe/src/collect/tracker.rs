@@ -898,9 +898,6 @@ impl Tracker {
             }
             t
         });
-        let close_traced = self
-            .traced
-            .contains(&(nginx_probe_common::sys::CLOSE as usize));
         let mut listen = self.listen_reports(summary || window);
         if window {
             if let Some(p) = prev {
@@ -920,31 +917,16 @@ impl Tracker {
                 }
             }
         }
-        let mut all = workers.clone();
-        if let Some(m) = &exited_merged {
-            all.push(m.stats.clone());
-        }
-        let mut inputs = crate::analysis::verdict::verdict_inputs(&all, close_traced);
-        inputs.listen = listen.clone();
-        inputs.requests = requests.count.filter(|_| requests.source.exact());
-        inputs.requests_source = requests.source;
-        inputs.stub_dropped = stub_status.as_ref().map(|s| s.dropped);
-        inputs.connections_active = stub_status.as_ref().map(|s| s.active);
-        inputs.tls = tls.clone();
-        inputs.period_s = duration_s;
-        inputs.detail = detail.clone();
         let (requests, workers) = match &detail {
             Some(d) => model::sampling::sampled_ratios(requests, workers, &all_stats, d),
             None => (requests, workers),
         };
         let nginx_errors = self.errors_report(summary);
         let cpu_quota = self.quota_report(summary);
-        inputs.nginx_errors = Some(nginx_errors.clone());
-        inputs.cpu_quota = cpu_quota.clone();
-        let verdicts = crate::analysis::verdict::judge(&inputs);
         Report {
             schema: SCHEMA_VERSION,
-            verdicts,
+            // Judged by analysis once the report is built (cli's session does it).
+            verdicts: Vec::new(),
             kind,
             time_unix_s: unix_now(),
             master_pid: self.master.pid,

@@ -2,7 +2,9 @@
 //! writes regular files only: a FIFO would block a read forever, `/dev/zero` never
 //! ends, and renaming a report over a device node would replace the device.
 
-use std::{fs::FileType, os::unix::fs::FileTypeExt as _, path::Path};
+use std::{fs::FileType, io::Write as _, os::unix::fs::FileTypeExt as _, path::Path};
+
+use crate::error::ProbeError;
 
 /// Words for a file type in an error line: `a FIFO`, `a character device`, ...
 pub fn kind_of(ft: &FileType) -> &'static str {
@@ -37,6 +39,56 @@ pub fn check_output(path: &Path) -> Result<(), String> {
         )),
         Err(_) => Ok(()),
     }
+}
+
+/// Writes `bytes` to `out` atomically: to a temporary file in `out`'s directory (mode
+/// 0644, umask applies), synced, then renamed over `out`, so that a failed write (no
+/// such directory, no permission, a full disk) leaves `out` as it was. `flag` names the
+/// option that gave the path in the one-line error (`--html`). Errors:
+/// [`ProbeError::Usage`] (exit code 2): `out` is a directory, a device node, FIFO or
+/// socket (never replaced), or the write failed.
+pub fn write_atomic(out: &Path, bytes: &[u8], flag: &str) -> Result<(), ProbeError> {
+    let shown = out.display().to_string();
+    let fail = |e: &dyn std::fmt::Display| {
+        ProbeError::Usage(format!(
+            "{flag} {shown}: cannot write it ({e}): choose a writable file path"
+        ))
+    };
+    if out.is_dir() {
+        return Err(fail(&"it is a directory"));
+    }
+    // A device node, FIFO or socket is never replaced by the rename below.
+    check_output(out).map_err(|e| fail(&e))?;
+    let dir = match out.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "report.html".into());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let tmp = dir.join(format!(".{name}.{}.{nanos}.tmp", std::process::id()));
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        // A report to share: readable like any file the user writes (umask applies).
+        .mode(0o644)
+        .open(&tmp)
+        .map_err(|e| fail(&e))?;
+    let written = f
+        .write_all(bytes)
+        .and_then(|_| f.sync_data())
+        .and_then(|_| std::fs::rename(&tmp, out));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(fail(&e));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -25,10 +25,13 @@ use axum::{
 use log::warn;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
-use crate::{
-    error::ProbeError,
-    render::prometheus::{CONTENT_TYPE, DEFAULT_LISTEN},
-};
+use crate::error::ProbeError;
+
+/// Address `--listen` uses when given without a value: loopback only.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9752";
+
+/// `Content-Type` of the Prometheus text exposition format.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// `--listen` value: `IP:PORT` (IPv6 as `[::1]:9752`).
 pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {

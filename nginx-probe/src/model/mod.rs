@@ -12,6 +12,7 @@ use nginx_probe_common::{
 use serde::{Deserialize, Serialize};
 
 pub mod nginx;
+pub mod recording;
 pub use nginx::{CpuQuotaReport, ErrorClassReport, NginxErrorsReport};
 mod requests;
 pub use requests::*;
@@ -29,6 +30,11 @@ pub const MAX_UNIX_S: f64 = 253_402_300_799.0;
 /// shares).
 pub fn round3(v: f64) -> f64 {
     (v * 1000.0).round() / 1000.0
+}
+
+/// [`round3`] as a JSON number, for verdict evidence.
+pub fn round3_json(v: f64) -> serde_json::Value {
+    serde_json::json!(round3(v))
 }
 
 /// Sums one map slot's per-CPU values: counters add, `max_ns` takes the maximum.

@@ -2,16 +2,12 @@
 //! (inline CSS and SVG, no script, nothing fetched), to attach to a ticket.
 //!
 //! [`render_html`] is pure (a recording in, the page out; unit tests feed it real
-//! recordings); [`write_html`] writes the page atomically (a temporary file in the same
-//! directory, renamed over OUT), so a failed write leaves nothing half-written.
-
-use std::{io::Write as _, path::Path};
+//! recordings); `cli` writes it with [`crate::io::files::write_atomic`].
 
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 use crate::{
-    error::ProbeError,
-    io::recording::Recording,
+    model::recording::Recording,
     model::Severity,
     model::{bucket_bounds, Report, RequestSource, SyscallReport, WorkerReport},
     render::text::{event_line, fmt_ns, fmt_quantile_ns, fmt_syscall_ns as sys_ns, utc_datetime},
@@ -53,70 +49,6 @@ details{margin:6px 0}
 footer{margin-top:32px;color:#6a737d;font-size:12px}
 "#;
 
-/// `nginx-probe report FILE --html OUT`: reads the recording, writes its page, and says
-/// so on stderr (with the note of a recording cut short).
-pub fn html_command(file: &Path, out: &Path) -> Result<(), ProbeError> {
-    let rec = Recording::load(file, crate::io::recording::Keep::All)?;
-    if let (_, Some(note)) = rec.whole_run() {
-        eprintln!("nginx-probe: {}", crate::render::safe::line(&note));
-    }
-    write_html(&rec, out)?;
-    eprintln!(
-        "nginx-probe: wrote {}",
-        crate::render::safe::line(&out.display().to_string())
-    );
-    Ok(())
-}
-
-/// Writes the page of `rec` to `out`: rendered first, then written to a temporary file
-/// in `out`'s directory and renamed over `out`, so that a failed write (no such
-/// directory, no permission, a full disk) leaves `out` as it was. Errors are one line,
-/// exit code 2.
-pub fn write_html(rec: &Recording, out: &Path) -> Result<(), ProbeError> {
-    let page = render_html(rec);
-    let shown = out.display().to_string();
-    let fail = |e: &dyn std::fmt::Display| {
-        ProbeError::Usage(format!(
-            "--html {shown}: cannot write it ({e}): choose a writable file path"
-        ))
-    };
-    if out.is_dir() {
-        return Err(fail(&"it is a directory"));
-    }
-    // A device node, FIFO or socket is never replaced by the rename below.
-    crate::io::files::check_output(out).map_err(|e| fail(&e))?;
-    let dir = match out.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let name = out
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "report.html".into());
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let tmp = dir.join(format!(".{name}.{}.{nanos}.tmp", std::process::id()));
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        // A report to share: readable like any file the user writes (umask applies).
-        .mode(0o644)
-        .open(&tmp)
-        .map_err(|e| fail(&e))?;
-    let written = f
-        .write_all(page.as_bytes())
-        .and_then(|_| f.sync_data())
-        .and_then(|_| std::fs::rename(&tmp, out));
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(fail(&e));
-    }
-    Ok(())
-}
-
 /// Renders a recording as one self-contained HTML page: header, verdicts, accept-share
 /// bars, per-worker tables, latency histograms per worker and syscall, and the
 /// per-interval timeline. Everything taken from the recording is escaped.
@@ -125,13 +57,9 @@ pub fn render_html(rec: &Recording) -> String {
     // escape sequence would reach whoever `cat`s or greps the page. Shown escaped
     // (`\x1b`), as on a terminal.
     let rec = &Recording {
-        header: rec.header.as_ref().map(crate::render::safe::sanitized),
-        intervals: rec
-            .intervals
-            .iter()
-            .map(crate::render::safe::sanitized)
-            .collect(),
-        summary: rec.summary.as_ref().map(crate::render::safe::sanitized),
+        header: rec.header.as_ref().map(crate::safe::sanitized),
+        intervals: rec.intervals.iter().map(crate::safe::sanitized).collect(),
+        summary: rec.summary.as_ref().map(crate::safe::sanitized),
         ..rec.clone()
     };
     let (whole, note) = rec.whole_run();

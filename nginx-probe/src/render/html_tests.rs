@@ -262,9 +262,14 @@ fn utc_dates() {
 fn the_page_is_written_whole_or_not_at_all() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.html");
-    write_html(&real(), &out).unwrap();
+    crate::io::files::write_atomic(&out, render_html(&real()).as_bytes(), "--html").unwrap();
     assert_eq!(std::fs::read_to_string(&out).unwrap(), render_html(&real()));
-    let e = write_html(&real(), &dir.path().join("no/such/dir/r.html")).unwrap_err();
+    let e = crate::io::files::write_atomic(
+        &dir.path().join("no/such/dir/r.html"),
+        render_html(&real()).as_bytes(),
+        "--html",
+    )
+    .unwrap_err();
     assert_eq!(e.exit_code(), 2);
     assert!(e.to_string().starts_with("--html "), "{e}");
     assert_eq!(
@@ -274,7 +279,8 @@ fn the_page_is_written_whole_or_not_at_all() {
             dir.path().join("no/such/dir/r.html").display()
         )
     );
-    let e = write_html(&real(), dir.path()).unwrap_err();
+    let e = crate::io::files::write_atomic(dir.path(), render_html(&real()).as_bytes(), "--html")
+        .unwrap_err();
     assert!(e.to_string().contains("it is a directory"), "{e}");
     // Nothing but the page was left behind.
     let names: Vec<_> = std::fs::read_dir(dir.path())

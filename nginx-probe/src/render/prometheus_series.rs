@@ -2,13 +2,12 @@
 //! from the rows of [`FAMILIES`], and which syscalls get a latency histogram there
 //! (the timed ones).
 
-use nginx_probe_common::{Entry, SYSCALLS};
-
-use super::prometheus_families::{Workers, FAMILIES};
+use super::prometheus_families::FAMILIES;
+use super::prometheus_format::{is_timed, Workers};
 
 /// Series of one live worker with `timed` traced syscalls that have entry programs
 /// and `untimed` exit-only ones (`--syscalls core`: 12 and 8; `all`: 17 and 8): the sum
-/// of [`Family::series`](super::prometheus_families::Family::series) over the families
+/// of [`Family::series`](super::prometheus_format::Family::series) over the families
 /// a live worker has. One more with `--uprobes` (`worker_requests_total`,
 /// [`Workers::Uprobes`]); an exited worker has the [`Workers::Live`] ones fewer (its fd
 /// gauges and `upstream_fds_open`), the merged exited workers also no
@@ -38,14 +37,6 @@ pub(crate) const fn series_of(timed: usize, untimed: usize, who: Workers) -> usi
         i += 1;
     }
     n
-}
-
-/// Whether the syscall named `name` is timed (has an entry program).
-pub(crate) fn is_timed(name: &str) -> bool {
-    SYSCALLS
-        .iter()
-        .find(|d| d.name == name)
-        .is_none_or(|d| d.entry == Entry::Always)
 }
 
 /// [`series_per_worker`] for a list of traced syscall names.

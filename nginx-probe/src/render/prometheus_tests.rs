@@ -6,6 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use nginx_probe_common::{sys, ErrClass, SyscallStats, CORE_SYSCALLS};
 
 use super::*;
+use crate::model::OwnCost;
+use crate::render::prometheus_format::escape_label;
 use crate::{
     model::{self, FdReport, ListenReport, MergedReport, RequestSource, WorkerInfo},
     model::{Severity, Verdict},
@@ -538,7 +540,7 @@ fn families_table_is_consistent() {
         assert!(!f.help.is_empty() && !f.help.contains('\n'), "{}", f.name);
         let by_worker = matches!(
             f.values,
-            super::super::prometheus_families::Values::PerWorker(_)
+            super::super::prometheus_format::Values::PerWorker(_)
         );
         assert_eq!(by_worker, f.workers != Workers::None, "{}", f.name);
         assert_eq!(
@@ -562,10 +564,7 @@ fn families_table_is_consistent() {
             );
         }
         // The exporter-state families first: they are what a waiting exporter serves.
-        let probe = matches!(
-            f.values,
-            super::super::prometheus_families::Values::Probe(_)
-        );
+        let probe = matches!(f.values, super::super::prometheus_format::Values::Probe(_));
         assert!(!(probe && report_seen), "{} after a report family", f.name);
         report_seen |= !probe;
     }
@@ -621,12 +620,7 @@ fn a_waiting_exporter_serves_the_exporter_families_only() {
     let names: Vec<String> = types(&text).into_iter().map(|(n, _)| n).collect();
     let want: Vec<&str> = FAMILIES
         .iter()
-        .filter(|f| {
-            matches!(
-                f.values,
-                super::super::prometheus_families::Values::Probe(_)
-            )
-        })
+        .filter(|f| matches!(f.values, super::super::prometheus_format::Values::Probe(_)))
         .map(|f| f.name)
         .collect();
     assert_eq!(names, want);
@@ -817,7 +811,7 @@ fn detail_families_only_when_sampled_with_the_same_help_in_both_modes() {
 fn the_help_of_each_family_says_its_layer() {
     let rare = "accept4, accept, socketpair, pipe2, eventfd2, epoll_create1, dup, dup2, dup3";
     assert_eq!(
-        super::super::prometheus_families::rare_syscalls().join(", "),
+        super::super::prometheus_format::rare_syscalls().join(", "),
         rare
     );
     let text = render(&report());

@@ -6,8 +6,7 @@
 //! The report sums the handshakes of all workers (no worker label), and carries their
 //! wall time as p50/p99/max estimates, not log2 buckets: no histogram family.
 
-use super::prometheus::{secs, Sink};
-use super::prometheus_families::{Family, Kind::Counter, Scrape};
+use super::prometheus_format::{secs, Family, Kind::Counter, Scrape, Sink};
 use crate::model::TlsReport;
 
 /// The report's TLS handshakes; None when libssl is not traced.
@@ -16,7 +15,11 @@ fn tls<'a>(s: &Scrape<'a>) -> Option<&'a TlsReport> {
 }
 
 /// One unlabelled sample of `value` when TLS is traced.
-fn one<T: Into<super::prometheus::Value>>(s: &Scrape, o: &mut Sink, value: fn(&TlsReport) -> T) {
+fn one<T: Into<super::prometheus_format::Value>>(
+    s: &Scrape,
+    o: &mut Sink,
+    value: fn(&TlsReport) -> T,
+) {
     o.some(&[], tls(s).map(value));
 }
 

@@ -6,7 +6,7 @@ use crate::model::{
     bucket_bounds, write_destination_label, Event, EventKind, FdReport, Report, ReportKind,
     SyscallReport, WorkerReport, WriteSource, MAX_UNIX_S,
 };
-use crate::render::safe;
+use crate::safe;
 
 /// One line describing a worker-set event, for stderr and the summary.
 pub fn event_line(ev: &Event, master: u32) -> String {

@@ -232,7 +232,7 @@ pub const RECENT_EVENTS: usize = 4;
 /// worker events, newest first.
 ///
 /// Every string shown (the master's title, what the report holds, the events) has its
-/// control characters escaped first ([`crate::render::safe`]).
+/// control characters escaped first ([`crate::safe`]).
 /// What the live view's header says under `--detail sampled`: BUSY, LOOP and log
 /// writes per request come from the detail windows only ("" with `--detail full`).
 fn sampled_note(detail: Option<&crate::model::sampling::DetailReport>) -> String {
@@ -250,7 +250,7 @@ fn sampled_note(detail: Option<&crate::model::sampling::DetailReport>) -> String
 }
 
 pub fn draw(f: &mut Frame, title: &Title, last: Option<&Report>, recent: &[String]) {
-    let last = last.map(crate::render::safe::sanitized);
+    let last = last.map(crate::safe::sanitized);
     let last = last.as_ref();
     let area = f.area();
     let nverdicts = last.map(|r| r.verdicts.len()).unwrap_or(0) as u16;
@@ -308,7 +308,7 @@ pub fn draw(f: &mut Frame, title: &Title, last: Option<&Report>, recent: &[Strin
                 Span::raw(format!(
                     " q: quit   master {} `{}`",
                     title.master_pid,
-                    crate::render::safe::line(&title.master_title)
+                    crate::safe::line(&title.master_title)
                 )),
             ]),
             Line::from(head),
@@ -415,7 +415,7 @@ pub fn draw(f: &mut Frame, title: &Title, last: Option<&Report>, recent: &[Strin
 
     let events: Vec<Line> = recent
         .iter()
-        .map(|e| Line::from(crate::render::safe::line(e).into_owned()))
+        .map(|e| Line::from(crate::safe::line(e).into_owned()))
         .collect();
     f.render_widget(
         Paragraph::new(events).block(Block::new().borders(Borders::TOP).title(" events ")),
