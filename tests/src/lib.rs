@@ -65,6 +65,12 @@ pub struct NginxConfig {
     /// Start nginx in its own pid namespace (`unshare --pid --fork --mount-proc`), as
     /// in a container: the master is pid 1 inside.
     pub pid_namespace: bool,
+    /// Start nginx in a chroot of its own (with its own pid and mount namespace), as in
+    /// a container whose root is a directory of the host: the host's /usr, /etc and
+    /// /dev bind-mounted into a fresh root, the prefix at the same path inside. From
+    /// the host, `/proc/<pid>/maps` then shows `<root>/usr/lib/...` while
+    /// `/proc/<pid>/root` is `<root>`. Implies [`NginxConfig::pid_namespace`].
+    pub chroot: bool,
     /// `worker_processes auto` (one worker per online CPU) instead of `workers`.
     pub workers_auto: bool,
     /// A cgroup directory (v2, or v1's `cpu` controller) the master enters before it
@@ -105,6 +111,7 @@ impl Default for NginxConfig {
             access_log: None,
             sendfile: true,
             pid_namespace: false,
+            chroot: false,
             workers_auto: false,
             cgroup: None,
             daemon: false,
@@ -252,7 +259,7 @@ http {{
             prefix,
             _dir: dir,
             port,
-            in_namespace: cfg.pid_namespace,
+            in_namespace: cfg.pid_namespace || cfg.chroot,
             daemon_master: None,
             cfg: cfg.clone(),
         };
@@ -262,11 +269,39 @@ http {{
         Some(ng)
     }
 
+    /// The command that starts nginx in a chroot ([`NginxConfig::chroot`]): `unshare`
+    /// with its own pid and mount namespace, a shell that builds the root from bind
+    /// mounts (gone with the namespace) and execs `chroot ROOT nginx`; nginx's own
+    /// arguments follow.
+    fn chroot_command(&self) -> Command {
+        // Inside the prefix, so that it goes with it; the bind mounts live in the
+        // namespace only (private propagation): the host sees empty directories.
+        let root = self.prefix.join("root");
+        fs::create_dir_all(&root).expect("mkdir the chroot");
+        let r = root.display();
+        let p = self.prefix.display();
+        let script = format!(
+            "set -e; mount --make-rprivate /; \
+             for d in usr etc dev; do mkdir -p '{r}'/$d; mount --rbind /$d '{r}'/$d; done; \
+             for l in lib lib64 bin sbin; do [ -e '{r}'/$l ] || ln -s usr/$l '{r}'/$l; done; \
+             mkdir -p '{r}/proc' '{r}/tmp' '{r}/var/lib/nginx' '{r}/var/log/nginx' '{r}{p}'; \
+             mount --bind '{p}' '{r}{p}'; mount -t proc proc '{r}/proc'; \
+             exec chroot '{r}' {bin} \"$@\"",
+            bin = nginx_binary()
+        );
+        let mut c = Command::new("unshare");
+        c.args(["--pid", "--fork", "--mount", "--kill-child=SIGTERM"])
+            .args(["sh", "-c", &script, "sh"]);
+        c
+    }
+
     /// Starts the nginx of this prefix (its config written by [`Nginx::start`]) and
     /// waits until it is ready; false when its port was taken.
     fn launch(&mut self) -> bool {
         let cfg = self.cfg.clone();
-        let mut cmd = if cfg.pid_namespace {
+        let mut cmd = if cfg.chroot {
+            self.chroot_command()
+        } else if cfg.pid_namespace {
             let mut c = Command::new("unshare");
             c.args(["--pid", "--fork", "--mount-proc", "--kill-child=SIGTERM"])
                 .arg(nginx_binary());

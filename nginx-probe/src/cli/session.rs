@@ -702,9 +702,9 @@ fn attach_request_sources(
     }
     if !args.no_tls {
         match target::libssl_path(master.pid) {
-            Some(lib) => match probe.attach_tls(&lib) {
+            Some((lib, shown)) => match probe.attach_tls(&lib) {
                 Ok(()) => tracker.tls_attached = true,
-                Err(e) => warn!("TLS handshakes are not timed ({e})"),
+                Err(e) => warn!("TLS handshakes are not timed ({shown}: {e})"),
             },
             None => debug!("nginx maps no libssl: TLS handshakes are not timed"),
         }

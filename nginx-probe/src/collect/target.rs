@@ -376,10 +376,16 @@ pub fn scan_nginx_version(mut r: impl std::io::Read, max: u64) -> Option<String>
     }
 }
 
-/// The libssl `pid` has mapped (`libssl.so*` in `/proc/<pid>/maps`), as a path through
-/// `/proc/<pid>/root` so that an nginx in a container is found in its own filesystem.
-/// None when nginx maps no libssl (built without TLS, or OpenSSL linked statically).
-pub fn libssl_path(pid: u32) -> Option<std::path::PathBuf> {
+/// The libssl `pid` has mapped (`libssl.so*` in `/proc/<pid>/maps`), as (a path that
+/// opens that very file, the path as the maps file shows it). The first is
+/// `/proc/<pid>/map_files/<start>-<end>` of the mapping (the kernel's link to the mapped
+/// file itself): it holds whatever the process's root, where a path from the maps file
+/// does not (a chroot shows the host's path, `<root>/usr/lib/...`, which
+/// `/proc/<pid>/root` would prefix with the root a second time; a container with its
+/// own mount root shows its own path). When map_files cannot be read (an old kernel
+/// without it: 3.3+ has it), the path through `/proc/<pid>/root`. None when nginx maps
+/// no libssl (built without TLS, or OpenSSL linked statically).
+pub fn libssl_path(pid: u32) -> Option<(std::path::PathBuf, String)> {
     let maps = Process::new(pid as i32).and_then(|p| p.maps()).ok()?;
     maps.iter().find_map(|m| match &m.pathname {
         procfs::process::MMapPath::Path(p)
@@ -387,8 +393,18 @@ pub fn libssl_path(pid: u32) -> Option<std::path::PathBuf> {
                 .and_then(|n| n.to_str())
                 .is_some_and(|n| n.starts_with("libssl.so")) =>
         {
+            let shown = p.display().to_string();
+            let (start, end) = m.address;
+            let direct =
+                std::path::PathBuf::from(format!("/proc/{pid}/map_files/{start:x}-{end:x}"));
+            if std::fs::metadata(&direct).is_ok_and(|md| md.is_file()) {
+                return Some((direct, shown));
+            }
             let rel = p.strip_prefix("/").unwrap_or(p);
-            Some(std::path::PathBuf::from(format!("/proc/{pid}/root")).join(rel))
+            Some((
+                std::path::PathBuf::from(format!("/proc/{pid}/root")).join(rel),
+                shown,
+            ))
         }
         _ => None,
     })

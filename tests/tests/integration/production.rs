@@ -269,3 +269,45 @@ fn one_mb_post_bodies_through_proxy_pass_are_the_clients_count() {
     assert_eq!(total_accepts(&s), 25, "{s}");
     assert_deserved_only(&s);
 }
+
+#[test]
+fn nginx_in_a_chroot_has_its_tls_handshakes_counted() {
+    // A chroot with its own pid and mount namespace: /proc/<pid>/maps shows the host's
+    // path of libssl (<root>/usr/lib/...), /proc/<pid>/root is <root>; the uprobe must
+    // find the mapped file itself (it was looked up as <root>/<root>/usr/lib/...).
+    let ng = Nginx::start(&NginxConfig {
+        tls: true,
+        chroot: true,
+        ..NginxConfig::default()
+    });
+    let master = ng.master_pid();
+    let root = std::fs::read_link(format!("/proc/{master}/root")).unwrap();
+    assert_ne!(root, std::path::Path::new("/"), "nginx runs in a chroot");
+    let maps = std::fs::read_to_string(format!("/proc/{master}/maps")).unwrap();
+    assert!(
+        maps.lines()
+            .any(|l| l.contains("libssl.so") && l.contains(&*root.to_string_lossy())),
+        "maps shows the host's path of libssl under {}",
+        root.display()
+    );
+    let run = Probe::pid(master).json().summary_only().start();
+    assert!(
+        run.stderr
+            .iter()
+            .any(|l| l.contains("TLS handshake uprobes")),
+        "{:?}",
+        run.stderr
+    );
+    assert_eq!(
+        hey(
+            &["-n", "50", "-c", "2", "-disable-keepalive"],
+            &ng.https_url()
+        ),
+        50
+    );
+    let s = run.stop().summary_json();
+    assert_eq!(total_accepts(&s), 50, "{s}");
+    assert_eq!(stub_requests(&s), 50, "{s}");
+    assert_eq!(s["tls"]["handshakes"], 50, "{s}");
+    assert_eq!(s["tls"]["abandoned"], 0, "{s}");
+}
