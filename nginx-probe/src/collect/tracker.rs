@@ -160,6 +160,8 @@ pub struct Tracker {
     /// With `--detail sampled`: the windows (see `model::sampling`) and when the first
     /// opened (t = 0 of the schedule).
     pub sampling: Option<(model::sampling::Sampler, Instant)>,
+    /// Reload generations, serving/shutting down, exits (see `worker_state`).
+    pub lifecycle: crate::collect::worker_state::Lifecycle,
 }
 
 impl Tracker {
@@ -205,6 +207,7 @@ impl Tracker {
             started: Instant::now(),
             proc_errors: 0,
             sampling: None,
+            lifecycle: Default::default(),
         }
     }
 
@@ -459,6 +462,9 @@ impl Tracker {
                 (p, o) => p.or(o),
             };
         }
+        let addrs = self.listen.values().map(|l| l.addr.as_str());
+        self.lifecycle
+            .refresh(&self.workers, addrs, probe, unix_now());
         Ok(std::mem::take(&mut self.fresh))
     }
 
@@ -798,6 +804,7 @@ impl Tracker {
                 if !self.counts_log_opens {
                     r.access_log_opens = None;
                 }
+                r.lifecycle = self.lifecycle.of(w.pid);
                 r.cpu_s = cpu_s.map(model::round3);
                 r.run_delay_s = run_delay_s.map(model::round3);
                 // A gauge: from the cumulative counters, and none held by the dead.
@@ -920,6 +927,9 @@ impl Tracker {
                 }
             }
         }
+        let lifecycle = self
+            .lifecycle
+            .report(&workers, unix_now(), duration_s, summary);
         let mut all = workers.clone();
         if let Some(m) = &exited_merged {
             all.push(m.stats.clone());
@@ -941,6 +951,7 @@ impl Tracker {
         let cpu_quota = self.quota_report(summary);
         inputs.nginx_errors = Some(nginx_errors.clone());
         inputs.cpu_quota = cpu_quota.clone();
+        inputs.lifecycle = lifecycle.clone();
         let verdicts = crate::analysis::verdict::judge(&inputs);
         Report {
             schema: SCHEMA_VERSION,
@@ -978,6 +989,7 @@ impl Tracker {
             },
             end_reason,
             detail,
+            lifecycle,
         }
     }
 }

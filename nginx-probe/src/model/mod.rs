@@ -11,6 +11,7 @@ use nginx_probe_common::{
 };
 use serde::{Deserialize, Serialize};
 
+pub mod lifecycle;
 pub mod nginx;
 pub use nginx::{CpuQuotaReport, ErrorClassReport, NginxErrorsReport};
 mod requests;
@@ -646,6 +647,9 @@ pub struct WorkerReport {
     /// ...), every one present.
     #[serde(default)]
     pub fd_errors: BTreeMap<String, FdErrors>,
+    /// Reload generation, serving or shutting down, memory, exit (see [`lifecycle`]).
+    #[serde(flatten)]
+    pub lifecycle: lifecycle::WorkerLifecycle,
 }
 
 /// Which period a report covers (JSON: `"interval"` or `"summary"`).
@@ -793,6 +797,9 @@ pub struct Report {
     /// requests inside them. Absent with `--detail full` (every call counted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<sampling::DetailReport>,
+    /// Draining generations and worker exits (see [`lifecycle`]); absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lifecycle: Option<lifecycle::LifecycleReport>,
 }
 
 impl Report {
@@ -914,6 +921,7 @@ pub fn worker_report(
         syscalls,
         upstream: upstream_report(stats, requests_count.unwrap_or(0), detail_s),
         fd_errors: fd_errors_report(stats),
+        lifecycle: Default::default(),
     }
 }
 
