@@ -22,8 +22,8 @@ use crate::{
     collect::loader::Probe,
     model::{
         lifecycle::{
-            DrainingGeneration, ExitCounts, LifecycleReport, SignalExit, WorkerExit,
-            WorkerLifecycle, WorkerState, MAX_SIGNAL_EXITS_LISTED,
+            DrainingGeneration, DrainingWorker, ExitCounts, LifecycleReport, SignalExit,
+            WorkerExit, WorkerLifecycle, WorkerState, MAX_SIGNAL_EXITS_LISTED,
         },
         round3, WorkerInfo, WorkerReport,
     },
@@ -470,7 +470,13 @@ impl Lifecycle {
                 rss_bytes: Some(0),
                 ..Default::default()
             });
-            d.pids.push(w.pid);
+            d.workers.push(DrainingWorker {
+                pid: w.pid,
+                since_unix_s: since,
+                client_connections: l.client_connections,
+                upstream_connections: l.upstream_connections,
+                rss_bytes: l.rss_bytes,
+            });
             if since <= d.since_unix_s {
                 d.since_unix_s = since;
                 d.since_attach = l.shutting_down_before_attach;

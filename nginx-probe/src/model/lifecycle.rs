@@ -89,7 +89,7 @@ pub struct DrainingGeneration {
     /// [`WorkerLifecycle::reload_generation`].
     pub reload_generation: u32,
     /// Its workers still shutting down, by pid.
-    pub pids: Vec<u32>,
+    pub workers: Vec<DrainingWorker>,
     /// The earliest `shutting_down_since_unix_s` among them.
     pub since_unix_s: f64,
     /// Whether that is the attach time (already draining then).
@@ -102,6 +102,23 @@ pub struct DrainingGeneration {
     /// Sum of their upstream connections; None when any was unreadable.
     pub upstream_connections: Option<u64>,
     /// Sum of their RSS, bytes; None when any was unreadable.
+    pub rss_bytes: Option<u64>,
+}
+
+/// One worker still shutting down (its [`WorkerLifecycle`] figures).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct DrainingWorker {
+    pub pid: u32,
+    /// [`WorkerLifecycle::shutting_down_since_unix_s`].
+    pub since_unix_s: f64,
+    /// [`WorkerLifecycle::client_connections`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_connections: Option<u64>,
+    /// [`WorkerLifecycle::upstream_connections`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream_connections: Option<u64>,
+    /// [`WorkerLifecycle::rss_bytes`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rss_bytes: Option<u64>,
 }
 
