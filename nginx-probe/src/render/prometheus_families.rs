@@ -9,6 +9,7 @@ use nginx_probe_common::{
 };
 
 use super::prometheus::{secs, Extras, Sink, Value, HISTOGRAM_SERIES};
+use super::prometheus_lifecycle as life;
 use super::prometheus_series::is_timed;
 use super::prometheus_tls as tls;
 use crate::model::sampling::DetailReport;
@@ -449,6 +450,14 @@ pub static FAMILIES: &[Family] = &[
     tls::ABANDONED,
     tls::CALLS,
     tls::CALL_SECONDS,
+    // Worker lifecycle: draining generations, exits (prometheus_lifecycle.rs).
+    life::SHUTTING_DOWN,
+    life::GENERATIONS,
+    life::LONGEST,
+    life::CLIENTS,
+    life::RSS,
+    life::EXITS,
+    life::SIGNALS,
     // Workers.
     Family::worker(
         "nginx_probe_worker_info",

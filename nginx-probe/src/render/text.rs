@@ -131,6 +131,8 @@ fn worker_label(w: &WorkerReport) -> String {
     }
     if !w.alive {
         s.push('+');
+    } else if w.lifecycle.state == Some(crate::model::lifecycle::WorkerState::ShuttingDown) {
+        s.push('~');
     }
     s
 }
@@ -239,6 +241,7 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
             fds_cell(&w.fds),
         );
     }
+    out.push_str(&super::text_lifecycle::lifecycle_section(r));
     if !r.listen.is_empty() {
         let _ = writeln!(
             out,
@@ -420,6 +423,9 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
     }
     if r.workers.iter().any(|w| !w.alive) {
         let _ = writeln!(out, "+ = worker exited during the run");
+    }
+    if r.lifecycle.as_ref().is_some_and(|l| !l.draining.is_empty()) {
+        let _ = writeln!(out, "~ = worker shutting down (an old generation draining)");
     }
     if let Some(reason) = &r.end_reason {
         let _ = writeln!(out, "ended: {reason}");
