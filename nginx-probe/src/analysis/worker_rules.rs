@@ -219,8 +219,10 @@ mod tests {
 
     #[test]
     fn signal_exits_fire_crashes_and_sigsegv_is_critical() {
-        let mut exits = ExitCounts::default();
-        exits.graceful = 4;
+        let mut exits = ExitCounts {
+            graceful: 4,
+            ..Default::default()
+        };
         // Graceful exits only: silent.
         assert!(ids(&inputs(Vec::new(), exits.clone())).is_empty());
         exits.signal = 1;
@@ -248,8 +250,10 @@ mod tests {
             out[0].advice
         );
         // SIGKILL: a warning.
-        let mut killed = ExitCounts::default();
-        killed.signal = 1;
+        let mut killed = ExitCounts {
+            signal: 1,
+            ..Default::default()
+        };
         killed.by_signal.insert("9".into(), 1);
         let mut out = Vec::new();
         worker_crashes(&inputs(Vec::new(), killed), &mut out);

@@ -139,7 +139,7 @@ fn verdict<'a>(s: &'a Value, id: &str) -> Option<&'a Value> {
     s["verdicts"].as_array()?.iter().find(|v| v["id"] == id)
 }
 
-fn worker<'a>(s: &'a Value, pid: u32) -> &'a Value {
+fn worker(s: &Value, pid: u32) -> &Value {
     s["workers"]
         .as_array()
         .expect("workers")
