@@ -8,6 +8,7 @@
 //! `slot * SYSCALL_COUNT + syscall` -> user-space snapshot (summed over CPUs) ->
 //! per-interval delta -> report.
 #![cfg_attr(target_arch = "bpf", no_std)]
+pub mod exits;
 
 /// Number of log2 latency buckets per (worker, syscall). Bucket `i` counts calls whose
 /// latency in ns satisfies `2^i <= ns < 2^(i+1)` (bucket 0 also holds 0 ns); the last
@@ -813,9 +814,8 @@ pub const OFF_PATHS: [(&str, &str); OFF_COUNT] = [
     ("socket", "state"),
 ];
 
-/// Entries of the `ERROR_LOGS` map: inode numbers (`i_ino`) of the error logs. Matched
-/// by inode number alone: the device number a `stat` shows differs from the kernel's
-/// `s_dev` on overlayfs and btrfs, and nginx writes to few files.
+/// Entries of the `ERROR_LOGS` map: inode numbers (`i_ino`) of the error logs. Matched by inode
+/// number alone: a `stat`'s device differs from the kernel's `s_dev` on overlayfs and btrfs.
 pub const MAX_ERROR_LOGS: u32 = 64;
 
 /// Entries of the `LISTEN_PORTS` map (nginx's listening TCP ports).

@@ -842,6 +842,9 @@ mod programs {
     // Upstream connections and exit-only fd-creating syscalls: see upstream.rs.
     include!("upstream.rs");
 
+    // Worker exits and their status (sched_process_exit): see exits.rs.
+    include!("exits.rs");
+
     /// `close(fd)` by a worker's main thread: if `fd` is the connection it just accepted,
     /// with no traced syscall in between, nginx had no free connection for it. Also
     /// closes the books on upstream fds.

@@ -103,6 +103,8 @@ pub struct Inputs {
     /// With `--detail sampled`: the windows' coverage and exact requests; detail
     /// figures per request divide by `requests_in_windows`. None: `--detail full`.
     pub detail: Option<crate::model::sampling::DetailReport>,
+    /// Draining generations and worker exits in the period (None: none, or unknown).
+    pub lifecycle: Option<crate::model::worker_lifecycle::LifecycleReport>,
 }
 
 impl Inputs {

@@ -11,6 +11,7 @@ pub mod inputs;
 pub mod log_verdicts;
 pub mod nginx_rules;
 pub mod verdict;
+pub mod worker_rules;
 
 #[cfg(test)]
 mod nginx_rules_tests;

@@ -111,6 +111,8 @@ pub fn judge(inp: &Inputs) -> Vec<Verdict> {
     crate::analysis::nginx_rules::keepalive_requests_low(inp, &mut out);
     crate::analysis::nginx_rules::cpu_throttled(inp, &mut out);
     crate::analysis::nginx_rules::slow_requests_idle_workers(inp, &mut out);
+    crate::analysis::worker_rules::worker_shutdown_timeout(inp, &mut out);
+    crate::analysis::worker_rules::worker_crashes(inp, &mut out);
     if let Some(d) = &inp.detail {
         mark_sampled(&mut out, d);
     }
@@ -690,6 +692,7 @@ pub fn judge_report(r: &crate::model::Report) -> Vec<Verdict> {
     inputs.detail = r.detail.clone();
     inputs.nginx_errors = r.nginx_errors.clone();
     inputs.cpu_quota = r.cpu_quota.clone();
+    inputs.lifecycle = r.lifecycle.clone();
     judge(&inputs)
 }
 
@@ -771,6 +774,7 @@ pub fn verdict_inputs(workers: &[WorkerReport], close_traced: bool) -> Inputs {
         stub_dropped: None,
         connections_active: None,
         tls: None,
+        lifecycle: None,
     }
 }
 

@@ -88,8 +88,13 @@ pub struct Probe {
     tracefs_root: std::path::PathBuf,
     /// Releases closed windows' links and perf events off the main loop.
     closer: windows::Closer,
+    /// Worker exit codes from `sched_process_exit` (see [`exits`]), and why they are
+    /// unknown when they are (`task_struct.exit_code` not in BTF, not attached).
+    exits: HashMap<MapData, u32, u32>,
+    pub exit_status: Result<(), String>,
 }
 
+mod exits;
 mod perf_link;
 mod windows;
 pub use windows::{is_rare_tracepoint, WindowCost};
@@ -140,9 +145,10 @@ impl Probe {
                 .unwrap_or_default();
         let parent_off = tracefs::field_offset(&fork_format, "parent_pid").unwrap_or(12);
         let child_off = tracefs::field_offset(&fork_format, "child_pid").unwrap_or(20);
+        let btf = crate::collect::btf::Btf::from_kernel();
+        let (exit_off, exit_status) = exits::exit_code_offset(btf.as_ref());
         let offsets = if fd_walk {
-            crate::collect::btf::Btf::from_kernel()
-                .and_then(|b| crate::collect::btf::kernel_offsets(&b))
+            btf.and_then(|b| crate::collect::btf::kernel_offsets(&b))
         } else {
             Err("--writes-from-proc".to_string())
         };
@@ -160,6 +166,7 @@ impl Probe {
             .override_global(global::MASTER_TGID, &master_tgid, true)
             .override_global(global::FORK_PARENT_OFF, &parent_off, true)
             .override_global(global::FORK_CHILD_OFF, &child_off, true)
+            .override_global(nginx_probe_common::exits::GLOBAL_OFF, &exit_off, true)
             .map_max_entries(map::STATS, slots * SYSCALL_COUNT as u32)
             .map_max_entries(map::FREE_SLOTS, slots)
             .map_max_entries(map::REQUESTS, slots)
@@ -206,6 +213,7 @@ impl Probe {
         let drops = PerCpuArray::try_from(take(map::DROPS)?)?;
         let in_flight = HashMap::try_from(take(map::IN_FLIGHT)?)?;
         let gate = Array::try_from(take(map::DETAIL_GATE)?)?;
+        let exits = HashMap::try_from(take(nginx_probe_common::exits::MAP)?)?;
         // Slot 0 on top: workers found at attach get 0, 1, 2...
         for slot in (0..slots).rev() {
             free_slots.push(slot, 0)?;
@@ -245,6 +253,8 @@ impl Probe {
             gate,
             tracefs_root: tracefs_root.to_path_buf(),
             closer: windows::Closer::new(),
+            exits,
+            exit_status,
         })
     }
 
@@ -272,6 +282,8 @@ impl Probe {
             // Closed until the first window opens.
             self.set_detail_gate(false)?;
         }
+        // Exit status before fork following, so no worker it tracks exits unseen.
+        self.attach_exits(tracefs_root)?;
         let detail = &mut self.detail;
         let ebpf = &mut self.ebpf;
         // Fork following first, so no worker forked from here on is missed.
@@ -779,10 +791,12 @@ mod tests {
             .map(String::as_str)
             .filter(|m| !m.starts_with('.'))
             .collect();
-        let want: BTreeSet<&str> = map::ALL.iter().copied().collect();
+        let mut want: BTreeSet<&str> = map::ALL.iter().copied().collect();
+        want.insert(nginx_probe_common::exits::MAP);
         assert_eq!(maps, want, "maps: object vs nginx_probe_common::names::map");
         let programs: BTreeSet<String> = obj.programs.keys().cloned().collect();
         let mut want: BTreeSet<String> = prog::ALL.iter().map(|p| p.to_string()).collect();
+        want.insert(nginx_probe_common::exits::PROGRAM.to_string());
         for def in &SYSCALLS {
             match def.entry {
                 Entry::Always => {
@@ -803,7 +817,10 @@ mod tests {
         use object::{Object as _, ObjectSymbol as _};
         let elf = object::File::parse(EBPF_OBJECT).expect("parse the embedded ELF");
         let symbols: BTreeSet<&str> = elf.symbols().filter_map(|s| s.name().ok()).collect();
-        for g in global::ALL {
+        for g in global::ALL
+            .iter()
+            .chain([&nginx_probe_common::exits::GLOBAL_OFF])
+        {
             assert!(symbols.contains(g), "global {g} missing from the object");
         }
     }

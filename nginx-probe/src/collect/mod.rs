@@ -23,3 +23,4 @@ pub mod target;
 pub mod tracefs;
 pub mod tracker;
 pub mod window;
+pub mod worker_state;

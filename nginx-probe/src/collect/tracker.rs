@@ -160,6 +160,8 @@ pub struct Tracker {
     /// With `--detail sampled`: the windows (see `model::sampling`) and when the first
     /// opened (t = 0 of the schedule).
     pub sampling: Option<(model::sampling::Sampler, Instant)>,
+    /// Reload generations, serving/shutting down, exits (see `worker_state`).
+    pub lifecycle: crate::collect::worker_state::Lifecycle,
 }
 
 impl Tracker {
@@ -205,6 +207,7 @@ impl Tracker {
             started: Instant::now(),
             proc_errors: 0,
             sampling: None,
+            lifecycle: Default::default(),
         }
     }
 
@@ -459,6 +462,9 @@ impl Tracker {
                 (p, o) => p.or(o),
             };
         }
+        let addrs = self.listen.values().map(|l| l.addr.as_str());
+        self.lifecycle
+            .refresh(&self.workers, addrs, probe, unix_now());
         Ok(std::mem::take(&mut self.fresh))
     }
 
@@ -798,6 +804,7 @@ impl Tracker {
                 if !self.counts_log_opens {
                     r.access_log_opens = None;
                 }
+                r.lifecycle = self.lifecycle.of(w.pid);
                 r.cpu_s = cpu_s.map(model::round3);
                 r.run_delay_s = run_delay_s.map(model::round3);
                 // A gauge: from the cumulative counters, and none held by the dead.
@@ -917,6 +924,9 @@ impl Tracker {
                 }
             }
         }
+        let lifecycle = self
+            .lifecycle
+            .report(&workers, unix_now(), duration_s, summary);
         let (requests, workers) = match &detail {
             Some(d) => model::sampling::sampled_ratios(requests, workers, &all_stats, d),
             None => (requests, workers),
@@ -960,6 +970,7 @@ impl Tracker {
             },
             end_reason,
             detail,
+            lifecycle,
         }
     }
 }

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod nginx;
 pub mod recording;
+pub mod worker_lifecycle;
 pub use nginx::{CpuQuotaReport, ErrorClassReport, NginxErrorsReport};
 mod requests;
 pub use requests::*;
@@ -652,6 +653,9 @@ pub struct WorkerReport {
     /// ...), every one present.
     #[serde(default)]
     pub fd_errors: BTreeMap<String, FdErrors>,
+    /// Reload generation, serving or shutting down, memory, exit (see [`lifecycle`]).
+    #[serde(flatten)]
+    pub lifecycle: worker_lifecycle::WorkerLifecycle,
 }
 
 /// Which period a report covers (JSON: `"interval"` or `"summary"`).
@@ -799,6 +803,9 @@ pub struct Report {
     /// requests inside them. Absent with `--detail full` (every call counted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<sampling::DetailReport>,
+    /// Draining generations and worker exits (see [`lifecycle`]); absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lifecycle: Option<worker_lifecycle::LifecycleReport>,
 }
 
 impl Report {
@@ -920,6 +927,7 @@ pub fn worker_report(
         syscalls,
         upstream: upstream_report(stats, requests_count.unwrap_or(0), detail_s),
         fd_errors: fd_errors_report(stats),
+        lifecycle: Default::default(),
     }
 }
 

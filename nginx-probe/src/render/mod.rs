@@ -2,12 +2,15 @@
 //! live terminal view ([`tui`]) and Prometheus text ([`prometheus`]). Pure functions of
 //! a report, host-tested.
 
+pub mod clock;
 pub mod html;
 pub mod prometheus;
 pub mod prometheus_doc;
 pub mod prometheus_families;
 pub mod prometheus_format;
+mod prometheus_lifecycle;
 pub mod prometheus_series;
 mod prometheus_tls;
 pub mod text;
+mod text_lifecycle;
 pub mod tui;

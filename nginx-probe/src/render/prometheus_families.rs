@@ -12,6 +12,7 @@ use super::prometheus_format::{
     fixed, is_timed, secs, Family, Kind, Layer, Scrape, Series, Sink, Value, Workers,
     HISTOGRAM_SERIES,
 };
+use super::prometheus_lifecycle as life;
 use super::prometheus_tls as tls;
 use crate::model::sampling::DetailReport;
 use crate::model::{round3, ListenReport, Severity, SyscallReport, WorkerReport, WriteSource};
@@ -176,6 +177,14 @@ pub static FAMILIES: &[Family] = &[
     tls::ABANDONED,
     tls::CALLS,
     tls::CALL_SECONDS,
+    // Worker lifecycle: draining generations, exits (prometheus_lifecycle.rs).
+    life::SHUTTING_DOWN,
+    life::GENERATIONS,
+    life::LONGEST,
+    life::CLIENTS,
+    life::RSS,
+    life::EXITS,
+    life::SIGNALS,
     // Workers.
     Family::worker(
         "nginx_probe_worker_info",

@@ -173,6 +173,7 @@ fn report_of(workers: &[Worker], merged: Option<(u64, Worker)>) -> Report {
         events: Vec::new(),
         end_reason: None,
         detail: None,
+        lifecycle: None,
     }
 }
 
@@ -574,6 +575,7 @@ fn families_table_is_consistent() {
 fn every_family_renders_in_table_order_with_its_labels() {
     let mut r = report();
     r.detail = Some(sampled());
+    with_lifecycle(&mut r);
     let text = render_with(&r, &full_extras(&r.verdicts));
     let want: Vec<(String, String)> = FAMILIES
         .iter()
@@ -893,4 +895,72 @@ fn tls_handshakes_render_exact_values_and_are_absent_when_not_traced() {
     r.tls = None;
     let text = render(&r);
     assert!(!text.contains("nginx_probe_tls_"), "{text}");
+}
+
+/// One worker of `r` shutting down with 3 client connections and 4 MiB, and a worker
+/// exit on SIGSEGV beside 2 graceful ones.
+fn with_lifecycle(r: &mut Report) {
+    use crate::model::worker_lifecycle::*;
+    let w = r
+        .workers
+        .iter_mut()
+        .find(|w| w.alive)
+        .expect("a live worker");
+    w.lifecycle.state = Some(WorkerState::ShuttingDown);
+    let mut exits = ExitCounts::default();
+    exits.add(Some(&WorkerExit {
+        signal: Some(11),
+        ..Default::default()
+    }));
+    for _ in 0..2 {
+        exits.add(Some(&WorkerExit {
+            code: Some(0),
+            ..Default::default()
+        }));
+    }
+    r.lifecycle = Some(LifecycleReport {
+        draining: vec![DrainingGeneration {
+            reload_generation: 0,
+            workers: vec![DrainingWorker {
+                pid: w.pid,
+                since_unix_s: 100.0,
+                client_connections: Some(3),
+                upstream_connections: Some(3),
+                rss_bytes: Some(4 << 20),
+            }],
+            since_unix_s: 100.0,
+            since_attach: false,
+            draining_s: 7.5,
+            client_connections: Some(3),
+            upstream_connections: Some(3),
+            rss_bytes: Some(4 << 20),
+        }],
+        exits,
+        ..Default::default()
+    });
+}
+
+#[test]
+fn lifecycle_families_have_exact_values_and_are_absent_without_states() {
+    let mut r = report();
+    let text = render_with(&r, &full_extras(&r.verdicts));
+    assert!(
+        !text.contains("nginx_probe_workers_shutting_down"),
+        "{text}"
+    );
+    assert!(!text.contains("nginx_probe_worker_exits_total{"), "{text}");
+    with_lifecycle(&mut r);
+    let text = render_with(&r, &full_extras(&r.verdicts));
+    for line in [
+        "nginx_probe_workers_shutting_down 1",
+        "nginx_probe_draining_generations 1",
+        "nginx_probe_draining_longest_seconds 7.5",
+        "nginx_probe_draining_client_connections 3",
+        "nginx_probe_draining_rss_bytes 4194304",
+        "nginx_probe_worker_exits_total{status=\"graceful\"} 2",
+        "nginx_probe_worker_exits_total{status=\"signal\"} 1",
+        "nginx_probe_worker_signal_exits_total{signal=\"11\"} 1",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
+    }
 }

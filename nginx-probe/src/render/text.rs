@@ -1,10 +1,11 @@
 //! Rendering a [`Report`] as text (per-worker tables, bcc-style log2 histograms) or JSON.
 
+pub use super::clock::{clock, utc_datetime};
 use std::fmt::Write as _;
 
 use crate::model::{
     bucket_bounds, write_destination_label, Event, EventKind, FdReport, Report, ReportKind,
-    SyscallReport, WorkerReport, WriteSource, MAX_UNIX_S,
+    SyscallReport, WorkerReport, WriteSource,
 };
 use crate::safe;
 
@@ -131,6 +132,8 @@ fn worker_label(w: &WorkerReport) -> String {
     }
     if !w.alive {
         s.push('+');
+    } else if w.lifecycle.state == Some(crate::model::worker_lifecycle::WorkerState::ShuttingDown) {
+        s.push('~');
     }
     s
 }
@@ -239,6 +242,7 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
             fds_cell(&w.fds),
         );
     }
+    out.push_str(&super::text_lifecycle::lifecycle_section(r));
     if !r.listen.is_empty() {
         let _ = writeln!(
             out,
@@ -420,6 +424,9 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
     }
     if r.workers.iter().any(|w| !w.alive) {
         let _ = writeln!(out, "+ = worker exited during the run");
+    }
+    if r.lifecycle.as_ref().is_some_and(|l| !l.draining.is_empty()) {
+        let _ = writeln!(out, "~ = worker shutting down (an old generation draining)");
     }
     if let Some(reason) = &r.end_reason {
         let _ = writeln!(out, "ended: {reason}");
@@ -743,24 +750,6 @@ fn render_writes(out: &mut String, r: &Report) {
             let _ = writeln!(out, "{:<12} access-log opens {opens}{per}", worker_label(w));
         }
     }
-}
-
-/// `YYYY-MM-DD HH:MM:SS UTC` of `unix_s` seconds since the epoch (humantime's RFC 3339).
-/// A time before 1970 or after [`MAX_UNIX_S`] (or NaN) is shown as
-/// `????-??-?? ??:??:?? UTC` rather than panicking: recordings come from others.
-pub fn utc_datetime(unix_s: f64) -> String {
-    if !(0.0..=MAX_UNIX_S).contains(&unix_s) {
-        return "????-??-?? ??:??:?? UTC".into();
-    }
-    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(unix_s as u64);
-    let rfc = humantime::format_rfc3339_seconds(t).to_string();
-    format!("{} UTC", rfc.trim_end_matches('Z').replacen('T', " ", 1))
-}
-
-/// Wall clock HH:MM:SS (UTC) of `unix_s` seconds since the epoch, for report headers.
-pub fn clock(unix_s: f64) -> String {
-    // "YYYY-MM-DD HH:MM:SS UTC"
-    utc_datetime(unix_s)[11..19].to_string()
 }
 
 /// With `--detail sampled`: "`what` the N s in windows", naming the denominator of a

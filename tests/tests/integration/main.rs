@@ -10,6 +10,7 @@ mod claims;
 mod contrib;
 mod detail;
 mod dist;
+mod draining;
 mod exporter;
 mod html;
 mod lifecycle;

@@ -1,0 +1,263 @@
+//! Verdicts on the workers' lifecycle (the report's `lifecycle`, see
+//! [`crate::model::worker_lifecycle`]): old generations piling up after reloads
+//! (`worker_shutdown_timeout`), and workers dying on signals (`worker_crashes`). Both
+//! stay silent when the lifecycle is unknown.
+
+use std::collections::BTreeMap;
+
+use serde_json::json;
+
+use super::inputs::Inputs;
+use crate::model::{
+    worker_lifecycle::{is_crash_signal, signal_name},
+    Severity, Verdict,
+};
+
+/// `worker_shutdown_timeout` fires when at least this many reload generations have
+/// workers still shutting down at the end of the period...
+pub const DRAINING_GENERATIONS_MIN: usize = 2;
+
+/// ...or when one worker has been shutting down longer than this, seconds (from the
+/// refresh that first saw its title change, or from attach if it was draining then).
+pub const DRAINING_SECONDS_MAX: f64 = 60.0;
+
+/// `worker_crashes` fires at this many worker exits on a signal in the period.
+pub const SIGNAL_EXITS_MIN: u64 = 1;
+
+/// What `worker_crashes` says about nginx's stub_status gauges.
+pub const GAUGES_NOTE: &str = "nginx's stub_status gauges (active, reading, writing, waiting) still count the connections a worker held when it died on a signal: nginx never decrements them for it, so after a crash they stay too high until nginx is restarted";
+
+/// `worker_shutdown_timeout`: reloads leave old workers draining (long-lived
+/// connections: streaming, WebSocket, long polls, slow downloads) and they pile up,
+/// each holding its memory and connections.
+pub fn worker_shutdown_timeout(inp: &Inputs, out: &mut Vec<Verdict>) {
+    let Some(l) = &inp.lifecycle else {
+        return;
+    };
+    let gens = l.draining.len();
+    let longest = l.draining.iter().map(|d| d.draining_s).fold(0.0, f64::max);
+    if gens == 0 || (gens < DRAINING_GENERATIONS_MIN && longest <= DRAINING_SECONDS_MAX) {
+        return;
+    }
+    let workers: usize = l.draining.iter().map(|d| d.workers.len()).sum();
+    let sum = |f: fn(&crate::model::worker_lifecycle::DrainingGeneration) -> Option<u64>| {
+        l.draining.iter().map(f).sum::<Option<u64>>()
+    };
+    let clients = sum(|d| d.client_connections);
+    let rss = sum(|d| d.rss_bytes);
+    let mut ev = BTreeMap::new();
+    ev.insert("draining_generations", json!(gens));
+    ev.insert("workers_shutting_down", json!(workers));
+    ev.insert("longest_draining_s", json!(longest));
+    ev.insert("client_connections_held", json!(clients));
+    ev.insert(
+        "upstream_connections_held",
+        json!(sum(|d| d.upstream_connections)),
+    );
+    ev.insert("rss_bytes_held", json!(rss));
+    ev.insert("generations", json!(l.draining));
+    ev.insert("state_source", json!(l.state_source));
+    ev.insert(
+        "thresholds",
+        json!(format!(
+            "{DRAINING_GENERATIONS_MIN}+ generations shutting down, or one worker over {DRAINING_SECONDS_MAX} s"
+        )),
+    );
+    let held = match (clients, rss) {
+        (Some(c), Some(r)) => format!(
+            ", holding {c} client connections and {:.1} MiB",
+            r as f64 / (1 << 20) as f64
+        ),
+        _ => String::new(),
+    };
+    out.push(Verdict::new(
+        "worker_shutdown_timeout",
+        Severity::Warning,
+        ev,
+        &["worker_shutdown_timeout"],
+        format!(
+            "{workers} old workers of {gens} reload generations are still shutting down (the longest for {longest:.0} s{held}): nginx lets an old worker run until its last connection ends; set worker_shutdown_timeout (e.g. 30s) so old workers close what they still hold and exit, or reload less often"
+        ),
+    ));
+}
+
+/// `worker_crashes`: workers exited on a signal (a crash when SIGSEGV, SIGBUS,
+/// SIGABRT, SIGFPE or SIGILL; SIGKILL is the OOM killer or an operator), and nginx
+/// started replacements.
+pub fn worker_crashes(inp: &Inputs, out: &mut Vec<Verdict>) {
+    let Some(l) = &inp.lifecycle else {
+        return;
+    };
+    if l.exits.signal < SIGNAL_EXITS_MIN {
+        return;
+    }
+    let crashes: u64 = l
+        .exits
+        .by_signal
+        .iter()
+        .filter(|(s, _)| s.parse::<u8>().is_ok_and(is_crash_signal))
+        .map(|(_, n)| n)
+        .sum();
+    let names: Vec<String> = l
+        .exits
+        .by_signal
+        .iter()
+        .map(|(s, n)| {
+            let name = s.parse::<u8>().map(signal_name).unwrap_or("signal");
+            format!("{n} on signal {s} ({name})")
+        })
+        .collect();
+    let mut ev = BTreeMap::new();
+    ev.insert("signal_exits", json!(l.exits.signal));
+    ev.insert("crash_signal_exits", json!(crashes));
+    ev.insert("exits_by_signal", json!(l.exits.by_signal));
+    ev.insert("workers", json!(l.signal_exits));
+    ev.insert("respawned", json!(l.respawned));
+    ev.insert("exit_source", json!(l.exit_source));
+    ev.insert("stub_status_gauges", json!(GAUGES_NOTE));
+    let (severity, advice) = if crashes > 0 {
+        (
+            Severity::Critical,
+            format!(
+                "workers died: {}, and nginx started {} in their place; each crash drops the connections that worker held. Let nginx write a core (worker_rlimit_core, working_directory) and look at the backtrace (third-party modules first); {GAUGES_NOTE}",
+                names.join(", "),
+                l.respawned
+            ),
+        )
+    } else {
+        (
+            Severity::Warning,
+            format!(
+                "workers were killed: {}, and nginx started {} in their place (SIGKILL is the OOM killer or an operator: see the kernel log); {GAUGES_NOTE}",
+                names.join(", "),
+                l.respawned
+            ),
+        )
+    };
+    out.push(Verdict::new(
+        "worker_crashes",
+        severity,
+        ev,
+        &["worker_rlimit_core", "working_directory"],
+        advice,
+    ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::worker_lifecycle::{
+        DrainingGeneration, DrainingWorker, ExitCounts, LifecycleReport, SignalExit,
+    };
+
+    fn generation(g: u32, draining_s: f64, clients: u64) -> DrainingGeneration {
+        DrainingGeneration {
+            reload_generation: g,
+            workers: vec![DrainingWorker {
+                pid: 100 + g,
+                since_unix_s: 1000.0,
+                client_connections: Some(clients),
+                upstream_connections: Some(clients),
+                rss_bytes: Some(4 << 20),
+            }],
+            since_unix_s: 1000.0,
+            since_attach: false,
+            draining_s,
+            client_connections: Some(clients),
+            upstream_connections: Some(clients),
+            rss_bytes: Some(4 << 20),
+        }
+    }
+
+    fn inputs(draining: Vec<DrainingGeneration>, exits: ExitCounts) -> Inputs {
+        Inputs {
+            lifecycle: Some(LifecycleReport {
+                draining,
+                exits,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn ids(inp: &Inputs) -> Vec<String> {
+        let mut out = Vec::new();
+        worker_shutdown_timeout(inp, &mut out);
+        worker_crashes(inp, &mut out);
+        out.into_iter().map(|v| v.id).collect()
+    }
+
+    #[test]
+    fn draining_fires_at_two_generations_or_past_the_time_limit() {
+        // One generation, short drain: silent.
+        assert!(ids(&inputs(vec![generation(0, 5.0, 3)], ExitCounts::default())).is_empty());
+        // One generation at the limit: silent; past it: fires.
+        let at = DRAINING_SECONDS_MAX;
+        assert!(ids(&inputs(vec![generation(0, at, 3)], ExitCounts::default())).is_empty());
+        assert_eq!(
+            ids(&inputs(
+                vec![generation(0, at + 0.5, 3)],
+                ExitCounts::default()
+            )),
+            ["worker_shutdown_timeout"]
+        );
+        // Two generations: fires, with the sums in the evidence.
+        let inp = inputs(
+            vec![generation(0, 5.0, 3), generation(1, 2.0, 4)],
+            ExitCounts::default(),
+        );
+        let mut out = Vec::new();
+        worker_shutdown_timeout(&inp, &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].evidence["draining_generations"], 2);
+        assert_eq!(out[0].evidence["client_connections_held"], 7);
+        assert_eq!(out[0].evidence["rss_bytes_held"], 8 << 20);
+        assert_eq!(out[0].directives, ["worker_shutdown_timeout"]);
+        // Unknown lifecycle: silent.
+        assert!(ids(&Inputs::default()).is_empty());
+    }
+
+    #[test]
+    fn signal_exits_fire_crashes_and_sigsegv_is_critical() {
+        let mut exits = ExitCounts {
+            graceful: 4,
+            ..Default::default()
+        };
+        // Graceful exits only: silent.
+        assert!(ids(&inputs(Vec::new(), exits.clone())).is_empty());
+        exits.signal = 1;
+        exits.by_signal.insert("11".into(), 1);
+        let mut inp = inputs(Vec::new(), exits.clone());
+        if let Some(l) = inp.lifecycle.as_mut() {
+            l.signal_exits.push(SignalExit {
+                pid: 42,
+                signal: 11,
+                core_dumped: false,
+                seen_unix_s: 1.0,
+                replaced_by: Some(43),
+            });
+            l.respawned = 1;
+        }
+        let mut out = Vec::new();
+        worker_crashes(&inp, &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].severity, Severity::Critical);
+        assert_eq!(out[0].evidence["crash_signal_exits"], 1);
+        assert_eq!(out[0].evidence["workers"][0]["pid"], 42);
+        assert!(
+            out[0].advice.contains("stub_status gauges"),
+            "{}",
+            out[0].advice
+        );
+        // SIGKILL: a warning.
+        let mut killed = ExitCounts {
+            signal: 1,
+            ..Default::default()
+        };
+        killed.by_signal.insert("9".into(), 1);
+        let mut out = Vec::new();
+        worker_crashes(&inputs(Vec::new(), killed), &mut out);
+        assert_eq!(out[0].severity, Severity::Warning);
+        assert!(out[0].advice.contains("SIGKILL"), "{}", out[0].advice);
+    }
+}

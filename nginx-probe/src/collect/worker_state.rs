@@ -1,0 +1,567 @@
+//! Worker lifecycle from `/proc` and the kernel's exit records, every refresh: each
+//! worker's reload generation, its state from nginx's title (serving or shutting down,
+//! and since which refresh), the memory and TCP connections a draining worker still
+//! holds, and how each worker exited (see [`crate::model::worker_lifecycle`]).
+//!
+//! Generations: workers a reload starts are forked in one loop by the master, so their
+//! start times (`/proc/<pid>/stat` starttime) lie within [`BATCH_TICKS`]; a worker
+//! started later is a new generation unless it replaces a worker of the newest
+//! generation that died (nginx respawns a worker that exited abnormally).
+//!
+//! Everything read here is bounded ([`TITLE_MAX`], [`TCP_TABLE_MAX`], [`FDS_MAX`]); a
+//! read that fails leaves the value unknown.
+
+use std::{
+    collections::{BTreeMap, BTreeSet, VecDeque},
+    io::Read,
+};
+
+use nginx_probe_common::exits::{decode, Exit};
+
+use crate::{
+    collect::loader::Probe,
+    model::{
+        round3,
+        worker_lifecycle::{
+            DrainingGeneration, DrainingWorker, ExitCounts, LifecycleReport, SignalExit,
+            WorkerExit, WorkerLifecycle, WorkerState, MAX_SIGNAL_EXITS_LISTED,
+        },
+        WorkerInfo, WorkerReport,
+    },
+};
+
+/// Bytes of `/proc/<pid>/cmdline` read for the title (nginx's longest worker title,
+/// `nginx: worker process is shutting down`, is 38).
+pub const TITLE_MAX: u64 = 256;
+
+/// Bytes read of each of `/proc/<pid>/net/tcp` and `tcp6`; a larger table (about
+/// 100,000 sockets) leaves connection counts unknown.
+pub const TCP_TABLE_MAX: u64 = 16 << 20;
+
+/// fds of one draining worker looked at; more leave its connection counts unknown.
+pub const FDS_MAX: usize = 1 << 20;
+
+/// Workers whose start times lie within this many clock ticks of the newest
+/// generation's first worker belong to it (one reload forks its workers in one loop).
+pub const BATCH_TICKS: u64 = 20;
+
+/// Exits kept for the period counts of interval and window reports (older ones are
+/// still in the totals since attach).
+pub const MAX_EXIT_RECORDS: usize = 1024;
+
+/// How the state and its time are known (the report's `state_source`).
+pub const STATE_SOURCE: &str = "nginx's title in /proc/<pid>/cmdline ('nginx: worker process is shutting down' once told to stop), read every refresh (500 ms): shutting_down_since_unix_s is the refresh that first saw it, within 500 ms after the change";
+
+/// Where exit status comes from (the report's `exit_source`).
+pub const EXIT_SOURCE: &str =
+    "kernel: sched:sched_process_exit, task_struct.exit_code (offset from BTF)";
+
+/// nginx's title of a worker told to stop.
+const TITLE_SHUTTING_DOWN: &[u8] = b"nginx: worker process is shutting down";
+const TITLE_WORKER: &[u8] = b"nginx: worker process";
+
+/// What is known of one worker.
+#[derive(Clone, Debug, Default)]
+struct Life {
+    generation: u32,
+    state: Option<WorkerState>,
+    since: Option<f64>,
+    before_attach: bool,
+    rss: Option<u64>,
+    conns: Option<(u64, u64)>,
+    exit: Option<WorkerExit>,
+    exit_done: bool,
+}
+
+/// One exit, for period counts.
+#[derive(Clone, Debug)]
+struct ExitRecord {
+    pid: u32,
+    exit: Option<WorkerExit>,
+    seen: f64,
+    replaced_by: Option<u32>,
+}
+
+/// The lifecycle of one master's workers.
+#[derive(Debug, Default)]
+pub struct Lifecycle {
+    lives: BTreeMap<u32, Life>,
+    newest: u32,
+    newest_start: Option<u64>,
+    /// Workers of the newest generation that died abnormally, awaiting a respawn.
+    credit: VecDeque<u32>,
+    records: VecDeque<ExitRecord>,
+    totals: ExitCounts,
+    respawns: VecDeque<f64>,
+    respawns_total: u64,
+    signal_exits_total: VecDeque<SignalExit>,
+    refreshed: bool,
+    attach_unix_s: f64,
+    /// Why exit status is unknown (from the probe), for the report.
+    pub exit_unknown: Option<String>,
+}
+
+/// `/proc/<pid>/stat` starttime, clock ticks since boot.
+fn start_ticks(pid: u32) -> Option<u64> {
+    procfs::process::Process::new(pid as i32)
+        .and_then(|p| p.stat())
+        .ok()
+        .map(|s| s.starttime)
+}
+
+/// The state nginx's title gives, from at most [`TITLE_MAX`] bytes of the cmdline;
+/// None when unreadable or not a worker title.
+pub fn state_of_title(title: &[u8]) -> Option<WorkerState> {
+    let end = title.iter().position(|&b| b == 0).unwrap_or(title.len());
+    let t = title[..end].trim_ascii_end();
+    if t.starts_with(TITLE_SHUTTING_DOWN) {
+        Some(WorkerState::ShuttingDown)
+    } else if t == TITLE_WORKER {
+        Some(WorkerState::Serving)
+    } else {
+        None
+    }
+}
+
+fn read_state(pid: u32) -> Option<WorkerState> {
+    let mut buf = Vec::new();
+    std::fs::File::open(format!("/proc/{pid}/cmdline"))
+        .ok()?
+        .take(TITLE_MAX)
+        .read_to_end(&mut buf)
+        .ok()?;
+    state_of_title(&buf)
+}
+
+/// `VmRSS` of `/proc/<pid>/status`, bytes.
+fn rss_bytes(pid: u32) -> Option<u64> {
+    let status = procfs::process::Process::new(pid as i32)
+        .and_then(|p| p.status())
+        .ok()?;
+    status.vmrss.map(|kb| kb * 1024)
+}
+
+/// Socket inode -> local port of the non-listening TCP sockets in one of
+/// `/proc/<pid>/net/tcp{,6}`'s text; None when the table is over the bound or
+/// malformed.
+pub fn parse_tcp_table(text: &str, out: &mut BTreeMap<u64, u16>) -> Option<()> {
+    for line in text.lines().skip(1) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 10 {
+            return None;
+        }
+        let port = u16::from_str_radix(f[1].rsplit_once(':')?.1, 16).ok()?;
+        let state = u8::from_str_radix(f[3], 16).ok()?;
+        let inode: u64 = f[9].parse().ok()?;
+        // 0x0A: TCP_LISTEN.
+        if state != 0x0a && inode != 0 {
+            out.insert(inode, port);
+        }
+    }
+    Some(())
+}
+
+fn tcp_table(pid: u32) -> Option<BTreeMap<u64, u16>> {
+    let mut out = BTreeMap::new();
+    for name in ["tcp", "tcp6"] {
+        let mut text = String::new();
+        let f = match std::fs::File::open(format!("/proc/{pid}/net/{name}")) {
+            Ok(f) => f,
+            // No IPv6 in this kernel: no tcp6 table.
+            Err(e) if name == "tcp6" && e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(_) => return None,
+        };
+        let n = f.take(TCP_TABLE_MAX + 1).read_to_string(&mut text).ok()?;
+        if n as u64 > TCP_TABLE_MAX {
+            return None;
+        }
+        parse_tcp_table(&text, &mut out)?;
+    }
+    Some(out)
+}
+
+/// (client, upstream) TCP connections of `pid`: its socket fds found in `table`,
+/// clients being those whose local port is one of `listen_ports`.
+fn connections(
+    pid: u32,
+    table: &BTreeMap<u64, u16>,
+    listen_ports: &BTreeSet<u16>,
+) -> Option<(u64, u64)> {
+    let (mut clients, mut upstreams) = (0, 0);
+    for (i, e) in std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .ok()?
+        .enumerate()
+    {
+        if i >= FDS_MAX {
+            return None;
+        }
+        let Ok(link) = std::fs::read_link(e.ok()?.path()) else {
+            continue; // closed meanwhile
+        };
+        let link = link.to_string_lossy();
+        let Some(ino) = link
+            .strip_prefix("socket:[")
+            .and_then(|r| r.strip_suffix(']'))
+            .and_then(|n| n.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        match table.get(&ino) {
+            Some(port) if listen_ports.contains(port) => clients += 1,
+            Some(_) => upstreams += 1,
+            None => {}
+        }
+    }
+    Some((clients, upstreams))
+}
+
+/// The port of a listen address `host:port` (`[::]:80` too).
+fn port_of(addr: &str) -> Option<u16> {
+    addr.rsplit_once(':')?.1.parse().ok()
+}
+
+impl Lifecycle {
+    /// Brings every worker's lifecycle up to date at `now` (seconds since the Unix
+    /// epoch): exits first (so a respawn is known as one), then new workers'
+    /// generations, then states, memory and what draining workers hold.
+    pub fn refresh<'a>(
+        &mut self,
+        workers: &BTreeMap<u32, WorkerInfo>,
+        listen_addrs: impl Iterator<Item = &'a str>,
+        probe: &mut Probe,
+        now: f64,
+    ) {
+        self.exit_unknown = probe.exit_status.clone().err();
+        let first = !self.refreshed;
+        if first {
+            self.attach_unix_s = now;
+            self.refreshed = true;
+        }
+        // 1. Exits of known workers.
+        for w in workers.values().filter(|w| !w.alive) {
+            if self.lives.get(&w.pid).is_some_and(|l| !l.exit_done) {
+                self.exited(w.pid, probe, now);
+            }
+        }
+        // 2. New workers, oldest first.
+        let mut new: Vec<(Option<u64>, u32, bool)> = workers
+            .values()
+            .filter(|w| !self.lives.contains_key(&w.pid))
+            .map(|w| {
+                (
+                    w.alive.then(|| start_ticks(w.pid)).flatten(),
+                    w.pid,
+                    w.alive,
+                )
+            })
+            .collect();
+        new.sort();
+        if first {
+            self.first_generations(&new);
+        } else {
+            for &(start, pid, _) in &new {
+                let generation = self.generation_of(start, pid);
+                self.lives.insert(
+                    pid,
+                    Life {
+                        generation,
+                        ..Default::default()
+                    },
+                );
+            }
+        }
+        for &(_, pid, alive) in &new {
+            if !alive {
+                self.exited(pid, probe, now);
+            }
+        }
+        // 3. States and memory of live workers; connections of draining ones.
+        let ports: BTreeSet<u16> = listen_addrs.filter_map(port_of).collect();
+        let mut table: Option<Option<BTreeMap<u64, u16>>> = None;
+        for w in workers.values().filter(|w| w.alive) {
+            let Some(life) = self.lives.get_mut(&w.pid) else {
+                continue;
+            };
+            let state = read_state(w.pid);
+            if state == Some(WorkerState::ShuttingDown)
+                && life.state != Some(WorkerState::ShuttingDown)
+            {
+                life.since = Some(now);
+                life.before_attach = first;
+            }
+            if state.is_some() {
+                life.state = state;
+            }
+            life.rss = rss_bytes(w.pid);
+            life.conns = None;
+            if life.state == Some(WorkerState::ShuttingDown) {
+                let t = table.get_or_insert_with(|| tcp_table(w.pid));
+                life.conns = t.as_ref().and_then(|t| connections(w.pid, t, &ports));
+            }
+        }
+        // 4. Workers the tracker no longer lists (merged away).
+        self.lives.retain(|pid, _| workers.contains_key(pid));
+    }
+
+    /// At attach: workers already shutting down are older generations (numbered by
+    /// start-time batches), serving ones the newest.
+    fn first_generations(&mut self, new: &[(Option<u64>, u32, bool)]) {
+        let mut draining_batches = 0u32;
+        let mut last: Option<u64> = None;
+        let mut gens = BTreeMap::new();
+        for &(start, pid, alive) in new {
+            if alive && read_state(pid) == Some(WorkerState::ShuttingDown) {
+                let same = matches!((last, start), (Some(l), Some(s)) if s.saturating_sub(l) <= BATCH_TICKS);
+                if !same || draining_batches == 0 {
+                    draining_batches += 1;
+                }
+                if start.is_some() {
+                    last = start;
+                }
+                gens.insert(pid, draining_batches - 1);
+            }
+        }
+        self.newest = draining_batches;
+        for &(start, pid, _) in new {
+            let generation = gens.get(&pid).copied().unwrap_or_else(|| {
+                if self.newest_start.is_none() {
+                    self.newest_start = start;
+                }
+                draining_batches
+            });
+            self.lives.insert(
+                pid,
+                Life {
+                    generation,
+                    ..Default::default()
+                },
+            );
+        }
+    }
+
+    /// The generation of a worker first seen after attach, started at `start`.
+    fn generation_of(&mut self, start: Option<u64>, pid: u32) -> u32 {
+        let in_batch = matches!((self.newest_start, start), (Some(b), Some(s)) if s.saturating_sub(b) <= BATCH_TICKS);
+        if in_batch {
+            return self.newest;
+        }
+        if let Some(dead) = self.credit.pop_front() {
+            self.respawns_total += 1;
+            if let Some(r) = self.records.iter_mut().rev().find(|r| r.pid == dead) {
+                r.replaced_by = Some(pid);
+                self.respawns.push_back(r.seen);
+                if self.respawns.len() > MAX_EXIT_RECORDS {
+                    self.respawns.pop_front();
+                }
+            }
+            for s in self.signal_exits_total.iter_mut().filter(|s| s.pid == dead) {
+                s.replaced_by = Some(pid);
+            }
+            return self.newest;
+        }
+        self.newest += 1;
+        self.newest_start = start;
+        self.credit.clear();
+        self.newest
+    }
+
+    /// Records the exit of `pid` from the kernel's record.
+    fn exited(&mut self, pid: u32, probe: &mut Probe, now: f64) {
+        let exit = probe.take_exit(pid).map(|code| match decode(code) {
+            Exit::Code(c) => WorkerExit {
+                code: Some(c),
+                seen_unix_s: now,
+                ..Default::default()
+            },
+            Exit::Signal {
+                signal,
+                core_dumped,
+            } => WorkerExit {
+                signal: Some(signal),
+                core_dumped,
+                seen_unix_s: now,
+                ..Default::default()
+            },
+        });
+        let Some(life) = self.lives.get_mut(&pid) else {
+            return;
+        };
+        life.exit_done = true;
+        life.exit = exit.clone();
+        life.state = None;
+        life.conns = None;
+        life.rss = None;
+        self.totals.add(exit.as_ref());
+        let abnormal = exit
+            .as_ref()
+            .is_some_and(|e| e.signal.is_some() || e.code != Some(0));
+        // nginx respawns a worker of the current configuration that died; a draining
+        // one is not replaced.
+        if abnormal && life.generation == self.newest && life.since.is_none() {
+            self.credit.push_back(pid);
+        }
+        if let Some(WorkerExit {
+            signal: Some(signal),
+            core_dumped,
+            ..
+        }) = exit
+        {
+            self.signal_exits_total.push_back(SignalExit {
+                pid,
+                signal,
+                core_dumped,
+                seen_unix_s: now,
+                replaced_by: None,
+            });
+            if self.signal_exits_total.len() > MAX_SIGNAL_EXITS_LISTED {
+                self.signal_exits_total.pop_front();
+            }
+        }
+        self.records.push_back(ExitRecord {
+            pid,
+            exit,
+            seen: now,
+            replaced_by: None,
+        });
+        if self.records.len() > MAX_EXIT_RECORDS {
+            self.records.pop_front();
+        }
+    }
+
+    /// One worker's lifecycle for its report.
+    pub fn of(&self, pid: u32) -> WorkerLifecycle {
+        let Some(l) = self.lives.get(&pid) else {
+            return WorkerLifecycle::default();
+        };
+        let draining = l.state == Some(WorkerState::ShuttingDown);
+        WorkerLifecycle {
+            reload_generation: Some(l.generation),
+            state: l.state,
+            shutting_down_since_unix_s: l.since.filter(|_| draining),
+            shutting_down_before_attach: draining && l.before_attach,
+            rss_bytes: l.rss,
+            client_connections: l.conns.map(|c| c.0),
+            upstream_connections: l.conns.map(|c| c.1),
+            exit: l.exit.clone(),
+        }
+    }
+
+    /// The report's lifecycle part for the period ending at `end` (seconds since the
+    /// Unix epoch) of `duration_s` (`summary`: since attach), from the workers'
+    /// lifecycles already in `workers`; None when nothing drains and nothing exited.
+    pub fn report(
+        &self,
+        workers: &[WorkerReport],
+        end: f64,
+        duration_s: f64,
+        summary: bool,
+    ) -> Option<LifecycleReport> {
+        let mut gens: BTreeMap<u32, DrainingGeneration> = BTreeMap::new();
+        for w in workers.iter().filter(|w| w.alive) {
+            let l = &w.lifecycle;
+            let (Some(g), Some(WorkerState::ShuttingDown)) = (l.reload_generation, l.state) else {
+                continue;
+            };
+            let since = l.shutting_down_since_unix_s.unwrap_or(end);
+            let d = gens.entry(g).or_insert_with(|| DrainingGeneration {
+                reload_generation: g,
+                since_unix_s: since,
+                client_connections: Some(0),
+                upstream_connections: Some(0),
+                rss_bytes: Some(0),
+                ..Default::default()
+            });
+            d.workers.push(DrainingWorker {
+                pid: w.pid,
+                since_unix_s: since,
+                client_connections: l.client_connections,
+                upstream_connections: l.upstream_connections,
+                rss_bytes: l.rss_bytes,
+            });
+            if since <= d.since_unix_s {
+                d.since_unix_s = since;
+                d.since_attach = l.shutting_down_before_attach;
+            }
+            let add = |a: Option<u64>, b: Option<u64>| Some(a? + b?);
+            d.client_connections = add(d.client_connections, l.client_connections);
+            d.upstream_connections = add(d.upstream_connections, l.upstream_connections);
+            d.rss_bytes = add(d.rss_bytes, l.rss_bytes);
+        }
+        let draining: Vec<DrainingGeneration> = gens
+            .into_values()
+            .map(|mut d| {
+                d.draining_s = round3((end - d.since_unix_s).max(0.0));
+                d
+            })
+            .collect();
+        let start = end - duration_s;
+        let in_period = |t: f64| summary || t >= start;
+        let (exits, respawned) = if summary {
+            (self.totals.clone(), self.respawns_total)
+        } else {
+            let mut c = ExitCounts::default();
+            for r in self.records.iter().filter(|r| in_period(r.seen)) {
+                c.add(r.exit.as_ref());
+            }
+            let n = self.respawns.iter().filter(|&&t| in_period(t)).count() as u64;
+            (c, n)
+        };
+        let signal_exits: Vec<SignalExit> = self
+            .signal_exits_total
+            .iter()
+            .filter(|s| in_period(s.seen_unix_s))
+            .cloned()
+            .collect();
+        if draining.is_empty() && exits.total() == 0 {
+            return None;
+        }
+        Some(LifecycleReport {
+            state_source: STATE_SOURCE.to_string(),
+            exit_source: EXIT_SOURCE.to_string(),
+            exit_status_unknown: self.exit_unknown.clone(),
+            draining,
+            exits,
+            signal_exits,
+            respawned,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn titles_give_states() {
+        assert_eq!(
+            state_of_title(b"nginx: worker process is shutting down\0\0\0"),
+            Some(WorkerState::ShuttingDown)
+        );
+        assert_eq!(
+            state_of_title(b"nginx: worker process\0"),
+            Some(WorkerState::Serving)
+        );
+        assert_eq!(
+            state_of_title(b"nginx: master process /usr/sbin/nginx"),
+            None
+        );
+        assert_eq!(state_of_title(b""), None);
+    }
+
+    #[test]
+    fn tcp_table_keeps_non_listening_sockets_by_inode() {
+        let text = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1001 1 0 100 0 0 10 0\n   1: 0100007F:1F90 0100007F:D431 01 00000000:00000000 00:00000000 00000000     0        0 1002 1 0 20 4 30 10 -1\n   2: 0100007F:C350 0100007F:46B3 01 00000000:00000000 00:00000000 00000000     0        0 1003 1 0 20 4 30 10 -1\n";
+        let mut t = BTreeMap::new();
+        assert_eq!(parse_tcp_table(text, &mut t), Some(()));
+        // 1001 listens on 8080: left out.
+        assert_eq!(t, BTreeMap::from([(1002, 8080), (1003, 0xC350)]));
+        assert_eq!(parse_tcp_table("h\nbad line\n", &mut t), None);
+    }
+
+    #[test]
+    fn listen_ports_parse() {
+        assert_eq!(port_of("127.0.0.1:8080"), Some(8080));
+        assert_eq!(port_of("[::]:80"), Some(80));
+        assert_eq!(port_of("nonsense"), None);
+    }
+}

@@ -1,0 +1,334 @@
+//! Worker lifecycle (shared case 19): old workers draining after reloads, with the
+//! connections they still hold, and how workers exit (graceful code 0, a crash on
+//! signal 11). Exact values: the clients this test opened on each generation.
+
+use std::{
+    collections::BTreeSet,
+    io::{Read, Write},
+    net::{SocketAddr, TcpListener, TcpStream},
+    thread,
+    time::{Duration, Instant},
+};
+
+use nginx_probe_tests::{workers, Nginx, NginxConfig, Probe};
+use nix::{
+    sys::signal::{kill, Signal},
+    unistd::Pid,
+};
+use serde_json::Value;
+
+/// A backend that answers every request with a 1 MB body it sends one byte every 2 s
+/// (a slow stream). Its threads end when the connection breaks; dropping the handle
+/// stops accepting.
+struct StreamBackend {
+    addr: SocketAddr,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl StreamBackend {
+    fn start() -> StreamBackend {
+        use std::sync::atomic::Ordering;
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind backend");
+        let addr = listener.local_addr().expect("addr");
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let st = stop.clone();
+        thread::spawn(move || {
+            for conn in listener.incoming() {
+                if st.load(Ordering::Relaxed) {
+                    break;
+                }
+                let Ok(mut c) = conn else { continue };
+                thread::spawn(move || {
+                    let mut req = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match c.read(&mut buf) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => req.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    if c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n")
+                        .is_err()
+                    {
+                        return;
+                    }
+                    while c.write_all(b"x").is_ok() {
+                        thread::sleep(Duration::from_secs(2));
+                    }
+                });
+            }
+        });
+        StreamBackend { addr, stop }
+    }
+}
+
+impl Drop for StreamBackend {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let _ = TcpStream::connect(self.addr);
+    }
+}
+
+/// nginx proxying `/stream` to `backend` unbuffered, 2 workers, no
+/// worker_shutdown_timeout.
+fn nginx(backend: &StreamBackend) -> Nginx {
+    Nginx::start(&NginxConfig {
+        server_extra: format!(
+            "location /stream {{ proxy_pass http://{}; proxy_buffering off; }}",
+            backend.addr
+        ),
+        ..Default::default()
+    })
+}
+
+/// Opens a client on `/stream` and returns it once the first body byte arrived
+/// (so nginx has the request in flight on both sides).
+fn stream_client(addr: SocketAddr) -> TcpStream {
+    let mut c = TcpStream::connect(addr).expect("connect");
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.write_all(b"GET /stream HTTP/1.1\r\nHost: t\r\n\r\n")
+        .expect("send");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    loop {
+        let n = c.read(&mut buf).expect("read the stream");
+        assert!(n > 0, "stream closed early");
+        got.extend_from_slice(&buf[..n]);
+        if let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+            if got.len() > end + 4 {
+                return c;
+            }
+        }
+    }
+}
+
+fn title(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+        .unwrap_or_default()
+        .trim_end_matches('\0')
+        .to_string()
+}
+
+/// Sends SIGHUP to the master, waits for 2 workers none of which is in `old`, and for
+/// every still-running `old` worker to be titled shutting down (its listening sockets
+/// closed). Returns the new workers.
+fn reload(ng: &Nginx, old: &[u32]) -> Vec<u32> {
+    kill(Pid::from_raw(ng.master_pid() as i32), Signal::SIGHUP).expect("SIGHUP");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = ng.worker_pids();
+        let settled = old
+            .iter()
+            .all(|&p| title(p).is_empty() || title(p).ends_with("is shutting down"));
+        let fresh: Vec<u32> = now
+            .iter()
+            .copied()
+            .filter(|p| !old.contains(p) && title(*p) == "nginx: worker process")
+            .collect();
+        if fresh.len() == 2 && settled {
+            // Let the old workers finish closing their listening sockets.
+            thread::sleep(Duration::from_millis(200));
+            return fresh;
+        }
+        assert!(Instant::now() < deadline, "reload did not settle: {now:?}");
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn verdict<'a>(s: &'a Value, id: &str) -> Option<&'a Value> {
+    s["verdicts"].as_array()?.iter().find(|v| v["id"] == id)
+}
+
+fn worker(s: &Value, pid: u32) -> &Value {
+    s["workers"]
+        .as_array()
+        .expect("workers")
+        .iter()
+        .find(|w| w["pid"] == pid)
+        .unwrap_or_else(|| panic!("worker {pid} not in the report: {s}"))
+}
+
+#[test]
+fn three_reloads_with_streams_held_leave_three_generations_draining() {
+    let backend = StreamBackend::start();
+    let ng = nginx(&backend);
+    let probe = Probe::on(&ng).json().duration(60).start();
+    // Clients opened on each generation before the reload that retires it.
+    let per_gen = [4usize, 3, 2];
+    let mut gens: Vec<Vec<u32>> = vec![ng.worker_pids()];
+    let mut held = Vec::new();
+    for &k in &per_gen {
+        for _ in 0..k {
+            held.push(stream_client(ng.addr()));
+        }
+        thread::sleep(Duration::from_millis(300));
+        let old: Vec<u32> = gens.iter().flatten().copied().collect();
+        gens.push(reload(&ng, &old));
+        thread::sleep(Duration::from_millis(1500));
+    }
+    // Which old workers still run (they hold a stream) and which exited at once.
+    let old: Vec<u32> = gens[..3].iter().flatten().copied().collect();
+    let draining: BTreeSet<u32> = old
+        .iter()
+        .copied()
+        .filter(|&p| title(p).ends_with("is shutting down"))
+        .collect();
+    thread::sleep(Duration::from_millis(700));
+    let out = probe.stop();
+    let s = out.summary_json();
+    // Every old generation holds its clients, so each has at least one worker left.
+    let l = &s["lifecycle"];
+    let gens_reported = l["draining"].as_array().expect("draining generations");
+    assert_eq!(gens_reported.len(), 3, "{l}");
+    for (i, g) in gens_reported.iter().enumerate() {
+        assert_eq!(g["reload_generation"], i as u64, "{g}");
+        assert_eq!(g["client_connections"], per_gen[i] as u64, "{g}");
+        assert_eq!(g["upstream_connections"], per_gen[i] as u64, "{g}");
+        let pids: BTreeSet<u32> = g["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w["pid"].as_u64().unwrap() as u32)
+            .collect();
+        let want: BTreeSet<u32> = gens[i]
+            .iter()
+            .copied()
+            .filter(|p| draining.contains(p))
+            .collect();
+        assert_eq!(pids, want, "generation {i}: {g}");
+        assert!(g["rss_bytes"].as_u64().unwrap() > 0, "{g}");
+    }
+    // Per worker: state and generation; the new generation serves.
+    for &pid in &draining {
+        let w = worker(&s, pid);
+        assert_eq!(w["state"], "shutting_down", "{w}");
+        assert!(w["shutting_down_since_unix_s"].as_f64().is_some(), "{w}");
+        assert!(w["rss_bytes"].as_u64().unwrap() > 0, "{w}");
+    }
+    for &pid in &gens[3] {
+        let w = worker(&s, pid);
+        assert_eq!(w["state"], "serving", "{w}");
+        assert_eq!(w["reload_generation"], 3, "{w}");
+    }
+    // Old workers with no stream exited gracefully at once: code 0 from the kernel.
+    let exited: Vec<u32> = old
+        .iter()
+        .copied()
+        .filter(|p| !draining.contains(p))
+        .collect();
+    for &pid in &exited {
+        let w = worker(&s, pid);
+        assert_eq!(w["alive"], false, "{w}");
+        assert_eq!(w["exit"]["code"], 0, "{w}");
+        assert!(w["exit"].get("signal").is_none(), "{w}");
+    }
+    assert_eq!(l["exits"]["graceful"], exited.len() as u64, "{l}");
+    assert_eq!(l["exits"]["signal"], 0, "{l}");
+    let v = verdict(&s, "worker_shutdown_timeout").unwrap_or_else(|| panic!("{}", s["verdicts"]));
+    assert_eq!(v["evidence"]["draining_generations"], 3, "{v}");
+    assert_eq!(
+        v["evidence"]["client_connections_held"],
+        per_gen.iter().sum::<usize>() as u64,
+        "{v}"
+    );
+    assert_eq!(v["directives"][0], "worker_shutdown_timeout", "{v}");
+    assert!(verdict(&s, "worker_crashes").is_none(), "{}", s["verdicts"]);
+    drop(held);
+}
+
+#[test]
+fn one_reload_whose_old_workers_exit_promptly_has_no_verdict() {
+    let backend = StreamBackend::start();
+    let ng = nginx(&backend);
+    let probe = Probe::on(&ng).json().duration(60).start();
+    let old = ng.worker_pids();
+    // A short request, finished before the reload: nothing to drain.
+    let mut c = TcpStream::connect(ng.addr()).unwrap();
+    c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut body = Vec::new();
+    c.read_to_end(&mut body).unwrap();
+    let new = reload(&ng, &old);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while old.iter().any(|&p| !title(p).is_empty()) {
+        assert!(Instant::now() < deadline, "old workers still run");
+        thread::sleep(Duration::from_millis(20));
+    }
+    thread::sleep(Duration::from_millis(1200));
+    let out = probe.stop();
+    let s = out.summary_json();
+    assert!(
+        verdict(&s, "worker_shutdown_timeout").is_none(),
+        "{}",
+        s["verdicts"]
+    );
+    assert_eq!(
+        s["lifecycle"]["draining"].as_array().unwrap().len(),
+        0,
+        "{s}"
+    );
+    assert_eq!(s["lifecycle"]["exits"]["graceful"], 2, "{}", s["lifecycle"]);
+    for &pid in &old {
+        assert_eq!(worker(&s, pid)["exit"]["code"], 0);
+        assert_eq!(worker(&s, pid)["reload_generation"], 0);
+    }
+    for &pid in &new {
+        assert_eq!(worker(&s, pid)["reload_generation"], 1);
+        assert_eq!(worker(&s, pid)["state"], "serving");
+    }
+    assert_eq!(workers(&s).len(), 4, "{s}");
+}
+
+#[test]
+fn a_worker_killed_by_sigsegv_is_reported_as_a_crash_and_its_respawn_followed() {
+    let ng = Nginx::start(&NginxConfig::default());
+    let probe = Probe::on(&ng).json().duration(60).start();
+    let before = ng.worker_pids();
+    let victim = before[0];
+    kill(Pid::from_raw(victim as i32), Signal::SIGSEGV).expect("SIGSEGV");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let respawn = loop {
+        let now = ng.worker_pids();
+        if let Some(&p) = now.iter().find(|p| !before.contains(p)) {
+            if now.len() == 2 {
+                break p;
+            }
+        }
+        assert!(Instant::now() < deadline, "no respawn: {now:?}");
+        thread::sleep(Duration::from_millis(20));
+    };
+    thread::sleep(Duration::from_millis(1200));
+    let out = probe.stop();
+    let s = out.summary_json();
+    let w = worker(&s, victim);
+    assert_eq!(w["alive"], false, "{w}");
+    assert_eq!(w["exit"]["signal"], 11, "{w}");
+    assert!(w["exit"].get("code").is_none(), "{w}");
+    let l = &s["lifecycle"];
+    assert_eq!(l["exits"]["signal"], 1, "{l}");
+    assert_eq!(l["exits"]["by_signal"]["11"], 1, "{l}");
+    assert_eq!(l["respawned"], 1, "{l}");
+    assert_eq!(l["signal_exits"][0]["pid"], victim, "{l}");
+    assert_eq!(l["signal_exits"][0]["replaced_by"], respawn, "{l}");
+    // A respawn keeps the generation; no reload happened.
+    assert_eq!(worker(&s, respawn)["reload_generation"], 0);
+    assert_eq!(worker(&s, before[1])["reload_generation"], 0);
+    let v = verdict(&s, "worker_crashes").unwrap_or_else(|| panic!("{}", s["verdicts"]));
+    assert_eq!(v["severity"], "critical", "{v}");
+    assert_eq!(v["evidence"]["crash_signal_exits"], 1, "{v}");
+    assert_eq!(v["evidence"]["workers"][0]["pid"], victim, "{v}");
+    assert!(
+        v["evidence"]["stub_status_gauges"]
+            .as_str()
+            .unwrap()
+            .contains("never decrements"),
+        "{v}"
+    );
+    // nginx's own log says the same (alert level).
+    assert!(
+        ng.error_log()
+            .contains(&format!("worker process {victim} exited on signal 11")),
+        "{}",
+        ng.error_log()
+    );
+}
