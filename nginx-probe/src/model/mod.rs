@@ -11,6 +11,7 @@ use nginx_probe_common::{
 };
 use serde::{Deserialize, Serialize};
 
+pub mod config;
 pub mod nginx;
 pub use nginx::{CpuQuotaReport, ErrorClassReport, NginxErrorsReport};
 mod requests;
