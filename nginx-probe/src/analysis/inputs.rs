@@ -103,6 +103,9 @@ pub struct Inputs {
     /// With `--detail sampled`: the windows' coverage and exact requests; detail
     /// figures per request divide by `requests_in_windows`. None: `--detail full`.
     pub detail: Option<crate::model::sampling::DetailReport>,
+    /// nginx's configuration (effective values, file:line); None when not read: the
+    /// verdicts then quote no directive.
+    pub config: Option<crate::model::config::ConfigReport>,
 }
 
 impl Inputs {

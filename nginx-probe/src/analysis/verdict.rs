@@ -124,6 +124,7 @@ pub fn judge(inp: &Inputs) -> Vec<Verdict> {
     if let Some(d) = &inp.detail {
         mark_sampled(&mut out, d);
     }
+    super::config_evidence::annotate(inp, &mut out);
     out.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.id.cmp(&b.id)));
     out
 }
@@ -757,6 +758,7 @@ pub fn verdict_inputs(workers: &[WorkerReport], close_traced: bool) -> Inputs {
         stub_dropped: None,
         connections_active: None,
         tls: None,
+        config: None,
     }
 }
 

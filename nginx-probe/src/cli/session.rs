@@ -279,6 +279,8 @@ impl<'a> Session<'a> {
             });
         }
         tracker.add_workers(&mut probe, &workers, false)?;
+        let pids: Vec<u32> = workers.iter().map(|w| w.pid).collect();
+        tracker.config = Some(crate::collect::config::read_for_master(master.pid, &pids));
         // Listening ports and error-log inodes before the first write is classified.
         tracker.register_destinations(&mut probe)?;
         let schedule = match plan.detail {

@@ -133,14 +133,29 @@ pub fn locate(cmdline: &str, bin: &BinaryFacts) -> (String, &'static str, BuildD
     (full_name(&prefix, &conf), found_by, build)
 }
 
-/// `/proc/<pid>/stat` starttime of `pid` as seconds since the Unix epoch.
+/// The boot time, seconds since the Unix epoch: `CLOCK_REALTIME - CLOCK_BOOTTIME`
+/// (`/proc/stat` btime is cut to whole seconds, too coarse to date a reload).
+fn boot_unix_s() -> Option<f64> {
+    let now = |clock| {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes one timespec we own.
+        (unsafe { libc::clock_gettime(clock, &mut ts) } == 0)
+            .then(|| ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9)
+    };
+    Some(now(libc::CLOCK_REALTIME)? - now(libc::CLOCK_BOOTTIME)?)
+}
+
+/// `/proc/<pid>/stat` starttime of `pid` (clock ticks since boot) as seconds since
+/// the Unix epoch.
 pub fn start_time_unix_s(pid: u32) -> Option<f64> {
     let stat = procfs::process::Process::new(pid as i32)
         .ok()?
         .stat()
         .ok()?;
-    let boot = procfs::boot_time_secs().ok()? as f64;
-    Some(boot + stat.starttime as f64 / procfs::ticks_per_second() as f64)
+    Some(boot_unix_s()? + stat.starttime as f64 / procfs::ticks_per_second() as f64)
 }
 
 /// Reads the configuration of the master `pid`, whose live workers are `workers`

@@ -160,6 +160,8 @@ pub struct Tracker {
     /// With `--detail sampled`: the windows (see `model::sampling`) and when the first
     /// opened (t = 0 of the schedule).
     pub sampling: Option<(model::sampling::Sampler, Instant)>,
+    /// nginx's configuration as read at attach or after the last reload (`collect::config`).
+    pub config: Option<model::config::ConfigReport>,
 }
 
 impl Tracker {
@@ -205,6 +207,7 @@ impl Tracker {
             started: Instant::now(),
             proc_errors: 0,
             sampling: None,
+            config: None,
         }
     }
 
@@ -941,6 +944,7 @@ impl Tracker {
         let cpu_quota = self.quota_report(summary);
         inputs.nginx_errors = Some(nginx_errors.clone());
         inputs.cpu_quota = cpu_quota.clone();
+        inputs.config = self.config.clone();
         let verdicts = crate::analysis::verdict::judge(&inputs);
         Report {
             schema: SCHEMA_VERSION,
@@ -978,6 +982,7 @@ impl Tracker {
             },
             end_reason,
             detail,
+            config: self.config.clone(),
         }
     }
 }

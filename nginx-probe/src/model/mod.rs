@@ -794,6 +794,10 @@ pub struct Report {
     /// requests inside them. Absent with `--detail full` (every call counted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<sampling::DetailReport>,
+    /// nginx's configuration: effective values with file:line (`collect::config`);
+    /// absent when not read (old recordings, `report` of one without it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<config::ConfigReport>,
 }
 
 impl Report {

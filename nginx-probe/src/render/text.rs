@@ -254,6 +254,7 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
         }
     }
     nginx_section(&mut out, r);
+    super::text_config::config_section(&mut out, r);
     let t = &r.requests;
     let opt = |v: Option<f64>| v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into());
     let _ = writeln!(
