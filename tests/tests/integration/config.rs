@@ -245,10 +245,21 @@ struct Chrooted {
 
 impl Drop for Chrooted {
     fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.unshare.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
+        // unshare ignores SIGTERM while it waits for its child: stop the master (pid 1
+        // of the namespace; its workers go with the namespace), then unshare exits.
+        use nix::{
+            sys::signal::{kill, Signal},
+            unistd::Pid,
+        };
+        let _ = kill(Pid::from_raw(self.master as i32), Signal::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if matches!(self.unshare.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = kill(Pid::from_raw(self.unshare.id() as i32), Signal::SIGKILL);
         let _ = self.unshare.wait();
     }
 }
