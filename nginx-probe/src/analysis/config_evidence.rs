@@ -112,7 +112,11 @@ pub fn annotate(inp: &Inputs, out: &mut [Verdict]) {
                 );
             }
             "access_log_unbuffered" => {
-                put(v, "config_access_log", Some(access_logs(cfg)));
+                put(
+                    v,
+                    "config_access_log",
+                    Some(access_logs(cfg)).filter(|s| !s.is_empty()),
+                );
             }
             "fd_exhaustion" => {
                 let wc = cfg.value("worker_connections");
@@ -152,9 +156,115 @@ pub fn annotate(inp: &Inputs, out: &mut [Verdict]) {
                     "config_accept_mutex",
                     cfg.value("accept_mutex").map(|w| w.quoted()),
                 );
-                put(v, "config_listen_reuseport", Some(listens_reuseport(cfg)));
+                put(
+                    v,
+                    "config_listen_reuseport",
+                    Some(listens_reuseport(cfg)).filter(|s| !s.is_empty()),
+                );
             }
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        analysis::inputs::WorkerInput,
+        model::{
+            config::{ConfigValue, ListenValue},
+            Severity,
+        },
+    };
+
+    fn v(directive: &str, scope: &str, value: &str, at: &str) -> ConfigValue {
+        ConfigValue {
+            directive: directive.into(),
+            scope: scope.into(),
+            value: value.into(),
+            at: at.into(),
+            not_loaded: false,
+        }
+    }
+
+    fn verdict(id: &str) -> Verdict {
+        Verdict::new(
+            id,
+            Severity::Warning,
+            Default::default(),
+            &[],
+            String::new(),
+        )
+    }
+
+    #[test]
+    fn the_four_verdicts_quote_values_overrides_and_the_fd_limit() {
+        let cfg = ConfigReport {
+            values: vec![
+                v("worker_rlimit_nofile", "main", "unset", "default"),
+                v("worker_connections", "events", "4096", "/e/n.conf:7"),
+                v("multi_accept", "events", "off", "default"),
+                v("accept_mutex", "events", "on", "/e/n.conf:8"),
+                v("keepalive_timeout", "http", "65", "/e/n.conf:12"),
+                v("keepalive_requests", "http", "1000", "default"),
+                v("keepalive_timeout", "server a", "0", "/e/a.conf:3"),
+                ConfigValue {
+                    not_loaded: true,
+                    ..v("keepalive_timeout", "upstream u", "60s", "/e/u.conf:2")
+                },
+            ],
+            listens: vec![ListenValue {
+                address: "80".into(),
+                reuseport: true,
+                at: "/e/a.conf:2".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let inp = Inputs {
+            config: Some(cfg),
+            workers: vec![WorkerInput {
+                alive: true,
+                fd_limit: Some(1024),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let mut out: Vec<Verdict> = [
+            "keepalive_off",
+            "fd_exhaustion",
+            "accept_imbalance",
+            "access_log_unbuffered",
+            "other",
+        ]
+        .iter()
+        .map(|id| verdict(id))
+        .collect();
+        annotate(&inp, &mut out);
+        let e = |i: usize, k: &str| out[i].evidence.get(k).cloned().unwrap_or_default();
+        assert_eq!(
+            e(0, "config_keepalive_timeout"),
+            "65 (/e/n.conf:12); server a: 0 (/e/a.conf:3)"
+        );
+        assert_eq!(e(0, "config_keepalive_requests"), "1000 (default)");
+        assert_eq!(e(1, "config_worker_connections"), "4096 (/e/n.conf:7)");
+        assert_eq!(e(1, "config_worker_rlimit_nofile"), "unset (default)");
+        assert_eq!(
+            e(1, "config_worker_connections_vs_limit"),
+            "worker_connections 4096 is at or over the soft nofile limit in force 1024 (/proc/<pid>/limits); each connection needs at least one fd, a proxied one two"
+        );
+        assert_eq!(e(2, "config_accept_mutex"), "on (/e/n.conf:8)");
+        assert_eq!(e(2, "config_multi_accept"), "off (default)");
+        assert_eq!(
+            e(2, "config_listen_reuseport"),
+            "80 reuseport (/e/a.conf:2)"
+        );
+        assert!(out[3].evidence.get("config_access_log").is_none());
+        assert!(out[4].evidence.is_empty());
+        // No configuration: nothing added.
+        let mut out = vec![verdict("keepalive_off")];
+        annotate(&Inputs::default(), &mut out);
+        assert!(out[0].evidence.is_empty());
     }
 }

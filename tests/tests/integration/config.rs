@@ -439,3 +439,65 @@ fn a_hostile_config_gives_a_report_with_one_line_errors_bounded_and_escaped() {
         ru.ru_maxrss
     );
 }
+
+#[test]
+fn verdicts_quote_the_effective_directive_with_its_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let inc = dir.path().join("keepalive.conf");
+    write(&inc, "keepalive_timeout 0;\n");
+    let ng = Nginx::start(&NginxConfig {
+        events_extra: "accept_mutex on; multi_accept on;".into(),
+        http_extra: format!("include {};", inc.display()),
+        ..NginxConfig::default()
+    });
+    let main = ng.prefix.join("nginx.conf");
+    let m = main.display();
+    let s = Probe::on(&ng)
+        .json()
+        .summary_around(|| assert_eq!(one_request_per_connection(ng.addr(), 400), 400));
+    let find = |id: &str| {
+        s["verdicts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["id"] == id)
+            .unwrap_or_else(|| panic!("no {id}: {}", s["verdicts"]))
+            .clone()
+    };
+    let ka = find("keepalive_off");
+    assert_eq!(
+        ka["evidence"]["config_keepalive_timeout"],
+        format!("0 ({}:1)", inc.display())
+    );
+    assert_eq!(
+        ka["evidence"]["config_keepalive_requests"],
+        "1000 (default)"
+    );
+    let log = find("access_log_unbuffered");
+    assert_eq!(
+        log["evidence"]["config_access_log"],
+        format!(
+            "http: {}/logs/access.log combined no buffer= ({m}:{})",
+            ng.prefix.display(),
+            line_of(&main, "access_log")
+        )
+    );
+    let im = find("accept_imbalance");
+    let events_line = line_of(&main, "accept_mutex on");
+    assert_eq!(
+        im["evidence"]["config_accept_mutex"],
+        format!("on ({m}:{events_line})")
+    );
+    assert_eq!(
+        im["evidence"]["config_multi_accept"],
+        format!("on ({m}:{events_line})")
+    );
+    assert_eq!(
+        im["evidence"]["config_listen_reuseport"],
+        format!(
+            "127.0.0.1:{} no reuseport ({m}:{})",
+            ng.port,
+            line_of(&main, "listen ")
+        )
+    );
+}
