@@ -431,7 +431,25 @@ impl<'a> Session<'a> {
             // goes on.
             Err(e) => self.tracker.proc_error(&e),
         }
-        for ev in self.tracker.refresh(&mut self.probe)? {
+        let events = self.tracker.refresh(&mut self.probe)?;
+        if events
+            .iter()
+            .any(|e| matches!(e.event, model::EventKind::WorkerStarted))
+        {
+            // A reload (or a respawn): read the configuration again (bounded, once).
+            let pids: Vec<u32> = self
+                .tracker
+                .workers
+                .iter()
+                .filter(|(_, w)| w.alive)
+                .map(|(&p, _)| p)
+                .collect();
+            self.tracker.config = Some(crate::collect::config::read_for_master(
+                self.master.pid,
+                &pids,
+            ));
+        }
+        for ev in events {
             // The live view shows them in its events pane.
             if self.live.is_none() {
                 eprintln!(

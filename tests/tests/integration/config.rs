@@ -251,7 +251,9 @@ impl Drop for Chrooted {
             sys::signal::{kill, Signal},
             unistd::Pid,
         };
-        let _ = kill(Pid::from_raw(self.master as i32), Signal::SIGTERM);
+        if self.master != 0 {
+            let _ = kill(Pid::from_raw(self.master as i32), Signal::SIGTERM);
+        }
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
             if matches!(self.unshare.try_wait(), Ok(Some(_))) {
@@ -309,9 +311,11 @@ fn start_chrooted(root: &Path, port: u16) -> Chrooted {
         .stderr(Stdio::null())
         .spawn()
         .expect("unshare");
+    // Owned at once: a panic below still ends the namespace (Drop).
+    let mut ch = Chrooted { unshare, master: 0 };
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let master = children_of(unshare.id()).into_iter().find(|&p| {
+        let master = children_of(ch.unshare.id()).into_iter().find(|&p| {
             fs::read_to_string(format!("/proc/{p}/cmdline"))
                 .is_ok_and(|c| c.contains("master process"))
         });
@@ -319,7 +323,8 @@ fn start_chrooted(root: &Path, port: u16) -> Chrooted {
             if !children_of(m).is_empty()
                 && std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
             {
-                return Chrooted { unshare, master: m };
+                ch.master = m;
+                return ch;
             }
         }
         assert!(
@@ -500,4 +505,39 @@ fn verdicts_quote_the_effective_directive_with_its_file_and_line() {
             line_of(&main, "listen ")
         )
     );
+}
+
+#[test]
+fn after_a_reload_the_configuration_is_read_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let ng = Nginx::start(&split_config(dir.path()));
+    let old = ng.worker_pids();
+    let probe = Probe::on(&ng).json().start();
+    let edited = dir.path().join("conf.d/10-keepalive.conf");
+    std::thread::sleep(Duration::from_millis(100));
+    fs::write(&edited, "keepalive_timeout 7s;\nkeepalive_requests 50;\n").unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(ng.master_pid() as i32),
+        nix::sys::signal::Signal::SIGHUP,
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while ng.worker_pids().iter().filter(|p| !old.contains(p)).count() < 2 {
+        assert!(Instant::now() < deadline, "no new workers after SIGHUP");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The probe looks at the worker set every few hundred ms.
+    std::thread::sleep(Duration::from_millis(1500));
+    let cfg = &probe.stop().summary_json()["config"];
+    let kt = value(cfg, "keepalive_timeout", "http");
+    assert_eq!(
+        va(kt),
+        ("7s".to_string(), format!("{}:1", edited.display()))
+    );
+    assert!(kt.get("not_loaded").is_none(), "{kt}");
+    assert!(cfg["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|f| f["changed_since_load"] == false));
 }
