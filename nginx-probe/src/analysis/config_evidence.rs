@@ -260,7 +260,7 @@ mod tests {
             e(2, "config_listen_reuseport"),
             "80 reuseport (/e/a.conf:2)"
         );
-        assert!(out[3].evidence.get("config_access_log").is_none());
+        assert!(!out[3].evidence.contains_key("config_access_log"));
         assert!(out[4].evidence.is_empty());
         // No configuration: nothing added.
         let mut out = vec![verdict("keepalive_off")];
