@@ -105,6 +105,9 @@ pub struct Inputs {
     pub detail: Option<crate::model::sampling::DetailReport>,
     /// Draining generations and worker exits in the period (None: none, or unknown).
     pub lifecycle: Option<crate::model::worker_lifecycle::LifecycleReport>,
+    /// nginx's configuration (effective values, file:line); None when not read: the
+    /// verdicts then quote no directive.
+    pub config: Option<crate::model::config::ConfigReport>,
 }
 
 impl Inputs {

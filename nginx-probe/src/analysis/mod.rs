@@ -6,6 +6,7 @@
 //! noise).
 
 pub mod compare;
+pub mod config_evidence;
 pub mod fd_upstream;
 pub mod inputs;
 pub mod log_verdicts;

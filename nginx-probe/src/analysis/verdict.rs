@@ -116,6 +116,7 @@ pub fn judge(inp: &Inputs) -> Vec<Verdict> {
     if let Some(d) = &inp.detail {
         mark_sampled(&mut out, d);
     }
+    super::config_evidence::annotate(inp, &mut out);
     out.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.id.cmp(&b.id)));
     out
 }
@@ -693,6 +694,7 @@ pub fn judge_report(r: &crate::model::Report) -> Vec<Verdict> {
     inputs.nginx_errors = r.nginx_errors.clone();
     inputs.cpu_quota = r.cpu_quota.clone();
     inputs.lifecycle = r.lifecycle.clone();
+    inputs.config = r.config.clone();
     judge(&inputs)
 }
 
@@ -775,6 +777,7 @@ pub fn verdict_inputs(workers: &[WorkerReport], close_traced: bool) -> Inputs {
         connections_active: None,
         tls: None,
         lifecycle: None,
+        config: None,
     }
 }
 

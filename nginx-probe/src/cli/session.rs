@@ -280,6 +280,8 @@ impl<'a> Session<'a> {
             });
         }
         tracker.add_workers(&mut probe, &workers, false)?;
+        let pids: Vec<u32> = workers.iter().map(|w| w.pid).collect();
+        tracker.config = Some(crate::collect::config::read_for_master(master.pid, &pids));
         // Listening ports and error-log inodes before the first write is classified.
         tracker.register_destinations(&mut probe)?;
         let schedule = match plan.detail {
@@ -430,7 +432,25 @@ impl<'a> Session<'a> {
             // goes on.
             Err(e) => self.tracker.proc_error(&e),
         }
-        for ev in self.tracker.refresh(&mut self.probe)? {
+        let events = self.tracker.refresh(&mut self.probe)?;
+        if events
+            .iter()
+            .any(|e| matches!(e.event, model::EventKind::WorkerStarted))
+        {
+            // A reload (or a respawn): read the configuration again (bounded, once).
+            let pids: Vec<u32> = self
+                .tracker
+                .workers
+                .iter()
+                .filter(|(_, w)| w.alive)
+                .map(|(&p, _)| p)
+                .collect();
+            self.tracker.config = Some(crate::collect::config::read_for_master(
+                self.master.pid,
+                &pids,
+            ));
+        }
+        for ev in events {
             // The live view shows them in its events pane.
             if self.live.is_none() {
                 eprintln!(

@@ -11,6 +11,7 @@
 
 pub mod btf;
 pub mod cgroup;
+pub mod config;
 pub mod discover;
 pub mod error_log;
 pub mod fd_limit;

@@ -162,6 +162,8 @@ pub struct Tracker {
     pub sampling: Option<(model::sampling::Sampler, Instant)>,
     /// Reload generations, serving/shutting down, exits (see `worker_state`).
     pub lifecycle: crate::collect::worker_state::Lifecycle,
+    /// nginx's configuration as read at attach or after the last reload (`collect::config`).
+    pub config: Option<model::config::ConfigReport>,
 }
 
 impl Tracker {
@@ -208,6 +210,7 @@ impl Tracker {
             proc_errors: 0,
             sampling: None,
             lifecycle: Default::default(),
+            config: None,
         }
     }
 
@@ -971,6 +974,7 @@ impl Tracker {
             end_reason,
             detail,
             lifecycle,
+            config: self.config.clone(),
         }
     }
 }

@@ -11,6 +11,7 @@ use nginx_probe_common::{
 };
 use serde::{Deserialize, Serialize};
 
+pub mod config;
 pub mod nginx;
 pub mod recording;
 pub mod worker_lifecycle;
@@ -806,6 +807,10 @@ pub struct Report {
     /// Draining generations and worker exits (see [`lifecycle`]); absent when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lifecycle: Option<worker_lifecycle::LifecycleReport>,
+    /// nginx's configuration: effective values with file:line (`collect::config`);
+    /// absent when not read (old recordings, `report` of one without it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<config::ConfigReport>,
 }
 
 impl Report {

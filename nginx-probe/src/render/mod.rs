@@ -12,5 +12,6 @@ mod prometheus_lifecycle;
 pub mod prometheus_series;
 mod prometheus_tls;
 pub mod text;
+mod text_config;
 mod text_lifecycle;
 pub mod tui;

@@ -174,6 +174,7 @@ fn report_of(workers: &[Worker], merged: Option<(u64, Worker)>) -> Report {
         end_reason: None,
         detail: None,
         lifecycle: None,
+        config: None,
     }
 }
 

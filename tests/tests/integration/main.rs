@@ -7,6 +7,7 @@
 mod accepts;
 mod bad_input;
 mod claims;
+mod config;
 mod contrib;
 mod detail;
 mod dist;

@@ -1,0 +1,270 @@
+//! Quotes nginx's configuration in the evidence of the verdicts whose directives it
+//! sets: the effective value of each directive with its `file:line` (or `default`),
+//! and `on disk, possibly not loaded` when its file changed after the last load. The
+//! configuration never fires or silences a verdict: it only says what is set.
+
+use crate::{
+    analysis::inputs::Inputs,
+    model::{config::ConfigReport, Verdict},
+};
+
+/// Overrides quoted after the http-level value, at most.
+pub const MAX_QUOTED: usize = 8;
+
+/// The http-level value of `directive` and its overrides: `65s (nginx.conf:12);
+/// server a: 0 (a.conf:3)`.
+fn with_overrides(cfg: &ConfigReport, directive: &str) -> Option<String> {
+    let v = cfg.value(directive)?;
+    let mut parts = vec![v.quoted()];
+    let o: Vec<_> = cfg.overrides(directive).collect();
+    for x in o.iter().take(MAX_QUOTED) {
+        parts.push(format!("{}: {}", x.scope, x.quoted()));
+    }
+    if o.len() > MAX_QUOTED {
+        parts.push(format!("{} more", o.len() - MAX_QUOTED));
+    }
+    Some(parts.join("; "))
+}
+
+fn stale(not_loaded: bool) -> &'static str {
+    if not_loaded {
+        ", on disk, possibly not loaded"
+    } else {
+        ""
+    }
+}
+
+/// `access_log` lines: `/var/log/a.log main buffer=32k (nginx.conf:20)`.
+fn access_logs(cfg: &ConfigReport) -> String {
+    let mut parts: Vec<String> = cfg
+        .access_logs
+        .iter()
+        .take(MAX_QUOTED)
+        .map(|a| {
+            let buffer = match (&a.buffer, a.path.as_str()) {
+                (_, "off") => String::new(),
+                (Some(b), _) => format!(" buffer={b}"),
+                (None, _) => " no buffer=".to_string(),
+            };
+            let flush = a
+                .flush
+                .as_ref()
+                .map(|f| format!(" flush={f}"))
+                .unwrap_or_default();
+            format!(
+                "{}: {} {}{buffer}{flush} ({}{})",
+                a.scope,
+                a.path,
+                a.format,
+                a.at,
+                stale(a.not_loaded)
+            )
+        })
+        .collect();
+    if cfg.access_logs.len() > MAX_QUOTED {
+        parts.push(format!("{} more", cfg.access_logs.len() - MAX_QUOTED));
+    }
+    parts.join("; ")
+}
+
+/// `listen` lines with their reuseport: `127.0.0.1:8080 reuseport (a.conf:2)`.
+fn listens_reuseport(cfg: &ConfigReport) -> String {
+    let mut parts: Vec<String> = cfg
+        .listens
+        .iter()
+        .take(MAX_QUOTED)
+        .map(|l| {
+            let r = if l.reuseport {
+                "reuseport"
+            } else {
+                "no reuseport"
+            };
+            format!("{} {r} ({}{})", l.address, l.at, stale(l.not_loaded))
+        })
+        .collect();
+    if cfg.listens.len() > MAX_QUOTED {
+        parts.push(format!("{} more", cfg.listens.len() - MAX_QUOTED));
+    }
+    parts.join("; ")
+}
+
+/// Adds the configuration's values to the evidence of `keepalive_off`,
+/// `access_log_unbuffered`, `fd_exhaustion` and `accept_imbalance`.
+pub fn annotate(inp: &Inputs, out: &mut [Verdict]) {
+    let Some(cfg) = &inp.config else { return };
+    let put = |v: &mut Verdict, k: &str, s: Option<String>| {
+        if let Some(s) = s {
+            v.evidence.insert(k.to_string(), serde_json::json!(s));
+        }
+    };
+    for v in out.iter_mut() {
+        match v.id.as_str() {
+            "keepalive_off" => {
+                put(
+                    v,
+                    "config_keepalive_timeout",
+                    with_overrides(cfg, "keepalive_timeout"),
+                );
+                put(
+                    v,
+                    "config_keepalive_requests",
+                    with_overrides(cfg, "keepalive_requests"),
+                );
+            }
+            "access_log_unbuffered" => {
+                put(
+                    v,
+                    "config_access_log",
+                    Some(access_logs(cfg)).filter(|s| !s.is_empty()),
+                );
+            }
+            "fd_exhaustion" => {
+                let wc = cfg.value("worker_connections");
+                put(v, "config_worker_connections", wc.map(|w| w.quoted()));
+                put(
+                    v,
+                    "config_worker_rlimit_nofile",
+                    cfg.value("worker_rlimit_nofile").map(|w| w.quoted()),
+                );
+                // The lowest soft RLIMIT_NOFILE among live workers (/proc/<pid>/limits).
+                let limit = inp
+                    .workers
+                    .iter()
+                    .filter(|w| w.alive)
+                    .filter_map(|w| w.fd_limit)
+                    .min();
+                let conns = wc.and_then(|w| w.value.parse::<u64>().ok());
+                if let (Some(c), Some(l)) = (conns, limit) {
+                    let cmp = if c >= l { "at or over" } else { "under" };
+                    put(
+                        v,
+                        "config_worker_connections_vs_limit",
+                        Some(format!(
+                            "worker_connections {c} is {cmp} the soft nofile limit in force {l} (/proc/<pid>/limits); each connection needs at least one fd, a proxied one two"
+                        )),
+                    );
+                }
+            }
+            "accept_imbalance" => {
+                put(
+                    v,
+                    "config_multi_accept",
+                    cfg.value("multi_accept").map(|w| w.quoted()),
+                );
+                put(
+                    v,
+                    "config_accept_mutex",
+                    cfg.value("accept_mutex").map(|w| w.quoted()),
+                );
+                put(
+                    v,
+                    "config_listen_reuseport",
+                    Some(listens_reuseport(cfg)).filter(|s| !s.is_empty()),
+                );
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        analysis::inputs::WorkerInput,
+        model::{
+            config::{ConfigValue, ListenValue},
+            Severity,
+        },
+    };
+
+    fn v(directive: &str, scope: &str, value: &str, at: &str) -> ConfigValue {
+        ConfigValue {
+            directive: directive.into(),
+            scope: scope.into(),
+            value: value.into(),
+            at: at.into(),
+            not_loaded: false,
+        }
+    }
+
+    fn verdict(id: &str) -> Verdict {
+        Verdict::new(
+            id,
+            Severity::Warning,
+            Default::default(),
+            &[],
+            String::new(),
+        )
+    }
+
+    #[test]
+    fn the_four_verdicts_quote_values_overrides_and_the_fd_limit() {
+        let cfg = ConfigReport {
+            values: vec![
+                v("worker_rlimit_nofile", "main", "unset", "default"),
+                v("worker_connections", "events", "4096", "/e/n.conf:7"),
+                v("multi_accept", "events", "off", "default"),
+                v("accept_mutex", "events", "on", "/e/n.conf:8"),
+                v("keepalive_timeout", "http", "65", "/e/n.conf:12"),
+                v("keepalive_requests", "http", "1000", "default"),
+                v("keepalive_timeout", "server a", "0", "/e/a.conf:3"),
+                ConfigValue {
+                    not_loaded: true,
+                    ..v("keepalive_timeout", "upstream u", "60s", "/e/u.conf:2")
+                },
+            ],
+            listens: vec![ListenValue {
+                address: "80".into(),
+                reuseport: true,
+                at: "/e/a.conf:2".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let inp = Inputs {
+            config: Some(cfg),
+            workers: vec![WorkerInput {
+                alive: true,
+                fd_limit: Some(1024),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let mut out: Vec<Verdict> = [
+            "keepalive_off",
+            "fd_exhaustion",
+            "accept_imbalance",
+            "access_log_unbuffered",
+            "other",
+        ]
+        .iter()
+        .map(|id| verdict(id))
+        .collect();
+        annotate(&inp, &mut out);
+        let e = |i: usize, k: &str| out[i].evidence.get(k).cloned().unwrap_or_default();
+        assert_eq!(
+            e(0, "config_keepalive_timeout"),
+            "65 (/e/n.conf:12); server a: 0 (/e/a.conf:3)"
+        );
+        assert_eq!(e(0, "config_keepalive_requests"), "1000 (default)");
+        assert_eq!(e(1, "config_worker_connections"), "4096 (/e/n.conf:7)");
+        assert_eq!(e(1, "config_worker_rlimit_nofile"), "unset (default)");
+        assert_eq!(
+            e(1, "config_worker_connections_vs_limit"),
+            "worker_connections 4096 is at or over the soft nofile limit in force 1024 (/proc/<pid>/limits); each connection needs at least one fd, a proxied one two"
+        );
+        assert_eq!(e(2, "config_accept_mutex"), "on (/e/n.conf:8)");
+        assert_eq!(e(2, "config_multi_accept"), "off (default)");
+        assert_eq!(
+            e(2, "config_listen_reuseport"),
+            "80 reuseport (/e/a.conf:2)"
+        );
+        assert!(!out[3].evidence.contains_key("config_access_log"));
+        assert!(out[4].evidence.is_empty());
+        // No configuration: nothing added.
+        let mut out = vec![verdict("keepalive_off")];
+        annotate(&Inputs::default(), &mut out);
+        assert!(out[0].evidence.is_empty());
+    }
+}

@@ -1,0 +1,517 @@
+//! Finds and reads the configuration a running nginx master loaded: the main file from
+//! the master's `-c`/`-p` (its title in `/proc/<pid>/cmdline` keeps its arguments),
+//! else `--conf-path=`/`--prefix=` from the configure arguments compiled into its
+//! binary (a bounded scan of `/proc/<pid>/exe`; the binary is never run). Every path is
+//! opened with `openat2(RESOLVE_IN_ROOT)` under the master's own root
+//! (`/proc/<pid>/root`: nginx in a container or chroot), so no symlink leads out of it.
+//! `include` is followed as nginx does (relative to the main file's directory, globs
+//! sorted), within [`Limits`]. Parsing is `nginx_lint_parser` (any directive, with its
+//! line); the effective values are [`crate::model::config::evaluate`]'s. A problem is
+//! one line in [`ConfigReport::errors`] and never stops profiling.
+
+use std::{
+    io::Read,
+    os::fd::{FromRawFd, OwnedFd},
+    path::{Component, Path, PathBuf},
+};
+
+use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+
+use crate::model::config::{self, BuildDefaults, ConfigFile, ConfigReport, Directive};
+
+#[path = "config_exe.rs"]
+mod exe;
+pub use exe::{scan_binary, BinaryFacts};
+
+/// Bounds on what a config may make the probe read.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Files read, the main one included.
+    pub max_files: usize,
+    /// Bytes of one file; a larger one is not read.
+    pub max_file_bytes: u64,
+    /// Bytes of all files together.
+    pub max_total_bytes: u64,
+    /// Nested includes.
+    pub max_depth: usize,
+    /// Files one include glob may match.
+    pub max_glob_matches: usize,
+    /// Nested blocks in one file (`{` depth), checked before parsing.
+    pub max_nesting: usize,
+    /// Directives kept over all files.
+    pub max_directives: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_files: 512,
+            max_file_bytes: 4 << 20,
+            max_total_bytes: 16 << 20,
+            max_depth: 16,
+            max_glob_matches: 256,
+            max_nesting: 64,
+            max_directives: 100_000,
+        }
+    }
+}
+
+/// Errors kept, one line each.
+pub const MAX_ERRORS: usize = 32;
+
+/// The master's `-c`, `-p` (and `-cFILE` forms) from its title or command line.
+/// nginx retitles its master `nginx: master process <argv joined by spaces>`, so
+/// arguments with spaces are split; `-c` and `-p` paths with spaces are not found.
+pub fn args_from_cmdline(cmdline: &str) -> (Option<String>, Option<String>) {
+    let rest = cmdline
+        .split_once("master process ")
+        .map(|(_, r)| r)
+        .unwrap_or(cmdline);
+    let words: Vec<&str> = rest.split(['\0', ' ']).filter(|w| !w.is_empty()).collect();
+    let (mut conf, mut prefix) = (None, None);
+    let mut i = 1; // words[0] is the binary
+    while i < words.len() {
+        let w = words[i];
+        let next = words.get(i + 1).map(|s| s.to_string());
+        match w {
+            "-c" => {
+                conf = next;
+                i += 1;
+            }
+            "-p" => {
+                prefix = next;
+                i += 1;
+            }
+            "-g" => i += 1,
+            _ if w.starts_with("-c") && w.len() > 2 => conf = Some(w[2..].to_string()),
+            _ if w.starts_with("-p") && w.len() > 2 => prefix = Some(w[2..].to_string()),
+            _ => {}
+        }
+        i += 1;
+    }
+    (conf, prefix)
+}
+
+/// nginx's `ngx_conf_full_name`: `name` as is when absolute, else under `prefix`.
+fn full_name(prefix: &str, name: &str) -> String {
+    if name.starts_with('/') {
+        name.to_string()
+    } else {
+        format!("{prefix}{name}")
+    }
+}
+
+fn with_slash(mut s: String) -> String {
+    if !s.ends_with('/') {
+        s.push('/');
+    }
+    s
+}
+
+/// Where the main file is: (path, found_by, prefix, build defaults), nginx's rules:
+/// the prefix is `-p`, else the binary's `--prefix=`, else `/usr/local/nginx/`; the
+/// main file is `-c`, else the binary's `--conf-path=`, else `conf/nginx.conf`, either
+/// relative to the prefix.
+pub fn locate(cmdline: &str, bin: &BinaryFacts) -> (String, &'static str, BuildDefaults) {
+    let (conf, p) = args_from_cmdline(cmdline);
+    let prefix = with_slash(
+        p.or_else(|| bin.prefix.clone())
+            .unwrap_or_else(|| "/usr/local/nginx/".to_string()),
+    );
+    let (conf, found_by) = match conf {
+        Some(c) => (c, "-c"),
+        None => match &bin.conf_path {
+            Some(c) => (c.clone(), "--conf-path"),
+            None => ("conf/nginx.conf".to_string(), "default"),
+        },
+    };
+    let build = BuildDefaults {
+        prefix: prefix.clone(),
+        error_log: bin.error_log_path.as_ref().map(|p| full_name(&prefix, p)),
+        http_log: bin.http_log_path.as_ref().map(|p| full_name(&prefix, p)),
+    };
+    (full_name(&prefix, &conf), found_by, build)
+}
+
+/// The boot time, seconds since the Unix epoch: `CLOCK_REALTIME - CLOCK_BOOTTIME`
+/// (`/proc/stat` btime is cut to whole seconds, too coarse to date a reload).
+fn boot_unix_s() -> Option<f64> {
+    let now = |clock| {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes one timespec we own.
+        (unsafe { libc::clock_gettime(clock, &mut ts) } == 0)
+            .then(|| ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9)
+    };
+    Some(now(libc::CLOCK_REALTIME)? - now(libc::CLOCK_BOOTTIME)?)
+}
+
+/// `/proc/<pid>/stat` starttime of `pid` (clock ticks since boot) as seconds since
+/// the Unix epoch.
+pub fn start_time_unix_s(pid: u32) -> Option<f64> {
+    let stat = procfs::process::Process::new(pid as i32)
+        .ok()?
+        .stat()
+        .ok()?;
+    Some(boot_unix_s()? + stat.starttime as f64 / procfs::ticks_per_second() as f64)
+}
+
+/// Reads the configuration of the master `pid`, whose live workers are `workers`
+/// (their start times date the last reload).
+pub fn read_for_master(pid: u32, workers: &[u32]) -> ConfigReport {
+    let root = format!("/proc/{pid}/root");
+    let cmdline = std::fs::File::open(format!("/proc/{pid}/cmdline"))
+        .and_then(|f| {
+            let mut s = Vec::new();
+            f.take(64 << 10).read_to_end(&mut s).map(|_| s)
+        })
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    let bin = scan_binary(Path::new(&format!("/proc/{pid}/exe")));
+    let loaded = std::iter::once(pid)
+        .chain(workers.iter().copied())
+        .filter_map(start_time_unix_s)
+        .fold(None, |m: Option<f64>, t| Some(m.map_or(t, |m| m.max(t))));
+    read_config(Path::new(&root), &cmdline, &bin, loaded, Limits::default())
+}
+
+/// Reads and evaluates the configuration under `root` for a master with `cmdline`,
+/// built as `bin` says, last loaded at `loaded_unix_s`.
+pub fn read_config(
+    root: &Path,
+    cmdline: &str,
+    bin: &BinaryFacts,
+    loaded_unix_s: Option<f64>,
+    limits: Limits,
+) -> ConfigReport {
+    let (main, found_by, build) = locate(cmdline, bin);
+    let mut r = Reader {
+        root: None,
+        limits,
+        files: Vec::new(),
+        errors: Vec::new(),
+        total_bytes: 0,
+        directives: 0,
+        stack: Vec::new(),
+        conf_prefix: main
+            .rsplit_once('/')
+            .map(|(d, _)| format!("{d}/"))
+            .unwrap_or_default(),
+        loaded_unix_s,
+    };
+    match nix::fcntl::open(
+        root,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    ) {
+        Ok(fd) => r.root = Some(unsafe { OwnedFd::from_raw_fd(fd) }),
+        Err(e) => r.error(format!(
+            "{}: cannot open the master's root: {e}",
+            root.display()
+        )),
+    }
+    let tree = if r.root.is_some() {
+        r.file(&main, 0, None).unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    let mut report = config::evaluate(&tree, &r.files, &build);
+    report.main_file = main;
+    report.found_by = found_by.to_string();
+    report.root = root.display().to_string();
+    report.nginx_version = bin.version.clone();
+    report.loaded_unix_s = loaded_unix_s;
+    report.files = r.files;
+    report.errors = r.errors;
+    report
+}
+
+struct Reader {
+    root: Option<OwnedFd>,
+    limits: Limits,
+    files: Vec<ConfigFile>,
+    errors: Vec<String>,
+    total_bytes: u64,
+    directives: usize,
+    /// (dev, ino) of the files being read, outermost first: an include loop.
+    stack: Vec<(u64, u64)>,
+    conf_prefix: String,
+    loaded_unix_s: Option<f64>,
+}
+
+/// Whether `s` has a glob metacharacter (nginx passes such includes to glob()).
+fn has_glob(s: &str) -> bool {
+    s.contains(['*', '?', '['])
+}
+
+impl Reader {
+    fn error(&mut self, e: String) {
+        if self.errors.len() < MAX_ERRORS {
+            self.errors.push(e);
+        } else if self.errors.len() == MAX_ERRORS {
+            self.errors.push("more problems not listed".to_string());
+        }
+    }
+
+    /// Opens `path` (absolute, inside the root) resolving every symlink inside it.
+    fn open(&self, path: &str, flags: OFlag) -> nix::Result<OwnedFd> {
+        let root = self.root.as_ref().ok_or(nix::errno::Errno::EBADF)?;
+        use std::os::fd::AsRawFd;
+        let how = OpenHow::new()
+            .flags(flags | OFlag::O_CLOEXEC | OFlag::O_NOCTTY | OFlag::O_NONBLOCK)
+            .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+        let fd = nix::fcntl::openat2(root.as_raw_fd(), path, how)?;
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+
+    /// Reads, parses and expands one file; None when it could not be read.
+    fn file(&mut self, path: &str, depth: usize, from: Option<&str>) -> Option<Vec<Directive>> {
+        let whence = from
+            .map(|f| format!(" (included at {f})"))
+            .unwrap_or_default();
+        if self.files.len() >= self.limits.max_files {
+            self.error(format!(
+                "{path}{whence}: not read: {} files already read (the limit)",
+                self.limits.max_files
+            ));
+            return None;
+        }
+        let fd = match self.open(path, OFlag::O_RDONLY) {
+            Ok(fd) => fd,
+            Err(e) => {
+                self.error(format!("{path}{whence}: cannot open: {}", e.desc()));
+                return None;
+            }
+        };
+        let mut f = std::fs::File::from(fd);
+        let meta = match f.metadata() {
+            Ok(m) => m,
+            Err(e) => {
+                self.error(format!("{path}{whence}: cannot stat: {e}"));
+                return None;
+            }
+        };
+        if !meta.is_file() {
+            self.error(format!("{path}{whence}: not a regular file"));
+            return None;
+        }
+        use std::os::unix::fs::MetadataExt;
+        let id = (meta.dev(), meta.ino());
+        if self.stack.contains(&id) {
+            self.error(format!(
+                "{path}{whence}: include loop: the file includes itself"
+            ));
+            return None;
+        }
+        let mtime = meta.mtime() as f64 + meta.mtime_nsec() as f64 / 1e9;
+        // starttime counts whole clock ticks (10 ms): a file written just before the
+        // load may have an mtime up to one tick after the start read.
+        let changed = self.loaded_unix_s.is_some_and(|l| mtime > l + 0.01);
+        if meta.len() > self.limits.max_file_bytes {
+            self.error(format!(
+                "{path}{whence}: not read: {} bytes, over the {} byte limit",
+                meta.len(),
+                self.limits.max_file_bytes
+            ));
+            return None;
+        }
+        let budget = self.limits.max_total_bytes.saturating_sub(self.total_bytes);
+        let mut bytes = Vec::new();
+        let cap = self.limits.max_file_bytes.min(budget);
+        if let Err(e) = (&mut f).take(cap + 1).read_to_end(&mut bytes) {
+            self.error(format!("{path}{whence}: cannot read: {e}"));
+            return None;
+        }
+        if bytes.len() as u64 > cap {
+            self.error(format!(
+                "{path}{whence}: not read: over the {} byte limit of all files",
+                self.limits.max_total_bytes
+            ));
+            return None;
+        }
+        self.total_bytes += bytes.len() as u64;
+        let index = self.files.len();
+        self.files.push(ConfigFile {
+            path: path.to_string(),
+            bytes: bytes.len() as u64,
+            mtime_unix_s: Some(mtime),
+            changed_since_load: changed,
+        });
+        let text = String::from_utf8_lossy(&bytes);
+        if nesting(&text) > self.limits.max_nesting {
+            self.error(format!(
+                "{path}: not parsed: blocks nested deeper than {}",
+                self.limits.max_nesting
+            ));
+            return None;
+        }
+        let ast = match nginx_lint_parser::parse_string(&text) {
+            Ok(a) => a,
+            Err(e) => {
+                let line = e.position().map(|p| p.line).unwrap_or(0);
+                self.error(format!("{path}:{line}: not parsed: {e}"));
+                return None;
+            }
+        };
+        self.stack.push(id);
+        let out = self.convert(ast.directives(), index, depth);
+        self.stack.pop();
+        Some(out)
+    }
+
+    fn convert<'a>(
+        &mut self,
+        items: impl Iterator<Item = &'a nginx_lint_parser::ast::Directive>,
+        file: usize,
+        depth: usize,
+    ) -> Vec<Directive> {
+        let mut out = Vec::new();
+        for d in items {
+            if self.directives >= self.limits.max_directives {
+                self.error(format!(
+                    "{}: directives past {} not read",
+                    self.files[file].path, self.limits.max_directives
+                ));
+                break;
+            }
+            self.directives += 1;
+            let args: Vec<String> = d.args.iter().map(|a| a.as_str().to_string()).collect();
+            let line = d.span.start.line;
+            if d.name == "include" && d.block.is_none() {
+                let at = format!("{}:{line}", self.files[file].path);
+                if let Some(pattern) = args.first() {
+                    out.extend(self.include(pattern, depth + 1, &at));
+                }
+                continue;
+            }
+            let block = d
+                .block
+                .as_ref()
+                .map(|b| self.convert(b.directives(), file, depth));
+            out.push(Directive {
+                name: d.name.clone(),
+                args,
+                file,
+                line,
+                block,
+            });
+        }
+        out
+    }
+
+    /// The directives of every file `pattern` names, as nginx's `include`.
+    fn include(&mut self, pattern: &str, depth: usize, at: &str) -> Vec<Directive> {
+        if depth > self.limits.max_depth {
+            self.error(format!(
+                "{at}: include {pattern}: not read: includes nested deeper than {}",
+                self.limits.max_depth
+            ));
+            return Vec::new();
+        }
+        let path = full_name(&self.conf_prefix, pattern);
+        let paths = if has_glob(&path) {
+            self.glob(&path, at)
+        } else {
+            vec![path]
+        };
+        let mut out = Vec::new();
+        for p in paths {
+            if let Some(d) = self.file(&p, depth, Some(at)) {
+                out.extend(d);
+            }
+        }
+        out
+    }
+
+    /// Expands an absolute glob one component at a time inside the root, sorted as
+    /// glob(3) does, at most `max_glob_matches` files.
+    fn glob(&mut self, pattern: &str, at: &str) -> Vec<String> {
+        let max = self.limits.max_glob_matches;
+        let opts = glob::MatchOptions {
+            case_sensitive: true,
+            require_literal_separator: true,
+            require_literal_leading_dot: true,
+        };
+        let mut found = vec![PathBuf::from("/")];
+        let mut truncated = false;
+        for comp in Path::new(pattern).components() {
+            let Component::Normal(c) = comp else { continue };
+            let c = c.to_string_lossy();
+            if !has_glob(&c) {
+                found.iter_mut().for_each(|p| p.push(&*c));
+                continue;
+            }
+            let pat = match glob::Pattern::new(&c) {
+                Ok(p) => p,
+                Err(e) => {
+                    self.error(format!("{at}: include {pattern}: bad pattern: {e}"));
+                    return Vec::new();
+                }
+            };
+            let mut next = Vec::new();
+            for dir in &found {
+                let Ok(fd) =
+                    self.open(&dir.to_string_lossy(), OFlag::O_RDONLY | OFlag::O_DIRECTORY)
+                else {
+                    continue;
+                };
+                use std::os::fd::AsRawFd;
+                let Ok(rd) = std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd())) else {
+                    continue;
+                };
+                let mut names: Vec<String> = Vec::new();
+                // Bounded: a directory of a million entries is listed only so far.
+                for e in rd.flatten().take(max * 16) {
+                    let n = e.file_name().to_string_lossy().into_owned();
+                    if pat.matches_with(&n, opts) {
+                        names.push(n);
+                    }
+                }
+                names.sort();
+                for n in names {
+                    if next.len() >= max {
+                        truncated = true;
+                        break;
+                    }
+                    next.push(dir.join(n));
+                }
+            }
+            found = next;
+        }
+        if truncated {
+            self.error(format!(
+                "{at}: include {pattern}: only the first {max} matches read"
+            ));
+        }
+        found
+            .into_iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect()
+    }
+}
+
+/// Deepest `{` nesting of `text`, ignoring quotes and comments roughly: an upper
+/// bound the parser's recursion is checked against.
+fn nesting(text: &str) -> usize {
+    let (mut depth, mut max) = (0usize, 0usize);
+    for line in text.lines() {
+        let line = line.split('#').next().unwrap_or("");
+        for c in line.chars() {
+            match c {
+                '{' => {
+                    depth += 1;
+                    max = max.max(depth);
+                }
+                '}' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+    }
+    max
+}
+
+#[cfg(test)]
+#[path = "config_tests.rs"]
+mod tests;

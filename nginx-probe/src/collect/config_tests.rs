@@ -1,0 +1,305 @@
+use super::*;
+
+fn bin() -> BinaryFacts {
+    BinaryFacts {
+        prefix: Some("/usr/share/nginx".into()),
+        conf_path: Some("/etc/nginx/nginx.conf".into()),
+        ..Default::default()
+    }
+}
+
+/// A root holding `files` (path inside the root, text).
+fn root(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (p, text) in files {
+        let full = dir.path().join(p.trim_start_matches('/'));
+        std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+        std::fs::write(full, text).unwrap();
+    }
+    dir
+}
+
+fn read(dir: &tempfile::TempDir, cmdline: &str) -> ConfigReport {
+    read_config(dir.path(), cmdline, &bin(), None, Limits::default())
+}
+
+fn val<'a>(r: &'a ConfigReport, d: &str, scope: &str) -> &'a config::ConfigValue {
+    r.values
+        .iter()
+        .find(|v| v.directive == d && v.scope == scope)
+        .unwrap_or_else(|| panic!("{d} in {scope}: {:#?}", r.values))
+}
+
+#[test]
+fn cmdline_gives_c_and_p_in_both_forms() {
+    assert_eq!(
+        args_from_cmdline("nginx: master process /usr/sbin/nginx -c /x/n.conf -p /pre"),
+        (Some("/x/n.conf".into()), Some("/pre".into()))
+    );
+    assert_eq!(
+        args_from_cmdline("nginx: master process nginx -cconf/a.conf -g daemon off;"),
+        (Some("conf/a.conf".into()), None)
+    );
+    assert_eq!(
+        args_from_cmdline("nginx: master process /usr/sbin/nginx"),
+        (None, None)
+    );
+}
+
+#[test]
+fn a_relative_c_is_under_the_prefix_and_the_binary_gives_the_rest() {
+    let (p, by, b) = locate(
+        "nginx: master process nginx -p /srv/n -c conf/x.conf",
+        &bin(),
+    );
+    assert_eq!(
+        (p.as_str(), by, b.prefix.as_str()),
+        ("/srv/n/conf/x.conf", "-c", "/srv/n/")
+    );
+    let (p, by, _) = locate("nginx: master process /usr/sbin/nginx", &bin());
+    assert_eq!((p.as_str(), by), ("/etc/nginx/nginx.conf", "--conf-path"));
+    let (p, by, _) = locate("nginx: master process nginx", &BinaryFacts::default());
+    assert_eq!(
+        (p.as_str(), by),
+        ("/usr/local/nginx/conf/nginx.conf", "default")
+    );
+}
+
+#[test]
+fn absent_directives_take_nginx_defaults() {
+    let d = root(&[(
+        "/etc/nginx/nginx.conf",
+        "events {}\nhttp {\n  server { listen 8080; }\n}\n",
+    )]);
+    let r = read(&d, "nginx: master process /usr/sbin/nginx");
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    for (name, scope, value) in [
+        ("worker_processes", "main", "1"),
+        ("worker_connections", "events", "512"),
+        ("multi_accept", "events", "off"),
+        ("accept_mutex", "events", "off"),
+        ("keepalive_timeout", "http", "75s"),
+        ("keepalive_requests", "http", "1000"),
+        ("proxy_http_version", "http", "1.0"),
+    ] {
+        let v = val(&r, name, scope);
+        assert_eq!(
+            (v.value.as_str(), v.at.as_str()),
+            (value, "default"),
+            "{name}"
+        );
+    }
+    assert_eq!(r.listens.len(), 1);
+    assert_eq!(r.listens[0].address, "8080");
+    assert_eq!(r.listens[0].backlog, None);
+    assert_eq!(r.listens[0].at, "/etc/nginx/nginx.conf:3");
+    assert_eq!(r.access_logs.len(), 1);
+    assert_eq!(r.access_logs[0].at, "default");
+    assert_eq!(r.error_logs[0].value, "logs/error.log error");
+}
+
+#[test]
+fn includes_globs_overrides_and_lines() {
+    let main = "worker_processes 2;\nevents {\n    include /etc/nginx/ev.conf;\n}\nhttp {\n    keepalive_timeout 65s;\n    include conf.d/*.conf;\n}\n";
+    let ev = "worker_connections 4096;\nmulti_accept on;\n";
+    let a = "upstream app {\n  server 127.0.0.1:9000 max_fails=3;\n  keepalive 16;\n}\n";
+    let b = concat!(
+        "server {\n",
+        "  listen 127.0.0.1:8080 backlog=1024 reuseport;\n",
+        "  server_name b.test;\n",
+        "  keepalive_timeout 0;\n",
+        "  access_log /var/log/b.log main buffer=32k flush=5s;\n",
+        "  proxy_set_header Connection \"\";\n",
+        "  location /api {\n",
+        "    proxy_pass http://app;\n",
+        "    proxy_http_version 1.1;\n",
+        "  }\n",
+        "}\n"
+    );
+    let d = root(&[
+        ("/etc/nginx/nginx.conf", main),
+        ("/etc/nginx/ev.conf", ev),
+        ("/etc/nginx/conf.d/a.conf", a),
+        ("/etc/nginx/conf.d/b.conf", b),
+        ("/etc/nginx/conf.d/.hidden.conf", "this is not parsed {"),
+    ]);
+    let r = read(
+        &d,
+        "nginx: master process /usr/sbin/nginx -c /etc/nginx/nginx.conf",
+    );
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    let paths: Vec<&str> = r.files.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "/etc/nginx/nginx.conf",
+            "/etc/nginx/ev.conf",
+            "/etc/nginx/conf.d/a.conf",
+            "/etc/nginx/conf.d/b.conf"
+        ]
+    );
+    assert_eq!(
+        val(&r, "worker_processes", "main").at,
+        "/etc/nginx/nginx.conf:1"
+    );
+    let wc = val(&r, "worker_connections", "events");
+    assert_eq!(
+        (wc.value.as_str(), wc.at.as_str()),
+        ("4096", "/etc/nginx/ev.conf:1")
+    );
+    assert_eq!(val(&r, "multi_accept", "events").at, "/etc/nginx/ev.conf:2");
+    let kt = r.value("keepalive_timeout").unwrap();
+    assert_eq!(
+        (kt.value.as_str(), kt.at.as_str()),
+        ("65s", "/etc/nginx/nginx.conf:6")
+    );
+    let o: Vec<_> = r.overrides("keepalive_timeout").collect();
+    assert_eq!(o.len(), 1);
+    assert_eq!(
+        (o[0].scope.as_str(), o[0].value.as_str(), o[0].at.as_str()),
+        ("server b.test", "0", "/etc/nginx/conf.d/b.conf:4")
+    );
+    let l = &r.listens[0];
+    assert_eq!(
+        (
+            l.address.as_str(),
+            l.backlog.as_deref(),
+            l.reuseport,
+            l.at.as_str()
+        ),
+        (
+            "127.0.0.1:8080",
+            Some("1024"),
+            true,
+            "/etc/nginx/conf.d/b.conf:2"
+        )
+    );
+    let logs: Vec<_> = r
+        .access_logs
+        .iter()
+        .map(|a| (a.path.as_str(), a.at.as_str()))
+        .collect();
+    assert_eq!(
+        logs,
+        [
+            ("logs/access.log", "default"),
+            ("/var/log/b.log", "/etc/nginx/conf.d/b.conf:5")
+        ]
+    );
+    assert_eq!(r.access_logs[1].buffer.as_deref(), Some("32k"));
+    assert_eq!(r.access_logs[1].flush.as_deref(), Some("5s"));
+    assert_eq!(r.access_logs[1].format, "main");
+    let loc = "server b.test location /api";
+    let hv = val(&r, "proxy_http_version", loc);
+    assert_eq!(
+        (hv.value.as_str(), hv.at.as_str()),
+        ("1.1", "/etc/nginx/conf.d/b.conf:9")
+    );
+    let conn = val(&r, "proxy_set_header Connection", loc);
+    assert_eq!(
+        (conn.value.as_str(), conn.at.as_str()),
+        ("", "/etc/nginx/conf.d/b.conf:6")
+    );
+    assert_eq!(val(&r, "proxy_read_timeout", loc).at, "default");
+    let up = &r.upstreams[0];
+    assert_eq!(
+        (up.name.as_str(), up.at.as_str()),
+        ("app", "/etc/nginx/conf.d/a.conf:1")
+    );
+    assert_eq!(
+        (
+            up.servers[0].max_fails.as_str(),
+            up.servers[0].fail_timeout.as_str()
+        ),
+        ("3", "10s")
+    );
+    let ka = val(&r, "keepalive", "upstream app");
+    assert_eq!(
+        (ka.value.as_str(), ka.at.as_str()),
+        ("16", "/etc/nginx/conf.d/a.conf:3")
+    );
+    assert_eq!(val(&r, "keepalive_timeout", "upstream app").at, "default");
+}
+
+#[test]
+fn a_file_changed_after_the_load_is_flagged() {
+    let d = root(&[(
+        "/etc/nginx/nginx.conf",
+        "events { worker_connections 100; }\n",
+    )]);
+    let mtime = std::fs::metadata(d.path().join("etc/nginx/nginx.conf"))
+        .unwrap()
+        .modified()
+        .unwrap()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let r = read_config(d.path(), "", &bin(), Some(mtime - 10.0), Limits::default());
+    assert!(r.files[0].changed_since_load);
+    let v = val(&r, "worker_connections", "events");
+    assert!(v.not_loaded);
+    assert_eq!(
+        v.quoted(),
+        "100 (/etc/nginx/nginx.conf:1, on disk, possibly not loaded)"
+    );
+    let r = read_config(d.path(), "", &bin(), Some(mtime + 10.0), Limits::default());
+    assert!(!r.changed_since_load());
+}
+
+#[test]
+fn loops_symlinks_out_of_the_root_and_big_files_are_one_line_each() {
+    let d = root(&[
+        (
+            "/etc/nginx/nginx.conf",
+            "include loop.conf;\ninclude out.conf;\ninclude big.conf;\ninclude broken.conf;\n",
+        ),
+        ("/etc/nginx/broken.conf", "http {\n broken \n"),
+        (
+            "/etc/nginx/loop.conf",
+            "include loop.conf;\nworker_processes 3;\n",
+        ),
+        ("/etc/nginx/big.conf", &"#".repeat(5 << 20)),
+    ]);
+    // An absolute symlink resolves inside the root: /etc/passwd of the root, absent.
+    std::os::unix::fs::symlink("/etc/passwd", d.path().join("etc/nginx/out.conf")).unwrap();
+    let r = read(&d, "");
+    assert_eq!(r.errors.len(), 4, "{:#?}", r.errors);
+    assert!(r.errors[0]
+        .starts_with("/etc/nginx/loop.conf (included at /etc/nginx/loop.conf:1): include loop"));
+    assert!(r.errors[1]
+        .starts_with("/etc/nginx/out.conf (included at /etc/nginx/nginx.conf:2): cannot open"));
+    assert!(
+        r.errors[2].contains("over the 4194304 byte limit"),
+        "{}",
+        r.errors[2]
+    );
+    assert!(
+        r.errors[3].starts_with("/etc/nginx/broken.conf:"),
+        "{}",
+        r.errors[3]
+    );
+    // The loop's first level was read once.
+    assert_eq!(
+        val(&r, "worker_processes", "main").at,
+        "/etc/nginx/loop.conf:2"
+    );
+}
+
+#[test]
+fn limits_bound_files_and_glob_matches() {
+    let mut files: Vec<(String, String)> = (0..300)
+        .map(|i| (format!("/etc/nginx/m/{i:04}.conf"), format!("# {i}\n")))
+        .collect();
+    files.push(("/etc/nginx/nginx.conf".into(), "include m/*.conf;\n".into()));
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    let d = root(&refs);
+    let r = read(&d, "");
+    assert_eq!(r.files.len(), 257, "main + 256 matches");
+    assert_eq!(
+        r.errors,
+        ["/etc/nginx/nginx.conf:1: include /etc/nginx/m/*.conf: only the first 256 matches read"]
+    );
+}

@@ -1,0 +1,621 @@
+//! The configuration nginx runs, as effective values: each directive the verdicts and
+//! the CONFIG section care about, with the file and line it comes from or `default`
+//! (nginx's documented default where the directive is absent). Pure: built by
+//! [`evaluate`] from a directive tree that `collect::config` read from the master's
+//! root. Every string in it comes from files others write: renderers sanitize it.
+
+use serde::{Deserialize, Serialize};
+
+/// `at` of a value nginx would use because no directive sets it.
+pub const DEFAULT: &str = "default";
+
+/// One directive of the tree `collect::config` read, includes already expanded.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Directive {
+    /// Directive name as written.
+    pub name: String,
+    /// Its arguments, quotes removed.
+    pub args: Vec<String>,
+    /// Index into [`ConfigReport::files`] of the file it is written in.
+    pub file: usize,
+    /// 1-based line in that file.
+    pub line: usize,
+    /// Its block's directives (`http { ... }`), None for a simple directive.
+    pub block: Option<Vec<Directive>>,
+}
+
+/// One file read (the main file and every include).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ConfigFile {
+    /// Path inside the master's root (as nginx opens it).
+    pub path: String,
+    /// Size, bytes (fstat).
+    pub bytes: u64,
+    /// Last modification, seconds since the Unix epoch (fstat); None when unknown.
+    pub mtime_unix_s: Option<f64>,
+    /// Modified after the last load (the master's start or its newest worker's start,
+    /// `/proc/<pid>/stat` starttime): values from it are on disk, possibly not loaded.
+    pub changed_since_load: bool,
+}
+
+/// One effective value.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ConfigValue {
+    /// Directive name (`keepalive_timeout`).
+    pub directive: String,
+    /// Where it applies: `main`, `events`, `http`, `server <name>`, `server <name>
+    /// location <uri>`, `upstream <name>`.
+    pub scope: String,
+    /// Its arguments joined with spaces (for a default: nginx's documented default).
+    pub value: String,
+    /// `file:line` of the directive, or [`DEFAULT`].
+    pub at: String,
+    /// The file was modified after the last load: the value is on disk, possibly not
+    /// loaded.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub not_loaded: bool,
+}
+
+impl ConfigValue {
+    /// `value (at)`, with `on disk, possibly not loaded` when so: for evidence.
+    pub fn quoted(&self) -> String {
+        let stale = if self.not_loaded {
+            ", on disk, possibly not loaded"
+        } else {
+            ""
+        };
+        format!("{} ({}{stale})", self.value, self.at)
+    }
+
+    /// Whether no directive sets it.
+    pub fn is_default(&self) -> bool {
+        self.at == DEFAULT
+    }
+}
+
+/// One `listen` of a server.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ListenValue {
+    /// `server <name>`.
+    pub scope: String,
+    /// Address and port as written (`*:80` for the default).
+    pub address: String,
+    /// `backlog=`; None: nginx's default (511 on Linux).
+    pub backlog: Option<String>,
+    pub reuseport: bool,
+    pub ssl: bool,
+    pub http2: bool,
+    pub quic: bool,
+    /// `file:line` or [`DEFAULT`].
+    pub at: String,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub not_loaded: bool,
+}
+
+/// One `access_log`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct AccessLogValue {
+    /// Where it applies (`http`, `server <name>`, ...).
+    pub scope: String,
+    /// Path as written, or `off`.
+    pub path: String,
+    /// Format name (`combined` when not given).
+    pub format: String,
+    /// `buffer=` size; None: every request is written at once.
+    pub buffer: Option<String>,
+    /// `flush=` time; None: no timed flush.
+    pub flush: Option<String>,
+    /// `file:line` or [`DEFAULT`].
+    pub at: String,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub not_loaded: bool,
+}
+
+/// One `server` line of an upstream block.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct UpstreamServer {
+    /// Address as written.
+    pub address: String,
+    /// `max_fails=` (default 1).
+    pub max_fails: String,
+    /// `fail_timeout=` (default 10s).
+    pub fail_timeout: String,
+    /// The other parameters as written (`weight=2 backup`).
+    pub other: String,
+    /// `file:line`.
+    pub at: String,
+}
+
+/// One `upstream` block; its `keepalive`, `keepalive_timeout` and `keepalive_requests`
+/// are in [`ConfigReport::values`] with scope `upstream <name>`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct UpstreamValue {
+    pub name: String,
+    pub servers: Vec<UpstreamServer>,
+    /// `file:line` of the block.
+    pub at: String,
+}
+
+/// The configuration as read at attach (or after the last reload seen).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ConfigReport {
+    /// The main file, inside the master's root.
+    pub main_file: String,
+    /// How it was found: `-c` (the master's command line), `--conf-path` (the
+    /// binary's configure arguments) or `default` (nginx's compiled-in default).
+    pub found_by: String,
+    /// nginx's prefix (`-p`, `--prefix=` of the binary, or `/usr/local/nginx/`).
+    pub prefix: String,
+    /// The directory files were read in: `/proc/<pid>/root` (the master's own root).
+    pub root: String,
+    /// nginx's version from its binary (`nginx/X.Y.Z`), None when not found.
+    pub nginx_version: Option<String>,
+    /// The last load, seconds since the Unix epoch: the newest of the master's and its
+    /// workers' start times (`/proc/<pid>/stat` starttime). None when unknown.
+    pub loaded_unix_s: Option<f64>,
+    /// Every file read, in reading order.
+    pub files: Vec<ConfigFile>,
+    /// Problems, one line each (`file:line: ...`): unreadable or oversized files,
+    /// parse errors, include loops, limits reached. Values may then be incomplete.
+    pub errors: Vec<String>,
+    /// Effective values: the main, events and http ones (each directive once, a
+    /// default when absent), then explicit overrides in servers, locations and
+    /// upstreams, then the effective proxy settings of each location with
+    /// `proxy_pass`.
+    pub values: Vec<ConfigValue>,
+    pub listens: Vec<ListenValue>,
+    pub access_logs: Vec<AccessLogValue>,
+    /// `error_log` at the main level (the default when none).
+    pub error_logs: Vec<ConfigValue>,
+    pub upstreams: Vec<UpstreamValue>,
+}
+
+impl ConfigReport {
+    /// The value of `directive` at the level it is first set (main, events, http):
+    /// the one every server inherits.
+    pub fn value(&self, directive: &str) -> Option<&ConfigValue> {
+        self.values.iter().find(|v| {
+            v.directive == directive && matches!(v.scope.as_str(), "main" | "events" | "http")
+        })
+    }
+
+    /// Values of `directive` set in servers or locations (upstream blocks' own
+    /// `keepalive_timeout` is another directive: scope `upstream <name>`).
+    pub fn overrides<'a>(&'a self, directive: &'a str) -> impl Iterator<Item = &'a ConfigValue> {
+        self.values.iter().filter(move |v| {
+            v.directive == directive
+                && !matches!(v.scope.as_str(), "main" | "events" | "http")
+                && !v.scope.starts_with("upstream ")
+        })
+    }
+
+    /// Whether any file read was modified after the last load.
+    pub fn changed_since_load(&self) -> bool {
+        self.files.iter().any(|f| f.changed_since_load)
+    }
+}
+
+/// What the binary and the command line say where the files do not.
+#[derive(Clone, Debug, Default)]
+pub struct BuildDefaults {
+    /// nginx's prefix, with a trailing `/`.
+    pub prefix: String,
+    /// `--error-log-path=` of the binary (default `logs/error.log`).
+    pub error_log: Option<String>,
+    /// `--http-log-path=` of the binary (default `logs/access.log`).
+    pub http_log: Option<String>,
+}
+
+/// Main-level directives and nginx's documented defaults.
+const MAIN: &[(&str, &str)] = &[
+    ("worker_processes", "1"),
+    (
+        "worker_rlimit_nofile",
+        "unset (the limit nginx was started with)",
+    ),
+    (
+        "worker_shutdown_timeout",
+        "unset (old workers wait for their connections)",
+    ),
+];
+/// `events { }` directives and defaults.
+const EVENTS: &[(&str, &str)] = &[
+    ("worker_connections", "512"),
+    ("multi_accept", "off"),
+    ("accept_mutex", "off"),
+    ("accept_mutex_delay", "500ms"),
+];
+/// http-level directives that servers and locations may override, and defaults.
+pub const HTTP: &[(&str, &str)] = &[
+    ("keepalive_timeout", "75s"),
+    ("keepalive_requests", "1000"),
+    ("keepalive_time", "1h"),
+    ("sendfile", "off"),
+    ("tcp_nopush", "off"),
+    ("tcp_nodelay", "on"),
+    ("gzip", "off"),
+    ("aio", "off"),
+    ("open_file_cache", "off"),
+    ("open_log_file_cache", "off"),
+    ("ssl_session_cache", "none"),
+    ("ssl_session_tickets", "on"),
+    ("client_body_buffer_size", "8k|16k (two memory pages)"),
+    ("resolver", "unset"),
+    ("proxy_connect_timeout", "60s"),
+    ("proxy_read_timeout", "60s"),
+    ("proxy_send_timeout", "60s"),
+    ("proxy_http_version", "1.0"),
+    ("proxy_buffering", "on"),
+];
+/// Upstream-block directives and defaults.
+const UPSTREAM: &[(&str, &str)] = &[
+    ("keepalive", "unset (no idle upstream connections kept)"),
+    ("keepalive_timeout", "60s"),
+    ("keepalive_requests", "1000"),
+];
+/// Directives listed wherever they appear (no default): zones and log formats.
+const LISTED: &[&str] = &["limit_req_zone", "limit_req", "log_format"];
+/// Values longer than this (a log_format's format) are cut, characters.
+pub const MAX_VALUE_CHARS: usize = 200;
+/// Effective values kept (a hostile config with thousands of servers), per list.
+pub const MAX_VALUES: usize = 2000;
+
+struct Eval<'a> {
+    files: &'a [ConfigFile],
+    out: ConfigReport,
+}
+
+fn at(files: &[ConfigFile], d: &Directive) -> (String, bool) {
+    match files.get(d.file) {
+        Some(f) => (format!("{}:{}", f.path, d.line), f.changed_since_load),
+        None => (format!("?:{}", d.line), false),
+    }
+}
+
+fn joined(args: &[String]) -> String {
+    let s = args.join(" ");
+    if s.chars().count() > MAX_VALUE_CHARS {
+        let mut t: String = s.chars().take(MAX_VALUE_CHARS).collect();
+        t.push('…');
+        t
+    } else {
+        s
+    }
+}
+
+fn find<'a>(block: &'a [Directive], name: &str) -> Option<&'a Directive> {
+    block.iter().find(|d| d.name == name)
+}
+
+impl Eval<'_> {
+    fn value(&self, scope: &str, d: &Directive) -> ConfigValue {
+        let (at, not_loaded) = at(self.files, d);
+        let value = match d.name.as_str() {
+            "log_format" => d.args.first().cloned().unwrap_or_default(),
+            _ => joined(&d.args),
+        };
+        ConfigValue {
+            directive: d.name.clone(),
+            scope: scope.to_string(),
+            value,
+            at,
+            not_loaded,
+        }
+    }
+
+    fn push(&mut self, v: ConfigValue) {
+        if self.out.values.len() < MAX_VALUES {
+            self.out.values.push(v);
+        }
+    }
+
+    /// Each of `table` once for `scope`: set in `block` or the default.
+    fn level(&mut self, scope: &str, block: &[Directive], table: &[(&str, &str)]) {
+        for (name, default) in table {
+            let v = match find(block, name) {
+                Some(d) => self.value(scope, d),
+                None => ConfigValue {
+                    directive: name.to_string(),
+                    scope: scope.to_string(),
+                    value: default.to_string(),
+                    at: DEFAULT.to_string(),
+                    not_loaded: false,
+                },
+            };
+            self.push(v);
+        }
+    }
+
+    /// Explicit settings of the http-level directives in a server or location.
+    fn overrides(&mut self, scope: &str, block: &[Directive]) {
+        for d in block {
+            if HTTP.iter().any(|(n, _)| *n == d.name) || LISTED.contains(&d.name.as_str()) {
+                let v = self.value(scope, d);
+                self.push(v);
+            }
+        }
+    }
+
+    fn access_logs(&mut self, scope: &str, block: &[Directive]) {
+        for d in block.iter().filter(|d| d.name == "access_log") {
+            if self.out.access_logs.len() >= MAX_VALUES {
+                return;
+            }
+            let (at, not_loaded) = at(self.files, d);
+            let path = d.args.first().cloned().unwrap_or_default();
+            let format = match d.args.get(1) {
+                Some(f) if !f.contains('=') => f.clone(),
+                _ => "combined".to_string(),
+            };
+            let opt = |k: &str| {
+                d.args
+                    .iter()
+                    .skip(1)
+                    .find_map(|a| a.strip_prefix(k).map(str::to_string))
+            };
+            self.out.access_logs.push(AccessLogValue {
+                scope: scope.to_string(),
+                path,
+                format,
+                buffer: opt("buffer="),
+                flush: opt("flush="),
+                at,
+                not_loaded,
+            });
+        }
+    }
+
+    fn server(&mut self, server: &Directive, body: &[Directive]) {
+        let name = find(body, "server_name")
+            .and_then(|d| d.args.first())
+            .cloned()
+            .or_else(|| find(body, "listen").and_then(|d| d.args.first()).cloned())
+            .unwrap_or_else(|| at(self.files, server).0);
+        let scope = format!("server {}", joined(std::slice::from_ref(&name)));
+        let listens: Vec<&Directive> = body.iter().filter(|d| d.name == "listen").collect();
+        if listens.is_empty() && self.out.listens.len() < MAX_VALUES {
+            self.out.listens.push(ListenValue {
+                scope: scope.clone(),
+                address: "*:80".to_string(),
+                at: DEFAULT.to_string(),
+                ..Default::default()
+            });
+        }
+        // `http2 on;` (nginx 1.25.1+) in the server turns HTTP/2 on for its listens.
+        let http2_directive =
+            find(body, "http2").is_some_and(|d| d.args.first().is_some_and(|a| a == "on"));
+        for d in listens {
+            if self.out.listens.len() >= MAX_VALUES {
+                break;
+            }
+            let (at, not_loaded) = at(self.files, d);
+            let has = |k: &str| d.args.iter().skip(1).any(|a| a == k);
+            self.out.listens.push(ListenValue {
+                scope: scope.clone(),
+                address: d.args.first().cloned().unwrap_or_default(),
+                backlog: d
+                    .args
+                    .iter()
+                    .skip(1)
+                    .find_map(|a| a.strip_prefix("backlog=").map(str::to_string)),
+                reuseport: has("reuseport"),
+                ssl: has("ssl"),
+                http2: has("http2") || http2_directive,
+                quic: has("quic"),
+                at,
+                not_loaded,
+            });
+        }
+        self.overrides(&scope, body);
+        self.access_logs(&scope, body);
+        let inherited = Inherited::default();
+        self.locations(&scope, body, &inherited);
+    }
+
+    fn locations(&mut self, scope: &str, body: &[Directive], outer: &Inherited) {
+        let here = outer.with(body);
+        for d in body.iter().filter(|d| d.name == "location") {
+            let Some(b) = &d.block else { continue };
+            let scope = format!("{scope} location {}", joined(&d.args));
+            self.overrides(&scope, b);
+            self.access_logs(&scope, b);
+            let inner = here.with(b);
+            if find(b, "proxy_pass").is_some() {
+                self.proxied(&scope, &inner);
+            }
+            self.locations(&scope, b, &here);
+        }
+    }
+
+    /// The effective proxy settings of a location with `proxy_pass`.
+    fn proxied(&mut self, scope: &str, inh: &Inherited) {
+        for (name, default) in HTTP.iter().filter(|(n, _)| n.starts_with("proxy_")) {
+            let v = match inh.get(name) {
+                Some(d) => self.value(scope, d),
+                None => self.http_value(name, default, scope),
+            };
+            self.push(v);
+        }
+        // proxy_set_header is inherited only by levels that set none themselves.
+        let v = match &inh.set_header {
+            Some(list) => match list.iter().find(|d| {
+                d.args
+                    .first()
+                    .is_some_and(|h| h.eq_ignore_ascii_case("connection"))
+            }) {
+                Some(d) => {
+                    let mut v = self.value(scope, d);
+                    v.value = joined(&d.args[1..]);
+                    v
+                }
+                None => self.default_value("proxy_set_header Connection", scope, "close"),
+            },
+            None => self.default_value("proxy_set_header Connection", scope, "close"),
+        };
+        let v = ConfigValue {
+            directive: "proxy_set_header Connection".to_string(),
+            ..v
+        };
+        self.push(v);
+    }
+
+    fn http_value(&self, name: &str, default: &str, scope: &str) -> ConfigValue {
+        match self.out.value(name) {
+            Some(v) => ConfigValue {
+                scope: scope.to_string(),
+                ..v.clone()
+            },
+            None => self.default_value(name, scope, default),
+        }
+    }
+
+    fn default_value(&self, name: &str, scope: &str, value: &str) -> ConfigValue {
+        ConfigValue {
+            directive: name.to_string(),
+            scope: scope.to_string(),
+            value: value.to_string(),
+            at: DEFAULT.to_string(),
+            not_loaded: false,
+        }
+    }
+
+    fn upstream(&mut self, d: &Directive, body: &[Directive]) {
+        if self.out.upstreams.len() >= MAX_VALUES {
+            return;
+        }
+        let name = d.args.first().cloned().unwrap_or_default();
+        let scope = format!("upstream {}", joined(std::slice::from_ref(&name)));
+        let mut servers = Vec::new();
+        for s in body.iter().filter(|s| s.name == "server").take(MAX_VALUES) {
+            let opt = |k: &str| {
+                s.args
+                    .iter()
+                    .skip(1)
+                    .find_map(|a| a.strip_prefix(k).map(str::to_string))
+            };
+            let other: Vec<String> = s
+                .args
+                .iter()
+                .skip(1)
+                .filter(|a| !a.starts_with("max_fails=") && !a.starts_with("fail_timeout="))
+                .cloned()
+                .collect();
+            servers.push(UpstreamServer {
+                address: s.args.first().cloned().unwrap_or_default(),
+                max_fails: opt("max_fails=").unwrap_or_else(|| "1".to_string()),
+                fail_timeout: opt("fail_timeout=").unwrap_or_else(|| "10s".to_string()),
+                other: joined(&other),
+                at: at(self.files, s).0,
+            });
+        }
+        self.level(&scope, body, UPSTREAM);
+        self.out.upstreams.push(UpstreamValue {
+            name,
+            servers,
+            at: at(self.files, d).0,
+        });
+    }
+}
+
+/// The proxy directives a location inherits: the innermost setting of each, and the
+/// innermost level's `proxy_set_header` list.
+#[derive(Clone, Default)]
+struct Inherited<'a> {
+    set: Vec<&'a Directive>,
+    set_header: Option<Vec<&'a Directive>>,
+}
+
+impl<'a> Inherited<'a> {
+    fn with(&self, block: &'a [Directive]) -> Inherited<'a> {
+        let mut next = self.clone();
+        for d in block {
+            if d.name.starts_with("proxy_") && d.name != "proxy_set_header" {
+                next.set.retain(|o| o.name != d.name);
+                next.set.push(d);
+            }
+        }
+        let headers: Vec<&Directive> = block
+            .iter()
+            .filter(|d| d.name == "proxy_set_header")
+            .collect();
+        if !headers.is_empty() {
+            next.set_header = Some(headers);
+        }
+        next
+    }
+
+    fn get(&self, name: &str) -> Option<&'a Directive> {
+        self.set.iter().find(|d| d.name == name).copied()
+    }
+}
+
+/// The effective values of the tree `main` (the main file's directives, includes
+/// expanded). `files` carry `changed_since_load`; `build` the compiled-in defaults.
+pub fn evaluate(main: &[Directive], files: &[ConfigFile], build: &BuildDefaults) -> ConfigReport {
+    let mut e = Eval {
+        files,
+        out: ConfigReport::default(),
+    };
+    let empty: Vec<Directive> = Vec::new();
+    fn block<'a>(d: Option<&'a Directive>, empty: &'a [Directive]) -> &'a [Directive] {
+        d.and_then(|d| d.block.as_deref()).unwrap_or(empty)
+    }
+    e.level("main", main, MAIN);
+    let events = find(main, "events");
+    e.level("events", block(events, &empty), EVENTS);
+    let http_d = find(main, "http");
+    let http = block(http_d, &empty);
+    e.level("http", http, HTTP);
+    for d in http.iter().filter(|d| LISTED.contains(&d.name.as_str())) {
+        let v = e.value("http", d);
+        e.push(v);
+    }
+    if http_d.is_some() {
+        if !http.iter().any(|d| d.name == "access_log") {
+            let path = build
+                .http_log
+                .clone()
+                .unwrap_or_else(|| "logs/access.log".to_string());
+            e.out.access_logs.push(AccessLogValue {
+                scope: "http".to_string(),
+                path,
+                format: "combined".to_string(),
+                at: DEFAULT.to_string(),
+                ..Default::default()
+            });
+        }
+        e.access_logs("http", http);
+    }
+    for d in http {
+        match (d.name.as_str(), &d.block) {
+            ("server", Some(b)) => e.server(d, b),
+            ("upstream", Some(b)) => e.upstream(d, b),
+            _ => {}
+        }
+    }
+    for d in main
+        .iter()
+        .filter(|d| d.name == "error_log")
+        .take(MAX_VALUES)
+    {
+        let mut v = e.value("main", d);
+        let level = d
+            .args
+            .get(1)
+            .cloned()
+            .unwrap_or_else(|| "error".to_string());
+        v.value = format!("{} {level}", d.args.first().cloned().unwrap_or_default());
+        e.out.error_logs.push(v);
+    }
+    if e.out.error_logs.is_empty() {
+        let path = build
+            .error_log
+            .clone()
+            .unwrap_or_else(|| "logs/error.log".to_string());
+        e.out
+            .error_logs
+            .push(e.default_value("error_log", "main", &format!("{path} error")));
+    }
+    e.out.prefix = build.prefix.clone();
+    e.out
+}

@@ -1,0 +1,214 @@
+//! The CONFIG section of the text report: nginx's effective values with the file and
+//! line each comes from (`default` marked), files changed after the last load, and
+//! the problems met reading them. In the summary only (the configuration is read at
+//! attach). The report was sanitized before it gets here (`render_text`).
+
+use std::fmt::Write;
+
+use crate::model::{
+    config::{ConfigReport, ConfigValue},
+    Report, ReportKind,
+};
+
+/// Characters a packed line of values grows to before it wraps.
+const WIDTH: usize = 100;
+/// Problem lines printed (the JSON has them all).
+const MAX_ERRORS_SHOWN: usize = 5;
+/// Lines of one list (listens, overrides, logs) printed.
+const MAX_ROWS: usize = 12;
+
+/// `path:line` with the main file's directory cut, `default` as is, and the stale mark.
+fn at(cfg: &ConfigReport, at: &str, not_loaded: bool) -> String {
+    let dir = cfg.main_file.rsplit_once('/').map(|(d, _)| d).unwrap_or("");
+    let short = at
+        .strip_prefix(dir)
+        .and_then(|s| s.strip_prefix('/'))
+        .filter(|_| !dir.is_empty())
+        .unwrap_or(at);
+    if not_loaded {
+        format!("{short}, NOT LOADED?")
+    } else {
+        short.to_string()
+    }
+}
+
+fn cell(cfg: &ConfigReport, v: &ConfigValue) -> String {
+    let value = if v.value.is_empty() { "\"\"" } else { &v.value };
+    format!("{} {value} ({})", v.directive, at(cfg, &v.at, v.not_loaded))
+}
+
+/// `label: a, b, c` wrapped at [`WIDTH`].
+fn packed(out: &mut String, label: &str, cells: &[String]) {
+    if cells.is_empty() {
+        return;
+    }
+    let mut line = format!("  {label}:");
+    for c in cells {
+        if line.len() + c.len() + 2 > WIDTH && !line.ends_with(':') {
+            let _ = writeln!(out, "{line}");
+            line = " ".repeat(label.len() + 3);
+        }
+        line.push(' ');
+        line.push_str(c);
+    }
+    let _ = writeln!(out, "{line}");
+}
+
+fn rows(out: &mut String, rows: Vec<String>) {
+    let n = rows.len();
+    for r in rows.into_iter().take(MAX_ROWS) {
+        let _ = writeln!(out, "  {r}");
+    }
+    if n > MAX_ROWS {
+        let _ = writeln!(out, "  ... {} more (JSON `config`)", n - MAX_ROWS);
+    }
+}
+
+/// Appends the CONFIG section of a summary report that has a configuration.
+pub fn config_section(out: &mut String, r: &Report) {
+    let Some(cfg) = &r.config else { return };
+    if r.kind != ReportKind::Summary {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\nCONFIG {} (from {}; {} file{} read under {}{})",
+        cfg.main_file,
+        cfg.found_by,
+        cfg.files.len(),
+        if cfg.files.len() == 1 { "" } else { "s" },
+        cfg.root,
+        cfg.nginx_version
+            .as_ref()
+            .map(|v| format!("; nginx {v}"))
+            .unwrap_or_default()
+    );
+    for f in cfg.files.iter().filter(|f| f.changed_since_load) {
+        let _ = writeln!(
+            out,
+            "  ! {} changed after the last load: its values are on disk, possibly not loaded (NOT LOADED?)",
+            f.path
+        );
+    }
+    for e in cfg.errors.iter().take(MAX_ERRORS_SHOWN) {
+        let _ = writeln!(out, "  ! {e}");
+    }
+    if cfg.errors.len() > MAX_ERRORS_SHOWN {
+        let _ = writeln!(
+            out,
+            "  ! ... {} more problems (JSON `config.errors`)",
+            cfg.errors.len() - MAX_ERRORS_SHOWN
+        );
+    }
+    for scope in ["main", "events", "http"] {
+        let cells: Vec<String> = cfg
+            .values
+            .iter()
+            .filter(|v| v.scope == scope)
+            .map(|v| cell(cfg, v))
+            .collect();
+        packed(out, scope, &cells);
+    }
+    let errs: Vec<String> = cfg.error_logs.iter().map(|v| cell(cfg, v)).collect();
+    packed(out, "main", &errs);
+    // Servers and locations: explicit settings, then effective proxy settings.
+    let mut scoped: Vec<(&str, Vec<String>)> = Vec::new();
+    for v in cfg.values.iter().filter(|v| {
+        !matches!(v.scope.as_str(), "main" | "events" | "http") && !v.scope.starts_with("upstream ")
+    }) {
+        match scoped.iter_mut().find(|(s, _)| *s == v.scope) {
+            Some((_, c)) => c.push(cell(cfg, v)),
+            None => scoped.push((&v.scope, vec![cell(cfg, v)])),
+        }
+    }
+    for (s, c) in scoped.iter().take(MAX_ROWS) {
+        packed(out, s, c);
+    }
+    if scoped.len() > MAX_ROWS {
+        let _ = writeln!(
+            out,
+            "  ... {} more servers/locations (JSON `config`)",
+            scoped.len() - MAX_ROWS
+        );
+    }
+    rows(
+        out,
+        cfg.listens
+            .iter()
+            .map(|l| {
+                let mut opts = vec![format!(
+                    "backlog={}",
+                    l.backlog.clone().unwrap_or_else(|| "511 (default)".into())
+                )];
+                for (on, name) in [
+                    (l.reuseport, "reuseport"),
+                    (l.ssl, "ssl"),
+                    (l.http2, "http2"),
+                    (l.quic, "quic"),
+                ] {
+                    if on {
+                        opts.push(name.to_string());
+                    }
+                }
+                format!(
+                    "{}: listen {} {} ({})",
+                    l.scope,
+                    l.address,
+                    opts.join(" "),
+                    at(cfg, &l.at, l.not_loaded)
+                )
+            })
+            .collect(),
+    );
+    rows(
+        out,
+        cfg.access_logs
+            .iter()
+            .map(|a| {
+                let buffer = match (&a.buffer, a.path.as_str()) {
+                    (_, "off") => String::new(),
+                    (Some(b), _) => format!(" buffer={b}"),
+                    (None, _) => " unbuffered".to_string(),
+                };
+                let flush = a
+                    .flush
+                    .as_ref()
+                    .map(|f| format!(" flush={f}"))
+                    .unwrap_or_default();
+                format!(
+                    "{}: access_log {} {}{buffer}{flush} ({})",
+                    a.scope,
+                    a.path,
+                    a.format,
+                    at(cfg, &a.at, a.not_loaded)
+                )
+            })
+            .collect(),
+    );
+    for u in cfg.upstreams.iter().take(MAX_ROWS) {
+        let scope = format!("upstream {}", u.name);
+        let mut cells: Vec<String> = u
+            .servers
+            .iter()
+            .take(MAX_ROWS)
+            .map(|s| {
+                format!(
+                    "server {} max_fails={} fail_timeout={}{}{} ({})",
+                    s.address,
+                    s.max_fails,
+                    s.fail_timeout,
+                    if s.other.is_empty() { "" } else { " " },
+                    s.other,
+                    at(cfg, &s.at, false)
+                )
+            })
+            .collect();
+        cells.extend(
+            cfg.values
+                .iter()
+                .filter(|v| v.scope == scope)
+                .map(|v| cell(cfg, v)),
+        );
+        packed(out, &scope, &cells);
+    }
+}
