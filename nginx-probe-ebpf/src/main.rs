@@ -842,6 +842,9 @@ mod programs {
     // Upstream connections and exit-only fd-creating syscalls: see upstream.rs.
     include!("upstream.rs");
 
+    // Client connection lifecycle (state changes, resets): see lifecycle.rs.
+    include!("lifecycle.rs");
+
     /// `close(fd)` by a worker's main thread: if `fd` is the connection it just accepted,
     /// with no traced syscall in between, nginx had no free connection for it. Also
     /// closes the books on upstream fds.

@@ -103,6 +103,9 @@ pub struct Inputs {
     /// With `--detail sampled`: the windows' coverage and exact requests; detail
     /// figures per request divide by `requests_in_windows`. None: `--detail full`.
     pub detail: Option<crate::model::sampling::DetailReport>,
+    /// Client connections per port in the period (who closed, idle before nginx's
+    /// close); None when nothing was counted.
+    pub connections: Option<crate::model::lifecycle::ConnectionsReport>,
 }
 
 impl Inputs {

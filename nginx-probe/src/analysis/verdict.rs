@@ -757,6 +757,7 @@ pub fn verdict_inputs(workers: &[WorkerReport], close_traced: bool) -> Inputs {
         stub_dropped: None,
         connections_active: None,
         tls: None,
+        connections: None,
     }
 }
 

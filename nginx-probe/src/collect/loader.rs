@@ -15,6 +15,7 @@ use aya::{
 use log::{debug, warn};
 use nginx_probe_common::{
     filter_entry, filter_slot,
+    lifecycle::names as lc_names,
     names::{self, global, map, prog},
     Entry, InFlight, SyscallStats, UpstreamCall, DROP_COUNTERS, FD_CREATING, FD_KIND_COUNT,
     FILTER_SIZE, MAX_TRACKED_TGIDS, OFF_COUNT, SYSCALLS, SYSCALL_COUNT, TLS_STATS, UPSTREAM_STATS,
@@ -88,6 +89,8 @@ pub struct Probe {
     tracefs_root: std::path::PathBuf,
     /// Releases closed windows' links and perf events off the main loop.
     closer: windows::Closer,
+    /// Client connection lifecycle programs and maps (see [`crate::collect::lifecycle`]).
+    pub lifecycle: crate::collect::lifecycle::Lifecycle,
 }
 
 mod perf_link;
@@ -140,9 +143,10 @@ impl Probe {
                 .unwrap_or_default();
         let parent_off = tracefs::field_offset(&fork_format, "parent_pid").unwrap_or(12);
         let child_off = tracefs::field_offset(&fork_format, "child_pid").unwrap_or(20);
+        let btf = crate::collect::btf::Btf::from_kernel();
+        let lc = crate::collect::lifecycle::globals(btf.as_ref());
         let offsets = if fd_walk {
-            crate::collect::btf::Btf::from_kernel()
-                .and_then(|b| crate::collect::btf::kernel_offsets(&b))
+            btf.and_then(|b| crate::collect::btf::kernel_offsets(&b))
         } else {
             Err("--writes-from-proc".to_string())
         };
@@ -160,6 +164,9 @@ impl Probe {
             .override_global(global::MASTER_TGID, &master_tgid, true)
             .override_global(global::FORK_PARENT_OFF, &parent_off, true)
             .override_global(global::FORK_CHILD_OFF, &child_off, true)
+            .override_global(lc_names::LC_LSNDTIME_OFF, &lc.lsndtime, true)
+            .override_global(lc_names::LC_LRCVTIME_OFF, &lc.lrcvtime, true)
+            .override_global(lc_names::LC_HZ, &lc.hz, true)
             .map_max_entries(map::STATS, slots * SYSCALL_COUNT as u32)
             .map_max_entries(map::FREE_SLOTS, slots)
             .map_max_entries(map::REQUESTS, slots)
@@ -206,6 +213,7 @@ impl Probe {
         let drops = PerCpuArray::try_from(take(map::DROPS)?)?;
         let in_flight = HashMap::try_from(take(map::IN_FLIGHT)?)?;
         let gate = Array::try_from(take(map::DETAIL_GATE)?)?;
+        let lifecycle = crate::collect::lifecycle::Lifecycle::take(&mut ebpf, lc.meta)?;
         // Slot 0 on top: workers found at attach get 0, 1, 2...
         for slot in (0..slots).rev() {
             free_slots.push(slot, 0)?;
@@ -245,6 +253,7 @@ impl Probe {
             gate,
             tracefs_root: tracefs_root.to_path_buf(),
             closer: windows::Closer::new(),
+            lifecycle,
         })
     }
 
@@ -272,6 +281,8 @@ impl Probe {
             // Closed until the first window opens.
             self.set_detail_gate(false)?;
         }
+        let lc_missing = self.lifecycle.attach(&mut self.ebpf, tracefs_root);
+        self.missing.extend(lc_missing);
         let detail = &mut self.detail;
         let ebpf = &mut self.ebpf;
         // Fork following first, so no worker forked from here on is missed.
@@ -482,6 +493,7 @@ impl Probe {
         for &p in ports {
             self.listen_ports.insert(p, 1u8, 0)?;
         }
+        self.lifecycle.add_ports(ports)?;
         Ok(())
     }
 
@@ -779,7 +791,8 @@ mod tests {
             .map(String::as_str)
             .filter(|m| !m.starts_with('.'))
             .collect();
-        let want: BTreeSet<&str> = map::ALL.iter().copied().collect();
+        let lc = &nginx_probe_common::lifecycle::names::MAPS;
+        let want: BTreeSet<&str> = map::ALL.iter().chain(lc.iter()).copied().collect();
         assert_eq!(maps, want, "maps: object vs nginx_probe_common::names::map");
         let programs: BTreeSet<String> = obj.programs.keys().cloned().collect();
         let mut want: BTreeSet<String> = prog::ALL.iter().map(|p| p.to_string()).collect();
@@ -796,6 +809,9 @@ mod tests {
         for &i in FD_CREATING.iter() {
             want.insert(names::count_exit_program(SYSCALLS[i as usize].tracepoint));
         }
+        for (p, _, _) in nginx_probe_common::lifecycle::names::PROGS {
+            want.insert(p.to_string());
+        }
         assert_eq!(
             programs, want,
             "programs: object vs names::prog + SYSCALLS + FD_CREATING"
@@ -803,7 +819,10 @@ mod tests {
         use object::{Object as _, ObjectSymbol as _};
         let elf = object::File::parse(EBPF_OBJECT).expect("parse the embedded ELF");
         let symbols: BTreeSet<&str> = elf.symbols().filter_map(|s| s.name().ok()).collect();
-        for g in global::ALL {
+        for g in global::ALL
+            .iter()
+            .chain(nginx_probe_common::lifecycle::names::GLOBALS)
+        {
             assert!(symbols.contains(g), "global {g} missing from the object");
         }
     }

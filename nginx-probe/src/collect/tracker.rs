@@ -52,6 +52,11 @@ pub struct Snapshot {
     pub stub: Option<StubCounts>,
     /// With `--detail sampled`: the windows' coverage since attach.
     pub coverage: Option<model::sampling::Coverage>,
+    /// Client connection lifecycle counters since attach, and how they were made.
+    pub lifecycle: (
+        model::lifecycle::LifecycleRaw,
+        model::lifecycle::LifecycleMeta,
+    ),
 }
 
 /// Exited workers reported one by one; older ones are merged into one aggregate, so a
@@ -368,7 +373,7 @@ impl Tracker {
         // 4. The listen queues (their ports tell client sockets from upstream ones),
         //    nginx's error log, the CPU quota.
         let ports = self.sample_listen();
-        if probe.fd_walk.is_ok() && !ports.is_empty() {
+        if !ports.is_empty() {
             probe.add_listen_ports(&ports)?;
         }
         self.error_log.poll();
@@ -478,7 +483,7 @@ impl Tracker {
     pub fn register_destinations(&mut self, probe: &mut Probe) -> Result<(), ProbeError> {
         let ports = self.sample_listen();
         self.register_error_logs(probe)?;
-        if probe.fd_walk.is_ok() && !ports.is_empty() {
+        if !ports.is_empty() {
             probe.add_listen_ports(&ports)?;
         }
         Ok(())
@@ -671,6 +676,7 @@ impl Tracker {
                 .collect(),
             stub,
             coverage,
+            lifecycle: (probe.lifecycle.read()?, probe.lifecycle.meta.clone()),
         })
     }
 
@@ -941,6 +947,10 @@ impl Tracker {
         let cpu_quota = self.quota_report(summary);
         inputs.nginx_errors = Some(nginx_errors.clone());
         inputs.cpu_quota = cpu_quota.clone();
+        let (lc, lc_meta) = &cur.lifecycle;
+        let connections =
+            model::lifecycle::connections_report(lc, prev.map(|p| &p.lifecycle.0), lc_meta);
+        inputs.connections = connections.clone();
         let verdicts = crate::analysis::verdict::judge(&inputs);
         Report {
             schema: SCHEMA_VERSION,
@@ -978,6 +988,7 @@ impl Tracker {
             },
             end_reason,
             detail,
+            connections,
         }
     }
 }

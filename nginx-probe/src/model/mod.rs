@@ -11,6 +11,7 @@ use nginx_probe_common::{
 };
 use serde::{Deserialize, Serialize};
 
+pub mod lifecycle;
 pub mod nginx;
 pub use nginx::{CpuQuotaReport, ErrorClassReport, NginxErrorsReport};
 mod requests;
@@ -793,6 +794,10 @@ pub struct Report {
     /// requests inside them. Absent with `--detail full` (every call counted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<sampling::DetailReport>,
+    /// nginx's client connections per listening port: who closed first, idle time
+    /// before nginx's closes, resets, listeners closed. Absent when nothing happened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections: Option<lifecycle::ConnectionsReport>,
 }
 
 impl Report {
