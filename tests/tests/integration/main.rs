@@ -7,6 +7,7 @@
 mod accepts;
 mod bad_input;
 mod claims;
+mod conn_lifecycle;
 mod contrib;
 mod detail;
 mod dist;
