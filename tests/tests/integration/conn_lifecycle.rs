@@ -87,6 +87,14 @@ fn nginx_closes_idle_keepalive_connections_at_its_timeout() {
         text.contains("nginx closes idle connections after 2.0 s"),
         "{text}"
     );
+    let v = verdict(&summary, "keepalive_timeout_closes")
+        .unwrap_or_else(|| panic!("no keepalive_timeout_closes in {}", summary["verdicts"]));
+    assert_eq!(v["evidence"]["closed_by_nginx"], N as u64);
+    assert_eq!(v["directives"][0], "keepalive_timeout");
+    assert!(
+        v["advice"].as_str().unwrap_or("").contains("idle 2.0 s"),
+        "{v}"
+    );
     assert!(
         text.contains(&format!("closed first by nginx {N}  by the client 0")),
         "{text}"
@@ -108,6 +116,45 @@ fn clients_that_close_first_are_counted_as_the_client() {
     assert_eq!(p["closed_by_nginx"], 0, "{p}");
     assert_eq!(p["closed_by_reset"], 0, "{p}");
     assert!(p.get("idle_before_nginx_close").is_none(), "{p}");
+    assert!(verdict(&summary, "keepalive_timeout_closes").is_none());
+}
+
+/// The verdict `id` of a summary, if it fired.
+fn verdict(summary: &Value, id: &str) -> Option<Value> {
+    summary["verdicts"]
+        .as_array()?
+        .iter()
+        .find(|v| v["id"] == id)
+        .cloned()
+}
+
+/// 200 one-request connections with `Connection: close`: nginx closes every one
+/// right after its response, and `keepalive_off` now says nginx closed them (it used to
+/// say the clients do).
+#[test]
+fn keepalive_off_says_nginx_closed_when_it_did() {
+    let ng = keepalive_2s();
+    let summary = Probe::on(&ng).json().summary_around(|| {
+        assert_eq!(
+            nginx_probe_tests::one_request_per_connection(ng.addr(), 200),
+            200
+        );
+    });
+    let p = port_of(&summary, &ng);
+    assert_eq!(p["closed_by_nginx"], 200, "{p}");
+    assert_eq!(p["closed_by_client"], 0, "{p}");
+    let v = verdict(&summary, "keepalive_off")
+        .unwrap_or_else(|| panic!("no keepalive_off in {}", summary["verdicts"]));
+    assert_eq!(v["evidence"]["closed_by"]["nginx"], 200, "{v}");
+    assert_eq!(v["evidence"]["closed_by"]["client"], 0, "{v}");
+    let advice = v["advice"].as_str().unwrap_or("");
+    assert!(advice.contains("nginx closed 200 first"), "{advice}");
+    assert!(advice.contains("right after a response"), "{advice}");
+    assert!(
+        !advice.contains("the clients close their connections"),
+        "{advice}"
+    );
+    assert!(verdict(&summary, "keepalive_timeout_closes").is_none());
 }
 
 /// N clients send a request, read the response and close with SO_LINGER 0 (a RST):
