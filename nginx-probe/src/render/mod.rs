@@ -4,6 +4,7 @@
 
 pub mod html;
 pub mod prometheus;
+mod prometheus_conn;
 pub mod prometheus_doc;
 pub mod prometheus_families;
 pub mod prometheus_series;

@@ -10,7 +10,7 @@ use nginx_probe_common::{
 
 use super::prometheus::{secs, Extras, Sink, Value, HISTOGRAM_SERIES};
 use super::prometheus_series::is_timed;
-use super::prometheus_tls as tls;
+use super::{prometheus_conn as conn, prometheus_tls as tls};
 use crate::model::sampling::DetailReport;
 use crate::model::{
     round3, ListenReport, Report, Severity, SyscallReport, WorkerReport, WriteSource,
@@ -449,6 +449,9 @@ pub static FAMILIES: &[Family] = &[
     tls::ABANDONED,
     tls::CALLS,
     tls::CALL_SECONDS,
+    // Client connections per port (TCP tracepoints).
+    conn::CLOSED, conn::ESTABLISHED, conn::RESETS, conn::LISTENERS_CLOSED,
+    conn::IDLE_SECONDS, conn::IDLE_COUNT, conn::IDLE_PINNED,
     // Workers.
     Family::worker(
         "nginx_probe_worker_info",

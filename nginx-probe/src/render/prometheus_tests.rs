@@ -576,6 +576,7 @@ fn families_table_is_consistent() {
 fn every_family_renders_in_table_order_with_its_labels() {
     let mut r = report();
     r.detail = Some(sampled());
+    r.connections = Some(crate::model::lifecycle::sample_report());
     let text = render_with(&r, &full_extras(&r.verdicts));
     let want: Vec<(String, String)> = FAMILIES
         .iter()

@@ -74,3 +74,37 @@ pub fn connections_section(out: &mut String, r: &Report) {
         None => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_section_says_who_closed_and_the_pinned_idle_time() {
+        let mut r: Report = serde_json::from_value(serde_json::json!({
+            "schema": 1, "verdicts": [], "type": "summary", "time_unix_s": 3600.0,
+            "master_pid": 9, "master_nspid": [9], "duration_s": 2.0, "workers": [],
+            "listen": [], "logs": {}, "drops": {}, "traced_syscalls": [],
+            "missing_tracepoints": [], "events": []
+        }))
+        .expect("minimal report");
+        let mut out = String::new();
+        connections_section(&mut out, &r);
+        assert_eq!(out, "", "nothing without connections");
+        r.connections = Some(crate::model::lifecycle::sample_report());
+        connections_section(&mut out, &r);
+        assert!(
+            out.contains("closed first by nginx 10  by the client 3  by a reset 1"),
+            "{out}"
+        );
+        assert!(
+            out.contains("resets received 1  sent 1 (reason_14 1)"),
+            "{out}"
+        );
+        assert!(
+            out.contains("nginx closes idle connections after 2.0 s"),
+            "{out}"
+        );
+        assert!(out.contains("listening sockets closed 1"), "{out}");
+    }
+}
