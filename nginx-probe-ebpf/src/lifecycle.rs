@@ -59,7 +59,7 @@ fn lc_global(g: &u64) -> u64 {
 #[inline(always)]
 fn lc_base(port: u16) -> Option<u32> {
     // SAFETY: the value is copied out at once.
-    let idx = unsafe { LC_PORTS.get(&port) }.copied()?;
+    let idx = unsafe { LC_PORTS.get(port) }.copied()?;
     if idx >= lc::LC_MAX_PORTS {
         return None;
     }
@@ -135,7 +135,7 @@ pub fn lc_set_state(ctx: TracePointContext) -> u32 {
         (TCP_ESTABLISHED, TCP_CLOSE) => lc_add(base, lc::CLOSED_BY_RESET, 1),
         (TCP_LISTEN, TCP_CLOSE) => {
             lc_add(base, lc::LISTENERS_CLOSED, 1);
-            let _ = LC_CLOSING.insert(&bpf_get_current_pid_tgid(), &lc_rec::<u64>(&ctx, 8), 0);
+            let _ = LC_CLOSING.insert(bpf_get_current_pid_tgid(), lc_rec::<u64>(&ctx, 8), 0);
         }
         _ => {}
     }
@@ -154,7 +154,7 @@ pub fn lc_send_reset(ctx: TracePointContext) -> u32 {
     lc_add(base, lc::RST_BY_REASON + r, 1);
     let sk = lc_rec::<u64>(&ctx, 16);
     // SAFETY: the value is copied out at once.
-    if let Some(l) = unsafe { LC_CLOSING.get(&bpf_get_current_pid_tgid()) }.copied() {
+    if let Some(l) = unsafe { LC_CLOSING.get(bpf_get_current_pid_tgid()) }.copied() {
         if sk != 0 && sk != l && lc_rec::<i32>(&ctx, 24) != TCP_LISTEN {
             lc_add(base, lc::RST_CLOSED_LISTENER, 1);
         }
@@ -180,9 +180,9 @@ pub fn lc_destroy_sock(ctx: TracePointContext) -> u32 {
     }
     let key = bpf_get_current_pid_tgid();
     // SAFETY: the value is copied out at once.
-    if let Some(l) = unsafe { LC_CLOSING.get(&key) }.copied() {
+    if let Some(l) = unsafe { LC_CLOSING.get(key) }.copied() {
         if l == lc_rec::<u64>(&ctx, 8) {
-            let _ = LC_CLOSING.remove(&key);
+            let _ = LC_CLOSING.remove(key);
         }
     }
     0
