@@ -9,7 +9,7 @@
 //! per-interval delta -> report.
 #![cfg_attr(target_arch = "bpf", no_std)]
 pub mod exits;
-
+pub mod lifecycle;
 /// Number of log2 latency buckets per (worker, syscall). Bucket `i` counts calls whose
 /// latency in ns satisfies `2^i <= ns < 2^(i+1)` (bucket 0 also holds 0 ns); the last
 /// bucket also holds everything longer (2^39 ns is about 9 minutes).

@@ -844,6 +844,8 @@ mod programs {
 
     // Worker exits and their status (sched_process_exit): see exits.rs.
     include!("exits.rs");
+    // Client connection lifecycle (state changes, resets): see lifecycle.rs.
+    include!("lifecycle.rs");
 
     /// `close(fd)` by a worker's main thread: if `fd` is the connection it just accepted,
     /// with no traced syscall in between, nginx had no free connection for it. Also

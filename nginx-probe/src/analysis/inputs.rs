@@ -108,6 +108,9 @@ pub struct Inputs {
     /// nginx's configuration (effective values, file:line); None when not read: the
     /// verdicts then quote no directive.
     pub config: Option<crate::model::config::ConfigReport>,
+    /// Client connections per port in the period (who closed, idle before nginx's
+    /// close); None when nothing was counted.
+    pub connections: Option<crate::model::connections::ConnectionsReport>,
 }
 
 impl Inputs {

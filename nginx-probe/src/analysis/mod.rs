@@ -2,11 +2,12 @@
 //! directive involved and the evidence behind it) over their [`inputs`], those on the
 //! logs written per request in [`log_verdicts`], the [`nginx_rules`] on what nginx
 //! decided itself (refusals and upstream errors from its error log, keepalive_requests,
-//! the CPU quota), [`fd_upstream`] (upstream keepalive and fd-limit rules), and [`compare`] (what changed between two recordings, beyond the
+//! the CPU quota), [`fd_upstream`] (upstream keepalive and fd-limit rules), [`conn_verdicts`] (who closed client connections), and [`compare`] (what changed between two recordings, beyond the
 //! noise).
 
 pub mod compare;
 pub mod config_evidence;
+pub mod conn_verdicts;
 pub mod fd_upstream;
 pub mod inputs;
 pub mod log_verdicts;

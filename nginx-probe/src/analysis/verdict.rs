@@ -89,6 +89,7 @@ pub fn judge(inp: &Inputs) -> Vec<Verdict> {
     };
     accept_imbalance(inp, &mut out);
     keepalive_off(inp, &mut out);
+    super::conn_verdicts::keepalive_timeout_closes(inp, &mut out);
     super::fd_upstream::upstream_keepalive_off(per_request, &mut out);
     super::fd_upstream::fd_exhaustion(inp, &mut out);
     event_loop_stall(inp, &mut out);
@@ -304,7 +305,10 @@ fn keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
         serde_json::json!(inp.requests_source.name()),
     );
     evidence.insert("accepts_per_request", round3(per_request));
-    evidence.insert("closed_by", serde_json::json!(CLOSED_BY_UNKNOWN));
+    let who = super::conn_verdicts::who_closed(inp);
+    let closed_by = who.as_ref().map(|w| w.0.clone());
+    evidence.insert("closed_by", closed_by.unwrap_or(CLOSED_BY_UNKNOWN.into()));
+    let who_closes = who.map(|w| w.1).unwrap_or_else(|| WHO_CLOSES.to_string());
     // Under --detail sampled accept4 is timed all the time and the other syscalls only
     // in windows: their ratio is no share of anything.
     if all_ns > 0 && inp.detail.is_none() {
@@ -337,7 +341,7 @@ fn keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
     }
     let advice = match tls {
         Some(t) => format!(
-            "{per_request:.2} accepts per request ({}): every connection pays a TCP and a TLS handshake ({} TLS handshakes, {} inside SSL_do_handshake each{}); {WHO_CLOSES}; for clients that must reconnect, resume TLS sessions (ssl_session_cache shared:SSL:10m; ssl_session_tickets on)",
+            "{per_request:.2} accepts per request ({}): every connection pays a TCP and a TLS handshake ({} TLS handshakes, {} inside SSL_do_handshake each{}); {who_closes}; for clients that must reconnect, resume TLS sessions (ssl_session_cache shared:SSL:10m; ssl_session_tickets on)",
             reuse(per_request),
             t.handshakes,
             t.call_ns_per_handshake
@@ -348,7 +352,7 @@ fn keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
                 .unwrap_or_default(),
         ),
         None => format!(
-            "{per_request:.2} accepts per request ({}): every connection pays a TCP handshake and teardown; {WHO_CLOSES}",
+            "{per_request:.2} accepts per request ({}): every connection pays a TCP handshake and teardown; {who_closes}",
             reuse(per_request)
         ),
     };
@@ -695,6 +699,7 @@ pub fn judge_report(r: &crate::model::Report) -> Vec<Verdict> {
     inputs.cpu_quota = r.cpu_quota.clone();
     inputs.lifecycle = r.lifecycle.clone();
     inputs.config = r.config.clone();
+    inputs.connections = r.connections.clone();
     judge(&inputs)
 }
 
@@ -778,6 +783,7 @@ pub fn verdict_inputs(workers: &[WorkerReport], close_traced: bool) -> Inputs {
         tls: None,
         lifecycle: None,
         config: None,
+        connections: None,
     }
 }
 

@@ -15,6 +15,7 @@ use aya::{
 use log::{debug, warn};
 use nginx_probe_common::{
     filter_entry, filter_slot,
+    lifecycle::names as lc_names,
     names::{self, global, map, prog},
     Entry, InFlight, SyscallStats, UpstreamCall, DROP_COUNTERS, FD_CREATING, FD_KIND_COUNT,
     FILTER_SIZE, MAX_TRACKED_TGIDS, OFF_COUNT, SYSCALLS, SYSCALL_COUNT, TLS_STATS, UPSTREAM_STATS,
@@ -92,6 +93,8 @@ pub struct Probe {
     /// unknown when they are (`task_struct.exit_code` not in BTF, not attached).
     exits: HashMap<MapData, u32, u32>,
     pub exit_status: Result<(), String>,
+    /// Client connection lifecycle programs and maps (see [`crate::collect::lifecycle`]).
+    pub lifecycle: crate::collect::lifecycle::Lifecycle,
 }
 
 mod exits;
@@ -147,6 +150,7 @@ impl Probe {
         let child_off = tracefs::field_offset(&fork_format, "child_pid").unwrap_or(20);
         let btf = crate::collect::btf::Btf::from_kernel();
         let (exit_off, exit_status) = exits::exit_code_offset(btf.as_ref());
+        let lc = crate::collect::lifecycle::globals(btf.as_ref());
         let offsets = if fd_walk {
             btf.and_then(|b| crate::collect::btf::kernel_offsets(&b))
         } else {
@@ -167,6 +171,9 @@ impl Probe {
             .override_global(global::FORK_PARENT_OFF, &parent_off, true)
             .override_global(global::FORK_CHILD_OFF, &child_off, true)
             .override_global(nginx_probe_common::exits::GLOBAL_OFF, &exit_off, true)
+            .override_global(lc_names::LC_LSNDTIME_OFF, &lc.lsndtime, true)
+            .override_global(lc_names::LC_LRCVTIME_OFF, &lc.lrcvtime, true)
+            .override_global(lc_names::LC_HZ, &lc.hz, true)
             .map_max_entries(map::STATS, slots * SYSCALL_COUNT as u32)
             .map_max_entries(map::FREE_SLOTS, slots)
             .map_max_entries(map::REQUESTS, slots)
@@ -214,6 +221,7 @@ impl Probe {
         let in_flight = HashMap::try_from(take(map::IN_FLIGHT)?)?;
         let gate = Array::try_from(take(map::DETAIL_GATE)?)?;
         let exits = HashMap::try_from(take(nginx_probe_common::exits::MAP)?)?;
+        let lifecycle = crate::collect::lifecycle::Lifecycle::take(&mut ebpf, lc.meta)?;
         // Slot 0 on top: workers found at attach get 0, 1, 2...
         for slot in (0..slots).rev() {
             free_slots.push(slot, 0)?;
@@ -255,6 +263,7 @@ impl Probe {
             closer: windows::Closer::new(),
             exits,
             exit_status,
+            lifecycle,
         })
     }
 
@@ -284,6 +293,8 @@ impl Probe {
         }
         // Exit status before fork following, so no worker it tracks exits unseen.
         self.attach_exits(tracefs_root)?;
+        let lc_missing = self.lifecycle.attach(&mut self.ebpf, tracefs_root);
+        self.missing.extend(lc_missing);
         let detail = &mut self.detail;
         let ebpf = &mut self.ebpf;
         // Fork following first, so no worker forked from here on is missed.
@@ -494,6 +505,7 @@ impl Probe {
         for &p in ports {
             self.listen_ports.insert(p, 1u8, 0)?;
         }
+        self.lifecycle.add_ports(ports)?;
         Ok(())
     }
 
@@ -791,7 +803,8 @@ mod tests {
             .map(String::as_str)
             .filter(|m| !m.starts_with('.'))
             .collect();
-        let mut want: BTreeSet<&str> = map::ALL.iter().copied().collect();
+        let lc = &nginx_probe_common::lifecycle::names::MAPS;
+        let mut want: BTreeSet<&str> = map::ALL.iter().chain(lc.iter()).copied().collect();
         want.insert(nginx_probe_common::exits::MAP);
         assert_eq!(maps, want, "maps: object vs nginx_probe_common::names::map");
         let programs: BTreeSet<String> = obj.programs.keys().cloned().collect();
@@ -810,6 +823,9 @@ mod tests {
         for &i in FD_CREATING.iter() {
             want.insert(names::count_exit_program(SYSCALLS[i as usize].tracepoint));
         }
+        for (p, _, _) in nginx_probe_common::lifecycle::names::PROGS {
+            want.insert(p.to_string());
+        }
         assert_eq!(
             programs, want,
             "programs: object vs names::prog + SYSCALLS + FD_CREATING"
@@ -820,6 +836,7 @@ mod tests {
         for g in global::ALL
             .iter()
             .chain([&nginx_probe_common::exits::GLOBAL_OFF])
+            .chain(nginx_probe_common::lifecycle::names::GLOBALS)
         {
             assert!(symbols.contains(g), "global {g} missing from the object");
         }

@@ -16,6 +16,7 @@ pub mod discover;
 pub mod error_log;
 pub mod fd_limit;
 pub mod kernel;
+pub mod lifecycle;
 pub mod listen;
 pub mod loader;
 pub mod nginx_counters;

@@ -52,6 +52,11 @@ pub struct Snapshot {
     pub stub: Option<StubCounts>,
     /// With `--detail sampled`: the windows' coverage since attach.
     pub coverage: Option<model::sampling::Coverage>,
+    /// Client connection lifecycle counters since attach, and how they were made.
+    pub lifecycle: (
+        model::connections::LifecycleRaw,
+        model::connections::LifecycleMeta,
+    ),
 }
 
 /// Exited workers reported one by one; older ones are merged into one aggregate, so a
@@ -374,7 +379,7 @@ impl Tracker {
         // 4. The listen queues (their ports tell client sockets from upstream ones),
         //    nginx's error log, the CPU quota.
         let ports = self.sample_listen();
-        if probe.fd_walk.is_ok() && !ports.is_empty() {
+        if !ports.is_empty() {
             probe.add_listen_ports(&ports)?;
         }
         self.error_log.poll();
@@ -487,7 +492,7 @@ impl Tracker {
     pub fn register_destinations(&mut self, probe: &mut Probe) -> Result<(), ProbeError> {
         let ports = self.sample_listen();
         self.register_error_logs(probe)?;
-        if probe.fd_walk.is_ok() && !ports.is_empty() {
+        if !ports.is_empty() {
             probe.add_listen_ports(&ports)?;
         }
         Ok(())
@@ -680,6 +685,7 @@ impl Tracker {
                 .collect(),
             stub,
             coverage,
+            lifecycle: (probe.lifecycle.read()?, probe.lifecycle.meta.clone()),
         })
     }
 
@@ -936,6 +942,9 @@ impl Tracker {
         };
         let nginx_errors = self.errors_report(summary);
         let cpu_quota = self.quota_report(summary);
+        let (lc, lc_meta) = &cur.lifecycle;
+        let connections =
+            model::connections::connections_report(lc, prev.map(|p| &p.lifecycle.0), lc_meta);
         Report {
             schema: SCHEMA_VERSION,
             // Judged by analysis once the report is built (cli's session does it).
@@ -975,6 +984,7 @@ impl Tracker {
             detail,
             lifecycle,
             config: self.config.clone(),
+            connections,
         }
     }
 }

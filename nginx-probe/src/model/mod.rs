@@ -12,6 +12,7 @@ use nginx_probe_common::{
 use serde::{Deserialize, Serialize};
 
 pub mod config;
+pub mod connections;
 pub mod nginx;
 pub mod recording;
 pub mod worker_lifecycle;
@@ -811,6 +812,10 @@ pub struct Report {
     /// absent when not read (old recordings, `report` of one without it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<config::ConfigReport>,
+    /// nginx's client connections per listening port: who closed first, idle time
+    /// before nginx's closes, resets, listeners closed. Absent when nothing happened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections: Option<connections::ConnectionsReport>,
 }
 
 impl Report {

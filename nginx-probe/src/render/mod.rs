@@ -5,6 +5,7 @@
 pub mod clock;
 pub mod html;
 pub mod prometheus;
+mod prometheus_conn;
 pub mod prometheus_doc;
 pub mod prometheus_families;
 pub mod prometheus_format;
@@ -13,5 +14,6 @@ pub mod prometheus_series;
 mod prometheus_tls;
 pub mod text;
 mod text_config;
+mod text_connections;
 mod text_lifecycle;
 pub mod tui;

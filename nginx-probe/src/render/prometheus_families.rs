@@ -13,7 +13,7 @@ use super::prometheus_format::{
     HISTOGRAM_SERIES,
 };
 use super::prometheus_lifecycle as life;
-use super::prometheus_tls as tls;
+use super::{prometheus_conn as conn, prometheus_tls as tls};
 use crate::model::sampling::DetailReport;
 use crate::model::{round3, ListenReport, Severity, SyscallReport, WorkerReport, WriteSource};
 
@@ -185,6 +185,9 @@ pub static FAMILIES: &[Family] = &[
     life::RSS,
     life::EXITS,
     life::SIGNALS,
+    // Client connections per port (TCP tracepoints).
+    conn::CLOSED, conn::ESTABLISHED, conn::RESETS, conn::LISTENERS_CLOSED,
+    conn::IDLE_SECONDS, conn::IDLE_COUNT, conn::IDLE_PINNED,
     // Workers.
     Family::worker(
         "nginx_probe_worker_info",

@@ -175,6 +175,7 @@ fn report_of(workers: &[Worker], merged: Option<(u64, Worker)>) -> Report {
         detail: None,
         lifecycle: None,
         config: None,
+        connections: None,
     }
 }
 
@@ -577,6 +578,7 @@ fn every_family_renders_in_table_order_with_its_labels() {
     let mut r = report();
     r.detail = Some(sampled());
     with_lifecycle(&mut r);
+    r.connections = Some(crate::model::connections::sample_report());
     let text = render_with(&r, &full_extras(&r.verdicts));
     let want: Vec<(String, String)> = FAMILIES
         .iter()

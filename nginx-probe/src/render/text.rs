@@ -257,6 +257,7 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
             );
         }
     }
+    super::text_connections::connections_section(&mut out, r);
     nginx_section(&mut out, r);
     super::text_config::config_section(&mut out, r);
     let t = &r.requests;
@@ -786,7 +787,10 @@ mod tests {
     #[test]
     fn times_out_of_range_do_not_panic() {
         assert_eq!(utc_datetime(0.0), "1970-01-01 00:00:00 UTC");
-        assert_eq!(utc_datetime(crate::model::MAX_UNIX_S), "9999-12-31 23:59:59 UTC");
+        assert_eq!(
+            utc_datetime(crate::model::MAX_UNIX_S),
+            "9999-12-31 23:59:59 UTC"
+        );
         for t in [253_402_300_800.0, f64::MAX, f64::INFINITY, f64::NAN, -1.0] {
             assert_eq!(utc_datetime(t), "????-??-?? ??:??:?? UTC");
             assert_eq!(clock(t), "??:??:??");

@@ -8,6 +8,7 @@ mod accepts;
 mod bad_input;
 mod claims;
 mod config;
+mod conn_lifecycle;
 mod contrib;
 mod detail;
 mod dist;

@@ -1,0 +1,121 @@
+//! Client connection lifecycle, counted in the kernel per nginx listening port (the
+//! continuous layer: TCP state changes and resets, never per request).
+//!
+//! Sources: `sock:inet_sock_set_state` (who closed first, listeners closed),
+//! `tcp:tcp_send_reset` / `tcp:tcp_receive_reset` (resets on nginx's sockets, with the
+//! kernel's `sk_rst_reason` for sent ones), `tcp:tcp_destroy_sock` (end of a listener's
+//! close). A socket is nginx's client connection when it is TCP and its local port is
+//! one of nginx's listening ports (`LC_PORTS`, filled by user space from sock_diag):
+//! attribution is by the socket, not the task, because most of these fire in softirq.
+//!
+//! Layout of the per-CPU `LC_STATS` array: `port_index * LC_PER_PORT + counter`, all
+//! `u64`, cumulative since attach (user space sums CPUs and differences snapshots),
+//! except [`IDLE_MAX_MS`] and [`IDLE_INV_MIN_MS`] (maximum / bitwise-inverted minimum
+//! since attach, combined over CPUs by max).
+
+/// nginx listening ports counted (index 0..LC_MAX_PORTS in `LC_PORTS`); further ports
+/// are not counted and user space says so.
+pub const LC_MAX_PORTS: u32 = 16;
+
+/// Number of `sk_rst_reason` values kept apart (`NOT_SPECIFIED` = 0 ... `ERROR` = 24 on
+/// 6.18); a larger value is counted in the last one.
+pub const LC_REASONS: usize = 25;
+
+/// Log2 buckets of the idle-before-close histogram, ms: bucket `i` holds
+/// `2^i <= ms < 2^(i+1)` (bucket 0 also holds 0 ms; the last one everything longer).
+pub const LC_IDLE_BUCKETS: usize = 32;
+
+/// Connections established on the port (`SYN_RECV -> ESTABLISHED`).
+pub const ESTABLISHED: usize = 0;
+/// nginx closed first: `ESTABLISHED -> FIN_WAIT1` (its `close()`/`shutdown()`).
+pub const CLOSED_BY_NGINX: usize = 1;
+/// The client closed first: `ESTABLISHED -> CLOSE_WAIT` (its FIN arrived).
+pub const CLOSED_BY_CLIENT: usize = 2;
+/// Ended by a reset while established: `ESTABLISHED -> CLOSE` (sent or received).
+pub const CLOSED_BY_RESET: usize = 3;
+/// Resets received on the port's sockets (`tcp:tcp_receive_reset`).
+pub const RST_RECEIVED: usize = 4;
+/// Resets sent from the port (`tcp:tcp_send_reset`, local port), any socket or none.
+pub const RST_SENT: usize = 5;
+/// Listening sockets of the port closed (`LISTEN -> CLOSE`).
+pub const LISTENERS_CLOSED: usize = 6;
+/// Resets sent by the task closing a listener, for connections of that listener
+/// (its accept queue), between `LISTEN -> CLOSE` and the listener's destruction.
+pub const RST_CLOSED_LISTENER: usize = 7;
+/// nginx closes whose idle time was measured (`CLOSED_BY_NGINX` with BTF offsets).
+pub const IDLE_COUNT: usize = 8;
+/// Sum of measured idle times, ms.
+pub const IDLE_SUM_MS: usize = 9;
+/// Longest idle time since attach, ms (per CPU; combined by max).
+pub const IDLE_MAX_MS: usize = 10;
+/// `!min` of idle times since attach, ms (per CPU; combined by max; 0 = none).
+pub const IDLE_INV_MIN_MS: usize = 11;
+/// Resets sent by reason: `RST_BY_REASON + reason`.
+pub const RST_BY_REASON: usize = 12;
+/// Idle-before-close histogram: `IDLE_HIST + bucket`.
+pub const IDLE_HIST: usize = RST_BY_REASON + LC_REASONS;
+/// Counters per port.
+pub const LC_PER_PORT: usize = IDLE_HIST + LC_IDLE_BUCKETS;
+
+/// Entries of `LC_CLOSING` (pid_tgid of a task closing a listener -> the listener).
+pub const LC_MAX_CLOSING: u32 = 64;
+
+/// Histogram bucket of `ms`.
+#[inline(always)]
+pub const fn idle_bucket(ms: u64) -> usize {
+    let b = crate::log2_u64(ms) as usize;
+    if b >= LC_IDLE_BUCKETS {
+        LC_IDLE_BUCKETS - 1
+    } else {
+        b
+    }
+}
+
+/// Names crossing the kernel boundary for this module (see `crate::names`).
+pub mod names {
+    /// nginx listening port (host order) -> index 0..`LC_MAX_PORTS`.
+    pub const LC_PORTS: &str = "LC_PORTS";
+    /// Per-CPU counters, see the module doc.
+    pub const LC_STATS: &str = "LC_STATS";
+    /// pid_tgid closing a listener -> the listener's `struct sock *`.
+    pub const LC_CLOSING: &str = "LC_CLOSING";
+    /// Maps, for the contract test.
+    pub const MAPS: &[&str] = &[LC_PORTS, LC_STATS, LC_CLOSING];
+    /// `sock:inet_sock_set_state`.
+    pub const PROG_STATE: &str = "lc_set_state";
+    /// `tcp:tcp_send_reset`.
+    pub const PROG_SEND_RESET: &str = "lc_send_reset";
+    /// `tcp:tcp_receive_reset`.
+    pub const PROG_RECEIVE_RESET: &str = "lc_receive_reset";
+    /// `tcp:tcp_destroy_sock`.
+    pub const PROG_DESTROY: &str = "lc_destroy_sock";
+    /// (program, tracepoint category, tracepoint), for the loader and the contract test.
+    pub const PROGS: &[(&str, &str, &str)] = &[
+        (PROG_STATE, "sock", "inet_sock_set_state"),
+        (PROG_SEND_RESET, "tcp", "tcp_send_reset"),
+        (PROG_RECEIVE_RESET, "tcp", "tcp_receive_reset"),
+        (PROG_DESTROY, "tcp", "tcp_destroy_sock"),
+    ];
+    /// Patched globals: the offsets of `tcp_sock.lsndtime` and
+    /// `inet_connection_sock.icsk_ack.lrcvtime` (bytes, `u64::MAX` = unknown: idle
+    /// time not measured) and the kernel's HZ (0 = unknown).
+    pub const LC_LSNDTIME_OFF: &str = "LC_LSNDTIME_OFF";
+    pub const LC_LRCVTIME_OFF: &str = "LC_LRCVTIME_OFF";
+    pub const LC_HZ: &str = "LC_HZ";
+    /// Globals, for the contract test.
+    pub const GLOBALS: &[&str] = &[LC_LSNDTIME_OFF, LC_LRCVTIME_OFF, LC_HZ];
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_fits_and_buckets() {
+        assert_eq!(IDLE_HIST, 37);
+        assert_eq!(LC_PER_PORT, 69);
+        assert_eq!(idle_bucket(0), 0);
+        assert_eq!(idle_bucket(2000), 10);
+        assert_eq!(idle_bucket(u64::MAX), LC_IDLE_BUCKETS - 1);
+    }
+}

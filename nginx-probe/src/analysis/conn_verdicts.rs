@@ -1,0 +1,188 @@
+//! Verdicts on who closed nginx's client connections (from the report's
+//! `connections`: tracepoint `sock:inet_sock_set_state` on nginx's listening ports):
+//! the `closed_by` evidence and sentence of `keepalive_off`, and
+//! `keepalive_timeout_closes` (nginx closes idle keepalive connections at its timeout).
+
+use std::collections::BTreeMap;
+
+use crate::{
+    analysis::inputs::Inputs,
+    model::{
+        connections::{fmt_ms, PortLifecycle},
+        Severity, Verdict,
+    },
+};
+
+/// nginx closes needed before `keepalive_timeout_closes` is judged.
+pub const KA_TIMEOUT_MIN_CLOSES: u64 = 10;
+/// Share of the first closes nginx must have made for `keepalive_timeout_closes`.
+pub const KA_TIMEOUT_NGINX_SHARE: f64 = 0.5;
+/// Pinned idle time at or above which nginx's closes are keepalive timeouts, ms (closes
+/// right after a response sit near 0).
+pub const KA_TIMEOUT_MIN_IDLE_MS: f64 = 500.0;
+/// Idle p99 under which nginx's closes came right after a response, ms.
+pub const CLOSE_AFTER_RESPONSE_MS: u64 = 100;
+
+/// The period's totals over nginx's ports, when any connection was closed.
+fn closes(inp: &Inputs) -> Option<PortLifecycle> {
+    let t = inp.connections.as_ref()?.total();
+    (t.closed_by_nginx + t.closed_by_client + t.closed_by_reset > 0).then_some(t)
+}
+
+/// Who closed first, measured: (`closed_by` evidence, the sentence for the advice);
+/// None when no close was counted (then who closes is unknown).
+pub fn who_closed(inp: &Inputs) -> Option<(serde_json::Value, String)> {
+    let t = closes(inp)?;
+    let all = t.closed_by_nginx + t.closed_by_client + t.closed_by_reset;
+    let idle = t.idle_before_nginx_close.as_ref();
+    let evidence = serde_json::json!({
+        "nginx": t.closed_by_nginx,
+        "client": t.closed_by_client,
+        "reset": t.closed_by_reset,
+        "source": "tracepoint sock:inet_sock_set_state (ESTABLISHED -> FIN_WAIT1: nginx, -> CLOSE_WAIT: the client, -> CLOSE: a reset)",
+        "idle_before_nginx_close_p99_ms": idle.map(|i| i.p99_ms),
+        "idle_before_nginx_close_pinned_ms": idle.and_then(|i| i.pinned_ms),
+    });
+    let head = format!(
+        "of {all} connections closed, nginx closed {} first, the clients {}, resets ended {} (tracepoint sock:inet_sock_set_state)",
+        t.closed_by_nginx, t.closed_by_client, t.closed_by_reset
+    );
+    let sentence = if t.closed_by_nginx * 2 > all {
+        let why = match idle {
+            Some(i) if i.pinned_ms.is_some_and(|v| v >= KA_TIMEOUT_MIN_IDLE_MS) => format!(
+                "nginx closed them after they sat idle {} (its keepalive_timeout): clients that come back later must reconnect",
+                fmt_ms(i.pinned_ms.unwrap_or(0.0))
+            ),
+            Some(i) if i.p99_ms < CLOSE_AFTER_RESPONSE_MS => "nginx closed them right after a response (idle p99 under 100 ms): its keepalive is off for these requests: keepalive_timeout 0, keepalive_requests reached, or the clients asked for `Connection: close` or spoke HTTP/1.0 (nginx's config is not read; check them)".to_string(),
+            Some(i) => format!(
+                "nginx closed them after {} to {} idle (p50 {})",
+                fmt_ms(i.min_ms_since_attach as f64),
+                fmt_ms(i.max_ms_since_attach as f64),
+                fmt_ms(i.p50_ms as f64)
+            ),
+            None => "check keepalive_timeout and keepalive_requests, and whether the clients send `Connection: close`".to_string(),
+        };
+        format!("{head}: {why}")
+    } else if t.closed_by_client * 2 > all {
+        format!("{head}: the clients close their connections: a load balancer or proxy in front without keepalive to nginx, or clients that close after one request; check the load balancer's keepalive to nginx and the clients' Connection header")
+    } else {
+        format!("{head}: no side closed most of them")
+    };
+    Some((evidence, sentence))
+}
+
+/// `keepalive_timeout_closes`: at least [`KA_TIMEOUT_MIN_CLOSES`] closes by nginx, at
+/// least [`KA_TIMEOUT_NGINX_SHARE`] of all first closes, their idle time pinned (every
+/// close since attach within 10% of one value) at [`KA_TIMEOUT_MIN_IDLE_MS`] or more,
+/// and new connections in the period (the clients come back). Warning naming
+/// `keepalive_timeout`.
+pub fn keepalive_timeout_closes(inp: &Inputs, out: &mut Vec<Verdict>) {
+    let Some(t) = closes(inp) else { return };
+    let all = t.closed_by_nginx + t.closed_by_client + t.closed_by_reset;
+    let Some(idle) = t.idle_before_nginx_close.as_ref() else {
+        return;
+    };
+    let Some(pinned) = idle.pinned_ms.filter(|&v| v >= KA_TIMEOUT_MIN_IDLE_MS) else {
+        return;
+    };
+    if t.closed_by_nginx < KA_TIMEOUT_MIN_CLOSES
+        || (t.closed_by_nginx as f64) < KA_TIMEOUT_NGINX_SHARE * all as f64
+        || t.established == 0
+    {
+        return;
+    }
+    let mut evidence = BTreeMap::new();
+    evidence.insert("closed_by_nginx", serde_json::json!(t.closed_by_nginx));
+    evidence.insert("closed_by_client", serde_json::json!(t.closed_by_client));
+    evidence.insert("closed_by_reset", serde_json::json!(t.closed_by_reset));
+    evidence.insert("connections_established", serde_json::json!(t.established));
+    evidence.insert("idle_before_close_pinned_ms", serde_json::json!(pinned));
+    evidence.insert(
+        "idle_before_close_min_ms_since_attach",
+        serde_json::json!(idle.min_ms_since_attach),
+    );
+    evidence.insert(
+        "idle_before_close_max_ms_since_attach",
+        serde_json::json!(idle.max_ms_since_attach),
+    );
+    evidence.insert(
+        "source",
+        serde_json::json!("tracepoint sock:inet_sock_set_state ESTABLISHED -> FIN_WAIT1 on nginx's ports; idle = now - last data sent or received (tcp_sock.lsndtime, icsk_ack.lrcvtime)"),
+    );
+    let advice = format!(
+        "nginx closed {} of {all} connections itself after they sat idle {} (keepalive_timeout), and {} new connections came in the period: clients or a load balancer in front that keep idle connections longer than that find them closed and must reconnect (or fail a request sent as nginx closed); set keepalive_timeout above the idle timeout of what is in front of nginx",
+        t.closed_by_nginx,
+        fmt_ms(pinned),
+        t.established
+    );
+    out.push(Verdict::new(
+        "keepalive_timeout_closes",
+        Severity::Warning,
+        evidence,
+        &["keepalive_timeout"],
+        advice,
+    ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::connections::{ConnectionsReport, IdleReport};
+
+    fn inp(nginx: u64, client: u64, pinned: Option<f64>, p99: u64) -> Inputs {
+        Inputs {
+            connections: Some(ConnectionsReport {
+                ports: vec![PortLifecycle {
+                    port: 80,
+                    established: nginx + client,
+                    closed_by_nginx: nginx,
+                    closed_by_client: client,
+                    idle_before_nginx_close: (nginx > 0).then(|| IdleReport {
+                        count: nginx,
+                        mean_ms: pinned.unwrap_or(p99 as f64),
+                        p50_ms: p99,
+                        p99_ms: p99,
+                        min_ms_since_attach: p99,
+                        max_ms_since_attach: p99,
+                        pinned_ms: pinned,
+                        hist: vec![0; 32],
+                    }),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn fired(i: &Inputs) -> bool {
+        let mut v = Vec::new();
+        keepalive_timeout_closes(i, &mut v);
+        v.iter().any(|v| v.id == "keepalive_timeout_closes")
+    }
+
+    #[test]
+    fn timeout_closes_fire_at_the_threshold_and_not_below() {
+        assert!(fired(&inp(10, 0, Some(2000.0), 2000)));
+        assert!(!fired(&inp(9, 0, Some(2000.0), 2000)));
+        // Clients closed most: silent.
+        assert!(!fired(&inp(10, 11, Some(2000.0), 2000)));
+        // Closes right after responses, or spread: not a timeout.
+        assert!(!fired(&inp(10, 0, Some(3.0), 3)));
+        assert!(!fired(&inp(10, 0, None, 2000)));
+        assert!(!fired(&Inputs::default()));
+    }
+
+    #[test]
+    fn who_closed_names_the_side_measured() {
+        assert!(who_closed(&Inputs::default()).is_none());
+        let (e, s) = who_closed(&inp(200, 0, Some(1.0), 1)).unwrap();
+        assert_eq!(e["nginx"], 200);
+        assert!(s.contains("nginx closed 200 first"), "{s}");
+        assert!(s.contains("right after a response"), "{s}");
+        let (_, s) = who_closed(&inp(10, 0, Some(2000.0), 2000)).unwrap();
+        assert!(s.contains("idle 2.0 s (its keepalive_timeout)"), "{s}");
+        let (_, s) = who_closed(&inp(0, 50, None, 0)).unwrap();
+        assert!(s.contains("the clients close their connections"), "{s}");
+    }
+}

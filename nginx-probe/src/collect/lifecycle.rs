@@ -1,0 +1,341 @@
+//! The client connection lifecycle programs (see `nginx_probe_common::lifecycle`):
+//! what they need patched in (BTF offsets of `tcp_sock.lsndtime` and
+//! `inet_connection_sock.icsk_ack.lrcvtime`, the kernel's HZ), attaching them after
+//! checking their record layouts against tracefs, the port index map, and reading
+//! their per-CPU counters into a [`LifecycleRaw`].
+
+use std::{collections::BTreeMap, io::Read, path::Path};
+
+use aya::{
+    maps::{HashMap, MapData, PerCpuArray},
+    programs::TracePoint,
+    Ebpf,
+};
+use log::warn;
+use nginx_probe_common::lifecycle::{self as lc, names, LC_MAX_PORTS, LC_PER_PORT};
+
+use crate::{
+    collect::{btf::Btf, tracefs},
+    error::ProbeError,
+    model::connections::{LifecycleMeta, LifecycleRaw},
+};
+
+/// Values patched into the lifecycle programs' globals.
+#[derive(Clone, Debug)]
+pub struct Globals {
+    /// Offset of `tcp_sock.lsndtime`, bytes (`u64::MAX`: unknown).
+    pub lsndtime: u64,
+    /// Offset of `inet_connection_sock.icsk_ack.lrcvtime`, bytes.
+    pub lrcvtime: u64,
+    /// HZ (0: unknown).
+    pub hz: u64,
+    /// HZ and its source; why idle time is not measured.
+    pub meta: LifecycleMeta,
+}
+
+/// Reads the offsets from `btf` (the kernel's, or why it could not be read) and HZ.
+pub fn globals(btf: Result<&Btf, &String>) -> Globals {
+    let (offs, why) = match btf {
+        Ok(b) => {
+            let s = b.member_offset("tcp_sock", "lsndtime");
+            let r = b.member_offset("inet_connection_sock", "icsk_ack.lrcvtime");
+            match (s, r) {
+                (Some(s), Some(r)) => (Some((s, r)), None),
+                _ => (
+                    None,
+                    Some("tcp_sock.lsndtime or icsk_ack.lrcvtime not in the kernel's BTF".into()),
+                ),
+            }
+        }
+        Err(e) => (None, Some(format!("no kernel BTF ({e})"))),
+    };
+    let hz = kernel_hz();
+    let why = why.or_else(|| {
+        hz.is_none()
+            .then(|| "the kernel's HZ is unknown (no CONFIG_HZ, jiffies not readable)".into())
+    });
+    let (lsndtime, lrcvtime) = offs.unwrap_or((u64::MAX, u64::MAX));
+    Globals {
+        lsndtime,
+        lrcvtime,
+        hz: hz.as_ref().map(|h| h.0).unwrap_or(0),
+        meta: LifecycleMeta {
+            hz,
+            idle_unknown: why,
+            ..Default::default()
+        },
+    }
+}
+
+/// `CONFIG_HZ=N` in a kernel config text.
+pub fn parse_config_hz(text: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix("CONFIG_HZ="))
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|&hz| (24..=10_000).contains(&hz))
+}
+
+/// The kernel's HZ and where it was read: `/boot/config-<release>`, then
+/// `/proc/config.gz`, then measured from `/proc/timer_list`'s `jiffies:` over 200 ms
+/// (snapped to 100, 250, 300 or 1000 when within 5%).
+pub fn kernel_hz() -> Option<(u64, String)> {
+    const MAX: u64 = 4 << 20;
+    let release = nix::sys::utsname::uname()
+        .ok()
+        .map(|u| u.release().to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let boot = format!("/boot/config-{release}");
+    if let Ok(f) = std::fs::File::open(&boot) {
+        let mut s = String::new();
+        if f.take(MAX).read_to_string(&mut s).is_ok() {
+            if let Some(hz) = parse_config_hz(&s) {
+                return Some((hz, format!("{boot}: CONFIG_HZ")));
+            }
+        }
+    }
+    if let Ok(f) = std::fs::File::open("/proc/config.gz") {
+        let mut s = String::new();
+        if flate2::read::GzDecoder::new(f)
+            .take(MAX)
+            .read_to_string(&mut s)
+            .is_ok()
+        {
+            if let Some(hz) = parse_config_hz(&s) {
+                return Some((hz, "/proc/config.gz: CONFIG_HZ".into()));
+            }
+        }
+    }
+    let jiffies = || -> Option<u64> {
+        let f = std::fs::File::open("/proc/timer_list").ok()?;
+        let mut s = String::new();
+        f.take(1 << 20).read_to_string(&mut s).ok()?;
+        s.lines()
+            .find_map(|l| l.strip_prefix("jiffies: "))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    let t0 = std::time::Instant::now();
+    let j0 = jiffies()?;
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let j1 = jiffies()?;
+    let rate = j1.saturating_sub(j0) as f64 / t0.elapsed().as_secs_f64();
+    [100u64, 250, 300, 1000]
+        .into_iter()
+        .find(|&hz| (rate - hz as f64).abs() <= 0.05 * hz as f64)
+        .map(|hz| (hz, "measured: /proc/timer_list jiffies over 200 ms".into()))
+}
+
+/// `sk_rst_reason` names by value from `tcp:tcp_send_reset`'s format (its
+/// `__print_symbolic(REC->reason, { 0, "NOT_SPECIFIED" }, ...)`); names are kept to
+/// `[A-Z0-9_]`, at most 40 characters, and [`lc::LC_REASONS`] values.
+pub fn parse_reason_names(format: &str) -> Vec<String> {
+    let mut out = vec![String::new(); lc::LC_REASONS];
+    let Some(at) = format.find("REC->reason,") else {
+        return Vec::new();
+    };
+    let mut rest = &format[at..];
+    while let Some(open) = rest.find('{') {
+        rest = &rest[open + 1..];
+        let Some(close) = rest.find('}') else { break };
+        let item = &rest[..close];
+        rest = &rest[close + 1..];
+        let mut parts = item.splitn(2, ',');
+        let (Some(n), Some(name)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        let Ok(n) = n.trim().parse::<usize>() else {
+            continue;
+        };
+        let name: String = name
+            .trim()
+            .trim_matches('"')
+            .chars()
+            .filter(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+            .take(40)
+            .collect();
+        if n < out.len() && !name.is_empty() {
+            out[n] = name;
+        }
+        if rest.trim_start().starts_with(')') {
+            break;
+        }
+    }
+    out.into_iter()
+        .enumerate()
+        .map(|(i, n)| {
+            if n.is_empty() {
+                format!("reason_{i}")
+            } else {
+                n
+            }
+        })
+        .collect()
+}
+
+/// Record offsets the programs read, per tracepoint: (field, offset).
+const LAYOUT: &[(&str, &[(&str, u64)])] = &[
+    (
+        "inet_sock_set_state",
+        &[
+            ("skaddr", 8),
+            ("oldstate", 16),
+            ("newstate", 20),
+            ("sport", 24),
+            ("protocol", 30),
+        ],
+    ),
+    (
+        "tcp_send_reset",
+        &[
+            ("skaddr", 16),
+            ("state", 24),
+            ("reason", 28),
+            ("saddr[28]", 32),
+        ],
+    ),
+    ("tcp_receive_reset", &[("sport", 16)]),
+    ("tcp_destroy_sock", &[("skaddr", 8), ("sport", 16)]),
+];
+
+/// The lifecycle maps and what was attached.
+pub struct Lifecycle {
+    ports: HashMap<MapData, u16, u32>,
+    stats: PerCpuArray<MapData, u64>,
+    /// Port -> index given in `LC_PORTS`.
+    index: BTreeMap<u16, u32>,
+    /// HZ, idle-time availability, reset reason names, ports not counted.
+    pub meta: LifecycleMeta,
+    /// Programs attached.
+    pub attached: Vec<&'static str>,
+}
+
+impl Lifecycle {
+    /// Takes the lifecycle maps out of the loaded object.
+    pub fn take(ebpf: &mut Ebpf, meta: LifecycleMeta) -> Result<Lifecycle, ProbeError> {
+        let mut take = |name: &str| {
+            ebpf.take_map(name)
+                .ok_or_else(|| ProbeError::Missing(format!("map {name}")))
+        };
+        Ok(Lifecycle {
+            ports: HashMap::try_from(take(names::LC_PORTS)?)?,
+            stats: PerCpuArray::try_from(take(names::LC_STATS)?)?,
+            index: BTreeMap::new(),
+            meta,
+            attached: Vec::new(),
+        })
+    }
+
+    /// Attaches every lifecycle program whose tracepoint exists with the record layout
+    /// the program reads; returns the ones left out (as "category:event (why)").
+    pub fn attach(&mut self, ebpf: &mut Ebpf, root: &Path) -> Vec<String> {
+        let mut missing = Vec::new();
+        for &(prog, cat, event) in names::PROGS {
+            let format =
+                std::fs::read_to_string(root.join("events").join(cat).join(event).join("format"));
+            let Ok(format) = format else {
+                missing.push(format!("{cat}:{event}"));
+                continue;
+            };
+            let want = LAYOUT.iter().find(|(e, _)| *e == event).map(|(_, f)| *f);
+            let bad = want
+                .unwrap_or(&[])
+                .iter()
+                .find(|(f, off)| tracefs::field_offset(&format, f) != Some(*off));
+            if let Some((f, off)) = bad {
+                warn!("{cat}:{event}: field {f} is not at offset {off} on this kernel; connection lifecycle counts leave it out");
+                missing.push(format!("{cat}:{event} (record layout)"));
+                continue;
+            }
+            if event == "tcp_send_reset" {
+                self.meta.reason_names = parse_reason_names(&format);
+            }
+            let res = ebpf
+                .program_mut(prog)
+                .ok_or_else(|| ProbeError::Missing(format!("program {prog}")))
+                .and_then(|p| {
+                    let p: &mut TracePoint = p.try_into()?;
+                    p.load()?;
+                    p.attach(cat, event)?;
+                    Ok(())
+                });
+            match res {
+                Ok(()) => self.attached.push(prog),
+                Err(e) => {
+                    warn!("could not attach {cat}:{event} ({e}); connection lifecycle counts leave it out");
+                    missing.push(format!("{cat}:{event}"));
+                }
+            }
+        }
+        missing
+    }
+
+    /// Counts the client connections of `ports` (nginx's listening ports) from now on;
+    /// ports beyond [`LC_MAX_PORTS`] are counted in `meta.ports_not_counted`.
+    pub fn add_ports(&mut self, ports: &[u16]) -> Result<(), ProbeError> {
+        for &p in ports {
+            if self.index.contains_key(&p) {
+                continue;
+            }
+            let idx = self.index.len() as u32;
+            if idx >= LC_MAX_PORTS {
+                self.meta.ports_not_counted += 1;
+                self.index.insert(p, u32::MAX);
+                continue;
+            }
+            self.ports.insert(p, idx, 0)?;
+            self.index.insert(p, idx);
+        }
+        Ok(())
+    }
+
+    /// Cumulative counters of every counted port, summed over CPUs (the idle maximum
+    /// and inverted minimum combined by max). Empty when nothing is attached.
+    pub fn read(&self) -> Result<LifecycleRaw, ProbeError> {
+        let mut out = LifecycleRaw::default();
+        if self.attached.is_empty() {
+            return Ok(out);
+        }
+        for (&port, &idx) in &self.index {
+            if idx >= LC_MAX_PORTS {
+                continue;
+            }
+            let mut v = vec![0u64; LC_PER_PORT];
+            for (i, o) in v.iter_mut().enumerate() {
+                let cpus = self.stats.get(&(idx * LC_PER_PORT as u32 + i as u32), 0)?;
+                *o = if i == lc::IDLE_MAX_MS || i == lc::IDLE_INV_MIN_MS {
+                    cpus.iter().copied().max().unwrap_or(0)
+                } else {
+                    cpus.iter().sum()
+                };
+            }
+            out.ports.insert(port, v);
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_hz() {
+        assert_eq!(
+            parse_config_hz("# CONFIG_HZ_100 is not set\nCONFIG_HZ_250=y\nCONFIG_HZ=250\n"),
+            Some(250)
+        );
+        assert_eq!(parse_config_hz("CONFIG_HZ=0\n"), None);
+        assert_eq!(parse_config_hz(""), None);
+    }
+
+    #[test]
+    fn reason_names_from_the_format() {
+        let f = r#"print fmt: "reason=%s", __print_symbolic(REC->reason, { 0, "NOT_SPECIFIED" }, { 1, "NO_SOCKET" }, { 2, "\x1b[2J" }, { 99, "BIG" })"#;
+        let n = parse_reason_names(f);
+        assert_eq!(n.len(), lc::LC_REASONS);
+        assert_eq!(n[0], "NOT_SPECIFIED");
+        assert_eq!(n[1], "NO_SOCKET");
+        assert_eq!(n[2], "12J");
+        assert_eq!(n[3], "reason_3");
+        assert!(parse_reason_names("no reasons").is_empty());
+    }
+}

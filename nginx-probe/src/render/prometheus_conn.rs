@@ -1,0 +1,116 @@
+//! The client connection lifecycle rows of [`super::prometheus_families::FAMILIES`]
+//! (the report's `connections`: TCP tracepoints on nginx's listening ports, continuous
+//! in every `--detail` mode). Labelled by `port` (at most 16 ports are counted), never
+//! by worker; absent while nothing was counted.
+
+use super::prometheus_format::{
+    Family,
+    Kind::{Counter, Gauge},
+    Scrape, Sink,
+};
+use crate::model::connections::PortLifecycle;
+
+/// One sample per port of `value`, labelled by the port and `extra` label values.
+fn per_port(s: &Scrape, o: &mut Sink, f: impl Fn(&PortLifecycle, &mut Sink, &str)) {
+    if let Some(c) = &s.report.connections {
+        for p in &c.ports {
+            f(p, o, &p.port.to_string());
+        }
+    }
+}
+
+/// Who closed first.
+pub(super) const CLOSED: Family = Family::report(
+    "nginx_probe_connections_closed_total",
+    Counter,
+    &["port", "by"],
+    "Client connections of an nginx listening port closed since attach, by who closed first: nginx (ESTABLISHED -> FIN_WAIT1), client (-> CLOSE_WAIT), reset (-> CLOSE); tracepoint sock:inet_sock_set_state.",
+    |s, o| {
+        per_port(s, o, |p, o, port| {
+            o.sample(&[port, "nginx"], p.closed_by_nginx);
+            o.sample(&[port, "client"], p.closed_by_client);
+            o.sample(&[port, "reset"], p.closed_by_reset);
+        })
+    },
+)
+.omit_if_empty();
+
+/// Established.
+pub(super) const ESTABLISHED: Family = Family::report(
+    "nginx_probe_connections_established_total",
+    Counter,
+    &["port"],
+    "Client connections established on an nginx listening port since attach (SYN_RECV -> ESTABLISHED; tracepoint sock:inet_sock_set_state).",
+    |s, o| per_port(s, o, |p, o, port| o.sample(&[port], p.established)),
+)
+.omit_if_empty();
+
+/// Resets.
+pub(super) const RESETS: Family = Family::report(
+    "nginx_probe_connection_resets_total",
+    Counter,
+    &["port", "direction"],
+    "TCP resets on an nginx listening port's sockets since attach: sent (tracepoint tcp:tcp_send_reset, local port) or received (tcp:tcp_receive_reset).",
+    |s, o| {
+        per_port(s, o, |p, o, port| {
+            o.sample(&[port, "sent"], p.resets_sent);
+            o.sample(&[port, "received"], p.resets_received);
+        })
+    },
+)
+.omit_if_empty();
+
+/// Listening sockets closed and resets of their queues.
+pub(super) const LISTENERS_CLOSED: Family = Family::report(
+    "nginx_probe_listeners_closed_total",
+    Counter,
+    &["port"],
+    "nginx listening sockets of a port closed since attach (LISTEN -> CLOSE: a reload dropping a reuseport socket, a removed listen).",
+    |s, o| per_port(s, o, |p, o, port| o.sample(&[port], p.listeners_closed)),
+)
+.omit_if_empty();
+
+/// Idle time before nginx's closes: sum.
+pub(super) const IDLE_SECONDS: Family = Family::report(
+    "nginx_probe_connection_idle_before_nginx_close_seconds_total",
+    Counter,
+    &["port"],
+    "Sum of the idle times (since the last data sent or received: tcp_sock.lsndtime, icsk_ack.lrcvtime) of the connections nginx closed first, seconds, since attach; with _count below, the mean.",
+    |s, o| {
+        per_port(s, o, |p, o, port| {
+            if let Some(i) = &p.idle_before_nginx_close {
+                o.sample(&[port], i.mean_ms * i.count as f64 / 1e3);
+            }
+        })
+    },
+)
+.omit_if_empty();
+
+/// Idle time before nginx's closes: count.
+pub(super) const IDLE_COUNT: Family = Family::report(
+    "nginx_probe_connection_idle_measured_total",
+    Counter,
+    &["port"],
+    "Connections nginx closed first whose idle time was measured, since attach.",
+    |s, o| {
+        per_port(s, o, |p, o, port| {
+            o.some(&[port], p.idle_before_nginx_close.as_ref().map(|i| i.count))
+        })
+    },
+)
+.omit_if_empty();
+
+/// The pinned idle time.
+pub(super) const IDLE_PINNED: Family = Family::report(
+    "nginx_probe_connection_idle_before_nginx_close_pinned_seconds",
+    Gauge,
+    &["port"],
+    "The idle time nginx's closes sit at, seconds: present when every measured close since attach lies within 10% of one value (a keepalive_timeout).",
+    |s, o| {
+        per_port(s, o, |p, o, port| {
+            let v = p.idle_before_nginx_close.as_ref().and_then(|i| i.pinned_ms);
+            o.some(&[port], v.map(|ms| ms / 1e3));
+        })
+    },
+)
+.omit_if_empty();

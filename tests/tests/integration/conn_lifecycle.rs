@@ -1,0 +1,192 @@
+//! Who closed nginx's client connections, after how long idle, and resets: the
+//! `connections` part of the report (TCP tracepoints, continuous layer), against a real
+//! nginx with known clients. Run as root through `cargo xtask test`.
+
+use std::{
+    io::{Read, Write},
+    net::{SocketAddr, TcpStream},
+    os::fd::AsRawFd,
+    time::Duration,
+};
+
+use nginx_probe_tests::{Nginx, NginxConfig, Probe, INDEX_BODY};
+use serde_json::Value;
+
+const N: usize = 10;
+
+/// Opens a connection, sends one keepalive request and reads its whole response
+/// (headers and the 30-byte body), leaving the connection open.
+fn one_request(addr: SocketAddr) -> TcpStream {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.write_all(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n")
+        .expect("send");
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = s.read(&mut chunk).expect("read response");
+        assert!(n > 0, "nginx closed before the response was complete");
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(h) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            if buf.len() >= h + 4 + INDEX_BODY.len() {
+                break;
+            }
+        }
+    }
+    assert!(buf.starts_with(b"HTTP/1.1 200"));
+    s
+}
+
+/// The summary's port entry of `ng` in `connections`.
+fn port_of(summary: &Value, ng: &Nginx) -> Value {
+    let port = ng.addr().port() as u64;
+    summary["connections"]["ports"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no connections in {summary}"))
+        .iter()
+        .find(|p| p["port"] == port)
+        .cloned()
+        .unwrap_or_else(|| panic!("no port {port} in {}", summary["connections"]))
+}
+
+fn keepalive_2s() -> Nginx {
+    Nginx::start(&NginxConfig {
+        http_extra: "keepalive_timeout 2s;".into(),
+        ..NginxConfig::default()
+    })
+}
+
+/// Case 17: N clients send one request each and then stay idle past nginx's
+/// `keepalive_timeout 2s`: nginx closes all N, after 2.0 s idle, and says so.
+#[test]
+fn nginx_closes_idle_keepalive_connections_at_its_timeout() {
+    let ng = keepalive_2s();
+    let json = Probe::on(&ng).json().start();
+    let text = Probe::on(&ng).plain().start();
+    let conns: Vec<TcpStream> = (0..N).map(|_| one_request(ng.addr())).collect();
+    // nginx closes them at 2 s; the clients only read the FIN afterwards.
+    std::thread::sleep(Duration::from_millis(3000));
+    for mut c in conns {
+        let mut b = [0u8; 1];
+        assert_eq!(c.read(&mut b).expect("read after nginx's close"), 0);
+    }
+    std::thread::sleep(Duration::from_millis(600));
+    let summary = json.stop().summary_json();
+    let text = text.stop().stdout;
+    let p = port_of(&summary, &ng);
+    assert_eq!(p["established"], N as u64, "{p}");
+    assert_eq!(p["closed_by_nginx"], N as u64, "{p}");
+    assert_eq!(p["closed_by_client"], 0, "{p}");
+    assert_eq!(p["closed_by_reset"], 0, "{p}");
+    let idle = &p["idle_before_nginx_close"];
+    assert_eq!(idle["count"], N as u64, "{idle}");
+    for k in ["p50_ms", "mean_ms", "pinned_ms"] {
+        let v = idle[k].as_f64().unwrap_or_else(|| panic!("{k} in {idle}"));
+        assert!((1800.0..=2200.0).contains(&v), "{k} {v} not 2.0 s +-10%");
+    }
+    assert!(
+        text.contains("nginx closes idle connections after 2.0 s"),
+        "{text}"
+    );
+    let v = verdict(&summary, "keepalive_timeout_closes")
+        .unwrap_or_else(|| panic!("no keepalive_timeout_closes in {}", summary["verdicts"]));
+    assert_eq!(v["evidence"]["closed_by_nginx"], N as u64);
+    assert_eq!(v["directives"][0], "keepalive_timeout");
+    assert!(
+        v["advice"].as_str().unwrap_or("").contains("idle 2.0 s"),
+        "{v}"
+    );
+    assert!(
+        text.contains(&format!("closed first by nginx {N}  by the client 0")),
+        "{text}"
+    );
+}
+
+/// The control: N clients that close their connection themselves after the response.
+#[test]
+fn clients_that_close_first_are_counted_as_the_client() {
+    let ng = keepalive_2s();
+    let summary = Probe::on(&ng).json().summary_around(|| {
+        for _ in 0..N {
+            drop(one_request(ng.addr()));
+        }
+    });
+    let p = port_of(&summary, &ng);
+    assert_eq!(p["established"], N as u64, "{p}");
+    assert_eq!(p["closed_by_client"], N as u64, "{p}");
+    assert_eq!(p["closed_by_nginx"], 0, "{p}");
+    assert_eq!(p["closed_by_reset"], 0, "{p}");
+    assert!(p.get("idle_before_nginx_close").is_none(), "{p}");
+    assert!(verdict(&summary, "keepalive_timeout_closes").is_none());
+}
+
+/// The verdict `id` of a summary, if it fired.
+fn verdict(summary: &Value, id: &str) -> Option<Value> {
+    summary["verdicts"]
+        .as_array()?
+        .iter()
+        .find(|v| v["id"] == id)
+        .cloned()
+}
+
+/// 200 one-request connections with `Connection: close`: nginx closes every one
+/// right after its response, and `keepalive_off` now says nginx closed them (it used to
+/// say the clients do).
+#[test]
+fn keepalive_off_says_nginx_closed_when_it_did() {
+    let ng = keepalive_2s();
+    let summary = Probe::on(&ng).json().summary_around(|| {
+        assert_eq!(
+            nginx_probe_tests::one_request_per_connection(ng.addr(), 200),
+            200
+        );
+    });
+    let p = port_of(&summary, &ng);
+    assert_eq!(p["closed_by_nginx"], 200, "{p}");
+    assert_eq!(p["closed_by_client"], 0, "{p}");
+    let v = verdict(&summary, "keepalive_off")
+        .unwrap_or_else(|| panic!("no keepalive_off in {}", summary["verdicts"]));
+    assert_eq!(v["evidence"]["closed_by"]["nginx"], 200, "{v}");
+    assert_eq!(v["evidence"]["closed_by"]["client"], 0, "{v}");
+    let advice = v["advice"].as_str().unwrap_or("");
+    assert!(advice.contains("nginx closed 200 first"), "{advice}");
+    assert!(advice.contains("right after a response"), "{advice}");
+    assert!(
+        !advice.contains("the clients close their connections"),
+        "{advice}"
+    );
+    assert!(verdict(&summary, "keepalive_timeout_closes").is_none());
+}
+
+/// N clients send a request, read the response and close with SO_LINGER 0 (a RST):
+/// exactly N resets received on nginx's port, N connections ended by a reset.
+#[test]
+fn client_resets_are_counted_on_nginx_port() {
+    let ng = keepalive_2s();
+    let summary = Probe::on(&ng).json().summary_around(|| {
+        for _ in 0..N {
+            let s = one_request(ng.addr());
+            let zero = libc::linger {
+                l_onoff: 1,
+                l_linger: 0,
+            };
+            // SAFETY: a valid fd and a linger struct of the size passed.
+            let rc = unsafe {
+                libc::setsockopt(
+                    s.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    libc::SO_LINGER,
+                    &zero as *const libc::linger as *const libc::c_void,
+                    std::mem::size_of::<libc::linger>() as libc::socklen_t,
+                )
+            };
+            assert_eq!(rc, 0, "SO_LINGER 0");
+            drop(s);
+        }
+    });
+    let p = port_of(&summary, &ng);
+    assert_eq!(p["resets_received"], N as u64, "{p}");
+    assert_eq!(p["closed_by_reset"], N as u64, "{p}");
+    assert_eq!(p["closed_by_client"], 0, "{p}");
+    assert_eq!(p["closed_by_nginx"], 0, "{p}");
+    assert_eq!(p["resets_sent"], 0, "{p}");
+}
