@@ -75,13 +75,11 @@ impl Tracker {
                         .map(|(l, &n)| (l.to_string(), n))
                         .collect(),
                     directive: def.map(|d| d.directive).unwrap_or("-").to_string(),
-                    group: match def.map(|d| d.group) {
-                        Some(Group::Refused) => "refused",
-                        Some(Group::Upstream) => "upstream",
-                        Some(Group::Resources) => "resources",
-                        _ => "other",
-                    }
-                    .to_string(),
+                    group: def
+                        .map(|d| d.group)
+                        .unwrap_or(Group::Other)
+                        .name()
+                        .to_string(),
                 },
             );
         }
