@@ -104,10 +104,12 @@ pub const CLASSES: &[Class] = &[
         U,
     ),
     c("upstream_reset", "upstream server / keepalive_timeout", U),
+    // Once per peer marked failed, not per request: not in the upstream group, whose
+    // lines are judged as a share of the requests.
     c(
         "upstream_server_disabled",
         "upstream server max_fails/fail_timeout",
-        U,
+        O,
     ),
     c("upstream_invalid_response", "upstream server (its response)", U),
     c(
