@@ -129,6 +129,8 @@ pub fn judge(inp: &Inputs) -> Vec<Verdict> {
     crate::analysis::nginx_rules::keepalive_requests_low(inp, &mut out);
     crate::analysis::nginx_rules::cpu_throttled(inp, &mut out);
     crate::analysis::nginx_rules::slow_requests_idle_workers(inp, &mut out);
+    crate::analysis::process_history::worker_spawn_failed(inp, &mut out);
+    crate::analysis::process_history::worker_crashed(inp, &mut out);
     if let Some(d) = &inp.detail {
         mark_sampled(&mut out, d);
     }

@@ -113,6 +113,10 @@ pub struct ErrorLogReader {
     skipped_interval_base: u64,
     /// Files read (1, plus one per rotation/reopen seen).
     pub files: u64,
+    /// The master whose fd 2 this is (None in tests of a plain link).
+    master: Option<u32>,
+    /// The first file read back to the master's start (see `error_log_history`).
+    pub history: Option<super::error_log_history::History>,
 }
 
 impl ErrorLogReader {
@@ -120,7 +124,10 @@ impl ErrorLogReader {
     ///
     /// [`poll`]: ErrorLogReader::poll
     pub fn new(master: u32) -> ErrorLogReader {
-        ErrorLogReader::at(format!("/proc/{master}/fd/2"))
+        ErrorLogReader {
+            master: Some(master),
+            ..ErrorLogReader::at(format!("/proc/{master}/fd/2"))
+        }
     }
 
     /// A reader of the file behind the link `fd_path` (a `/proc/<pid>/fd/<n>` entry,
@@ -139,6 +146,8 @@ impl ErrorLogReader {
             bytes_skipped: 0,
             skipped_interval_base: 0,
             files: 0,
+            master: None,
+            history: None,
         }
     }
 
@@ -215,6 +224,15 @@ impl ErrorLogReader {
             };
             self.partial.clear();
             self.overlong = false;
+            let mut file = file;
+            if self.files == 0 {
+                // What nginx wrote about its processes before attach, back to the
+                // master's start (bounded).
+                use super::error_log_history as h;
+                if let Some(since) = self.master.and_then(h::master_start_unix_s) {
+                    self.history = Some(h::scan(&mut file, self.offset, since));
+                }
+            }
             self.current = Some((id, file));
             self.files += 1;
             self.status = Status::Reading(path);

@@ -14,6 +14,7 @@ pub mod cgroup;
 pub mod discover;
 pub mod error_log;
 pub mod error_log_classes;
+pub mod error_log_history;
 pub mod fd_limit;
 pub mod kernel;
 pub mod listen;

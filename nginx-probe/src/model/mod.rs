@@ -12,7 +12,7 @@ use nginx_probe_common::{
 use serde::{Deserialize, Serialize};
 
 pub mod nginx;
-pub use nginx::{CpuQuotaReport, ErrorClassReport, NginxErrorsReport};
+pub use nginx::{CpuQuotaReport, ErrorClassReport, NginxErrorsReport, ProcessHistoryReport};
 mod requests;
 pub use requests::*;
 pub mod sampling;

@@ -10,4 +10,5 @@ pub mod prometheus_series;
 mod prometheus_tls;
 pub mod safe;
 pub mod text;
+pub mod text_history;
 pub mod tui;

@@ -1,0 +1,49 @@
+//! The text lines on the master's history (from its error log back to its start) and
+//! the error-log peers: kept apart from `text.rs` for size.
+
+use std::fmt::Write;
+
+use crate::model::Report;
+
+/// "nginx failed to spawn K worker processes since the master started at T (error
+/// log); N workers run; the master's nofile soft/hard" and crashes; nothing when the
+/// history holds neither.
+pub fn history_lines(out: &mut String, r: &Report) {
+    let Some(h) = r.nginx_errors.as_ref().and_then(|e| e.history.as_ref()) else {
+        return;
+    };
+    if h.workers_failed_to_spawn == 0 && h.workers_crashed == 0 {
+        return;
+    }
+    let running = r.workers.iter().filter(|w| w.alive).count();
+    let lim = |v: Option<u64>| {
+        v.map(|v| v.to_string())
+            .unwrap_or_else(|| "unlimited".into())
+    };
+    let bound = if h.reached_master_start {
+        String::new()
+    } else {
+        format!(
+            " (at least: {} bytes read back did not reach the master's start)",
+            h.bytes_read_back
+        )
+    };
+    if h.workers_failed_to_spawn > 0 {
+        let _ = writeln!(
+            out,
+            "\nnginx failed to spawn {} worker processes since the master started at {} (Unix s; error log){bound}; {running} workers run; the master's open-files limit: soft {}, hard {} (/proc/{}/limits)",
+            h.workers_failed_to_spawn,
+            h.master_started_unix_s,
+            lim(h.master_nofile_soft),
+            lim(h.master_nofile_hard),
+            r.master_pid
+        );
+    }
+    if h.workers_crashed > 0 {
+        let _ = writeln!(
+            out,
+            "nginx workers crashed {} times since the master started at {} (Unix s; error log: exited on a signal){bound}; nginx's gauges after a crash are its own leaked counts",
+            h.workers_crashed, h.master_started_unix_s
+        );
+    }
+}
