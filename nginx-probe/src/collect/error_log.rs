@@ -117,6 +117,9 @@ pub struct ErrorLogReader {
     master: Option<u32>,
     /// The first file read back to the master's start (see `error_log_history`).
     pub history: Option<super::error_log_history::History>,
+    /// Upstream-class lines per peer since attach, and at the interval's start.
+    pub peers: super::error_log_peers::PeerCounts,
+    peers_interval_base: super::error_log_peers::PeerCounts,
 }
 
 impl ErrorLogReader {
@@ -148,6 +151,8 @@ impl ErrorLogReader {
             files: 0,
             master: None,
             history: None,
+            peers: Default::default(),
+            peers_interval_base: Default::default(),
         }
     }
 
@@ -301,6 +306,9 @@ impl ErrorLogReader {
     fn end_line(&mut self) {
         if let Some((level, class)) = classify(&self.partial) {
             self.counts.entry(class).or_insert([0; 8])[level] += 1;
+            if super::error_log_classes::class(class).is_some_and(|c| c.group == Group::Upstream) {
+                self.peers.add(&String::from_utf8_lossy(&self.partial));
+            }
         }
         self.partial.clear();
         self.overlong = false;
@@ -310,6 +318,7 @@ impl ErrorLogReader {
     pub fn start_interval(&mut self) {
         self.interval_base = self.counts.clone();
         self.skipped_interval_base = self.bytes_skipped;
+        self.peers_interval_base = self.peers.clone();
     }
 
     /// Counts since attach (`summary`) or since the interval started.
@@ -329,6 +338,15 @@ impl ErrorLogReader {
             }
         }
         out
+    }
+
+    /// Upstream-class lines per peer since attach (`summary`) or in the interval.
+    pub fn peer_counts(&self, summary: bool) -> super::error_log_peers::PeerCounts {
+        if summary {
+            self.peers.clone()
+        } else {
+            self.peers.since(&self.peers_interval_base)
+        }
     }
 
     /// Bytes skipped since attach or in the interval.

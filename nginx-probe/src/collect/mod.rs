@@ -15,6 +15,7 @@ pub mod discover;
 pub mod error_log;
 pub mod error_log_classes;
 pub mod error_log_history;
+pub mod error_log_peers;
 pub mod fd_limit;
 pub mod kernel;
 pub mod listen;

@@ -94,6 +94,8 @@ impl Tracker {
                 }
                 a
             });
+        let peers = self.error_log.peer_counts(summary);
+        let (top, rest) = peers.top();
         model::NginxErrorsReport {
             path,
             readable,
@@ -109,6 +111,17 @@ impl Tracker {
             lines_cut: self.error_log.lines_cut,
             bytes_skipped: self.error_log.skipped(summary),
             history: self.history_report(),
+            upstream_peers: top
+                .into_iter()
+                .map(|(peer, lines)| model::PeerErrorsReport { peer, lines })
+                .collect(),
+            upstream_peers_rest: (rest + peers.unattributed + peers.ambiguous > 0).then_some(
+                model::PeerRestReport {
+                    other_peers: rest,
+                    unattributed: peers.unattributed,
+                    ambiguous: peers.ambiguous,
+                },
+            ),
         }
     }
 

@@ -12,7 +12,10 @@ use nginx_probe_common::{
 use serde::{Deserialize, Serialize};
 
 pub mod nginx;
-pub use nginx::{CpuQuotaReport, ErrorClassReport, NginxErrorsReport, ProcessHistoryReport};
+pub use nginx::{
+    CpuQuotaReport, ErrorClassReport, NginxErrorsReport, PeerErrorsReport, PeerRestReport,
+    ProcessHistoryReport,
+};
 mod requests;
 pub use requests::*;
 pub mod sampling;

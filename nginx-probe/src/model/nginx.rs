@@ -56,6 +56,34 @@ pub struct NginxErrorsReport {
     /// absent when the master's start or the log could not be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history: Option<ProcessHistoryReport>,
+    /// Upstream-class lines by upstream peer (nginx's `upstream: "..."` field,
+    /// `scheme://host:port`): the 10 largest; absent when no such line was seen.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub upstream_peers: Vec<PeerErrorsReport>,
+    /// Upstream-class lines of every other peer (beyond the 10, or past the 256
+    /// tracked), plus those with no or an ambiguous (a client's fake) field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream_peers_rest: Option<PeerRestReport>,
+}
+
+/// Upstream-class error-log lines of one peer.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct PeerErrorsReport {
+    /// `scheme://host:port` from nginx's `upstream:` field (sanitized, at most 96 bytes).
+    pub peer: String,
+    /// Lines of upstream classes naming it in the period.
+    pub lines: u64,
+}
+
+/// Upstream-class lines not in [`NginxErrorsReport::upstream_peers`].
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct PeerRestReport {
+    /// Lines of the other peers.
+    pub other_peers: u64,
+    /// Lines with no readable `upstream:` field.
+    pub unattributed: u64,
+    /// Lines with two or more `upstream:` fields (a client's fake): not attributed.
+    pub ambiguous: u64,
 }
 
 /// What nginx's error log says about the master's processes since the master started:
