@@ -617,6 +617,7 @@ pub fn upstream_section(r: &Report) -> String {
 /// nothing to say (a readable log with no lines, no quota).
 fn nginx_section(out: &mut String, r: &Report) {
     super::text_history::history_lines(out, r);
+    super::text_history::peer_line(out, r);
     if let Some(e) = &r.nginx_errors {
         if !e.readable {
             let _ = writeln!(

@@ -47,3 +47,29 @@ pub fn history_lines(out: &mut String, r: &Report) {
         );
     }
 }
+
+/// "upstream errors by peer: http://127.0.0.2:8602 37, ..., others 3" (error log).
+pub fn peer_line(out: &mut String, r: &Report) {
+    let Some(e) = r.nginx_errors.as_ref() else {
+        return;
+    };
+    if e.upstream_peers.is_empty() {
+        return;
+    }
+    let mut parts: Vec<String> = e
+        .upstream_peers
+        .iter()
+        .map(|p| format!("{} {}", crate::render::safe::line(&p.peer), p.lines))
+        .collect();
+    if let Some(rest) = &e.upstream_peers_rest {
+        parts.push(format!(
+            "other peers {}, no peer {}, ambiguous {}",
+            rest.other_peers, rest.unattributed, rest.ambiguous
+        ));
+    }
+    let _ = writeln!(
+        out,
+        "upstream error lines by peer (error log): {}",
+        parts.join(", ")
+    );
+}
