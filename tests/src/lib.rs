@@ -94,6 +94,9 @@ pub struct NginxConfig {
     pub http2: bool,
     /// Files to create under `html/` at start: (relative path, contents).
     pub files: Vec<(String, Vec<u8>)>,
+    /// Ready once at least one worker runs and the worker count held for 500 ms,
+    /// instead of once all `workers` run (a master that cannot spawn them all).
+    pub workers_may_fail: bool,
 }
 
 impl Default for NginxConfig {
@@ -120,6 +123,7 @@ impl Default for NginxConfig {
             tls: false,
             http2: false,
             files: Vec::new(),
+            workers_may_fail: false,
         }
     }
 }
@@ -387,6 +391,8 @@ http {{
             // What nginx's `auto` counts: online CPUs (not the cgroup's quota).
             // SAFETY: sysconf has no preconditions.
             (unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }).max(1) as usize
+        } else if cfg.workers_may_fail {
+            0
         } else {
             cfg.workers as usize
         };
@@ -406,8 +412,10 @@ http {{
     }
 
     /// True when ready; false when nginx exited because its port was taken.
+    /// `workers` 0: ready once the count of workers (at least 1) held for 500 ms.
     fn wait_ready(&mut self, workers: usize) -> bool {
         let deadline = Instant::now() + Duration::from_secs(10);
+        let mut seen = (usize::MAX, Instant::now());
         loop {
             if let Some(status) = self
                 .child
@@ -427,11 +435,17 @@ http {{
                 }
                 panic!("nginx exited at start ({status}): {err} {log}");
             }
-            if self.master_pid() != 0
-                && TcpStream::connect(self.addr()).is_ok()
-                && self.worker_pids().len() == workers
-            {
-                return true;
+            if self.master_pid() != 0 && TcpStream::connect(self.addr()).is_ok() {
+                let n = self.worker_pids().len();
+                if workers == 0 && n > 0 {
+                    if n != seen.0 {
+                        seen = (n, Instant::now());
+                    } else if seen.1.elapsed() >= Duration::from_millis(500) {
+                        return true;
+                    }
+                } else if n == workers {
+                    return true;
+                }
             }
             assert!(
                 Instant::now() < deadline,

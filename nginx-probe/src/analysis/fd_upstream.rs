@@ -170,16 +170,19 @@ pub(crate) fn fd_exhaustion(inp: &Inputs, out: &mut Vec<Verdict>) {
     let upstream = failed("socket") || connects > 0;
     let files = failed("openat")
         || matches!((files_peak, limit), (Some(f), Some(l)) if l > 0 && f as f64 >= FILES_SHARE_OF_LIMIT * l as f64);
-    let mut holders = vec![format!(
-        "client connections (worker_connections{})",
-        sockets_peak
-            .map(|s| format!("; up to {s} sockets open in a worker"))
-            .unwrap_or_default()
-    )];
+    // Only holders that were counted are named: sockets are not told apart (client
+    // connections, listeners and nginx's channel socketpairs to the other workers all
+    // read `socket:[..]` in /proc), so they are named as sockets, not as clients.
+    let mut holders = Vec::new();
+    if let Some(s) = sockets_peak {
+        holders.push(format!(
+            "sockets (up to {s} open in a worker: client connections, listeners and nginx's channels to the other workers, not told apart)"
+        ));
+    }
     let mut directives = vec!["worker_rlimit_nofile", "worker_connections"];
     if upstream {
         holders.insert(
-            usize::from(!failed("socket")),
+            usize::from(!failed("socket")).min(holders.len()),
             format!(
                 "upstream connections (one per proxied request in progress, {connects} connects in the period{})",
                 if failed("socket") { "; socket() failed with EMFILE while connecting to upstream" } else { "" }
@@ -189,14 +192,21 @@ pub(crate) fn fd_exhaustion(inp: &Inputs, out: &mut Vec<Verdict>) {
     }
     if files {
         holders.insert(
-            usize::from(!failed("openat")),
+            usize::from(!failed("openat")).min(holders.len()),
             format!(
-                "files kept open by open_file_cache (its max; up to {} regular files open in a worker{})",
+                "regular files (up to {} open in a worker{}; open_file_cache, where configured, keeps them open up to its max)",
                 files_peak.map(|f| f.to_string()).unwrap_or_else(|| "unknown".into()),
                 if failed("openat") { "; open() failed with EMFILE" } else { "" }
             ),
         );
-        directives.push("open_file_cache max=");
+        // The directive only when the files were counted holding a share of the limit.
+        if matches!((files_peak, limit), (Some(f), Some(l)) if l > 0 && f as f64 >= FILES_SHARE_OF_LIMIT * l as f64)
+        {
+            directives.push("open_file_cache max=");
+        }
+    }
+    if holders.is_empty() {
+        holders.push("unknown (the workers' fds were not classified)".into());
     }
     let failing: Vec<String> = by_syscall
         .iter()
@@ -406,17 +416,32 @@ mod tests {
         let f = v.iter().find(|v| v.id == "fd_exhaustion").expect("fires");
         assert!(
             f.advice
-                .contains("held by files kept open by open_file_cache"),
+                .contains("held by regular files (up to 250 open in a worker; open() failed with EMFILE; open_file_cache, where configured"),
             "{}",
             f.advice
         );
         assert!(!f.advice.contains("upstream"), "{}", f.advice);
         assert!(f.directives.iter().any(|d| d == "open_file_cache max="));
-        // accept4 only: client connections.
+        // accept4 only, sockets counted: sockets, never "client connections" (a
+        // worker's sockets include nginx's channels to the other workers, case 21).
         let mut c = w(1, 10, 10);
         c.fd_limit = Some(64);
         c.emfile = 3;
+        c.sockets_peak = Some(56);
         c.fd_errors.insert("accept4".into(), (3, 0));
+        let v = judge(&Inputs {
+            workers: vec![c.clone()],
+            ..Inputs::default()
+        });
+        let f = v.iter().find(|v| v.id == "fd_exhaustion").expect("fires");
+        assert!(
+            f.advice.contains("held by sockets (up to 56 open in a worker: client connections, listeners and nginx's channels to the other workers, not told apart)"),
+            "{}",
+            f.advice
+        );
+        assert!(!f.advice.contains("open_file_cache"), "{}", f.advice);
+        // Nothing classified: unknown.
+        c.sockets_peak = None;
         let v = judge(&Inputs {
             workers: vec![c],
             ..Inputs::default()
@@ -424,7 +449,7 @@ mod tests {
         let f = v.iter().find(|v| v.id == "fd_exhaustion").expect("fires");
         assert!(
             f.advice
-                .contains("held by client connections (worker_connections"),
+                .contains("held by unknown (the workers' fds were not classified)"),
             "{}",
             f.advice
         );

@@ -2,7 +2,9 @@
 //! directive involved and the evidence behind it) over their [`inputs`], those on the
 //! logs written per request in [`log_verdicts`], the [`nginx_rules`] on what nginx
 //! decided itself (refusals and upstream errors from its error log, keepalive_requests,
-//! the CPU quota), [`fd_upstream`] (upstream keepalive and fd-limit rules), [`conn_verdicts`] (who closed client connections), and [`compare`] (what changed between two recordings, beyond the
+//! the CPU quota), [`fd_upstream`] (upstream keepalive and fd-limit rules), [`conn_verdicts`] (who closed client connections),
+//! [`process_history`] (workers the master failed to spawn or that crashed, from its
+//! error log back to its start), and [`compare`] (what changed between two recordings, beyond the
 //! noise).
 
 pub mod compare;
@@ -12,6 +14,7 @@ pub mod fd_upstream;
 pub mod inputs;
 pub mod log_verdicts;
 pub mod nginx_rules;
+pub mod process_history;
 pub mod verdict;
 pub mod worker_rules;
 

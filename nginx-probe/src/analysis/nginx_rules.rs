@@ -160,6 +160,10 @@ pub fn upstream_errors(inp: &Inputs, out: &mut Vec<Verdict>) {
                 "upstream_prematurely_closed" => "upstream closed the connection before answering (502)",
                 "upstream_header_too_big" => "upstream sent a header larger than proxy_buffer_size (502)",
                 "resolver" => "the upstream's name could not be resolved (502): check resolver and resolver_timeout",
+                "upstream_addr_unavailable" => "connect() to the upstream failed with EADDRNOTAVAIL (502): the local ports for it are used up by connections in TIME-WAIT; keep upstream connections alive (`keepalive` in the upstream block, proxy_http_version 1.1, proxy_set_header Connection \"\") or widen net.ipv4.ip_local_port_range",
+                "upstream_reset" => "the upstream reset the connection (502): it closed a connection nginx was using (its keepalive timeout shorter than nginx's, or it crashed)",
+                "upstream_invalid_response" => "the upstream sent an invalid response (502)",
+                "upstream_ssl" => "the upstream's TLS certificate failed verification (502)",
                 _ => "errors talking to the upstream (502/504)",
             };
             format!(

@@ -22,6 +22,14 @@ pub const KEEPALIVE_ACCEPTS_PER_REQUEST: f64 = 0.5;
 pub const ACCESS_LOG_WRITES_PER_REQUEST: f64 = 0.5;
 /// Requests needed before the access-log rules are judged.
 pub const ACCESS_LOG_MIN_REQUESTS: u64 = 200;
+/// Share of the workers' traced syscall time (outside epoll waits; tracepoints) spent
+/// in access-log writes at or above which unbuffered logging is material: below it
+/// (a proxy or TLS load where a log write is under 1% of the time) buffering saves
+/// nothing worth a finding.
+pub const ACCESS_LOG_MIN_SYSCALL_SHARE: f64 = 0.03;
+/// Access-log writes per second (all workers, over the detail seconds) at or above
+/// which unbuffered logging is material whatever its share of the time.
+pub const ACCESS_LOG_MIN_WRITES_PER_S: f64 = 1000.0;
 
 /// Accepts needed before unserved connections are judged.
 pub const UNSERVED_MIN_ACCEPTS: u64 = 200;
@@ -114,6 +122,9 @@ pub fn judge(inp: &Inputs) -> Vec<Verdict> {
     crate::analysis::nginx_rules::slow_requests_idle_workers(inp, &mut out);
     crate::analysis::worker_rules::worker_shutdown_timeout(inp, &mut out);
     crate::analysis::worker_rules::worker_crashes(inp, &mut out);
+    crate::analysis::process_history::worker_spawn_failed(inp, &mut out);
+    crate::analysis::process_history::worker_crashed(inp, &mut out);
+    one_crash_verdict(&mut out);
     if let Some(d) = &inp.detail {
         mark_sampled(&mut out, d);
     }
@@ -459,6 +470,15 @@ fn access_log_unbuffered(inp: &Inputs, out: &mut Vec<Verdict>) {
     }
     let log_ns: u64 = inp.workers.iter().map(|w| w.access_log_ns).sum();
     let all_ns: u64 = inp.workers.iter().map(|w| w.all_syscall_ns).sum();
+    // Material only at a share of the time or a rate; neither known: silent.
+    let share = (all_ns > 0).then(|| log_ns as f64 / all_ns as f64);
+    let secs = inp.detail_s();
+    let rate = (secs > 0.0).then(|| writes as f64 / secs);
+    if !(share.is_some_and(|s| s >= ACCESS_LOG_MIN_SYSCALL_SHARE)
+        || rate.is_some_and(|r| r >= ACCESS_LOG_MIN_WRITES_PER_S))
+    {
+        return;
+    }
     let p99 = inp
         .workers
         .iter()
@@ -474,11 +494,11 @@ fn access_log_unbuffered(inp: &Inputs, out: &mut Vec<Verdict>) {
     );
     evidence.insert("writes_per_request", round3(per_request));
     evidence.insert("p99_write_us", round3(p99 as f64 / 1e3));
-    if all_ns > 0 {
-        evidence.insert(
-            "share_of_syscall_time",
-            round3(log_ns as f64 / all_ns as f64),
-        );
+    if let Some(share) = share {
+        evidence.insert("share_of_syscall_time", round3(share));
+    }
+    if let Some(rate) = rate {
+        evidence.insert("writes_per_s", round3(rate));
     }
     out.push(Verdict::new(
         "access_log_unbuffered",
@@ -674,6 +694,25 @@ fn fd_error_total(w: &WorkerReport, f: impl Fn(&crate::model::FdErrors) -> u64) 
         return f(&e);
     }
     w.fd_errors.values().map(f).sum()
+}
+
+/// One verdict per crash: when the kernel counted worker exits on a signal in the
+/// period (`worker_crashes`), the error log's count since the master started
+/// (`worker_crashed`) joins its evidence instead of standing as a second verdict.
+fn one_crash_verdict(out: &mut Vec<Verdict>) {
+    let Some(log) = out.iter().position(|v| v.id == "worker_crashed") else {
+        return;
+    };
+    let Some(kernel) = out.iter().position(|v| v.id == "worker_crashes") else {
+        return;
+    };
+    let since_start = out[log].evidence.get("workers_crashed").cloned();
+    if let Some(n) = since_start {
+        out[kernel]
+            .evidence
+            .insert("crashes_since_master_start_error_log".into(), n);
+    }
+    out.remove(log);
 }
 
 /// Judges a built report: its verdicts, from the [`Inputs`] its workers (the merged

@@ -27,316 +27,13 @@ use std::{
 
 /// Bytes read from the log in one poll (500 ms): up to 8 MB/s of log lines.
 pub const MAX_READ_PER_POLL: u64 = 4 << 20;
-/// Longest line kept for classification, bytes; the rest of a longer line is skipped.
-pub const MAX_LINE: usize = 2048;
 /// Unread bytes past which the reader jumps to the end (and counts them skipped):
 /// a log growing faster than [`MAX_READ_PER_POLL`] is not chased forever.
 pub const MAX_BACKLOG: u64 = 64 << 20;
 
-/// nginx's log levels, most severe first (`ngx_log_levels`).
-pub const LEVELS: [&str; 8] = [
-    "emerg", "alert", "crit", "error", "warn", "notice", "info", "debug",
-];
-
-/// What a class of nginx error-log message is about.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Group {
-    /// nginx refused the request itself (limit_req, limit_conn: 503 by default).
-    Refused,
-    /// The request failed on the upstream side (502, 504).
-    Upstream,
-    /// nginx ran out of connections or fds.
-    Resources,
-    /// Anything else (client errors, missing files, TLS).
-    Other,
-}
-
-/// One message class: its name, nginx's literal wording it is recognised by, the
-/// directive it points at, and its group.
-pub struct Class {
-    /// Stable name, used as the `class` label.
-    pub name: &'static str,
-    /// The directive(s) that govern it.
-    pub directive: &'static str,
-    /// Refusal, upstream failure, resource exhaustion, or other.
-    pub group: Group,
-}
-
-/// Every class counted, in reporting order. Wording from nginx 1.22's source
-/// (`ngx_http_limit_req_module.c`, `ngx_http_upstream.c`, `ngx_event_connect.c`,
-/// `ngx_connection.c`, `ngx_resolver.c`); see [`classify`].
-pub const CLASSES: &[Class] = &[
-    Class {
-        name: "limit_req",
-        directive: "limit_req",
-        group: Group::Refused,
-    },
-    Class {
-        name: "limit_req_dry_run",
-        directive: "limit_req_dry_run",
-        group: Group::Other,
-    },
-    Class {
-        name: "limit_req_delayed",
-        directive: "limit_req ... burst delay",
-        group: Group::Other,
-    },
-    Class {
-        name: "limit_conn",
-        directive: "limit_conn",
-        group: Group::Refused,
-    },
-    Class {
-        name: "limit_conn_dry_run",
-        directive: "limit_conn_dry_run",
-        group: Group::Other,
-    },
-    Class {
-        name: "upstream_connect_timeout",
-        directive: "proxy_connect_timeout",
-        group: Group::Upstream,
-    },
-    Class {
-        name: "upstream_read_timeout",
-        directive: "proxy_read_timeout",
-        group: Group::Upstream,
-    },
-    Class {
-        name: "upstream_send_timeout",
-        directive: "proxy_send_timeout",
-        group: Group::Upstream,
-    },
-    Class {
-        name: "upstream_connect_failed",
-        directive: "upstream server / proxy_pass",
-        group: Group::Upstream,
-    },
-    Class {
-        name: "no_live_upstreams",
-        directive: "upstream server max_fails/fail_timeout",
-        group: Group::Upstream,
-    },
-    Class {
-        name: "upstream_prematurely_closed",
-        directive: "upstream server / proxy_read_timeout",
-        group: Group::Upstream,
-    },
-    Class {
-        name: "upstream_header_too_big",
-        directive: "proxy_buffer_size",
-        group: Group::Upstream,
-    },
-    Class {
-        name: "upstream_other",
-        directive: "upstream / proxy_pass",
-        group: Group::Upstream,
-    },
-    Class {
-        name: "resolver",
-        directive: "resolver / resolver_timeout",
-        group: Group::Upstream,
-    },
-    Class {
-        name: "emfile",
-        directive: "worker_rlimit_nofile",
-        group: Group::Resources,
-    },
-    Class {
-        name: "enfile",
-        directive: "fs.file-max",
-        group: Group::Resources,
-    },
-    Class {
-        name: "worker_connections_reusing",
-        directive: "worker_connections",
-        group: Group::Resources,
-    },
-    Class {
-        name: "worker_connections",
-        directive: "worker_connections",
-        group: Group::Resources,
-    },
-    Class {
-        name: "client_body_too_large",
-        directive: "client_max_body_size",
-        group: Group::Other,
-    },
-    Class {
-        name: "client_timed_out",
-        directive: "client_header_timeout / client_body_timeout / send_timeout",
-        group: Group::Other,
-    },
-    Class {
-        name: "client_closed",
-        directive: "-",
-        group: Group::Other,
-    },
-    Class {
-        name: "file_not_found",
-        directive: "root / try_files",
-        group: Group::Other,
-    },
-    Class {
-        name: "forbidden",
-        directive: "allow / deny / autoindex",
-        group: Group::Other,
-    },
-    Class {
-        name: "ssl",
-        directive: "ssl_protocols / ssl_ciphers",
-        group: Group::Other,
-    },
-    Class {
-        name: "other",
-        directive: "-",
-        group: Group::Other,
-    },
-];
-
-/// The class entry named `name`.
-pub fn class(name: &str) -> Option<&'static Class> {
-    CLASSES.iter().find(|c| c.name == name)
-}
-
-/// Level and class of one error-log line (`YYYY/MM/DD HH:MM:SS [level] PID#TID:
-/// [*CID ]message...`), or None when it is not such a line (a continuation, garbage).
-/// Pure. Only fixed wording is looked at; nothing of the line is returned.
-pub fn classify(line: &[u8]) -> Option<(usize, &'static str)> {
-    let line = std::str::from_utf8(line)
-        .ok()
-        .or_else(|| std::str::from_utf8(&line[..utf8_prefix(line)]).ok())?;
-    // "2026/11/30 16:52:42 [error] 1234#1234: *5 limiting requests, ..."
-    let open = line.get(19..21)?;
-    if open != " [" {
-        return None;
-    }
-    let rest = &line[21..];
-    let close = rest.find("] ")?;
-    let level = LEVELS.iter().position(|l| *l == &rest[..close])?;
-    let rest = &rest[close + 2..];
-    let colon = rest.find(": ")?;
-    let pidtid = &rest[..colon];
-    if !pidtid.bytes().all(|b| b.is_ascii_digit() || b == b'#') {
-        return None;
-    }
-    let mut msg = &rest[colon + 2..];
-    if let Some(after) = msg.strip_prefix('*') {
-        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
-        msg = after[digits..].trim_start();
-    }
-    Some((level, message_class(msg)))
-}
-
-/// The longest prefix of `b` that is valid UTF-8 (a line cut at [`MAX_LINE`] may end
-/// inside a character).
-fn utf8_prefix(b: &[u8]) -> usize {
-    match std::str::from_utf8(b) {
-        Ok(_) => b.len(),
-        Err(e) => e.valid_up_to(),
-    }
-}
-
-/// The class of a message (the text after `PID#TID: [*CID ]`).
-///
-/// Only nginx's own wording is matched: prefixes, and phrases in the part before
-/// `, client: ` (after it come the client address, request line and host, which the
-/// client chose and which are never looked at). A path in an `open()` message is
-/// derived from the URI; a class matched inside it is counted as the client wished,
-/// one line per request of that client's.
-pub fn message_class(msg: &str) -> &'static str {
-    let head = msg.split(", client: ").next().unwrap_or(msg);
-    let has = |s: &str| head.contains(s);
-    // "limiting requests%s, excess: %ui.%03ui by zone \"%V\"" (%s = ", dry run")
-    if let Some(r) = msg.strip_prefix("limiting requests") {
-        return if r.starts_with(", dry run") {
-            "limit_req_dry_run"
-        } else {
-            "limit_req"
-        };
-    }
-    // "delaying request, excess: ..." (limit_req with burst, one level below)
-    if msg.starts_with("delaying request") {
-        return "limit_req_delayed";
-    }
-    // "limiting connections%s by zone \"%V\""
-    if let Some(r) = msg.strip_prefix("limiting connections") {
-        return if r.starts_with(", dry run") {
-            "limit_conn_dry_run"
-        } else {
-            "limit_conn"
-        };
-    }
-    // "%ui worker_connections are not enough, reusing connections" (warn,
-    // ngx_drain_connections) and "%ui worker_connections are not enough" (alert,
-    // ngx_get_connection: the connection is closed at once).
-    let digits = msg.bytes().take_while(u8::is_ascii_digit).count();
-    if digits > 0 && msg[digits..].starts_with(" worker_connections are not enough") {
-        return if msg[digits..]
-            .starts_with(" worker_connections are not enough, reusing connections")
-        {
-            "worker_connections_reusing"
-        } else {
-            "worker_connections"
-        };
-    }
-    // Any syscall failing with EMFILE/ENFILE: "accept4() failed (24: Too many open
-    // files)", "socket() failed (24: ...) while connecting to upstream", "open() ...".
-    if has("(24: Too many open files)") {
-        return "emfile";
-    }
-    if has("(23: Too many open files in system)") {
-        return "enfile";
-    }
-    // "upstream timed out (110: Connection timed out) while connecting to upstream"
-    if msg.starts_with("upstream timed out") {
-        return if has("while connecting to upstream") {
-            "upstream_connect_timeout"
-        } else if has("while sending") {
-            "upstream_send_timeout"
-        } else {
-            "upstream_read_timeout"
-        };
-    }
-    if msg.starts_with("no live upstreams") {
-        return "no_live_upstreams";
-    }
-    if msg.starts_with("upstream prematurely closed") {
-        return "upstream_prematurely_closed";
-    }
-    if msg.starts_with("upstream sent too big header") {
-        return "upstream_header_too_big";
-    }
-    if msg.starts_with("connect() failed") && has("while connecting to upstream") {
-        return "upstream_connect_failed";
-    }
-    // "%V could not be resolved (%i: %s)", "no resolver defined to resolve %V",
-    // "%V could not be resolved (110: Operation timed out)"
-    if has(" could not be resolved") || msg.starts_with("no resolver defined") {
-        return "resolver";
-    }
-    if msg.starts_with("upstream ") || has(" to upstream") || has(" from upstream") {
-        return "upstream_other";
-    }
-    if msg.starts_with("client intended to send too large body") {
-        return "client_body_too_large";
-    }
-    if msg.starts_with("client timed out") {
-        return "client_timed_out";
-    }
-    if msg.starts_with("client prematurely closed") || msg.starts_with("client closed") {
-        return "client_closed";
-    }
-    if has("(2: No such file or directory)") {
-        return "file_not_found";
-    }
-    if msg.starts_with("access forbidden by rule") || has(" is forbidden") {
-        return "forbidden";
-    }
-    if msg.starts_with("SSL_") || has(" SSL ") {
-        return "ssl";
-    }
-    "other"
-}
+pub use super::error_log_classes::{
+    class, classify, message_class, Class, Group, CLASSES, LEVELS, MAX_LINE,
+};
 
 /// Counts by class, then by level index ([`LEVELS`]).
 pub type Counts = BTreeMap<&'static str, [u64; 8]>;
@@ -373,6 +70,13 @@ pub struct ErrorLogReader {
     skipped_interval_base: u64,
     /// Files read (1, plus one per rotation/reopen seen).
     pub files: u64,
+    /// The master whose fd 2 this is (None in tests of a plain link).
+    master: Option<u32>,
+    /// The first file read back to the master's start (see `error_log_history`).
+    pub history: Option<super::error_log_history::History>,
+    /// Upstream-class lines per peer since attach, and at the interval's start.
+    pub peers: super::error_log_peers::PeerCounts,
+    peers_interval_base: super::error_log_peers::PeerCounts,
 }
 
 impl ErrorLogReader {
@@ -380,7 +84,10 @@ impl ErrorLogReader {
     ///
     /// [`poll`]: ErrorLogReader::poll
     pub fn new(master: u32) -> ErrorLogReader {
-        ErrorLogReader::at(format!("/proc/{master}/fd/2"))
+        ErrorLogReader {
+            master: Some(master),
+            ..ErrorLogReader::at(format!("/proc/{master}/fd/2"))
+        }
     }
 
     /// A reader of the file behind the link `fd_path` (a `/proc/<pid>/fd/<n>` entry,
@@ -399,6 +106,10 @@ impl ErrorLogReader {
             bytes_skipped: 0,
             skipped_interval_base: 0,
             files: 0,
+            master: None,
+            history: None,
+            peers: Default::default(),
+            peers_interval_base: Default::default(),
         }
     }
 
@@ -475,6 +186,15 @@ impl ErrorLogReader {
             };
             self.partial.clear();
             self.overlong = false;
+            let mut file = file;
+            if self.files == 0 {
+                // What nginx wrote about its processes before attach, back to the
+                // master's start (bounded).
+                use super::error_log_history as h;
+                if let Some(since) = self.master.and_then(h::master_start_unix_s) {
+                    self.history = Some(h::scan(&mut file, self.offset, since));
+                }
+            }
             self.current = Some((id, file));
             self.files += 1;
             self.status = Status::Reading(path);
@@ -543,6 +263,9 @@ impl ErrorLogReader {
     fn end_line(&mut self) {
         if let Some((level, class)) = classify(&self.partial) {
             self.counts.entry(class).or_insert([0; 8])[level] += 1;
+            if super::error_log_classes::class(class).is_some_and(|c| c.group == Group::Upstream) {
+                self.peers.add(&String::from_utf8_lossy(&self.partial));
+            }
         }
         self.partial.clear();
         self.overlong = false;
@@ -552,6 +275,7 @@ impl ErrorLogReader {
     pub fn start_interval(&mut self) {
         self.interval_base = self.counts.clone();
         self.skipped_interval_base = self.bytes_skipped;
+        self.peers_interval_base = self.peers.clone();
     }
 
     /// Counts since attach (`summary`) or since the interval started.
@@ -571,6 +295,15 @@ impl ErrorLogReader {
             }
         }
         out
+    }
+
+    /// Upstream-class lines per peer since attach (`summary`) or in the interval.
+    pub fn peer_counts(&self, summary: bool) -> super::error_log_peers::PeerCounts {
+        if summary {
+            self.peers.clone()
+        } else {
+            self.peers.since(&self.peers_interval_base)
+        }
     }
 
     /// Bytes skipped since attach or in the interval.

@@ -3,7 +3,7 @@
 //! and its workers in /proc ([`target`]), finding the master without `--pid`
 //! ([`discover`]), the kernel features the programs need ([`kernel`]), nginx's
 //! listening sockets over sock_diag ([`listen`]), nginx's error log counted by message
-//! class ([`error_log`]), the workers' cgroup CPU quota ([`cgroup`]), the probe's own
+//! class ([`error_log`], its classes in [`error_log_classes`]), the workers' cgroup CPU quota ([`cgroup`]), the probe's own
 //! cost ([`selfcost`]), the recent window of snapshots for exporter verdicts
 //! ([`window`]), nginx's own stub_status counters ([`nginx_counters`]), and the
 //! [`tracker`] that keeps the worker set current and turns map
@@ -14,6 +14,9 @@ pub mod cgroup;
 pub mod config;
 pub mod discover;
 pub mod error_log;
+pub mod error_log_classes;
+pub mod error_log_history;
+pub mod error_log_peers;
 pub mod fd_limit;
 pub mod kernel;
 pub mod lifecycle;

@@ -75,13 +75,11 @@ impl Tracker {
                         .map(|(l, &n)| (l.to_string(), n))
                         .collect(),
                     directive: def.map(|d| d.directive).unwrap_or("-").to_string(),
-                    group: match def.map(|d| d.group) {
-                        Some(Group::Refused) => "refused",
-                        Some(Group::Upstream) => "upstream",
-                        Some(Group::Resources) => "resources",
-                        _ => "other",
-                    }
-                    .to_string(),
+                    group: def
+                        .map(|d| d.group)
+                        .unwrap_or(Group::Other)
+                        .name()
+                        .to_string(),
                 },
             );
         }
@@ -96,6 +94,8 @@ impl Tracker {
                 }
                 a
             });
+        let peers = self.error_log.peer_counts(summary);
+        let (top, rest) = peers.top();
         model::NginxErrorsReport {
             path,
             readable,
@@ -110,6 +110,59 @@ impl Tracker {
             refusals_visible: seen[3..].iter().any(|&n| n > 0).then_some(true),
             lines_cut: self.error_log.lines_cut,
             bytes_skipped: self.error_log.skipped(summary),
+            history: self.history_report(),
+            upstream_peers: top
+                .into_iter()
+                .map(|(peer, lines)| model::PeerErrorsReport { peer, lines })
+                .collect(),
+            upstream_peers_rest: (rest + peers.unattributed + peers.ambiguous > 0).then_some(
+                model::PeerRestReport {
+                    other_peers: rest,
+                    unattributed: peers.unattributed,
+                    ambiguous: peers.ambiguous,
+                },
+            ),
         }
+    }
+
+    /// The master's history since it started: the lines read back at attach plus the
+    /// same classes counted since attach.
+    fn history_report(&self) -> Option<model::ProcessHistoryReport> {
+        use crate::collect::error_log_history::{HISTORY_CLASSES, MAX_HISTORY_BYTES};
+        let h = self.error_log.history.as_ref()?;
+        let since_attach = self.error_log.counts(true);
+        let mut classes = BTreeMap::new();
+        for c in HISTORY_CLASSES {
+            let n = h.classes.get(c).copied().unwrap_or(0)
+                + since_attach.get(c).map(|l| l.iter().sum()).unwrap_or(0);
+            if n > 0 {
+                classes.insert(c.to_string(), n);
+            }
+        }
+        let (soft, hard) = procfs::process::Process::new(self.master.pid as i32)
+            .and_then(|p| p.limits())
+            .map(|l| {
+                let v = |x: procfs::process::LimitValue| match x {
+                    procfs::process::LimitValue::Value(v) => Some(v),
+                    procfs::process::LimitValue::Unlimited => None,
+                };
+                (
+                    v(l.max_open_files.soft_limit),
+                    v(l.max_open_files.hard_limit),
+                )
+            })
+            .unwrap_or((None, None));
+        Some(model::ProcessHistoryReport {
+            master_started_unix_s: h.master_started_unix_s,
+            bytes_read_back: h.bytes_read,
+            bytes_read_back_limit: MAX_HISTORY_BYTES,
+            reached_master_start: h.reached_master_start,
+            workers_failed_to_spawn: classes.get("worker_spawn_failed").copied().unwrap_or(0),
+            spawn_failed_emfile_before_attach: h.spawn_failed_emfile,
+            workers_crashed: classes.get("worker_crashed").copied().unwrap_or(0),
+            classes,
+            master_nofile_soft: soft,
+            master_nofile_hard: hard,
+        })
     }
 }

@@ -16,7 +16,10 @@ pub mod connections;
 pub mod nginx;
 pub mod recording;
 pub mod worker_lifecycle;
-pub use nginx::{CpuQuotaReport, ErrorClassReport, NginxErrorsReport};
+pub use nginx::{
+    CpuQuotaReport, ErrorClassReport, NginxErrorsReport, PeerErrorsReport, PeerRestReport,
+    ProcessHistoryReport,
+};
 mod requests;
 pub use requests::*;
 pub mod sampling;

@@ -52,6 +52,69 @@ pub struct NginxErrorsReport {
     /// Bytes not read: a backlog too large to chase, or lost to truncation/rotation
     /// before being read. Non-zero: counts are a lower bound.
     pub bytes_skipped: u64,
+    /// The master's history back to its start (lines written before attach too);
+    /// absent when the master's start or the log could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<ProcessHistoryReport>,
+    /// Upstream-class lines by upstream peer (nginx's `upstream: "..."` field,
+    /// `scheme://host:port`): the 10 largest; absent when no such line was seen.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub upstream_peers: Vec<PeerErrorsReport>,
+    /// Upstream-class lines of every other peer (beyond the 10, or past the 256
+    /// tracked), plus those with no or an ambiguous (a client's fake) field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream_peers_rest: Option<PeerRestReport>,
+}
+
+/// Upstream-class error-log lines of one peer.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct PeerErrorsReport {
+    /// `scheme://host:port` from nginx's `upstream:` field (sanitized, at most 96 bytes).
+    pub peer: String,
+    /// Lines of upstream classes naming it in the period.
+    pub lines: u64,
+}
+
+/// Upstream-class lines not in [`NginxErrorsReport::upstream_peers`].
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct PeerRestReport {
+    /// Lines of the other peers.
+    pub other_peers: u64,
+    /// Lines with no readable `upstream:` field.
+    pub unattributed: u64,
+    /// Lines with two or more `upstream:` fields (a client's fake): not attributed.
+    pub ambiguous: u64,
+}
+
+/// What nginx's error log says about the master's processes since the master started:
+/// the lines before attach (read back from the attach offset, bounded) plus those
+/// since. Source: the error log and `/proc/<master>/stat`, `/proc/<master>/limits`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ProcessHistoryReport {
+    /// The master's start, Unix seconds (`/proc/<master>/stat` starttime + btime).
+    pub master_started_unix_s: u64,
+    /// Bytes of the log read back before attach, and the bound on them.
+    pub bytes_read_back: u64,
+    pub bytes_read_back_limit: u64,
+    /// False when the bound cut the read before the master's start: counts are then
+    /// a lower bound.
+    pub reached_master_start: bool,
+    /// Lines by class since the master's start (worker_spawn_failed, worker_crashed,
+    /// worker_exited, process_other, rlimit, worker_connections_over_nofile, emfile),
+    /// non-zero only.
+    pub classes: BTreeMap<String, u64>,
+    /// `<call>() failed while spawning "worker process"` lines since the master's
+    /// start: workers the master failed to start.
+    pub workers_failed_to_spawn: u64,
+    /// Of the spawn failures written before attach, those with EMFILE (`(24: Too many
+    /// open files)`): the master ran out of fds (2 per worker channel).
+    pub spawn_failed_emfile_before_attach: u64,
+    /// `worker process N exited on signal S` lines since the master's start.
+    pub workers_crashed: u64,
+    /// The master's soft and hard open-files limits (`/proc/<master>/limits`, Max open
+    /// files); None when unlimited or unreadable.
+    pub master_nofile_soft: Option<u64>,
+    pub master_nofile_hard: Option<u64>,
 }
 
 impl NginxErrorsReport {

@@ -15,5 +15,6 @@ mod prometheus_tls;
 pub mod text;
 mod text_config;
 mod text_connections;
+pub mod text_history;
 mod text_lifecycle;
 pub mod tui;

@@ -543,6 +543,38 @@ pub static FAMILIES: &[Family] = &[
     )
     .omit_if_empty(),
     Family::report(
+        "nginx_probe_upstream_peer_error_lines_total",
+        Counter,
+        &["peer"],
+        "Upstream-class error-log lines since attach by upstream peer (nginx's upstream: field, scheme://host:port): the 10 largest peers, the rest as peer=\"other\" (at most 11 series).",
+        |s, o| {
+            if let Some(e) = s.report.nginx_errors.as_ref().filter(|e| e.readable) {
+                if !e.upstream_peers.is_empty() {
+                    o.header();
+                    for p in &e.upstream_peers {
+                        o.sample(&[&p.peer], p.lines);
+                    }
+                    if let Some(r) = &e.upstream_peers_rest {
+                        o.sample(&["other"], r.other_peers);
+                    }
+                }
+            }
+        },
+    )
+    .omit_if_empty(),
+    Family::report(
+        "nginx_probe_workers_failed_to_spawn",
+        Gauge,
+        &[],
+        "Workers the master failed to spawn since it started (error log: <call>() failed while spawning \"worker process\", read back to the master's start).",
+        |s, o| {
+            if let Some(h) = s.report.nginx_errors.as_ref().and_then(|e| e.history.as_ref()) {
+                o.sample(&[], h.workers_failed_to_spawn);
+            }
+        },
+    )
+    .omit_if_empty(),
+    Family::report(
         "nginx_probe_cpu_quota_cpus",
         Gauge,
         &[],

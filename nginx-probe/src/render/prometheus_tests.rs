@@ -579,6 +579,16 @@ fn every_family_renders_in_table_order_with_its_labels() {
     r.detail = Some(sampled());
     with_lifecycle(&mut r);
     r.connections = Some(crate::model::connections::sample_report());
+    // The error log's per-peer lines and the master's history back to its start.
+    let e = r.nginx_errors.get_or_insert_with(Default::default);
+    e.upstream_peers = vec![model::PeerErrorsReport {
+        peer: "http://127.0.0.2:8602".into(),
+        lines: 3,
+    }];
+    e.history = Some(model::ProcessHistoryReport {
+        workers_failed_to_spawn: 38,
+        ..Default::default()
+    });
     let text = render_with(&r, &full_extras(&r.verdicts));
     let want: Vec<(String, String)> = FAMILIES
         .iter()

@@ -625,6 +625,8 @@ pub fn upstream_section(r: &Report) -> String {
 /// nginx's error log by class and the CPU quota: a few lines, omitted when there is
 /// nothing to say (a readable log with no lines, no quota).
 fn nginx_section(out: &mut String, r: &Report) {
+    super::text_history::history_lines(out, r);
+    super::text_history::peer_line(out, r);
     if let Some(e) = &r.nginx_errors {
         if !e.readable {
             let _ = writeln!(

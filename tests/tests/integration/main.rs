@@ -19,6 +19,7 @@ mod lifecycle;
 mod live_view;
 mod metrics;
 mod nginx_errors;
+mod nginx_words;
 mod production;
 mod recording;
 mod requests;

@@ -1,0 +1,192 @@
+//! Verdicts on the master's own history, from its error log back to its start
+//! (`NginxErrorsReport::history`): workers it failed to spawn (`worker_spawn_failed`)
+//! and workers that crashed (`worker_crashed`). Counted lines only: no count, no
+//! verdict.
+
+use std::collections::BTreeMap;
+
+use super::inputs::Inputs;
+use crate::model::{Severity, Verdict};
+
+/// Spawn failures at or above which `worker_spawn_failed` fires (critical).
+pub const SPAWN_FAILED_MIN: u64 = 1;
+/// Crashes (exits on a signal) at or above which `worker_crashed` fires (critical).
+pub const CRASHED_MIN: u64 = 1;
+
+fn history(inp: &Inputs) -> Option<&crate::model::ProcessHistoryReport> {
+    inp.nginx_errors
+        .as_ref()
+        .filter(|e| e.readable)?
+        .history
+        .as_ref()
+}
+
+fn limit(v: Option<u64>) -> String {
+    v.map(|v| v.to_string())
+        .unwrap_or_else(|| "unlimited or unknown".into())
+}
+
+/// `worker_spawn_failed`: `<call>() failed while spawning "worker process"` lines
+/// since the master started.
+pub fn worker_spawn_failed(inp: &Inputs, out: &mut Vec<Verdict>) {
+    let Some(h) = history(inp) else { return };
+    let failed = h.workers_failed_to_spawn;
+    if failed < SPAWN_FAILED_MIN {
+        return;
+    }
+    let running = inp.workers.iter().filter(|w| w.alive && w.pid > 0).count() as u64;
+    let mut evidence = BTreeMap::new();
+    evidence.insert("workers_failed_to_spawn", serde_json::json!(failed));
+    evidence.insert("workers_running", serde_json::json!(running));
+    evidence.insert(
+        "spawn_failed_emfile_before_attach",
+        serde_json::json!(h.spawn_failed_emfile_before_attach),
+    );
+    evidence.insert(
+        "master_started_unix_s",
+        serde_json::json!(h.master_started_unix_s),
+    );
+    evidence.insert(
+        "master_nofile_soft",
+        serde_json::json!(h.master_nofile_soft),
+    );
+    evidence.insert(
+        "master_nofile_hard",
+        serde_json::json!(h.master_nofile_hard),
+    );
+    evidence.insert(
+        "reached_master_start",
+        serde_json::json!(h.reached_master_start),
+    );
+    evidence.insert(
+        "source",
+        serde_json::json!("error log since the master's start"),
+    );
+    let bound = if h.reached_master_start {
+        String::new()
+    } else {
+        format!(
+            " (at least: the last {} bytes read back did not reach the master's start)",
+            h.bytes_read_back
+        )
+    };
+    let cause = if h.spawn_failed_emfile_before_attach > 0 {
+        format!(
+            "; {} of them failed with EMFILE: the master ran out of fds (it holds a channel socketpair, 2 fds, per worker, plus the listening sockets and logs) under its soft open-files limit of {} (hard {}); raise the master's limit (systemd LimitNOFILE=, or ulimit -n where nginx is started: worker_rlimit_nofile applies to the workers only) or lower worker_processes",
+            h.spawn_failed_emfile_before_attach,
+            limit(h.master_nofile_soft),
+            limit(h.master_nofile_hard)
+        )
+    } else {
+        format!(
+            "; the errno of each is in the error log (the master's open-files limit: soft {}, hard {})",
+            limit(h.master_nofile_soft),
+            limit(h.master_nofile_hard)
+        )
+    };
+    out.push(Verdict::new(
+        "worker_spawn_failed",
+        Severity::Critical,
+        evidence,
+        &["worker_processes", "LimitNOFILE (the master's nofile)"],
+        format!(
+            "nginx failed to spawn {failed} worker processes since the master started (error log){bound}; {running} workers run{cause}"
+        ),
+    ));
+}
+
+/// `worker_crashed`: `worker process N exited on signal S` lines since the master
+/// started.
+pub fn worker_crashed(inp: &Inputs, out: &mut Vec<Verdict>) {
+    let Some(h) = history(inp) else { return };
+    let crashed = h.workers_crashed;
+    if crashed < CRASHED_MIN {
+        return;
+    }
+    let mut evidence = BTreeMap::new();
+    evidence.insert("workers_crashed", serde_json::json!(crashed));
+    evidence.insert(
+        "master_started_unix_s",
+        serde_json::json!(h.master_started_unix_s),
+    );
+    evidence.insert(
+        "reached_master_start",
+        serde_json::json!(h.reached_master_start),
+    );
+    evidence.insert(
+        "source",
+        serde_json::json!("error log since the master's start"),
+    );
+    out.push(Verdict::new(
+        "worker_crashed",
+        Severity::Critical,
+        evidence,
+        &["worker_rlimit_core", "working_directory"],
+        format!(
+            "{crashed} worker processes exited on a signal since the master started (error log): they crashed and the master respawned them; the requests they held failed. Get a core dump (worker_rlimit_core, a writable working_directory) and check third-party modules. After a crash nginx's own gauges (stub_status active/reading/writing) keep the dead worker's connections counted: they are nginx's leaked counts, not live connections"
+        ),
+    ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::verdict::{judge, WorkerInput};
+    use crate::model::{NginxErrorsReport, ProcessHistoryReport};
+
+    fn inputs(failed: u64, emfile: u64, crashed: u64, running: usize) -> Inputs {
+        Inputs {
+            workers: (0..running)
+                .map(|i| WorkerInput {
+                    pid: 100 + i as u32,
+                    alive: true,
+                    ..WorkerInput::default()
+                })
+                .collect(),
+            nginx_errors: Some(NginxErrorsReport {
+                readable: true,
+                history: Some(ProcessHistoryReport {
+                    master_started_unix_s: 1_796_000_000,
+                    reached_master_start: true,
+                    workers_failed_to_spawn: failed,
+                    spawn_failed_emfile_before_attach: emfile,
+                    workers_crashed: crashed,
+                    master_nofile_soft: Some(64),
+                    master_nofile_hard: Some(4096),
+                    ..ProcessHistoryReport::default()
+                }),
+                ..NginxErrorsReport::default()
+            }),
+            ..Inputs::default()
+        }
+    }
+
+    #[test]
+    fn spawn_failures_fire_from_one_and_name_the_masters_limit() {
+        let v = judge(&inputs(36, 36, 0, 28));
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!(v[0].id, "worker_spawn_failed");
+        assert_eq!(v[0].severity, Severity::Critical);
+        assert_eq!(v[0].evidence["workers_failed_to_spawn"], 36);
+        assert_eq!(v[0].evidence["workers_running"], 28);
+        assert!(v[0].advice.starts_with(
+            "nginx failed to spawn 36 worker processes since the master started (error log); 28 workers run; 36 of them failed with EMFILE"
+        ), "{}", v[0].advice);
+        assert!(v[0]
+            .advice
+            .contains("soft open-files limit of 64 (hard 4096)"));
+        // A failure without EMFILE: no fd cause named.
+        let v = judge(&inputs(1, 0, 0, 2));
+        assert!(!v[0].advice.contains("ran out of fds"), "{}", v[0].advice);
+        assert!(judge(&inputs(0, 0, 0, 2)).is_empty());
+    }
+
+    #[test]
+    fn crashes_fire_from_one() {
+        let v = judge(&inputs(0, 0, 1, 2));
+        assert_eq!(v.len(), 1);
+        assert_eq!(v[0].id, "worker_crashed");
+        assert!(v[0].advice.contains("nginx's leaked counts"));
+        assert!(judge(&inputs(0, 0, 0, 2)).is_empty());
+    }
+}

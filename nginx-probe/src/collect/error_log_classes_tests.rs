@@ -1,0 +1,195 @@
+//! The classifier against nginx 1.22.1's and 1.26.3's own message formats
+//! (`testdata/nginx_error_formats.tsv`), and hostile lines.
+
+use super::*;
+use crate::collect::error_log::{classify, LEVELS};
+
+/// nginx's message formats with the class each must get (see the file's header).
+const FORMATS: &str = include_str!("../testdata/nginx_error_formats.tsv");
+
+/// `fmt` with its nginx %-specifiers (`%V`, `%s`, `%*s`, `%ui`, `%04Xd`, ...)
+/// replaced, in order, by `values` (then by `x` for strings and `1` for numbers).
+pub(crate) fn render(fmt: &str, values: &[&str]) -> String {
+    let mut out = String::new();
+    let mut vals = values.iter();
+    let mut it = fmt.chars().peekable();
+    while let Some(ch) = it.next() {
+        if ch != '%' {
+            out.push(ch);
+            continue;
+        }
+        if it.peek() == Some(&'%') {
+            it.next();
+            out.push('%');
+            continue;
+        }
+        while it
+            .peek()
+            .is_some_and(|c| c.is_ascii_digit() || *c == '*' || *c == '-')
+        {
+            it.next();
+        }
+        while it
+            .peek()
+            .is_some_and(|c| matches!(c, 'u' | 'x' | 'X' | 'l'))
+        {
+            it.next();
+        }
+        let conv = it.next().unwrap_or('s');
+        let default = if matches!(conv, 's' | 'V' | 'v') {
+            "x"
+        } else {
+            "1"
+        };
+        out.push_str(vals.next().copied().unwrap_or(default));
+    }
+    out
+}
+
+/// Every row: (level, versions, expected class, format, values).
+fn rows() -> Vec<(
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    Vec<&'static str>,
+)> {
+    FORMATS
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            assert!(f.len() == 4 || f.len() == 5, "bad fixture row {l:?}");
+            let vals = f.get(4).map(|v| v.split('|').collect()).unwrap_or_default();
+            (f[0], f[1], f[2], f[3], vals)
+        })
+        .collect()
+}
+
+#[test]
+fn every_nginx_format_gets_its_class() {
+    let rows = rows();
+    let mut wrong = Vec::new();
+    let (mut v122, mut v126) = (0, 0);
+    for (level, versions, want, fmt, vals) in &rows {
+        let msg = render(fmt, vals);
+        let line = format!("2026/11/30 16:52:42 [{level}] 9#9: *3 {msg}, client: 1.2.3.4");
+        let got = classify(line.as_bytes());
+        let lvl = LEVELS.iter().position(|l| l == level).unwrap();
+        if got != Some((lvl, want)) {
+            wrong.push(format!("{level}\t{want}\t{fmt}\t-> {got:?}"));
+        }
+        assert!(class(want).is_some(), "{want} is not in CLASSES");
+        v122 += (*versions != "1.26") as usize;
+        v126 += (*versions != "1.22") as usize;
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} wrong:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
+    // The fixture's size, so that a shortened file fails.
+    assert_eq!((rows.len(), v122, v126), (703, 624, 696));
+}
+
+#[test]
+fn only_formats_without_words_are_other() {
+    // `other` is for wording nginx does not have: the only nginx formats there are
+    // the ones that carry no words of nginx's (`%*s`: a text made elsewhere).
+    let others: Vec<&str> = rows()
+        .into_iter()
+        .filter(|r| r.2 == "other")
+        .map(|r| r.3)
+        .collect();
+    assert_eq!(others, ["%*s"]);
+}
+
+#[test]
+fn every_class_is_reachable_from_nginx_formats() {
+    let rows = rows();
+    for c in CLASSES {
+        assert!(
+            rows.iter().any(|r| r.2 == c.name) || c.name == "other",
+            "no nginx format for {}",
+            c.name
+        );
+    }
+}
+
+#[test]
+fn the_lines_of_issue_22_get_real_classes() {
+    let c = |m: &str| {
+        let line = format!("2026/12/01 20:01:02 [error] 9#9: *3 {m}");
+        classify(line.as_bytes()).map(|(_, c)| c)
+    };
+    let up = r#", client: 127.0.0.1, server: , request: "GET / HTTP/1.1", upstream: "http://127.0.0.2:8602/", host: "x""#;
+    for (msg, want) in [
+        ("connect() to 127.0.0.2:8602 failed (99: Cannot assign requested address) while connecting to upstream", "upstream_addr_unavailable"),
+        ("recv() failed (104: Connection reset by peer) while reading response header from upstream", "upstream_reset"),
+        ("upstream server temporarily disabled while reading response header from upstream", "upstream_server_disabled"),
+        ("connect() to 127.0.0.1:1 failed (111: Connection refused) while connecting to upstream", "upstream_connect_failed"),
+        ("a client request body is buffered to a temporary file /var/lib/nginx/body/0000000001", "client_body_buffered"),
+    ] {
+        assert_eq!(c(&format!("{msg}{up}")), Some(want), "{msg}");
+    }
+    for (msg, want) in [
+        (
+            "worker process 4242 exited on signal 11 (core dumped)",
+            "worker_crashed",
+        ),
+        ("worker process 4242 exited on signal 9", "worker_crashed"),
+        ("worker process 4242 exited with code 2", "worker_exited"),
+        ("worker process 4242 exited with code 0", "worker_exited_ok"),
+        (
+            "send() failed (111: Connection refused) while resolving, resolver: 127.0.0.1:53",
+            "resolver",
+        ),
+        (
+            r#"socketpair() failed while spawning "worker process" (24: Too many open files)"#,
+            "worker_spawn_failed",
+        ),
+        (
+            r#"fork() failed while spawning "cache manager process" (11: Resource temporarily unavailable)"#,
+            "worker_spawn_failed",
+        ),
+        (
+            r#"unknown directive "foo" in /etc/nginx/nginx.conf:12"#,
+            "config",
+        ),
+    ] {
+        assert_eq!(c(msg), Some(want), "{msg}");
+    }
+}
+
+#[test]
+fn a_uri_cannot_fake_the_masters_lines() {
+    // A path derived from the URI, in nginx's own open() message: the process classes
+    // are matched at the message's start only.
+    let c = |m: &str| {
+        let line = format!("2026/12/01 20:01:02 [error] 9#9: *3 {m}");
+        classify(line.as_bytes()).map(|(_, c)| c)
+    };
+    assert_eq!(
+        c(
+            r#"open() "/srv/worker process 1 exited on signal 11" failed (2: No such file or directory), client: 1.2.3.4"#
+        ),
+        Some("file_not_found")
+    );
+    assert_ne!(
+        c(
+            r#"open() "/srv/x) failed while spawning "worker process" (24: Too many open files)" failed (2: No such file or directory)"#
+        ),
+        Some("worker_spawn_failed")
+    );
+    assert_eq!(c("worker process x exited on signal 11"), Some("other"));
+    assert_eq!(c("worker process 12 exited sideways"), Some("other"));
+    // Bytes that are not UTF-8, ESC and a huge line: classified from their start, never
+    // kept.
+    assert_eq!(
+        classify(
+            b"2026/12/01 20:01:02 [alert] 9#9: worker process 7 exited on signal 6\xff\x1b[2J"
+        ),
+        Some((1, "worker_crashed"))
+    );
+}

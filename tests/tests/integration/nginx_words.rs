@@ -1,0 +1,108 @@
+//! nginx's words read back to the master's start (case 21 of ../shared/cases): a
+//! master that could not spawn all its workers wrote why before the probe attached.
+
+use std::time::Duration;
+
+use nginx_probe_tests::{children_of, verdict, verdict_ids, Nginx, NginxConfig, Probe};
+
+/// `n` requests with a 1 s timeout each: the workers themselves run out of fds here
+/// (they hold the other workers' channels), so some may never be answered.
+fn few_requests(addr: std::net::SocketAddr, n: usize) {
+    use std::io::{Read, Write};
+    for _ in 0..n {
+        if let Ok(mut c) = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
+            let _ = c.set_read_timeout(Some(Duration::from_secs(1)));
+            let _ = c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+            let mut buf = Vec::new();
+            let _ = c.read_to_end(&mut buf);
+        }
+    }
+}
+
+#[test]
+fn a_master_short_of_fds_reports_the_workers_it_failed_to_spawn() {
+    // worker_processes 64 under a soft nofile of 64: the master runs out of fds for
+    // the workers' channel socketpairs and logs each failure, before any probe runs.
+    let ng = Nginx::start(&NginxConfig {
+        workers: 64,
+        nofile: Some((64, 4096)),
+        workers_may_fail: true,
+        ..NginxConfig::default()
+    });
+    // Counted here, from /proc and the file itself.
+    let running = children_of(ng.master_pid())
+        .into_iter()
+        .filter(|&pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                .map(|c| c.starts_with("nginx: worker process"))
+                .unwrap_or(false)
+        })
+        .count() as u64;
+    let log = ng.error_log();
+    let failed = log
+        .lines()
+        .filter(|l| l.contains("socketpair() failed while spawning \"worker process\""))
+        .count() as u64;
+    assert!(
+        running > 0 && failed > 0,
+        "running {running}, failed {failed}: {log}"
+    );
+    assert_eq!(running + failed, 64, "{log}");
+
+    let s = Probe::on(&ng)
+        .json()
+        .settle(Duration::from_millis(600))
+        .summary_around(|| few_requests(ng.addr(), 5));
+    let alive = s["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["alive"] == true)
+        .count() as u64;
+    assert_eq!(alive, running, "{s}");
+    let h = &s["nginx_errors"]["history"];
+    assert_eq!(h["workers_failed_to_spawn"], failed, "{h}");
+    assert_eq!(h["spawn_failed_emfile_before_attach"], failed, "{h}");
+    assert_eq!(h["classes"]["worker_spawn_failed"], failed, "{h}");
+    assert_eq!(h["reached_master_start"], true, "{h}");
+    assert_eq!(h["master_nofile_soft"], 64, "{h}");
+    assert_eq!(h["master_nofile_hard"], 4096, "{h}");
+    assert_eq!(
+        h["workers_failed_to_spawn"].as_u64().unwrap() + alive,
+        64,
+        "{h}"
+    );
+    let v = verdict(&s, "worker_spawn_failed")
+        .unwrap_or_else(|| panic!("{}", verdict_ids(&s).join(",")));
+    assert_eq!(v["severity"], "critical");
+    assert_eq!(v["evidence"]["workers_running"], running);
+    let advice = v["advice"].as_str().unwrap();
+    assert!(
+        advice.starts_with(&format!(
+            "nginx failed to spawn {failed} worker processes since the master started (error log); {running} workers run; {failed} of them failed with EMFILE"
+        )),
+        "{advice}"
+    );
+    assert!(
+        advice.contains("soft open-files limit of 64 (hard 4096)"),
+        "{advice}"
+    );
+    // fd advice names only what it counted: no open_file_cache (not configured), no
+    // client connections (the workers' sockets are the channels).
+    if let Some(fd) = verdict(&s, "fd_exhaustion") {
+        let a = fd["advice"].as_str().unwrap();
+        assert!(!a.contains("open_file_cache"), "{a}");
+        assert!(!a.contains("held by client connections"), "{a}");
+        assert!(
+            a.contains("nginx's channels to the other workers, not told apart"),
+            "{a}"
+        );
+        let d: Vec<&str> = fd["directives"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d.as_str().unwrap())
+            .collect();
+        assert!(!d.contains(&"open_file_cache max="), "{d:?}");
+    }
+}
