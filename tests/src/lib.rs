@@ -16,6 +16,7 @@ use std::{
 };
 
 mod bpf;
+pub mod container;
 mod scrape;
 pub use bpf::*;
 pub use scrape::*;
