@@ -53,9 +53,40 @@ pub fn check_root(dir: &Path) -> Result<String, String> {
 /// The trixie root, complete; otherwise a panic with one line naming `cargo xtask
 /// setup` (tests on nginx 1.26 fail, they do not skip).
 pub fn trixie_root() -> PathBuf {
-    let dir = trixie_root_dir();
-    if let Err(e) = check_root(&dir) {
+    require_root(&trixie_root_dir())
+}
+
+/// `dir` when it is a complete root ([`check_root`]); otherwise a panic with one line
+/// naming `cargo xtask setup`.
+pub fn require_root(dir: &Path) -> PathBuf {
+    if let Err(e) = check_root(dir) {
         panic!("nginx 1.26 root missing: {e}; run `cargo xtask setup` (as root) to make it");
     }
-    dir
+    dir.to_path_buf()
+}
+
+/// Runs `chroot ROOT /usr/bin/curl -sk -o /dev/null -w %{http_code} <args> URL` (the
+/// root's curl: 8.14 in trixie, with HTTP/3) and returns the HTTP status it printed
+/// (0 when none). One URL per call: two URLs in one HTTP/3 call hung here.
+pub fn curl_in_root(root: &Path, args: &[&str], url: &str) -> u16 {
+    let out = Command::new("timeout")
+        .arg("20")
+        .arg("chroot")
+        .arg(root)
+        .args([
+            "/usr/bin/curl",
+            "-sk",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+        ])
+        .args(args)
+        .arg(url)
+        .output()
+        .expect("run chroot curl");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(0)
 }

@@ -95,6 +95,12 @@ pub struct NginxConfig {
     pub http2: bool,
     /// Files to create under `html/` at start: (relative path, contents).
     pub files: Vec<(String, Vec<u8>)>,
+    /// Run the nginx of this root directory (e.g. [`container::trixie_root`], nginx
+    /// 1.26) as a container: own pid and mount namespace, `chroot ROOT
+    /// /usr/sbin/nginx`, with a tmpfs on `ROOT/tmp` and the prefix bind-mounted at the
+    /// same path inside, `/proc` and `/dev` mounted (all in the namespace only: the
+    /// host's view of ROOT is unchanged). Implies [`NginxConfig::chroot`]'s namespaces.
+    pub root: Option<PathBuf>,
 }
 
 impl Default for NginxConfig {
@@ -121,6 +127,7 @@ impl Default for NginxConfig {
             tls: false,
             http2: false,
             files: Vec::new(),
+            root: None,
         }
     }
 }
@@ -260,7 +267,7 @@ http {{
             prefix,
             _dir: dir,
             port,
-            in_namespace: cfg.pid_namespace || cfg.chroot,
+            in_namespace: cfg.pid_namespace || cfg.chroot || cfg.root.is_some(),
             daemon_master: None,
             cfg: cfg.clone(),
         };
@@ -275,6 +282,9 @@ http {{
     /// mounts (gone with the namespace) and execs `chroot ROOT nginx`; nginx's own
     /// arguments follow.
     fn chroot_command(&self) -> Command {
+        if let Some(root) = &self.cfg.root {
+            return container_command(root, &self.prefix);
+        }
         // Inside the prefix, so that it goes with it; the bind mounts live in the
         // namespace only (private propagation): the host sees empty directories.
         let root = self.prefix.join("root");
@@ -300,7 +310,7 @@ http {{
     /// waits until it is ready; false when its port was taken.
     fn launch(&mut self) -> bool {
         let cfg = self.cfg.clone();
-        let mut cmd = if cfg.chroot {
+        let mut cmd = if cfg.chroot || cfg.root.is_some() {
             self.chroot_command()
         } else if cfg.pid_namespace {
             let mut c = Command::new("unshare");
@@ -556,6 +566,23 @@ impl Drop for Nginx {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// The command that starts the nginx of `root` ([`NginxConfig::root`]) as a container
+/// with `prefix` inside; nginx's own arguments follow.
+fn container_command(root: &Path, prefix: &Path) -> Command {
+    let r = root.display();
+    let p = prefix.display();
+    let script = format!(
+        "set -e; mount --make-rprivate /; \
+         mount -t tmpfs tmpfs '{r}/tmp'; mkdir -p '{r}{p}'; mount --bind '{p}' '{r}{p}'; \
+         mount --rbind /dev '{r}/dev'; mount -t proc proc '{r}/proc'; \
+         exec chroot '{r}' /usr/sbin/nginx \"$@\""
+    );
+    let mut c = Command::new("unshare");
+    c.args(["--pid", "--fork", "--mount", "--kill-child=SIGTERM"])
+        .args(["sh", "-c", &script, "sh"]);
+    c
 }
 
 /// Pids whose parent is `ppid`, sorted, from `/proc/*/stat`.

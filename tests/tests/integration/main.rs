@@ -15,6 +15,7 @@ mod html;
 mod lifecycle;
 mod live_view;
 mod metrics;
+mod nginx126;
 mod nginx_errors;
 mod production;
 mod recording;
