@@ -101,6 +101,9 @@ pub struct NginxConfig {
     /// same path inside, `/proc` and `/dev` mounted (all in the namespace only: the
     /// host's view of ROOT is unchanged). Implies [`NginxConfig::chroot`]'s namespaces.
     pub root: Option<PathBuf>,
+    /// Also `listen 127.0.0.1:PORT quic reuseport;` (HTTP/3 on UDP, same port; needs
+    /// `tls` and an nginx with the HTTP/3 module, e.g. the trixie root's).
+    pub quic: bool,
 }
 
 impl Default for NginxConfig {
@@ -128,6 +131,7 @@ impl Default for NginxConfig {
             http2: false,
             files: Vec::new(),
             root: None,
+            quic: false,
         }
     }
 }
@@ -240,6 +244,7 @@ http {{
     {http_extra}
     server {{
         listen 127.0.0.1:{port}{listen_flags} {listen_extra};
+        {quic}
         root \"{p}/html\";
         {tls_lines}
         {server_extra}
@@ -260,6 +265,11 @@ http {{
             listen_extra = cfg.listen_extra,
             server_extra = cfg.server_extra,
             error_log_level = cfg.error_log_level,
+            quic = if cfg.quic {
+                format!("listen 127.0.0.1:{port} quic reuseport;")
+            } else {
+                String::new()
+            },
         );
         fs::write(prefix.join("nginx.conf"), conf).expect("write nginx.conf");
         let mut ng = Nginx {

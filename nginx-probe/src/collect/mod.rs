@@ -22,4 +22,5 @@ pub mod selfcost;
 pub mod target;
 pub mod tracefs;
 pub mod tracker;
+pub mod udp_listen;
 pub mod window;

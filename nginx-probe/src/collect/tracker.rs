@@ -742,6 +742,18 @@ impl Tracker {
             let p = prev.and_then(|p| p.stub).unwrap_or_default();
             c.requests.saturating_sub(p.requests)
         });
+        let udp_ports = crate::collect::udp_listen::udp_listen_ports(
+            self.master.pid,
+            &crate::collect::listen::socket_inodes(self.master.pid),
+        );
+        let quic = model::quic::QuicReport::new(
+            udp_ports,
+            cur.stub.map(|c| {
+                let p = prev.and_then(|p| p.stub).unwrap_or_default();
+                c.accepted.saturating_sub(p.accepted)
+            }),
+            total_accepts,
+        );
         let detail = self.sampling.as_ref().zip(cur.coverage).map(|((s, _), c)| {
             let base = prev
                 .and_then(|p| p.coverage)
@@ -759,11 +771,16 @@ impl Tracker {
             if self.accepts_from_uprobe {
                 let check = cur.stub.map(|c| {
                     let p = prev.and_then(|p| p.stub).unwrap_or_default();
-                    model::sampling::AcceptsCheck::new(
+                    let check = model::sampling::AcceptsCheck::new(
                         total_accepts,
                         c.accepted.saturating_sub(p.accepted),
                         per_worker.len(),
-                    )
+                    );
+                    if quic.is_some() {
+                        check.with_quic_udp(per_worker.len())
+                    } else {
+                        check
+                    }
                 });
                 d.with_accepts_from_uprobe(check)
             } else {
@@ -960,6 +977,7 @@ impl Tracker {
             },
             end_reason,
             detail,
+            quic,
         }
     }
 }

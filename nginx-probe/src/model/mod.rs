@@ -16,6 +16,7 @@ pub mod recording;
 pub use nginx::{CpuQuotaReport, ErrorClassReport, NginxErrorsReport};
 mod requests;
 pub use requests::*;
+pub mod quic;
 pub mod sampling;
 
 /// Version of the JSON document; bumped on any incompatible change.
@@ -799,6 +800,11 @@ pub struct Report {
     /// requests inside them. Absent with `--detail full` (every call counted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<sampling::DetailReport>,
+    /// QUIC (HTTP/3) connections: nginx's UDP listening sockets and the connections no
+    /// accept returned (stub_status accepted minus TCP accepts). Absent when nginx has
+    /// no UDP listening socket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quic: Option<quic::QuicReport>,
 }
 
 impl Report {

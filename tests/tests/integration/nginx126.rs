@@ -166,3 +166,49 @@ fn soft_nofile_64_gives_emfile() {
     );
     assert!(total_accepts(&s) < 200, "{s}");
 }
+
+#[test]
+fn http3_connections_are_reported_as_quic_not_as_an_accepts_disagreement() {
+    let ng = start(NginxConfig {
+        tls: true,
+        quic: true,
+        ..NginxConfig::default()
+    });
+    let root = trixie_root();
+    // TCP only on this nginx: no UDP socket, no `quic` in the report.
+    let tcp = start(NginxConfig {
+        tls: true,
+        ..NginxConfig::default()
+    });
+    let s = Probe::on(&tcp)
+        .json()
+        .summary_only()
+        .start()
+        .stop()
+        .summary_json();
+    assert!(s["quic"].is_null(), "{s}");
+    drop(tcp);
+    for detail in ["full", "sampled"] {
+        let run = Probe::on(&ng).json().summary_only().detail(detail).start();
+        for _ in 0..12 {
+            assert_eq!(curl_in_root(&root, &["--http3-only"], &ng.https_url()), 200);
+        }
+        for _ in 0..7 {
+            assert_eq!(curl_in_root(&root, &["--http1.1"], &ng.https_url()), 200);
+        }
+        thread::sleep(Duration::from_millis(300));
+        let s = run.stop().summary_json();
+        // 12 HTTP/3 + 7 HTTPS over TCP: 19 requests, 7 accepts, 12 QUIC connections.
+        assert_eq!(stub_requests(&s), 19, "{s}");
+        assert_eq!(total_accepts(&s), 7, "{s}");
+        assert_eq!(s["stub_status"]["accepted"], 19, "{s}");
+        assert_eq!(s["quic"]["connections"], 12, "{s}");
+        assert_eq!(s["quic"]["udp_ports"], serde_json::json!([ng.port]), "{s}");
+        if detail == "sampled" {
+            assert_eq!(s["detail"]["accepts_check"]["agree"], true, "{s}");
+            assert_eq!(s["detail"]["accepts_check"]["quic_udp"], true, "{s}");
+        } else {
+            assert!(s["detail"].is_null(), "{s}");
+        }
+    }
+}
