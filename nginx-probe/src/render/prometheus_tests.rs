@@ -173,6 +173,7 @@ fn report_of(workers: &[Worker], merged: Option<(u64, Worker)>) -> Report {
         events: Vec::new(),
         end_reason: None,
         detail: None,
+        quic: None,
     }
 }
 
