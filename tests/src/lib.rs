@@ -16,6 +16,7 @@ use std::{
 };
 
 mod bpf;
+pub mod container;
 mod scrape;
 pub use bpf::*;
 pub use scrape::*;
@@ -97,6 +98,15 @@ pub struct NginxConfig {
     /// Ready once at least one worker runs and the worker count held for 500 ms,
     /// instead of once all `workers` run (a master that cannot spawn them all).
     pub workers_may_fail: bool,
+    /// Run the nginx of this root directory (e.g. [`container::trixie_root`], nginx
+    /// 1.26) as a container: own pid and mount namespace, `chroot ROOT
+    /// /usr/sbin/nginx`, with a tmpfs on `ROOT/tmp` and the prefix bind-mounted at the
+    /// same path inside, `/proc` and `/dev` mounted (all in the namespace only: the
+    /// host's view of ROOT is unchanged). Implies [`NginxConfig::chroot`]'s namespaces.
+    pub root: Option<PathBuf>,
+    /// Also `listen 127.0.0.1:PORT quic reuseport;` (HTTP/3 on UDP, same port; needs
+    /// `tls` and an nginx with the HTTP/3 module, e.g. the trixie root's).
+    pub quic: bool,
 }
 
 impl Default for NginxConfig {
@@ -124,6 +134,8 @@ impl Default for NginxConfig {
             http2: false,
             files: Vec::new(),
             workers_may_fail: false,
+            root: None,
+            quic: false,
         }
     }
 }
@@ -236,6 +248,7 @@ http {{
     {http_extra}
     server {{
         listen 127.0.0.1:{port}{listen_flags} {listen_extra};
+        {quic}
         root \"{p}/html\";
         {tls_lines}
         {server_extra}
@@ -256,6 +269,11 @@ http {{
             listen_extra = cfg.listen_extra,
             server_extra = cfg.server_extra,
             error_log_level = cfg.error_log_level,
+            quic = if cfg.quic {
+                format!("listen 127.0.0.1:{port} quic reuseport;")
+            } else {
+                String::new()
+            },
         );
         fs::write(prefix.join("nginx.conf"), conf).expect("write nginx.conf");
         let mut ng = Nginx {
@@ -263,7 +281,7 @@ http {{
             prefix,
             _dir: dir,
             port,
-            in_namespace: cfg.pid_namespace || cfg.chroot,
+            in_namespace: cfg.pid_namespace || cfg.chroot || cfg.root.is_some(),
             daemon_master: None,
             cfg: cfg.clone(),
         };
@@ -278,6 +296,9 @@ http {{
     /// mounts (gone with the namespace) and execs `chroot ROOT nginx`; nginx's own
     /// arguments follow.
     fn chroot_command(&self) -> Command {
+        if let Some(root) = &self.cfg.root {
+            return container_command(root, &self.prefix);
+        }
         // Inside the prefix, so that it goes with it; the bind mounts live in the
         // namespace only (private propagation): the host sees empty directories.
         let root = self.prefix.join("root");
@@ -303,7 +324,7 @@ http {{
     /// waits until it is ready; false when its port was taken.
     fn launch(&mut self) -> bool {
         let cfg = self.cfg.clone();
-        let mut cmd = if cfg.chroot {
+        let mut cmd = if cfg.chroot || cfg.root.is_some() {
             self.chroot_command()
         } else if cfg.pid_namespace {
             let mut c = Command::new("unshare");
@@ -569,6 +590,23 @@ impl Drop for Nginx {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// The command that starts the nginx of `root` ([`NginxConfig::root`]) as a container
+/// with `prefix` inside; nginx's own arguments follow.
+fn container_command(root: &Path, prefix: &Path) -> Command {
+    let r = root.display();
+    let p = prefix.display();
+    let script = format!(
+        "set -e; mount --make-rprivate /; \
+         mount -t tmpfs tmpfs '{r}/tmp'; mkdir -p '{r}{p}'; mount --bind '{p}' '{r}{p}'; \
+         mount --rbind /dev '{r}/dev'; mount -t proc proc '{r}/proc'; \
+         exec chroot '{r}' /usr/sbin/nginx \"$@\""
+    );
+    let mut c = Command::new("unshare");
+    c.args(["--pid", "--fork", "--mount", "--kill-child=SIGTERM"])
+        .args(["sh", "-c", &script, "sh"]);
+    c
 }
 
 /// Pids whose parent is `ppid`, sorted, from `/proc/*/stat`.

@@ -20,6 +20,7 @@ mod claims;
 mod dist;
 mod load;
 mod overhead;
+mod trixie;
 use clap::{Parser, Subcommand};
 
 /// The nightly used for the eBPF crate; its LLVM (22) matches bpf-linker's.
@@ -333,6 +334,9 @@ fn setup() -> Result<()> {
             CARGO_DEB_VERSION,
         ]))?;
     }
+
+    // 5. The Debian 13 root with nginx 1.26 for the nginx126 integration tests.
+    trixie::ensure_root()?;
     Ok(())
 }
 

@@ -111,6 +111,9 @@ pub struct Inputs {
     /// Client connections per port in the period (who closed, idle before nginx's
     /// close); None when nothing was counted.
     pub connections: Option<crate::model::connections::ConnectionsReport>,
+    /// nginx's UDP listening sockets and QUIC connections in the period; None: no UDP
+    /// listening socket.
+    pub quic: Option<crate::model::quic::QuicReport>,
 }
 
 impl Inputs {
@@ -127,6 +130,17 @@ impl Inputs {
     /// ([`crate::model::sampling::DetailReport::accepts_disagree`]).
     pub fn accepts_known(&self) -> bool {
         crate::model::sampling::accepts_known(self.detail.as_ref())
+    }
+
+    /// Whether accepts per request may be judged: accepts known, and no QUIC
+    /// connection in the period (HTTP/3 requests count in `requests` but no accept
+    /// carried them) ([`crate::model::quic::QuicReport::makes_requests_per_accept_unknown`]).
+    pub fn accepts_per_request_known(&self) -> bool {
+        self.accepts_known()
+            && !self
+                .quic
+                .as_ref()
+                .is_some_and(|q| q.makes_requests_per_accept_unknown())
     }
 }
 

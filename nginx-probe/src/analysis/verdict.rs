@@ -44,7 +44,7 @@ pub const UNSERVED_ACCEPTS_PER_REQUEST: f64 = 1.5;
 fn unserved(inp: &Inputs) -> (u64, u64, bool) {
     let accepts: u64 = inp.workers.iter().map(|w| w.accepts).sum();
     // Unknown requests or accepts: not judged.
-    let Some(requests) = inp.requests.filter(|_| inp.accepts_known()) else {
+    let Some(requests) = inp.requests.filter(|_| inp.accepts_per_request_known()) else {
         return (accepts, 0, false);
     };
     let without = accepts.saturating_sub(requests);
@@ -288,7 +288,7 @@ fn reuse(accepts_per_request: f64) -> String {
 }
 
 fn keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
-    let Some(requests) = inp.requests.filter(|_| inp.accepts_known()) else {
+    let Some(requests) = inp.requests.filter(|_| inp.accepts_per_request_known()) else {
         return;
     };
     let accepts: u64 = inp.workers.iter().map(|w| w.accepts).sum();
@@ -739,6 +739,7 @@ pub fn judge_report(r: &crate::model::Report) -> Vec<Verdict> {
     inputs.lifecycle = r.lifecycle.clone();
     inputs.config = r.config.clone();
     inputs.connections = r.connections.clone();
+    inputs.quic = r.quic.clone();
     judge(&inputs)
 }
 
@@ -817,6 +818,7 @@ pub fn verdict_inputs(workers: &[WorkerReport], close_traced: bool) -> Inputs {
         requests: None,
         requests_source: crate::model::RequestSource::Unknown,
         detail: None,
+        quic: None,
         stub_dropped: None,
         connections_active: None,
         tls: None,

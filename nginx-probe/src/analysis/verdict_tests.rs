@@ -510,3 +510,22 @@ fn keepalive_rule_uses_accepts_per_request() {
     };
     assert!(judge(&few).is_empty());
 }
+
+#[test]
+fn quic_connections_keep_the_accepts_per_request_rules_silent() {
+    let mut close = Inputs {
+        workers: vec![w(1, 500, 500), w(2, 500, 500)],
+        close_traced: true,
+        ..Inputs::default()
+    };
+    let fires = |inp: &Inputs| judge(inp).iter().any(|v| v.id == "keepalive_off");
+    assert!(fires(&close));
+    // UDP listening, no QUIC connection in the period: still judged.
+    close.quic = crate::model::quic::QuicReport::new(vec![8443], Some(1000), 1000);
+    assert!(fires(&close));
+    // QUIC connections (or unknown ones): requests include HTTP/3 ones, silent.
+    close.quic = crate::model::quic::QuicReport::new(vec![8443], Some(1200), 1000);
+    assert!(!fires(&close));
+    close.quic = crate::model::quic::QuicReport::new(vec![8443], None, 1000);
+    assert!(!fires(&close));
+}

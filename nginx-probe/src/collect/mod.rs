@@ -27,5 +27,6 @@ pub mod selfcost;
 pub mod target;
 pub mod tracefs;
 pub mod tracker;
+pub mod udp_listen;
 pub mod window;
 pub mod worker_state;

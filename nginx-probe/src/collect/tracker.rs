@@ -23,6 +23,8 @@ use crate::{
     },
 };
 
+#[path = "tracker_listen.rs"]
+mod listen_side;
 #[path = "tracker_nginx.rs"]
 mod nginx_side;
 
@@ -515,45 +517,6 @@ impl Tracker {
         Ok(())
     }
 
-    /// Samples nginx's listening sockets; returns their ports.
-    fn sample_listen(&mut self) -> Vec<u16> {
-        let mut ports = Vec::new();
-        if self.listen_base_total.is_none() {
-            let base = crate::collect::listen::listen_counters(self.master.pid);
-            self.listen_base_total = base;
-            self.listen_base_interval = base;
-        }
-        if self.listen_failed {
-            return ports;
-        }
-        let inodes = crate::collect::listen::socket_inodes(self.master.pid);
-        match crate::collect::listen::listen_sockets(self.master.pid, &inodes) {
-            Ok(samples) => {
-                for smp in samples {
-                    ports.push(smp.port);
-                    let st = self.listen.entry(smp.inode).or_default();
-                    st.addr = smp.addr;
-                    st.backlog = smp.backlog;
-                    st.queue_now = smp.queue;
-                    st.queue_max_total = st.queue_max_total.max(smp.queue);
-                    st.queue_max_interval = st.queue_max_interval.max(smp.queue);
-                    if st.drops_first.is_none() {
-                        st.drops_first = smp.drops;
-                        st.drops_interval = smp.drops;
-                    }
-                    st.drops_now = smp.drops;
-                }
-            }
-            // The master exited between two looks: the run is ending, nothing to say.
-            Err(_) if matches!(target::alive(self.master.pid), Ok(false)) => {}
-            Err(e) => {
-                self.listen_failed = true;
-                warn!("cannot read nginx's listen queues with sock_diag ({e}); reporting without them");
-            }
-        }
-        ports
-    }
-
     /// Starts a new interval for the listen-queue maxima and counters.
     pub fn start_interval(&mut self) {
         self.interval_events.clear();
@@ -570,45 +533,6 @@ impl Tracker {
             st.drops_interval = st.drops_now;
         }
         self.listen_base_interval = crate::collect::listen::listen_counters(self.master.pid);
-    }
-
-    fn listen_reports(&self, summary: bool) -> Vec<model::ListenReport> {
-        let now = crate::collect::listen::listen_counters(self.master.pid);
-        let base = if summary {
-            self.listen_base_total
-        } else {
-            self.listen_base_interval
-        };
-        let (overflows, drops) = match (now, base) {
-            (Some((o, d)), Some((bo, bd))) => (o.saturating_sub(bo), d.saturating_sub(bd)),
-            _ => (0, 0),
-        };
-        self.listen
-            .values()
-            .map(|st| model::ListenReport {
-                addr: st.addr.clone(),
-                backlog: st.backlog,
-                queue_now: st.queue_now,
-                queue_max: if summary {
-                    st.queue_max_total
-                } else {
-                    st.queue_max_interval
-                },
-                overflows,
-                drops,
-                socket_drops: match (
-                    if summary {
-                        st.drops_first
-                    } else {
-                        st.drops_interval
-                    },
-                    st.drops_now,
-                ) {
-                    (Some(b), Some(n)) => Some(n.wrapping_sub(b) as u64),
-                    _ => None,
-                },
-            })
-            .collect()
     }
 
     /// Reads a dead worker's final stats, then zeroes and frees its slot.
@@ -757,6 +681,18 @@ impl Tracker {
             let p = prev.and_then(|p| p.stub).unwrap_or_default();
             c.requests.saturating_sub(p.requests)
         });
+        let udp_ports = crate::collect::udp_listen::udp_listen_ports(
+            self.master.pid,
+            &crate::collect::listen::socket_inodes(self.master.pid),
+        );
+        let quic = model::quic::QuicReport::new(
+            udp_ports,
+            cur.stub.map(|c| {
+                let p = prev.and_then(|p| p.stub).unwrap_or_default();
+                c.accepted.saturating_sub(p.accepted)
+            }),
+            total_accepts,
+        );
         let detail = self.sampling.as_ref().zip(cur.coverage).map(|((s, _), c)| {
             let base = prev
                 .and_then(|p| p.coverage)
@@ -774,11 +710,16 @@ impl Tracker {
             if self.accepts_from_uprobe {
                 let check = cur.stub.map(|c| {
                     let p = prev.and_then(|p| p.stub).unwrap_or_default();
-                    model::sampling::AcceptsCheck::new(
+                    let check = model::sampling::AcceptsCheck::new(
                         total_accepts,
                         c.accepted.saturating_sub(p.accepted),
                         per_worker.len(),
-                    )
+                    );
+                    if quic.is_some() {
+                        check.with_quic_udp(per_worker.len())
+                    } else {
+                        check
+                    }
                 });
                 d.with_accepts_from_uprobe(check)
             } else {
@@ -985,6 +926,7 @@ impl Tracker {
             lifecycle,
             config: self.config.clone(),
             connections,
+            quic,
         }
     }
 }

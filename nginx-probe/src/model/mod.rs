@@ -22,6 +22,7 @@ pub use nginx::{
 };
 mod requests;
 pub use requests::*;
+pub mod quic;
 pub mod sampling;
 
 /// Version of the JSON document; bumped on any incompatible change.
@@ -819,6 +820,10 @@ pub struct Report {
     /// before nginx's closes, resets, listeners closed. Absent when nothing happened.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connections: Option<connections::ConnectionsReport>,
+    /// QUIC (HTTP/3) connections: nginx's UDP listening sockets and the connections no
+    /// accept returned (stub_status accepted minus TCP accepts); absent without UDP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quic: Option<quic::QuicReport>,
 }
 
 impl Report {

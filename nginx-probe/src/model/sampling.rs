@@ -290,15 +290,30 @@ pub struct AcceptsCheck {
     /// Whether they agree within [`AcceptsCheck::tolerance`]; false: every verdict
     /// that reads accepts stays silent.
     pub agree: bool,
+    /// nginx has UDP listening sockets (QUIC): nginx's count exceeding the uprobe's is
+    /// its QUIC connections ([`super::quic::QuicReport`]), not a disagreement; only
+    /// more accepts than nginx counted disagree.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub quic_udp: bool,
 }
 
 impl AcceptsCheck {
+    /// The check with nginx listening on UDP (QUIC): agree unless the uprobe counted
+    /// more than nginx's `accepted` beyond the tolerance.
+    pub fn with_quic_udp(mut self, workers: usize) -> AcceptsCheck {
+        self.quic_udp = true;
+        self.agree =
+            self.probe <= self.nginx_accepted + Self::tolerance(self.nginx_accepted, workers);
+        self
+    }
+
     /// Compares `probe` with `nginx_accepted` for a period with `workers` workers.
     pub fn new(probe: u64, nginx_accepted: u64, workers: usize) -> AcceptsCheck {
         AcceptsCheck {
             probe,
             nginx_accepted,
             agree: probe.abs_diff(nginx_accepted) <= Self::tolerance(nginx_accepted, workers),
+            quic_udp: false,
         }
     }
 

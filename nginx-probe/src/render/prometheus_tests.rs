@@ -176,6 +176,7 @@ fn report_of(workers: &[Worker], merged: Option<(u64, Worker)>) -> Report {
         lifecycle: None,
         config: None,
         connections: None,
+        quic: None,
     }
 }
 

@@ -283,6 +283,9 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
             n.accepted, n.handled, n.dropped, n.requests, n.active, n.reading, n.writing, n.waiting
         );
     }
+    if let Some(q) = &r.quic {
+        let _ = writeln!(out, "{}", crate::safe::line(&q.line()));
+    }
     if let Some(h) = &r.tls {
         let _ = writeln!(out, "{}", tls_line(h));
     }

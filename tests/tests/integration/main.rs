@@ -18,6 +18,7 @@ mod html;
 mod lifecycle;
 mod live_view;
 mod metrics;
+mod nginx126;
 mod nginx_errors;
 mod nginx_words;
 mod production;

@@ -1,0 +1,84 @@
+//! The tracker's listening sockets: sampled from sock_diag each refresh, reported per
+//! period (a third `impl Tracker`).
+
+use super::*;
+
+impl Tracker {
+    /// Samples nginx's listening sockets; returns their ports.
+    pub(super) fn sample_listen(&mut self) -> Vec<u16> {
+        let mut ports = Vec::new();
+        if self.listen_base_total.is_none() {
+            let base = crate::collect::listen::listen_counters(self.master.pid);
+            self.listen_base_total = base;
+            self.listen_base_interval = base;
+        }
+        if self.listen_failed {
+            return ports;
+        }
+        let inodes = crate::collect::listen::socket_inodes(self.master.pid);
+        match crate::collect::listen::listen_sockets(self.master.pid, &inodes) {
+            Ok(samples) => {
+                for smp in samples {
+                    ports.push(smp.port);
+                    let st = self.listen.entry(smp.inode).or_default();
+                    st.addr = smp.addr;
+                    st.backlog = smp.backlog;
+                    st.queue_now = smp.queue;
+                    st.queue_max_total = st.queue_max_total.max(smp.queue);
+                    st.queue_max_interval = st.queue_max_interval.max(smp.queue);
+                    if st.drops_first.is_none() {
+                        st.drops_first = smp.drops;
+                        st.drops_interval = smp.drops;
+                    }
+                    st.drops_now = smp.drops;
+                }
+            }
+            // The master exited between two looks: the run is ending, nothing to say.
+            Err(_) if matches!(target::alive(self.master.pid), Ok(false)) => {}
+            Err(e) => {
+                self.listen_failed = true;
+                warn!("cannot read nginx's listen queues with sock_diag ({e}); reporting without them");
+            }
+        }
+        ports
+    }
+
+    pub(super) fn listen_reports(&self, summary: bool) -> Vec<model::ListenReport> {
+        let now = crate::collect::listen::listen_counters(self.master.pid);
+        let base = if summary {
+            self.listen_base_total
+        } else {
+            self.listen_base_interval
+        };
+        let (overflows, drops) = match (now, base) {
+            (Some((o, d)), Some((bo, bd))) => (o.saturating_sub(bo), d.saturating_sub(bd)),
+            _ => (0, 0),
+        };
+        self.listen
+            .values()
+            .map(|st| model::ListenReport {
+                addr: st.addr.clone(),
+                backlog: st.backlog,
+                queue_now: st.queue_now,
+                queue_max: if summary {
+                    st.queue_max_total
+                } else {
+                    st.queue_max_interval
+                },
+                overflows,
+                drops,
+                socket_drops: match (
+                    if summary {
+                        st.drops_first
+                    } else {
+                        st.drops_interval
+                    },
+                    st.drops_now,
+                ) {
+                    (Some(b), Some(n)) => Some(n.wrapping_sub(b) as u64),
+                    _ => None,
+                },
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,92 @@
+//! The Debian 13 (trixie) root with nginx 1.26 that `cargo xtask setup` makes with
+//! debootstrap, and the check that it is complete. Tests run nginx 1.26 in it "like a
+//! container" ([`crate::NginxConfig::root`]).
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+/// Where `cargo xtask setup` puts the trixie root (outside any checkout's `target/`, so
+/// that `cargo clean` keeps it and every worktree shares it); `$NGINX_PROBE_TRIXIE_ROOT`
+/// overrides it.
+pub const TRIXIE_ROOT: &str = "/var/lib/nginx-probe-tests/trixie";
+
+/// The nginx version the trixie root must hold (`nginx -v` in it).
+pub const TRIXIE_NGINX_VERSION: &str = "nginx/1.26";
+
+/// The trixie root's directory: `$NGINX_PROBE_TRIXIE_ROOT` or [`TRIXIE_ROOT`].
+pub fn trixie_root_dir() -> PathBuf {
+    std::env::var_os("NGINX_PROBE_TRIXIE_ROOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(TRIXIE_ROOT))
+}
+
+/// Whether `dir` is a complete root: `chroot DIR /usr/sbin/nginx -v` prints
+/// [`TRIXIE_NGINX_VERSION`], and curl, the workers' user and libssl are there. The error
+/// is one line naming what is missing.
+pub fn check_root(dir: &Path) -> Result<String, String> {
+    let out = Command::new("chroot")
+        .arg(dir)
+        .args(["/usr/sbin/nginx", "-v"])
+        .output()
+        .map_err(|e| format!("cannot run chroot {}: {e}", dir.display()))?;
+    let version = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    if !out.status.success() || !version.contains(TRIXIE_NGINX_VERSION) {
+        return Err(format!(
+            "{} has no {TRIXIE_NGINX_VERSION} (chroot nginx -v: {version:?})",
+            dir.display()
+        ));
+    }
+    for f in ["usr/bin/curl", "etc/passwd"] {
+        if !dir.join(f).exists() {
+            return Err(format!("{} has no /{f}", dir.display()));
+        }
+    }
+    let passwd = std::fs::read_to_string(dir.join("etc/passwd")).unwrap_or_default();
+    if !passwd.lines().any(|l| l.starts_with("nobody:")) {
+        return Err(format!("{} has no user nobody", dir.display()));
+    }
+    Ok(version)
+}
+
+/// The trixie root, complete; otherwise a panic with one line naming `cargo xtask
+/// setup` (tests on nginx 1.26 fail, they do not skip).
+pub fn trixie_root() -> PathBuf {
+    require_root(&trixie_root_dir())
+}
+
+/// `dir` when it is a complete root ([`check_root`]); otherwise a panic with one line
+/// naming `cargo xtask setup`.
+pub fn require_root(dir: &Path) -> PathBuf {
+    if let Err(e) = check_root(dir) {
+        panic!("nginx 1.26 root missing: {e}; run `cargo xtask setup` (as root) to make it");
+    }
+    dir.to_path_buf()
+}
+
+/// Runs `chroot ROOT /usr/bin/curl -sk -o /dev/null -w %{http_code} <args> URL` (the
+/// root's curl: 8.14 in trixie, with HTTP/3) and returns the HTTP status it printed
+/// (0 when none). One URL per call: two URLs in one HTTP/3 call hung here.
+pub fn curl_in_root(root: &Path, args: &[&str], url: &str) -> u16 {
+    let out = Command::new("timeout")
+        .arg("20")
+        .arg("chroot")
+        .arg(root)
+        .args([
+            "/usr/bin/curl",
+            "-sk",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+        ])
+        .args(args)
+        .arg(url)
+        .output()
+        .expect("run chroot curl");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(0)
+}

@@ -1,0 +1,214 @@
+//! nginx 1.26.3 (Debian 13's nginx-light) run as a container: its own pid and mount
+//! namespace, chrooted into the trixie root that `cargo xtask setup` makes
+//! (`nginx_probe_tests::container`). Exact accepts through a reload, requests on HTTP,
+//! HTTPS and HTTP/2, TLS handshakes (libssl.so.3 of the root), a proxied request count,
+//! EMFILE, and HTTP/3 (QUIC connections, which no accept4 returns). Without the root
+//! every test fails with one line naming `cargo xtask setup`.
+
+use std::{thread, time::Duration};
+
+use nginx_probe_tests::{
+    container::{curl_in_root, require_root, trixie_root},
+    hey, one_request_per_connection, total_accept_errors, total_accepts, Nginx, NginxConfig, Probe,
+};
+use nix::{
+    sys::signal::{kill, Signal},
+    unistd::Pid,
+};
+
+/// An nginx 1.26 config in the trixie root.
+fn in_root(cfg: NginxConfig) -> NginxConfig {
+    NginxConfig {
+        root: Some(trixie_root()),
+        ..cfg
+    }
+}
+
+/// Starts nginx 1.26 and checks it is the root's nginx, chrooted, in its own pid
+/// namespace.
+fn start(cfg: NginxConfig) -> Nginx {
+    let ng = Nginx::start(&in_root(cfg));
+    let master = ng.master_pid();
+    let root = std::fs::read_link(format!("/proc/{master}/root")).unwrap();
+    assert_eq!(
+        root,
+        trixie_root(),
+        "nginx runs chrooted in the trixie root"
+    );
+    let status = std::fs::read_to_string(format!("/proc/{master}/status")).unwrap();
+    let nspid = status.lines().find(|l| l.starts_with("NSpid:")).unwrap();
+    assert!(nspid.trim_end().ends_with("\t1"), "{nspid}");
+    ng
+}
+
+/// The report-level request count, asserting it comes from nginx's own counter.
+fn stub_requests(s: &serde_json::Value) -> u64 {
+    assert_eq!(s["requests"]["source"], "stub_status", "{s}");
+    s["requests"]["count"].as_u64().expect("requests.count")
+}
+
+#[test]
+fn a_missing_root_fails_with_one_line_naming_cargo_xtask_setup() {
+    let err = std::panic::catch_unwind(|| require_root(std::path::Path::new("/nonexistent-root")))
+        .expect_err("a missing root must fail");
+    let msg = err.downcast_ref::<String>().expect("panic message");
+    assert!(msg.contains("cargo xtask setup"), "{msg}");
+    assert_eq!(msg.lines().count(), 1, "{msg}");
+}
+
+#[test]
+fn accepts_are_exact_through_a_reload() {
+    let ng = start(NginxConfig::default());
+    let run = Probe::on(&ng).json().summary_only().start();
+    assert_eq!(one_request_per_connection(ng.addr(), 150), 150);
+    let old = ng.worker_pids();
+    kill(Pid::from_raw(ng.master_pid() as i32), Signal::SIGHUP).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while ng.worker_pids().iter().any(|p| old.contains(p)) || ng.worker_pids().len() != 2 {
+        assert!(std::time::Instant::now() < deadline, "no reload");
+        thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(one_request_per_connection(ng.addr(), 250), 250);
+    thread::sleep(Duration::from_millis(500));
+    let s = run.stop().summary_json();
+    assert_eq!(total_accepts(&s), 400, "{s}");
+    assert_eq!(s["stub_status"]["accepted"], 400, "{s}");
+    assert_eq!(stub_requests(&s), 400, "{s}");
+}
+
+#[test]
+fn requests_on_http_https_and_http2_and_tls_handshakes_are_exact() {
+    // HTTP/1.1: 120 one-request connections.
+    let ng = start(NginxConfig::default());
+    let run = Probe::on(&ng).json().summary_only().start();
+    assert_eq!(one_request_per_connection(ng.addr(), 120), 120);
+    let s = run.stop().summary_json();
+    assert_eq!(total_accepts(&s), 120, "{s}");
+    assert_eq!(stub_requests(&s), 120, "{s}");
+    drop(ng);
+
+    // HTTPS: 60 connections, 60 handshakes (the root's libssl.so.3, through
+    // /proc/<pid>/map_files), then HTTP/2 over TLS: 4 connections carrying 200 streams.
+    let ng = start(NginxConfig {
+        tls: true,
+        http2: true,
+        ..NginxConfig::default()
+    });
+    let run = Probe::on(&ng).json().summary_only().start();
+    assert!(
+        run.stderr
+            .iter()
+            .any(|l| l.contains("TLS handshake uprobes")),
+        "{:?}",
+        run.stderr
+    );
+    assert_eq!(
+        hey(
+            &["-n", "60", "-c", "2", "-disable-keepalive"],
+            &ng.https_url()
+        ),
+        60
+    );
+    assert_eq!(hey(&["-n", "200", "-c", "4", "-h2"], &ng.https_url()), 200);
+    let s = run.stop().summary_json();
+    assert_eq!(total_accepts(&s), 64, "{s}");
+    assert_eq!(stub_requests(&s), 260, "{s}");
+    assert_eq!(s["tls"]["handshakes"], 64, "{s}");
+    assert_eq!(s["tls"]["abandoned"], 0, "{s}");
+    assert_eq!(ng.access_log_lines(), 260);
+}
+
+#[test]
+fn proxied_requests_are_exact() {
+    // The backend: a second nginx 1.26 container; the front proxies to it.
+    let backend = start(NginxConfig::default());
+    let front = start(NginxConfig {
+        server_extra: format!(
+            "location /up {{ proxy_pass http://127.0.0.1:{}/; }}",
+            backend.port
+        ),
+        ..NginxConfig::default()
+    });
+    let back_run = Probe::on(&backend).json().summary_only().start();
+    let run = Probe::on(&front).json().summary_only().start();
+    let url = format!("http://127.0.0.1:{}/up", front.port);
+    assert_eq!(
+        hey(&["-n", "90", "-c", "3", "-disable-keepalive"], &url),
+        90
+    );
+    thread::sleep(Duration::from_millis(300));
+    let s = run.stop().summary_json();
+    let b = back_run.stop().summary_json();
+    assert_eq!(total_accepts(&s), 90, "{s}");
+    assert_eq!(stub_requests(&s), 90, "{s}");
+    // Without upstream keepalive every proxied request is a connection of its own.
+    assert_eq!(total_accepts(&b), 90, "{b}");
+    assert_eq!(stub_requests(&b), 90, "{b}");
+    assert_eq!(backend.access_log_lines(), 90);
+}
+
+#[test]
+fn soft_nofile_64_gives_emfile() {
+    let ng = start(NginxConfig {
+        nofile: Some((64, 4096)),
+        ..NginxConfig::default()
+    });
+    let run = Probe::on(&ng).json().start();
+    let held = ng.hold_connections(200);
+    thread::sleep(Duration::from_millis(1500));
+    let s = run.stop().summary_json();
+    drop(held);
+    assert!(total_accept_errors(&s, "EMFILE") > 0, "{s}");
+    assert!(
+        ng.error_log().contains("accept4() failed (24"),
+        "{}",
+        ng.error_log()
+    );
+    assert!(total_accepts(&s) < 200, "{s}");
+}
+
+#[test]
+fn http3_connections_are_reported_as_quic_not_as_an_accepts_disagreement() {
+    let ng = start(NginxConfig {
+        tls: true,
+        quic: true,
+        ..NginxConfig::default()
+    });
+    let root = trixie_root();
+    // TCP only on this nginx: no UDP socket, no `quic` in the report.
+    let tcp = start(NginxConfig {
+        tls: true,
+        ..NginxConfig::default()
+    });
+    let s = Probe::on(&tcp)
+        .json()
+        .summary_only()
+        .start()
+        .stop()
+        .summary_json();
+    assert!(s["quic"].is_null(), "{s}");
+    drop(tcp);
+    for detail in ["full", "sampled"] {
+        let run = Probe::on(&ng).json().summary_only().detail(detail).start();
+        for _ in 0..12 {
+            assert_eq!(curl_in_root(&root, &["--http3-only"], &ng.https_url()), 200);
+        }
+        for _ in 0..7 {
+            assert_eq!(curl_in_root(&root, &["--http1.1"], &ng.https_url()), 200);
+        }
+        thread::sleep(Duration::from_millis(300));
+        let s = run.stop().summary_json();
+        // 12 HTTP/3 + 7 HTTPS over TCP: 19 requests, 7 accepts, 12 QUIC connections.
+        assert_eq!(stub_requests(&s), 19, "{s}");
+        assert_eq!(total_accepts(&s), 7, "{s}");
+        assert_eq!(s["stub_status"]["accepted"], 19, "{s}");
+        assert_eq!(s["quic"]["connections"], 12, "{s}");
+        assert_eq!(s["quic"]["udp_ports"], serde_json::json!([ng.port]), "{s}");
+        if detail == "sampled" {
+            assert_eq!(s["detail"]["accepts_check"]["agree"], true, "{s}");
+            assert_eq!(s["detail"]["accepts_check"]["quic_udp"], true, "{s}");
+        } else {
+            assert!(s["detail"].is_null(), "{s}");
+        }
+    }
+}
