@@ -4,6 +4,10 @@
 
 use std::fmt::Write as _;
 
+/// Pinned idle time below which nginx's closes are not an idle timeout (ms): a close
+/// within it follows the response itself (`Connection: close`, keepalive off).
+const IDLE_TIMEOUT_MIN_MS: f64 = 100.0;
+
 use crate::model::{connections::fmt_ms, Report};
 
 /// Appends the section; nothing when the report has no `connections`.
@@ -56,7 +60,15 @@ pub fn connections_section(out: &mut String, r: &Report) {
                 fmt_ms(i.mean_ms),
                 i.count
             );
-            if let Some(v) = i.pinned_ms {
+            // Closes right after a response (pinned near 0 ms) are no idle timeout:
+            // said as such, not as "idle after 0 ms".
+            if let Some(v) = i.pinned_ms.filter(|v| *v < IDLE_TIMEOUT_MIN_MS) {
+                let _ = writeln!(
+                    out,
+                    "  nginx closes connections right after a response ({} after the last data: not an idle timeout)",
+                    fmt_ms(v)
+                );
+            } else if let Some(v) = i.pinned_ms {
                 let _ = writeln!(
                     out,
                     "  nginx closes idle connections after {} (every close since attach between {} and {})",
