@@ -41,18 +41,9 @@ fn access_logs(cfg: &ConfigReport) -> String {
         .iter()
         .take(MAX_QUOTED)
         .map(|a| {
-            let buffer = match (&a.buffer, a.path.as_str()) {
-                (_, "off") => String::new(),
-                (Some(b), _) => format!(" buffer={b}"),
-                (None, _) => " no buffer=".to_string(),
-            };
-            let flush = a
-                .flush
-                .as_ref()
-                .map(|f| format!(" flush={f}"))
-                .unwrap_or_default();
+            let buffer_flush = a.buffer_flush(" no buffer=");
             format!(
-                "{}: {} {}{buffer}{flush} ({}{})",
+                "{}: {} {}{buffer_flush} ({}{})",
                 a.scope,
                 a.path,
                 a.format,

@@ -8,10 +8,7 @@ use std::collections::BTreeMap;
 use serde_json::json;
 
 use super::inputs::Inputs;
-use crate::model::{
-    worker_lifecycle::{is_crash_signal, signal_name},
-    Severity, Verdict,
-};
+use crate::model::{worker_lifecycle::is_crash_signal, Severity, Verdict};
 
 /// `worker_shutdown_timeout` fires when at least this many reload generations have
 /// workers still shutting down at the end of the period...
@@ -98,15 +95,7 @@ pub fn worker_crashes(inp: &Inputs, out: &mut Vec<Verdict>) {
         .filter(|(s, _)| s.parse::<u8>().is_ok_and(is_crash_signal))
         .map(|(_, n)| n)
         .sum();
-    let names: Vec<String> = l
-        .exits
-        .by_signal
-        .iter()
-        .map(|(s, n)| {
-            let name = s.parse::<u8>().map(signal_name).unwrap_or("signal");
-            format!("{n} on signal {s} ({name})")
-        })
-        .collect();
+    let names = l.exits.signal_lines();
     let mut ev = BTreeMap::new();
     ev.insert("signal_exits", json!(l.exits.signal));
     ev.insert("crash_signal_exits", json!(crashes));

@@ -111,6 +111,24 @@ pub struct AccessLogValue {
     pub not_loaded: bool,
 }
 
+impl AccessLogValue {
+    /// ` buffer=B flush=F` as configured; `absent` when no `buffer=` is set (nothing
+    /// for `access_log off`).
+    pub fn buffer_flush(&self, absent: &str) -> String {
+        let buffer = match (&self.buffer, self.path.as_str()) {
+            (_, "off") => String::new(),
+            (Some(b), _) => format!(" buffer={b}"),
+            (None, _) => absent.to_string(),
+        };
+        let flush = self
+            .flush
+            .as_ref()
+            .map(|f| format!(" flush={f}"))
+            .unwrap_or_default();
+        buffer + &flush
+    }
+}
+
 /// One `server` line of an upstream block.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct UpstreamServer {

@@ -138,6 +138,17 @@ pub struct ExitCounts {
 }
 
 impl ExitCounts {
+    /// `N on signal S (NAME)`, one entry per signal in [`ExitCounts::by_signal`].
+    pub fn signal_lines(&self) -> Vec<String> {
+        self.by_signal
+            .iter()
+            .map(|(s, n)| {
+                let name = s.parse::<u8>().map(signal_name).unwrap_or("signal");
+                format!("{n} on signal {s} ({name})")
+            })
+            .collect()
+    }
+
     /// Counts one exit (`None`: status unknown).
     pub fn add(&mut self, exit: Option<&WorkerExit>) {
         match exit {

@@ -165,18 +165,9 @@ pub fn config_section(out: &mut String, r: &Report) {
         cfg.access_logs
             .iter()
             .map(|a| {
-                let buffer = match (&a.buffer, a.path.as_str()) {
-                    (_, "off") => String::new(),
-                    (Some(b), _) => format!(" buffer={b}"),
-                    (None, _) => " unbuffered".to_string(),
-                };
-                let flush = a
-                    .flush
-                    .as_ref()
-                    .map(|f| format!(" flush={f}"))
-                    .unwrap_or_default();
+                let buffer_flush = a.buffer_flush(" unbuffered");
                 format!(
-                    "{}: access_log {} {}{buffer}{flush} ({})",
+                    "{}: access_log {} {}{buffer_flush} ({})",
                     a.scope,
                     a.path,
                     a.format,

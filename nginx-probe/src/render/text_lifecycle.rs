@@ -105,14 +105,7 @@ pub fn lifecycle_section(r: &Report) -> String {
     }
     let e = &l.exits;
     if e.total() > 0 {
-        let signals: Vec<String> = e
-            .by_signal
-            .iter()
-            .map(|(s, n)| {
-                let name = s.parse::<u8>().map(signal_name).unwrap_or("signal");
-                format!("{n} on signal {s} ({name})")
-            })
-            .collect();
+        let signals = e.signal_lines();
         let _ = writeln!(
             out,
             "  exits: {} graceful (code 0), {} other codes, {} on signals{}{}, {} unknown; {} respawned",
