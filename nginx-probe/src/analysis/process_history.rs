@@ -26,17 +26,32 @@ fn limit(v: Option<u64>) -> String {
         .unwrap_or_else(|| "unlimited or unknown".into())
 }
 
-/// `worker_spawn_failed`: `<call>() failed while spawning "worker process"` lines
-/// since the master started.
+/// `worker_processes` as configured, quoted with where it is set: `" of worker_processes
+/// 64 (nginx.conf:1)"`; empty when the configuration was not read or says `auto`.
+fn of_configured(inp: &Inputs) -> String {
+    inp.config
+        .as_ref()
+        .and_then(|c| c.value("worker_processes"))
+        .filter(|v| v.value.parse::<u64>().is_ok())
+        .map(|v| format!(" of worker_processes {}", v.quoted()))
+        .unwrap_or_default()
+}
+
+/// `worker_spawn_failed`: workers nginx meant to run and does not, since the master
+/// started (error log): `<call>() failed while spawning "worker process"` lines (the
+/// master could not start them) and `... exited with fatal code 2 and cannot be
+/// respawned` lines (spawned, failed their own init, not started again).
 pub fn worker_spawn_failed(inp: &Inputs, out: &mut Vec<Verdict>) {
     let Some(h) = history(inp) else { return };
     let failed = h.workers_failed_to_spawn;
-    if failed < SPAWN_FAILED_MIN {
+    let fatal = h.workers_exited_fatal;
+    if failed + fatal < SPAWN_FAILED_MIN {
         return;
     }
     let running = inp.workers.iter().filter(|w| w.alive && w.pid > 0).count() as u64;
     let mut evidence = BTreeMap::new();
     evidence.insert("workers_failed_to_spawn", serde_json::json!(failed));
+    evidence.insert("workers_exited_fatal", serde_json::json!(fatal));
     evidence.insert("workers_running", serde_json::json!(running));
     evidence.insert(
         "spawn_failed_emfile_before_attach",
@@ -70,7 +85,13 @@ pub fn worker_spawn_failed(inp: &Inputs, out: &mut Vec<Verdict>) {
             h.bytes_read_back
         )
     };
-    let cause = if h.spawn_failed_emfile_before_attach > 0 {
+    let cause = if failed == 0 {
+        format!(
+            "; the master's open-files limit: soft {}, hard {} (/proc/<master>/limits)",
+            limit(h.master_nofile_soft),
+            limit(h.master_nofile_hard)
+        )
+    } else if h.spawn_failed_emfile_before_attach > 0 {
         format!(
             "; {} of them failed with EMFILE: the master ran out of fds (it holds a channel socketpair, 2 fds, per worker, plus the listening sockets and logs) under its soft open-files limit of {} (hard {}); raise the master's limit (systemd LimitNOFILE=, or ulimit -n where nginx is started: worker_rlimit_nofile applies to the workers only) or lower worker_processes",
             h.spawn_failed_emfile_before_attach,
@@ -84,13 +105,21 @@ pub fn worker_spawn_failed(inp: &Inputs, out: &mut Vec<Verdict>) {
             limit(h.master_nofile_hard)
         )
     };
+    let fatal_said = if fatal > 0 {
+        format!(
+            "; {fatal} more were spawned but exited with fatal code 2 during their own start (error log: 'exited with fatal code 2 and cannot be respawned'; the line each wrote before it says why) and the master does not start them again"
+        )
+    } else {
+        String::new()
+    };
+    let configured = of_configured(inp);
     out.push(Verdict::new(
         "worker_spawn_failed",
         Severity::Critical,
         evidence,
         &["worker_processes", "LimitNOFILE (the master's nofile)"],
         format!(
-            "nginx failed to spawn {failed} worker processes since the master started (error log){bound}; {running} workers run{cause}"
+            "nginx failed to spawn {failed} worker processes since the master started (error log){bound}{fatal_said}; {running} workers run{configured}{cause}"
         ),
     ));
 }
@@ -179,6 +208,43 @@ mod tests {
         let v = judge(&inputs(1, 0, 0, 2));
         assert!(!v[0].advice.contains("ran out of fds"), "{}", v[0].advice);
         assert!(judge(&inputs(0, 0, 0, 2)).is_empty());
+    }
+
+    #[test]
+    fn fatal_exits_at_start_are_workers_that_do_not_run() {
+        let mut inp = inputs(30, 30, 0, 33);
+        inp.nginx_errors
+            .as_mut()
+            .unwrap()
+            .history
+            .as_mut()
+            .unwrap()
+            .workers_exited_fatal = 1;
+        let v = judge(&inp);
+        assert_eq!(v[0].id, "worker_spawn_failed");
+        assert_eq!(v[0].evidence["workers_exited_fatal"], 1);
+        assert!(
+            v[0].advice.starts_with(
+                "nginx failed to spawn 30 worker processes since the master started (error log); 1 more were spawned but exited with fatal code 2 during their own start"
+            ),
+            "{}",
+            v[0].advice
+        );
+        assert!(v[0]
+            .advice
+            .contains("; 33 workers run; 30 of them failed with EMFILE"));
+        // Fatal exits alone still fire: fewer workers run than nginx meant.
+        let mut inp = inputs(0, 0, 0, 3);
+        inp.nginx_errors
+            .as_mut()
+            .unwrap()
+            .history
+            .as_mut()
+            .unwrap()
+            .workers_exited_fatal = 1;
+        let v = judge(&inp);
+        assert_eq!(v[0].id, "worker_spawn_failed");
+        assert!(!v[0].advice.contains("ran out of fds"), "{}", v[0].advice);
     }
 
     #[test]

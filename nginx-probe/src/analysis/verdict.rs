@@ -468,6 +468,21 @@ fn access_log_unbuffered(inp: &Inputs, out: &mut Vec<Verdict>) {
     if per_request < ACCESS_LOG_WRITES_PER_REQUEST {
         return;
     }
+    // buffer= is not advice nginx would take for a log it reopens per request (a path
+    // with variables, counted as opens): `access_log_reopened` names that one.
+    let opens: u64 = inp.workers.iter().filter_map(|w| w.access_log_opens).sum();
+    if opens as f64 / requests as f64 >= log_verdicts::ACCESS_LOG_OPENS_PER_REQUEST {
+        return;
+    }
+    // Logs the configuration shows nginx cannot buffer ("buffered logs cannot have
+    // variables in name", "logs to syslog cannot be buffered"): said in the advice.
+    let unbufferable: Vec<String> = inp
+        .config
+        .iter()
+        .flat_map(|c| &c.access_logs)
+        .filter(|a| a.path != "off" && !a.bufferable())
+        .map(|a| format!("{} ({})", a.path, a.at))
+        .collect();
     let log_ns: u64 = inp.workers.iter().map(|w| w.access_log_ns).sum();
     let all_ns: u64 = inp.workers.iter().map(|w| w.all_syscall_ns).sum();
     // Material only at a share of the time or a rate; neither known: silent.
@@ -506,7 +521,15 @@ fn access_log_unbuffered(inp: &Inputs, out: &mut Vec<Verdict>) {
         evidence,
         &["access_log ... buffer=", "access_log ... flush=", "access_log off"],
         format!(
-            "{per_request:.2} access-log write() calls per request: every request pays a write to the log file; buffer it (`access_log <path> buffer=32k flush=5s;`) or turn it off where it is not needed"
+            "{per_request:.2} access-log write() calls per request: every request pays a write to the log file; buffer it (`access_log <path> buffer=32k flush=5s;`) or turn it off where it is not needed{}",
+            if unbufferable.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ". nginx refuses buffer= on a path with variables or a syslog: target: {}; give such a log a fixed path to buffer it",
+                    unbufferable.join(", ")
+                )
+            }
         ),
     ));
 }

@@ -300,6 +300,42 @@ fn access_log_rule_counts_writes_per_request() {
         ..period(at)
     };
     assert!(judge(&slower).is_empty());
+    // A log nginx cannot buffer (a path with variables, syslog): no buffer= advice,
+    // whether the opens per request show it or the configuration does.
+    let mut reopened = a.clone();
+    reopened.access_log_opens = Some(300);
+    let ids: Vec<String> = judge(&Inputs {
+        workers: vec![reopened],
+        ..Inputs::default()
+    })
+    .into_iter()
+    .map(|v| v.id)
+    .collect();
+    assert_eq!(ids, ["access_log_reopened"]);
+    let log = |path: &str| crate::model::config::AccessLogValue {
+        scope: "http".into(),
+        path: path.into(),
+        format: "combined".into(),
+        at: "nginx.conf:9".into(),
+        ..Default::default()
+    };
+    let with_logs = |paths: &[&str]| Inputs {
+        workers: vec![a.clone()],
+        config: Some(crate::model::config::ConfigReport {
+            access_logs: paths.iter().map(|p| log(p)).collect(),
+            ..Default::default()
+        }),
+        ..Inputs::default()
+    };
+    let v = judge(&with_logs(&["/l/a-$host.log", "syslog:server=127.0.0.1"]));
+    assert_eq!(v[0].id, "access_log_unbuffered");
+    assert!(
+        v[0].advice.ends_with(". nginx refuses buffer= on a path with variables or a syslog: target: /l/a-$host.log (nginx.conf:9), syslog:server=127.0.0.1 (nginx.conf:9); give such a log a fixed path to buffer it"),
+        "{}",
+        v[0].advice
+    );
+    let v = judge(&with_logs(&["off", "/l/fixed.log"]));
+    assert!(!v[0].advice.contains("refuses"), "{}", v[0].advice);
     let mut buffered = a;
     buffered.access_log_writes = 3;
     assert!(judge(&Inputs {

@@ -377,7 +377,7 @@ impl Reader {
                 break;
             }
             self.directives += 1;
-            let args: Vec<String> = d.args.iter().map(|a| a.as_str().to_string()).collect();
+            let args = words(&d.args);
             let line = d.span.start.line;
             if d.name == "include" && d.block.is_none() {
                 let at = format!("{}:{line}", self.files[file].path);
@@ -510,6 +510,29 @@ fn nesting(text: &str) -> usize {
         }
     }
     max
+}
+
+/// A directive's arguments as nginx reads them: one word per whitespace-separated
+/// token. The parser splits a token at a variable (`access-$logdate.log` comes as
+/// `access-`, `$logdate`, `.log`, with touching spans); touching pieces are joined
+/// back, a variable as written (`$logdate`, `${logdate}`), quoted strings without
+/// their quotes.
+fn words(args: &[nginx_lint_parser::ast::Argument]) -> Vec<String> {
+    use nginx_lint_parser::ast::ArgumentValue;
+    let mut out: Vec<String> = Vec::with_capacity(args.len());
+    let mut end = None;
+    for a in args {
+        let text = match &a.value {
+            ArgumentValue::Variable(_) => a.raw.as_str(),
+            _ => a.as_str(),
+        };
+        match out.last_mut() {
+            Some(last) if end == Some(a.span.start.offset) => last.push_str(text),
+            _ => out.push(text.to_string()),
+        }
+        end = Some(a.span.end.offset);
+    }
+    out
 }
 
 #[cfg(test)]

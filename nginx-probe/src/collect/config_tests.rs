@@ -303,3 +303,26 @@ fn limits_bound_files_and_glob_matches() {
         ["/etc/nginx/nginx.conf:1: include /etc/nginx/m/*.conf: only the first 256 matches read"]
     );
 }
+
+#[test]
+fn a_variable_inside_a_word_stays_in_that_word() {
+    let dir = root(&[(
+        "/etc/nginx/nginx.conf",
+        "http {\n    access_log /l/access-$logdate.log main buffer=32k;\n    access_log \"/l/b ${host}.log\";\n    access_log $p combined;\n}\n",
+    )]);
+    let r = read(&dir, "nginx: master process /usr/sbin/nginx");
+    let logs: Vec<(&str, &str, Option<&str>)> = r
+        .access_logs
+        .iter()
+        .map(|a| (a.path.as_str(), a.format.as_str(), a.buffer.as_deref()))
+        .collect();
+    assert_eq!(
+        logs,
+        [
+            ("/l/access-$logdate.log", "main", Some("32k")),
+            ("/l/b ${host}.log", "combined", None),
+            ("$p", "combined", None),
+        ]
+    );
+    assert!(r.access_logs.iter().all(|a| !a.bufferable()));
+}

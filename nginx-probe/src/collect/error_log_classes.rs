@@ -171,6 +171,11 @@ pub const CLASSES: &[Class] = &[
     c("permission_denied", "user / file permissions", O),
     c("worker_crashed", "- (a crash: core dump, third-party module)", P),
     c("worker_exited", "- (worker exit code)", P),
+    c(
+        "worker_exited_fatal",
+        "- (exit code 2 at start: the worker's own init failed; see the line before it)",
+        P,
+    ),
     c("worker_exited_ok", "- (worker exit code 0: reload, shutdown)", P),
     c(
         "worker_spawn_failed",
@@ -682,9 +687,11 @@ const PROCESS_NAMES: [&str; 5] = [
 
 /// The class of the master's exit line for a child: `<name> <pid> exited on signal
 /// <n>[ (core dumped)]` (alert) -> `worker_crashed`; `... exited with code 0`
-/// (notice) -> `worker_exited_ok`; `... exited with code <n>` / `... exited with fatal
-/// code <n> and cannot be respawned` -> `worker_exited`. Only at the message's start
-/// (a URI elsewhere in a line cannot fake one).
+/// (notice) -> `worker_exited_ok`; `... exited with code <n>` -> `worker_exited`;
+/// `... exited with fatal code <n> and cannot be respawned` (alert: the worker's
+/// init failed, exit(2), and the master will not start it again) ->
+/// `worker_exited_fatal`. Only at the message's start (a URI elsewhere in a line
+/// cannot fake one).
 pub fn process_exit(msg: &str) -> Option<&'static str> {
     let rest = PROCESS_NAMES.iter().find_map(|n| msg.strip_prefix(n))?;
     let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
@@ -704,7 +711,7 @@ pub fn process_exit(msg: &str) -> Option<&'static str> {
         });
     }
     rest.starts_with("with fatal code ")
-        .then_some("worker_exited")
+        .then_some("worker_exited_fatal")
 }
 
 /// Whether `msg` is the master's `<call>() failed while spawning "<name>"` (alert,

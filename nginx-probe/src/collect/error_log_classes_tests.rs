@@ -142,6 +142,10 @@ fn the_lines_of_issue_22_get_real_classes() {
         ("worker process 4242 exited with code 2", "worker_exited"),
         ("worker process 4242 exited with code 0", "worker_exited_ok"),
         (
+            "worker process 4242 exited with fatal code 2 and cannot be respawned",
+            "worker_exited_fatal",
+        ),
+        (
             "send() failed (111: Connection refused) while resolving, resolver: 127.0.0.1:53",
             "resolver",
         ),

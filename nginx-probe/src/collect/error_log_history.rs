@@ -26,6 +26,7 @@ pub const HISTORY_CLASSES: &[&str] = &[
     "worker_spawn_failed",
     "worker_crashed",
     "worker_exited",
+    "worker_exited_fatal",
     "process_other",
     "rlimit",
     "worker_connections_over_nofile",

@@ -158,6 +158,7 @@ impl Tracker {
             bytes_read_back_limit: MAX_HISTORY_BYTES,
             reached_master_start: h.reached_master_start,
             workers_failed_to_spawn: classes.get("worker_spawn_failed").copied().unwrap_or(0),
+            workers_exited_fatal: classes.get("worker_exited_fatal").copied().unwrap_or(0),
             spawn_failed_emfile_before_attach: h.spawn_failed_emfile,
             workers_crashed: classes.get("worker_crashed").copied().unwrap_or(0),
             classes,

@@ -112,6 +112,13 @@ pub struct AccessLogValue {
 }
 
 impl AccessLogValue {
+    /// Whether nginx accepts `buffer=` on this log: not `off`, not `syslog:`, and no
+    /// variable in its path (nginx refuses it: "buffered logs cannot have variables in
+    /// name", "logs to syslog cannot be buffered").
+    pub fn bufferable(&self) -> bool {
+        self.path != "off" && !self.path.contains('$') && !self.path.starts_with("syslog:")
+    }
+
     /// ` buffer=B flush=F` as configured; `absent` when no `buffer=` is set (nothing
     /// for `access_log off`).
     pub fn buffer_flush(&self, absent: &str) -> String {

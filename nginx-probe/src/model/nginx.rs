@@ -106,6 +106,11 @@ pub struct ProcessHistoryReport {
     /// `<call>() failed while spawning "worker process"` lines since the master's
     /// start: workers the master failed to start.
     pub workers_failed_to_spawn: u64,
+    /// `worker process N exited with fatal code 2 and cannot be respawned` lines since
+    /// the master's start: workers that were spawned but failed their own init (their
+    /// reason is the line they wrote before) and that the master does not start again.
+    #[serde(default)]
+    pub workers_exited_fatal: u64,
     /// Of the spawn failures written before attach, those with EMFILE (`(24: Too many
     /// open files)`): the master ran out of fds (2 per worker channel).
     pub spawn_failed_emfile_before_attach: u64,
