@@ -114,6 +114,9 @@ pub struct Inputs {
     /// nginx's UDP listening sockets and QUIC connections in the period; None: no UDP
     /// listening socket.
     pub quic: Option<crate::model::quic::QuicReport>,
+    /// Log files the workers write that a rotation renamed or deleted (fstat through
+    /// `/proc/<pid>/fd` against the configured paths); empty when none or unknown.
+    pub stale_logs: Vec<crate::model::log_files::StaleLogReport>,
 }
 
 impl Inputs {

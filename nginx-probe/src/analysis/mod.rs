@@ -12,6 +12,7 @@ pub mod config_evidence;
 pub mod conn_verdicts;
 pub mod fd_upstream;
 pub mod inputs;
+pub mod log_rotation;
 pub mod log_verdicts;
 pub mod nginx_rules;
 pub mod process_history;

@@ -114,6 +114,7 @@ pub fn judge(inp: &Inputs) -> Vec<Verdict> {
     };
     log_verdicts::access_log_reopened(&logs, &mut out);
     log_verdicts::error_log_verbose(&logs, &mut out);
+    super::log_rotation::log_not_reopened(&inp.stale_logs, &mut out);
     worker_connections_exhausted(inp, &mut out);
     crate::analysis::nginx_rules::requests_refused(inp, &mut out);
     crate::analysis::nginx_rules::upstream_errors(inp, &mut out);
@@ -763,6 +764,7 @@ pub fn judge_report(r: &crate::model::Report) -> Vec<Verdict> {
     inputs.config = r.config.clone();
     inputs.connections = r.connections.clone();
     inputs.quic = r.quic.clone();
+    inputs.stale_logs = r.stale_logs.clone();
     judge(&inputs)
 }
 
@@ -842,6 +844,7 @@ pub fn verdict_inputs(workers: &[WorkerReport], close_traced: bool) -> Inputs {
         requests_source: crate::model::RequestSource::Unknown,
         detail: None,
         quic: None,
+        stale_logs: Vec::new(),
         stub_dropped: None,
         connections_active: None,
         tls: None,

@@ -241,6 +241,28 @@ struct Reader {
     loaded_unix_s: Option<f64>,
 }
 
+/// Opens `path` under the directory `root` (a process's `/proc/<pid>/root`) as if
+/// `root` were `/`: every symlink, `..` included, is resolved inside it
+/// (`openat2` RESOLVE_IN_ROOT, no magic links). Close-on-exec; non-blocking and
+/// without a controlling tty unless `flags` has O_PATH (which opens nothing).
+///
+/// Errors: the errno of openat2 (ENOENT, ELOOP, EXDEV, ...).
+pub fn open_in_root(root: &OwnedFd, path: &str, flags: OFlag) -> nix::Result<OwnedFd> {
+    use std::os::fd::AsRawFd;
+    // openat2 refuses O_PATH with any flag but O_CLOEXEC, O_DIRECTORY, O_NOFOLLOW.
+    let extra = if flags.contains(OFlag::O_PATH) {
+        OFlag::O_CLOEXEC
+    } else {
+        OFlag::O_CLOEXEC | OFlag::O_NOCTTY | OFlag::O_NONBLOCK
+    };
+    let how = OpenHow::new()
+        .flags(flags | extra)
+        .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    let fd = nix::fcntl::openat2(root.as_raw_fd(), path, how)?;
+    // SAFETY: openat2 returned a new fd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
 /// Whether `s` has a glob metacharacter (nginx passes such includes to glob()).
 fn has_glob(s: &str) -> bool {
     s.contains(['*', '?', '['])
@@ -258,12 +280,7 @@ impl Reader {
     /// Opens `path` (absolute, inside the root) resolving every symlink inside it.
     fn open(&self, path: &str, flags: OFlag) -> nix::Result<OwnedFd> {
         let root = self.root.as_ref().ok_or(nix::errno::Errno::EBADF)?;
-        use std::os::fd::AsRawFd;
-        let how = OpenHow::new()
-            .flags(flags | OFlag::O_CLOEXEC | OFlag::O_NOCTTY | OFlag::O_NONBLOCK)
-            .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-        let fd = nix::fcntl::openat2(root.as_raw_fd(), path, how)?;
-        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+        open_in_root(root, path, flags)
     }
 
     /// Reads, parses and expands one file; None when it could not be read.

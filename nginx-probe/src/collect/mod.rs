@@ -22,6 +22,7 @@ pub mod kernel;
 pub mod lifecycle;
 pub mod listen;
 pub mod loader;
+pub mod log_files;
 pub mod nginx_counters;
 pub mod selfcost;
 pub mod target;

@@ -59,6 +59,10 @@ pub struct Snapshot {
         model::connections::LifecycleRaw,
         model::connections::LifecycleMeta,
     ),
+    /// The workers' open log files, and the configured log paths with the file found
+    /// at each (None: the configuration was not read).
+    pub log_files: Vec<model::log_files::LogFileSample>,
+    pub configured_logs: Option<Vec<model::log_files::ConfiguredLog>>,
 }
 
 /// Exited workers reported one by one; older ones are merged into one aggregate, so a
@@ -171,6 +175,12 @@ pub struct Tracker {
     pub lifecycle: crate::collect::worker_state::Lifecycle,
     /// nginx's configuration as read at attach or after the last reload (`collect::config`).
     pub config: Option<model::config::ConfigReport>,
+    /// The workers' open log files at the first refresh that knew them: the start of
+    /// the summary's period (its `prev` is attach, all zero).
+    log_files_at_attach: Option<Vec<model::log_files::LogFileSample>>,
+    /// Live worker pid -> its access- and error-log fds -> kind, from the last /proc
+    /// scan of its fd table.
+    log_fds: BTreeMap<u32, BTreeMap<u32, u32>>,
 }
 
 impl Tracker {
@@ -218,6 +228,8 @@ impl Tracker {
             sampling: None,
             lifecycle: Default::default(),
             config: None,
+            log_files_at_attach: None,
+            log_fds: BTreeMap::new(),
         }
     }
 
@@ -407,6 +419,7 @@ impl Tracker {
                 probe.clear_fd_kind(pid, fd);
             }
         }
+        self.log_fds.retain(|p, _| live_pids.contains(p));
         if full_scan {
             // The error log's inode: writes to it are error-log writes, whatever fd
             // they go through (classified in the kernel).
@@ -420,6 +433,16 @@ impl Tracker {
                 .into_iter()
                 .map(|(fd, k, path)| (fd, (k, path)))
                 .collect();
+            self.log_fds.insert(
+                pid,
+                now.iter()
+                    .filter(|(_, (k, _))| {
+                        use nginx_probe_common::fd_kind;
+                        matches!(*k, fd_kind::ACCESS_LOG | fd_kind::ERROR_LOG)
+                    })
+                    .map(|(fd, (k, _))| (*fd, *k))
+                    .collect(),
+            );
             let files = now
                 .values()
                 .filter(|(k, _)| {
@@ -475,6 +498,9 @@ impl Tracker {
         let addrs = self.listen.values().map(|l| l.addr.as_str());
         self.lifecycle
             .refresh(&self.workers, addrs, probe, unix_now());
+        if self.log_files_at_attach.is_none() && !self.log_fds.is_empty() {
+            self.log_files_at_attach = Some(self.log_files());
+        }
         Ok(std::mem::take(&mut self.fresh))
     }
 
@@ -574,6 +600,16 @@ impl Tracker {
         }
     }
 
+    /// The live workers' open log files now (`collect::log_files`).
+    fn log_files(&self) -> Vec<model::log_files::LogFileSample> {
+        crate::collect::log_files::sample(
+            self.log_fds
+                .iter()
+                .filter(|(pid, _)| self.workers.get(pid).is_some_and(|w| w.alive))
+                .map(|(pid, fds)| (*pid, fds)),
+        )
+    }
+
     /// Reads every live worker's slot (exited workers: their final stats), the drop
     /// counters and nginx's own counters.
     pub fn snapshot(&mut self, probe: &Probe) -> Result<Snapshot, ProbeError> {
@@ -610,6 +646,11 @@ impl Tracker {
             stub,
             coverage,
             lifecycle: (probe.lifecycle.read()?, probe.lifecycle.meta.clone()),
+            log_files: self.log_files(),
+            configured_logs: self
+                .config
+                .as_ref()
+                .map(|c| crate::collect::log_files::configured(self.master.pid, c)),
         })
     }
 
@@ -927,6 +968,15 @@ impl Tracker {
             config: self.config.clone(),
             connections,
             quic,
+            stale_logs: model::log_files::stale_logs(
+                &cur.log_files,
+                prev.map(|p| p.log_files.as_slice())
+                    .or(self.log_files_at_attach.as_deref()),
+                cur.configured_logs.as_deref(),
+                self.config
+                    .as_ref()
+                    .is_some_and(crate::collect::log_files::variable_access_paths),
+            ),
         }
     }
 }

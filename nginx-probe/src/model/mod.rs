@@ -13,6 +13,9 @@ use serde::{Deserialize, Serialize};
 
 pub mod config;
 pub mod connections;
+mod listen;
+pub use listen::ListenReport;
+pub mod log_files;
 pub mod nginx;
 pub mod recording;
 pub mod worker_lifecycle;
@@ -716,30 +719,6 @@ pub struct MergedReport {
     pub stats: WorkerReport,
 }
 
-/// One of nginx's listening sockets over a period.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct ListenReport {
-    /// `addr:port`.
-    pub addr: String,
-    /// Backlog in force (sock_diag; `listen ... backlog=` capped by somaxconn).
-    pub backlog: u32,
-    /// Connections waiting in the accept queue at the last 500 ms sample.
-    pub queue_now: u32,
-    /// Most connections seen waiting at any sample in the period.
-    pub queue_max: u32,
-    /// Listen overflows in the master's network namespace during the period
-    /// (`/proc/<pid>/net/netstat` TcpExt ListenOverflows; namespace-wide, not only nginx).
-    pub overflows: u64,
-    /// Listen drops, likewise (TcpExt ListenDrops).
-    pub drops: u64,
-    /// Connections this socket itself dropped in the period (a full accept queue, other
-    /// listen drops): sock_diag `SK_MEMINFO_DROPS` of nginx's socket, sampled every
-    /// 500 ms. Exact for nginx, unlike `overflows`/`drops`. None when the kernel gives
-    /// no socket memory info.
-    #[serde(default)]
-    pub socket_drops: Option<u64>,
-}
-
 /// A whole report: an interval or the summary at exit.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Report {
@@ -824,6 +803,10 @@ pub struct Report {
     /// accept returned (stub_status accepted minus TCP accepts); absent without UDP.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quic: Option<quic::QuicReport>,
+    /// Log files the workers write that a rotation renamed or deleted without nginx
+    /// reopening them (see [`log_files`]); absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stale_logs: Vec<log_files::StaleLogReport>,
 }
 
 impl Report {

@@ -575,6 +575,38 @@ pub static FAMILIES: &[Family] = &[
     )
     .omit_if_empty(),
     Family::report(
+        "nginx_probe_workers_exited_fatal",
+        Gauge,
+        &[],
+        "Workers that exited with fatal code 2 during their own start and that the master does not respawn, since it started (error log: exited with fatal code 2 and cannot be respawned, read back to the master's start).",
+        |s, o| {
+            if let Some(h) = s.report.nginx_errors.as_ref().and_then(|e| e.history.as_ref()) {
+                o.sample(&[], h.workers_exited_fatal);
+            }
+        },
+    )
+    .omit_if_empty(),
+    Family::report(
+        "nginx_probe_stale_log_file_bytes",
+        Gauge,
+        &["kind", "state"],
+        "Size of the log files the workers write that a rotation renamed or deleted without nginx reopening them, bytes, by kind (access_log, error_log) and state (renamed, deleted): /proc/<pid>/fd of each worker against the configured paths (at most 4 series).",
+        |s, o| {
+            if s.report.stale_logs.is_empty() {
+                return;
+            }
+            o.header();
+            let mut sums: std::collections::BTreeMap<(&str, &str), u64> = Default::default();
+            for l in &s.report.stale_logs {
+                *sums.entry((&l.kind, &l.state)).or_default() += l.size_bytes;
+            }
+            for ((kind, state), bytes) in sums {
+                o.sample(&[kind, state], bytes);
+            }
+        },
+    )
+    .omit_if_empty(),
+    Family::report(
         "nginx_probe_cpu_quota_cpus",
         Gauge,
         &[],

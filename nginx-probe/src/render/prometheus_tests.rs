@@ -177,6 +177,7 @@ fn report_of(workers: &[Worker], merged: Option<(u64, Worker)>) -> Report {
         config: None,
         connections: None,
         quic: None,
+        stale_logs: Vec::new(),
     }
 }
 
@@ -588,8 +589,16 @@ fn every_family_renders_in_table_order_with_its_labels() {
     }];
     e.history = Some(model::ProcessHistoryReport {
         workers_failed_to_spawn: 38,
+        workers_exited_fatal: 1,
         ..Default::default()
     });
+    r.stale_logs = vec![crate::model::log_files::StaleLogReport {
+        kind: "access_log".into(),
+        state: "deleted".into(),
+        path_now: "/var/log/nginx/access.log".into(),
+        size_bytes: 7575,
+        ..Default::default()
+    }];
     let text = render_with(&r, &full_extras(&r.verdicts));
     let want: Vec<(String, String)> = FAMILIES
         .iter()
@@ -624,6 +633,8 @@ fn every_family_renders_in_table_order_with_its_labels() {
             "nginx_probe_self_resident_memory_bytes 4096",
             "nginx_probe_restarts_total 2",
             "nginx_probe_attached 1",
+            "nginx_probe_workers_exited_fatal 1",
+            r#"nginx_probe_stale_log_file_bytes{kind="access_log",state="deleted"} 7575"#,
             "# HELP nginx_probe_verdict 1 for each finding active over the recent window (nginx_probe_verdict_window_seconds; see docs/verdicts.md).",
         ],
     );

@@ -17,6 +17,7 @@ mod exporter;
 mod html;
 mod lifecycle;
 mod live_view;
+mod log_rotation;
 mod metrics;
 mod nginx126;
 mod nginx_errors;

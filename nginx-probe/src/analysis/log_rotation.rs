@@ -1,0 +1,121 @@
+//! `log_not_reopened`: the workers write a log file that a rotation renamed or
+//! deleted, and nginx was never told to reopen its logs (case 22 of the shared cases).
+//! Judged on the report's `stale_logs` (fstat of the workers' log fds through
+//! `/proc/<pid>/fd` against the files at the configured paths); nothing else fires it.
+
+use std::collections::BTreeMap;
+
+use crate::model::{log_files::StaleLogReport, Severity, Verdict};
+
+/// Stale log files listed in one verdict's advice, at most.
+pub const MAX_LISTED: usize = 4;
+
+fn said(s: &StaleLogReport) -> String {
+    let what = match s.state.as_str() {
+        "deleted" => "a deleted file (its disk space stays used while nginx holds it, and what is written there is lost with it)".to_string(),
+        _ if s.configured.is_empty() => "a renamed file".to_string(),
+        _ => format!("a renamed file, not the one at its configured path ({})", s.configured.join("; ")),
+    };
+    let bytes = match s.bytes_in_period {
+        Some(b) => format!("{b} bytes went there in this period"),
+        None => {
+            "the bytes written there in this period are unknown (first seen at its end)".to_string()
+        }
+    };
+    format!(
+        "{} workers write their {} to {}, {what}: {bytes} (file size, fstat through /proc/<pid>/fd; {} bytes now)",
+        s.workers.len(),
+        s.kind.replace('_', " "),
+        s.path_now,
+        s.size_bytes
+    )
+}
+
+/// `log_not_reopened`: critical when a deleted file is written, else warning.
+pub fn log_not_reopened(stale: &[StaleLogReport], out: &mut Vec<Verdict>) {
+    if stale.is_empty() {
+        return;
+    }
+    let deleted = stale.iter().any(|s| s.state == "deleted");
+    let mut evidence = BTreeMap::new();
+    evidence.insert("stale_logs", serde_json::json!(stale.len()));
+    evidence.insert(
+        "files",
+        serde_json::json!(stale
+            .iter()
+            .take(MAX_LISTED)
+            .map(|s| serde_json::json!({
+                "kind": s.kind,
+                "state": s.state,
+                "path_now": s.path_now,
+                "bytes_in_period": s.bytes_in_period,
+                "workers": s.workers.len(),
+            }))
+            .collect::<Vec<_>>()),
+    );
+    evidence.insert(
+        "source",
+        serde_json::json!("/proc/<pid>/fd of each worker (readlink, fstat) and the configured paths in the master's root"),
+    );
+    let mut parts: Vec<String> = stale.iter().take(MAX_LISTED).map(said).collect();
+    if stale.len() > MAX_LISTED {
+        parts.push(format!("{} more files", stale.len() - MAX_LISTED));
+    }
+    out.push(Verdict::new(
+        "log_not_reopened",
+        if deleted {
+            Severity::Critical
+        } else {
+            Severity::Warning
+        },
+        evidence,
+        &["access_log", "error_log", "nginx -s reopen (logrotate postrotate)"],
+        format!(
+            "{}. A rotation moved the log without telling nginx: run `nginx -s reopen` (SIGUSR1 to the master) now, and in the rotation's postrotate step (logrotate: `postrotate` ... `nginx -s reopen` ... `endscript`), or rotate with `copytruncate`",
+            parts.join("; ")
+        ),
+    ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stale(state: &str, bytes: Option<u64>, configured: &[&str]) -> StaleLogReport {
+        StaleLogReport {
+            kind: "access_log".into(),
+            state: state.into(),
+            path_now: "/l/access.log.1".into(),
+            size_bytes: 4096,
+            bytes_in_period: bytes,
+            workers: vec![11, 12],
+            configured: configured.iter().map(|c| c.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_renamed_log_warns_and_a_deleted_one_is_critical() {
+        let mut out = Vec::new();
+        log_not_reopened(&[], &mut out);
+        assert!(out.is_empty());
+        log_not_reopened(
+            &[stale(
+                "renamed",
+                Some(3096),
+                &["/l/access.log (nginx.conf:9): a different file"],
+            )],
+            &mut out,
+        );
+        assert_eq!(out[0].id, "log_not_reopened");
+        assert_eq!(out[0].severity, Severity::Warning);
+        assert!(out[0].advice.starts_with(
+            "2 workers write their access log to /l/access.log.1, a renamed file, not the one at its configured path (/l/access.log (nginx.conf:9): a different file): 3096 bytes went there in this period"
+        ), "{}", out[0].advice);
+        assert!(out[0].advice.contains("`nginx -s reopen`"));
+        let mut out = Vec::new();
+        log_not_reopened(&[stale("deleted", None, &[])], &mut out);
+        assert_eq!(out[0].severity, Severity::Critical);
+        assert!(out[0].advice.contains("a deleted file"));
+        assert!(out[0].advice.contains("unknown"), "{}", out[0].advice);
+    }
+}

@@ -1,0 +1,135 @@
+//! Case 22 of ../shared/cases: the access log rotated without telling nginx. After `mv
+//! access.log access.log.1` (or `rm access.log`) with no reopen, the workers go on
+//! writing the old file; the report says which file, how many bytes went there, and
+//! names `nginx -s reopen`.
+
+use std::{fs, time::Duration};
+
+use nginx_probe_tests::{keepalive_requests, verdict, verdict_ids, Nginx, NginxConfig, Probe};
+use serde_json::Value;
+
+/// 100 requests on 10 keepalive connections after `rotate` moved the access log away;
+/// returns the summary and the bytes nginx appended to the moved file meanwhile
+/// (`where_now`: the moved file's path, None when deleted; then read through the
+/// worker's fd).
+fn rotated(rotate: fn(&std::path::Path) -> Option<std::path::PathBuf>) -> (Value, u64, Nginx) {
+    let ng = Nginx::start(&NginxConfig::default());
+    let log = ng.prefix.join("logs/access.log");
+    // One request first, so the workers' log fd exists and has a size before attach.
+    assert_eq!(keepalive_requests(ng.addr(), 1, 1), 1);
+    let worker = ng.worker_pids()[0];
+    let mut grew = 0;
+    let s = Probe::on(&ng)
+        .json()
+        .settle(Duration::from_millis(1500))
+        .summary_around(|| {
+            let before = fs::metadata(&log).unwrap().len();
+            let moved = rotate(&log);
+            assert_eq!(keepalive_requests(ng.addr(), 10, 10), 100);
+            std::thread::sleep(Duration::from_millis(200));
+            let after = match moved {
+                Some(p) => fs::metadata(p).unwrap().len(),
+                // Deleted: the size of the open file, through a worker's fd to it.
+                None => fs::read_dir(format!("/proc/{worker}/fd"))
+                    .unwrap()
+                    .flatten()
+                    .filter_map(|e| {
+                        let l = fs::read_link(e.path()).ok()?;
+                        l.to_string_lossy()
+                            .ends_with("access.log (deleted)")
+                            .then(|| fs::metadata(e.path()).unwrap().len())
+                    })
+                    .next()
+                    .expect("a worker holds the deleted log"),
+            };
+            grew = after - before;
+        });
+    (s, grew, ng)
+}
+
+fn only_stale(s: &Value) -> &Value {
+    let stale = s["stale_logs"].as_array().unwrap_or_else(|| panic!("{s}"));
+    assert_eq!(stale.len(), 1, "{s}");
+    &stale[0]
+}
+
+#[test]
+fn a_renamed_access_log_is_said_with_the_bytes_written_there() {
+    let (s, grew, ng) = rotated(|log| {
+        let to = log.with_extension("log.1");
+        fs::rename(log, &to).unwrap();
+        Some(to)
+    });
+    // 100 lines of the combined format went to the renamed file.
+    assert!(grew > 100 * 50, "{grew}");
+    let st = only_stale(&s);
+    assert_eq!(st["kind"], "access_log", "{st}");
+    assert_eq!(st["state"], "renamed", "{st}");
+    let moved = ng.prefix.join("logs/access.log.1");
+    assert_eq!(st["path_now"], moved.display().to_string(), "{st}");
+    assert_eq!(st["bytes_in_period"], grew, "{st}");
+    assert_eq!(st["workers"].as_array().unwrap().len(), 2, "{st}");
+    let configured = st["configured"][0].as_str().unwrap();
+    assert!(
+        configured.starts_with(&format!(
+            "{} (",
+            ng.prefix.join("logs/access.log").display()
+        )) && configured.ends_with("): absent"),
+        "{configured}"
+    );
+    let v = verdict(&s, "log_not_reopened").unwrap_or_else(|| panic!("{:?}", verdict_ids(&s)));
+    assert_eq!(v["severity"], "warning");
+    let a = v["advice"].as_str().unwrap();
+    assert!(
+        a.starts_with(&format!(
+            "2 workers write their access log to {}, a renamed file, not the one at its configured path",
+            moved.display()
+        )),
+        "{a}"
+    );
+    assert!(
+        a.contains(&format!(": {grew} bytes went there in this period")),
+        "{a}"
+    );
+    assert!(a.contains("`nginx -s reopen`"), "{a}");
+
+    // After `nginx -s reopen` the workers write the new file: nothing stale.
+    let reopened = std::process::Command::new("kill")
+        .args(["-USR1", &ng.master_pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(reopened.success());
+    std::thread::sleep(Duration::from_millis(500));
+    let s = Probe::on(&ng)
+        .json()
+        .summary_around(|| assert_eq!(keepalive_requests(ng.addr(), 2, 5), 10));
+    assert!(s.get("stale_logs").is_none(), "{s}");
+    assert!(verdict(&s, "log_not_reopened").is_none(), "{s}");
+}
+
+#[test]
+fn a_deleted_access_log_is_critical_with_the_bytes_written_there() {
+    let (s, grew, _ng) = rotated(|log| {
+        fs::remove_file(log).unwrap();
+        None
+    });
+    assert!(grew > 100 * 50, "{grew}");
+    let st = only_stale(&s);
+    assert_eq!(st["state"], "deleted", "{st}");
+    assert_eq!(st["bytes_in_period"], grew, "{st}");
+    let v = verdict(&s, "log_not_reopened").unwrap_or_else(|| panic!("{:?}", verdict_ids(&s)));
+    assert_eq!(v["severity"], "critical");
+    assert!(
+        v["advice"].as_str().unwrap().contains("a deleted file"),
+        "{v}"
+    );
+}
+
+#[test]
+fn logs_in_place_are_not_stale() {
+    let ng = Nginx::start(&NginxConfig::default());
+    let s = Probe::on(&ng)
+        .json()
+        .summary_around(|| assert_eq!(keepalive_requests(ng.addr(), 2, 5), 10));
+    assert!(s.get("stale_logs").is_none(), "{s}");
+}
