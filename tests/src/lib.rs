@@ -107,6 +107,9 @@ pub struct NginxConfig {
     /// Also `listen 127.0.0.1:PORT quic reuseport;` (HTTP/3 on UDP, same port; needs
     /// `tls` and an nginx with the HTTP/3 module, e.g. the trixie root's).
     pub quic: bool,
+    /// Run nginx in this network namespace (see [`NetNs`]): the master enters it before
+    /// it execs; readiness is checked from inside it.
+    pub netns: Option<String>,
 }
 
 impl Default for NginxConfig {
@@ -136,6 +139,7 @@ impl Default for NginxConfig {
             workers_may_fail: false,
             root: None,
             quic: false,
+            netns: None,
         }
     }
 }
@@ -382,6 +386,19 @@ http {{
                 });
             }
         }
+        if let Some(ns) = &cfg.netns {
+            let ns = fs::File::open(NetNs::path(ns)).expect("open the network namespace");
+            // SAFETY: setns is async-signal-safe; the fd was opened before fork.
+            unsafe {
+                cmd.pre_exec(move || {
+                    use std::os::fd::AsRawFd;
+                    if libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
         // Own process group: a Ctrl-C at the terminal does not reach nginx; Drop stops it.
         cmd.process_group(0);
         let child = cmd
@@ -456,7 +473,12 @@ http {{
                 }
                 panic!("nginx exited at start ({status}): {err} {log}");
             }
-            if self.master_pid() != 0 && TcpStream::connect(self.addr()).is_ok() {
+            let addr = self.addr();
+            let reachable = match &self.cfg.netns {
+                Some(ns) => NetNs::run_in(ns, move || TcpStream::connect(addr).is_ok()),
+                None => TcpStream::connect(addr).is_ok(),
+            };
+            if self.master_pid() != 0 && reachable {
                 let n = self.worker_pids().len();
                 if workers == 0 && n > 0 {
                     if n != seen.0 {
@@ -863,5 +885,73 @@ impl Drop for CpuCgroup {
         while fs::remove_dir(&self.dir).is_err() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+}
+
+/// A network namespace of our own (`ip netns add`), with loopback up and the given
+/// sysctls set inside it; deleted on drop. Where a test needs its own local port range
+/// or TIME-WAIT settings without touching the host's.
+pub struct NetNs {
+    /// Its name under /run/netns.
+    pub name: String,
+}
+
+impl NetNs {
+    /// Creates `name` (deleting a leftover of that name first) and sets each
+    /// `(sysctl, value)` inside it.
+    pub fn new(name: &str, sysctls: &[(&str, &str)]) -> NetNs {
+        let ip = |args: &[&str]| {
+            let st = std::process::Command::new("ip")
+                .args(args)
+                .status()
+                .expect("run ip");
+            st.success()
+        };
+        let _ = ip(&["netns", "del", name]);
+        assert!(ip(&["netns", "add", name]), "ip netns add {name}");
+        let ns = NetNs { name: name.into() };
+        assert!(ip(&["-n", name, "link", "set", "lo", "up"]));
+        for (k, v) in sysctls {
+            let st = std::process::Command::new("ip")
+                .args([
+                    "netns",
+                    "exec",
+                    name,
+                    "sysctl",
+                    "-q",
+                    "-w",
+                    &format!("{k}={v}"),
+                ])
+                .status()
+                .expect("run sysctl");
+            assert!(st.success(), "sysctl {k}={v} in {name}");
+        }
+        ns
+    }
+
+    /// `/run/netns/<name>`.
+    pub fn path(name: &str) -> PathBuf {
+        PathBuf::from("/run/netns").join(name)
+    }
+
+    /// Runs `f` on a thread that entered the namespace `name`, and returns its result.
+    pub fn run_in<T: Send>(name: &str, f: impl FnOnce() -> T + Send) -> T {
+        let ns = fs::File::open(NetNs::path(name)).expect("open the network namespace");
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWNET).expect("setns");
+                f()
+            })
+            .join()
+            .expect("thread in the network namespace")
+        })
+    }
+}
+
+impl Drop for NetNs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
     }
 }

@@ -37,6 +37,43 @@ fn connect_quantile(inp: &Inputs, q: f64) -> u64 {
     crate::model::quantile_ns(&hist, q, max)
 }
 
+/// Peers of nginx's upstream-class error-log lines (its `upstream:` field), the
+/// largest first, at most 3: `http://127.0.0.1:8080 (812 lines)`.
+pub(crate) fn error_log_peers(inp: &Inputs) -> Vec<String> {
+    inp.nginx_errors
+        .as_ref()
+        .filter(|e| e.readable)
+        .map(|e| {
+            e.upstream_peers
+                .iter()
+                .take(3)
+                .map(|p| format!("{} ({} lines)", p.peer, p.lines))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `; local ports 40000-40499 (...), ...; peers in nginx's error log: ...` for advice
+/// on upstream connects: the local ports when `ports` (an EADDRNOTAVAIL), then the
+/// peers; empty when neither is known.
+pub(crate) fn ports_and_peers(inp: &Inputs, ports: bool) -> String {
+    let mut said = String::new();
+    if let Some(l) = inp.local_ports.as_ref().filter(|_| ports) {
+        let p = l.said();
+        if !p.is_empty() {
+            said.push_str(&format!("; {p}"));
+        }
+    }
+    let peers = error_log_peers(inp);
+    if !peers.is_empty() {
+        said.push_str(&format!(
+            "; peers in nginx's error log: {}",
+            peers.join(", ")
+        ));
+    }
+    said
+}
+
 pub(crate) fn upstream_keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
     let connects: u64 = inp.workers.iter().map(|w| w.upstream_connects).sum();
     // Rule one: only an exact request total (nginx's stub_status counter or the
@@ -47,22 +84,26 @@ pub(crate) fn upstream_keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
     if requests < UPSTREAM_MIN_REQUESTS {
         return;
     }
-    // Only established connections could have been kept alive: connects that failed
-    // (ECONNREFUSED to a dead upstream, timeouts) say nothing about keepalive, and too
-    // few established ones per request leave nothing to judge.
-    let established: u64 = inp.workers.iter().map(|w| w.upstream_established).sum();
-    let per_request = established as f64 / requests as f64;
-    if per_request < UPSTREAM_CONNECTS_PER_REQUEST {
-        return;
-    }
-    let p50 = connect_quantile(inp, 0.50);
-    let p99 = connect_quantile(inp, 0.99);
+    // Established connections could have been kept alive, and so could the connects
+    // that failed with EADDRNOTAVAIL: no local port was left, because the connections
+    // before them were not kept (case 18: almost every connect fails that way, so a
+    // rule on established connects alone cannot see it). Other failures (ECONNREFUSED
+    // to a dead upstream, timeouts) say nothing about keepalive.
     let mut errors: BTreeMap<String, u64> = BTreeMap::new();
     for w in &inp.workers {
         for (k, v) in &w.upstream_errors {
             *errors.entry(k.clone()).or_default() += v;
         }
     }
+    let ports_out = errors.get("EADDRNOTAVAIL").copied().unwrap_or(0);
+    let established: u64 = inp.workers.iter().map(|w| w.upstream_established).sum();
+    let per_request = established as f64 / requests as f64;
+    let attempts_per_request = (established + ports_out) as f64 / requests as f64;
+    if attempts_per_request < UPSTREAM_CONNECTS_PER_REQUEST {
+        return;
+    }
+    let p50 = connect_quantile(inp, 0.50);
+    let p99 = connect_quantile(inp, 0.99);
     let mut evidence = BTreeMap::new();
     evidence.insert("upstream_connects", serde_json::json!(connects));
     evidence.insert("established", serde_json::json!(established));
@@ -72,6 +113,7 @@ pub(crate) fn upstream_keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
         round3(connects as f64 / requests as f64),
     );
     evidence.insert("established_per_request", round3(per_request));
+    evidence.insert("attempts_per_request", round3(attempts_per_request));
     // Connects are detail: per second the detail layer counted (in windows if sampled).
     let detail_s = inp.detail_s();
     if detail_s > 0.0 {
@@ -87,7 +129,18 @@ pub(crate) fn upstream_keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
     evidence.insert("connect_p50_us", round3(p50 as f64 / 1e3));
     evidence.insert("connect_p99_us", round3(p99 as f64 / 1e3));
     evidence.insert("connect_errors", serde_json::json!(errors));
-    let ports_out = errors.get("EADDRNOTAVAIL").copied().unwrap_or(0);
+    let ports = inp
+        .local_ports
+        .as_ref()
+        .map(|l| l.said())
+        .unwrap_or_default();
+    if !ports.is_empty() {
+        evidence.insert("local_ports", serde_json::json!(ports));
+    }
+    let peers = error_log_peers(inp);
+    if !peers.is_empty() {
+        evidence.insert("peers_in_error_log", serde_json::json!(peers));
+    }
     out.push(Verdict::new(
         "upstream_keepalive_off",
         if ports_out > 0 { Severity::Critical } else { Severity::Warning },
@@ -98,10 +151,17 @@ pub(crate) fn upstream_keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
             "proxy_set_header Connection \"\"",
         ],
         format!(
-            "{per_request:.2} new upstream connections established per request (connect p50 {:.0} us, p99 {:.0} us): nginx opens and closes a TCP connection to the upstream for every proxied request, each leaves a socket in TIME_WAIT, and under load the local ports run out (EADDRNOTAVAIL{}); reuse them: `keepalive 32;` in the upstream block, with `proxy_http_version 1.1;` and `proxy_set_header Connection \"\";` where it is proxied",
+            "{attempts_per_request:.2} new upstream connections attempted per request ({per_request:.2} established; connect p50 {:.0} us, p99 {:.0} us): nginx opens and closes a TCP connection to the upstream for every proxied request, each leaves a socket in TIME_WAIT, and under load the local ports run out (EADDRNOTAVAIL{}); reuse them: `keepalive 32;` in the upstream block, with `proxy_http_version 1.1;` and `proxy_set_header Connection \"\";` where it is proxied",
             p50 as f64 / 1e3,
             p99 as f64 / 1e3,
-            if ports_out > 0 { format!(": {ports_out} so far") } else { String::new() }
+            if ports_out > 0 {
+                format!(
+                    ": {ports_out} connects failed for lack of a local port{}",
+                    ports_and_peers(inp, true)
+                )
+            } else {
+                String::new()
+            }
         ),
     ));
 }
@@ -333,10 +393,59 @@ mod tests {
         });
         assert_eq!(v[0].severity, Severity::Critical);
         assert!(
-            v[0].advice.contains("EADDRNOTAVAIL: 9 so far"),
+            v[0].advice
+                .contains("(EADDRNOTAVAIL: 9 connects failed for lack of a local port);"),
             "{}",
             v[0].advice
         );
+    }
+
+    /// Case 18: local ports used up. Of 1000 connects only 40 were established, 960
+    /// failed with EADDRNOTAVAIL: judged on attempts, critical, with the port range,
+    /// TIME-WAIT and the peer the error log names.
+    #[test]
+    fn port_exhaustion_is_judged_on_attempts_with_the_port_range_and_peer() {
+        let mut a = w(1, 1000, 1000);
+        a.upstream_connects = 1000;
+        a.upstream_established = 40;
+        a.upstream_errors.insert("EADDRNOTAVAIL".into(), 960);
+        let inp = Inputs {
+            workers: vec![a],
+            requests: Some(1000),
+            local_ports: Some(crate::model::local_ports::LocalPortsReport {
+                range: Some([40000, 40499]),
+                tcp_tw_reuse: Some(0),
+                time_wait: Some(500),
+            }),
+            nginx_errors: Some(crate::model::NginxErrorsReport {
+                readable: true,
+                upstream_peers: vec![crate::model::PeerErrorsReport {
+                    peer: "http://127.0.0.1:8080".into(),
+                    lines: 960,
+                }],
+                ..Default::default()
+            }),
+            ..Inputs::default()
+        };
+        let mut out = Vec::new();
+        upstream_keepalive_off(&inp, &mut out);
+        assert_eq!(out.len(), 1, "{out:?}");
+        let v = &out[0];
+        assert_eq!(v.severity, Severity::Critical);
+        assert_eq!(v.evidence["attempts_per_request"], serde_json::json!(1.0));
+        assert_eq!(
+            v.evidence["established_per_request"],
+            serde_json::json!(0.04)
+        );
+        assert!(
+            v.advice.starts_with(
+                "1.00 new upstream connections attempted per request (0.04 established;"
+            ),
+            "{}",
+            v.advice
+        );
+        assert!(v.advice.contains("(EADDRNOTAVAIL: 960 connects failed for lack of a local port; local ports 40000-40499 (500, net.ipv4.ip_local_port_range in nginx's network namespace), 500 sockets in TIME-WAIT there (/proc/<pid>/net/sockstat, every process of the namespace), net.ipv4.tcp_tw_reuse 0; peers in nginx's error log: http://127.0.0.1:8080 (960 lines))"), "{}", v.advice);
+        assert_eq!(v.directives[0], "keepalive (upstream block)");
     }
 
     /// A dead upstream (`proxy_pass` to a port nothing listens on): 300 requests, 300

@@ -117,6 +117,9 @@ pub struct Inputs {
     /// Log files the workers write that a rotation renamed or deleted (fstat through
     /// `/proc/<pid>/fd` against the configured paths); empty when none or unknown.
     pub stale_logs: Vec<crate::model::log_files::StaleLogReport>,
+    /// nginx's network namespace's local port range and TIME-WAIT at the period's end;
+    /// None when not read.
+    pub local_ports: Option<crate::model::local_ports::LocalPortsReport>,
 }
 
 impl Inputs {

@@ -167,8 +167,9 @@ pub fn upstream_errors(inp: &Inputs, out: &mut Vec<Verdict>) {
                 _ => "errors talking to the upstream (502/504)",
             };
             format!(
-                "nginx logged {n} upstream errors for {requests} requests ({:.0}%), most: {how}",
-                share * 100.0
+                "nginx logged {n} upstream errors for {requests} requests ({:.0}%), most: {how}{}",
+                share * 100.0,
+                super::fd_upstream::ports_and_peers(inp, top == "upstream_addr_unavailable")
             )
         },
         out,

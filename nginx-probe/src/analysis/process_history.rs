@@ -210,17 +210,18 @@ mod tests {
         assert!(judge(&inputs(0, 0, 0, 2)).is_empty());
     }
 
+    /// [`inputs`] with one worker exited with fatal code 2 at its start.
+    fn with_a_fatal_exit(failed: u64, emfile: u64, running: usize) -> Inputs {
+        let mut inp = inputs(failed, emfile, 0, running);
+        if let Some(h) = inp.nginx_errors.as_mut().and_then(|e| e.history.as_mut()) {
+            h.workers_exited_fatal = 1;
+        }
+        inp
+    }
+
     #[test]
     fn fatal_exits_at_start_are_workers_that_do_not_run() {
-        let mut inp = inputs(30, 30, 0, 33);
-        inp.nginx_errors
-            .as_mut()
-            .unwrap()
-            .history
-            .as_mut()
-            .unwrap()
-            .workers_exited_fatal = 1;
-        let v = judge(&inp);
+        let v = judge(&with_a_fatal_exit(30, 30, 33));
         assert_eq!(v[0].id, "worker_spawn_failed");
         assert_eq!(v[0].evidence["workers_exited_fatal"], 1);
         assert!(
@@ -234,15 +235,7 @@ mod tests {
             .advice
             .contains("; 33 workers run; 30 of them failed with EMFILE"));
         // Fatal exits alone still fire: fewer workers run than nginx meant.
-        let mut inp = inputs(0, 0, 0, 3);
-        inp.nginx_errors
-            .as_mut()
-            .unwrap()
-            .history
-            .as_mut()
-            .unwrap()
-            .workers_exited_fatal = 1;
-        let v = judge(&inp);
+        let v = judge(&with_a_fatal_exit(0, 0, 3));
         assert_eq!(v[0].id, "worker_spawn_failed");
         assert!(!v[0].advice.contains("ran out of fds"), "{}", v[0].advice);
     }

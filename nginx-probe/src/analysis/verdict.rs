@@ -765,6 +765,7 @@ pub fn judge_report(r: &crate::model::Report) -> Vec<Verdict> {
     inputs.connections = r.connections.clone();
     inputs.quic = r.quic.clone();
     inputs.stale_logs = r.stale_logs.clone();
+    inputs.local_ports = r.local_ports.clone();
     judge(&inputs)
 }
 
@@ -845,6 +846,7 @@ pub fn verdict_inputs(workers: &[WorkerReport], close_traced: bool) -> Inputs {
         detail: None,
         quic: None,
         stale_logs: Vec::new(),
+        local_ports: None,
         stub_dropped: None,
         connections_active: None,
         tls: None,

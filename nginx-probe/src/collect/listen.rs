@@ -131,29 +131,12 @@ fn dump_family(family: u8) -> io::Result<Vec<ListenSample>> {
 ///
 /// Errors: netlink or setns failures.
 pub fn listen_sockets(netns_pid: u32, inodes: &BTreeSet<u32>) -> io::Result<Vec<ListenSample>> {
-    let ours = std::fs::read_link("/proc/self/ns/net")?;
-    let theirs = std::fs::read_link(format!("/proc/{netns_pid}/ns/net"))?;
-    let dump = || -> io::Result<Vec<ListenSample>> {
+    super::netns::in_netns_of(netns_pid, || {
         let mut all = dump_family(AF_INET)?;
         all.extend(dump_family(AF_INET6)?);
         all.retain(|s| inodes.contains(&s.inode));
         all.sort_by(|a, b| a.addr.cmp(&b.addr));
         Ok(all)
-    };
-    if ours == theirs {
-        return dump();
-    }
-    // Enter the master's network namespace in a thread of our own, so the rest of the
-    // process stays where it is.
-    let path = format!("/proc/{netns_pid}/ns/net");
-    std::thread::scope(|s| {
-        s.spawn(|| -> io::Result<Vec<ListenSample>> {
-            let f = std::fs::File::open(&path)?;
-            nix::sched::setns(f, nix::sched::CloneFlags::CLONE_NEWNET).map_err(io::Error::from)?;
-            dump()
-        })
-        .join()
-        .unwrap_or_else(|_| Err(io::Error::other("netns thread panicked")))
     })
 }
 

@@ -23,6 +23,7 @@ pub mod lifecycle;
 pub mod listen;
 pub mod loader;
 pub mod log_files;
+pub mod netns;
 pub mod nginx_counters;
 pub mod selfcost;
 pub mod target;

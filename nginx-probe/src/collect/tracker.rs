@@ -63,6 +63,8 @@ pub struct Snapshot {
     /// at each (None: the configuration was not read).
     pub log_files: Vec<model::log_files::LogFileSample>,
     pub configured_logs: Option<Vec<model::log_files::ConfiguredLog>>,
+    /// nginx's network namespace's local ports and TIME-WAIT.
+    pub local_ports: model::local_ports::LocalPortsReport,
 }
 
 /// Exited workers reported one by one; older ones are merged into one aggregate, so a
@@ -647,6 +649,7 @@ impl Tracker {
             coverage,
             lifecycle: (probe.lifecycle.read()?, probe.lifecycle.meta.clone()),
             log_files: self.log_files(),
+            local_ports: crate::collect::netns::local_ports(self.master.pid),
             configured_logs: self
                 .config
                 .as_ref()
@@ -968,6 +971,7 @@ impl Tracker {
             config: self.config.clone(),
             connections,
             quic,
+            local_ports: Some(cur.local_ports.clone()),
             stale_logs: model::log_files::stale_logs(
                 &cur.log_files,
                 prev.map(|p| p.log_files.as_slice())

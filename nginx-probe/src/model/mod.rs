@@ -15,6 +15,7 @@ pub mod config;
 pub mod connections;
 mod listen;
 pub use listen::ListenReport;
+pub mod local_ports;
 pub mod log_files;
 pub mod nginx;
 pub mod recording;
@@ -807,6 +808,10 @@ pub struct Report {
     /// reopening them (see [`log_files`]); absent when none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stale_logs: Vec<log_files::StaleLogReport>,
+    /// The local port range and TIME-WAIT of nginx's network namespace at the period's
+    /// end (see [`local_ports`]); absent in recordings made before it was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_ports: Option<local_ports::LocalPortsReport>,
 }
 
 impl Report {

@@ -178,6 +178,7 @@ fn report_of(workers: &[Worker], merged: Option<(u64, Worker)>) -> Report {
         connections: None,
         quic: None,
         stale_logs: Vec::new(),
+        local_ports: None,
     }
 }
 
