@@ -907,7 +907,9 @@ impl NetNs {
                 .expect("run ip");
             st.success()
         };
-        let _ = ip(&["netns", "del", name]);
+        if NetNs::path(name).exists() {
+            let _ = ip(&["netns", "del", name]);
+        }
         assert!(ip(&["netns", "add", name]), "ip netns add {name}");
         let ns = NetNs { name: name.into() };
         assert!(ip(&["-n", name, "link", "set", "lo", "up"]));

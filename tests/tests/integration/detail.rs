@@ -139,9 +139,12 @@ fn sampled_detail_keeps_500_accepts_and_500_requests_exact() {
     let a4 = s["requests"]["syscalls_per_request"]["accept4"]
         .as_f64()
         .unwrap();
+    // Divided by the windows' requests (accept4 calls of the windows, EAGAIN
+    // included: how many wake-ups lose the race varies with the machine's load).
+    let want = sum(&s, "accept4") as f64 / in_windows as f64;
     assert!(
-        (a4 - 1.0).abs() < 0.2,
-        "accept4 per request of the windows {a4}: {s}"
+        (a4 - want).abs() <= 0.0005,
+        "accept4 per request of the windows {a4}, want {want}: {s}"
     );
     // The recording's summary says the same.
     let text = std::fs::read_to_string(&rec).expect("recording");
