@@ -22,9 +22,11 @@ fn said(s: &StaleLogReport) -> String {
             "the bytes written there in this period are unknown (first seen at its end)".to_string()
         }
     };
+    let n = s.workers.len();
     format!(
-        "{} workers write their {} to {}, {what}: {bytes} (file size, fstat through /proc/<pid>/fd; {} bytes now)",
-        s.workers.len(),
+        "{n} worker{} write{} their {} to {}, {what}: {bytes} (file size, fstat through /proc/<pid>/fd; {} bytes now)",
+        if n == 1 { "" } else { "s" },
+        if n == 1 { "s" } else { "" },
         s.kind.replace('_', " "),
         s.path_now,
         s.size_bytes

@@ -166,10 +166,24 @@ pub fn upstream_errors(inp: &Inputs, out: &mut Vec<Verdict>) {
                 "upstream_ssl" => "the upstream's TLS certificate failed verification (502)",
                 _ => "errors talking to the upstream (502/504)",
             };
+            // Connects that found no local port are counted against the peers too
+            // (max_fails): disabled servers and "no live upstreams" can follow from
+            // them while the peers are healthy. Said whenever they are there.
+            let ports_out = inp
+                .nginx_errors
+                .as_ref()
+                .map_or(0, |e| e.count("upstream_addr_unavailable"));
+            let chain = if ports_out > 0 && top != "upstream_addr_unavailable" {
+                format!(
+                    "; {ports_out} of them were connects that failed with EADDRNOTAVAIL (no local port left): nginx counts those failures against the peers (max_fails), so disabled servers and `no live upstreams` can follow while the peers are healthy; keep upstream connections alive (`keepalive` in the upstream block, proxy_http_version 1.1, proxy_set_header Connection \"\") or widen net.ipv4.ip_local_port_range"
+                )
+            } else {
+                String::new()
+            };
             format!(
-                "nginx logged {n} upstream errors for {requests} requests ({:.0}%), most: {how}{}",
+                "nginx logged {n} upstream errors for {requests} requests ({:.0}%), most: {how}{chain}{}",
                 share * 100.0,
-                super::fd_upstream::ports_and_peers(inp, top == "upstream_addr_unavailable")
+                super::fd_upstream::ports_and_peers(inp, ports_out > 0)
             )
         },
         out,

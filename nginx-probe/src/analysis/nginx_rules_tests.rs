@@ -79,6 +79,63 @@ fn upstream_timeouts_name_proxy_read_timeout() {
     assert_eq!(u.directives, vec!["proxy_read_timeout"]);
 }
 
+/// Case 18 with two peers: a few connects failed with EADDRNOTAVAIL, nginx marked
+/// both peers failed, and "no live upstreams" followed for the rest. The advice says
+/// the chain, with the port range, instead of sending the SRE to healthy backends.
+#[test]
+fn no_live_upstreams_after_eaddrnotavail_says_the_ports_ran_out() {
+    let mut inp = Inputs {
+        workers: vec![w(1, 100, 1000)],
+        nginx_errors: Some(errors(&[
+            (
+                "no_live_upstreams",
+                980,
+                "upstream server max_fails",
+                "upstream",
+            ),
+            ("upstream_addr_unavailable", 8, "keepalive", "upstream"),
+        ])),
+        local_ports: Some(crate::model::local_ports::LocalPortsReport {
+            range: Some([40000, 40499]),
+            tcp_tw_reuse: Some(0),
+            time_wait: None,
+        }),
+        ..Inputs::default()
+    };
+    inp.requests = Some(1000);
+    let v = judge(&inp);
+    let u = v.iter().find(|v| v.id == "upstream_errors").expect("fires");
+    assert!(
+        u.advice.contains("most: no live upstreams (502)"),
+        "{}",
+        u.advice
+    );
+    assert!(
+        u.advice.contains("; 8 of them were connects that failed with EADDRNOTAVAIL (no local port left): nginx counts those failures against the peers (max_fails)"),
+        "{}",
+        u.advice
+    );
+    assert!(
+        u.advice.contains("; local ports 40000-40499 (500, net.ipv4.ip_local_port_range in nginx's network namespace), net.ipv4.tcp_tw_reuse 0"),
+        "{}",
+        u.advice
+    );
+    // Without EADDRNOTAVAIL lines: no port talk.
+    inp.nginx_errors = Some(errors(&[(
+        "no_live_upstreams",
+        980,
+        "upstream server max_fails",
+        "upstream",
+    )]));
+    let v = judge(&inp);
+    let u = v.iter().find(|v| v.id == "upstream_errors").expect("fires");
+    assert!(
+        !u.advice.contains("EADDRNOTAVAIL") && !u.advice.contains("local ports"),
+        "{}",
+        u.advice
+    );
+}
+
 #[test]
 fn reusing_connections_is_worker_connections_not_keepalive_off() {
     // Case 15 A: 300 clients, one request each, connections kept open by them and

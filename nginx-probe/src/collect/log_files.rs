@@ -72,20 +72,17 @@ pub fn variable_access_paths(cfg: &ConfigReport) -> bool {
     cfg.access_logs.iter().any(|a| a.path.contains('$'))
 }
 
-/// The configured log files with a fixed path (access logs not `off`, `syslog:` or
-/// with variables; error logs not `stderr`, `syslog:` or `memory:`), each looked up
-/// in the master's root now.
+/// The configured log files with a fixed path (every `access_log` and `error_log` at
+/// any level, not `off`, `stderr`, `syslog:`, `memory:` or with variables), each
+/// looked up in the master's root now.
 pub fn configured(master_pid: u32, cfg: &ConfigReport) -> Vec<ConfiguredLog> {
-    let access = cfg
-        .access_logs
-        .iter()
-        .filter(|a| a.bufferable())
-        .map(|a| ("access_log", a.path.as_str(), a.at.as_str()));
-    let error = cfg.error_logs.iter().filter_map(|e| {
-        let path = e.value.split_whitespace().next()?;
-        let special =
-            path == "stderr" || path.starts_with("syslog:") || path.starts_with("memory:");
-        (!special).then_some(("error_log", path, e.at.as_str()))
+    let fixed = cfg.log_paths.iter().filter(|l| {
+        let p = l.path.as_str();
+        !(p == "off"
+            || p == "stderr"
+            || p.contains('$')
+            || p.starts_with("syslog:")
+            || p.starts_with("memory:"))
     });
     let root = nix::fcntl::open(
         format!("/proc/{master_pid}/root").as_str(),
@@ -96,7 +93,8 @@ pub fn configured(master_pid: u32, cfg: &ConfigReport) -> Vec<ConfiguredLog> {
     // SAFETY: open returned a new fd that nothing else owns.
     .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) });
     let mut out: Vec<ConfiguredLog> = Vec::new();
-    for (kind, path, at) in access.chain(error) {
+    for l in fixed {
+        let (kind, path, at) = (l.kind, l.path.as_str(), l.at.as_str());
         if out.len() >= MAX_CONFIGURED {
             break;
         }

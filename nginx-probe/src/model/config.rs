@@ -192,6 +192,12 @@ pub struct ConfigReport {
     pub access_logs: Vec<AccessLogValue>,
     /// `error_log` at the main level (the default when none).
     pub error_logs: Vec<ConfigValue>,
+    /// Every `access_log` and `error_log` path of the configuration, at any level
+    /// (server and location ones too), with nginx's defaults where none is set: the
+    /// files the workers may hold open. Not in the JSON (see `access_logs`,
+    /// `error_logs`).
+    #[serde(skip)]
+    pub log_paths: Vec<LogPath>,
     pub upstreams: Vec<UpstreamValue>,
 }
 
@@ -217,6 +223,43 @@ impl ConfigReport {
     /// Whether any file read was modified after the last load.
     pub fn changed_since_load(&self) -> bool {
         self.files.iter().any(|f| f.changed_since_load)
+    }
+}
+
+/// One log path as configured (the first argument, whole) and where.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LogPath {
+    /// `access_log` or `error_log`.
+    pub kind: &'static str,
+    /// As written (relative paths are under the prefix), or nginx's default.
+    pub path: String,
+    /// `file:line` or [`DEFAULT`].
+    pub at: String,
+}
+
+/// Every `access_log`/`error_log` under `block`, depth first, at most [`MAX_VALUES`].
+fn log_paths(files: &[ConfigFile], block: &[Directive], out: &mut Vec<LogPath>) {
+    for d in block {
+        if out.len() >= MAX_VALUES {
+            return;
+        }
+        let kind = match d.name.as_str() {
+            "access_log" => "access_log",
+            "error_log" => "error_log",
+            _ => {
+                if let Some(b) = &d.block {
+                    log_paths(files, b, out);
+                }
+                continue;
+            }
+        };
+        if let Some(path) = d.args.first() {
+            out.push(LogPath {
+                kind,
+                path: path.clone(),
+                at: at(files, d).0,
+            });
+        }
     }
 }
 
@@ -641,6 +684,37 @@ pub fn evaluate(main: &[Directive], files: &[ConfigFile], build: &BuildDefaults)
             .error_logs
             .push(e.default_value("error_log", "main", &format!("{path} error")));
     }
+    let mut paths = Vec::new();
+    log_paths(files, main, &mut paths);
+    // nginx's defaults where nothing is set (the first word of the default error
+    // log's value is its path).
+    let defaults = e
+        .out
+        .access_logs
+        .iter()
+        .filter(|a| a.at == DEFAULT)
+        .map(|a| ("access_log", a.path.clone()))
+        .chain(
+            e.out
+                .error_logs
+                .iter()
+                .filter(|v| v.at == DEFAULT)
+                .map(|v| {
+                    let path = v
+                        .value
+                        .rsplit_once(' ')
+                        .map_or(v.value.as_str(), |(p, _)| p);
+                    ("error_log", path.to_string())
+                }),
+        );
+    for (kind, path) in defaults {
+        paths.push(LogPath {
+            kind,
+            path,
+            at: DEFAULT.to_string(),
+        });
+    }
+    e.out.log_paths = paths;
     e.out.prefix = build.prefix.clone();
     e.out
 }

@@ -45,9 +45,9 @@ pub struct ConfiguredLog {
     pub found: Option<(u64, u64)>,
 }
 
-/// The configured logs of `kind` (their paths are fixed: see `collect::log_files`).
-fn fixed_paths<'a>(configured: &'a [ConfiguredLog], kind: &str) -> Vec<&'a ConfiguredLog> {
-    configured.iter().filter(|c| c.kind == kind).collect()
+/// The last component of a path.
+fn base(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
 }
 
 /// A log file the workers write that is not the file at any configured path.
@@ -72,10 +72,13 @@ pub struct StaleLogReport {
     pub configured: Vec<String>,
 }
 
-/// The stale log files at `cur`: deleted ones always; renamed ones only when the
-/// configuration was read, every configured log of that kind has a fixed path
-/// (`variable_paths` false for access logs), and none of them is this file.
-/// `prev`: the samples at the period's start, for the bytes written in it.
+/// The stale log files at `cur`: deleted ones always; renamed ones when the
+/// configuration was read (`configured`), no configured log is this file, and its name
+/// now continues the name of a configured log that is absent or another file now
+/// (`access.log` -> `access.log.1`, `access.log-20261202`). Access logs are not judged
+/// renamed when some access log has variables in its path (`variable_access_paths`:
+/// its files are at no configured path). `prev`: the samples at the period's start,
+/// for the bytes written in it.
 pub fn stale_logs(
     cur: &[LogFileSample],
     prev: Option<&[LogFileSample]>,
@@ -83,19 +86,20 @@ pub fn stale_logs(
     variable_access_paths: bool,
 ) -> Vec<StaleLogReport> {
     let mut out = Vec::new();
+    let all = configured.unwrap_or_default();
     for s in cur {
-        let of_kind = configured.map(|c| fixed_paths(c, s.kind));
-        if of_kind
-            .as_ref()
-            .is_some_and(|k| k.iter().any(|c| c.found == Some((s.dev, s.ino))))
-        {
+        if all.iter().any(|c| c.found == Some((s.dev, s.ino))) {
             continue;
         }
-        let judgeable = of_kind.as_ref().is_some_and(|k| !k.is_empty())
-            && !(s.kind == "access_log" && variable_access_paths);
+        // Configured logs this file was rotated away from: its name continues theirs.
+        let origins: Vec<&ConfiguredLog> = all
+            .iter()
+            .filter(|c| base(&s.path).starts_with(base(&c.path)))
+            .collect();
+        let kind = origins.first().map_or(s.kind, |c| c.kind);
         let state = if s.nlink == 0 {
             "deleted"
-        } else if judgeable {
+        } else if !origins.is_empty() && !(kind == "access_log" && variable_access_paths) {
             "renamed"
         } else {
             continue;
@@ -106,14 +110,13 @@ pub fn stale_logs(
                 .map(|q| s.size.saturating_sub(q.size))
         });
         out.push(StaleLogReport {
-            kind: s.kind.to_string(),
+            kind: kind.to_string(),
             state: state.to_string(),
             path_now: s.path.clone(),
             size_bytes: s.size,
             bytes_in_period,
             workers: s.pids.clone(),
-            configured: of_kind
-                .unwrap_or_default()
+            configured: origins
                 .iter()
                 .map(|c| {
                     let now = if c.found.is_some() {
@@ -193,5 +196,28 @@ mod tests {
         // The file at its configured path: nothing to say.
         let fine = [sample("access_log", "/l/access.log", 6, 1, 9)];
         assert!(stale_logs(&fine, None, Some(&configured), false).is_empty());
+        // A server's own error log (O_APPEND, so sampled as an access log) at its
+        // configured path, and an appended file no log directive names: neither is
+        // stale.
+        let mut more = configured.to_vec();
+        more.push(conf("error_log", "/l/vhost-error.log", Some(9)));
+        let others = [
+            sample("access_log", "/l/vhost-error.log", 9, 1, 9),
+            sample("access_log", "/l/module.out", 10, 1, 9),
+        ];
+        assert!(stale_logs(&others, None, Some(&more), false).is_empty());
+        // A rotated server error log is said as an error log, from its origin.
+        let rotated = [sample("access_log", "/l/vhost-error.log.1", 9, 1, 9)];
+        let mut moved = configured.to_vec();
+        moved.push(conf("error_log", "/l/vhost-error.log", None));
+        let v = stale_logs(&rotated, None, Some(&moved), false);
+        assert_eq!(
+            (v[0].kind.as_str(), v[0].state.as_str()),
+            ("error_log", "renamed")
+        );
+        assert_eq!(
+            v[0].configured,
+            ["/l/vhost-error.log (nginx.conf:9): absent"]
+        );
     }
 }

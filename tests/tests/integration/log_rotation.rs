@@ -133,3 +133,50 @@ fn logs_in_place_are_not_stale() {
         .summary_around(|| assert_eq!(keepalive_requests(ng.addr(), 2, 5), 10));
     assert!(s.get("stale_logs").is_none(), "{s}");
 }
+
+/// A server's own error log, a second main-level error log and an access log whose
+/// path has a space: each at its configured path, none stale; then the server's error
+/// log rotated is said as an error log, renamed from its configured path.
+#[test]
+fn every_configured_log_is_known_and_a_rotated_server_error_log_is_an_error_log() {
+    let ng = Nginx::start(&NginxConfig {
+        main_extra: "error_log \"logs/second error.log\" error;".into(),
+        http_extra: "access_log \"logs/my access.log\";".into(),
+        server_extra: "error_log logs/vhost-error.log warn; location /missing { }".into(),
+        ..NginxConfig::default()
+    });
+    let s = Probe::on(&ng)
+        .json()
+        .summary_around(|| assert_eq!(keepalive_requests(ng.addr(), 2, 5), 10));
+    assert!(s.get("stale_logs").is_none(), "{}", s["stale_logs"]);
+    assert!(
+        verdict(&s, "log_not_reopened").is_none(),
+        "{:?}",
+        verdict_ids(&s)
+    );
+
+    let vhost = ng.prefix.join("logs/vhost-error.log");
+    let s = Probe::on(&ng)
+        .json()
+        .settle(Duration::from_millis(1500))
+        .summary_around(|| {
+            fs::rename(&vhost, vhost.with_extension("log.1")).unwrap();
+            // 404s: nginx writes "open() ... failed" lines to the server's error log.
+            for _ in 0..5 {
+                let _ = std::process::Command::new("curl")
+                    .args(["-s", "-o", "/dev/null"])
+                    .arg(format!("{}missing/x", ng.url()))
+                    .status();
+            }
+        });
+    let st = only_stale(&s);
+    assert_eq!(st["kind"], "error_log", "{st}");
+    assert_eq!(st["state"], "renamed", "{st}");
+    let configured = st["configured"][0].as_str().unwrap();
+    assert!(
+        configured.starts_with("logs/vhost-error.log (")
+            || configured.contains("/logs/vhost-error.log ("),
+        "{configured}"
+    );
+    assert!(configured.ends_with("): absent"), "{configured}");
+}
