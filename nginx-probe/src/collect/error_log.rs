@@ -68,6 +68,10 @@ pub struct ErrorLogReader {
     /// the file was truncated or replaced before being read to its end.
     pub bytes_skipped: u64,
     skipped_interval_base: u64,
+    /// Truncations seen while reading (copytruncate): what was written after the last
+    /// read and before each is lost, in an unknown amount.
+    pub truncations: u64,
+    truncations_interval_base: u64,
     /// Files read (1, plus one per rotation/reopen seen).
     pub files: u64,
     /// The master whose fd 2 this is (None in tests of a plain link).
@@ -104,6 +108,8 @@ impl ErrorLogReader {
             interval_base: Counts::new(),
             lines_cut: 0,
             bytes_skipped: 0,
+            truncations: 0,
+            truncations_interval_base: 0,
             skipped_interval_base: 0,
             files: 0,
             master: None,
@@ -219,6 +225,7 @@ impl ErrorLogReader {
         if len < self.offset {
             // Truncated (copytruncate): what was written after our last read and before
             // the truncation is lost.
+            self.truncations += 1;
             self.offset = 0;
             self.partial.clear();
             self.overlong = false;
@@ -275,6 +282,7 @@ impl ErrorLogReader {
     pub fn start_interval(&mut self) {
         self.interval_base = self.counts.clone();
         self.skipped_interval_base = self.bytes_skipped;
+        self.truncations_interval_base = self.truncations;
         self.peers_interval_base = self.peers.clone();
     }
 
@@ -303,6 +311,15 @@ impl ErrorLogReader {
             self.peers.clone()
         } else {
             self.peers.since(&self.peers_interval_base)
+        }
+    }
+
+    /// Truncations seen since attach or in the interval.
+    pub fn truncated(&self, summary: bool) -> u64 {
+        if summary {
+            self.truncations
+        } else {
+            self.truncations - self.truncations_interval_base.min(self.truncations)
         }
     }
 
@@ -479,6 +496,8 @@ mod tests {
         assert_eq!(r.counts(true)["limit_conn"][3], 1);
         assert_eq!(r.counts(true)["limit_req"][3], 2);
         assert_eq!(r.bytes_skipped, 0);
+        // Said, since lines written just before it may be lost.
+        assert_eq!(r.truncated(true), 1);
         // Not a regular file: unknown, with the reason.
         let null = dir.path().join("fd2-null");
         std::os::unix::fs::symlink("/dev/null", &null).unwrap();

@@ -110,6 +110,7 @@ impl Tracker {
             refusals_visible: seen[3..].iter().any(|&n| n > 0).then_some(true),
             lines_cut: self.error_log.lines_cut,
             bytes_skipped: self.error_log.skipped(summary),
+            truncations: self.error_log.truncated(summary),
             history: self.history_report(),
             upstream_peers: top
                 .into_iter()

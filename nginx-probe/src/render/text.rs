@@ -637,7 +637,7 @@ fn nginx_section(out: &mut String, r: &Report) {
                 "\nnginx error log: unknown ({})",
                 e.unknown_reason.as_deref().unwrap_or("not read")
             );
-        } else if !e.classes.is_empty() || e.bytes_skipped > 0 {
+        } else if !e.classes.is_empty() || e.bytes_skipped > 0 || e.truncations > 0 {
             let _ = writeln!(
                 out,
                 "\n{:<28} {:>9}  {:<16} DIRECTIVE   error log: {}{}",
@@ -645,13 +645,15 @@ fn nginx_section(out: &mut String, r: &Report) {
                 "LINES",
                 "LEVELS",
                 e.path.as_deref().unwrap_or("-"),
-                if e.bytes_skipped > 0 {
-                    format!(
-                        " ({} bytes not read: counts are a lower bound)",
-                        e.bytes_skipped
-                    )
-                } else {
-                    String::new()
+                match (e.bytes_skipped, e.truncations) {
+                    (0, 0) => String::new(),
+                    (b, 0) => format!(" ({b} bytes not read: counts are a lower bound)"),
+                    (0, t) => format!(
+                        " (truncated {t} times while read (copytruncate): lines written just before were not read; counts are a lower bound)"
+                    ),
+                    (b, t) => format!(
+                        " ({b} bytes not read, truncated {t} times while read: counts are a lower bound)"
+                    ),
                 }
             );
             if e.refusals_visible.is_none() {
