@@ -156,7 +156,13 @@ pub(crate) fn upstream_keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
             p99 as f64 / 1e3,
             if ports_out > 0 {
                 format!(
-                    ": {ports_out} connects failed for lack of a local port{}",
+                    ": {ports_out} connects failed for lack of a local port{}{}",
+                    // Under sampled detail the kernel's count is of the windows only.
+                    if inp.detail.is_some() {
+                        " in the detail windows"
+                    } else {
+                        ""
+                    },
                     ports_and_peers(inp, true)
                 )
             } else {
@@ -446,6 +452,33 @@ mod tests {
         );
         assert!(v.advice.contains("(EADDRNOTAVAIL: 960 connects failed for lack of a local port; local ports 40000-40499 (500, net.ipv4.ip_local_port_range in nginx's network namespace), 500 sockets in TIME-WAIT there (/proc/<pid>/net/sockstat, every process of the namespace), net.ipv4.tcp_tw_reuse 0; peers in nginx's error log: http://127.0.0.1:8080 (960 lines))"), "{}", v.advice);
         assert_eq!(v.directives[0], "keepalive (upstream block)");
+        // Sampled detail: the count is the windows', and the advice says so.
+        let schedule = crate::model::sampling::Schedule::new(1.0, 20.0).unwrap();
+        let cov = crate::model::sampling::Coverage {
+            windows: 1,
+            open_s: 1.0,
+            requests: Some(1000),
+            open_now: false,
+        };
+        let sampled = Inputs {
+            detail: Some(crate::model::sampling::DetailReport::new(
+                &schedule,
+                &cov,
+                20.0,
+                Some(20_000),
+                (0, 0, 0),
+            )),
+            ..inp
+        };
+        let mut out = Vec::new();
+        upstream_keepalive_off(&sampled, &mut out);
+        assert!(
+            out[0]
+                .advice
+                .contains("(EADDRNOTAVAIL: 960 connects failed for lack of a local port in the detail windows; local ports"),
+            "{}",
+            out[0].advice
+        );
     }
 
     /// A dead upstream (`proxy_pass` to a port nothing listens on): 300 requests, 300
