@@ -351,6 +351,10 @@ http {{
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
+        // nginx starts with stdin, stdout and stderr only, whatever fds the test
+        // runner inherited (a CI harness's pipes would otherwise count against the
+        // nofile limits some tests set, and show up as files the workers hold).
+        no_inherited_fds(&mut cmd);
         if let Some((soft, hard)) = cfg.nofile {
             // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
             unsafe {
@@ -955,5 +959,28 @@ impl Drop for NetNs {
         let _ = std::process::Command::new("ip")
             .args(["netns", "del", &self.name])
             .status();
+    }
+}
+
+/// Makes every fd above stderr close-on-exec in `cmd`'s child before anything else
+/// runs there (`close_range(3, ~0, CLOSE_RANGE_CLOEXEC)`, Linux 5.11), so the program
+/// it execs starts with fds 0-2 only, whatever the test process inherited. Fds that
+/// later `pre_exec` steps open or use stay valid until the exec.
+pub fn no_inherited_fds(cmd: &mut Command) {
+    // SAFETY: close_range is a raw syscall, async-signal-safe; nothing else runs
+    // between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::syscall(
+                libc::SYS_close_range,
+                3u32,
+                u32::MAX,
+                libc::CLOSE_RANGE_CLOEXEC,
+            ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
     }
 }

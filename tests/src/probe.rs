@@ -179,6 +179,9 @@ impl Probe {
                 c
             }
         };
+        // It starts with fds 0-2 only, as under a service manager, whatever the test
+        // runner inherited.
+        crate::no_inherited_fds(&mut cmd);
         if let Some(nofile) = self.nofile {
             set_nofile(&mut cmd, nofile);
         }

@@ -172,6 +172,48 @@ pub(crate) fn upstream_keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
     ));
 }
 
+/// What fd_exhaustion says of `open_file_cache` beside the regular files it counted.
+struct FileCacheWord {
+    /// The clause, quoting the configuration where it was read.
+    said: String,
+    /// Whether the cache may be what holds them: set somewhere, or the configuration
+    /// unknown.
+    may_hold: bool,
+}
+
+/// `open_file_cache` as the configuration sets it (its http value and every server or
+/// location override that is not `off`); unknown without a configuration.
+fn open_file_cache(config: Option<&crate::model::config::ConfigReport>) -> FileCacheWord {
+    let Some(cfg) = config else {
+        return FileCacheWord {
+            said: "open_file_cache, where configured, keeps them open up to its max; the configuration was not read".into(),
+            may_hold: true,
+        };
+    };
+    let set: Vec<String> = cfg
+        .value("open_file_cache")
+        .into_iter()
+        .chain(cfg.overrides("open_file_cache"))
+        .filter(|v| v.value.trim() != "off")
+        .map(|v| format!("open_file_cache {}", v.quoted()))
+        .collect();
+    if set.is_empty() {
+        let at = cfg
+            .value("open_file_cache")
+            .map(|v| v.quoted())
+            .unwrap_or_else(|| "off (default)".into());
+        FileCacheWord {
+            said: format!("not open_file_cache's: it is {at} everywhere"),
+            may_hold: false,
+        }
+    } else {
+        FileCacheWord {
+            said: format!("{} keeps them open up to its max", set.join(", ")),
+            may_hold: true,
+        }
+    }
+}
+
 pub(crate) fn fd_exhaustion(inp: &Inputs, out: &mut Vec<Verdict>) {
     let emfile: u64 = inp.workers.iter().map(|w| w.emfile).sum();
     let enfile: u64 = inp.workers.iter().map(|w| w.enfile).sum();
@@ -257,16 +299,26 @@ pub(crate) fn fd_exhaustion(inp: &Inputs, out: &mut Vec<Verdict>) {
         directives.push("keepalive (upstream block)");
     }
     if files {
+        let cache = open_file_cache(inp.config.as_ref());
         holders.insert(
             usize::from(!failed("openat")).min(holders.len()),
             format!(
-                "regular files (up to {} open in a worker{}; open_file_cache, where configured, keeps them open up to its max)",
-                files_peak.map(|f| f.to_string()).unwrap_or_else(|| "unknown".into()),
-                if failed("openat") { "; open() failed with EMFILE" } else { "" }
+                "regular files (up to {} open in a worker{}; {})",
+                files_peak
+                    .map(|f| f.to_string())
+                    .unwrap_or_else(|| "unknown".into()),
+                if failed("openat") {
+                    "; open() failed with EMFILE"
+                } else {
+                    ""
+                },
+                cache.said,
             ),
         );
-        // The directive only when the files were counted holding a share of the limit.
-        if matches!((files_peak, limit), (Some(f), Some(l)) if l > 0 && f as f64 >= FILES_SHARE_OF_LIMIT * l as f64)
+        // The directive only when the files were counted holding a share of the limit,
+        // and open_file_cache is set (or the configuration was not read).
+        if cache.may_hold
+            && matches!((files_peak, limit), (Some(f), Some(l)) if l > 0 && f as f64 >= FILES_SHARE_OF_LIMIT * l as f64)
         {
             directives.push("open_file_cache max=");
         }
@@ -515,6 +567,57 @@ mod tests {
             out[0].evidence["connects_per_request"],
             serde_json::json!(1.0)
         );
+    }
+
+    #[test]
+    fn fd_rule_quotes_open_file_cache_as_configured() {
+        use crate::model::config::{ConfigReport, ConfigValue, DEFAULT};
+        let mut b = w(1, 1, 3000);
+        b.fd_limit = Some(256);
+        b.emfile = 2755;
+        b.fd_errors.insert("openat".into(), (2755, 0));
+        b.files_peak = Some(250);
+        let value = |scope: &str, value: &str, at: &str| ConfigValue {
+            directive: "open_file_cache".into(),
+            scope: scope.into(),
+            value: value.into(),
+            at: at.into(),
+            not_loaded: false,
+        };
+        let judged = |values: Vec<ConfigValue>| {
+            let v = judge(&Inputs {
+                workers: vec![b.clone()],
+                config: Some(ConfigReport {
+                    values,
+                    ..ConfigReport::default()
+                }),
+                ..Inputs::default()
+            });
+            v.into_iter()
+                .find(|v| v.id == "fd_exhaustion")
+                .expect("fires")
+        };
+        // Read and off everywhere: not the cache, and not advised.
+        let f = judged(vec![value("http", "off", DEFAULT)]);
+        assert!(
+            f.advice.contains("250 open in a worker; open() failed with EMFILE; not open_file_cache's: it is off (default) everywhere)"),
+            "{}",
+            f.advice
+        );
+        assert!(!f.directives.iter().any(|d| d == "open_file_cache max="));
+        // Set in one location: quoted with file:line, and advised.
+        let f = judged(vec![
+            value("http", "off", DEFAULT),
+            value("server _ location /", "max=1000", "/e/n.conf:9"),
+        ]);
+        assert!(
+            f.advice.contains(
+                "; open_file_cache max=1000 (/e/n.conf:9) keeps them open up to its max)"
+            ),
+            "{}",
+            f.advice
+        );
+        assert!(f.directives.iter().any(|d| d == "open_file_cache max="));
     }
 
     #[test]
