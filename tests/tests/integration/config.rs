@@ -7,10 +7,15 @@ use std::{
     fs,
     path::Path,
     process::{Command, Stdio},
+    thread,
     time::{Duration, Instant},
 };
 
 use nginx_probe_tests::*;
+use nix::{
+    sys::signal::{kill, Signal},
+    unistd::Pid,
+};
 use serde_json::Value;
 
 fn value<'a>(cfg: &'a Value, directive: &str, scope: &str) -> &'a Value {
@@ -457,9 +462,28 @@ fn verdicts_quote_the_effective_directive_with_its_file_and_line() {
     });
     let main = ng.prefix.join("nginx.conf");
     let m = main.display();
-    let s = Probe::on(&ng)
-        .json()
-        .summary_around(|| assert_eq!(one_request_per_connection(ng.addr(), 400), 400));
+    // accept_imbalance made certain: the worker that does not hold the accept mutex is
+    // stopped through the load, so the holder accepts all 400. An idle holder sleeps
+    // in epoll_wait holding the mutex with the listening socket in its epoll set (one
+    // more fd there than the other worker's); stopping the holder would stop every
+    // accept, and without the mutex the kernel may still queue a wake-up to a stopped
+    // worker's epoll.
+    thread::sleep(Duration::from_millis(1200));
+    let watched = |pid: u32| epoll_fds_watched(pid);
+    let pids = ng.worker_pids();
+    assert_eq!(pids.len(), 2);
+    let (a, b) = (watched(pids[0]), watched(pids[1]));
+    assert_ne!(
+        a, b,
+        "no worker holds the accept mutex: {pids:?} watch {a} and {b} fds"
+    );
+    let other = if a > b { pids[1] } else { pids[0] };
+    let stopped = Pid::from_raw(other as i32);
+    let s = Probe::on(&ng).json().summary_around(|| {
+        kill(stopped, Signal::SIGSTOP).unwrap();
+        assert_eq!(one_request_per_connection(ng.addr(), 400), 400);
+        kill(stopped, Signal::SIGCONT).unwrap();
+    });
     let find = |id: &str| {
         s["verdicts"]
             .as_array()
@@ -489,6 +513,7 @@ fn verdicts_quote_the_effective_directive_with_its_file_and_line() {
     );
     let im = find("accept_imbalance");
     let events_line = line_of(&main, "accept_mutex on");
+    assert_eq!(im["evidence"]["max_over_mean"], 2.0, "{im}");
     assert_eq!(
         im["evidence"]["config_accept_mutex"],
         format!("on ({m}:{events_line})")
@@ -540,4 +565,22 @@ fn after_a_reload_the_configuration_is_read_again() {
         .unwrap()
         .iter()
         .all(|f| f["changed_since_load"] == false));
+}
+
+/// Fds registered in worker `pid`'s epoll instance (`tfd:` lines of its eventpoll fd's
+/// /proc fdinfo).
+fn epoll_fds_watched(pid: u32) -> usize {
+    let dir = format!("/proc/{pid}/fd");
+    for e in fs::read_dir(&dir).unwrap().flatten() {
+        let link = fs::read_link(e.path()).unwrap_or_default();
+        if link.to_string_lossy() == "anon_inode:[eventpoll]" {
+            let info = fs::read_to_string(format!(
+                "/proc/{pid}/fdinfo/{}",
+                e.file_name().to_string_lossy()
+            ))
+            .unwrap();
+            return info.lines().filter(|l| l.starts_with("tfd:")).count();
+        }
+    }
+    panic!("worker {pid} has no epoll fd");
 }
