@@ -185,6 +185,7 @@ fn queue_rule_needs_nginx_queue_to_have_held_connections() {
         overflows,
         drops: 0,
         socket_drops: None,
+        closed: false,
     };
     // Someone else's overflows, nginx's queue always empty: no verdict.
     let other = Inputs {
@@ -222,6 +223,7 @@ fn queue_rule_trusts_nginx_socket_drops_over_the_namespace_counters() {
         overflows,
         drops: overflows,
         socket_drops: Some(socket_drops),
+        closed: false,
     };
     // A small queue that filled and drained between two samples: nginx's socket
     // dropped 1838, though no sample saw a connection waiting.

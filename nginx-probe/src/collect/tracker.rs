@@ -90,6 +90,9 @@ struct ListenState {
     drops_first: Option<u32>,
     drops_interval: Option<u32>,
     drops_now: Option<u32>,
+    /// Order in which nginx closed it (absent from the master's fds at a sample that
+    /// read them; a reload that dropped it), None while open.
+    closed_seq: Option<u64>,
 }
 
 /// Worker bookkeeping for one master.
@@ -150,6 +153,8 @@ pub struct Tracker {
     listen_base_interval: Option<(u64, u64)>,
     /// Set once a sock_diag dump failed (warned once, then skipped).
     listen_failed: bool,
+    /// Listening sockets seen closed since attach (orders `ListenState::closed_seq`).
+    listeners_closed_seen: u64,
     /// Classified non-socket fds per worker pid: fd -> kind.
     fd_kinds: BTreeMap<u32, BTreeMap<u32, u32>>,
     /// Inodes of the error logs given to the kernel.
@@ -217,6 +222,7 @@ impl Tracker {
             listen_base_total: None,
             listen_base_interval: None,
             listen_failed: false,
+            listeners_closed_seen: 0,
             fd_kinds: BTreeMap::new(),
             error_log_inodes: BTreeSet::new(),
             log_paths: BTreeMap::new(),

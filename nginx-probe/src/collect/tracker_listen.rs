@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// Closed listening sockets kept in the reports (the newest ones).
+pub const MAX_CLOSED_LISTENERS: usize = 32;
+
 impl Tracker {
     /// Samples nginx's listening sockets; returns their ports.
     pub(super) fn sample_listen(&mut self) -> Vec<u16> {
@@ -18,6 +21,8 @@ impl Tracker {
         let inodes = crate::collect::listen::socket_inodes(self.master.pid);
         match crate::collect::listen::listen_sockets(self.master.pid, &inodes) {
             Ok(samples) => {
+                let seen: BTreeSet<u32> = samples.iter().map(|s| s.inode).collect();
+                self.mark_closed_listeners(&seen);
                 for smp in samples {
                     ports.push(smp.port);
                     let st = self.listen.entry(smp.inode).or_default();
@@ -31,6 +36,7 @@ impl Tracker {
                         st.drops_interval = smp.drops;
                     }
                     st.drops_now = smp.drops;
+                    st.closed_seq = None;
                 }
             }
             // The master exited between two looks: the run is ending, nothing to say.
@@ -41,6 +47,30 @@ impl Tracker {
             }
         }
         ports
+    }
+
+    /// Marks the listening sockets absent from `seen` (the master no longer holds them)
+    /// closed from now on, keeping at most [`MAX_CLOSED_LISTENERS`] of them (the
+    /// newest): a reload that drops `reuseport` sockets closes some at every reload.
+    fn mark_closed_listeners(&mut self, seen: &BTreeSet<u32>) {
+        for (ino, st) in self.listen.iter_mut() {
+            if st.closed_seq.is_none() && !seen.contains(ino) {
+                self.listeners_closed_seen += 1;
+                st.closed_seq = Some(self.listeners_closed_seen);
+            }
+        }
+        let closed: Vec<(u64, u32)> = self
+            .listen
+            .iter()
+            .filter_map(|(ino, st)| st.closed_seq.map(|s| (s, *ino)))
+            .collect();
+        if closed.len() > MAX_CLOSED_LISTENERS {
+            let mut closed = closed;
+            closed.sort_unstable();
+            for (_, ino) in &closed[..closed.len() - MAX_CLOSED_LISTENERS] {
+                self.listen.remove(ino);
+            }
+        }
     }
 
     pub(super) fn listen_reports(&self, summary: bool) -> Vec<model::ListenReport> {
@@ -78,6 +108,7 @@ impl Tracker {
                     (Some(b), Some(n)) => Some(n.wrapping_sub(b) as u64),
                     _ => None,
                 },
+                closed: st.closed_seq.is_some(),
             })
             .collect()
     }

@@ -24,4 +24,21 @@ pub struct ListenReport {
     /// no socket memory info.
     #[serde(default)]
     pub socket_drops: Option<u64>,
+    /// nginx closed it (the master no longer holds it: a reload that dropped a
+    /// `reuseport` socket or a `listen`); `queue_now` is then its last sample while
+    /// open, not a live queue. Resets sent to the connections queued on it are in
+    /// `connections.ports[].resets_of_closed_listener_queue`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub closed: bool,
+}
+
+impl ListenReport {
+    /// `queue_now` as shown: the number while open, `closed` once nginx closed it.
+    pub fn queue_now_shown(&self) -> String {
+        if self.closed {
+            "closed".into()
+        } else {
+            self.queue_now.to_string()
+        }
+    }
 }

@@ -637,7 +637,7 @@ fn other_section(r: &Report) -> Markup {
                 thead { tr { th { "address" } th.n { "backlog" } th.n { "queue now" } th.n { "queue max" }
                     th.n { "overflows" } th.n { "drops" } } }
                 @for l in &r.listen {
-                    tr { td.mono { (l.addr) } td.n { (l.backlog) } td.n { (l.queue_now) } td.n { (l.queue_max) }
+                    tr { td.mono { (l.addr) } td.n { (l.backlog) } td.n { (l.queue_now_shown()) } td.n { (l.queue_max) }
                         td.n { (l.overflows) } td.n { (l.drops) } }
                 }
             }

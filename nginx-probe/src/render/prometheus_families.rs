@@ -469,22 +469,26 @@ pub static FAMILIES: &[Family] = &[
         "nginx_probe_listen_backlog",
         Gauge,
         &["addr"],
-        "Backlog in force of an nginx listening socket (sock_diag).",
-        |s, o| per_socket(s, o, |l| Some(l.backlog.into())),
+        "Backlog in force of nginx's open listening sockets of an address (sock_diag; the largest where reuseport gives several).",
+        |s, o| per_socket(s, o, |ls| open(ls).map(|l| l.backlog.into()).max()),
     ),
     Family::report(
         "nginx_probe_listen_queue",
         Gauge,
         &["addr"],
-        "Connections waiting in the accept queue at the last 500 ms sample.",
-        |s, o| per_socket(s, o, |l| Some(l.queue_now.into())),
+        "Connections waiting in the accept queues of nginx's open listening sockets of an address at the last 500 ms sample (summed over its reuseport sockets; sockets nginx closed are left out).",
+        |s, o| {
+            per_socket(s, o, |ls| {
+                open(ls).map(|l| u64::from(l.queue_now)).reduce(|a, b| a + b)
+            })
+        },
     ),
     Family::report(
         "nginx_probe_listen_queue_peak",
         Gauge,
         &["addr"],
-        "Most connections seen waiting in the accept queue at any 500 ms sample since attach.",
-        |s, o| per_socket(s, o, |l| Some(l.queue_max.into())),
+        "Most connections seen waiting in one accept queue of an address at any 500 ms sample since attach (open sockets).",
+        |s, o| per_socket(s, o, |ls| open(ls).map(|l| l.queue_max.into()).max()),
     ),
     // Overflows and drops are counted per network namespace by the kernel, not per
     // socket: one series each, without an addr label that would suggest otherwise (and
@@ -511,7 +515,7 @@ pub static FAMILIES: &[Family] = &[
         Counter,
         &["addr"],
         "Connections an nginx listening socket dropped since attach, a full accept queue among them (sock_diag SK_MEMINFO_DROPS of the socket).",
-        |s, o| per_socket(s, o, |l| l.socket_drops),
+        |s, o| per_socket(s, o, |ls| ls.iter().map(|l| l.socket_drops).sum()),
     )
     .omit_if_empty(),
     // nginx's own words (its error log) and the CPU quota.
@@ -767,11 +771,23 @@ fn eagain(s: &SyscallReport) -> u64 {
     s.errnos.get("EAGAIN").copied().unwrap_or(0)
 }
 
-/// One sample per listening socket (`addr`) where `value` gives one.
-fn per_socket(s: &Scrape, o: &mut Sink, value: fn(&ListenReport) -> Option<u64>) {
+/// One sample per listening address (`addr`) where `value` gives one, from every socket
+/// of that address seen (`reuseport` gives one socket per worker, all with the same
+/// address: one series, not duplicates), closed ones included: gauges of the live
+/// queue take the [`open`] ones only.
+fn per_socket(s: &Scrape, o: &mut Sink, value: fn(&[&ListenReport]) -> Option<u64>) {
+    let mut by_addr: std::collections::BTreeMap<&str, Vec<&ListenReport>> = Default::default();
     for l in &s.report.listen {
-        o.some(&[&l.addr], value(l));
+        by_addr.entry(l.addr.as_str()).or_default().push(l);
     }
+    for (addr, ls) in by_addr {
+        o.some(&[addr], value(&ls));
+    }
+}
+
+/// The sockets nginx still holds.
+fn open<'a>(ls: &'a [&'a ListenReport]) -> impl Iterator<Item = &'a ListenReport> {
+    ls.iter().copied().filter(|l| !l.closed)
 }
 
 /// One sample per write destination the report lists (by how it classifies writes).

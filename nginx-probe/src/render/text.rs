@@ -253,7 +253,12 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
             let _ = writeln!(
                 out,
                 "{:<28} {:>8} {:>10} {:>10} {:>10} {:>8}",
-                l.addr, l.backlog, l.queue_now, l.queue_max, l.overflows, l.drops
+                l.addr,
+                l.backlog,
+                l.queue_now_shown(),
+                l.queue_max,
+                l.overflows,
+                l.drops
             );
         }
     }

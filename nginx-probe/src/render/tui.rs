@@ -359,7 +359,7 @@ pub fn draw(f: &mut Frame, title: &Title, last: Option<&Report>, recent: &[Strin
                     "{:<21} backlog {} queue {} (max {}) overflows {} drops {}{}",
                     l.addr,
                     l.backlog,
-                    l.queue_now,
+                    l.queue_now_shown(),
                     l.queue_max,
                     l.overflows,
                     l.drops,

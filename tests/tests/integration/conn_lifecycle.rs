@@ -190,3 +190,108 @@ fn client_resets_are_counted_on_nginx_port() {
     assert_eq!(p["closed_by_nginx"], 0, "{p}");
     assert_eq!(p["resets_sent"], 0, "{p}");
 }
+
+/// Case 20: a reload that drops a `reuseport` listening socket (worker_processes 2 ->
+/// 1) resets the connections still queued on it when its last holder lets go. The old
+/// workers are stopped while M clients connect and send a request, so the connections
+/// wait in the two sockets' accept queues; the reload keeps worker 0's socket (the new
+/// worker serves its queue) and the master closes worker 1's; the old workers, killed
+/// while stopped (as a worker_shutdown_timeout or an OOM kill would), were its last
+/// holders, having accepted nothing. (Left to drain gracefully, an old worker accepts
+/// its socket's queue before it closes it, so the number reset would be the race's.)
+/// Every client ends with a 200 or a reset, and the resets nginx-probe counts for the
+/// closed listener's queue are exactly the clients that were reset.
+#[test]
+fn a_reload_that_closes_a_reuseport_socket_resets_its_queue_exactly() {
+    use nix::{
+        sys::signal::{kill, Signal},
+        unistd::Pid,
+    };
+    const M: usize = 60;
+    // A closed listener's queued requests go to another socket of the group only
+    // with net.ipv4.tcp_migrate_req (Linux 5.14, default 0).
+    let migrate = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_migrate_req")
+        .map(|v| v.trim().to_string())
+        .unwrap_or_else(|_| "0".into());
+    assert_eq!(migrate, "0", "this test needs net.ipv4.tcp_migrate_req = 0");
+    let ng = Nginx::start(&NginxConfig {
+        listen_extra: "reuseport".into(),
+        ..NginxConfig::default()
+    });
+    let run = Probe::on(&ng).json().summary_only().start();
+    let old = ng.worker_pids();
+    assert_eq!(old.len(), 2);
+    let signal = |pids: &[u32], s: Signal| {
+        for &p in pids {
+            kill(Pid::from_raw(p as i32), s).expect("signal a worker");
+        }
+    };
+    signal(&old, Signal::SIGSTOP);
+    let mut clients: Vec<TcpStream> = (0..M)
+        .map(|_| {
+            let mut s = TcpStream::connect(ng.addr()).expect("connect (queued)");
+            s.write_all(b"GET / HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
+                .expect("send");
+            s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            s
+        })
+        .collect();
+    let conf = ng.prefix.join("nginx.conf");
+    let text = std::fs::read_to_string(&conf).unwrap();
+    assert!(text.contains("worker_processes 2;"), "{text}");
+    std::fs::write(
+        &conf,
+        text.replace("worker_processes 2;", "worker_processes 1;"),
+    )
+    .unwrap();
+    kill(Pid::from_raw(ng.master_pid() as i32), Signal::SIGHUP).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !ng.worker_pids().iter().any(|p| !old.contains(p)) {
+        assert!(std::time::Instant::now() < deadline, "no new worker");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    signal(&old, Signal::SIGKILL);
+    let (mut ok, mut reset) = (0u64, 0u64);
+    for c in clients.iter_mut() {
+        let mut buf = Vec::new();
+        match c.read_to_end(&mut buf) {
+            Ok(_) if buf.starts_with(b"HTTP/1.1 200") => ok += 1,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => reset += 1,
+            other => panic!("neither a 200 nor a reset: {other:?} {buf:?}"),
+        }
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while ng.worker_pids().iter().any(|p| old.contains(p)) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "old workers still run"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let s = run.stop().summary_json();
+    let p = port_of(&s, &ng);
+    assert_eq!(ok + reset, M as u64);
+    assert!(
+        reset > 0,
+        "no queued connection was reset ({ok} served): {p}"
+    );
+    assert_eq!(p["listeners_closed"], 1, "{p}");
+    assert_eq!(p["resets_of_closed_listener_queue"], reset, "{p}");
+    assert_eq!(p["resets_sent"], reset, "{p}");
+    assert_eq!(p["established"], M as u64, "{p}");
+    // The LISTEN table: worker 1's socket marked closed, worker 0's open.
+    let addr = format!("127.0.0.1:{}", ng.port);
+    let socks: Vec<&Value> = s["listen"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["addr"] == addr.as_str())
+        .collect();
+    assert_eq!(socks.len(), 2, "{}", s["listen"]);
+    assert_eq!(
+        socks.iter().filter(|l| l["closed"] == true).count(),
+        1,
+        "{}",
+        s["listen"]
+    );
+}
