@@ -237,7 +237,7 @@ fn tls_handshakes(s: &mut model::SlotStats) {
 
 /// The busy worker, an exited one (slot 1, pid 1100, 0.25 s of CPU), and 20 exited
 /// workers merged (40 accepts, 12.5 s of CPU kept by the tracker).
-fn report() -> Report {
+pub(super) fn report() -> Report {
     report_of(
         &[Worker::new(1100, 1, 0).exited().cpu(0.25), busy_worker()],
         Some((
@@ -252,7 +252,7 @@ fn report() -> Report {
 }
 
 /// Asserts `text` has each of `lines`, whole.
-fn has(text: &str, lines: &[&str]) {
+pub(super) fn has(text: &str, lines: &[&str]) {
     for line in lines {
         assert!(
             text.lines().any(|l| l == *line),
@@ -992,39 +992,6 @@ fn lifecycle_families_have_exact_values_and_are_absent_without_states() {
     }
 }
 
-#[test]
-fn reuseport_sockets_of_one_address_are_one_series_and_closed_ones_leave_the_queue() {
-    // Two sockets of one address (reuseport, 2 workers), then one closed by a reload.
-    let mut r = report();
-    let mut second = r.listen[0].clone();
-    second.queue_now = 5;
-    second.queue_max = 9;
-    r.listen.push(second);
-    let text = render(&r);
-    has(
-        &text,
-        &[
-            r#"nginx_probe_listen_queue{addr="127.0.0.1:8080"} 7"#,
-            r#"nginx_probe_listen_queue_peak{addr="127.0.0.1:8080"} 9"#,
-            r#"nginx_probe_listen_backlog{addr="127.0.0.1:8080"} 511"#,
-        ],
-    );
-    assert_eq!(
-        text.matches("nginx_probe_listen_queue{").count(),
-        1,
-        "{text}"
-    );
-    r.listen[1].closed = true;
-    let text = render(&r);
-    has(
-        &text,
-        &[
-            r#"nginx_probe_listen_queue{addr="127.0.0.1:8080"} 2"#,
-            r#"nginx_probe_listen_queue_peak{addr="127.0.0.1:8080"} 7"#,
-        ],
-    );
-    // All of an address's sockets closed: no live queue series for it.
-    r.listen[0].closed = true;
-    let text = render(&r);
-    assert!(!text.contains("nginx_probe_listen_queue{"), "{text}");
-}
+/// Listening-socket series (reuseport, closed sockets).
+#[path = "prometheus_listen_tests.rs"]
+mod listen;
