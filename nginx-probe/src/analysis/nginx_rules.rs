@@ -54,6 +54,20 @@ fn error_share_rule(
     advice: impl Fn(f64, u64, u64, &str) -> String,
     out: &mut Vec<Verdict>,
 ) {
+    error_share_rule_with(inp, group, id, advice, |_| None, out)
+}
+
+/// [`error_share_rule`], with `retried`: given the top cause, Some(evidence) when the
+/// requests behind the lines were measured to have reached a peer anyway (nginx
+/// retried them elsewhere): the verdict is then a warning, never critical.
+fn error_share_rule_with(
+    inp: &Inputs,
+    group: &str,
+    id: &str,
+    advice: impl Fn(f64, u64, u64, &str) -> String,
+    retried: impl Fn(&str) -> Option<serde_json::Value>,
+    out: &mut Vec<Verdict>,
+) {
     let Some(e) = inp.nginx_errors.as_ref().filter(|e| e.readable) else {
         return;
     };
@@ -108,9 +122,14 @@ fn error_share_rule(
             directives.push(d);
         }
     }
+    let retried = retried(top);
+    let critical = share >= REFUSED_CRITICAL_SHARE && retried.is_none();
+    if let Some(r) = retried {
+        evidence.insert("retried", r);
+    }
     out.push(Verdict::new(
         id,
-        if share >= REFUSED_CRITICAL_SHARE {
+        if critical {
             Severity::Critical
         } else {
             Severity::Warning
@@ -146,16 +165,17 @@ pub fn requests_refused(inp: &Inputs, out: &mut Vec<Verdict>) {
 /// `upstream_errors`: requests that failed on the upstream side inside nginx (timeouts,
 /// refused connections, no live upstreams; 502/504), from its error log.
 pub fn upstream_errors(inp: &Inputs, out: &mut Vec<Verdict>) {
-    error_share_rule(
+    let retried = |top: &str| connects_retried(inp, top);
+    error_share_rule_with(
         inp,
         "upstream",
         "upstream_errors",
         |share, n, requests, top| {
             let how = match top {
                 "upstream_read_timeout" => "upstream timed out reading the response (504): the upstream is slow; proxy_read_timeout bounds the wait",
-                "upstream_connect_timeout" => "upstream timed out while connecting (504): proxy_connect_timeout; the upstream is not accepting",
+                "upstream_connect_timeout" => "upstream timed out while connecting (a 504 unless another peer answered): proxy_connect_timeout; the upstream is not accepting",
                 "upstream_send_timeout" => "upstream timed out while sending the request (504): proxy_send_timeout",
-                "upstream_connect_failed" => "connect() to the upstream failed (502): it is down or refusing connections",
+                "upstream_connect_failed" => "connect() to the upstream failed (a 502 unless another peer answered): it is down or refusing connections",
                 "no_live_upstreams" => "no live upstreams (502): every server of the upstream block is marked failed (max_fails/fail_timeout)",
                 "upstream_prematurely_closed" => "upstream closed the connection before answering (502)",
                 "upstream_header_too_big" => "upstream sent a header larger than proxy_buffer_size (502)",
@@ -180,14 +200,49 @@ pub fn upstream_errors(inp: &Inputs, out: &mut Vec<Verdict>) {
             } else {
                 String::new()
             };
+            let outcome = match connects_retried(inp, top) {
+                Some(_) => format!(
+                    "; yet the workers established at least as many upstream connections as there were requests ({}, connect() and SO_ERROR in the kernel): nginx retried the failed connects on another peer (proxy_next_upstream), so these lines are slow requests, not failed ones; the failing peer costs each of them a connect attempt",
+                    established(inp)
+                ),
+                None => "; how many clients got an error response is not measured (nginx logs the same line when proxy_next_upstream retries the request on another peer)".to_string(),
+            };
             format!(
-                "nginx logged {n} upstream errors for {requests} requests ({:.0}%), most: {how}{chain}{}",
+                "nginx logged {n} upstream errors for {requests} requests ({:.0}%), most: {how}{chain}{outcome}{}",
                 share * 100.0,
                 super::fd_upstream::ports_and_peers(inp, ports_out > 0)
             )
         },
+        retried,
         out,
     );
+}
+
+/// Upstream connections the workers established in the period (kernel-counted).
+fn established(inp: &Inputs) -> u64 {
+    inp.workers.iter().map(|w| w.upstream_established).sum()
+}
+
+/// Whether the connect failures behind `top` were measured to have been retried: the
+/// cause is a connect failure, connects are counted all the time (`--detail full`),
+/// and the workers established at least as many upstream connections as there were
+/// requests (each request reached a peer; reuse from a keepalive pool only makes the
+/// established count smaller, so it cannot fake this). Some(evidence) then.
+fn connects_retried(inp: &Inputs, top: &str) -> Option<serde_json::Value> {
+    if !matches!(top, "upstream_connect_failed" | "upstream_connect_timeout")
+        || inp.detail.is_some()
+    {
+        return None;
+    }
+    let requests = inp.requests?;
+    let est = established(inp);
+    (requests > 0 && est >= requests).then(|| {
+        serde_json::json!({
+            "upstream_established": est,
+            "requests": requests,
+            "source": "connect()/getsockopt(SO_ERROR) tracepoints: established upstream connections >= requests",
+        })
+    })
 }
 
 /// `keepalive_requests_low`: requests per connection pinned at a small integer under

@@ -358,3 +358,47 @@ fn slow_requests_are_judged_from_the_workers_own_counts_only() {
     inp.workers[1].alive = false;
     assert!(fired(&inp));
 }
+
+/// Newcomer trial: a dead peer with max_fails=0 beside a live one. nginx logs a
+/// connect() failure for every other request and retries it on the live peer: every
+/// client gets a 200. With the established upstream connections counted (>= the
+/// requests), the verdict says retried, as a warning; without them it says the
+/// outcome is not measured.
+#[test]
+fn connect_failures_retried_on_another_peer_are_not_failed_requests() {
+    let mut a = w(1, 100, 200);
+    a.upstream_connects = 300;
+    a.upstream_established = 200;
+    a.upstream_errors.insert("ECONNREFUSED".into(), 100);
+    let mut inp = Inputs {
+        workers: vec![a],
+        nginx_errors: Some(errors(&[(
+            "upstream_connect_failed",
+            100,
+            "proxy_next_upstream",
+            "upstream",
+        )])),
+        ..Inputs::default()
+    };
+    inp.requests = Some(200);
+    let v = judge(&inp);
+    let u = v.iter().find(|v| v.id == "upstream_errors").expect("fires");
+    assert_eq!(u.severity, Severity::Warning);
+    assert!(
+        u.advice.contains("nginx retried the failed connects on another peer (proxy_next_upstream), so these lines are slow requests, not failed ones"),
+        "{}",
+        u.advice
+    );
+    assert_eq!(u.evidence["retried"]["upstream_established"], 200);
+    // Fewer established connections than requests: the outcome is not claimed.
+    inp.workers[0].upstream_established = 150;
+    let v = judge(&inp);
+    let u = v.iter().find(|v| v.id == "upstream_errors").expect("fires");
+    assert!(
+        u.advice
+            .contains("how many clients got an error response is not measured"),
+        "{}",
+        u.advice
+    );
+    assert!(!u.evidence.contains_key("retried"));
+}
