@@ -202,7 +202,7 @@ pub fn upstream_errors(inp: &Inputs, out: &mut Vec<Verdict>) {
             };
             let outcome = match connects_retried(inp, top) {
                 Some(_) => format!(
-                    "; yet the workers established at least as many upstream connections as there were requests ({}, connect() and SO_ERROR in the kernel): nginx retried the failed connects on another peer (proxy_next_upstream), so these lines are slow requests, not failed ones; the failing peer costs each of them a connect attempt",
+                    "; yet the workers established at least as many upstream connections as there were requests ({}, connect() and SO_ERROR in the kernel): consistent with nginx having retried the failed connects on another peer (proxy_next_upstream), which makes these lines slow requests, not failed ones (not proven per request: subrequests such as auth_request also connect); the failing peer costs each retried request a connect attempt",
                     established(inp)
                 ),
                 None => "; how many clients got an error response is not measured (nginx logs the same line when proxy_next_upstream retries the request on another peer)".to_string(),

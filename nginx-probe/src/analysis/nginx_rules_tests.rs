@@ -385,7 +385,7 @@ fn connect_failures_retried_on_another_peer_are_not_failed_requests() {
     let u = v.iter().find(|v| v.id == "upstream_errors").expect("fires");
     assert_eq!(u.severity, Severity::Warning);
     assert!(
-        u.advice.contains("nginx retried the failed connects on another peer (proxy_next_upstream), so these lines are slow requests, not failed ones"),
+        u.advice.contains("consistent with nginx having retried the failed connects on another peer (proxy_next_upstream), which makes these lines slow requests, not failed ones (not proven per request"),
         "{}",
         u.advice
     );
