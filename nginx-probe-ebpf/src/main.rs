@@ -308,8 +308,9 @@ mod programs {
 
     /// Element 0 = 1 outside a `--detail sampled` window (user space sets it around each
     /// window); 0 (the default, and always with `--detail full`): detail programs count.
+    /// Element 1 = 1 when libssl's programs belong to the detail layer (tls.rs).
     #[map]
-    static DETAIL_GATE: Array<u32> = Array::with_max_entries(1, 0);
+    static DETAIL_GATE: Array<u32> = Array::with_max_entries(2, 0);
 
     /// Whether detail programs must count nothing now (between windows).
     #[inline(always)]
@@ -723,118 +724,9 @@ mod programs {
         0
     }
 
-    /// Per worker slot, [`TLS_STATS`] entries (`slot * TLS_STATS + i`): 0 = handshakes
-    /// (`count` started: first `SSL_do_handshake` on an `SSL*`; `timed`/`hist`/
-    /// `total_ns` completed ones, wall time from that first call to the return of 1;
-    /// `errors` abandoned: `SSL_free` before completion), 1 = `SSL_do_handshake` calls
-    /// (`count`, time inside each call in `hist`/`total_ns`: the handshake's CPU work,
-    /// nginx's sockets being non-blocking).
-    #[map]
-    static TLS: PerCpuArray<SyscallStats> =
-        PerCpuArray::with_max_entries(DEFAULT_WORKER_SLOTS * TLS_STATS, 0);
-
-    /// [worker tgid, `SSL*`] -> first `SSL_do_handshake` call on it, ns. The tgid is in
-    /// the key because workers forked from one master allocate their `SSL` objects at
-    /// the same addresses.
-    #[map]
-    static HS_START: LruHashMap<[u64; 2], u64> =
-        LruHashMap::with_max_entries(MAX_OPEN_HANDSHAKES, 0);
-
-    /// pid_tgid of a worker thread inside `SSL_do_handshake` -> [`SSL*`, entry ns]
-    /// (the argument is gone from the registers at the return).
-    #[map]
-    static HS_CALL: LruHashMap<u64, [u64; 2]> = LruHashMap::with_max_entries(MAX_IN_FLIGHT, 0);
-
-    /// `BPF_NOEXIST`: insert only when the key is absent.
-    const BPF_NOEXIST: u64 = 1;
-
-    #[inline(always)]
-    fn tls_stats(slot: u32, i: u32) -> Option<&'static mut SyscallStats> {
-        // SAFETY: per-CPU element; uprobe programs do not nest on one CPU.
-        TLS.get_ptr_mut(slot * TLS_STATS + i)
-            .map(|p| unsafe { &mut *p })
-    }
-
-    /// `int SSL_do_handshake(SSL *s)` entry, in libssl: the first call on `s` starts a
-    /// handshake; every call is timed to its return.
-    #[uprobe]
-    pub fn ssl_do_handshake(ctx: ProbeContext) -> u32 {
-        let pid_tgid = bpf_get_current_pid_tgid();
-        let Some(slot) = slot_of((pid_tgid >> 32) as u32) else {
-            return 0;
-        };
-        let Some(ssl) = ctx.arg::<u64>(0) else {
-            return 0;
-        };
-        // SAFETY: helper call without preconditions.
-        let now = unsafe { bpf_ktime_get_ns() };
-        if HS_START
-            .insert([pid_tgid >> 32, ssl], now, BPF_NOEXIST)
-            .is_ok()
-        {
-            if let Some(s) = tls_stats(slot, 0) {
-                s.count += 1;
-            }
-        }
-        let _ = HS_CALL.insert(pid_tgid, [ssl, now], 0);
-        0
-    }
-
-    /// `SSL_do_handshake` return: 1 completes the handshake of the `SSL*` (wall time
-    /// from its first call); anything else (WANT_READ/WANT_WRITE, errors) leaves it open.
-    #[uretprobe]
-    pub fn ssl_do_handshake_ret(ctx: RetProbeContext) -> u32 {
-        let pid_tgid = bpf_get_current_pid_tgid();
-        let Some(slot) = slot_of((pid_tgid >> 32) as u32) else {
-            return 0;
-        };
-        // SAFETY: copied out before removal.
-        let Some([ssl, entered]) = (unsafe { HS_CALL.get(pid_tgid) }).copied() else {
-            return 0;
-        };
-        let _ = HS_CALL.remove(pid_tgid);
-        // SAFETY: helper call without preconditions.
-        let now = unsafe { bpf_ktime_get_ns() };
-        if let Some(s) = tls_stats(slot, 1) {
-            s.count += 1;
-            s.record_ns(now.saturating_sub(entered));
-        }
-        let ret: i32 = ctx.ret();
-        if ret != 1 {
-            return 0;
-        }
-        let key = [pid_tgid >> 32, ssl];
-        // SAFETY: copied out before removal.
-        if let Some(start) = (unsafe { HS_START.get(key) }).copied() {
-            let _ = HS_START.remove(key);
-            if let Some(s) = tls_stats(slot, 0) {
-                s.record_ns(now.saturating_sub(start));
-            }
-        }
-        0
-    }
-
-    /// `void SSL_free(SSL *s)`: a handshake still open on `s` was abandoned (client gone,
-    /// protocol error, timeout).
-    #[uprobe]
-    pub fn ssl_free(ctx: ProbeContext) -> u32 {
-        let pid_tgid = bpf_get_current_pid_tgid();
-        let Some(slot) = slot_of((pid_tgid >> 32) as u32) else {
-            return 0;
-        };
-        let Some(ssl) = ctx.arg::<u64>(0) else {
-            return 0;
-        };
-        let key = [pid_tgid >> 32, ssl];
-        // SAFETY: only presence is read.
-        if unsafe { HS_START.get(key) }.is_some() {
-            let _ = HS_START.remove(key);
-            if let Some(s) = tls_stats(slot, 0) {
-                s.errors += 1;
-            }
-        }
-        0
-    }
+    // TLS handshakes (nginx's `ngx_ssl_ocsp_validate`, libssl's `SSL_do_handshake` and
+    // `SSL_free`): see tls.rs.
+    include!("tls.rs");
 
     // Accepts counted in nginx (the `ngx_get_connection` uprobe): see accept.rs.
     include!("accept.rs");

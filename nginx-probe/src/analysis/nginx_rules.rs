@@ -256,7 +256,9 @@ fn connects_retried(inp: &Inputs, top: &str) -> Option<serde_json::Value> {
 /// the period), the mean is within `2 N active / accepts` (+0.01) of N, and that slack
 /// must be under [`KEEPALIVE_REQUESTS_MAX_SLACK`]. Connections that carried no request
 /// at all (abandoned TLS handshakes, nginx's own `accepted - handled` drops) pull the
-/// mean below any N: more than 1% of them and the mean says nothing (no verdict).
+/// mean below any N: more than 1% of them and the mean says nothing (no verdict). When
+/// abandoned handshakes are counted only in the detail windows, their count over the
+/// windows' coverage stands in for the period's (it only ever holds the verdict back).
 pub fn keepalive_requests_low(inp: &Inputs, out: &mut Vec<Verdict>) {
     let Some(requests) = inp.requests.filter(|_| inp.accepts_known()) else {
         return;
@@ -268,7 +270,18 @@ pub fn keepalive_requests_low(inp: &Inputs, out: &mut Vec<Verdict>) {
     if accepts < KEEPALIVE_REQUESTS_MIN_ACCEPTS {
         return;
     }
-    let zero_request = inp.tls.as_ref().map_or(0, |t| t.abandoned) + inp.stub_dropped.unwrap_or(0);
+    // Abandoned handshakes counted only in the detail windows (libssl sampled) are
+    // scaled by the windows' coverage: an estimate, used here only to hold the verdict
+    // back, never to fire it; with no coverage known there is no verdict.
+    let abandoned = match inp.tls.as_ref() {
+        None => 0,
+        Some(t) if !t.libssl_sampled => t.abandoned,
+        Some(t) => match inp.detail.as_ref().map(|d| d.coverage).filter(|c| *c > 0.0) {
+            Some(c) => (t.abandoned as f64 / c).ceil() as u64,
+            None => return,
+        },
+    };
+    let zero_request = abandoned + inp.stub_dropped.unwrap_or(0);
     if zero_request.saturating_mul(100) > accepts {
         return;
     }

@@ -303,7 +303,7 @@ impl<'a> Session<'a> {
             tracker.write_source = model::WriteSource::FdTable;
         }
         tracker.counts_log_opens = probe.counts_log_opens;
-        attach_request_sources(args, &master, &mut probe, &mut tracker);
+        attach_request_sources(args, &master, &mut probe, &mut tracker, schedule.is_some());
         // Workers forked between the first scan and fork following being attached.
         tracker.refresh(&mut probe)?;
         for m in &probe.missing {
@@ -701,6 +701,7 @@ fn attach_request_sources(
     master: &Master,
     probe: &mut Probe,
     tracker: &mut Tracker,
+    sampled: bool,
 ) {
     tracker.open_counters();
     if let Some(e) = &tracker.counters_error {
@@ -722,10 +723,20 @@ fn attach_request_sources(
     }
     if !args.no_tls {
         match target::libssl_path(master.pid) {
-            Some((lib, shown)) => match probe.attach_tls(&lib) {
-                Ok(()) => tracker.tls_attached = true,
-                Err(e) => warn!("TLS handshakes are not timed ({shown}: {e})"),
-            },
+            Some((lib, shown)) => {
+                let exe = std::path::PathBuf::from(format!("/proc/{}/exe", master.pid));
+                match probe.attach_tls(&lib, &exe, sampled) {
+                    Ok(src) => {
+                        tracker.tls_attached = true;
+                        tracker.tls_from_nginx = src.handshakes_from_nginx;
+                        tracker.tls_libssl_sampled = src.libssl_sampled;
+                        if let Some(e) = &src.nginx_unavailable {
+                            warn!("TLS handshakes are counted by libssl's SSL_do_handshake, traced all the time (several uprobe hits per connection), not by nginx's ngx_ssl_ocsp_validate ({e})");
+                        }
+                    }
+                    Err(e) => warn!("TLS handshakes are not timed ({shown}: {e})"),
+                }
+            }
             None => debug!("nginx maps no libssl: TLS handshakes are not timed"),
         }
     }

@@ -26,7 +26,7 @@ use crate::{
     error::ProbeError,
     model::{
         self, SlotStats, ACCEPTED_IDX, ACCEPT_CLOSE_IDX, LOG_OPENS_IDX, LOOP_IDX, REQUESTS_IDX,
-        SLOT_STATS, TLS_IDX, UPSTREAM_IDX, WRITES_IDX,
+        SLOT_STATS, TLS_DONE_IDX, TLS_IDX, UPSTREAM_IDX, WRITES_IDX,
     },
 };
 
@@ -57,6 +57,14 @@ pub struct Probe {
     error_logs: HashMap<MapData, u64, u8>,
     log_opens: PerCpuArray<MapData, u64>,
     accepted: PerCpuArray<MapData, u64>,
+    /// Per slot: handshakes completed, counted by the `ngx_ssl_ocsp_validate` uprobe.
+    tls_done: PerCpuArray<MapData, u64>,
+    /// libssl's handshakes in progress and calls in flight (cleared at a window's start
+    /// when libssl's programs are in the detail layer).
+    hs_start: HashMap<MapData, [u64; 2], u64>,
+    hs_call: HashMap<MapData, u64, [u64; 2]>,
+    /// libssl's upstream-side `SSL*`s (`TLS_CLIENT`), cleared with them.
+    tls_client: HashMap<MapData, [u64; 2], u8>,
     upstream: Array<MapData, SyscallStats>,
     upstream_fd: HashMap<MapData, u64, u64>,
     up_call: Array<MapData, UpstreamCall>,
@@ -78,6 +86,11 @@ pub struct Probe {
     /// the `ngx_get_connection` uprobe (then accept4/accept tracepoints are detail
     /// like every other syscall tracepoint); `false`: the accept4/accept exits.
     pub accepts_from_uprobe: bool,
+    /// Where completed TLS handshakes come from: `true` once [`Probe::attach_tls`]
+    /// attached the `ngx_ssl_ocsp_validate` uprobe; `false`: `SSL_do_handshake` returns.
+    pub tls_from_nginx: bool,
+    /// libssl's programs when they are linked only in detail windows (see [`tls`]).
+    tls_window: Option<tls::TlsWindow>,
     /// The detail layer with `--detail sampled`: programs loaded once, attached only
     /// in windows (see [`windows`]); empty with `--detail full`.
     detail: Vec<windows::DetailProg>,
@@ -99,7 +112,9 @@ pub struct Probe {
 
 mod exits;
 mod perf_link;
+mod tls;
 mod windows;
+pub use tls::TlsSources;
 pub use windows::{is_rare_tracepoint, WindowCost};
 
 /// Raises RLIMIT_MEMLOCK for kernels that still charge BPF maps to it (before 5.11);
@@ -189,6 +204,7 @@ impl Probe {
             .map_max_entries(map::TLS, slots * TLS_STATS)
             .map_max_entries(map::LOG_OPENS, slots)
             .map_max_entries(map::ACCEPTED, slots)
+            .map_max_entries(map::TLS_DONE, slots)
             .map_max_entries(map::UPSTREAM, slots * UPSTREAM_STATS)
             .map_max_entries(map::UP_CALL, slots)
             .load(EBPF_OBJECT)?;
@@ -214,6 +230,10 @@ impl Probe {
         let error_logs = HashMap::try_from(take(map::ERROR_LOGS)?)?;
         let log_opens = PerCpuArray::try_from(take(map::LOG_OPENS)?)?;
         let accepted = PerCpuArray::try_from(take(map::ACCEPTED)?)?;
+        let tls_done = PerCpuArray::try_from(take(map::TLS_DONE)?)?;
+        let hs_start = HashMap::try_from(take(map::HS_START)?)?;
+        let hs_call = HashMap::try_from(take(map::HS_CALL)?)?;
+        let tls_client = HashMap::try_from(take(map::TLS_CLIENT)?)?;
         let upstream = Array::try_from(take(map::UPSTREAM)?)?;
         let upstream_fd = HashMap::try_from(take(map::UPSTREAM_FD)?)?;
         let up_call = Array::try_from(take(map::UP_CALL)?)?;
@@ -246,6 +266,10 @@ impl Probe {
             error_logs,
             log_opens,
             accepted,
+            tls_done,
+            hs_start,
+            hs_call,
+            tls_client,
             upstream,
             upstream_fd,
             up_call,
@@ -256,6 +280,8 @@ impl Probe {
             follows_forks: false,
             counts_log_opens: false,
             accepts_from_uprobe: false,
+            tls_from_nginx: false,
+            tls_window: None,
             detail: Vec::new(),
             in_flight,
             gate,
@@ -468,24 +494,6 @@ impl Probe {
         Ok(())
     }
 
-    /// Attaches the TLS handshake probes to `libssl` (the path the master maps, as seen
-    /// from here): uprobe and uretprobe on `SSL_do_handshake`, uprobe on `SSL_free`, for
-    /// every process using that library; the programs count only tracked workers.
-    ///
-    /// Errors: a one-line reason (symbol not exported, uprobes unsupported); what was
-    /// attached before the failure stays attached and counts nothing wrong (a missing
-    /// `SSL_free` only leaves abandoned handshakes uncounted).
-    pub fn attach_tls(&mut self, libssl: &Path) -> Result<(), String> {
-        for (prog_name, sym) in [
-            (prog::SSL_DO_HANDSHAKE, "SSL_do_handshake"),
-            (prog::SSL_DO_HANDSHAKE_RET, "SSL_do_handshake"),
-            (prog::SSL_FREE, "SSL_free"),
-        ] {
-            self.attach_uprobe(prog_name, sym, libssl)?;
-        }
-        Ok(())
-    }
-
     /// Sets the kind of fd `fd` of worker `tgid` (see `nginx_probe_common::fd_kind`).
     pub fn set_fd_kind(&mut self, tgid: u32, fd: u32, kind: u32) -> Result<(), ProbeError> {
         self.fd_kinds
@@ -556,6 +564,8 @@ impl Probe {
         self.log_opens
             .set(slot, PerCpuValues::try_from(vec![0u64; ncpus])?, 0)?;
         self.accepted
+            .set(slot, PerCpuValues::try_from(vec![0u64; ncpus])?, 0)?;
+        self.tls_done
             .set(slot, PerCpuValues::try_from(vec![0u64; ncpus])?, 0)?;
         for i in 0..UPSTREAM_STATS {
             self.upstream
@@ -649,6 +659,11 @@ impl Probe {
             out[TLS_IDX + i as usize] =
                 model::sum_cpus(self.tls.get(&(slot * TLS_STATS + i), 0)?.iter());
         }
+        out[TLS_DONE_IDX].count = if self.tls_from_nginx {
+            self.tls_done.get(&slot, 0)?.iter().sum()
+        } else {
+            out[TLS_IDX].timed
+        };
         Ok(out)
     }
 

@@ -126,6 +126,11 @@ pub struct Tracker {
     pub counters_error: Option<String>,
     /// Whether the TLS handshake uprobes are attached (the report then has `tls`).
     pub tls_attached: bool,
+    /// Completed handshakes come from nginx's `ngx_ssl_ocsp_validate` (see
+    /// `loader::TlsSources`).
+    pub tls_from_nginx: bool,
+    /// libssl's handshake figures come from the detail windows only.
+    pub tls_libssl_sampled: bool,
     /// Whether accepts come from the `ngx_get_connection` uprobe
     /// (`Probe::accepts_from_uprobe`).
     pub accepts_from_uprobe: bool,
@@ -209,6 +214,8 @@ impl Tracker {
             counters: None,
             counters_error: Some("nginx's counters were not opened".into()),
             tls_attached: false,
+            tls_from_nginx: false,
+            tls_libssl_sampled: false,
             accepts_from_uprobe: false,
             write_source: model::WriteSource::ProcSnapshot,
             counts_log_opens: false,
@@ -897,7 +904,7 @@ impl Tracker {
             duration_s,
         );
         let tls = self.tls_attached.then(|| {
-            let mut t = model::tls_report(&all_stats);
+            let mut t = model::tls_report(&all_stats, self.tls_from_nginx, self.tls_libssl_sampled);
             // Sampled: handshake time is continuous, busy time only in windows; their
             // ratio would be inflated by 1/coverage, so it is unknown.
             if detail.is_some() {

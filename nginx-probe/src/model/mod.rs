@@ -138,13 +138,19 @@ pub fn quantile_ns(hist: &[u64], q: f64, max_ns: u64) -> u64 {
 /// requests (uprobes) at [`REQUESTS_IDX`], then the event-loop iterations at
 /// [`LOOP_IDX`].
 pub const SLOT_STATS: usize =
-    SYSCALL_COUNT + 2 + FD_KIND_COUNT + 2 + TLS_STATS as usize + UPSTREAM_STATS as usize + 1;
+    SYSCALL_COUNT + 2 + FD_KIND_COUNT + 2 + TLS_STATS as usize + UPSTREAM_STATS as usize + 2;
 
 /// Index in [`SlotStats`] whose `count` is the worker's accepts, from the source the
 /// run uses: the `ngx_get_connection` uprobe (every fd accept4/accept returned to nginx,
 /// continuous with no syscall tracepoint; `--detail sampled`), or the accept4/accept
 /// exit tracepoints' successes ([`tracepoint_accepts`]).
 pub const ACCEPTED_IDX: usize = UPSTREAM_IDX + UPSTREAM_STATS as usize;
+
+/// Index in [`SlotStats`] whose `count` is the worker's completed TLS handshakes on
+/// client connections, from the source the run uses: the `ngx_ssl_ocsp_validate`
+/// uprobe (continuous in every detail mode), or `SSL_do_handshake` returning 1 (the
+/// `timed` of [`TLS_IDX`]).
+pub const TLS_DONE_IDX: usize = ACCEPTED_IDX + 1;
 
 /// Index in [`SlotStats`] whose `count` is openat calls that returned an access-log fd
 /// (`access_log_open` program on `syscalls:sys_exit_openat`, classified like a write's

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    accepts_of, quantile_ns, round3, Report, SlotStats, LOOP_IDX, REQUESTS_IDX, SYSCALLS, TLS_IDX,
+    accepts_of, quantile_ns, round3, Report, SlotStats, LOOP_IDX, REQUESTS_IDX, SYSCALLS,
+    TLS_DONE_IDX, TLS_IDX,
 };
 
 /// Where a request figure comes from.
@@ -204,13 +205,32 @@ pub fn request_totals(
     }
 }
 
-/// TLS handshakes of all workers over a period (uprobe + uretprobe on libssl's
-/// `SSL_do_handshake`, uprobe on `SSL_free`; one set of hits per connection, not per
-/// request).
+/// TLS handshakes of all workers' client connections over a period: completed ones
+/// counted by nginx's `ngx_ssl_ocsp_validate` (one uprobe hit per handshake, all the
+/// time) where nginx exports it, else by libssl's `SSL_do_handshake` returning 1; the
+/// rest from libssl's programs (uprobe + uretprobe on `SSL_do_handshake`, uprobe on
+/// `SSL_free`), which with `--detail sampled` run only in the detail windows
+/// ([`TlsReport::libssl_sampled`]). Per connection, not per request.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct TlsReport {
-    /// Handshakes completed (`SSL_do_handshake` returned 1).
+    /// Handshakes completed on client connections (source: [`TlsReport::handshakes_from`]).
     pub handshakes: u64,
+    /// Where `handshakes` were counted: `ngx_ssl_ocsp_validate` (nginx calls it once
+    /// per completed handshake; connections nginx accepted only, TCP and QUIC) or
+    /// `SSL_do_handshake` (libssl returned 1; a proxy's handshakes with its TLS
+    /// upstreams included). Absent in recordings made before it was reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handshakes_from: Option<String>,
+    /// Whether the libssl figures (`started`, `abandoned`, `timed` and the wall times,
+    /// `calls`, `call_ns`) come from the detail windows only (`--detail sampled` with
+    /// nginx's count): then they are a sample of the period, not its totals.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub libssl_sampled: bool,
+    /// Completed handshakes that libssl's programs timed (the wall-time figures are
+    /// over these): all of them when libssl is traced all the time, those inside the
+    /// windows when sampled.
+    #[serde(default)]
+    pub timed: u64,
     /// Handshakes started (first `SSL_do_handshake` call on an `SSL*`).
     pub started: u64,
     /// Handshakes abandoned: the `SSL*` was freed before completing (client gone,
@@ -239,17 +259,43 @@ pub struct TlsReport {
     pub share_of_worker_busy: Option<f64>,
 }
 
-/// The TLS view of all workers' (delta) stats.
-pub fn tls_report(all: &SlotStats) -> TlsReport {
+impl TlsReport {
+    /// Completed handshakes the wall-time figures are over: [`TlsReport::timed`], or
+    /// `handshakes` in a recording made before `timed` was reported (then libssl
+    /// counted and timed every handshake).
+    pub fn timed_handshakes(&self) -> u64 {
+        if self.handshakes_from.is_none() {
+            self.handshakes
+        } else {
+            self.timed
+        }
+    }
+}
+
+/// The TLS view of all workers' (delta) stats. `from_nginx`: completed handshakes
+/// (`TLS_DONE_IDX`) were counted by `ngx_ssl_ocsp_validate`; `libssl_sampled`: libssl's
+/// programs ran only in the detail windows.
+pub fn tls_report(all: &SlotStats, from_nginx: bool, libssl_sampled: bool) -> TlsReport {
     let h = &all[TLS_IDX];
     let c = &all[TLS_IDX + 1];
+    let done = all[TLS_DONE_IDX].count;
     let accepts = accepts_of(all);
     let busy = all[LOOP_IDX].total_ns;
     TlsReport {
-        handshakes: h.timed,
+        handshakes: done,
+        handshakes_from: Some(
+            if from_nginx {
+                "ngx_ssl_ocsp_validate"
+            } else {
+                "SSL_do_handshake"
+            }
+            .into(),
+        ),
+        libssl_sampled,
+        timed: h.timed,
         started: h.count,
         abandoned: h.errors,
-        per_connection: (accepts > 0).then(|| round3(h.timed as f64 / accepts as f64)),
+        per_connection: (accepts > 0).then(|| round3(done as f64 / accepts as f64)),
         mean_ns: h.total_ns.checked_div(h.timed).unwrap_or(0),
         p50_ns: quantile_ns(&h.hist, 0.50, h.max_ns),
         p99_ns: quantile_ns(&h.hist, 0.99, h.max_ns),

@@ -306,8 +306,10 @@ fn workers_section(r: &Report) -> Markup {
         @if r.tls.as_ref().is_some_and(|h| h.started == 0 && h.handshakes == 0 && h.abandoned == 0) {
             p.muted { "TLS handshakes: none seen (libssl's uprobes attached: no TLS connection in the period, or no TLS listener)" }
         } @else if let Some(h) = &r.tls {
-            p { "TLS handshakes: " strong { (h.handshakes) } " completed (" (h.started) " started, "
-                (h.abandoned) " abandoned); wall time p50 " (fmt_quantile_ns(h.handshakes, h.p50_ns)) ", p99 " (fmt_quantile_ns(h.handshakes, h.p99_ns))
+            p { "TLS handshakes: " strong { (h.handshakes) } " completed ("
+                @if h.libssl_sampled { "counted by nginx; in the detail windows: " }
+                (h.started) " started, "
+                (h.abandoned) " abandoned); wall time p50 " (fmt_quantile_ns(h.timed_handshakes(), h.p50_ns)) ", p99 " (fmt_quantile_ns(h.timed_handshakes(), h.p99_ns))
                 "; inside SSL_do_handshake " (opt(h.call_ns_per_handshake.map(fmt_ns))) " per handshake"
                 @if let Some(sh) = h.share_of_worker_busy { ", " (format!("{:.0}%", sh * 100.0)) " of the workers' busy time" } }
         }

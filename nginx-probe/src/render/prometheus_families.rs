@@ -173,6 +173,7 @@ pub static FAMILIES: &[Family] = &[
     .omit_if_empty(),
     // TLS handshakes (uprobes on libssl).
     tls::HANDSHAKES,
+    tls::FROM_NGINX,
     tls::STARTED,
     tls::ABANDONED,
     tls::CALLS,

@@ -145,7 +145,7 @@ fn report_of(workers: &[Worker], merged: Option<(u64, Worker)>) -> Report {
             rebases: 0,
         }),
         // As the tracker makes it: from all workers' summed kernel counters.
-        tls: Some(model::tls_report(&all_slots(workers, merged.as_ref()))),
+        tls: Some(model::tls_report(&all_slots(workers, merged.as_ref()), false, false)),
         listen: vec![ListenReport {
             addr: "127.0.0.1:8080".into(),
             backlog: 511,
@@ -233,6 +233,8 @@ fn tls_handshakes(s: &mut model::SlotStats) {
     let c = &mut s[model::TLS_IDX + 1];
     c.count = 7;
     c.total_ns = 1_500_000;
+    // As the collector fills it when libssl counts the completed handshakes.
+    s[model::TLS_DONE_IDX].count = 3;
 }
 
 /// The busy worker, an exited one (slot 1, pid 1100, 0.25 s of CPU), and 20 exited

@@ -1,12 +1,19 @@
-//! The TLS rows of [`super::prometheus_families::FAMILIES`]: libssl's handshakes
-//! (uprobe + uretprobe on `SSL_do_handshake`, uprobe on `SSL_free`; the report's
-//! `tls`). Continuous in every `--detail` mode, left out when the uprobes are not
-//! attached (nginx without libssl, or `--no-tls`).
+//! The TLS rows of [`super::prometheus_families::FAMILIES`]: the report's `tls`.
+//! Completed handshakes are continuous in every `--detail` mode (nginx's
+//! `ngx_ssl_ocsp_validate`, or libssl's `SSL_do_handshake` returning 1); libssl's
+//! other figures (uprobe + uretprobe on `SSL_do_handshake`, uprobe on `SSL_free`) are
+//! detail-layer figures when nginx counts the handshakes under `--detail sampled`. All
+//! left out when the uprobes are not attached (nginx without libssl, or `--no-tls`).
 //!
 //! The report sums the handshakes of all workers (no worker label), and carries their
 //! wall time as p50/p99/max estimates, not log2 buckets: no histogram family.
 
-use super::prometheus_format::{secs, Family, Kind::Counter, Scrape, Sink};
+use super::prometheus_format::{
+    secs, Family,
+    Kind::{Counter, Gauge},
+    Layer::Detail,
+    Scrape, Sink,
+};
 use crate::model::TlsReport;
 
 /// The report's TLS handshakes; None when libssl is not traced.
@@ -28,8 +35,22 @@ pub(super) const HANDSHAKES: Family = Family::report(
     "nginx_probe_tls_handshakes_total",
     Counter,
     &[],
-    "TLS handshakes completed by all workers since attach (SSL_do_handshake returned 1; uprobes on libssl). Absent when libssl is not traced (no TLS, or --no-tls).",
+    "TLS handshakes completed on the workers' client connections since attach: nginx's ngx_ssl_ocsp_validate calls (uprobe; connections nginx accepted, TCP and QUIC) where nginx exports it, else SSL_do_handshake returning 1 (uprobes on libssl). Absent when libssl is not traced (no TLS, or --no-tls).",
     |s, o| one(s, o, |t| t.handshakes),
+)
+.omit_if_empty();
+
+/// Whether nginx counts the handshakes.
+pub(super) const FROM_NGINX: Family = Family::report(
+    "nginx_probe_tls_handshakes_from_nginx",
+    Gauge,
+    &[],
+    "1: completed TLS handshakes are counted by the uprobe on nginx's ngx_ssl_ocsp_validate (one hit per handshake), and libssl's figures (started, abandoned, calls, call time) are detail-layer figures; 0: libssl's uprobes count everything, all the time.",
+    |s, o| {
+        one(s, o, |t| {
+            u64::from(t.handshakes_from.as_deref() == Some("ngx_ssl_ocsp_validate"))
+        })
+    },
 )
 .omit_if_empty();
 
@@ -38,9 +59,10 @@ pub(super) const STARTED: Family = Family::report(
     "nginx_probe_tls_handshakes_started_total",
     Counter,
     &[],
-    "TLS handshakes started by all workers since attach (first SSL_do_handshake call on an SSL object).",
+    "TLS handshakes started by all workers since attach (first SSL_do_handshake call on an SSL object of a client connection). All the time when nginx_probe_tls_handshakes_from_nginx is 0.",
     |s, o| one(s, o, |t| t.started),
 )
+.layer(Detail)
 .omit_if_empty();
 
 /// Handshakes abandoned.
@@ -48,9 +70,10 @@ pub(super) const ABANDONED: Family = Family::report(
     "nginx_probe_tls_handshakes_abandoned_total",
     Counter,
     &[],
-    "TLS handshakes abandoned since attach: the SSL object was freed (SSL_free) before the handshake completed (client gone, protocol error, timeout).",
+    "TLS handshakes abandoned since attach: the SSL object was freed (SSL_free) before the handshake completed (client gone, protocol error, timeout). All the time when nginx_probe_tls_handshakes_from_nginx is 0.",
     |s, o| one(s, o, |t| t.abandoned),
 )
+.layer(Detail)
 .omit_if_empty();
 
 /// `SSL_do_handshake` calls.
@@ -58,9 +81,10 @@ pub(super) const CALLS: Family = Family::report(
     "nginx_probe_tls_handshake_calls_total",
     Counter,
     &[],
-    "SSL_do_handshake calls of all workers since attach (several per handshake: WANT_READ/WANT_WRITE retries).",
+    "SSL_do_handshake calls of all workers since attach (several per handshake: WANT_READ/WANT_WRITE retries). All the time when nginx_probe_tls_handshakes_from_nginx is 0.",
     |s, o| one(s, o, |t| t.calls),
 )
+.layer(Detail)
 .omit_if_empty();
 
 /// Time inside `SSL_do_handshake` calls.
@@ -68,7 +92,8 @@ pub(super) const CALL_SECONDS: Family = Family::report(
     "nginx_probe_tls_handshake_call_seconds_total",
     Counter,
     &[],
-    "Time inside SSL_do_handshake calls since attach, seconds (uprobe to uretprobe): the handshakes' CPU work, since nginx's sockets are non-blocking, plus any wait for a CPU during the calls.",
+    "Time inside SSL_do_handshake calls since attach, seconds (uprobe to uretprobe): the handshakes' CPU work, since nginx's sockets are non-blocking, plus any wait for a CPU during the calls. All the time when nginx_probe_tls_handshakes_from_nginx is 0.",
     |s, o| one(s, o, |t| secs(t.call_ns)),
 )
+.layer(Detail)
 .omit_if_empty();

@@ -55,13 +55,19 @@ pub fn tls_line(h: &crate::model::TlsReport) -> String {
     if h.started == 0 && h.handshakes == 0 && h.abandoned == 0 {
         return "TLS handshakes: none seen (libssl's uprobes attached: no TLS connection in the period, or no TLS listener)".into();
     }
+    let timed = h.timed_handshakes();
     format!(
-        "TLS handshakes {} (started {}, abandoned {})  wall p50 {}  p99 {}  inside SSL_do_handshake {} each{}",
+        "TLS handshakes {} ({}started {}, abandoned {})  wall p50 {}  p99 {}  inside SSL_do_handshake {} each{}",
         h.handshakes,
+        if h.libssl_sampled {
+            "counted by nginx; in the detail windows: "
+        } else {
+            ""
+        },
         h.started,
         h.abandoned,
-        fmt_quantile_ns(h.handshakes, h.p50_ns),
-        fmt_quantile_ns(h.handshakes, h.p99_ns),
+        fmt_quantile_ns(timed, h.p50_ns),
+        fmt_quantile_ns(timed, h.p99_ns),
         h.call_ns_per_handshake
             .map(fmt_ns)
             .unwrap_or_else(|| "-".into()),

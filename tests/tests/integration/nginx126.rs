@@ -124,6 +124,8 @@ fn requests_on_http_https_and_http2_and_tls_handshakes_are_exact() {
     assert_eq!(stub_requests(&s), 260, "{s}");
     assert_eq!(s["tls"]["started"], 64, "{s}");
     assert_eq!(s["tls"]["handshakes"], 64, "{s}");
+    assert_eq!(s["tls"]["handshakes_from"], "ngx_ssl_ocsp_validate", "{s}");
+    assert_eq!(s["tls"]["timed"], 64, "{s}");
     assert_eq!(s["tls"]["abandoned"], 0, "{s}");
     assert_eq!(ng.access_log_lines(), 260);
 }
@@ -213,6 +215,9 @@ fn http3_connections_are_reported_as_quic_not_as_an_accepts_disagreement() {
         assert_eq!(total_accepts(&s), 7, "{s}");
         assert_eq!(s["stub_status"]["accepted"], 19, "{s}");
         assert_eq!(s["quic"]["connections"], 12, "{s}");
+        // nginx 1.26 calls ngx_ssl_ocsp_validate for QUIC handshakes too.
+        assert_eq!(s["tls"]["handshakes"], 19, "{s}");
+        assert_eq!(s["tls"]["handshakes_from"], "ngx_ssl_ocsp_validate", "{s}");
         assert_eq!(s["quic"]["udp_ports"], serde_json::json!([ng.port]), "{s}");
         if detail == "sampled" {
             assert_eq!(s["detail"]["accepts_check"]["agree"], true, "{s}");

@@ -311,3 +311,59 @@ fn nginx_in_a_chroot_has_its_tls_handshakes_counted() {
     assert_eq!(s["tls"]["handshakes"], 50, "{s}");
     assert_eq!(s["tls"]["abandoned"], 0, "{s}");
 }
+
+/// An HTTPS front proxying to an HTTPS backend (its own nginx, not traced): 40
+/// one-request client connections, each request opening a TLS connection to the
+/// backend. The handshakes reported are the front's client connections only: nginx's
+/// `ngx_ssl_ocsp_validate` skips connections without a listening socket, libssl's
+/// programs skip the `SSL*` that `SSL_set_connect_state` made an upstream's (before,
+/// `started` was 80 here). With `--detail sampled` and the load after the first
+/// window, the completed handshakes are still exact, and libssl counted none: its
+/// programs are not linked between windows.
+#[test]
+fn tls_handshakes_are_the_client_connections_not_the_proxys_own_and_exact_between_windows() {
+    let backend = Nginx::start(&NginxConfig {
+        tls: true,
+        ..NginxConfig::default()
+    });
+    let front = Nginx::start(&NginxConfig {
+        tls: true,
+        server_extra: format!(
+            "location /up/ {{ proxy_pass https://127.0.0.1:{}/; proxy_ssl_verify off; }}",
+            backend.port
+        ),
+        ..NginxConfig::default()
+    });
+    let url = format!("{}up/", front.https_url());
+    const N: usize = 40;
+    let n = N.to_string();
+    for detail in ["full", "sampled"] {
+        let run = Probe::on(&front)
+            .json()
+            .summary_only()
+            .detail(detail)
+            .start();
+        if detail == "sampled" {
+            // The first window is the first second after attach; the next opens at 20 s.
+            std::thread::sleep(std::time::Duration::from_millis(1500));
+        }
+        assert_eq!(hey(&["-n", &n, "-c", "2", "-disable-keepalive"], &url), N);
+        let s = run.stop().summary_json();
+        let tls = &s["tls"];
+        assert_eq!(stub_requests(&s), N as u64, "{s}");
+        assert_eq!(tls["handshakes"], N, "{detail}: {tls}");
+        assert_eq!(tls["handshakes_from"], "ngx_ssl_ocsp_validate", "{tls}");
+        assert_eq!(tls["per_connection"], 1.0, "{tls}");
+        if detail == "full" {
+            assert!(tls["libssl_sampled"].is_null(), "{tls}");
+            assert_eq!(tls["started"], N, "{tls}");
+            assert_eq!(tls["timed"], N, "{tls}");
+            assert_eq!(tls["abandoned"], 0, "{tls}");
+        } else {
+            assert_eq!(tls["libssl_sampled"], true, "{tls}");
+            assert_eq!(tls["started"], 0, "{tls}");
+            assert_eq!(tls["calls"], 0, "{tls}");
+        }
+    }
+    assert_eq!(backend.access_log_lines(), 2 * N);
+}

@@ -77,6 +77,10 @@ pub struct WindowCost {
     pub us: u64,
 }
 
+/// One thing a closed window releases: a link or perf event fd, or an aya uprobe link
+/// (libssl's programs in windows, see `tls.rs`); dropping it releases it.
+pub(super) type Release = Box<dyn Send>;
+
 /// Releases a closed window's links and perf events on a thread of its own.
 ///
 /// Releasing a tracepoint's perf event waits for the kernel (`perf_trace_event_unreg`
@@ -85,7 +89,7 @@ pub struct WindowCost {
 /// already closed then, so nothing is counted meanwhile; the main loop only hands the
 /// fds over and goes on serving reports and scrapes.
 pub(super) struct Closer {
-    tx: Option<mpsc::Sender<Vec<OwnedFd>>>,
+    tx: Option<mpsc::Sender<Vec<Release>>>,
     /// Wall time of the last batch's release, µs.
     last_us: Arc<AtomicU64>,
 }
@@ -100,9 +104,9 @@ impl Closer {
 
     /// Hands `fds` to the closer thread (started at the first call), which closes them
     /// in parallel. If the thread cannot be started, closes them here.
-    fn close(&mut self, fds: Vec<OwnedFd>) {
+    pub(super) fn close(&mut self, fds: Vec<Release>) {
         if self.tx.is_none() {
-            let (tx, rx) = mpsc::channel::<Vec<OwnedFd>>();
+            let (tx, rx) = mpsc::channel::<Vec<Release>>();
             let last = Arc::clone(&self.last_us);
             let started = std::thread::Builder::new()
                 .name("detail-closer".into())
@@ -199,6 +203,7 @@ impl Probe {
         for slot in 0..self.last_accept.len() {
             self.last_accept.set(slot, 0u64, 0)?;
         }
+        links += self.attach_tls_window();
         Ok(WindowCost {
             links,
             us: t0.elapsed().as_micros() as u64,
@@ -222,15 +227,18 @@ impl Probe {
     /// between windows a per-request syscall no longer reaches the perf handler).
     pub fn detach_detail(&mut self) -> WindowCost {
         let t0 = Instant::now();
-        let mut fds = Vec::with_capacity(2 * self.detail.len());
+        let mut fds: Vec<Release> = Vec::with_capacity(2 * self.detail.len());
         let mut n = 0;
         for d in &mut self.detail {
             if let Some(link) = d.link.take() {
-                fds.push(link);
+                fds.push(Box::new(link));
                 n += 1;
             }
-            fds.extend(d.event.take());
+            if let Some(event) = d.event.take() {
+                fds.push(Box::new(event));
+            }
         }
+        n += self.detach_tls_window(&mut fds);
         self.closer.close(fds);
         WindowCost {
             links: n,
@@ -270,6 +278,7 @@ impl Probe {
         for k in keys {
             let _ = self.in_flight.remove(&k);
         }
+        self.reset_tls_state();
         // Connects in progress when the last window closed: their result would come
         // with the gap's length. (Open upstream fds are not counted when sampled.)
         let keys: Vec<u64> = self.upstream_fd.keys().filter_map(Result::ok).collect();
