@@ -23,14 +23,21 @@ pub struct ClientRun {
 /// Runs `wrk -t1 -c<connections> -d<secs>s --latency <url>`: `connections` keepalive
 /// clients from one thread (wrk reconnects when nginx closes a connection).
 pub fn wrk(url: &str, connections: u32, secs: u64) -> Result<ClientRun> {
+    wrk_with(url, connections, secs, &[])
+}
+
+/// [`wrk`] with extra arguments before the URL (e.g. `-H "Connection: close"`: one
+/// request per connection).
+pub fn wrk_with(url: &str, connections: u32, secs: u64, extra: &[&str]) -> Result<ClientRun> {
     let out = client_command("wrk")
         .args([
             "-t1",
             &format!("-c{connections}"),
             &format!("-d{secs}s"),
             "--latency",
-            url,
         ])
+        .args(extra)
+        .arg(url)
         .output()
         .context("run wrk (install it with `cargo xtask setup`)")?;
     let text = String::from_utf8_lossy(&out.stdout);

@@ -155,10 +155,12 @@ enum BenchCmd {
         /// `--writes-from-proc` (static workload only).
         #[arg(long)]
         extra_modes: bool,
-        /// Enable kernel.bpf_stats_enabled to report ns per program run (its own timing
-        /// adds to every BPF mode's cost).
+        /// Leave kernel.bpf_stats_enabled alone: no probe hits per request, no ns per
+        /// program run (by default the bench turns it on for its runs and restores it:
+        /// the kernel's own timing of each program run, tens of ns, adds to every BPF
+        /// mode's cost).
         #[arg(long)]
-        bpf_stats: bool,
+        no_bpf_stats: bool,
         /// Write the results as markdown to this file (default docs/benchmarks.md; a
         /// relative path is under the workspace root).
         #[arg(long, num_args = 0..=1, default_missing_value = "docs/benchmarks.md")]
@@ -638,7 +640,7 @@ fn main() {
                 modes,
                 no_pin,
                 extra_modes,
-                bpf_stats,
+                no_bpf_stats,
                 write_doc,
             } => {
                 let opts = overhead::Options {
@@ -648,7 +650,7 @@ fn main() {
                     modes,
                     pin: !no_pin,
                     extra_modes,
-                    bpf_stats,
+                    bpf_stats: !no_bpf_stats,
                     write_doc,
                 };
                 let abs = opts.write_doc.as_ref().map(|p| workspace_root().join(p));

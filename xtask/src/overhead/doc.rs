@@ -109,11 +109,75 @@ pub struct Row {
     pub upstream_conns_per_req: Option<f64>,
     /// Other processes' share of the workers' CPUs per run, % (see `Run::others_pct`).
     pub others_pct: Vec<f64>,
+    /// Medians of the tracer's tracepoint and uprobe program runs per request, with
+    /// their own ns per run (kernel's counts; None when not counted).
+    pub tracepoint_hits: Option<(f64, Option<f64>)>,
+    pub uprobe_hits: Option<(f64, Option<f64>)>,
+    /// Median requests per client connection (1 with `Connection: close`).
+    pub requests_per_connection: f64,
+    /// What one hit costs the workers, us: the mode's median CPU per request above the
+    /// baseline's, over its hits per request. Derived from two medians, so it carries
+    /// the machine's noise; None without hits.
+    pub us_per_hit: Option<f64>,
+}
+
+impl Row {
+    /// All probe hits (tracepoint + uprobe runs) per request; None when not counted.
+    pub fn hits_per_req(&self) -> Option<f64> {
+        match (self.tracepoint_hits, self.uprobe_hits) {
+            (None, None) => None,
+            (a, b) => Some(a.map_or(0.0, |x| x.0) + b.map_or(0.0, |x| x.0)),
+        }
+    }
+}
+
+/// Median runs per request and ns per run of one kind of hits over `runs`.
+fn hits_median(
+    runs: &[super::Run],
+    kind: fn(&super::Run) -> Option<super::Hits>,
+) -> Option<(f64, Option<f64>)> {
+    let h: Vec<super::Hits> = runs.iter().filter_map(kind).collect();
+    if h.is_empty() {
+        return None;
+    }
+    let ns: Vec<f64> = h.iter().filter_map(|x| x.ns_per_hit).collect();
+    Some((
+        median(&h.iter().map(|x| x.per_req).collect::<Vec<_>>()),
+        (!ns.is_empty()).then(|| median(&ns)),
+    ))
+}
+
+/// The hits table of one workload (console and markdown alike): per mode, probe hits
+/// per request and per connection by kind, the programs' own ns per hit, and the
+/// derived cost of one hit to the workers.
+pub fn hits_table(rows: &[Row]) -> String {
+    let mut s = String::from(
+        "| mode | tracepoint hits/request | uprobe hits/request | hits/connection | program ns/hit (tracepoint, uprobe) | workers' us per hit (derived) |\n| --- | ---: | ---: | ---: | ---: | ---: |\n",
+    );
+    for row in rows.iter().skip(1) {
+        let Some(all) = row.hits_per_req() else {
+            continue;
+        };
+        let ns = |h: Option<(f64, Option<f64>)>| opt(h.and_then(|x| x.1), 0);
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {:.2} | {}, {} | {} |",
+            row.mode.name,
+            opt(row.tracepoint_hits.map(|x| x.0), 3),
+            opt(row.uprobe_hits.map(|x| x.0), 3),
+            all * row.requests_per_connection,
+            ns(row.tracepoint_hits),
+            ns(row.uprobe_hits),
+            opt(row.us_per_hit, 2),
+        );
+    }
+    s
 }
 
 /// Summarises every mode of `r` against its first (baseline) mode.
 pub fn rows(r: &WorkloadResult) -> Vec<Row> {
     let base: Vec<f64> = r.runs[0].iter().map(|x| x.worker_us_per_req).collect();
+    let base_us = median(&base);
     r.modes
         .iter()
         .zip(&r.runs)
@@ -124,9 +188,21 @@ pub fn rows(r: &WorkloadResult) -> Vec<Row> {
                 let v: Vec<f64> = runs.iter().filter_map(f).collect();
                 (!v.is_empty()).then(|| median(&v))
             };
+            let tracepoint_hits = hits_median(runs, |x| x.tracepoint_hits);
+            let uprobe_hits = hits_median(runs, |x| x.uprobe_hits);
+            let hits = tracepoint_hits.map_or(0.0, |x| x.0) + uprobe_hits.map_or(0.0, |x| x.0);
             Row {
                 mode: *mode,
                 us_per_req: median(&cpu),
+                tracepoint_hits,
+                uprobe_hits,
+                requests_per_connection: median(
+                    &runs
+                        .iter()
+                        .map(|x| x.requests_per_connection)
+                        .collect::<Vec<_>>(),
+                ),
+                us_per_hit: (hits > 0.0).then(|| (median(&cpu) - base_us) / hits),
                 ratio: median(&ratios),
                 ci95: bootstrap_median_ci95(&ratios),
                 ratios,
@@ -203,6 +279,10 @@ pub fn console_table(r: &WorkloadResult, bpf_stats: bool) -> String {
             "other tasks on the workers' CPUs: median {:.0}% of their time over the runs",
             median(&others)
         );
+    }
+    if bpf_stats {
+        s.push_str("\nprobe hits (kernel's run counts of the tracer's programs):\n");
+        s.push_str(&hits_table(&rows));
     }
     s
 }
@@ -358,6 +438,17 @@ pub fn markdown(p: &Page) -> String {
                 row.p99_ms,
                 opt(row.cpu_pct, 2),
                 per_round.join(" ")
+            );
+        }
+        if rows.iter().any(|r| r.hits_per_req().is_some()) {
+            let _ = write!(
+                s,
+                "\nProbe hits, counted by the kernel (`run_cnt` of the tracer's programs, \
+                 `kernel.bpf_stats_enabled` on for the bench), medians over the rounds; a \
+                 program's own ns per hit leaves out the uprobe trap and the tracepoint's \
+                 dispatch; the workers' us per hit is the mode's median CPU per request above \
+                 no tracer's over its hits per request, so it carries the machine's noise:\n\n{}",
+                hits_table(&rows)
             );
         }
         let others: Vec<f64> = rows.iter().flat_map(|r| r.others_pct.clone()).collect();

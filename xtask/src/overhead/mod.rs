@@ -9,6 +9,7 @@
 //! no-tracer run of the same round, with a 95% bootstrap interval over the rounds.
 //! Prints tables and, with `--write-doc`, a markdown page; never fails on speed.
 
+mod bed;
 mod doc;
 pub mod stats;
 mod tracers;
@@ -21,11 +22,18 @@ use std::{
 };
 
 use anyhow::{bail, Context as _, Result};
+#[cfg(test)]
+use bed::stub_accepts;
+pub use bed::Workload;
+use bed::{start_bed, upstream_accepts, Bed, CLOSE};
 use nginx_probe_common::{Entry, CORE_SYSCALLS, FD_CREATING, SYSCALLS};
-use nginx_probe_tests::{get_paths, prog_ids_held_by, Nginx, NginxConfig};
+use nginx_probe_tests::{prog_ids_held_by, Nginx};
 
-use crate::load::{cpu_seconds, cpus_busy_seconds, pin_plan, wrk, Pinning};
-use tracers::{bpftrace_hist_script, empty_script, prog_stats, spawn_bpftrace, spawn_until, stop};
+use crate::load::{cpu_seconds, cpus_busy_seconds, pin_plan, wrk_with, Pinning};
+use tracers::{
+    bpftrace_hist_script, empty_script, prog_stats, prog_stats_by_kind, spawn_bpftrace,
+    spawn_until, stop,
+};
 
 /// Concurrent keepalive connections of wrk (`-c`), one thread.
 pub const CONNECTIONS: u32 = 50;
@@ -39,57 +47,6 @@ pub const UPSTREAM_KEEPALIVE: u32 = 64;
 
 /// Size of the page of the HTTPS and proxy workloads, bytes.
 pub const PAGE_BYTES: usize = 4096;
-
-/// A workload: an nginx setup and the URL wrk loads.
-#[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
-pub enum Workload {
-    /// Plain HTTP, the 30-byte index file, access log on: the worst case per request.
-    Static,
-    /// HTTPS (self-signed RSA 2048 certificate made with openssl at start), a 4 KB page.
-    Https,
-    /// proxy_pass to a second nginx on loopback serving the 4 KB page, upstream
-    /// upstream keepalive sized so that connections are reused, HTTP/1.1 to the upstream.
-    Proxy,
-    /// All of the above, in that order.
-    All,
-}
-
-impl Workload {
-    /// The concrete workloads this selection runs.
-    pub fn expand(self) -> Vec<Workload> {
-        match self {
-            Workload::All => vec![Workload::Static, Workload::Https, Workload::Proxy],
-            w => vec![w],
-        }
-    }
-
-    /// Short name (as on the command line).
-    pub fn name(self) -> &'static str {
-        match self {
-            Workload::Static => "static",
-            Workload::Https => "https",
-            Workload::Proxy => "proxy",
-            Workload::All => "all",
-        }
-    }
-
-    /// One sentence saying what runs.
-    pub fn describe(self) -> String {
-        let client = format!("`wrk -t1 -c{CONNECTIONS} --latency` (keepalive)");
-        match self {
-            Workload::Static => format!(
-                "plain HTTP, a 30-byte file, sendfile on, access log on (unbuffered), 2 workers; {client}"
-            ),
-            Workload::Https => format!(
-                "HTTPS (TLS, self-signed RSA 2048 certificate made with openssl at start), a {PAGE_BYTES}-byte page, access log on, 2 workers; {client} over https"
-            ),
-            Workload::Proxy => format!(
-                "plain HTTP to 2 workers that `proxy_pass` to a second nginx on loopback (1 worker, access log off) serving a {PAGE_BYTES}-byte page; `upstream {{ keepalive {UPSTREAM_KEEPALIVE}; }}`, `proxy_http_version 1.1`, `proxy_set_header Connection \"\"`; access log on; {client}; the front's workers are measured, the upstream's worker runs on the load generator's CPU when pinned"
-            ),
-            Workload::All => "static, https and proxy".into(),
-        }
-    }
-}
 
 /// How a mode's tracer is started.
 #[derive(Clone, Copy, Debug)]
@@ -208,7 +165,7 @@ pub struct Options {
     pub pin: bool,
     /// Add the `extra` modes on the static workload.
     pub extra_modes: bool,
-    /// Enable `kernel.bpf_stats_enabled` to report ns per program run (its own timing
+    /// Turn `kernel.bpf_stats_enabled` on to count probe hits and ns per program run (its own timing
     /// adds to every BPF mode's cost).
     pub bpf_stats: bool,
     /// Where to write the markdown page, as given (relative: under the workspace root).
@@ -233,8 +190,8 @@ impl Options {
         if self.extra_modes {
             c.push_str(" --extra-modes");
         }
-        if self.bpf_stats {
-            c.push_str(" --bpf-stats");
+        if !self.bpf_stats {
+            c.push_str(" --no-bpf-stats");
         }
         if let Some(p) = &self.write_doc {
             c.push_str(&format!(" --write-doc {}", p.display()));
@@ -243,9 +200,28 @@ impl Options {
     }
 }
 
+/// Probe hits of one kind over a run, counted by the kernel (`run_cnt` of the tracer's
+/// programs, `kernel.bpf_stats_enabled`).
+#[derive(Default, Clone, Copy, Debug)]
+pub struct Hits {
+    /// Program runs per request wrk completed.
+    pub per_req: f64,
+    /// The programs' own time per run, ns (`run_time_ns`; the uprobe trap and the
+    /// tracepoint's dispatch are not in it). None without runs.
+    pub ns_per_hit: Option<f64>,
+}
+
 /// One measured run.
 #[derive(Default, Clone, Debug)]
 pub struct Run {
+    /// Tracepoint program runs (None unless the tracer is nginx-probe or bpftrace and
+    /// `--bpf-stats` is on).
+    pub tracepoint_hits: Option<Hits>,
+    /// uprobe program runs, likewise.
+    pub uprobe_hits: Option<Hits>,
+    /// Requests per connection of the client: 1 with `Connection: close`, else wrk's
+    /// requests over its connections (`CONNECTIONS`, kept open through the run).
+    pub requests_per_connection: f64,
     /// wrk's requests per second.
     pub rps: f64,
     /// wrk's 99th percentile latency, ms.
@@ -331,97 +307,6 @@ fn rss_mib(pid: u32) -> Option<f64> {
     crate::bench::rss_kib(pid).map(|kib| kib as f64 / 1024.0)
 }
 
-/// A running workload: the nginx the workers' CPU is measured on, the upstream behind
-/// it (proxy), and wrk's URL.
-struct Bed {
-    front: Nginx,
-    upstream: Option<Nginx>,
-    url: String,
-}
-
-/// Path of the upstream's `stub_status` page.
-const STATUS_PATH: &str = "/nginx_status";
-
-/// nginx's `accepts` counter from a `stub_status` page
-/// (`server accepts handled requests` then `A H R`).
-pub fn stub_accepts(body: &str) -> Option<u64> {
-    let mut lines = body.lines();
-    lines.find(|l| l.trim() == "server accepts handled requests")?;
-    lines.next()?.split_whitespace().next()?.parse().ok()
-}
-
-/// The upstream's accepted connections so far (reading them costs one connection).
-fn upstream_accepts(bed: &Bed) -> Option<u64> {
-    let up = bed.upstream.as_ref()?;
-    let body = get_paths(up.addr(), &[STATUS_PATH.to_string()]);
-    stub_accepts(body.first()?)
-}
-
-fn page() -> Vec<u8> {
-    let line = b"nginx-probe benchmark page, 4096 bytes of text in 64-byte lines.\n";
-    line.iter().copied().cycle().take(PAGE_BYTES).collect()
-}
-
-/// Starts the nginx(es) of `w`, the front workers on the pinned CPUs (the upstream on
-/// the client's).
-fn start_bed(w: Workload, pin: Option<&Pinning>) -> Bed {
-    let pin_front = pin.map(|p| p.nginx_directive.clone()).unwrap_or_default();
-    let files = vec![("page.html".to_string(), page())];
-    match w {
-        Workload::Static | Workload::All => {
-            let front = Nginx::start(&NginxConfig {
-                main_extra: pin_front,
-                ..NginxConfig::default()
-            });
-            let url = front.url();
-            Bed {
-                front,
-                upstream: None,
-                url,
-            }
-        }
-        Workload::Https => {
-            let front = Nginx::start(&NginxConfig {
-                main_extra: pin_front,
-                tls: true,
-                files,
-                ..NginxConfig::default()
-            });
-            let url = format!("{}page.html", front.https_url());
-            Bed {
-                front,
-                upstream: None,
-                url,
-            }
-        }
-        Workload::Proxy => {
-            let upstream = Nginx::start(&NginxConfig {
-                workers: 1,
-                access_log: Some("off".into()),
-                main_extra: pin.map(|p| p.client_nginx_directive()).unwrap_or_default(),
-                files,
-                server_extra: format!("location = {STATUS_PATH} {{ stub_status; }}"),
-                ..NginxConfig::default()
-            });
-            let front = Nginx::start(&NginxConfig {
-                main_extra: pin_front,
-                http_extra: format!(
-                    "upstream backend {{ server 127.0.0.1:{}; keepalive {UPSTREAM_KEEPALIVE}; }}",
-                    upstream.port
-                ),
-                server_extra: "location / { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection \"\"; }".into(),
-                ..NginxConfig::default()
-            });
-            let url = format!("{}page.html", front.url());
-            Bed {
-                front,
-                upstream: Some(upstream),
-                url,
-            }
-        }
-    }
-}
-
 /// What the floor attaches, and the cross-check against nginx-probe's banner.
 struct Floor {
     tracepoints: Vec<String>,
@@ -486,13 +371,14 @@ fn one_run(
         (_, Some(p), true) => prog_ids_held_by(p),
     };
     let before = prog_stats(&ids);
+    let kinds0 = prog_stats_by_kind(&ids);
     let cpu0 = pid.and_then(cpu_seconds);
     let workers_cpu = || -> f64 { workers.iter().filter_map(|&w| cpu_seconds(w)).sum() };
     let up0 = upstream_accepts(bed);
     let busy0 = cpus_busy_seconds(&floor.worker_cpus);
     let w0 = workers_cpu();
     let t0 = Instant::now();
-    let client = wrk(&bed.url, CONNECTIONS, secs);
+    let client = wrk_with(&bed.url, CONNECTIONS, secs, bed.wrk_extra);
     let wall = t0.elapsed().as_secs_f64();
     let w1 = workers_cpu();
     let busy1 = cpus_busy_seconds(&floor.worker_cpus);
@@ -500,6 +386,7 @@ fn one_run(
     let cpu1 = pid.and_then(cpu_seconds);
     let rss = pid.and_then(rss_mib);
     let after = prog_stats(&ids);
+    let kinds1 = prog_stats_by_kind(&ids);
     // A tracer that died during the load, or a worker that was replaced, makes the run
     // meaningless: say so rather than average it in.
     let tracer_exit = match child {
@@ -530,7 +417,22 @@ fn one_run(
         );
     }
     let runs = after.1.saturating_sub(before.1);
+    let per_req = |a: (u64, u64), b: (u64, u64)| {
+        let n = b.1.saturating_sub(a.1);
+        Hits {
+            per_req: n as f64 / client.requests as f64,
+            ns_per_hit: (n > 0).then(|| b.0.saturating_sub(a.0) as f64 / n as f64),
+        }
+    };
+    let counted = bpf_stats && !ids.is_empty();
     Ok(Run {
+        tracepoint_hits: counted.then(|| per_req(kinds0.tracepoint, kinds1.tracepoint)),
+        uprobe_hits: counted.then(|| per_req(kinds0.uprobe, kinds1.uprobe)),
+        requests_per_connection: if bed.wrk_extra == CLOSE {
+            1.0
+        } else {
+            client.requests as f64 / CONNECTIONS as f64
+        },
         rps: client.rps,
         p99_ms: client.p99_ms,
         errors: client.errors,
@@ -620,7 +522,7 @@ fn run_workload(
         modes.len()
     );
     // Warm-up, not measured (TLS sessions, upstream keepalive connections, caches).
-    let _ = wrk(&bed.url, CONNECTIONS, 2)?;
+    let _ = wrk_with(&bed.url, CONNECTIONS, 2, bed.wrk_extra)?;
     let mut runs: Vec<Vec<Run>> = vec![Vec::new(); modes.len()];
     for round in 0..opts.rounds {
         // Rotate the order each round so that no mode always follows the same one.
@@ -925,14 +827,14 @@ mod tests {
             modes: vec!["sampled".into(), "floor".into()],
             pin: false,
             extra_modes: false,
-            bpf_stats: false,
+            bpf_stats: true,
             write_doc: Some("docs/benchmarks.md".into()),
         };
         assert_eq!(
             o.command(),
             "cargo xtask bench overhead --workload all --rounds 5 --secs 5 --no-pin --modes sampled,floor --write-doc docs/benchmarks.md"
         );
-        assert_eq!(Workload::All.expand().len(), 3);
+        assert_eq!(Workload::All.expand().len(), 5);
     }
 
     #[test]

@@ -140,6 +140,41 @@ pub fn stop(mut child: Child) {
     let _ = child.wait();
 }
 
+/// run_time_ns and run_cnt of program ids, from bpftool, by kind.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ProgStats {
+    /// Tracepoint programs (tracepoint and raw tracepoint types): ns, runs.
+    pub tracepoint: (u64, u64),
+    /// uprobe programs (the kprobe type; this project attaches no kprobe): ns, runs.
+    pub uprobe: (u64, u64),
+}
+
+/// [`ProgStats`] of program ids, from bpftool (zero without it, and zero runs unless
+/// `kernel.bpf_stats_enabled` is 1).
+pub fn prog_stats_by_kind(ids: &[u64]) -> ProgStats {
+    let mut s = ProgStats::default();
+    let Ok(out) = Command::new("bpftool")
+        .args(["prog", "show", "--json"])
+        .output()
+    else {
+        return s;
+    };
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    for p in v.as_array().into_iter().flatten() {
+        if !ids.contains(&p["id"].as_u64().unwrap_or(0)) {
+            continue;
+        }
+        let slot = match p["type"].as_str() {
+            Some("kprobe") => &mut s.uprobe,
+            Some("tracepoint") | Some("raw_tracepoint") => &mut s.tracepoint,
+            _ => continue,
+        };
+        slot.0 += p["run_time_ns"].as_u64().unwrap_or(0);
+        slot.1 += p["run_cnt"].as_u64().unwrap_or(0);
+    }
+    s
+}
+
 /// run_time_ns and run_cnt summed over program ids, from bpftool.
 pub fn prog_stats(ids: &[u64]) -> (u64, u64) {
     let Ok(out) = Command::new("bpftool")
