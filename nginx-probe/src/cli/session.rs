@@ -23,7 +23,7 @@ use crate::{
         selfcost,
         target::{self, Master},
         tracefs,
-        tracker::{self, Snapshot, Tracker},
+        tracker::{self, Tracker},
         window,
     },
     error::ProbeError,
@@ -241,7 +241,7 @@ struct Session<'a> {
     output: Sink,
     started: Instant,
     /// The snapshot at the start of the current interval, and when it was taken.
-    prev: Option<Snapshot>,
+    prev: Option<model::snapshot::Snapshot>,
     prev_at: Instant,
     /// SIGINT, SIGTERM and SIGHUP handlers, installed before the banner (whoever
     /// waits for it may signal at once); the event loop takes them.
@@ -519,26 +519,26 @@ impl<'a> Session<'a> {
         Ok(ended)
     }
 
-    /// The tracker's report of the period from `prev` to `cur`, judged by analysis: the
-    /// one path from collect through model to analysis.
+    /// The report of the period from `prev` to `cur`, built by the model from the
+    /// tracker's plain data and judged by analysis: the one path from collect through
+    /// model to analysis.
     fn judged(
         &self,
         kind: model::ReportKind,
-        cur: &Snapshot,
-        prev: Option<&Snapshot>,
+        cur: &model::snapshot::Snapshot,
+        prev: Option<&model::snapshot::Snapshot>,
         secs: f64,
         missing: &[String],
         end_reason: Option<String>,
     ) -> model::Report {
-        let mut r = self
-            .tracker
-            .report(kind, cur, prev, secs, missing, end_reason);
+        let inputs = self.tracker.period_inputs(kind);
+        let mut r = model::build::report(&inputs, kind, cur, prev, secs, missing, end_reason);
         r.verdicts = crate::analysis::verdict::judge_report(&r);
         r
     }
 
     /// The interval from the last tick to `snap`, `secs` long.
-    fn interval_report(&mut self, snap: &Snapshot, secs: f64) -> model::Report {
+    fn interval_report(&mut self, snap: &model::snapshot::Snapshot, secs: f64) -> model::Report {
         self.judged(
             model::ReportKind::Interval,
             snap,

@@ -66,12 +66,6 @@ pub fn sample<'a>(
     out
 }
 
-/// Whether an access log's path has variables (nginx opens it per request: the
-/// files its workers hold are then at no configured path).
-pub fn variable_access_paths(cfg: &ConfigReport) -> bool {
-    cfg.access_logs.iter().any(|a| a.path.contains('$'))
-}
-
 /// The configured log files with a fixed path (every `access_log` and `error_log` at
 /// any level, not `off`, `stderr`, `syslog:`, `memory:` or with variables), each
 /// looked up in the master's root now.

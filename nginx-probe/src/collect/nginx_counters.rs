@@ -74,26 +74,9 @@ impl StubRaw {
     }
 }
 
-/// Counters accumulated since the reader opened: cumulative counts grow from 0 at
-/// attach, gauges are the last value read.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StubCounts {
-    /// Connections accepted since attach.
-    pub accepted: u64,
-    /// Connections handled since attach.
-    pub handled: u64,
-    /// Requests since attach.
-    pub requests: u64,
-    /// Gauges at the last read.
-    pub active: u64,
-    pub reading: u64,
-    pub writing: u64,
-    pub waiting: u64,
-    /// Times a counter's address changed or a count went backwards since attach.
-    pub rebases: u64,
-    /// Reads that failed since attach (the counts hold the last good read).
-    pub failed_reads: u64,
-}
+/// What [`NginxCounters::read`] returns (defined in the model, which snapshots and
+/// reports are made of).
+pub use crate::model::nginx::StubCounts;
 
 /// A reader of one master's stub_status counters.
 #[derive(Debug)]

@@ -1,5 +1,7 @@
 //! Keeps the worker set of one master current (reloads, respawns, binary upgrades) and
-//! turns map snapshots into interval and summary reports.
+//! reads it into a [`Snapshot`] (`Tracker::snapshot`); what a report needs besides two
+//! snapshots it hands over as plain data (`Tracker::period_inputs`), and the model
+//! builds the report (`crate::model::build::report`).
 //!
 //! Slots come from one queue map (`FREE_SLOTS`): user space pops one for each worker it
 //! finds in `/proc`, the kernel pops one for each child the master forks. When a worker
@@ -10,16 +12,18 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Instant;
 
 use log::warn;
-use nginx_probe_common::DROP_COUNTERS;
 
 use crate::{
     collect::loader::Probe,
-    collect::nginx_counters::{NginxCounters, StubCounts},
+    collect::nginx_counters::NginxCounters,
     collect::target::{self, Master, Role, WorkerProc},
     error::ProbeError,
     model::{
-        self, Event, EventKind, Report, ReportKind, RequestSource, SlotStats, WorkerInfo,
-        SCHEMA_VERSION,
+        self,
+        build::{MergedInputs, PeriodInputs},
+        listen::{ListenInputs, ListenState},
+        snapshot::{Snapshot, MERGED_KEY},
+        Event, EventKind, ReportKind, RequestSource, SlotStats, WorkerInfo,
     },
 };
 
@@ -36,64 +40,12 @@ pub fn unix_now() -> f64 {
         .unwrap_or(0.0)
 }
 
-/// Cumulative state of every worker at one instant.
-#[derive(Clone)]
-pub struct Snapshot {
-    /// Worker pid -> cumulative stats.
-    pub workers: BTreeMap<u32, SlotStats>,
-    /// Cumulative drop counters.
-    pub drops: [u64; DROP_COUNTERS],
-    /// Worker pid -> (CPU clock ticks, run delay ns) at the last /proc sample, for
-    /// reports between two snapshots (`window`).
-    pub proc: BTreeMap<u32, (Option<u64>, Option<u64>)>,
-    /// The netns (ListenOverflows, ListenDrops) and each listening socket's drop
-    /// counter (by inode) at the last sample.
-    pub listen_counters: Option<(u64, u64)>,
-    pub socket_drops: BTreeMap<u32, Option<u32>>,
-    /// nginx's stub_status counters since attach; None when unreadable.
-    pub stub: Option<StubCounts>,
-    /// With `--detail sampled`: the windows' coverage since attach.
-    pub coverage: Option<model::sampling::Coverage>,
-    /// Client connection lifecycle counters since attach, and how they were made.
-    pub lifecycle: (
-        model::connections::LifecycleRaw,
-        model::connections::LifecycleMeta,
-    ),
-    /// The workers' open log files, and the configured log paths with the file found
-    /// at each (None: the configuration was not read).
-    pub log_files: Vec<model::log_files::LogFileSample>,
-    pub configured_logs: Option<Vec<model::log_files::ConfiguredLog>>,
-    /// nginx's network namespace's local ports and TIME-WAIT.
-    pub local_ports: model::local_ports::LocalPortsReport,
-}
-
 /// Exited workers reported one by one; older ones are merged into one aggregate, so a
 /// run through many reloads keeps bounded memory.
 pub const MAX_EXITED_KEPT: usize = 16;
 
 /// Worker events kept for the summary; older ones are dropped and counted.
 pub const MAX_EVENTS: usize = 256;
-
-/// Snapshot key of the merged aggregate of old exited workers.
-const MERGED_KEY: u32 = 0;
-
-/// What the tracker knows of one listening socket.
-#[derive(Clone, Debug, Default)]
-struct ListenState {
-    addr: String,
-    backlog: u32,
-    queue_now: u32,
-    queue_max_total: u32,
-    queue_max_interval: u32,
-    /// The socket's drop counter (sock_diag `SK_MEMINFO_DROPS`) when first seen, at
-    /// the start of the interval, and at the last sample.
-    drops_first: Option<u32>,
-    drops_interval: Option<u32>,
-    drops_now: Option<u32>,
-    /// Order in which nginx closed it (absent from the master's fds at a sample that
-    /// read them; a reload that dropped it), None while open.
-    closed_seq: Option<u64>,
-}
 
 /// Worker bookkeeping for one master.
 pub struct Tracker {
@@ -670,330 +622,61 @@ impl Tracker {
         })
     }
 
-    /// Builds a report for the period between `prev` (None = attach, all zero) and `cur`,
-    /// stamped with the wall clock now (`time_unix_s`, the end of the period).
-    ///
-    /// `kind`: `summary` (since attach: `prev` is None), `interval` (since the last
-    /// [`Tracker::start_interval`], which is when `prev` was taken), or `window` (any
-    /// `prev`: CPU time, run delay and listen drops are taken from the two snapshots;
-    /// the accept queue maximum is not known per window, so `queue_max` is the last
-    /// sample).
-    pub fn report(
-        &self,
-        kind: ReportKind,
-        cur: &Snapshot,
-        prev: Option<&Snapshot>,
-        duration_s: f64,
-        missing: &[String],
-        end_reason: Option<String>,
-    ) -> Report {
-        let zero = model::ZERO_SLOT;
-        let mut per_worker: Vec<(&WorkerInfo, SlotStats)> = Vec::new();
-        for w in self.workers.values() {
-            let c = cur.workers.get(&w.pid).unwrap_or(&zero);
-            let p = prev.and_then(|p| p.workers.get(&w.pid)).unwrap_or(&zero);
-            let d = model::delta_slot(c, p);
-            // An interval report leaves out workers that were gone for all of it.
-            if prev.is_some() && !w.alive && d.iter().all(|s| s.count == 0) {
-                continue;
-            }
-            per_worker.push((w, d));
-        }
-        let merged = (self.merged_workers > 0).then(|| {
-            let c = cur.workers.get(&MERGED_KEY).unwrap_or(&zero);
-            // Workers merged since `prev` were counted there under their own pids: add
-            // them to the previous aggregate, or the interval would count their whole
-            // lives again.
-            let mut p = *prev
-                .and_then(|p| p.workers.get(&MERGED_KEY))
-                .unwrap_or(&zero);
-            if let Some(prev) = prev {
-                for (pid, stats) in &prev.workers {
-                    if *pid != MERGED_KEY && !cur.workers.contains_key(pid) {
-                        model::add_slot(&mut p, stats);
-                    }
-                }
-            }
-            model::delta_slot(c, &p)
-        });
-        let total_accepts: u64 = per_worker
-            .iter()
-            .map(|(_, s)| model::accepts_of(s))
-            .chain(merged.iter().map(model::accepts_of))
-            .sum();
-        let tck = procfs::ticks_per_second() as f64;
+    /// What a report of a period reads besides the two snapshots
+    /// ([`crate::model::build::report`]), as plain data: borrowed from the tracker, plus
+    /// what is read now (the netns listen counters, nginx's UDP ports, the error log's
+    /// and the master's fd limits for `nginx_errors`, the online CPUs, the clock).
+    /// `kind` picks the error log's counts: since attach for a summary, else since the
+    /// interval started.
+    pub fn period_inputs(&self, kind: ReportKind) -> PeriodInputs<'_> {
         let summary = kind == ReportKind::Summary;
-        let window = kind == ReportKind::Window;
-        // Growth of a /proc counter between two snapshots (None: unknown at either end).
-        let between = |p: &Snapshot, pid: u32, which: usize| -> Option<u64> {
-            let pick = |s: &Snapshot| {
-                s.proc
-                    .get(&pid)
-                    .and_then(|v| if which == 0 { v.0 } else { v.1 })
-            };
-            Some(pick(cur)?.saturating_sub(pick(p)?))
-        };
-        // nginx's requests in the period (stub_status), for the detail report.
-        let stub_requests = cur.stub.map(|c| {
-            let p = prev.and_then(|p| p.stub).unwrap_or_default();
-            c.requests.saturating_sub(p.requests)
-        });
-        let udp_ports = crate::collect::udp_listen::udp_listen_ports(
-            self.master.pid,
-            &crate::collect::listen::socket_inodes(self.master.pid),
-        );
-        let quic = model::quic::QuicReport::new(
-            udp_ports,
-            cur.stub.map(|c| {
-                let p = prev.and_then(|p| p.stub).unwrap_or_default();
-                c.accepted.saturating_sub(p.accepted)
-            }),
-            total_accepts,
-        );
-        let detail = self.sampling.as_ref().zip(cur.coverage).map(|((s, _), c)| {
-            let base = prev
-                .and_then(|p| p.coverage)
-                .unwrap_or(model::sampling::Coverage {
-                    requests: Some(0),
-                    ..Default::default()
-                });
-            let d = model::sampling::DetailReport::new(
-                &s.schedule,
-                &c.since(&base),
-                duration_s,
-                stub_requests,
-                s.cost,
-            );
-            if self.accepts_from_uprobe {
-                let check = cur.stub.map(|c| {
-                    let p = prev.and_then(|p| p.stub).unwrap_or_default();
-                    let check = model::sampling::AcceptsCheck::new(
-                        total_accepts,
-                        c.accepted.saturating_sub(p.accepted),
-                        per_worker.len(),
-                    );
-                    if quic.is_some() {
-                        check.with_quic_udp(per_worker.len())
-                    } else {
-                        check
-                    }
-                });
-                d.with_accepts_from_uprobe(check)
-            } else {
-                d
-            }
-        });
-        // Rates and busy shares of detail figures divide by the seconds it counted.
-        let detail_s = model::detail_seconds(duration_s, detail.as_ref());
-        let workers: Vec<model::WorkerReport> = per_worker
-            .iter()
-            .map(|(w, s)| {
-                let (cpu_ticks, run_delay_ns) = match (window, prev) {
-                    (true, Some(p)) => (between(p, w.pid, 0), between(p, w.pid, 1)),
-                    // A window that starts at attach is the summary's.
-                    _ => (
-                        w.cpu_ticks.delta(summary || window),
-                        w.run_delay_ns.delta(summary || window),
-                    ),
-                };
-                let cpu_s = cpu_ticks.map(|t| t as f64 / tck);
-                let run_delay_s = run_delay_ns.map(|ns| ns as f64 / 1e9);
-                let mut r = model::worker_report(
-                    w,
-                    s,
-                    total_accepts,
-                    self.request_source,
-                    duration_s,
-                    detail_s,
-                    &self.traced,
-                    self.write_source,
-                );
-                if !self.counts_log_opens {
-                    r.access_log_opens = None;
-                }
-                r.lifecycle = self.lifecycle.of(w.pid);
-                r.cpu_s = cpu_s.map(model::round3);
-                r.run_delay_s = run_delay_s.map(model::round3);
-                // A gauge: from the cumulative counters, and none held by the dead.
-                // Sampled: closes between windows are not seen, so unknown.
-                r.upstream.fds_open = self.sampling.is_none().then_some(if w.alive {
-                    cur.workers
-                        .get(&w.pid)
-                        .map(model::upstream_fds_open)
-                        .unwrap_or(0)
-                } else {
-                    0
-                });
-                r
-            })
-            .collect();
-        let exited_merged = merged.map(|d| {
-            let info = WorkerInfo {
-                pid: 0,
-                nspid: Vec::new(),
-                slot: 0,
-                generation: 0,
-                alive: false,
-                fds: Default::default(),
-                cpu_ticks: Default::default(),
-                run_delay_ns: Default::default(),
-            };
-            let mut stats = model::worker_report(
-                &info,
-                &d,
-                total_accepts,
-                self.request_source,
-                duration_s,
-                detail_s,
-                &self.traced,
-                self.write_source,
-            );
-            if !self.counts_log_opens {
-                stats.access_log_opens = None;
-            }
-            // Known since attach only: an interval's share is not kept.
-            if summary {
-                stats.cpu_s = Some(model::round3(self.merged_cpu_ticks as f64 / tck));
-                stats.run_delay_s = Some(model::round3(self.merged_run_delay_ns as f64 / 1e9));
-            }
-            model::MergedReport {
-                workers: self.merged_workers,
-                stats,
-            }
-        });
-        let mut drops_now = cur.drops;
-        if let Some(p) = prev {
-            for (d, before) in drops_now.iter_mut().zip(p.drops.iter()) {
-                *d = d.saturating_sub(*before);
-            }
-        }
-        let mut drops = model::drops_map(&drops_now);
-        drops.insert("untracked_workers".into(), self.untracked);
-        drops.insert("events_dropped".into(), self.events_dropped);
-        if self.proc_errors > 0 {
-            drops.insert("proc_read_errors".into(), self.proc_errors);
-        }
-        let stub_status = cur.stub.map(|c| {
-            let p = prev.and_then(|p| p.stub).unwrap_or_default();
-            let accepted = c.accepted.saturating_sub(p.accepted);
-            let handled = c.handled.saturating_sub(p.handled);
-            model::StubStatusReport {
-                accepted,
-                handled,
-                dropped: accepted.saturating_sub(handled),
-                requests: c.requests.saturating_sub(p.requests),
-                active: c.active,
-                reading: c.reading,
-                writing: c.writing,
-                waiting: c.waiting,
-                rebases: c.rebases.saturating_sub(p.rebases),
-            }
-        });
-        let mut all_stats = model::ZERO_SLOT;
-        for (_, s) in &per_worker {
-            model::add_slot(&mut all_stats, s);
-        }
-        if let Some(m) = &merged {
-            model::add_slot(&mut all_stats, m);
-        }
-        let requests = model::request_totals(
-            stub_status.as_ref(),
-            self.request_source,
-            self.counters_error.as_deref(),
-            &all_stats,
-            duration_s,
-        );
-        let tls = self.tls_attached.then(|| {
-            let mut t = model::tls_report(&all_stats, self.tls_from_nginx, self.tls_libssl_sampled);
-            // Sampled: handshake time is continuous, busy time only in windows; their
-            // ratio would be inflated by 1/coverage, so it is unknown.
-            if detail.is_some() {
-                t.share_of_worker_busy = None;
-            }
-            t
-        });
-        let mut listen = self.listen_reports(summary || window);
-        if window {
-            if let Some(p) = prev {
-                let (overflows, drops) = match (cur.listen_counters, p.listen_counters) {
-                    (Some((o, d)), Some((po, pd))) => (o.saturating_sub(po), d.saturating_sub(pd)),
-                    _ => (0, 0),
-                };
-                for (l, (ino, st)) in listen.iter_mut().zip(self.listen.iter()) {
-                    l.overflows = overflows;
-                    l.drops = drops;
-                    l.socket_drops =
-                        match (p.socket_drops.get(ino).copied().flatten(), st.drops_now) {
-                            (Some(b), Some(n)) => Some(n.wrapping_sub(b) as u64),
-                            _ => None,
-                        };
-                    l.queue_max = st.queue_now;
-                }
-            }
-        }
-        let lifecycle = self
-            .lifecycle
-            .report(&workers, unix_now(), duration_s, summary);
-        let (requests, workers) = match &detail {
-            Some(d) => model::sampling::sampled_ratios(requests, workers, &all_stats, d),
-            None => (requests, workers),
-        };
-        let nginx_errors = self.errors_report(summary);
-        let cpu_quota = self.quota_report(summary);
-        let (lc, lc_meta) = &cur.lifecycle;
-        let connections =
-            model::connections::connections_report(lc, prev.map(|p| &p.lifecycle.0), lc_meta);
-        Report {
-            schema: SCHEMA_VERSION,
-            // Judged by analysis once the report is built (cli's session does it).
-            verdicts: Vec::new(),
-            kind,
-            time_unix_s: unix_now(),
+        PeriodInputs {
             master_pid: self.master.pid,
-            master_nspid: self.master.nspid.clone(),
-            duration_s,
-            workers,
-            requests,
-            stub_status,
-            tls,
-            listen,
-            write_destinations: self.write_source,
-            logs: self
-                .log_paths
-                .iter()
-                .map(|(p, k)| (p.clone(), k.to_string()))
+            master_nspid: &self.master.nspid,
+            workers: &self.workers,
+            merged: (self.merged_workers > 0).then_some(MergedInputs {
+                workers: self.merged_workers,
+                cpu_ticks: self.merged_cpu_ticks,
+                run_delay_ns: self.merged_run_delay_ns,
+            }),
+            request_source: self.request_source,
+            counters_error: self.counters_error.as_deref(),
+            tls_attached: self.tls_attached,
+            tls_from_nginx: self.tls_from_nginx,
+            tls_libssl_sampled: self.tls_libssl_sampled,
+            accepts_from_uprobe: self.accepts_from_uprobe,
+            write_source: self.write_source,
+            counts_log_opens: self.counts_log_opens,
+            traced: &self.traced,
+            untracked: self.untracked,
+            events_dropped: self.events_dropped,
+            proc_errors: self.proc_errors,
+            events: &self.events,
+            interval_events: &self.interval_events,
+            sampling: self.sampling.as_ref().map(|(s, _)| s),
+            worker_lifecycles: self
+                .workers
+                .keys()
+                .map(|&pid| (pid, self.lifecycle.of(pid)))
                 .collect(),
-            drops,
-            exited_merged,
-            nginx_errors: Some(nginx_errors),
-            cpu_quota,
-            traced_syscalls: self
-                .traced
-                .iter()
-                .map(|&i| nginx_probe_common::SYSCALLS[i].name.to_string())
-                .collect(),
-            missing_tracepoints: missing.to_vec(),
-            events: if kind == ReportKind::Summary {
-                self.events.clone()
-            } else {
-                self.interval_events.clone()
+            exit_history: self.lifecycle.history(),
+            listen: ListenInputs {
+                sockets: &self.listen,
+                counters_now: crate::collect::listen::listen_counters(self.master.pid),
+                base_total: self.listen_base_total,
+                base_interval: self.listen_base_interval,
             },
-            end_reason,
-            detail,
-            lifecycle,
-            config: self.config.clone(),
-            connections,
-            quic,
-            local_ports: Some(cur.local_ports.clone()),
-            stale_logs: model::log_files::stale_logs(
-                &cur.log_files,
-                prev.map(|p| p.log_files.as_slice())
-                    .or(self.log_files_at_attach.as_deref()),
-                cur.configured_logs.as_deref(),
-                self.config
-                    .as_ref()
-                    .is_some_and(crate::collect::log_files::variable_access_paths),
+            udp_ports: crate::collect::udp_listen::udp_listen_ports(
+                self.master.pid,
+                &crate::collect::listen::socket_inodes(self.master.pid),
             ),
+            nginx_errors: self.errors_report(summary),
+            cpu_quota: self.quota_inputs(),
+            config: self.config.as_ref(),
+            log_paths: &self.log_paths,
+            log_files_at_attach: self.log_files_at_attach.as_deref(),
+            ticks_per_s: procfs::ticks_per_second(),
+            now_unix_s: unix_now(),
         }
     }
 }

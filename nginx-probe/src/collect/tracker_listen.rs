@@ -1,5 +1,6 @@
-//! The tracker's listening sockets: sampled from sock_diag each refresh, reported per
-//! period (a third `impl Tracker`).
+//! The tracker's listening sockets: sampled from sock_diag each refresh into
+//! `model::listen::ListenState`s (a third `impl Tracker`); `model::listen::listen_reports`
+//! reports them per period.
 
 use super::*;
 
@@ -71,45 +72,5 @@ impl Tracker {
                 self.listen.remove(ino);
             }
         }
-    }
-
-    pub(super) fn listen_reports(&self, summary: bool) -> Vec<model::ListenReport> {
-        let now = crate::collect::listen::listen_counters(self.master.pid);
-        let base = if summary {
-            self.listen_base_total
-        } else {
-            self.listen_base_interval
-        };
-        let (overflows, drops) = match (now, base) {
-            (Some((o, d)), Some((bo, bd))) => (o.saturating_sub(bo), d.saturating_sub(bd)),
-            _ => (0, 0),
-        };
-        self.listen
-            .values()
-            .map(|st| model::ListenReport {
-                addr: st.addr.clone(),
-                backlog: st.backlog,
-                queue_now: st.queue_now,
-                queue_max: if summary {
-                    st.queue_max_total
-                } else {
-                    st.queue_max_interval
-                },
-                overflows,
-                drops,
-                socket_drops: match (
-                    if summary {
-                        st.drops_first
-                    } else {
-                        st.drops_interval
-                    },
-                    st.drops_now,
-                ) {
-                    (Some(b), Some(n)) => Some(n.wrapping_sub(b) as u64),
-                    _ => None,
-                },
-                closed: st.closed_seq.is_some(),
-            })
-            .collect()
     }
 }

@@ -28,33 +28,27 @@ impl Tracker {
         }
     }
 
-    /// The CPU quota part of a report (since attach or in the interval).
-    pub(super) fn quota_report(&self, summary: bool) -> Option<model::CpuQuotaReport> {
+    /// The workers' CPU quota and its throttling samples, for a report's
+    /// `cpu_quota` (None: no quota, or unreadable); the online CPUs are read now.
+    pub(super) fn quota_inputs(&self) -> Option<model::nginx::QuotaInputs<'_>> {
         let q = self.cpu_quota.as_ref()?;
-        let periods = self.throttle[0].delta(summary);
-        let throttled = self.throttle[1].delta(summary);
-        Some(model::CpuQuotaReport {
-            cgroup: q.cgroup.clone(),
-            cgroup_version: q.version,
-            quota_cpus: model::round3(q.cpus()),
+        Some(model::nginx::QuotaInputs {
+            cgroup: &q.cgroup,
+            version: q.version,
             quota_us: q.quota_us,
             period_us: q.period_us,
+            cpus: q.cpus(),
             // What nginx's `auto` counts (sysconf(_SC_NPROCESSORS_ONLN)), not
             // available_parallelism, which already divides by the quota.
             online_cpus: aya::util::online_cpus().ok().map(|c| c.len() as u64),
-            nr_periods: periods,
-            nr_throttled: throttled,
-            throttled_periods_share: match (periods, throttled) {
-                (Some(p), Some(t)) if p > 0 => Some(model::round3(t as f64 / p as f64)),
-                _ => None,
-            },
-            throttled_s: self.throttle[2]
-                .delta(summary)
-                .map(|us| model::round3(us as f64 / 1e6)),
+            throttle: &self.throttle,
         })
     }
 
-    /// The error-log part of a report (since attach or in the interval).
+    /// The error-log part of a report (since attach or in the interval), for
+    /// [`PeriodInputs::nginx_errors`](crate::model::build::PeriodInputs::nginx_errors):
+    /// built here, as the message classes and levels are `collect::error_log`'s; the
+    /// history reads the master's `nofile` limits (`/proc/<pid>/limits`) now.
     pub(super) fn errors_report(&self, summary: bool) -> model::NginxErrorsReport {
         use crate::collect::error_log::{self as el, Group, Status};
         let (path, readable, unknown_reason) = match &self.error_log.status {

@@ -6,7 +6,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use crate::collect::tracker::Snapshot;
+use crate::model::snapshot::Snapshot;
 
 /// Snapshots of the last window, oldest first.
 pub struct Window {

@@ -21,12 +21,11 @@ use nginx_probe_common::exits::{decode, Exit};
 use crate::{
     collect::loader::Probe,
     model::{
-        round3,
         worker_lifecycle::{
-            DrainingGeneration, DrainingWorker, ExitCounts, LifecycleReport, SignalExit,
-            WorkerExit, WorkerLifecycle, WorkerState, MAX_SIGNAL_EXITS_LISTED,
+            ExitCounts, ExitHistory, SignalExit, WorkerExit, WorkerLifecycle, WorkerState,
+            MAX_SIGNAL_EXITS_LISTED,
         },
-        WorkerInfo, WorkerReport,
+        WorkerInfo,
     },
 };
 
@@ -48,13 +47,6 @@ pub const BATCH_TICKS: u64 = 20;
 /// Exits kept for the period counts of interval and window reports (older ones are
 /// still in the totals since attach).
 pub const MAX_EXIT_RECORDS: usize = 1024;
-
-/// How the state and its time are known (the report's `state_source`).
-pub const STATE_SOURCE: &str = "nginx's title in /proc/<pid>/cmdline ('nginx: worker process is shutting down' once told to stop), read every refresh (500 ms): shutting_down_since_unix_s is the refresh that first saw it, within 500 ms after the change";
-
-/// Where exit status comes from (the report's `exit_source`).
-pub const EXIT_SOURCE: &str =
-    "kernel: sched:sched_process_exit, task_struct.exit_code (offset from BTF)";
 
 /// nginx's title of a worker told to stop.
 const TITLE_SHUTTING_DOWN: &[u8] = b"nginx: worker process is shutting down";
@@ -446,84 +438,21 @@ impl Lifecycle {
         }
     }
 
-    /// The report's lifecycle part for the period ending at `end` (seconds since the
-    /// Unix epoch) of `duration_s` (`summary`: since attach), from the workers'
-    /// lifecycles already in `workers`; None when nothing drains and nothing exited.
-    pub fn report(
-        &self,
-        workers: &[WorkerReport],
-        end: f64,
-        duration_s: f64,
-        summary: bool,
-    ) -> Option<LifecycleReport> {
-        let mut gens: BTreeMap<u32, DrainingGeneration> = BTreeMap::new();
-        for w in workers.iter().filter(|w| w.alive) {
-            let l = &w.lifecycle;
-            let (Some(g), Some(WorkerState::ShuttingDown)) = (l.reload_generation, l.state) else {
-                continue;
-            };
-            let since = l.shutting_down_since_unix_s.unwrap_or(end);
-            let d = gens.entry(g).or_insert_with(|| DrainingGeneration {
-                reload_generation: g,
-                since_unix_s: since,
-                client_connections: Some(0),
-                upstream_connections: Some(0),
-                rss_bytes: Some(0),
-                ..Default::default()
-            });
-            d.workers.push(DrainingWorker {
-                pid: w.pid,
-                since_unix_s: since,
-                client_connections: l.client_connections,
-                upstream_connections: l.upstream_connections,
-                rss_bytes: l.rss_bytes,
-            });
-            if since <= d.since_unix_s {
-                d.since_unix_s = since;
-                d.since_attach = l.shutting_down_before_attach;
-            }
-            let add = |a: Option<u64>, b: Option<u64>| Some(a? + b?);
-            d.client_connections = add(d.client_connections, l.client_connections);
-            d.upstream_connections = add(d.upstream_connections, l.upstream_connections);
-            d.rss_bytes = add(d.rss_bytes, l.rss_bytes);
+    /// What is known of exits and respawns, for a period's lifecycle part
+    /// ([`crate::model::worker_lifecycle::lifecycle_report`]).
+    pub fn history(&self) -> ExitHistory<'_> {
+        ExitHistory {
+            recent: self
+                .records
+                .iter()
+                .map(|r| (r.seen, r.exit.as_ref()))
+                .collect(),
+            totals: &self.totals,
+            respawns: &self.respawns,
+            respawns_total: self.respawns_total,
+            signal_exits: &self.signal_exits_total,
+            exit_unknown: self.exit_unknown.as_deref(),
         }
-        let draining: Vec<DrainingGeneration> = gens
-            .into_values()
-            .map(|mut d| {
-                d.draining_s = round3((end - d.since_unix_s).max(0.0));
-                d
-            })
-            .collect();
-        let start = end - duration_s;
-        let in_period = |t: f64| summary || t >= start;
-        let (exits, respawned) = if summary {
-            (self.totals.clone(), self.respawns_total)
-        } else {
-            let mut c = ExitCounts::default();
-            for r in self.records.iter().filter(|r| in_period(r.seen)) {
-                c.add(r.exit.as_ref());
-            }
-            let n = self.respawns.iter().filter(|&&t| in_period(t)).count() as u64;
-            (c, n)
-        };
-        let signal_exits: Vec<SignalExit> = self
-            .signal_exits_total
-            .iter()
-            .filter(|s| in_period(s.seen_unix_s))
-            .cloned()
-            .collect();
-        if draining.is_empty() && exits.total() == 0 {
-            return None;
-        }
-        Some(LifecycleReport {
-            state_source: STATE_SOURCE.to_string(),
-            exit_source: EXIT_SOURCE.to_string(),
-            exit_status_unknown: self.exit_unknown.clone(),
-            draining,
-            exits,
-            signal_exits,
-            respawned,
-        })
     }
 }
 

@@ -718,3 +718,10 @@ pub fn evaluate(main: &[Directive], files: &[ConfigFile], build: &BuildDefaults)
     e.out.prefix = build.prefix.clone();
     e.out
 }
+
+/// Whether an access log's path (an `access_log` directive of `cfg`) has variables
+/// (nginx opens it per request: the files its workers hold are then at no configured
+/// path).
+pub fn variable_access_paths(cfg: &ConfigReport) -> bool {
+    cfg.access_logs.iter().any(|a| a.path.contains('$'))
+}

@@ -1,5 +1,7 @@
 //! nginx's listening sockets in the report.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 /// One of nginx's listening sockets over a period.
@@ -41,4 +43,82 @@ impl ListenReport {
             self.queue_now.to_string()
         }
     }
+}
+
+/// What the tracker knows of one listening socket, sampled from sock_diag every refresh
+/// (500 ms) by `collect::tracker`.
+#[derive(Clone, Debug, Default)]
+pub struct ListenState {
+    /// `addr:port` (sock_diag).
+    pub addr: String,
+    /// Backlog in force (sock_diag).
+    pub backlog: u32,
+    /// Connections in the accept queue at the last sample, and the most seen at any
+    /// sample since attach and since the interval started.
+    pub queue_now: u32,
+    pub queue_max_total: u32,
+    pub queue_max_interval: u32,
+    /// The socket's drop counter (sock_diag `SK_MEMINFO_DROPS`) when first seen, at
+    /// the start of the interval, and at the last sample.
+    pub drops_first: Option<u32>,
+    pub drops_interval: Option<u32>,
+    pub drops_now: Option<u32>,
+    /// Order in which nginx closed it (absent from the master's fds at a sample that
+    /// read them; a reload that dropped it), None while open.
+    pub closed_seq: Option<u64>,
+}
+
+/// The listening sockets' part of the tracker's state a report needs, as plain data.
+#[derive(Clone, Copy, Debug)]
+pub struct ListenInputs<'a> {
+    /// nginx's listening sockets by inode.
+    pub sockets: &'a BTreeMap<u32, ListenState>,
+    /// The master's netns (ListenOverflows, ListenDrops) read when the report is
+    /// built (`/proc/<pid>/net/netstat` TcpExt), and at attach and at the start of the
+    /// interval; None when unreadable.
+    pub counters_now: Option<(u64, u64)>,
+    pub base_total: Option<(u64, u64)>,
+    pub base_interval: Option<(u64, u64)>,
+}
+
+/// The listening sockets over a period since attach (`summary`) or since the interval
+/// started: one row per socket in inode order, overflows and drops being the netns's
+/// growth since the base (0 when unknown at either end).
+pub fn listen_reports(l: &ListenInputs, summary: bool) -> Vec<ListenReport> {
+    let base = if summary {
+        l.base_total
+    } else {
+        l.base_interval
+    };
+    let (overflows, drops) = match (l.counters_now, base) {
+        (Some((o, d)), Some((bo, bd))) => (o.saturating_sub(bo), d.saturating_sub(bd)),
+        _ => (0, 0),
+    };
+    l.sockets
+        .values()
+        .map(|st| ListenReport {
+            addr: st.addr.clone(),
+            backlog: st.backlog,
+            queue_now: st.queue_now,
+            queue_max: if summary {
+                st.queue_max_total
+            } else {
+                st.queue_max_interval
+            },
+            overflows,
+            drops,
+            socket_drops: match (
+                if summary {
+                    st.drops_first
+                } else {
+                    st.drops_interval
+                },
+                st.drops_now,
+            ) {
+                (Some(b), Some(n)) => Some(n.wrapping_sub(b) as u64),
+                _ => None,
+            },
+            closed: st.closed_seq.is_some(),
+        })
+        .collect()
 }

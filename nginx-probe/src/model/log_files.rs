@@ -99,7 +99,7 @@ pub fn stale_logs(
         let kind = origins.first().map_or(s.kind, |c| c.kind);
         let state = if s.nlink == 0 {
             "deleted"
-        } else if !origins.is_empty() && !(kind == "access_log" && variable_access_paths) {
+        } else if !(origins.is_empty() || (kind == "access_log" && variable_access_paths)) {
             "renamed"
         } else {
             continue;

@@ -11,9 +11,10 @@ use nginx_probe_common::{
 };
 use serde::{Deserialize, Serialize};
 
+pub mod build;
 pub mod config;
 pub mod connections;
-mod listen;
+pub mod listen;
 pub use listen::ListenReport;
 pub mod local_ports;
 pub mod log_files;
@@ -28,6 +29,7 @@ mod requests;
 pub use requests::*;
 pub mod quic;
 pub mod sampling;
+pub mod snapshot;
 
 /// Version of the JSON document; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;

@@ -165,3 +165,70 @@ pub struct CpuQuotaReport {
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }
+
+/// nginx's stub_status counters as `collect::nginx_counters` reads them from the
+/// master's memory: accumulated since the reader opened, so cumulative counts grow from
+/// 0 at attach; gauges are the last value read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StubCounts {
+    /// Connections accepted since attach.
+    pub accepted: u64,
+    /// Connections handled since attach.
+    pub handled: u64,
+    /// Requests since attach.
+    pub requests: u64,
+    /// Gauges at the last read.
+    pub active: u64,
+    pub reading: u64,
+    pub writing: u64,
+    pub waiting: u64,
+    /// Times a counter's address changed or a count went backwards since attach.
+    pub rebases: u64,
+    /// Reads that failed since attach (the counts hold the last good read).
+    pub failed_reads: u64,
+}
+
+/// The workers' CPU quota as the tracker knows it (`collect::cgroup`), as plain data for
+/// a report's [`CpuQuotaReport`].
+#[derive(Clone, Copy, Debug)]
+pub struct QuotaInputs<'a> {
+    /// The cgroup holding the quota, relative to the hierarchy root, and its version
+    /// (1 or 2).
+    pub cgroup: &'a str,
+    pub version: u8,
+    /// Runtime allowed per period and the period, us (`cpu.max`, or `cpu.cfs_quota_us`
+    /// and `cpu.cfs_period_us`).
+    pub quota_us: u64,
+    pub period_us: u64,
+    /// The quota in CPUs (quota / period, `collect::cgroup::Quota::cpus`).
+    pub cpus: f64,
+    /// CPUs online, read when the report is built (what nginx's `auto` counts:
+    /// sysconf(_SC_NPROCESSORS_ONLN), not available_parallelism); None: unreadable.
+    pub online_cpus: Option<u64>,
+    /// The quota cgroup's `cpu.stat` nr_periods, nr_throttled and throttled_usec,
+    /// sampled every refresh (500 ms).
+    pub throttle: &'a [crate::model::Samples; 3],
+}
+
+/// The CPU quota part of a report, since attach (`summary`) or in the interval.
+pub fn cpu_quota_report(q: &QuotaInputs, summary: bool) -> CpuQuotaReport {
+    let periods = q.throttle[0].delta(summary);
+    let throttled = q.throttle[1].delta(summary);
+    CpuQuotaReport {
+        cgroup: q.cgroup.to_string(),
+        cgroup_version: q.version,
+        quota_cpus: crate::model::round3(q.cpus),
+        quota_us: q.quota_us,
+        period_us: q.period_us,
+        online_cpus: q.online_cpus,
+        nr_periods: periods,
+        nr_throttled: throttled,
+        throttled_periods_share: match (periods, throttled) {
+            (Some(p), Some(t)) if p > 0 => Some(crate::model::round3(t as f64 / p as f64)),
+            _ => None,
+        },
+        throttled_s: q.throttle[2]
+            .delta(summary)
+            .map(|us| crate::model::round3(us as f64 / 1e6)),
+    }
+}

@@ -9,9 +9,11 @@
 //! table of its network namespace (`/proc/<pid>/net/tcp{,6}`); exit status from the
 //! kernel (`sched:sched_process_exit`, `task_struct.exit_code`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
+
+use crate::model::{round3, WorkerReport};
 
 /// What nginx's title says a worker is doing.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -232,4 +234,121 @@ pub fn signal_name(sig: u8) -> &'static str {
 /// from outside.
 pub fn is_crash_signal(sig: u8) -> bool {
     matches!(sig, 4 | 6 | 7 | 8 | 11)
+}
+
+/// How the state and its time are known (the report's `state_source`).
+pub const STATE_SOURCE: &str = "nginx's title in /proc/<pid>/cmdline ('nginx: worker process is shutting down' once told to stop), read every refresh (500 ms): shutting_down_since_unix_s is the refresh that first saw it, within 500 ms after the change";
+
+/// Where exit status comes from (the report's `exit_source`).
+pub const EXIT_SOURCE: &str =
+    "kernel: sched:sched_process_exit, task_struct.exit_code (offset from BTF)";
+
+/// What `collect::worker_state` knows of the workers' exits and respawns since
+/// attach, borrowed as plain data for a period's lifecycle part ([`lifecycle_report`]).
+#[derive(Clone, Debug)]
+pub struct ExitHistory<'a> {
+    /// The last exits seen (at most `collect::worker_state::MAX_EXIT_RECORDS`), oldest
+    /// first: when the tracker saw each worker gone (seconds since the Unix epoch, at
+    /// a 500 ms refresh) and its status from the kernel's exit record
+    /// (`sched:sched_process_exit`; None: not recorded).
+    pub recent: Vec<(f64, Option<&'a WorkerExit>)>,
+    /// Every exit since attach, by how it ended.
+    pub totals: &'a ExitCounts,
+    /// When each of the last respawned workers' predecessors was seen gone (seconds
+    /// since the Unix epoch), and how many workers nginx respawned since attach.
+    pub respawns: &'a VecDeque<f64>,
+    pub respawns_total: u64,
+    /// The last [`MAX_SIGNAL_EXITS_LISTED`] signal exits since attach, oldest first.
+    pub signal_exits: &'a VecDeque<SignalExit>,
+    /// Why exit status is unknown (from the probe: no BTF offset, tracepoint not
+    /// attached); None when known.
+    pub exit_unknown: Option<&'a str>,
+}
+
+/// Reload generations with live workers shutting down at `end` (seconds since the Unix
+/// epoch), oldest first, from the workers' lifecycles already in `workers`: each with
+/// its workers, the earliest time one was seen draining, and the sums of their
+/// connections and memory (unknown if any worker's is).
+fn draining(workers: &[WorkerReport], end: f64) -> Vec<DrainingGeneration> {
+    let mut gens: BTreeMap<u32, DrainingGeneration> = BTreeMap::new();
+    for w in workers.iter().filter(|w| w.alive) {
+        let l = &w.lifecycle;
+        let (Some(g), Some(WorkerState::ShuttingDown)) = (l.reload_generation, l.state) else {
+            continue;
+        };
+        let since = l.shutting_down_since_unix_s.unwrap_or(end);
+        let d = gens.entry(g).or_insert_with(|| DrainingGeneration {
+            reload_generation: g,
+            since_unix_s: since,
+            client_connections: Some(0),
+            upstream_connections: Some(0),
+            rss_bytes: Some(0),
+            ..Default::default()
+        });
+        d.workers.push(DrainingWorker {
+            pid: w.pid,
+            since_unix_s: since,
+            client_connections: l.client_connections,
+            upstream_connections: l.upstream_connections,
+            rss_bytes: l.rss_bytes,
+        });
+        if since <= d.since_unix_s {
+            d.since_unix_s = since;
+            d.since_attach = l.shutting_down_before_attach;
+        }
+        let add = |a: Option<u64>, b: Option<u64>| Some(a? + b?);
+        d.client_connections = add(d.client_connections, l.client_connections);
+        d.upstream_connections = add(d.upstream_connections, l.upstream_connections);
+        d.rss_bytes = add(d.rss_bytes, l.rss_bytes);
+    }
+    gens.into_values()
+        .map(|mut d| {
+            d.draining_s = round3((end - d.since_unix_s).max(0.0));
+            d
+        })
+        .collect()
+}
+
+/// The report's lifecycle part for the period ending at `end` (seconds since the Unix
+/// epoch) of `duration_s` (`summary`: since attach), from the workers' lifecycles
+/// already in `workers` and the exits and respawns in `h`; None when nothing drains and
+/// nothing exited.
+pub fn lifecycle_report(
+    h: &ExitHistory,
+    workers: &[WorkerReport],
+    end: f64,
+    duration_s: f64,
+    summary: bool,
+) -> Option<LifecycleReport> {
+    let draining = draining(workers, end);
+    let start = end - duration_s;
+    let in_period = |t: f64| summary || t >= start;
+    let (exits, respawned) = if summary {
+        (h.totals.clone(), h.respawns_total)
+    } else {
+        let mut c = ExitCounts::default();
+        for (_, exit) in h.recent.iter().filter(|(seen, _)| in_period(*seen)) {
+            c.add(*exit);
+        }
+        let n = h.respawns.iter().filter(|&&t| in_period(t)).count() as u64;
+        (c, n)
+    };
+    let signal_exits: Vec<SignalExit> = h
+        .signal_exits
+        .iter()
+        .filter(|s| in_period(s.seen_unix_s))
+        .cloned()
+        .collect();
+    if draining.is_empty() && exits.total() == 0 {
+        return None;
+    }
+    Some(LifecycleReport {
+        state_source: STATE_SOURCE.to_string(),
+        exit_source: EXIT_SOURCE.to_string(),
+        exit_status_unknown: h.exit_unknown.map(str::to_string),
+        draining,
+        exits,
+        signal_exits,
+        respawned,
+    })
 }

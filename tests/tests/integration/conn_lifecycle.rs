@@ -191,9 +191,9 @@ fn client_resets_are_counted_on_nginx_port() {
     assert_eq!(p["resets_sent"], 0, "{p}");
 }
 
-/// Case 20: a reload that drops a `reuseport` listening socket (worker_processes 2 ->
-/// 1) resets the connections still queued on it when its last holder lets go. The old
-/// workers are stopped while M clients connect and send a request, so the connections
+/// Case 20: a reload that drops a `reuseport` listening socket (worker_processes from
+/// 2 to 1) resets the connections still queued on it when its last holder lets go. The
+/// old workers are stopped while M clients connect and send a request, so the connections
 /// wait in the two sockets' accept queues; the reload keeps worker 0's socket (the new
 /// worker serves its queue) and the master closes worker 1's; the old workers, killed
 /// while stopped (as a worker_shutdown_timeout or an OOM kill would), were its last
