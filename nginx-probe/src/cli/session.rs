@@ -836,10 +836,11 @@ fn banner(master: &Master, workers: &[target::WorkerProc], probe: &Probe, tracke
         },
         // Attached whenever nginx maps libssl (TLS listener or not: the config is not
         // read); they fire only on TLS handshakes.
-        if tracker.tls_attached {
-            ", TLS handshake uprobes (nginx maps libssl; idle without TLS connections)"
-        } else {
-            ""
+        match (tracker.tls_attached, tracker.tls_from_nginx, tracker.tls_libssl_sampled) {
+            (false, _, _) => "",
+            (true, true, true) => ", TLS handshake uprobes (nginx maps libssl; idle without TLS connections: handshakes counted by nginx's ngx_ssl_ocsp_validate, libssl's timing in detail windows)",
+            (true, true, false) => ", TLS handshake uprobes (nginx maps libssl; idle without TLS connections: handshakes counted by nginx's ngx_ssl_ocsp_validate, timed by libssl)",
+            (true, false, _) => ", TLS handshake uprobes (nginx maps libssl; idle without TLS connections: counted and timed by libssl)",
         },
     );
     eprintln!("{}", detail_banner(probe, tracker));

@@ -396,6 +396,16 @@ fn between_windows_no_perf_event_stays_on_a_per_request_syscall() {
         })
         .collect();
     assert!(syscall_progs.is_empty(), "between windows: {linked:?}");
+    // TLS: nginx's count stays linked, libssl's programs (a trap in every process using
+    // libssl) only in windows.
+    assert!(
+        linked.contains(&"ngx_ssl_ocsp_validate".to_string()),
+        "{linked:?}"
+    );
+    assert!(
+        !linked.iter().any(|n| n.starts_with("ssl_")),
+        "libssl's programs between windows: {linked:?}"
+    );
     // And the counting goes on exactly.
     assert_eq!(one_request_per_connection(ng.addr(), 40), 40);
     std::thread::sleep(Duration::from_millis(200));
