@@ -26,6 +26,56 @@ fn with_overrides(cfg: &ConfigReport, directive: &str) -> Option<String> {
     Some(parts.join("; "))
 }
 
+/// nginx's keepalive settings as configured, for advice: `keepalive_timeout 75s
+/// (default), keepalive_requests 1000 (default)` with overrides; None when the
+/// configuration was not read.
+pub fn keepalive_settings(cfg: Option<&ConfigReport>) -> Option<String> {
+    let cfg = cfg?;
+    Some(format!(
+        "keepalive_timeout {}, keepalive_requests {}",
+        with_overrides(cfg, "keepalive_timeout")?,
+        with_overrides(cfg, "keepalive_requests")?
+    ))
+}
+
+/// Advice on TLS session resumption from the configuration: what to set when
+/// `ssl_session_cache` is off/none or `ssl_session_tickets` is off, else that
+/// resumption is configured (the clients do not resume, or come for the first time).
+/// Without the configuration: the usual settings, said to be unchecked.
+pub fn tls_resumption_advice(cfg: Option<&ConfigReport>) -> String {
+    const USUAL: &str = "ssl_session_cache shared:SSL:10m; ssl_session_tickets on";
+    let Some(cfg) = cfg else {
+        return format!("for clients that must reconnect, resume TLS sessions ({USUAL}; the configuration was not read)");
+    };
+    let (Some(cache), Some(tickets)) = (
+        with_overrides(cfg, "ssl_session_cache"),
+        with_overrides(cfg, "ssl_session_tickets"),
+    ) else {
+        return format!("for clients that must reconnect, resume TLS sessions ({USUAL})");
+    };
+    let off = |d: &str, bad: &[&str]| {
+        cfg.value(d)
+            .into_iter()
+            .chain(cfg.overrides(d))
+            .any(|v| bad.contains(&v.value.trim()))
+    };
+    let mut set = Vec::new();
+    if off("ssl_session_cache", &["none", "off"]) {
+        set.push("ssl_session_cache shared:SSL:10m");
+    }
+    if off("ssl_session_tickets", &["off"]) {
+        set.push("ssl_session_tickets on");
+    }
+    if set.is_empty() {
+        format!("TLS session resumption is configured (ssl_session_cache {cache}; ssl_session_tickets {tickets}): these handshakes are clients that do not resume or connect for the first time")
+    } else {
+        format!(
+            "for clients that must reconnect, resume TLS sessions: {} (now ssl_session_cache {cache}; ssl_session_tickets {tickets})",
+            set.join("; ")
+        )
+    }
+}
+
 fn stale(not_loaded: bool) -> &'static str {
     if not_loaded {
         ", on disk, possibly not loaded"
@@ -187,6 +237,38 @@ mod tests {
             &[],
             String::new(),
         )
+    }
+
+    /// The newcomer's case: ssl_session_tickets is on by default, so it is never
+    /// advised when the configuration says so; a cache that is off is; both set says
+    /// resumption is configured; unread configuration says so.
+    #[test]
+    fn tls_resumption_advice_quotes_what_is_set_and_advises_only_what_is_off() {
+        let cfg = |cache: &str, tickets: &str| ConfigReport {
+            values: vec![
+                v("ssl_session_cache", "http", cache, "default"),
+                v("ssl_session_tickets", "http", tickets, "default"),
+                v("keepalive_timeout", "http", "0", "/e/n.conf:9"),
+                v("keepalive_requests", "http", "1000", "default"),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(
+            tls_resumption_advice(Some(&cfg("none", "on"))),
+            "for clients that must reconnect, resume TLS sessions: ssl_session_cache shared:SSL:10m (now ssl_session_cache none (default); ssl_session_tickets on (default))"
+        );
+        assert_eq!(
+            tls_resumption_advice(Some(&cfg("shared:SSL:10m", "on"))),
+            "TLS session resumption is configured (ssl_session_cache shared:SSL:10m (default); ssl_session_tickets on (default)): these handshakes are clients that do not resume or connect for the first time"
+        );
+        assert!(tls_resumption_advice(Some(&cfg("none", "off")))
+            .contains("ssl_session_cache shared:SSL:10m; ssl_session_tickets on (now"));
+        assert!(tls_resumption_advice(None).ends_with("(ssl_session_cache shared:SSL:10m; ssl_session_tickets on; the configuration was not read)"));
+        assert_eq!(
+            keepalive_settings(Some(&cfg("none", "on"))).as_deref(),
+            Some("keepalive_timeout 0 (/e/n.conf:9), keepalive_requests 1000 (default)")
+        );
+        assert_eq!(keepalive_settings(None), None);
     }
 
     #[test]

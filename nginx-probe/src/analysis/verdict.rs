@@ -320,7 +320,12 @@ fn keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
     let who = super::conn_verdicts::who_closed(inp);
     let closed_by = who.as_ref().map(|w| w.0.clone());
     evidence.insert("closed_by", closed_by.unwrap_or(CLOSED_BY_UNKNOWN.into()));
-    let who_closes = who.map(|w| w.1).unwrap_or_else(|| WHO_CLOSES.to_string());
+    let who_closes = who.map(|w| w.1).unwrap_or_else(|| {
+        match super::config_evidence::keepalive_settings(inp.config.as_ref()) {
+            Some(k) => WHO_CLOSES.replace("nginx's config is not read, check them", &k),
+            None => WHO_CLOSES.to_string(),
+        }
+    });
     // Under --detail sampled accept4 is timed all the time and the other syscalls only
     // in windows: their ratio is no share of anything.
     if all_ns > 0 && inp.detail.is_none() {
@@ -345,20 +350,35 @@ fn keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
         if let Some(ns) = t.call_ns_per_handshake {
             evidence.insert("tls_handshake_call_us", round3(ns as f64 / 1e3));
         }
-        evidence.insert("tls_handshake_p50_us", round3(t.p50_ns as f64 / 1e3));
-        evidence.insert("tls_handshake_mean_us", round3(t.mean_ns as f64 / 1e3));
+        // No wall time without a timed handshake (sampled: none in the windows).
+        if t.timed_handshakes() > 0 {
+            evidence.insert("tls_handshake_p50_us", round3(t.p50_ns as f64 / 1e3));
+            evidence.insert("tls_handshake_mean_us", round3(t.mean_ns as f64 / 1e3));
+        }
         if let Some(share) = t.share_of_worker_busy {
             evidence.insert("tls_share_of_worker_busy", round3(share));
+        }
+        if t.libssl_sampled {
+            evidence.insert(
+                "tls_timing_from",
+                serde_json::json!("detail windows (libssl's uprobes are linked only there)"),
+            );
         }
     }
     let advice = match tls {
         Some(t) => format!(
-            "{per_request:.2} accepts per request ({}): every connection pays a TCP and a TLS handshake ({} TLS handshakes, {} inside SSL_do_handshake each{}); {who_closes}; for clients that must reconnect, resume TLS sessions (ssl_session_cache shared:SSL:10m; ssl_session_tickets on)",
+            "{per_request:.2} accepts per request ({}): every connection pays a TCP and a TLS handshake ({} TLS handshakes, {} inside SSL_do_handshake each{}{}); {who_closes}; {}",
             reuse(per_request),
             t.handshakes,
             t.call_ns_per_handshake
                 .map(|ns| format!("{:.0} us", ns as f64 / 1e3))
                 .unwrap_or_else(|| "unknown".into()),
+            if t.libssl_sampled && t.call_ns_per_handshake.is_some() {
+                " in the detail windows"
+            } else {
+                ""
+            },
+            super::config_evidence::tls_resumption_advice(inp.config.as_ref()),
             t.share_of_worker_busy
                 .map(|s| format!(", {:.0}% of the workers' busy time", s * 100.0))
                 .unwrap_or_default(),

@@ -577,7 +577,11 @@ pub fn select_modes(filters: &[String], extra: bool) -> Vec<ModeDef> {
                 || if filters.is_empty() {
                     !m.extra || extra
                 } else {
-                    filters.iter().any(|f| m.name.contains(f.as_str()))
+                    filters.iter().any(|f| {
+                        // A filter that is a mode's whole name selects that mode only.
+                        let exact = MODES.iter().any(|x| x.name == f.as_str());
+                        m.name == f.as_str() || (!exact && m.name.contains(f.as_str()))
+                    })
                 }
         })
         .map(|(_, m)| *m)
@@ -749,6 +753,15 @@ mod tests {
         assert!(f(&[]).iter().all(|n| !n.contains("strace")));
         assert!(f(&["strace"]).contains(&"strace -c -f"));
         assert_eq!(f(&["no such mode"]), ["no tracer"]);
+        // A whole name selects that mode alone.
+        assert_eq!(
+            f(&["nginx-probe --detail sampled", "continuous"]),
+            [
+                "no tracer",
+                "nginx-probe --detail sampled",
+                "nginx-probe --detail sampled, one window at attach (continuous layer)"
+            ]
+        );
     }
 
     #[test]
