@@ -17,6 +17,9 @@
 /// are not counted and user space says so.
 pub const LC_MAX_PORTS: u32 = 16;
 
+/// Entries of `LC_PORTS`: one per TCP port number.
+pub const LC_PORT_SPACE: u32 = 65536;
+
 /// Number of `sk_rst_reason` values kept apart (`NOT_SPECIFIED` = 0 ... `ERROR` = 24 on
 /// 6.18); a larger value is counted in the last one.
 pub const LC_REASONS: usize = 25;
@@ -73,7 +76,8 @@ pub const fn idle_bucket(ms: u64) -> usize {
 
 /// Names crossing the kernel boundary for this module (see `crate::names`).
 pub mod names {
-    /// nginx listening port (host order) -> index 0..`LC_MAX_PORTS`.
+    /// Local port (host order, the array index) -> 1 + index 0..`LC_MAX_PORTS` for
+    /// nginx's listening ports, 0 for any other.
     pub const LC_PORTS: &str = "LC_PORTS";
     /// Per-CPU counters, see the module doc.
     pub const LC_STATS: &str = "LC_STATS";

@@ -18,9 +18,12 @@ static LC_LRCVTIME_OFF: u64 = u64::MAX;
 #[no_mangle]
 static LC_HZ: u64 = 0;
 
-/// nginx listening port (host order) -> port index (0..`LC_MAX_PORTS`).
+/// Local port (host order, the index) -> 1 + its port index (1..=`LC_MAX_PORTS`) when
+/// it is one of nginx's listening ports, 0 otherwise. An array, not a hash: every TCP
+/// state change of every socket on the host looks here first, and a direct index is
+/// the cheapest way to let the others go.
 #[map]
-static LC_PORTS: HashMap<u16, u32> = HashMap::with_max_entries(lc::LC_MAX_PORTS, 0);
+static LC_PORTS: Array<u32> = Array::with_max_entries(lc::LC_PORT_SPACE, 0);
 
 /// Counters: `port_index * LC_PER_PORT + counter`.
 #[map]
@@ -58,8 +61,7 @@ fn lc_global(g: &u64) -> u64 {
 /// Base index in `LC_STATS` of local port `port`, if it is one of nginx's.
 #[inline(always)]
 fn lc_base(port: u16) -> Option<u32> {
-    // SAFETY: the value is copied out at once.
-    let idx = unsafe { LC_PORTS.get(port) }.copied()?;
+    let idx = LC_PORTS.get(port as u32).copied()?.checked_sub(1)?;
     if idx >= lc::LC_MAX_PORTS {
         return None;
     }

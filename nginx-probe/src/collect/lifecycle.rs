@@ -7,7 +7,7 @@
 use std::{collections::BTreeMap, io::Read, path::Path};
 
 use aya::{
-    maps::{HashMap, MapData, PerCpuArray},
+    maps::{Array, MapData, PerCpuArray},
     programs::TracePoint,
     Ebpf,
 };
@@ -198,7 +198,7 @@ const LAYOUT: &[(&str, &[(&str, u64)])] = &[
 
 /// The lifecycle maps and what was attached.
 pub struct Lifecycle {
-    ports: HashMap<MapData, u16, u32>,
+    ports: Array<MapData, u32>,
     stats: PerCpuArray<MapData, u64>,
     /// Port -> index given in `LC_PORTS`.
     index: BTreeMap<u16, u32>,
@@ -216,7 +216,7 @@ impl Lifecycle {
                 .ok_or_else(|| ProbeError::Missing(format!("map {name}")))
         };
         Ok(Lifecycle {
-            ports: HashMap::try_from(take(names::LC_PORTS)?)?,
+            ports: Array::try_from(take(names::LC_PORTS)?)?,
             stats: PerCpuArray::try_from(take(names::LC_STATS)?)?,
             index: BTreeMap::new(),
             meta,
@@ -281,7 +281,7 @@ impl Lifecycle {
                 self.index.insert(p, u32::MAX);
                 continue;
             }
-            self.ports.insert(p, idx, 0)?;
+            self.ports.set(p as u32, idx + 1, 0)?;
             self.index.insert(p, idx);
         }
         Ok(())
