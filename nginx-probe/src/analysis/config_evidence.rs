@@ -38,8 +38,26 @@ pub fn keepalive_settings(cfg: Option<&ConfigReport>) -> Option<String> {
     ))
 }
 
-/// Advice on TLS session resumption from the configuration: what to set when
-/// `ssl_session_cache` is off/none or `ssl_session_tickets` is off, else that
+/// Where the configuration turns client keepalive off (`keepalive_timeout 0`):
+/// `http: 0 (n.conf:9); server a: 0s (a.conf:3)`; None when nowhere, or not read.
+pub fn keepalive_timeout_zero(cfg: Option<&ConfigReport>) -> Option<String> {
+    let cfg = cfg?;
+    let zero: Vec<String> = cfg
+        .value("keepalive_timeout")
+        .into_iter()
+        .chain(cfg.overrides("keepalive_timeout"))
+        .filter(|v| !v.scope.starts_with("upstream"))
+        .filter(|v| {
+            let first = v.value.split_whitespace().next().unwrap_or("");
+            first == "0" || first == "0s" || first == "0ms"
+        })
+        .map(|v| format!("{}: {}", v.scope, v.quoted()))
+        .collect();
+    (!zero.is_empty()).then(|| zero.join("; "))
+}
+
+/// Advice on TLS session resumption from the configuration: what to set when neither
+/// a session cache nor tickets are on (tickets are on by default), else that
 /// resumption is configured (the clients do not resume, or come for the first time).
 /// Without the configuration: the usual settings, said to be unchecked.
 pub fn tls_resumption_advice(cfg: Option<&ConfigReport>) -> String {
@@ -53,26 +71,19 @@ pub fn tls_resumption_advice(cfg: Option<&ConfigReport>) -> String {
     ) else {
         return format!("for clients that must reconnect, resume TLS sessions ({USUAL})");
     };
-    let off = |d: &str, bad: &[&str]| {
+    let any = |d: &str, pred: &dyn Fn(&str) -> bool| {
         cfg.value(d)
             .into_iter()
             .chain(cfg.overrides(d))
-            .any(|v| bad.contains(&v.value.trim()))
+            .any(|v| pred(v.value.trim()))
     };
-    let mut set = Vec::new();
-    if off("ssl_session_cache", &["none", "off"]) {
-        set.push("ssl_session_cache shared:SSL:10m");
-    }
-    if off("ssl_session_tickets", &["off"]) {
-        set.push("ssl_session_tickets on");
-    }
-    if set.is_empty() {
-        format!("TLS session resumption is configured (ssl_session_cache {cache}; ssl_session_tickets {tickets}): these handshakes are clients that do not resume or connect for the first time")
+    // Either one lets a client resume: tickets (on by default) or a session cache.
+    let cache_on = any("ssl_session_cache", &|v| v != "none" && v != "off");
+    let tickets_off = any("ssl_session_tickets", &|v| v == "off");
+    if !cache_on && tickets_off {
+        format!("for clients that must reconnect, let them resume TLS sessions: ssl_session_tickets on, or ssl_session_cache shared:SSL:10m (now ssl_session_cache {cache}; ssl_session_tickets {tickets})")
     } else {
-        format!(
-            "for clients that must reconnect, resume TLS sessions: {} (now ssl_session_cache {cache}; ssl_session_tickets {tickets})",
-            set.join("; ")
-        )
+        format!("TLS session resumption is configured (ssl_session_cache {cache}; ssl_session_tickets {tickets}): these handshakes are clients that do not resume or connect for the first time (a resumed handshake is still one, shorter)")
     }
 }
 
@@ -255,20 +266,25 @@ mod tests {
         };
         assert_eq!(
             tls_resumption_advice(Some(&cfg("none", "on"))),
-            "for clients that must reconnect, resume TLS sessions: ssl_session_cache shared:SSL:10m (now ssl_session_cache none (default); ssl_session_tickets on (default))"
+            "TLS session resumption is configured (ssl_session_cache none (default); ssl_session_tickets on (default)): these handshakes are clients that do not resume or connect for the first time (a resumed handshake is still one, shorter)"
         );
+        assert!(tls_resumption_advice(Some(&cfg("shared:SSL:10m", "off")))
+            .starts_with("TLS session resumption is configured"));
         assert_eq!(
-            tls_resumption_advice(Some(&cfg("shared:SSL:10m", "on"))),
-            "TLS session resumption is configured (ssl_session_cache shared:SSL:10m (default); ssl_session_tickets on (default)): these handshakes are clients that do not resume or connect for the first time"
+            tls_resumption_advice(Some(&cfg("none", "off"))),
+            "for clients that must reconnect, let them resume TLS sessions: ssl_session_tickets on, or ssl_session_cache shared:SSL:10m (now ssl_session_cache none (default); ssl_session_tickets off (default))"
         );
-        assert!(tls_resumption_advice(Some(&cfg("none", "off")))
-            .contains("ssl_session_cache shared:SSL:10m; ssl_session_tickets on (now"));
         assert!(tls_resumption_advice(None).ends_with("(ssl_session_cache shared:SSL:10m; ssl_session_tickets on; the configuration was not read)"));
         assert_eq!(
             keepalive_settings(Some(&cfg("none", "on"))).as_deref(),
             Some("keepalive_timeout 0 (/e/n.conf:9), keepalive_requests 1000 (default)")
         );
         assert_eq!(keepalive_settings(None), None);
+        assert_eq!(
+            keepalive_timeout_zero(Some(&cfg("none", "on"))).as_deref(),
+            Some("http: 0 (/e/n.conf:9)")
+        );
+        assert_eq!(keepalive_timeout_zero(None), None);
     }
 
     #[test]

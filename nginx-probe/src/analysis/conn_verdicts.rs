@@ -53,6 +53,14 @@ pub fn who_closed(inp: &Inputs) -> Option<(serde_json::Value, String)> {
                 "nginx closed them after they sat idle {} (its keepalive_timeout): clients that come back later must reconnect",
                 fmt_ms(i.pinned_ms.unwrap_or(0.0))
             ),
+            Some(i) if i.p99_ms < CLOSE_AFTER_RESPONSE_MS
+                && super::config_evidence::keepalive_timeout_zero(inp.config.as_ref()).is_some() =>
+            {
+                format!(
+                    "nginx closed them right after a response (idle p99 under 100 ms): keepalive_timeout 0 is configured ({}), which turns client keepalive off there",
+                    super::config_evidence::keepalive_timeout_zero(inp.config.as_ref()).unwrap_or_default()
+                )
+            }
             Some(i) if i.p99_ms < CLOSE_AFTER_RESPONSE_MS => format!(
                 "nginx closed them right after a response (idle p99 under 100 ms): its keepalive is off for these requests: keepalive_timeout 0, keepalive_requests reached, or the clients asked for `Connection: close` or spoke HTTP/1.0 ({})",
                 match super::config_evidence::keepalive_settings(inp.config.as_ref()) {

@@ -151,7 +151,8 @@ pub(crate) fn upstream_keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
             "proxy_set_header Connection \"\"",
         ],
         format!(
-            "{attempts_per_request:.2} new upstream connections attempted per request ({per_request:.2} established; connect p50 {:.0} us, p99 {:.0} us): nginx opens and closes a TCP connection to the upstream for every proxied request, each leaves a socket in TIME_WAIT, and under load the local ports run out (EADDRNOTAVAIL{}); reuse them: `keepalive 32;` in the upstream block, with `proxy_http_version 1.1;` and `proxy_set_header Connection \"\";` where it is proxied",
+            "{attempts_per_request:.2} new upstream connections per request that keepalive could have saved ({per_request:.2} established, plus connects that found no local port; {:.2} connect() calls per request in all, failures included; connect p50 {:.0} us, p99 {:.0} us): nginx opens and closes a TCP connection to the upstream for every proxied request, each leaves a socket in TIME_WAIT, and under load the local ports run out (EADDRNOTAVAIL{}); reuse them: `keepalive 32;` in the `upstream` block of the peer (a proxy_pass to a bare address has no connection pool: give it one), with `proxy_http_version 1.1;` and `proxy_set_header Connection \"\";` where it is proxied",
+            connects as f64 / requests as f64,
             p50 as f64 / 1e3,
             p99 as f64 / 1e3,
             if ports_out > 0 {
@@ -497,7 +498,7 @@ mod tests {
         );
         assert!(
             v.advice.starts_with(
-                "1.00 new upstream connections attempted per request (0.04 established;"
+                "1.00 new upstream connections per request that keepalive could have saved (0.04 established, plus connects that found no local port; 1.00 connect() calls per request in all, failures included;"
             ),
             "{}",
             v.advice

@@ -47,10 +47,19 @@ fn unserved(inp: &Inputs) -> (u64, u64, bool) {
     let Some(requests) = inp.requests.filter(|_| inp.accepts_per_request_known()) else {
         return (accepts, 0, false);
     };
-    let without = accepts.saturating_sub(requests);
+    // Connections that carried no request because their TLS handshake was abandoned
+    // (counted exactly by libssl's programs) were not closed for want of anything;
+    // counted in the detail windows only, they are unknown: not judged.
+    let abandoned = match inp.tls.as_ref() {
+        Some(t) if t.libssl_sampled && t.abandoned > 0 => return (accepts, requests, false),
+        Some(t) if !t.libssl_sampled => t.abandoned,
+        _ => 0,
+    };
+    let accepts_left = accepts.saturating_sub(abandoned);
+    let without = accepts_left.saturating_sub(requests);
     let fds_peak: Option<u64> = inp.workers.iter().map(|w| w.fds_peak).sum();
-    let many = accepts >= UNSERVED_MIN_ACCEPTS
-        && accepts as f64 >= UNSERVED_ACCEPTS_PER_REQUEST * requests as f64
+    let many = accepts_left >= UNSERVED_MIN_ACCEPTS
+        && accepts_left as f64 >= UNSERVED_ACCEPTS_PER_REQUEST * requests as f64
         && fds_peak.is_some_and(|p| p * 2 < without);
     (accepts, requests, many)
 }
@@ -366,23 +375,27 @@ fn keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
         }
     }
     let advice = match tls {
-        Some(t) => format!(
-            "{per_request:.2} accepts per request ({}): every connection pays a TCP and a TLS handshake ({} TLS handshakes, {} inside SSL_do_handshake each{}{}); {who_closes}; {}",
-            reuse(per_request),
-            t.handshakes,
-            t.call_ns_per_handshake
+        Some(t) => {
+            let call = t
+                .call_ns_per_handshake
                 .map(|ns| format!("{:.0} us", ns as f64 / 1e3))
-                .unwrap_or_else(|| "unknown".into()),
-            if t.libssl_sampled && t.call_ns_per_handshake.is_some() {
+                .unwrap_or_else(|| "unknown".into());
+            let windows = if t.libssl_sampled && t.call_ns_per_handshake.is_some() {
                 " in the detail windows"
             } else {
                 ""
-            },
-            super::config_evidence::tls_resumption_advice(inp.config.as_ref()),
-            t.share_of_worker_busy
+            };
+            let share = t
+                .share_of_worker_busy
                 .map(|s| format!(", {:.0}% of the workers' busy time", s * 100.0))
-                .unwrap_or_default(),
-        ),
+                .unwrap_or_default();
+            let resume = super::config_evidence::tls_resumption_advice(inp.config.as_ref());
+            format!(
+                "{per_request:.2} accepts per request ({reuse}): every connection pays a TCP and a TLS handshake ({n} TLS handshakes, {call} inside SSL_do_handshake each{windows}{share}); {who_closes}; {resume}",
+                reuse = reuse(per_request),
+                n = t.handshakes,
+            )
+        }
         None => format!(
             "{per_request:.2} accepts per request ({}): every connection pays a TCP handshake and teardown; {who_closes}",
             reuse(per_request)
@@ -413,6 +426,14 @@ fn worker_connections_exhausted(inp: &Inputs, out: &mut Vec<Verdict>) {
     let reusing = log_count(inp, "worker_connections_reusing");
     let not_enough = log_count(inp, "worker_connections");
     if closed == 0 && !unserved && reusing == 0 && not_enough == 0 {
+        return;
+    }
+    // Connections closed unserved, and nginx's readable error log has no line saying it
+    // ran out ("worker_connections are not enough" is logged at alert, which every
+    // error_log level but emerg keeps): the cause is not worker_connections, and
+    // nothing measured names another.
+    let log_read = inp.nginx_errors.as_ref().is_some_and(|e| e.readable);
+    if closed == 0 && reusing == 0 && not_enough == 0 && log_read {
         return;
     }
     let mut evidence = BTreeMap::new();

@@ -43,6 +43,17 @@ fn keepalive_off_on_tls_carries_the_handshake_cost() {
     );
     assert!(v[0].advice.contains("TLS handshake"), "{}", v[0].advice);
     assert!(v[0].advice.contains("1500 us"), "{}", v[0].advice);
+    // The whole TLS clause, in order (a misplaced argument once read "eachfor clients").
+    assert!(
+        v[0].advice.contains("(400 TLS handshakes, 1500 us inside SSL_do_handshake each, 30% of the workers' busy time); "),
+        "{}",
+        v[0].advice
+    );
+    assert!(
+        v[0].advice.ends_with("; for clients that must reconnect, resume TLS sessions (ssl_session_cache shared:SSL:10m; ssl_session_tickets on; the configuration was not read)"),
+        "{}",
+        v[0].advice
+    );
     assert!(!v[0].advice.contains("enable keepalive"), "{}", v[0].advice);
     assert!(
         v[0].advice.contains("the clients close their connections"),
@@ -81,6 +92,54 @@ fn unknown_requests_fire_no_request_rule() {
 }
 
 use crate::analysis::inputs::w;
+
+/// The newcomer's case: 270 accepts, 130 requests, 90 TLS handshakes abandoned (counted
+/// by libssl all the time), nginx's error log readable with no "worker_connections are
+/// not enough": no worker_connections verdict. With the same counts and no log read, the
+/// abandoned handshakes still do not count as connections closed unserved.
+#[test]
+fn abandoned_handshakes_and_a_silent_error_log_are_not_worker_connections() {
+    let mut a = w(1, 300, 100);
+    a.fds_peak = Some(11);
+    let tls = |abandoned, sampled| crate::model::TlsReport {
+        handshakes: 120,
+        started: 120 + abandoned,
+        abandoned,
+        libssl_sampled: sampled,
+        ..Default::default()
+    };
+    let fired = |inp: Inputs| {
+        judge(&inp)
+            .iter()
+            .any(|v| v.id == "worker_connections_exhausted")
+    };
+    // Without the handshakes known, 300 accepts for 100 requests fire it.
+    assert!(fired(Inputs {
+        workers: vec![a.clone()],
+        ..Inputs::default()
+    }));
+    // 150 of them abandoned their TLS handshake: 150 accepts left, under the minimum.
+    assert!(!fired(Inputs {
+        workers: vec![a.clone()],
+        tls: Some(tls(150, false)),
+        ..Inputs::default()
+    }));
+    // Counted in the windows only: not judged.
+    assert!(!fired(Inputs {
+        workers: vec![a.clone()],
+        tls: Some(tls(3, true)),
+        ..Inputs::default()
+    }));
+    // nginx's error log read, with no line saying it ran out: not worker_connections.
+    assert!(!fired(Inputs {
+        workers: vec![a],
+        nginx_errors: Some(crate::model::NginxErrorsReport {
+            readable: true,
+            ..Default::default()
+        }),
+        ..Inputs::default()
+    }));
+}
 
 #[test]
 fn connections_closed_unserved_are_worker_connections_not_keepalive() {

@@ -178,7 +178,19 @@ pub fn report(
         &all_stats,
         duration_s,
     );
-    let tls = tls(inputs, &all_stats, detail.is_some());
+    let mut tls = tls(inputs, &all_stats, detail.is_some());
+    let mut requests = requests;
+    // nginx's UDP listeners (QUIC): requests and handshakes include connections no
+    // accept returned, so per connection is over both (nginx's accepted counter), or
+    // unknown when that counter is.
+    if let Some(q) = &quic {
+        let all = q.connections.map(|n| n + total_accepts).filter(|n| *n > 0);
+        let per = |x: u64| all.map(|n| model::round3(x as f64 / n as f64));
+        requests.per_connection = requests.count.and_then(per);
+        if let Some(t) = tls.as_mut() {
+            t.per_connection = per(t.handshakes);
+        }
+    }
     let lifecycle = lifecycle_report(
         &inputs.exit_history,
         &workers,

@@ -218,6 +218,9 @@ fn http3_connections_are_reported_as_quic_not_as_an_accepts_disagreement() {
         // nginx 1.26 calls ngx_ssl_ocsp_validate for QUIC handshakes too.
         assert_eq!(s["tls"]["handshakes"], 19, "{s}");
         assert_eq!(s["tls"]["handshakes_from"], "ngx_ssl_ocsp_validate", "{s}");
+        // Per connection over TCP accepts and QUIC connections alike: 19 of each.
+        assert_eq!(s["tls"]["per_connection"], 1.0, "{s}");
+        assert_eq!(s["requests"]["per_connection"], 1.0, "{s}");
         assert_eq!(s["quic"]["udp_ports"], serde_json::json!([ng.port]), "{s}");
         if detail == "sampled" {
             assert_eq!(s["detail"]["accepts_check"]["agree"], true, "{s}");

@@ -110,7 +110,10 @@ fn eaddrnotavail_is_critical_naming_keepalive_the_port_range_and_the_peer() {
     assert_eq!(v["severity"], "critical", "{v}");
     assert_eq!(v["evidence"]["attempts_per_request"], 1.0, "{v}");
     let a = v["advice"].as_str().unwrap();
-    assert!(a.contains("`keepalive 32;` in the upstream block"), "{a}");
+    assert!(
+        a.contains("`keepalive 32;` in the `upstream` block of the peer"),
+        "{a}"
+    );
     assert!(
         a.contains(&format!(
             "(EADDRNOTAVAIL: {bad_gateway} connects failed for lack of a local port; local ports 40000-40499 (500, net.ipv4.ip_local_port_range in nginx's network namespace), {} sockets in TIME-WAIT there",
