@@ -334,9 +334,10 @@ impl Lifecycle {
     /// The generation of a worker first seen after attach, started at `start`.
     fn generation_of(&mut self, start: Option<u64>, pid: u32) -> u32 {
         let in_batch = matches!((self.newest_start, start), (Some(b), Some(s)) if s.saturating_sub(b) <= BATCH_TICKS);
-        if in_batch {
-            return self.newest;
-        }
+        // A worker of the newest generation died abnormally and is not replaced yet:
+        // this is its respawn, even within BATCH_TICKS of the generation's start (a
+        // worker that crashes at start is respawned at once; the batch test came first
+        // and took such respawns for the batch, seen once in the test suite).
         if let Some(dead) = self.credit.pop_front() {
             self.respawns_total += 1;
             if let Some(r) = self.records.iter_mut().rev().find(|r| r.pid == dead) {
@@ -349,6 +350,9 @@ impl Lifecycle {
             for s in self.signal_exits_total.iter_mut().filter(|s| s.pid == dead) {
                 s.replaced_by = Some(pid);
             }
+            return self.newest;
+        }
+        if in_batch {
             return self.newest;
         }
         self.newest += 1;
@@ -485,6 +489,24 @@ mod tests {
         // 1001 listens on 8080: left out.
         assert_eq!(t, BTreeMap::from([(1002, 8080), (1003, 0xC350)]));
         assert_eq!(parse_tcp_table("h\nbad line\n", &mut t), None);
+    }
+
+    /// A worker that dies right after its generation started is respawned within
+    /// BATCH_TICKS of that start: the respawn, not a member of the batch.
+    #[test]
+    fn a_respawn_inside_the_batch_window_is_a_respawn() {
+        let mut l = Lifecycle {
+            newest_start: Some(1000),
+            ..Default::default()
+        };
+        l.credit.push_back(42);
+        assert_eq!(l.generation_of(Some(1005), 43), 0);
+        assert_eq!(l.respawns_total, 1);
+        // Without a death to replace, a worker in the window is the batch's.
+        assert_eq!(l.generation_of(Some(1010), 44), 0);
+        assert_eq!(l.respawns_total, 1);
+        // Later, with none to replace: a reload's new generation.
+        assert_eq!(l.generation_of(Some(2000), 45), 1);
     }
 
     #[test]
