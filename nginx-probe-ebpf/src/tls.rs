@@ -52,14 +52,7 @@ static TLS_CLIENT: LruHashMap<[u64; 2], u8> = LruHashMap::with_max_entries(MAX_O
 /// before its first `SSL_do_handshake`; client connections get `SSL_set_accept_state`.
 #[uprobe]
 pub fn ssl_set_connect_state(ctx: ProbeContext) -> u32 {
-    if tls_gate_closed() {
-        return 0;
-    }
-    let pid_tgid = bpf_get_current_pid_tgid();
-    if slot_of((pid_tgid >> 32) as u32).is_none() {
-        return 0;
-    }
-    let Some(ssl) = ctx.arg::<u64>(0) else {
+    let Some((pid_tgid, _, ssl)) = libssl_call(&ctx) else {
         return 0;
     };
     let _ = TLS_CLIENT.insert([pid_tgid >> 32, ssl], 1u8, 0);
@@ -99,6 +92,18 @@ static HS_CALL: LruHashMap<u64, [u64; 2]> = LruHashMap::with_max_entries(MAX_IN_
 /// `BPF_NOEXIST`: insert only when the key is absent.
 const BPF_NOEXIST: u64 = 1;
 
+/// What every libssl entry program starts from: nothing while the gate is closed or
+/// for other processes, else (pid_tgid, worker slot, the `SSL*` argument).
+#[inline(always)]
+fn libssl_call(ctx: &ProbeContext) -> Option<(u64, u32, u64)> {
+    if tls_gate_closed() {
+        return None;
+    }
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let slot = slot_of((pid_tgid >> 32) as u32)?;
+    Some((pid_tgid, slot, ctx.arg::<u64>(0)?))
+}
+
 #[inline(always)]
 fn tls_stats(slot: u32, i: u32) -> Option<&'static mut SyscallStats> {
     // SAFETY: per-CPU element; uprobe programs do not nest on one CPU.
@@ -110,14 +115,7 @@ fn tls_stats(slot: u32, i: u32) -> Option<&'static mut SyscallStats> {
 /// handshake; every call is timed to its return.
 #[uprobe]
 pub fn ssl_do_handshake(ctx: ProbeContext) -> u32 {
-    if tls_gate_closed() {
-        return 0;
-    }
-    let pid_tgid = bpf_get_current_pid_tgid();
-    let Some(slot) = slot_of((pid_tgid >> 32) as u32) else {
-        return 0;
-    };
-    let Some(ssl) = ctx.arg::<u64>(0) else {
+    let Some((pid_tgid, slot, ssl)) = libssl_call(&ctx) else {
         return 0;
     };
     // SAFETY: only presence is read.
@@ -179,14 +177,7 @@ pub fn ssl_do_handshake_ret(ctx: RetProbeContext) -> u32 {
 /// protocol error, timeout).
 #[uprobe]
 pub fn ssl_free(ctx: ProbeContext) -> u32 {
-    if tls_gate_closed() {
-        return 0;
-    }
-    let pid_tgid = bpf_get_current_pid_tgid();
-    let Some(slot) = slot_of((pid_tgid >> 32) as u32) else {
-        return 0;
-    };
-    let Some(ssl) = ctx.arg::<u64>(0) else {
+    let Some((pid_tgid, slot, ssl)) = libssl_call(&ctx) else {
         return 0;
     };
     let key = [pid_tgid >> 32, ssl];
