@@ -281,7 +281,7 @@ impl<'a> Session<'a> {
         }
         tracker.add_workers(&mut probe, &workers, false)?;
         let pids: Vec<u32> = workers.iter().map(|w| w.pid).collect();
-        tracker.config = Some(crate::collect::config::read_for_master(master.pid, &pids));
+        tracker.set_config(crate::collect::config::read_for_master(master.pid, &pids));
         // Listening ports and error-log inodes before the first write is classified.
         tracker.register_destinations(&mut probe)?;
         let schedule = match plan.detail {
@@ -445,10 +445,8 @@ impl<'a> Session<'a> {
                 .filter(|(_, w)| w.alive)
                 .map(|(&p, _)| p)
                 .collect();
-            self.tracker.config = Some(crate::collect::config::read_for_master(
-                self.master.pid,
-                &pids,
-            ));
+            let cfg = crate::collect::config::read_for_master(self.master.pid, &pids);
+            self.tracker.set_config(cfg);
         }
         for ev in events {
             // The live view shows them in its events pane.

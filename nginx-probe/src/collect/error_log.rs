@@ -18,18 +18,10 @@
 //! Not read: `error_log` directives inside `http`/`server`/`location` blocks (their
 //! files look like access logs from /proc), `syslog:` and `stderr` targets.
 
-use std::{
-    collections::BTreeMap,
-    fs::File,
-    io::{Read, Seek, SeekFrom},
-    os::unix::fs::{MetadataExt, OpenOptionsExt},
-};
+use std::collections::BTreeMap;
 
-/// Bytes read from the log in one poll (500 ms): up to 8 MB/s of log lines.
-pub const MAX_READ_PER_POLL: u64 = 4 << 20;
-/// Unread bytes past which the reader jumps to the end (and counts them skipped):
-/// a log growing faster than [`MAX_READ_PER_POLL`] is not chased forever.
-pub const MAX_BACKLOG: u64 = 64 << 20;
+use super::tail::{Polled, Tail};
+pub use super::tail::{MAX_BACKLOG, MAX_READ_PER_POLL};
 
 pub use super::error_log_classes::{
     class, classify, message_class, Class, Group, CLASSES, LEVELS, MAX_LINE,
@@ -51,29 +43,15 @@ pub enum Status {
 pub struct ErrorLogReader {
     /// `/proc/<master>/fd/2`: the link to the file nginx writes.
     fd_path: String,
-    /// (dev, ino) and the open file being read.
-    current: Option<((u64, u64), File)>,
-    offset: u64,
-    /// The current line so far (at most [`MAX_LINE`] bytes).
-    partial: Vec<u8>,
-    /// The current line is longer than [`MAX_LINE`]: the rest is being skipped.
-    overlong: bool,
+    /// The file followed (`collect::tail`): its offset, cut lines, skipped bytes,
+    /// truncations and files read.
+    pub tail: Tail,
     /// What is known of the file.
     pub status: Status,
     counts: Counts,
     interval_base: Counts,
-    /// Lines too long to keep whole (classified from their first [`MAX_LINE`] bytes).
-    pub lines_cut: u64,
-    /// Bytes jumped over because the reader fell [`MAX_BACKLOG`] behind, or lost when
-    /// the file was truncated or replaced before being read to its end.
-    pub bytes_skipped: u64,
     skipped_interval_base: u64,
-    /// Truncations seen while reading (copytruncate): what was written after the last
-    /// read and before each is lost, in an unknown amount.
-    pub truncations: u64,
     truncations_interval_base: u64,
-    /// Files read (1, plus one per rotation/reopen seen).
-    pub files: u64,
     /// The master whose fd 2 this is (None in tests of a plain link).
     master: Option<u32>,
     /// The first file read back to the master's start (see `error_log_history`).
@@ -99,19 +77,12 @@ impl ErrorLogReader {
     pub fn at(fd_path: String) -> ErrorLogReader {
         ErrorLogReader {
             fd_path,
-            current: None,
-            offset: 0,
-            partial: Vec::new(),
-            overlong: false,
+            tail: Tail::new(MAX_LINE),
             status: Status::Unknown("not looked at yet".into()),
             counts: Counts::new(),
             interval_base: Counts::new(),
-            lines_cut: 0,
-            bytes_skipped: 0,
-            truncations: 0,
             truncations_interval_base: 0,
             skipped_interval_base: 0,
-            files: 0,
             master: None,
             history: None,
             peers: Default::default(),
@@ -119,170 +90,54 @@ impl ErrorLogReader {
         }
     }
 
-    /// What fd 2 of the master is now: Ok((dev, ino), path) for a regular file, or why
-    /// it cannot be read.
-    fn target(&self) -> Result<((u64, u64), String), String> {
-        let fd = &self.fd_path;
-        let link = std::fs::read_link(fd)
-            .map(|p| p.to_string_lossy().into_owned())
-            .map_err(|e| format!("cannot read {fd}: {e}"))?;
-        let meta = std::fs::metadata(fd).map_err(|e| format!("cannot stat {fd}: {e}"))?;
-        if !meta.file_type().is_file() {
-            return Err(format!(
-                "nginx's fd 2 is {link}, not a regular file (error_log to stderr or syslog, or a pipe to a log collector)"
-            ));
-        }
-        Ok(((meta.dev(), meta.ino()), link))
-    }
-
     /// Reads what nginx appended since the last poll (at most [`MAX_READ_PER_POLL`]
     /// bytes) and counts its lines. Called every 500 ms; the first file found is
     /// read from where it ended then.
     pub fn poll(&mut self) {
-        let (id, path) = match self.target() {
-            Ok(t) => t,
-            Err(why) => {
-                // The master gone: keep what was known and counted.
-                if self.current.is_none() {
-                    self.status = Status::Unknown(why);
-                }
-                return;
+        let not_file = |link: &str| {
+            format!(
+                "nginx's fd 2 is {link}, not a regular file (error_log to stderr or syslog, or a pipe to a log collector)"
+            )
+        };
+        let master = self.master;
+        let history = &mut self.history;
+        // What nginx wrote about its processes before attach, back to the master's
+        // start (bounded).
+        let mut first = |file: &mut std::fs::File, offset: u64| {
+            use super::error_log_history as h;
+            if let Some(since) = master.and_then(h::master_start_unix_s) {
+                *history = Some(h::scan(file, offset, since));
             }
         };
-        let same = self.current.as_ref().is_some_and(|(cur, _)| *cur == id);
-        if !same {
-            // A new file behind fd 2: finish the old one first (what nginx wrote
-            // before reopening), then read the new one from its start.
-            if self.current.is_some() {
-                self.read_some(MAX_READ_PER_POLL);
-                if let Some((_, f)) = &self.current {
-                    if let Ok(m) = f.metadata() {
-                        self.bytes_skipped += m.len().saturating_sub(self.offset);
-                    }
+        let (counts, peers) = (&mut self.counts, &mut self.peers);
+        let mut line = |l: &[u8]| {
+            if let Some((level, class)) = classify(l) {
+                counts.entry(class).or_insert([0; 8])[level] += 1;
+                if super::error_log_classes::class(class)
+                    .is_some_and(|c| c.group == Group::Upstream)
+                {
+                    peers.add(&String::from_utf8_lossy(l));
                 }
             }
-            // O_NONBLOCK: a FIFO or device swapped in behind fd 2 between the look
-            // and the open must not block the probe (it is refused just below).
-            let file = match std::fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-                .open(&self.fd_path)
-            {
-                Ok(f) => f,
-                Err(e) => {
-                    self.status = Status::Unknown(format!("cannot open {path}: {e}"));
-                    return;
-                }
-            };
-            // Check what was opened, not what was looked at (fd 2 may change between).
-            let opened_id = file.metadata().map(|m| (m.dev(), m.ino(), m.is_file()));
-            match opened_id {
-                Ok((d, i, true)) if (d, i) == id => {}
-                _ => {
-                    self.status = Status::Unknown(format!("{path} changed while opening"));
-                    return;
-                }
-            }
-            // The first file found is read from its end (what it held before is not
-            // ours to count); a later one, nginx's new file, from its start.
-            self.offset = if self.files == 0 {
-                file.metadata().map(|m| m.len()).unwrap_or(0)
-            } else {
-                0
-            };
-            self.partial.clear();
-            self.overlong = false;
-            let mut file = file;
-            if self.files == 0 {
-                // What nginx wrote about its processes before attach, back to the
-                // master's start (bounded).
-                use super::error_log_history as h;
-                if let Some(since) = self.master.and_then(h::master_start_unix_s) {
-                    self.history = Some(h::scan(&mut file, self.offset, since));
-                }
-            }
-            self.current = Some((id, file));
-            self.files += 1;
-            self.status = Status::Reading(path);
-        }
-        self.read_some(MAX_READ_PER_POLL);
-    }
-
-    /// Reads up to `cap` bytes from the current offset and counts complete lines.
-    fn read_some(&mut self, cap: u64) {
-        let Some((id, mut file)) = self.current.take() else {
-            return;
         };
-        self.read_file(&mut file, cap);
-        self.current = Some((id, file));
-    }
-
-    fn read_file(&mut self, file: &mut File, cap: u64) {
-        let len = match file.metadata() {
-            Ok(m) => m.len(),
-            Err(_) => return,
-        };
-        if len < self.offset {
-            // Truncated (copytruncate): what was written after our last read and before
-            // the truncation is lost.
-            self.truncations += 1;
-            self.offset = 0;
-            self.partial.clear();
-            self.overlong = false;
+        match self
+            .tail
+            .poll(&self.fd_path, &not_file, &mut first, &mut line)
+        {
+            Polled::Read => {}
+            Polled::Opened(path) => self.status = Status::Reading(path),
+            // The master gone: keep what was known and counted.
+            Polled::Gone(why) if !self.tail.has_file() => self.status = Status::Unknown(why),
+            Polled::Gone(_) => {}
+            Polled::Failed(why) => self.status = Status::Unknown(why),
         }
-        if len - self.offset > MAX_BACKLOG {
-            self.bytes_skipped += len - self.offset;
-            self.offset = len;
-            self.partial.clear();
-            self.overlong = false;
-            return;
-        }
-        let want = (len - self.offset).min(cap);
-        if want == 0 {
-            return;
-        }
-        if file.seek(SeekFrom::Start(self.offset)).is_err() {
-            return;
-        }
-        let mut buf = vec![0u8; 64 << 10];
-        let mut left = want;
-        while left > 0 {
-            let n = (buf.len() as u64).min(left) as usize;
-            let got = match file.read(&mut buf[..n]) {
-                Ok(0) | Err(_) => break,
-                Ok(g) => g,
-            };
-            left -= got as u64;
-            self.offset += got as u64;
-            for &b in &buf[..got] {
-                if b == b'\n' {
-                    self.end_line();
-                } else if self.partial.len() < MAX_LINE {
-                    self.partial.push(b);
-                } else if !self.overlong {
-                    self.overlong = true;
-                    self.lines_cut += 1;
-                }
-            }
-        }
-    }
-
-    fn end_line(&mut self) {
-        if let Some((level, class)) = classify(&self.partial) {
-            self.counts.entry(class).or_insert([0; 8])[level] += 1;
-            if super::error_log_classes::class(class).is_some_and(|c| c.group == Group::Upstream) {
-                self.peers.add(&String::from_utf8_lossy(&self.partial));
-            }
-        }
-        self.partial.clear();
-        self.overlong = false;
     }
 
     /// Starts a new interval.
     pub fn start_interval(&mut self) {
         self.interval_base = self.counts.clone();
-        self.skipped_interval_base = self.bytes_skipped;
-        self.truncations_interval_base = self.truncations;
+        self.skipped_interval_base = self.tail.bytes_skipped;
+        self.truncations_interval_base = self.tail.truncations;
         self.peers_interval_base = self.peers.clone();
     }
 
@@ -316,19 +171,21 @@ impl ErrorLogReader {
 
     /// Truncations seen since attach or in the interval.
     pub fn truncated(&self, summary: bool) -> u64 {
+        let t = self.tail.truncations;
         if summary {
-            self.truncations
+            t
         } else {
-            self.truncations - self.truncations_interval_base.min(self.truncations)
+            t - self.truncations_interval_base.min(t)
         }
     }
 
     /// Bytes skipped since attach or in the interval.
     pub fn skipped(&self, summary: bool) -> u64 {
+        let b = self.tail.bytes_skipped;
         if summary {
-            self.bytes_skipped
+            b
         } else {
-            self.bytes_skipped - self.skipped_interval_base.min(self.bytes_skipped)
+            b - self.skipped_interval_base.min(b)
         }
     }
 }
@@ -465,7 +322,7 @@ mod tests {
         );
         f.write_all(line(&long).as_bytes()).unwrap();
         r.poll();
-        assert_eq!(r.lines_cut, 1);
+        assert_eq!(r.tail.lines_cut, 1);
         assert_eq!(r.counts(false)["limit_req"][3], 1);
         // Rotation: the old file renamed, a new one behind fd 2 (nginx -s reopen).
         f.write_all(line("no live upstreams while connecting to upstream").as_bytes())
@@ -476,7 +333,7 @@ mod tests {
         g.write_all(line("upstream timed out (110: Connection timed out) while reading response header from upstream").as_bytes())
             .unwrap();
         r.poll();
-        assert_eq!(r.files, 2);
+        assert_eq!(r.tail.files, 2);
         assert_eq!(
             r.counts(true)["no_live_upstreams"][3],
             1,
@@ -495,7 +352,7 @@ mod tests {
         r.poll();
         assert_eq!(r.counts(true)["limit_conn"][3], 1);
         assert_eq!(r.counts(true)["limit_req"][3], 2);
-        assert_eq!(r.bytes_skipped, 0);
+        assert_eq!(r.tail.bytes_skipped, 0);
         // Said, since lines written just before it may be lost.
         assert_eq!(r.truncated(true), 1);
         // Not a regular file: unknown, with the reason.

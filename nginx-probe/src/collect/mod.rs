@@ -9,6 +9,7 @@
 //! [`tracker`] that keeps the worker set current and turns map
 //! snapshots into reports.
 
+pub mod access_log;
 pub mod btf;
 pub mod cgroup;
 pub mod config;
@@ -26,6 +27,7 @@ pub mod log_files;
 pub mod netns;
 pub mod nginx_counters;
 pub mod selfcost;
+pub mod tail;
 pub mod target;
 pub mod tracefs;
 pub mod tracker;

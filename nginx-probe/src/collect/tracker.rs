@@ -137,8 +137,11 @@ pub struct Tracker {
     pub sampling: Option<(model::sampling::Sampler, Instant)>,
     /// Reload generations, serving/shutting down, exits (see `worker_state`).
     pub lifecycle: crate::collect::worker_state::Lifecycle,
-    /// nginx's configuration as read at attach or after the last reload (`collect::config`).
+    /// nginx's configuration as read at attach or after the last reload
+    /// (`collect::config`); set with [`Tracker::set_config`].
     pub config: Option<model::config::ConfigReport>,
+    /// nginx's access logs, read from attach on (`collect::access_log`).
+    pub access_logs: crate::collect::access_log::AccessLogs,
     /// The workers' open log files at the first refresh that knew them: the start of
     /// the summary's period (its `prev` is attach, all zero).
     log_files_at_attach: Option<Vec<model::log_files::LogFileSample>>,
@@ -195,6 +198,7 @@ impl Tracker {
             sampling: None,
             lifecycle: Default::default(),
             config: None,
+            access_logs: Default::default(),
             log_files_at_attach: None,
             log_fds: BTreeMap::new(),
         }
@@ -462,6 +466,8 @@ impl Tracker {
                 (p, o) => p.or(o),
             };
         }
+        // 7. The access logs, through the fds just classified (looked up again every 2 s).
+        self.access_logs.poll(&self.log_fds, full_scan);
         let addrs = self.listen.values().map(|l| l.addr.as_str());
         self.lifecycle
             .refresh(&self.workers, addrs, probe, unix_now());
@@ -469,6 +475,13 @@ impl Tracker {
             self.log_files_at_attach = Some(self.log_files());
         }
         Ok(std::mem::take(&mut self.fresh))
+    }
+
+    /// Sets the configuration nginx runs (at attach and after a reload), and with it
+    /// the access logs to read.
+    pub fn set_config(&mut self, cfg: model::config::ConfigReport) {
+        self.access_logs.configure(self.master.pid, &cfg);
+        self.config = Some(cfg);
     }
 
     /// Counts a `/proc` read that failed for another reason than the process being
@@ -514,6 +527,7 @@ impl Tracker {
     pub fn start_interval(&mut self) {
         self.interval_events.clear();
         self.error_log.start_interval();
+        self.access_logs.start_interval();
         for t in &mut self.throttle {
             t.start_interval();
         }
@@ -671,6 +685,7 @@ impl Tracker {
                 &crate::collect::listen::socket_inodes(self.master.pid),
             ),
             nginx_errors: self.errors_report(summary),
+            access_log: self.access_logs.report(summary),
             cpu_quota: self.quota_inputs(),
             config: self.config.as_ref(),
             log_paths: &self.log_paths,

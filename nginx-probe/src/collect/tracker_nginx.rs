@@ -102,7 +102,7 @@ impl Tracker {
             // LEVELS[3] is `error`: a line there or more verbose shows the level
             // lets refusals through.
             refusals_visible: seen[3..].iter().any(|&n| n > 0).then_some(true),
-            lines_cut: self.error_log.lines_cut,
+            lines_cut: self.error_log.tail.lines_cut,
             bytes_skipped: self.error_log.skipped(summary),
             truncations: self.error_log.truncated(summary),
             history: self.history_report(),

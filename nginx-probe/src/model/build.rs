@@ -101,6 +101,9 @@ pub struct PeriodInputs<'a> {
     /// The workers' open log files at the first refresh that knew them (the summary's
     /// start).
     pub log_files_at_attach: Option<&'a [LogFileSample]>,
+    /// What nginx's access logs say of the period (`collect::access_log`'s counts since
+    /// attach or in the interval); None when no access log is read.
+    pub access_log: Option<model::access_log::AccessLogReport>,
     /// Clock ticks per second (`sysconf(_SC_CLK_TCK)`), for the `/proc` CPU times.
     pub ticks_per_s: u64,
     /// The wall clock when the report is built, seconds since the Unix epoch (ms
@@ -500,6 +503,16 @@ fn assemble(p: &Period, parts: Parts, missing: &[String], end_reason: Option<Str
     let (cur, prev, inputs) = (p.cur, p.prev, p.inputs);
     let (lc, lc_meta) = &cur.lifecycle;
     let connections = connections_report(lc, prev.map(|p| &p.lifecycle.0), lc_meta);
+    let access_log = inputs.access_log.clone().map(|mut a| {
+        // Lines over nginx's own count of the same period (never over an estimate).
+        a.share_logged = match (parts.requests.source, parts.requests.count) {
+            (model::RequestSource::StubStatus, Some(n)) if n > 0 => {
+                Some((a.lines as f64 / n as f64 * 1000.0).round() / 1000.0)
+            }
+            _ => None,
+        };
+        a
+    });
     Report {
         schema: SCHEMA_VERSION,
         // Judged by analysis once the report is built (cli's session does it).
@@ -542,6 +555,7 @@ fn assemble(p: &Period, parts: Parts, missing: &[String], end_reason: Option<Str
         connections,
         quic: parts.quic,
         local_ports: Some(cur.local_ports.clone()),
+        access_log,
         stale_logs: stale_logs(
             &cur.log_files,
             prev.map(|p| p.log_files.as_slice())

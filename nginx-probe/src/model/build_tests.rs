@@ -98,6 +98,7 @@ fn build(
         config: None,
         log_paths: &log_paths,
         log_files_at_attach: None,
+        access_log: None,
         ticks_per_s: 100,
         now_unix_s: 1_000.0,
     };

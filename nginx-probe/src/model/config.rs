@@ -199,7 +199,26 @@ pub struct ConfigReport {
     #[serde(skip)]
     pub log_paths: Vec<LogPath>,
     pub upstreams: Vec<UpstreamValue>,
+    /// Every `log_format` of the http block, whole (the `values` list cuts it), for
+    /// reading the access logs. Not in the JSON (its name is in `values`).
+    #[serde(skip)]
+    pub log_formats: Vec<LogFormatValue>,
 }
+
+/// One `log_format`: its strings concatenated as nginx does.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LogFormatValue {
+    pub name: String,
+    /// `default`, `json` or `none` (`escape=`).
+    pub escape: String,
+    /// The format, at most [`MAX_FORMAT_CHARS`] bytes kept (longer is refused later).
+    pub format: String,
+    /// `file:line`.
+    pub at: String,
+}
+
+/// Bytes of a `log_format` kept.
+pub const MAX_FORMAT_CHARS: usize = 8192;
 
 impl ConfigReport {
     /// The value of `directive` at the level it is first set (main, events, http):
@@ -637,6 +656,28 @@ pub fn evaluate(main: &[Directive], files: &[ConfigFile], build: &BuildDefaults)
     for d in http.iter().filter(|d| LISTED.contains(&d.name.as_str())) {
         let v = e.value("http", d);
         e.push(v);
+    }
+    for d in http.iter().filter(|d| d.name == "log_format").take(64) {
+        let (Some(name), rest) = (d.args.first(), d.args.get(1..).unwrap_or_default()) else {
+            continue;
+        };
+        let (escape, strings) = match rest.first().and_then(|a| a.strip_prefix("escape=")) {
+            Some(x) => (x.to_string(), &rest[1..]),
+            None => ("default".to_string(), rest),
+        };
+        let mut format = String::new();
+        for s in strings {
+            if format.len() + s.len() > MAX_FORMAT_CHARS {
+                break;
+            }
+            format.push_str(s);
+        }
+        e.out.log_formats.push(LogFormatValue {
+            name: name.clone(),
+            escape,
+            format,
+            at: at(files, d).0,
+        });
     }
     if http_d.is_some() {
         if !http.iter().any(|d| d.name == "access_log") {

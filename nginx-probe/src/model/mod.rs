@@ -1,6 +1,5 @@
 //! Pure aggregation: per-CPU sums, per-interval deltas, log2-histogram quantiles, and the
-//! report model that text and JSON are rendered from. No kernel access here; unit tests
-//! feed these functions directly.
+//! report model that text and JSON are rendered from; no kernel access, unit-tested.
 
 use std::collections::BTreeMap;
 
@@ -11,6 +10,8 @@ use nginx_probe_common::{
 };
 use serde::{Deserialize, Serialize};
 
+pub mod access_log;
+pub mod access_log_format;
 pub mod build;
 pub mod config;
 pub mod connections;
@@ -820,6 +821,9 @@ pub struct Report {
     /// end (see [`local_ports`]); absent in recordings made before it was read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub local_ports: Option<local_ports::LocalPortsReport>,
+    /// What the clients got, per nginx's access log ([`access_log`]); absent: not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_log: Option<access_log::AccessLogReport>,
 }
 
 impl Report {

@@ -17,4 +17,5 @@ mod text_config;
 mod text_connections;
 pub mod text_history;
 mod text_lifecycle;
+pub mod text_outcomes;
 pub mod tui;

@@ -180,6 +180,7 @@ fn report_of(workers: &[Worker], merged: Option<(u64, Worker)>) -> Report {
         quic: None,
         stale_logs: Vec::new(),
         local_ports: None,
+        access_log: None,
     }
 }
 

@@ -270,6 +270,7 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
     }
     super::text_connections::connections_section(&mut out, r);
     nginx_section(&mut out, r);
+    super::text_outcomes::access_log_section(&mut out, r);
     super::text_config::config_section(&mut out, r);
     let t = &r.requests;
     let opt = |v: Option<f64>| v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into());

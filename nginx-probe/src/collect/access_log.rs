@@ -1,0 +1,316 @@
+//! What the clients got: nginx's access logs, tailed from attach on like the error log
+//! (`collect::tail`), each line matched against its `log_format`
+//! (`model::access_log_format`) and counted (`model::access_log`), then dropped: no
+//! client address, URI or header is kept.
+//!
+//! Which files: every `access_log` of the configuration nginx runs (`collect::config`)
+//! with a fixed path (not `off`, `syslog:`, `memory:` or with a variable), at most
+//! [`MAX_FILES`], each read through a worker's fd for the file now at its path (looked
+//! up in the master's root, matched by device and inode), so a container's log and a
+//! rotated-then-reopened one are the file nginx writes. A path no worker holds open is
+//! left until one does (the old file goes on being read meanwhile).
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
+
+use crate::model::access_log::{AccessLogFileReport, AccessLogReport, Outcomes};
+use crate::model::access_log_format::{Field, LogFormat, Parsed, COMBINED};
+use crate::model::config::ConfigReport;
+
+use super::tail::{Polled, Tail};
+
+/// Access log files followed, at most.
+pub const MAX_FILES: usize = 8;
+/// Longest line read whole, bytes; a longer one is counted cut and not read.
+pub const MAX_LINE: usize = 16 << 10;
+
+/// Per-file counters: lines read, unparsed, ambiguous.
+#[derive(Clone, Copy, Default)]
+struct Counters {
+    lines: u64,
+    unparsed: u64,
+    ambiguous: u64,
+}
+
+/// One file followed.
+struct Followed {
+    /// The path nginx opens (prefix applied), inside the master's root.
+    path: String,
+    formats: Vec<LogFormat>,
+    buffered: Option<String>,
+    /// The file at `path` when last looked up (device, inode).
+    want: Option<(u64, u64)>,
+    /// The worker fd it is read through (`/proc/<pid>/fd/<n>`).
+    link: Option<String>,
+    tail: Tail,
+    counts: Counters,
+    base: Counters,
+    cut_base: u64,
+    skipped_base: u64,
+}
+
+/// One file to follow, from the configuration: its path, each format that writes to
+/// it (name, format, `escape=`), its `buffer=`/`flush=`.
+struct Wanted {
+    path: String,
+    formats: Vec<(String, String, String)>,
+    buffered: Option<String>,
+}
+
+/// The access log files of `cfg` with a fixed path, at most [`MAX_FILES`], and one line
+/// for each access log not read.
+fn wanted_files(cfg: &ConfigReport) -> (Vec<Wanted>, Vec<String>) {
+    let (mut wanted, mut not_read): (Vec<Wanted>, Vec<String>) = (Vec::new(), Vec::new());
+    for a in &cfg.access_logs {
+        let p = a.path.as_str();
+        let why = match p {
+            "off" => Some(""),
+            _ if p.starts_with("syslog:") => Some("sent to syslog"),
+            _ if p.starts_with("memory:") => Some("kept in memory"),
+            _ if p.contains('$') => Some("a variable in its path (one file per value)"),
+            _ => None,
+        };
+        if let Some(why) = why {
+            if !why.is_empty() && not_read.len() < MAX_FILES {
+                not_read.push(format!("{p} ({}): {why}", a.at));
+            }
+            continue;
+        }
+        let path = if p.starts_with('/') {
+            p.to_string()
+        } else {
+            format!("{}{p}", cfg.prefix)
+        };
+        let (format, escape) = match cfg.log_formats.iter().find(|f| f.name == a.format) {
+            Some(f) => (f.format.clone(), f.escape.clone()),
+            None if a.format == "combined" => (COMBINED.to_string(), "default".to_string()),
+            None => {
+                not_read.push(format!(
+                    "{path} ({}): log_format {} is not defined in the configuration read",
+                    a.at, a.format
+                ));
+                continue;
+            }
+        };
+        let i = match wanted.iter().position(|w| w.path == path) {
+            Some(i) => i,
+            None if wanted.len() < MAX_FILES => {
+                wanted.push(Wanted {
+                    path: path.clone(),
+                    formats: Vec::new(),
+                    buffered: None,
+                });
+                wanted.len() - 1
+            }
+            None => {
+                not_read.push(format!(
+                    "{path} ({}): over {MAX_FILES} access log files",
+                    a.at
+                ));
+                continue;
+            }
+        };
+        let w = &mut wanted[i];
+        if !w.formats.iter().any(|(n, _, _)| *n == a.format) {
+            w.formats.push((a.format.clone(), format, escape));
+        }
+        if a.buffer.is_some() || a.flush.is_some() {
+            w.buffered = Some(a.buffer_flush("").trim().to_string());
+        }
+    }
+    (wanted, not_read)
+}
+
+/// nginx's access logs, followed; see the module doc.
+#[derive(Default)]
+pub struct AccessLogs {
+    master: u32,
+    files: Vec<Followed>,
+    /// Access logs not read, and why (one line each).
+    not_read: Vec<String>,
+    /// The fields of every format read, in `Field::ALL` order.
+    fields: Vec<Field>,
+    total: Outcomes,
+    interval: Outcomes,
+    /// Whether a configuration was given (else no section in the report).
+    configured: bool,
+}
+
+impl AccessLogs {
+    /// Sets the files to follow from `cfg` (at attach and after each reload). A file
+    /// already followed keeps its position and counts.
+    pub fn configure(&mut self, master: u32, cfg: &ConfigReport) {
+        self.master = master;
+        self.configured = true;
+        let (wanted, mut not_read) = wanted_files(cfg);
+        let mut files = Vec::new();
+        for w in wanted {
+            let mut compiled = Vec::new();
+            for (name, format, escape) in &w.formats {
+                match LogFormat::compile(name, format, escape) {
+                    Ok(c) => compiled.push(c),
+                    Err(why) => {
+                        not_read.push(format!("{}: log_format {name} not read: {why}", w.path))
+                    }
+                }
+            }
+            if compiled.is_empty() {
+                continue;
+            }
+            let mut f = match self.files.iter().position(|f| f.path == w.path) {
+                Some(i) => self.files.swap_remove(i),
+                None => Followed {
+                    path: w.path,
+                    formats: Vec::new(),
+                    buffered: None,
+                    want: None,
+                    link: None,
+                    tail: Tail::new(MAX_LINE),
+                    counts: Counters::default(),
+                    base: Counters::default(),
+                    cut_base: 0,
+                    skipped_base: 0,
+                },
+            };
+            f.formats = compiled;
+            f.buffered = w.buffered;
+            files.push(f);
+        }
+        self.files = files;
+        self.not_read = not_read;
+        self.fields = Field::ALL
+            .iter()
+            .copied()
+            .filter(|x| {
+                self.files
+                    .iter()
+                    .any(|f| f.formats.iter().any(|c| c.has(*x)))
+            })
+            .collect();
+        self.look_up(&BTreeMap::new());
+    }
+
+    /// Finds each file at its path in the master's root and a worker fd for it.
+    /// `log_fds`: live worker pid -> access/error log fd -> kind (the tracker's).
+    fn look_up(&mut self, log_fds: &BTreeMap<u32, BTreeMap<u32, u32>>) {
+        use nix::fcntl::OFlag;
+        use std::os::fd::{FromRawFd, OwnedFd};
+        let root = nix::fcntl::open(
+            format!("/proc/{}/root", self.master).as_str(),
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .ok()
+        // SAFETY: open returned a new fd that nothing else owns.
+        .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) });
+        for f in &mut self.files {
+            f.want = root.as_ref().and_then(|r| {
+                let fd = super::config::open_in_root(r, &f.path, OFlag::O_PATH).ok()?;
+                let m = std::fs::File::from(fd).metadata().ok()?;
+                Some((m.dev(), m.ino()))
+            });
+            let Some(want) = f.want else { continue };
+            let held = log_fds.iter().flat_map(|(pid, fds)| {
+                fds.iter()
+                    .filter(|(_, &k)| k == nginx_probe_common::fd_kind::ACCESS_LOG)
+                    .map(move |(fd, _)| format!("/proc/{pid}/fd/{fd}"))
+            });
+            for link in held {
+                if std::fs::metadata(&link).is_ok_and(|m| (m.dev(), m.ino()) == want) {
+                    f.link = Some(link);
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Reads what nginx appended to each file since the last poll. `look_up`: look for
+    /// the files at their paths again (every 2 s: a reopen after rotation).
+    pub fn poll(&mut self, log_fds: &BTreeMap<u32, BTreeMap<u32, u32>>, look_up: bool) {
+        if look_up || self.files.iter().any(|f| f.link.is_none()) {
+            self.look_up(log_fds);
+        }
+        let (total, interval) = (&mut self.total, &mut self.interval);
+        for f in &mut self.files {
+            let Some(link) = f.link.clone() else { continue };
+            let (formats, counts) = (&f.formats, &mut f.counts);
+            let mut line = |l: &[u8]| {
+                if l.len() >= MAX_LINE {
+                    return; // counted by the tail as cut
+                }
+                let Ok(s) = std::str::from_utf8(l) else {
+                    counts.unparsed += 1;
+                    return;
+                };
+                let mut read = None;
+                let mut ambiguous = false;
+                for c in formats {
+                    match c.parse(s) {
+                        Parsed::Line(x) if read.is_none() => read = Some(x),
+                        Parsed::Line(x) => ambiguous |= read.as_ref() != Some(&x),
+                        Parsed::Ambiguous => ambiguous = true,
+                        Parsed::NoMatch => {}
+                    }
+                }
+                match read {
+                    _ if ambiguous => counts.ambiguous += 1,
+                    Some(x) => {
+                        counts.lines += 1;
+                        total.add(&x);
+                        interval.add(&x);
+                    }
+                    None => counts.unparsed += 1,
+                }
+            };
+            let not_file = |t: &str| format!("{t} is not a regular file");
+            if let Polled::Gone(_) | Polled::Failed(_) =
+                f.tail.poll(&link, &not_file, &mut |_, _| {}, &mut line)
+            {
+                // The worker gone or its fd closed: another is looked for next poll.
+                f.link = None;
+            }
+        }
+    }
+
+    /// Starts a new interval.
+    pub fn start_interval(&mut self) {
+        self.interval = Outcomes::default();
+        for f in &mut self.files {
+            f.base = f.counts;
+            f.cut_base = f.tail.lines_cut;
+            f.skipped_base = f.tail.bytes_skipped;
+        }
+    }
+
+    /// The report's `access_log` section since attach (`summary`) or in the interval;
+    /// None when no configuration was read.
+    pub fn report(&self, summary: bool) -> Option<AccessLogReport> {
+        if !self.configured {
+            return None;
+        }
+        let files = self
+            .files
+            .iter()
+            .map(|f| {
+                let b = if summary { Counters::default() } else { f.base };
+                let (cut, skipped) = if summary {
+                    (0, 0)
+                } else {
+                    (f.cut_base, f.skipped_base)
+                };
+                AccessLogFileReport {
+                    path: f.path.clone(),
+                    formats: f.formats.iter().map(|c| c.name.clone()).collect(),
+                    buffered: f.buffered.clone(),
+                    lines: f.counts.lines - b.lines,
+                    unparsed: f.counts.unparsed - b.unparsed,
+                    ambiguous: f.counts.ambiguous - b.ambiguous,
+                    lines_cut: f.tail.lines_cut - cut,
+                    bytes_skipped: f.tail.bytes_skipped - skipped,
+                }
+            })
+            .collect();
+        let o = if summary { &self.total } else { &self.interval };
+        Some(o.report(&self.fields, files, self.not_read.clone()))
+    }
+}

@@ -1,0 +1,219 @@
+//! Following a file nginx appends to, through the `/proc/<pid>/fd/<n>` link of the
+//! process that writes it, so that no path (renamed, replaced by a symlink) is
+//! followed: the first file is read from its size then (what it held before is not
+//! ours to count), a new file behind the link (rotation then `nginx -s reopen`) from
+//! its start after the old one is finished, a truncated one (copytruncate) from 0
+//! again. Bounded: [`MAX_READ_PER_POLL`] bytes a poll, lines cut at the caller's
+//! limit, a backlog past [`MAX_BACKLOG`] skipped and counted. Lines are handed to the
+//! caller and dropped: nothing of them is kept here. Used by the error log
+//! (`error_log`) and the access logs (`access_log`).
+
+use std::{
+    fs::File,
+    io::{Read, Seek, SeekFrom},
+    os::unix::fs::{MetadataExt, OpenOptionsExt},
+};
+
+/// Bytes read from a file in one poll (500 ms): up to 8 MB/s of log lines.
+pub const MAX_READ_PER_POLL: u64 = 4 << 20;
+/// Unread bytes past which the reader jumps to the end (and counts them skipped):
+/// a log growing faster than [`MAX_READ_PER_POLL`] is not chased forever.
+pub const MAX_BACKLOG: u64 = 64 << 20;
+
+/// What one poll found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Polled {
+    /// The same file as before, read on.
+    Read,
+    /// A new file was opened (the first, or nginx's new one): its path.
+    Opened(String),
+    /// The link cannot be followed now (the process gone, not a regular file): why.
+    /// What was read and counted stays.
+    Gone(String),
+    /// The file could not be opened: why.
+    Failed(String),
+}
+
+/// One followed file; see the module doc.
+pub struct Tail {
+    /// (dev, ino) and the open file being read.
+    current: Option<((u64, u64), File)>,
+    offset: u64,
+    /// The current line so far (at most `max_line` bytes).
+    partial: Vec<u8>,
+    max_line: usize,
+    /// The current line is longer than `max_line`: the rest is being skipped.
+    overlong: bool,
+    /// Lines too long to keep whole (handed on cut to `max_line` bytes).
+    pub lines_cut: u64,
+    /// Bytes jumped over because the reader fell [`MAX_BACKLOG`] behind, or lost when
+    /// the file was truncated or replaced before being read to its end.
+    pub bytes_skipped: u64,
+    /// Truncations seen while reading (copytruncate): what was written after the last
+    /// read and before each is lost, in an unknown amount.
+    pub truncations: u64,
+    /// Files read (1, plus one per rotation/reopen seen).
+    pub files: u64,
+}
+
+impl Tail {
+    /// A tail that hands on lines of at most `max_line` bytes.
+    pub fn new(max_line: usize) -> Tail {
+        Tail {
+            current: None,
+            offset: 0,
+            partial: Vec::new(),
+            max_line,
+            overlong: false,
+            lines_cut: 0,
+            bytes_skipped: 0,
+            truncations: 0,
+            files: 0,
+        }
+    }
+
+    /// Whether a file is open.
+    pub fn has_file(&self) -> bool {
+        self.current.is_some()
+    }
+
+    /// Device and inode of the file being read.
+    pub fn file_id(&self) -> Option<(u64, u64)> {
+        self.current.as_ref().map(|(id, _)| *id)
+    }
+
+    /// Follows `link` (a `/proc/<pid>/fd/<n>` entry, or any symlink in tests): reads
+    /// what was appended (at most [`MAX_READ_PER_POLL`] bytes) and hands each
+    /// complete line to `line`. `not_file(target)` says why a link to something other
+    /// than a regular file is not read; `first(file, offset)` is called once, when the
+    /// first file is opened, with its size then.
+    pub fn poll(
+        &mut self,
+        link: &str,
+        not_file: &dyn Fn(&str) -> String,
+        first: &mut dyn FnMut(&mut File, u64),
+        line: &mut dyn FnMut(&[u8]),
+    ) -> Polled {
+        let (id, path) = match target(link, not_file) {
+            Ok(t) => t,
+            Err(why) => return Polled::Gone(why),
+        };
+        let mut opened = None;
+        if self.file_id() != Some(id) {
+            // A new file behind the link: finish the old one first (what nginx wrote
+            // before reopening), then read the new one from its start.
+            if self.current.is_some() {
+                self.read_some(line);
+                if let Some((_, f)) = &self.current {
+                    if let Ok(m) = f.metadata() {
+                        self.bytes_skipped += m.len().saturating_sub(self.offset);
+                    }
+                }
+            }
+            // O_NONBLOCK: a FIFO or device swapped in behind the link between the look
+            // and the open must not block the probe (it is refused just below).
+            let file = match std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+                .open(link)
+            {
+                Ok(f) => f,
+                Err(e) => return Polled::Failed(format!("cannot open {path}: {e}")),
+            };
+            // Check what was opened, not what was looked at (the link may change).
+            match file.metadata().map(|m| (m.dev(), m.ino(), m.is_file())) {
+                Ok((d, i, true)) if (d, i) == id => {}
+                _ => return Polled::Failed(format!("{path} changed while opening")),
+            }
+            let mut file = file;
+            self.offset = if self.files == 0 {
+                let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+                first(&mut file, len);
+                len
+            } else {
+                0
+            };
+            self.partial.clear();
+            self.overlong = false;
+            self.current = Some((id, file));
+            self.files += 1;
+            opened = Some(path);
+        }
+        self.read_some(line);
+        match opened {
+            Some(p) => Polled::Opened(p),
+            None => Polled::Read,
+        }
+    }
+
+    /// Reads up to [`MAX_READ_PER_POLL`] bytes from the current offset.
+    fn read_some(&mut self, line: &mut dyn FnMut(&[u8])) {
+        let Some((id, mut file)) = self.current.take() else {
+            return;
+        };
+        self.read_file(&mut file, line);
+        self.current = Some((id, file));
+    }
+
+    fn read_file(&mut self, file: &mut File, line: &mut dyn FnMut(&[u8])) {
+        let len = match file.metadata() {
+            Ok(m) => m.len(),
+            Err(_) => return,
+        };
+        if len < self.offset {
+            // Truncated (copytruncate): what was written after our last read and before
+            // the truncation is lost.
+            self.truncations += 1;
+            self.offset = 0;
+            self.partial.clear();
+            self.overlong = false;
+        }
+        if len - self.offset > MAX_BACKLOG {
+            self.bytes_skipped += len - self.offset;
+            self.offset = len;
+            self.partial.clear();
+            self.overlong = false;
+            return;
+        }
+        let want = (len - self.offset).min(MAX_READ_PER_POLL);
+        if want == 0 || file.seek(SeekFrom::Start(self.offset)).is_err() {
+            return;
+        }
+        let mut buf = vec![0u8; 64 << 10];
+        let mut left = want;
+        while left > 0 {
+            let n = (buf.len() as u64).min(left) as usize;
+            let got = match file.read(&mut buf[..n]) {
+                Ok(0) | Err(_) => break,
+                Ok(g) => g,
+            };
+            left -= got as u64;
+            self.offset += got as u64;
+            for &b in &buf[..got] {
+                if b == b'\n' {
+                    line(&self.partial);
+                    self.partial.clear();
+                    self.overlong = false;
+                } else if self.partial.len() < self.max_line {
+                    self.partial.push(b);
+                } else if !self.overlong {
+                    self.overlong = true;
+                    self.lines_cut += 1;
+                }
+            }
+        }
+    }
+}
+
+/// What `link` points at now: Ok((dev, ino), path) for a regular file, or why it cannot
+/// be read.
+fn target(link: &str, not_file: &dyn Fn(&str) -> String) -> Result<((u64, u64), String), String> {
+    let path = std::fs::read_link(link)
+        .map(|p| p.to_string_lossy().into_owned())
+        .map_err(|e| format!("cannot read {link}: {e}"))?;
+    let meta = std::fs::metadata(link).map_err(|e| format!("cannot stat {link}: {e}"))?;
+    if !meta.file_type().is_file() {
+        return Err(not_file(&path));
+    }
+    Ok(((meta.dev(), meta.ino()), path))
+}

@@ -1,0 +1,439 @@
+//! What the clients got, from nginx's own access log: status classes, request time,
+//! and per upstream peer the status, response time and connect time nginx logged.
+//! Pure: [`Outcomes`] counts the [`Fields`] `collect::access_log` read from each line
+//! (nothing else of a line is kept: no client address, URI or header), and
+//! [`Outcomes::report`] makes the report's `access_log` section.
+//!
+//! Times are nginx's (`$request_time`, `$upstream_*_time`: seconds with millisecond
+//! resolution), kept in HDR histograms (the `hdrhistogram` crate, 2 significant
+//! digits: quantiles within 1%) and shown as log2 histograms of milliseconds.
+
+use std::collections::BTreeMap;
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use super::access_log_format::{list_items, seconds_ms, Field, Fields};
+
+/// Server names and upstream peers kept apart, at most; the rest are one row.
+pub const MAX_NAMES: usize = 16;
+/// Distinct status codes kept, at most (a hostile upstream can send any 3 digits).
+pub const MAX_STATUSES: usize = 64;
+/// Longest name kept (a `$host` is the client's), bytes.
+pub const MAX_NAME_BYTES: usize = 96;
+/// Longest time kept in a histogram, ms (1 hour); longer ones count as this.
+const MAX_MS: u64 = 3_600_000;
+
+/// Requests by status, with the status classes the report shows.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StatusCounts {
+    /// Status code -> count (at most [`MAX_STATUSES`] codes; others in `other_codes`).
+    pub codes: BTreeMap<u16, u64>,
+    pub other_codes: u64,
+}
+
+impl StatusCounts {
+    fn add(&mut self, code: u16) {
+        if let Some(n) = self.codes.get_mut(&code) {
+            *n += 1;
+        } else if self.codes.len() < MAX_STATUSES {
+            self.codes.insert(code, 1);
+        } else {
+            self.other_codes += 1;
+        }
+    }
+
+    /// `2xx`, `3xx`, `4xx` (499 apart), `499` (the client closed first), `5xx`, and
+    /// `1xx`/`other` when present.
+    pub fn classes(&self) -> BTreeMap<String, u64> {
+        let mut out = BTreeMap::new();
+        for (&c, &n) in &self.codes {
+            let k = match c {
+                499 => "499".to_string(),
+                100..=599 => format!("{}xx", c / 100),
+                _ => "other".to_string(),
+            };
+            *out.entry(k).or_insert(0) += n;
+        }
+        if self.other_codes > 0 {
+            *out.entry("other".to_string()).or_insert(0) += self.other_codes;
+        }
+        out
+    }
+}
+
+/// A time distribution (ms), as read from the log.
+#[derive(Clone, Debug)]
+pub struct Times(Histogram<u64>);
+
+impl Default for Times {
+    fn default() -> Self {
+        Times(Histogram::new_with_bounds(1, MAX_MS, 2).expect("static bounds"))
+    }
+}
+
+impl Times {
+    fn add(&mut self, ms: u64) {
+        self.0.saturating_record(ms.min(MAX_MS));
+    }
+
+    /// The report's figures; None when nothing was recorded.
+    pub fn report(&self, source: &str) -> Option<TimeReport> {
+        let h = &self.0;
+        if h.is_empty() {
+            return None;
+        }
+        let q = |x: f64| h.value_at_quantile(x) as f64 / 1000.0;
+        let mut log2_ms: BTreeMap<u64, u64> = BTreeMap::new();
+        for v in h.iter_recorded() {
+            let ms = h.lowest_equivalent(v.value_iterated_to());
+            // Bucket upper bound: the power of two at or above the value (0 -> 1).
+            let le = ms.max(1).next_power_of_two();
+            *log2_ms.entry(le).or_insert(0) += v.count_at_value();
+        }
+        Some(TimeReport {
+            source: source.to_string(),
+            count: h.len(),
+            p50_s: q(0.5),
+            p90_s: q(0.9),
+            p99_s: q(0.99),
+            max_s: h.max() as f64 / 1000.0,
+            log2_ms: log2_ms.into_iter().collect(),
+        })
+    }
+}
+
+/// A time distribution in the report.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct TimeReport {
+    /// The log variable it comes from (`$request_time`).
+    pub source: String,
+    /// Values recorded.
+    pub count: u64,
+    /// Quantiles, seconds (HDR histogram, within 1% of the logged values).
+    pub p50_s: f64,
+    pub p90_s: f64,
+    pub p99_s: f64,
+    pub max_s: f64,
+    /// log2 histogram: (upper bound ms, a power of two; values in (bound/2, bound]).
+    pub log2_ms: Vec<(u64, u64)>,
+}
+
+/// One upstream peer as the access log names it.
+#[derive(Clone, Debug, Default)]
+struct Peer {
+    /// Attempts (one per item of `$upstream_addr`).
+    tries: u64,
+    statuses: StatusCounts,
+    response: Times,
+    connect: Times,
+}
+
+/// The counts of one period (since attach, or an interval).
+#[derive(Clone, Debug, Default)]
+pub struct Outcomes {
+    /// Lines read in a known format.
+    pub lines: u64,
+    pub statuses: StatusCounts,
+    pub request_time: Times,
+    /// Server name -> (lines, statuses); at most [`MAX_NAMES`], the rest in `other`.
+    servers: BTreeMap<String, StatusCounts>,
+    servers_other: StatusCounts,
+    peers: BTreeMap<String, Peer>,
+    peers_other: Peer,
+    /// Requests that tried more than one upstream peer (`$upstream_addr` with more
+    /// than one item), and those among them whose client status was below 500.
+    pub retried: u64,
+    pub retried_ok: u64,
+}
+
+fn bounded(name: &str) -> String {
+    let mut end = name.len().min(MAX_NAME_BYTES);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    name[..end].to_string()
+}
+
+impl Outcomes {
+    /// Counts one line.
+    pub fn add(&mut self, f: &Fields<'_>) {
+        self.lines += 1;
+        if let Some(s) = f.status {
+            self.statuses.add(s);
+        }
+        if let Some(ms) = f.request_time_ms {
+            self.request_time.add(ms);
+        }
+        if let (Some(name), Some(s)) = (f.server, f.status) {
+            let slot = if self.servers.contains_key(name) || self.servers.len() < MAX_NAMES {
+                self.servers.entry(bounded(name)).or_default()
+            } else {
+                &mut self.servers_other
+            };
+            slot.add(s);
+        }
+        let Some(addrs) = f.upstream_addr.filter(|a| *a != "-") else {
+            return;
+        };
+        let items = |v: Option<&str>| -> Vec<String> {
+            v.map(|v| list_items(v).map(str::to_string).collect())
+                .unwrap_or_default()
+        };
+        let (st, rt, ct) = (
+            items(f.upstream_status),
+            items(f.upstream_response_time),
+            items(f.upstream_connect_time),
+        );
+        let addrs: Vec<&str> = list_items(addrs).collect();
+        if addrs.len() > 1 {
+            self.retried += 1;
+            if f.status.is_some_and(|s| s < 500) {
+                self.retried_ok += 1;
+            }
+        }
+        for (i, a) in addrs.iter().enumerate() {
+            let peer = if self.peers.contains_key(*a) || self.peers.len() < MAX_NAMES {
+                self.peers.entry(bounded(a)).or_default()
+            } else {
+                &mut self.peers_other
+            };
+            peer.tries += 1;
+            if let Some(s) = st.get(i).and_then(|s| s.parse().ok()) {
+                peer.statuses.add(s);
+            }
+            if let Some(ms) = rt.get(i).and_then(|v| seconds_ms(v)) {
+                peer.response.add(ms);
+            }
+            if let Some(ms) = ct.get(i).and_then(|v| seconds_ms(v)) {
+                peer.connect.add(ms);
+            }
+        }
+    }
+
+    /// The report's section; `fields` are those the formats read carry, `files` the
+    /// files read, `not_read` why other access logs were not.
+    pub fn report(
+        &self,
+        fields: &[Field],
+        files: Vec<AccessLogFileReport>,
+        not_read: Vec<String>,
+    ) -> AccessLogReport {
+        let codes = |s: &StatusCounts| s.codes.iter().map(|(c, n)| (c.to_string(), *n)).collect();
+        let peer = |name: &str, p: &Peer| UpstreamOutcomeReport {
+            peer: name.to_string(),
+            tries: p.tries,
+            statuses: codes(&p.statuses),
+            response_time: p.response.report("$upstream_response_time"),
+            connect_time: p.connect.report("$upstream_connect_time"),
+        };
+        let mut upstreams: Vec<UpstreamOutcomeReport> =
+            self.peers.iter().map(|(n, p)| peer(n, p)).collect();
+        if self.peers_other.tries > 0 {
+            upstreams.push(peer("other", &self.peers_other));
+        }
+        let mut servers: Vec<ServerOutcomeReport> = self
+            .servers
+            .iter()
+            .map(|(n, s)| ServerOutcomeReport {
+                server: n.clone(),
+                requests: s.codes.values().sum::<u64>() + s.other_codes,
+                classes: s.classes(),
+            })
+            .collect();
+        if !self.servers_other.codes.is_empty() {
+            servers.push(ServerOutcomeReport {
+                server: "other".into(),
+                requests: self.servers_other.codes.values().sum(),
+                classes: self.servers_other.classes(),
+            });
+        }
+        let lacks = Field::ALL
+            .iter()
+            .filter(|f| !fields.contains(f))
+            .map(|f| f.variable().to_string())
+            .collect();
+        AccessLogReport {
+            files,
+            not_read,
+            lines: self.lines,
+            statuses: codes(&self.statuses),
+            classes: self.statuses.classes(),
+            request_time: self.request_time.report("$request_time"),
+            servers,
+            upstreams,
+            retried: self.retried,
+            retried_ok: self.retried_ok,
+            lacks,
+            share_logged: None,
+        }
+    }
+}
+
+/// One access log file read.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct AccessLogFileReport {
+    /// The path nginx writes (raw: renderers escape it).
+    pub path: String,
+    /// The `log_format` names its `access_log` directives use.
+    pub formats: Vec<String>,
+    /// `buffer=`/`flush=` of its directive: lines reach the file late by up to the
+    /// flush time (or until the buffer fills), so recent requests may be missing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buffered: Option<String>,
+    /// Lines read in a known format, and the others: not in any of its formats,
+    /// ambiguous (see `model::access_log_format`), cut at the line limit.
+    pub lines: u64,
+    pub unparsed: u64,
+    pub ambiguous: u64,
+    pub lines_cut: u64,
+    /// Bytes not read (the reader fell too far behind, or the file was truncated).
+    pub bytes_skipped: u64,
+}
+
+/// One server name's outcomes.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ServerOutcomeReport {
+    /// `$server_name`/`$host` as logged (raw; `other` for the rest).
+    pub server: String,
+    pub requests: u64,
+    pub classes: BTreeMap<String, u64>,
+}
+
+/// One upstream peer's outcomes, as nginx logged them.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct UpstreamOutcomeReport {
+    /// The `$upstream_addr` item (raw; `other` for the rest).
+    pub peer: String,
+    /// Requests sent to it (a request retried on another peer counts for each).
+    pub tries: u64,
+    /// `$upstream_status` -> count.
+    pub statuses: BTreeMap<String, u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_time: Option<TimeReport>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connect_time: Option<TimeReport>,
+}
+
+/// The report's `access_log` section: what the clients got, per nginx's access log.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct AccessLogReport {
+    pub files: Vec<AccessLogFileReport>,
+    /// Access logs not read, one line each with why (`off`, `syslog:`, a variable in
+    /// the path, a format that cannot be read exactly).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_read: Vec<String>,
+    /// Lines read in the period.
+    pub lines: u64,
+    /// `$status` -> count, and the classes (`2xx`, `3xx`, `4xx` without 499, `499`,
+    /// `5xx`).
+    pub statuses: BTreeMap<String, u64>,
+    pub classes: BTreeMap<String, u64>,
+    /// `$request_time`; None when no format read logs it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_time: Option<TimeReport>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub servers: Vec<ServerOutcomeReport>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub upstreams: Vec<UpstreamOutcomeReport>,
+    /// Requests logged with more than one upstream peer tried, and those of them that
+    /// the client got with a status below 500 (a retry that worked is slow, not failed).
+    pub retried: u64,
+    pub retried_ok: u64,
+    /// The variables no format read carries (`$request_time`, ...).
+    pub lacks: Vec<String>,
+    /// Lines read over nginx's requests in the period (stub_status); None when nginx's
+    /// count is unknown or zero. Below 1: `access_log off` somewhere, another log, a
+    /// buffered log not flushed yet, or lines not understood.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share_logged: Option<f64>,
+}
+
+impl AccessLogReport {
+    /// Requests the clients got with a 5xx status, per the log.
+    pub fn status_5xx(&self) -> u64 {
+        self.classes.get("5xx").copied().unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::access_log_format::{LogFormat, Parsed};
+
+    fn count(o: &mut Outcomes, f: &LogFormat, line: &str) {
+        match f.parse(line) {
+            Parsed::Line(x) => o.add(&x),
+            other => panic!("{line}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn statuses_times_and_peers_are_counted_exactly() {
+        let f = LogFormat::compile(
+            "t",
+            "$status $request_time $upstream_addr $upstream_status $upstream_response_time $upstream_connect_time",
+            "default",
+        )
+        .unwrap();
+        let mut o = Outcomes::default();
+        for _ in 0..98 {
+            count(&mut o, &f, "200 1.502 127.0.0.1:81 200 1.500 0.000");
+        }
+        count(&mut o, &f, "504 60.001 127.0.0.1:81 504 60.000 0.001");
+        count(
+            &mut o,
+            &f,
+            "200 3.010 127.0.0.2:81, 127.0.0.1:81 502, 200 -, 1.500 3.000, 0.000",
+        );
+        count(&mut o, &f, "499 0.200 - - - -");
+        let r = o.report(&f.fields, vec![], vec![]);
+        assert_eq!(r.lines, 101);
+        assert_eq!(r.statuses["200"], 99);
+        assert_eq!(r.classes["2xx"], 99);
+        assert_eq!(r.classes["5xx"], 1);
+        assert_eq!(r.classes["499"], 1);
+        assert!(!r.classes.contains_key("4xx"));
+        let t = r.request_time.unwrap();
+        assert_eq!(t.count, 101);
+        assert!((1.49..=1.52).contains(&t.p50_s), "{}", t.p50_s);
+        assert!(t.max_s >= 59.9);
+        assert_eq!(r.retried, 1);
+        assert_eq!(r.retried_ok, 1);
+        let p1 = r
+            .upstreams
+            .iter()
+            .find(|p| p.peer == "127.0.0.1:81")
+            .unwrap();
+        assert_eq!(p1.tries, 100);
+        assert_eq!(p1.statuses["200"], 99);
+        assert_eq!(p1.statuses["504"], 1);
+        let p2 = r
+            .upstreams
+            .iter()
+            .find(|p| p.peer == "127.0.0.2:81")
+            .unwrap();
+        assert_eq!(p2.tries, 1);
+        assert_eq!(p2.statuses["502"], 1);
+        assert!(p2.response_time.is_none(), "`-` is no time");
+        assert_eq!(p2.connect_time.as_ref().unwrap().count, 1);
+        assert_eq!(r.lacks, vec!["$server_name or $host".to_string()]);
+        // 1.502 s is in the (1024, 2048] ms bucket, 3.010 s in (2048, 4096].
+        assert_eq!(t.log2_ms.iter().find(|(le, _)| *le == 2048).unwrap().1, 98);
+        assert_eq!(t.log2_ms.iter().find(|(le, _)| *le == 4096).unwrap().1, 1);
+    }
+
+    #[test]
+    fn names_and_codes_are_bounded() {
+        let f = LogFormat::compile("s", "$host $status", "default").unwrap();
+        let mut o = Outcomes::default();
+        for i in 0..40 {
+            count(&mut o, &f, &format!("h{i}.example {}", 100 + i * 10));
+        }
+        let r = o.report(&f.fields, vec![], vec![]);
+        assert_eq!(r.servers.len(), MAX_NAMES + 1);
+        assert_eq!(r.servers.last().unwrap().server, "other");
+        assert_eq!(r.servers.iter().map(|s| s.requests).sum::<u64>(), 40);
+        assert_eq!(r.classes.values().sum::<u64>(), 40);
+    }
+}

@@ -1,0 +1,171 @@
+//! The ACCESS LOG section of the text report: what the clients got, per nginx's own
+//! access log (status classes, request time, per upstream peer), with what the
+//! formats lack and which logs were not read. The report was sanitized before it gets
+//! here (`render_text`).
+
+use std::fmt::Write;
+
+use crate::model::access_log::{AccessLogReport, TimeReport};
+use crate::model::{Report, RequestSource};
+
+/// Upstream peers printed (the JSON has them all).
+const MAX_PEERS_SHOWN: usize = 8;
+
+fn secs(s: f64) -> String {
+    if s < 1.0 {
+        format!("{:.0} ms", s * 1000.0)
+    } else {
+        format!("{s:.2} s")
+    }
+}
+
+/// `p50 1.50 s  p99 1.51 s  max 1.51 s (n 100)`.
+pub fn time_line(t: &TimeReport) -> String {
+    format!(
+        "p50 {}  p90 {}  p99 {}  max {}  (n {})",
+        secs(t.p50_s),
+        secs(t.p90_s),
+        secs(t.p99_s),
+        secs(t.max_s),
+        t.count
+    )
+}
+
+/// The log2 histogram as `<=1024ms 3  <=2048ms 97`.
+fn log2_line(t: &TimeReport) -> String {
+    t.log2_ms
+        .iter()
+        .map(|(le, n)| format!("<={le}ms {n}"))
+        .collect::<Vec<_>>()
+        .join("  ")
+}
+
+fn codes(m: &std::collections::BTreeMap<String, u64>) -> String {
+    m.iter()
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The section; nothing when no access log was looked at.
+pub fn access_log_section(out: &mut String, r: &Report) {
+    let Some(a) = &r.access_log else { return };
+    if a.files.is_empty() && a.not_read.is_empty() {
+        return;
+    }
+    let files: Vec<String> = a
+        .files
+        .iter()
+        .map(|f| format!("{} (format {})", f.path, f.formats.join(", ")))
+        .collect();
+    let _ = writeln!(
+        out,
+        "\nACCESS LOG (what the clients got, per nginx's access log{}{})",
+        if files.is_empty() { "" } else { ": " },
+        files.join("; ")
+    );
+    for n in &a.not_read {
+        let _ = writeln!(out, "  not read: {n}");
+    }
+    if a.files.is_empty() {
+        return;
+    }
+    lines_line(out, r, a);
+    let _ = writeln!(
+        out,
+        "  status: {}  ({})",
+        codes(&a.classes),
+        codes(&a.statuses)
+    );
+    match &a.request_time {
+        Some(t) => {
+            let _ = writeln!(out, "  request time ($request_time): {}", time_line(t));
+            let _ = writeln!(out, "    log2 histogram: {}", log2_line(t));
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "  request time: not logged (the format has no $request_time)"
+            );
+        }
+    }
+    for s in a.servers.iter().take(MAX_PEERS_SHOWN) {
+        let _ = writeln!(
+            out,
+            "  server {}: {} requests, {}",
+            s.server,
+            s.requests,
+            codes(&s.classes)
+        );
+    }
+    for p in a.upstreams.iter().take(MAX_PEERS_SHOWN) {
+        let mut l = format!(
+            "  upstream {}: {} tries, status {}",
+            p.peer,
+            p.tries,
+            codes(&p.statuses)
+        );
+        if let Some(t) = &p.response_time {
+            let _ = write!(l, "; response {}", time_line(t));
+        }
+        if let Some(t) = &p.connect_time {
+            let _ = write!(l, "; connect p50 {} p99 {}", secs(t.p50_s), secs(t.p99_s));
+        }
+        let _ = writeln!(out, "{l}");
+    }
+    if a.upstreams.len() > MAX_PEERS_SHOWN {
+        let _ = writeln!(
+            out,
+            "  ... {} more peers (JSON)",
+            a.upstreams.len() - MAX_PEERS_SHOWN
+        );
+    }
+    if a.retried > 0 {
+        let _ = writeln!(
+            out,
+            "  retried on another peer: {} requests, {} of them answered below 500 (slow, not failed)",
+            a.retried, a.retried_ok
+        );
+    }
+    if !a.lacks.is_empty() {
+        let _ = writeln!(out, "  not logged by the format: {}", a.lacks.join(", "));
+    }
+}
+
+fn lines_line(out: &mut String, r: &Report, a: &AccessLogReport) {
+    let unparsed: u64 = a.files.iter().map(|f| f.unparsed).sum();
+    let ambiguous: u64 = a.files.iter().map(|f| f.ambiguous).sum();
+    let cut: u64 = a.files.iter().map(|f| f.lines_cut).sum();
+    let skipped: u64 = a.files.iter().map(|f| f.bytes_skipped).sum();
+    let share = match (a.share_logged, r.requests.source, r.requests.count) {
+        (Some(s), RequestSource::StubStatus, Some(n)) => {
+            format!(" = {:.0}% of nginx's {n} requests (stub_status)", s * 100.0)
+        }
+        _ => " (nginx's request count unknown: share logged not known)".to_string(),
+    };
+    let mut l = format!("  lines {}{share}", a.lines);
+    for (what, n) in [
+        ("not in the format", unparsed),
+        ("ambiguous", ambiguous),
+        ("cut", cut),
+    ] {
+        if n > 0 {
+            let _ = write!(l, ", {n} {what} (not counted)");
+        }
+    }
+    if skipped > 0 {
+        let _ = write!(
+            l,
+            ", {skipped} bytes skipped (reader behind or file truncated)"
+        );
+    }
+    let _ = writeln!(out, "{l}");
+    for f in a.files.iter().filter(|f| f.buffered.is_some()) {
+        let _ = writeln!(
+            out,
+            "  {} is buffered ({}): its last lines reach the file late, until the buffer fills or the flush time",
+            f.path,
+            f.buffered.as_deref().unwrap_or_default()
+        );
+    }
+}
