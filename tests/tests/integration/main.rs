@@ -22,6 +22,7 @@ mod metrics;
 mod nginx126;
 mod nginx_errors;
 mod nginx_words;
+mod outcomes;
 mod port_exhaustion;
 mod production;
 mod recording;

@@ -1,0 +1,88 @@
+//! What the clients got, from nginx's own access log (issue 23): status counts exact
+//! against the requests made, `$request_time` and `$upstream_response_time` quantiles
+//! against an upstream that takes a known time, the share of nginx's requests logged,
+//! and the default `combined` format saying what it lacks.
+
+use std::time::Duration;
+
+use nginx_probe_tests::*;
+
+/// 100 requests at once to an upstream that answers after 1.5 s, and 7 to a location
+/// that returns 404, with `$status $request_time $upstream_*` in the format: exactly
+/// 100 200s and 7 404s, p50 of the request time and of the peer's response time within
+/// [1.4, 1.7] s, every line read and 100% of nginx's requests logged.
+#[test]
+fn a_timed_format_gives_exact_statuses_and_the_upstream_time() {
+    let be = SlowBackend::start(Duration::from_millis(1500));
+    let ng = Nginx::start(&NginxConfig {
+        http_extra: "log_format timed '$remote_addr [$time_local] \"$request\" $status \
+                     $request_time $upstream_addr $upstream_status $upstream_response_time \
+                     $upstream_connect_time';"
+            .into(),
+        // The server's own log, relative to the prefix (nginx -p), in its own format.
+        access_log: Some("off".into()),
+        server_extra: format!(
+            "access_log logs/timed.log timed; \
+             location /slow {{ proxy_pass http://{}; }} location = /missing {{ return 404; }}",
+            be.addr()
+        ),
+        ..NginxConfig::default()
+    });
+    let probe = Probe::on(&ng).json().summary_only().start();
+    let codes = concurrent_requests(ng.addr(), 100, "/slow");
+    assert!(codes.iter().all(|&c| c == 200), "{codes:?}");
+    let codes = concurrent_requests(ng.addr(), 7, "/missing");
+    assert!(codes.iter().all(|&c| c == 404), "{codes:?}");
+    // The reader polls every 500 ms.
+    std::thread::sleep(Duration::from_millis(1200));
+    let out = probe.stop();
+    let s = out.summary_json();
+    let a = &s["access_log"];
+    assert_eq!(a["lines"], 107, "{a}");
+    assert_eq!(a["statuses"], serde_json::json!({"200": 100, "404": 7}));
+    assert_eq!(a["classes"], serde_json::json!({"2xx": 100, "4xx": 7}));
+    assert_eq!(a["files"][0]["formats"], serde_json::json!(["timed"]));
+    assert_eq!(a["files"][0]["unparsed"], 0);
+    assert_eq!(a["files"][0]["ambiguous"], 0);
+    assert_eq!(a["share_logged"], 1.0, "{a}");
+    let t = &a["request_time"];
+    assert_eq!(t["count"], 107);
+    let p50 = t["p50_s"].as_f64().unwrap();
+    assert!((1.4..=1.7).contains(&p50), "request time p50 {p50}");
+    let peer = &a["upstreams"][0];
+    assert_eq!(peer["peer"], be.addr().to_string());
+    assert_eq!(peer["tries"], 100);
+    assert_eq!(peer["statuses"], serde_json::json!({"200": 100}));
+    let p50 = peer["response_time"]["p50_s"].as_f64().unwrap();
+    assert!((1.4..=1.7).contains(&p50), "upstream response p50 {p50}");
+    assert_eq!(peer["connect_time"]["count"], 100);
+    assert_eq!(a["retried"], 0);
+    assert_eq!(a["lacks"], serde_json::json!(["$server_name or $host"]));
+}
+
+/// The default `combined` format: 50 200s over keepalive connections and 5 404s, exact,
+/// and the text says that the request time is not logged.
+#[test]
+fn the_combined_format_gives_exact_statuses_and_says_request_time_is_not_logged() {
+    let ng = Nginx::start(&NginxConfig::default());
+    let probe = Probe::on(&ng).summary_only().start();
+    assert_eq!(keepalive_requests(ng.addr(), 5, 10), 50);
+    let paths: Vec<String> = (0..5).map(|i| format!("/nope{i}")).collect();
+    assert_eq!(get_paths(ng.addr(), &paths).len(), 5);
+    std::thread::sleep(Duration::from_millis(1200));
+    let out = probe.stop();
+    let text = &out.stdout;
+    assert!(
+        text.contains("  status: 2xx 50, 4xx 5  (200 50, 404 5)\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  lines 55 = 100% of nginx's 55 requests (stub_status)\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  request time: not logged (the format has no $request_time)\n"),
+        "{text}"
+    );
+    assert!(text.contains("(format combined)"), "{text}");
+}
