@@ -120,6 +120,8 @@ pub struct Inputs {
     /// nginx's network namespace's local port range and TIME-WAIT at the period's end;
     /// None when not read.
     pub local_ports: Option<crate::model::local_ports::LocalPortsReport>,
+    /// What the clients got, per nginx's access log; None when none was read.
+    pub access_log: Option<crate::model::access_log::AccessLogReport>,
 }
 
 impl Inputs {

@@ -3,6 +3,7 @@
 //! logs written per request in [`log_verdicts`], the [`nginx_rules`] on what nginx
 //! decided itself (refusals and upstream errors from its error log, keepalive_requests,
 //! the CPU quota), [`fd_upstream`] (upstream keepalive and fd-limit rules), [`conn_verdicts`] (who closed client connections),
+//! [`outcome_rules`] (what the clients got, from nginx's access log),
 //! [`process_history`] (workers the master failed to spawn or that crashed, from its
 //! error log back to its start), and [`compare`] (what changed between two recordings, beyond the
 //! noise).
@@ -15,6 +16,7 @@ pub mod inputs;
 pub mod log_rotation;
 pub mod log_verdicts;
 pub mod nginx_rules;
+pub mod outcome_rules;
 pub mod process_history;
 pub mod verdict;
 pub mod worker_rules;

@@ -165,7 +165,11 @@ pub fn requests_refused(inp: &Inputs, out: &mut Vec<Verdict>) {
 /// `upstream_errors`: requests that failed on the upstream side inside nginx (timeouts,
 /// refused connections, no live upstreams; 502/504), from its error log.
 pub fn upstream_errors(inp: &Inputs, out: &mut Vec<Verdict>) {
-    let retried = |top: &str| connects_retried(inp, top);
+    // Measured first from what the clients got (the access log), else from the
+    // connects the kernel counted.
+    let retried = |top: &str| {
+        super::outcome_rules::clients_unharmed(inp).or_else(|| connects_retried(inp, top))
+    };
     error_share_rule_with(
         inp,
         "upstream",
@@ -200,13 +204,15 @@ pub fn upstream_errors(inp: &Inputs, out: &mut Vec<Verdict>) {
             } else {
                 String::new()
             };
-            let outcome = match connects_retried(inp, top) {
+            let outcome = match super::outcome_rules::clients_saw(inp) {
+                Some(saw) => saw,
+                None => match connects_retried(inp, top) {
                 Some(_) => format!(
                     "; yet the workers established at least as many upstream connections as there were requests ({}, connect() and SO_ERROR in the kernel): consistent with nginx having retried the failed connects on another peer (proxy_next_upstream), which makes these lines slow requests, not failed ones (not proven per request: subrequests such as auth_request also connect); the failing peer costs each retried request a connect attempt",
                     established(inp)
                 ),
-                None => "; how many clients got an error response is not measured (nginx logs the same line when proxy_next_upstream retries the request on another peer)".to_string(),
-            };
+                None => "; how many clients got an error response is not measured (nginx logs the same line when proxy_next_upstream retries the request on another peer; an access log with $status holding every request would tell)".to_string(),
+            }};
             format!(
                 "nginx logged {n} upstream errors for {requests} requests ({:.0}%), most: {how}{chain}{outcome}{}",
                 share * 100.0,

@@ -130,6 +130,7 @@ pub fn judge(inp: &Inputs) -> Vec<Verdict> {
     crate::analysis::nginx_rules::keepalive_requests_low(inp, &mut out);
     crate::analysis::nginx_rules::cpu_throttled(inp, &mut out);
     crate::analysis::nginx_rules::slow_requests_idle_workers(inp, &mut out);
+    crate::analysis::outcome_rules::upstream_slow(inp, &mut out);
     crate::analysis::worker_rules::worker_shutdown_timeout(inp, &mut out);
     crate::analysis::worker_rules::worker_crashes(inp, &mut out);
     crate::analysis::process_history::worker_spawn_failed(inp, &mut out);
@@ -800,6 +801,7 @@ pub fn judge_report(r: &crate::model::Report) -> Vec<Verdict> {
     inputs.period_s = r.duration_s;
     inputs.detail = r.detail.clone();
     inputs.nginx_errors = r.nginx_errors.clone();
+    inputs.access_log = r.access_log.clone();
     inputs.cpu_quota = r.cpu_quota.clone();
     inputs.lifecycle = r.lifecycle.clone();
     inputs.config = r.config.clone();
@@ -894,6 +896,7 @@ pub fn verdict_inputs(workers: &[WorkerReport], close_traced: bool) -> Inputs {
         lifecycle: None,
         config: None,
         connections: None,
+        access_log: None,
     }
 }
 

@@ -145,6 +145,8 @@ pub struct Outcomes {
     /// than one item), and those among them whose client status was below 500.
     pub retried: u64,
     pub retried_ok: u64,
+    /// `$request_time` of the retried requests.
+    pub retried_time: Times,
 }
 
 fn bounded(name: &str) -> String {
@@ -190,6 +192,9 @@ impl Outcomes {
             self.retried += 1;
             if f.status.is_some_and(|s| s < 500) {
                 self.retried_ok += 1;
+            }
+            if let Some(ms) = f.request_time_ms {
+                self.retried_time.add(ms);
             }
         }
         for (i, a) in addrs.iter().enumerate() {
@@ -264,6 +269,7 @@ impl Outcomes {
             upstreams,
             retried: self.retried,
             retried_ok: self.retried_ok,
+            retried_time: self.retried_time.report("$request_time"),
             lacks,
             share_logged: None,
         }
@@ -340,6 +346,9 @@ pub struct AccessLogReport {
     /// the client got with a status below 500 (a retry that worked is slow, not failed).
     pub retried: u64,
     pub retried_ok: u64,
+    /// Their `$request_time` (what the retries cost the clients); None when not logged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retried_time: Option<TimeReport>,
     /// The variables no format read carries (`$request_time`, ...).
     pub lacks: Vec<String>,
     /// Lines read over nginx's requests in the period (stub_status); None when nginx's

@@ -58,6 +58,67 @@ fn a_timed_format_gives_exact_statuses_and_the_upstream_time() {
     assert_eq!(peer["connect_time"]["count"], 100);
     assert_eq!(a["retried"], 0);
     assert_eq!(a["lacks"], serde_json::json!(["$server_name or $host"]));
+    // p99 1.5 s: the peer is named slow, against the timeout of the location.
+    let v = verdict(&s, "upstream_slow").expect("upstream_slow fires");
+    assert_eq!(v["severity"], "warning");
+    assert_eq!(v["evidence"]["peer"], be.addr().to_string());
+    assert_eq!(v["evidence"]["tries"], 100);
+    assert_eq!(v["evidence"]["upstream_504"], 0);
+    assert_eq!(
+        v["evidence"]["proxy_read_timeout"], "proxy_read_timeout 60s (default)",
+        "{v}"
+    );
+}
+
+/// An upstream of a dead peer (nothing listens: ECONNREFUSED, `max_fails=0` so it is
+/// never marked failed) and a live one: nginx retries every connect that failed on the
+/// live peer and every client gets a 200. The access log's retried requests equal the
+/// connect failures nginx logged, exactly, and `upstream_errors` says the clients got
+/// no 5xx: a warning, never "failed".
+#[test]
+fn connects_retried_on_another_peer_are_slow_requests_not_failed_ones() {
+    let live = Nginx::start(&NginxConfig {
+        workers: 1,
+        access_log: Some("off".into()),
+        ..NginxConfig::default()
+    });
+    let dead = free_port();
+    let ng = Nginx::start(&NginxConfig {
+        http_extra: format!(
+            "log_format up '$status $request_time $upstream_addr $upstream_status'; \
+             upstream be {{ server 127.0.0.1:{dead} max_fails=0; server {} max_fails=0; }}",
+            live.addr()
+        ),
+        access_log: Some("off".into()),
+        server_extra: "access_log logs/up.log up; location / { proxy_pass http://be; }".into(),
+        ..NginxConfig::default()
+    });
+    let probe = Probe::on(&ng).json().summary_only().start();
+    let codes = concurrent_requests(ng.addr(), 60, "/");
+    assert!(codes.iter().all(|&c| c == 200), "{codes:?}");
+    std::thread::sleep(Duration::from_millis(1200));
+    let out = probe.stop();
+    let s = out.summary_json();
+    let a = &s["access_log"];
+    assert_eq!(a["lines"], 60, "{a}");
+    assert_eq!(a["statuses"], serde_json::json!({"200": 60}));
+    let failed = s["nginx_errors"]["classes"]["upstream_connect_failed"]["count"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(
+        failed > 0,
+        "round robin sent some requests to the dead peer first"
+    );
+    assert_eq!(a["retried"], failed, "{a}");
+    assert_eq!(a["retried_ok"], failed);
+    let v = verdict(&s, "upstream_errors").expect("upstream_errors fires");
+    assert_eq!(v["severity"], "warning", "{v}");
+    assert_eq!(v["evidence"]["retried"]["clients_5xx"], 0);
+    let advice = v["advice"].as_str().unwrap();
+    assert!(
+        advice.contains("of its 60 requests, none was answered with a 5xx"),
+        "{advice}"
+    );
 }
 
 /// The default `combined` format: 50 200s over keepalive connections and 5 404s, exact,

@@ -1,0 +1,332 @@
+//! Rules on what the clients got, from nginx's own access log
+//! (`model::access_log`): `upstream_slow`, and the clients' side of `upstream_errors`
+//! (how many requests the clients got as 5xx, how many were retried on another peer
+//! and answered). Pure.
+
+use std::collections::BTreeMap;
+
+use super::inputs::Inputs;
+use crate::model::access_log::{AccessLogReport, UpstreamOutcomeReport};
+use crate::model::config::ConfigReport;
+use crate::model::{Severity, Verdict};
+
+/// A peer whose p99 `$upstream_response_time` is at least this is slow, seconds.
+pub const SLOW_UPSTREAM_S: f64 = 1.0;
+/// ... or at least this share of the `proxy_read_timeout` that bounds it (when every
+/// proxying location has the same one).
+pub const SLOW_SHARE_OF_TIMEOUT: f64 = 0.5;
+/// Critical at this share of the timeout (the next slowdown times out), or on 504s.
+pub const CRITICAL_SHARE_OF_TIMEOUT: f64 = 0.9;
+/// Requests to a peer below which it is not judged.
+pub const SLOW_MIN_TRIES: u64 = 20;
+/// Share of nginx's requests the access log must hold for "the clients got" figures
+/// to stand for all requests.
+pub const MIN_SHARE_LOGGED: f64 = 0.99;
+
+fn r3(x: f64) -> serde_json::Value {
+    serde_json::json!((x * 1000.0).round() / 1000.0)
+}
+
+/// An nginx time (`60s`, `500ms`, `1m`, `90`: seconds) in seconds.
+pub fn nginx_seconds(v: &str) -> Option<f64> {
+    let v = v.trim();
+    if let Ok(n) = v.parse::<f64>() {
+        return Some(n);
+    }
+    humantime::parse_duration(v).ok().map(|d| d.as_secs_f64())
+}
+
+/// The `proxy_read_timeout` values in force where nginx proxies: those of the locations
+/// with `proxy_pass` (the configuration's effective proxy settings), else the http
+/// level's. (seconds, quoted value), distinct, at most 4.
+fn read_timeouts(cfg: &ConfigReport) -> Vec<(f64, String)> {
+    let mut out: Vec<(f64, String)> = Vec::new();
+    let located = cfg
+        .values
+        .iter()
+        .filter(|v| v.directive == "proxy_read_timeout" && v.scope.contains(" location "));
+    let any_located = located.clone().next().is_some();
+    let chosen: Vec<_> = if any_located {
+        located.collect()
+    } else {
+        cfg.value("proxy_read_timeout").into_iter().collect()
+    };
+    for v in chosen {
+        let Some(s) = nginx_seconds(&v.value) else {
+            continue;
+        };
+        if out.len() < 4 && !out.iter().any(|(x, _)| *x == s) {
+            out.push((s, format!("proxy_read_timeout {}", v.quoted())));
+        }
+    }
+    out
+}
+
+/// The access log, when it holds the clients' statuses for (almost) every request
+/// nginx counted.
+fn complete_log(inp: &Inputs) -> Option<&AccessLogReport> {
+    inp.access_log
+        .as_ref()
+        .filter(|a| a.lines > 0 && !a.lacks.iter().any(|l| l == "$status"))
+        .filter(|a| a.share_logged.is_some_and(|s| s >= MIN_SHARE_LOGGED))
+}
+
+/// `upstream_slow`: an upstream peer's response time, as nginx logged it
+/// (`$upstream_response_time`), at or over [`SLOW_UPSTREAM_S`] at p99 or half the
+/// `proxy_read_timeout` that bounds it; critical when it answered 504s or its p99 is at
+/// [`CRITICAL_SHARE_OF_TIMEOUT`] of the timeout. The slowest peer is the verdict; the
+/// other slow ones are listed in its evidence.
+pub fn upstream_slow(inp: &Inputs, out: &mut Vec<Verdict>) {
+    let Some(a) = &inp.access_log else { return };
+    let timeouts = inp.config.as_ref().map(read_timeouts).unwrap_or_default();
+    // One bound only when every proxying location has the same timeout.
+    let bound = match timeouts.as_slice() {
+        [(s, _)] => Some(*s),
+        _ => None,
+    };
+    let slow = |p: &UpstreamOutcomeReport| {
+        let t = p.response_time.as_ref()?;
+        let over = t.p99_s >= SLOW_UPSTREAM_S
+            || bound.is_some_and(|b| b > 0.0 && t.p99_s >= b * SLOW_SHARE_OF_TIMEOUT);
+        (p.tries >= SLOW_MIN_TRIES && over).then_some(t.p99_s)
+    };
+    let mut peers: Vec<(&UpstreamOutcomeReport, f64)> = a
+        .upstreams
+        .iter()
+        .filter_map(|p| slow(p).map(|s| (p, s)))
+        .collect();
+    peers.sort_by(|x, y| y.1.total_cmp(&x.1));
+    let Some((p, _)) = peers.first() else { return };
+    let t = p.response_time.as_ref().expect("slow peers have a time");
+    let timed_out = p.statuses.get("504").copied().unwrap_or(0);
+    let share = bound.filter(|b| *b > 0.0).map(|b| t.p99_s / b);
+    let critical = timed_out > 0 || share.is_some_and(|s| s >= CRITICAL_SHARE_OF_TIMEOUT);
+    let mut ev = BTreeMap::new();
+    ev.insert("peer", serde_json::json!(p.peer));
+    ev.insert("tries", serde_json::json!(p.tries));
+    ev.insert("p50_s", r3(t.p50_s));
+    ev.insert("p99_s", r3(t.p99_s));
+    ev.insert("max_s", r3(t.max_s));
+    ev.insert("upstream_504", serde_json::json!(timed_out));
+    ev.insert(
+        "source",
+        serde_json::json!("nginx's access log ($upstream_response_time, $upstream_status)"),
+    );
+    if peers.len() > 1 {
+        let others: Vec<String> = peers[1..]
+            .iter()
+            .take(5)
+            .map(|(q, s)| format!("{} p99 {s:.3} s", q.peer))
+            .collect();
+        ev.insert("other_slow_peers", serde_json::json!(others));
+    }
+    let against = match (&share, timeouts.as_slice()) {
+        (Some(s), [(_, q)]) => {
+            ev.insert("proxy_read_timeout", serde_json::json!(q));
+            ev.insert("p99_share_of_timeout", r3(*s));
+            format!(", {:.0}% of {q}", s * 100.0)
+        }
+        (_, []) => ", against a proxy_read_timeout not known (configuration not read)".into(),
+        (_, ts) => {
+            let q: Vec<&str> = ts.iter().map(|(_, q)| q.as_str()).collect();
+            ev.insert("proxy_read_timeout", serde_json::json!(q.join("; ")));
+            format!(
+                ", against proxy_read_timeout set differently per location ({})",
+                q.join("; ")
+            )
+        }
+    };
+    let timeouts_clause = if timed_out > 0 {
+        format!(
+            "; {timed_out} of its responses were 504 (nginx gave up waiting: proxy_read_timeout)"
+        )
+    } else {
+        String::new()
+    };
+    out.push(Verdict::new(
+        "upstream_slow",
+        if critical {
+            Severity::Critical
+        } else {
+            Severity::Warning
+        },
+        ev,
+        &["proxy_pass / upstream", "proxy_read_timeout"],
+        format!(
+            "upstream {} answers slowly: p50 {:.3} s, p99 {:.3} s over {} requests (nginx's access log, $upstream_response_time){against}{timeouts_clause}. The time is spent in the upstream, not in nginx: look at the upstream itself; raising proxy_read_timeout only lets clients wait longer",
+            p.peer, t.p50_s, t.p99_s, p.tries
+        ),
+    ));
+}
+
+/// For `upstream_errors`: Some(evidence) when the access log holds every request and
+/// none was answered 5xx: the upstream errors nginx logged were retried and answered
+/// (slow requests, not failed ones).
+pub fn clients_unharmed(inp: &Inputs) -> Option<serde_json::Value> {
+    let a = complete_log(inp)?;
+    (a.status_5xx() == 0).then(|| {
+        serde_json::json!({
+            "clients_5xx": 0,
+            "logged": a.lines,
+            "share_logged": a.share_logged,
+            "retried": a.retried,
+            "retried_answered": a.retried_ok,
+            "source": "nginx's access log ($status, $upstream_addr)",
+        })
+    })
+}
+
+/// For `upstream_errors`' advice: what the clients got per the access log (`; ...`),
+/// None when it is not read or does not hold every request.
+pub fn clients_saw(inp: &Inputs) -> Option<String> {
+    let a = complete_log(inp)?;
+    let fives: Vec<String> = a
+        .statuses
+        .iter()
+        .filter(|(c, _)| c.starts_with('5'))
+        .map(|(c, n)| format!("{c} {n}"))
+        .collect();
+    let got = if fives.is_empty() {
+        "none was answered with a 5xx".to_string()
+    } else {
+        format!(
+            "{} were answered 5xx ({})",
+            a.status_5xx(),
+            fives.join(", ")
+        )
+    };
+    let retried = if a.retried > 0 {
+        let cost = a
+            .retried_time
+            .as_ref()
+            .map(|t| format!(", taking {:.3} s at the median ($request_time)", t.p50_s))
+            .unwrap_or_default();
+        format!(
+            "; {} requests tried more than one peer and {} of them were answered below 500 (slow, not failed){cost}",
+            a.retried, a.retried_ok
+        )
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "; nginx's access log shows what the clients got: of its {} requests, {got}{retried}",
+        a.lines
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::access_log::TimeReport;
+    use crate::model::config::ConfigValue;
+
+    fn time(p50: f64, p99: f64) -> TimeReport {
+        TimeReport {
+            source: "$upstream_response_time".into(),
+            count: 100,
+            p50_s: p50,
+            p90_s: p99,
+            p99_s: p99,
+            max_s: p99,
+            log2_ms: vec![],
+        }
+    }
+
+    fn inputs(p99: f64, statuses: &[(&str, u64)], timeout: Option<&str>) -> Inputs {
+        let peer = UpstreamOutcomeReport {
+            peer: "10.0.0.1:80".into(),
+            tries: 100,
+            statuses: statuses.iter().map(|(c, n)| (c.to_string(), *n)).collect(),
+            response_time: Some(time(p99 * 0.9, p99)),
+            connect_time: None,
+        };
+        let config = timeout.map(|t| ConfigReport {
+            values: vec![ConfigValue {
+                directive: "proxy_read_timeout".into(),
+                scope: "server a location /".into(),
+                value: t.into(),
+                at: "site.conf:7".into(),
+                not_loaded: false,
+            }],
+            ..Default::default()
+        });
+        Inputs {
+            access_log: Some(AccessLogReport {
+                lines: 100,
+                upstreams: vec![peer],
+                ..Default::default()
+            }),
+            config,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_slow_peer_is_named_against_its_timeout() {
+        let mut out = Vec::new();
+        upstream_slow(&inputs(1.5, &[("200", 100)], Some("60s")), &mut out);
+        let v = &out[0];
+        assert_eq!(v.id, "upstream_slow");
+        assert_eq!(v.severity, Severity::Warning);
+        assert_eq!(v.evidence["p99_s"], 1.5);
+        assert_eq!(v.evidence["p99_share_of_timeout"], 0.025);
+        assert_eq!(
+            v.evidence["proxy_read_timeout"],
+            "proxy_read_timeout 60s (site.conf:7)"
+        );
+        assert!(
+            v.advice
+                .contains("2% of proxy_read_timeout 60s (site.conf:7)"),
+            "{}",
+            v.advice
+        );
+        // Near the timeout, or with 504s: critical.
+        let mut out = Vec::new();
+        upstream_slow(&inputs(4.6, &[("200", 100)], Some("5s")), &mut out);
+        assert_eq!(out[0].severity, Severity::Critical);
+        let mut out = Vec::new();
+        upstream_slow(&inputs(1.2, &[("200", 90), ("504", 10)], None), &mut out);
+        assert_eq!(out[0].severity, Severity::Critical);
+        assert!(out[0].advice.contains("not known"), "{}", out[0].advice);
+        // Fast, or too few requests: nothing.
+        let mut out = Vec::new();
+        upstream_slow(&inputs(0.2, &[("200", 100)], Some("60s")), &mut out);
+        assert!(out.is_empty());
+        let mut i = inputs(3.0, &[("200", 10)], Some("60s"));
+        i.access_log.as_mut().unwrap().upstreams[0].tries = 10;
+        upstream_slow(&i, &mut out);
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn clients_outcome_needs_every_request_logged() {
+        let mut i = inputs(0.1, &[("200", 100)], None);
+        let a = i.access_log.as_mut().unwrap();
+        a.statuses = [("200".to_string(), 100)].into();
+        a.classes = [("2xx".to_string(), 100)].into();
+        a.retried = 30;
+        a.retried_ok = 30;
+        assert!(clients_unharmed(&i).is_none(), "share logged unknown");
+        i.access_log.as_mut().unwrap().share_logged = Some(1.0);
+        assert_eq!(clients_unharmed(&i).unwrap()["retried_answered"], 30);
+        assert!(clients_saw(&i)
+            .unwrap()
+            .contains("none was answered with a 5xx; 30 requests tried more than one peer and 30"));
+        let a = i.access_log.as_mut().unwrap();
+        a.statuses.insert("502".into(), 4);
+        a.classes.insert("5xx".into(), 4);
+        assert!(clients_unharmed(&i).is_none());
+        assert!(clients_saw(&i)
+            .unwrap()
+            .contains("4 were answered 5xx (502 4)"));
+    }
+
+    #[test]
+    fn nginx_times_are_seconds() {
+        assert_eq!(nginx_seconds("60s"), Some(60.0));
+        assert_eq!(nginx_seconds("90"), Some(90.0));
+        assert_eq!(nginx_seconds("500ms"), Some(0.5));
+        assert_eq!(nginx_seconds("1m"), Some(60.0));
+        assert_eq!(nginx_seconds("x"), None);
+    }
+}
