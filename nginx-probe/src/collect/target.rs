@@ -632,7 +632,12 @@ mod tests {
             "exec -a 'nginx: master process x' {} 30",
             link.display()
         ));
-        let (_, what) = refusal_of(bash, |p| p.stat().is_ok_and(|s| s.comm == "nginx-prod"));
+        // The kernel sets comm before the new image's argument pages (an empty cmdline
+        // in between, seen once in CI): wait for both.
+        let (_, what) = refusal_of(bash, |p| {
+            p.stat().is_ok_and(|s| s.comm == "nginx-prod")
+                && p.cmdline().is_ok_and(|c| !c.is_empty())
+        });
         assert_eq!(
             what,
             "`nginx-prod` titled `nginx: master process x 30`, not nginx"
