@@ -39,6 +39,18 @@ pub const KEEPALIVE_CPU_REFUTE: f64 = 1.25;
 /// worker_processes: more workers than cores "add context switches" when switches per
 /// request rise at least this much from 2 to 4 workers.
 pub const SWITCH_RISE: f64 = 1.25;
+/// keepalive_requests: a config "closes a connection every N requests" when its
+/// reconnects per request (accepts beyond the load's own connections) lie within this
+/// factor of 1/N, either way ...
+pub const RECYCLE_TOLERANCE: f64 = 1.3;
+/// ... and "does not recycle" below this fraction of 1/N.
+pub const RECYCLE_ABSENT: f64 = 0.5;
+/// keepalive_requests 100000: no recycling left at or below this many reconnects per
+/// request (a tenth of the default's 1/1000).
+pub const RECYCLE_GONE: f64 = 0.0001;
+/// The load "reached" a worker's fd limit when its peak open fds came within this
+/// fraction of it.
+pub const NEAR_LIMIT: f64 = 0.9;
 
 // ---------------------------------------------------------------------------------------
 // Metrics: what one run measured, taken from nginx-probe's summary (and the client).

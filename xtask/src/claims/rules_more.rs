@@ -1,0 +1,466 @@
+//! The rules of the claims added for issue 25 (keepalive_requests, upstream keepalive,
+//! worker_connections over the fd limit, accept_mutex, tcp_nopush): pure judgements on
+//! nginx-probe's metrics, with their thresholds at the top of [`super::rules`]. Each
+//! first checks, from the configuration nginx-probe read (`config.values`) and from the
+//! counters, that the config change took effect.
+
+use super::*;
+
+/// The `keepalive_requests` of the three configs of [`judge_keepalive_requests`].
+pub const KEEPALIVE_REQUESTS: [u64; 3] = [100, 1000, 100_000];
+
+/// "inconclusive: the change did not take effect" with what was found instead.
+fn not_in_effect(saw: &str, what: impl fmt::Display) -> Judgement {
+    verdict(
+        Outcome::Inconclusive,
+        saw.to_string(),
+        format!("the change did not take effect: {what}"),
+    )
+}
+
+/// Inconclusive when a run's configuration was not read by nginx-probe (no
+/// `config.values`): whether the change took effect is then unknown.
+fn config_unread(ms: &[Metrics], saw: &str) -> Option<Judgement> {
+    ms.iter().any(|m| m.config.is_empty()).then(|| {
+        verdict(
+            Outcome::Inconclusive,
+            saw.to_string(),
+            "nginx-probe did not report nginx's configuration (no `config.values`): whether the change took effect is unknown",
+        )
+    })
+}
+
+fn shown<T: fmt::Display>(v: Option<T>) -> String {
+    v.map_or_else(|| "?".to_string(), |v| v.to_string())
+}
+
+/// keepalive_requests (A: 100, B: 1000, nginx's default, C: 100000; wrk keepalive
+/// clients). The claim: nginx closes a connection after keepalive_requests requests, so
+/// the default recycles every 1000 and raising it stops that. Measured as reconnects
+/// per request (accepts beyond the load's own connections), with the connections nginx
+/// closed first beside them. Inconclusive unless each config's keepalive_requests in
+/// force (nginx-probe's `config`) is the one asked. Refuted when A's or B's reconnects
+/// per request are below 0.5/N (no recycling) or C's are at or above 0.5/1000 (still
+/// recycling like the default). Confirmed when A's and B's lie within x1.3 of 1/N and C
+/// has at most 0.0001 per request. Inconclusive otherwise.
+pub fn judge_keepalive_requests(ms: &[Metrics]) -> Judgement {
+    let [a, b, c] = ms else {
+        panic!("keepalive_requests takes 3 configs")
+    };
+    let saw = format!(
+        "keepalive_requests {}; reconnects/req {} (1/N {}); nginx closed first/req {}; accepts {}",
+        across(ms, |m| shown(m.config_value("http", "keepalive_requests"))),
+        across(ms, |m| format!("{:.5}", m.reconnects_per_request())),
+        KEEPALIVE_REQUESTS
+            .iter()
+            .map(|n| format!("{:.5}", 1.0 / *n as f64))
+            .collect::<Vec<_>>()
+            .join(" → "),
+        across(ms, |m| m
+            .nginx_closes_per_request()
+            .map_or("?".into(), |v| format!("{v:.5}"))),
+        across(ms, |m| m.accepts.to_string()),
+    );
+    if let Some(j) = too_few_requests(ms, &saw) {
+        return j;
+    }
+    if let Some(j) = config_unread(ms, &saw) {
+        return j;
+    }
+    for (m, n) in ms.iter().zip(KEEPALIVE_REQUESTS) {
+        let v = m.config_value("http", "keepalive_requests");
+        if v != Some(n.to_string().as_str()) {
+            return not_in_effect(
+                &saw,
+                format!("keepalive_requests in force {} (asked {n})", shown(v)),
+            );
+        }
+    }
+    let r: Vec<f64> = ms.iter().map(Metrics::reconnects_per_request).collect();
+    let expect = |n: u64| 1.0 / n as f64;
+    let [n_a, n_b, _] = KEEPALIVE_REQUESTS;
+    if r[0] < RECYCLE_ABSENT * expect(n_a) {
+        return verdict(
+            Outcome::Refuted,
+            saw,
+            format!(
+                "keepalive_requests 100 recycled {:.5} connections per request (expected {:.5})",
+                r[0],
+                expect(n_a)
+            ),
+        );
+    }
+    if r[1] < RECYCLE_ABSENT * expect(n_b) {
+        return verdict(
+            Outcome::Refuted,
+            saw,
+            format!(
+                "the default 1000 recycled {:.5} connections per request, not one per 1000 requests",
+                r[1]
+            ),
+        );
+    }
+    if r[2] >= RECYCLE_ABSENT * expect(n_b) {
+        return verdict(
+            Outcome::Refuted,
+            saw,
+            format!(
+                "keepalive_requests 100000 still recycled {:.5} connections per request, as the default does",
+                r[2]
+            ),
+        );
+    }
+    let within =
+        |r: f64, n: u64| r >= expect(n) / RECYCLE_TOLERANCE && r <= expect(n) * RECYCLE_TOLERANCE;
+    if within(r[0], n_a) && within(r[1], n_b) && r[2] <= RECYCLE_GONE {
+        let closed = |m: &Metrics| {
+            m.closed_by_nginx
+                .map_or("unknown".to_string(), |v| v.to_string())
+        };
+        return verdict(
+            Outcome::Confirmed,
+            saw,
+            format!(
+                "a reconnect every {:.0} requests with 100, every {:.0} with the default 1000, {} accepts beyond the clients' own connections with 100000 (nginx closed first: {} / {} / {})",
+                1.0 / r[0],
+                1.0 / r[1],
+                c.accepts.saturating_sub(c.load_connections),
+                closed(a),
+                closed(b),
+                closed(c)
+            ),
+        );
+    }
+    verdict(
+        Outcome::Inconclusive,
+        saw,
+        format!("between the thresholds (within x{RECYCLE_TOLERANCE} of 1/N confirms, below {RECYCLE_ABSENT}/N refutes)"),
+    )
+}
+
+/// upstream_keepalive (A: `proxy_pass` to an upstream without `keepalive`, B: the
+/// upstream with `keepalive 64`, `proxy_http_version 1.1` and `proxy_set_header
+/// Connection ""`; the backend a second, untraced nginx). The claim: every proxied
+/// request costs an upstream connect, and upstream keepalive removes it. Inconclusive
+/// unless B's upstream keepalive, HTTP/1.1 and cleared Connection header are in force
+/// and A has no upstream keepalive, or when A shows no upstream connect at all.
+/// Confirmed when A makes ≥ 0.9 upstream connects per request and B ≤ 0.1; refuted
+/// when A makes < 0.5 or B ≥ 0.5; inconclusive between.
+pub fn judge_upstream_keepalive(ms: &[Metrics]) -> Judgement {
+    let [a, b] = ms else {
+        panic!("upstream_keepalive takes 2 configs")
+    };
+    let saw = format!(
+        "upstream keepalive {}; proxy_http_version {}; upstream connects/req {}; CPU us/req {}",
+        across(ms, |m| shown(m.config_value("upstream ", "keepalive"))),
+        across(ms, |m| shown(
+            m.config_value("server ", "proxy_http_version")
+        )),
+        across(ms, |m| format!("{:.3}", m.upstream_connects_per_request())),
+        across(ms, |m| format!("{:.1}", m.cpu_us_per_request)),
+    );
+    if let Some(j) = too_few_requests(ms, &saw) {
+        return j;
+    }
+    if let Some(j) = config_unread(ms, &saw) {
+        return j;
+    }
+    let keepalive = |m: &Metrics| {
+        m.config_value("upstream ", "keepalive")
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    let cleared = b
+        .config_value("server ", "proxy_set_header Connection")
+        .is_some_and(|v| v.trim_matches('"').is_empty());
+    if keepalive(b).is_none()
+        || b.config_value("server ", "proxy_http_version") != Some("1.1")
+        || !cleared
+    {
+        return not_in_effect(
+            &saw,
+            format!(
+                "B's upstream keepalive {}, proxy_http_version {}, Connection header {}",
+                shown(b.config_value("upstream ", "keepalive")),
+                shown(b.config_value("server ", "proxy_http_version")),
+                shown(b.config_value("server ", "proxy_set_header Connection"))
+            ),
+        );
+    }
+    if keepalive(a).is_some() {
+        return not_in_effect(&saw, "A already keeps upstream connections alive");
+    }
+    if a.upstream_connects == 0 {
+        return verdict(
+            Outcome::Inconclusive,
+            saw,
+            "no upstream connect seen without keepalive: the proxy did not run, or nginx-probe did not trace connect",
+        );
+    }
+    let (ua, ub) = (
+        a.upstream_connects_per_request(),
+        b.upstream_connects_per_request(),
+    );
+    if ua >= PER_REQUEST_ALWAYS && ub <= PER_REQUEST_GONE {
+        verdict(
+            Outcome::Confirmed,
+            saw,
+            format!("{ua:.2} upstream connects per request without keepalive, {ub:.3} with it"),
+        )
+    } else if ua < 0.5 || ub >= 0.5 {
+        verdict(
+            Outcome::Refuted,
+            saw,
+            format!("{ua:.2} upstream connects per request without keepalive, {ub:.3} with it: not one per request removed"),
+        )
+    } else {
+        verdict(
+            Outcome::Inconclusive,
+            saw,
+            format!("{ua:.2} → {ub:.3} upstream connects per request: between the thresholds"),
+        )
+    }
+}
+
+/// worker_connections_nofile (A: `worker_connections 8192` at soft nofile 64, B: the
+/// same plus `worker_rlimit_nofile 16384` within a hard limit of 16384; 300 keepalive
+/// clients). The claim (000): with worker_connections above the fd limit nginx warns at
+/// start ("worker_connections exceed open file resource limit") and fails under load
+/// with EMFILE. Inconclusive unless both run worker_connections 8192 and B's limit in
+/// force is raised, or when the summary has no error-log history (the warning is
+/// written before attach). Refuted when A did not warn, or its workers reached the
+/// limit without EMFILE. Confirmed when A warned and got EMFILE and B neither;
+/// inconclusive when A's load never came near its limit or B warned or got EMFILE too.
+pub fn judge_worker_connections_nofile(ms: &[Metrics]) -> Judgement {
+    let [a, b] = ms else {
+        panic!("worker_connections_nofile takes 2 configs")
+    };
+    let saw = format!(
+        "worker_connections {}; start-up warnings {}; EMFILE (accept4) {}; EMFILE log lines {}; fds peak/limit {}",
+        across(ms, |m| shown(m.config_value("events", "worker_connections"))),
+        across(ms, |m| shown(m.over_nofile_warnings)),
+        across(ms, |m| m.emfile.to_string()),
+        across(ms, |m| m.emfile_log_lines.to_string()),
+        across(ms, |m| format!("{}/{}", m.fd_peak, m.fd_limit)),
+    );
+    if let Some(j) = config_unread(ms, &saw) {
+        return j;
+    }
+    for m in ms {
+        let wc = m.config_value("events", "worker_connections");
+        if wc != Some("8192") {
+            return not_in_effect(&saw, format!("worker_connections in force {}", shown(wc)));
+        }
+    }
+    if b.fd_limit <= a.fd_limit || b.fd_limit < 8192 {
+        return not_in_effect(
+            &saw,
+            format!(
+                "worker_rlimit_nofile did not raise the limit in force ({} → {})",
+                a.fd_limit, b.fd_limit
+            ),
+        );
+    }
+    let (Some(wa), Some(wb)) = (a.over_nofile_warnings, b.over_nofile_warnings) else {
+        return verdict(
+            Outcome::Inconclusive,
+            saw,
+            "nginx-probe's summary has no error-log history (`nginx_errors.history`): the start-up warning cannot be read",
+        );
+    };
+    if wa == 0 {
+        return verdict(
+            Outcome::Refuted,
+            saw,
+            format!(
+                "no start-up warning with 8192 worker_connections over a soft limit of {}",
+                a.fd_limit
+            ),
+        );
+    }
+    if wb > 0 || b.emfile > 0 {
+        return verdict(
+            Outcome::Inconclusive,
+            saw,
+            format!(
+                "the control warned ({wb}) or got EMFILE ({}) with worker_rlimit_nofile 16384",
+                b.emfile
+            ),
+        );
+    }
+    if a.emfile == 0 {
+        if (a.fd_peak as f64) < NEAR_LIMIT * a.fd_limit as f64 {
+            return verdict(
+                Outcome::Inconclusive,
+                saw,
+                format!("nginx warned ({wa}), but the load never brought a worker near its limit"),
+            );
+        }
+        return verdict(
+            Outcome::Refuted,
+            saw,
+            "nginx warned, but the workers reached the limit without an EMFILE",
+        );
+    }
+    verdict(
+        Outcome::Confirmed,
+        saw,
+        format!(
+            "nginx warned at start ({wa} line(s)) and {} accepts failed with EMFILE under load at soft limit {}; with worker_rlimit_nofile {} neither",
+            a.emfile, a.fd_limit, b.fd_limit
+        ),
+    )
+}
+
+/// accept_mutex (4 workers, a burst of new connections: A: the defaults, B:
+/// `accept_mutex_delay 100ms` as 004 set it, C: `accept_mutex on` with that delay).
+/// The claim (004: +9% req/s) is about throughput, which is not judged: the rule judges
+/// nginx's CPU per request and prints wasted wake-ups (accept4 EAGAIN per accept) and
+/// the accept skew beside it. Inconclusive unless B and C run `accept_mutex_delay
+/// 100ms` and C `accept_mutex on`. When B's accept mutex is off (nginx's default since
+/// 1.11.3) the delay cannot act: refuted when B's CPU per request is within ±5% of A's,
+/// inconclusive when it moved more (noise, the directive being inert). When B's mutex
+/// is on (an older nginx): confirmed when B's CPU per request is ≥ 5% lower, refuted
+/// otherwise.
+pub fn judge_accept_mutex(ms: &[Metrics]) -> Judgement {
+    let [a, b, c] = ms else {
+        panic!("accept_mutex takes 3 configs")
+    };
+    let saw = format!(
+        "accept_mutex {}; accept_mutex_delay {}; wasted wake-ups/accept {}; accept skew {}; CPU us/req {}",
+        across(ms, |m| shown(m.config_value("events", "accept_mutex"))),
+        across(ms, |m| shown(m.config_value("events", "accept_mutex_delay"))),
+        across(ms, |m| format!("{:.2}", m.wasted_wakeups_per_accept())),
+        across(ms, |m| format!("{:.2}", m.accept_skew)),
+        across(ms, |m| format!("{:.1}", m.cpu_us_per_request)),
+    );
+    if let Some(j) = too_few_requests(ms, &saw) {
+        return j;
+    }
+    if let Some(j) = config_unread(ms, &saw) {
+        return j;
+    }
+    fn delay(m: &Metrics) -> Option<&str> {
+        m.config_value("events", "accept_mutex_delay")
+    }
+    if delay(b) != Some("100ms") || delay(c) != Some("100ms") {
+        return not_in_effect(
+            &saw,
+            format!(
+                "accept_mutex_delay in force {} / {}",
+                shown(delay(b)),
+                shown(delay(c))
+            ),
+        );
+    }
+    if c.config_value("events", "accept_mutex") != Some("on") {
+        return not_in_effect(&saw, "C's accept_mutex is not on");
+    }
+    let cpu = ratio(b.cpu_us_per_request, a.cpu_us_per_request);
+    let with_mutex = format!(
+        "with accept_mutex on (C): wasted wake-ups per accept {:.2} → {:.2}, accept skew {:.2} → {:.2}, CPU per request x{:.2}",
+        a.wasted_wakeups_per_accept(),
+        c.wasted_wakeups_per_accept(),
+        a.accept_skew,
+        c.accept_skew,
+        ratio(c.cpu_us_per_request, a.cpu_us_per_request)
+    );
+    if b.config_value("events", "accept_mutex") != Some("on") {
+        if (cpu - 1.0).abs() < CPU_NOISE {
+            verdict(
+                Outcome::Refuted,
+                saw,
+                format!("accept_mutex_delay is inert with accept_mutex off (nginx's default since 1.11.3): CPU per request x{cpu:.2}; {with_mutex}"),
+            )
+        } else {
+            verdict(
+                Outcome::Inconclusive,
+                saw,
+                format!("CPU per request moved x{cpu:.2} though accept_mutex_delay is inert with accept_mutex off: the machine's noise; {with_mutex}"),
+            )
+        }
+    } else if cpu <= 1.0 - CPU_NOISE {
+        verdict(
+            Outcome::Confirmed,
+            saw,
+            format!("accept_mutex_delay 100ms: CPU per request x{cpu:.2}; {with_mutex}"),
+        )
+    } else {
+        verdict(
+            Outcome::Refuted,
+            saw,
+            format!(
+                "accept_mutex_delay 100ms: CPU per request x{cpu:.2}, not 5% lower; {with_mutex}"
+            ),
+        )
+    }
+}
+
+/// tcp_nopush (A: `sendfile on`, B: plus `tcp_nopush on`; wrk keepalive, the 30-byte
+/// file). The claim (004: +9% req/s; 000: "batch headers+body into full segments") is
+/// about throughput, not judged: the rule judges the calls per response (writev +
+/// sendfile) and nginx's CPU per request. Inconclusive unless B's tcp_nopush is on and
+/// A's off, and both send the file with sendfile (≥ 0.9 per request). Confirmed when
+/// B's CPU per request is ≥ 5% lower; refuted when it is not and B makes no fewer calls
+/// per response (at most 0.1 fewer); inconclusive otherwise.
+pub fn judge_tcp_nopush(ms: &[Metrics]) -> Judgement {
+    let [a, b] = ms else {
+        panic!("tcp_nopush takes 2 configs")
+    };
+    let calls = |m: &Metrics| m.per_req("writev") + m.per_req("sendfile");
+    let saw = format!(
+        "tcp_nopush {}; writev+sendfile/req {}; traced syscalls/req {}; CPU us/req {}",
+        across(ms, |m| shown(m.config_value("http", "tcp_nopush"))),
+        across(ms, |m| format!("{:.2}", calls(m))),
+        across(ms, |m| format!("{:.2}", m.syscalls_per_request)),
+        across(ms, |m| format!("{:.1}", m.cpu_us_per_request)),
+    );
+    if let Some(j) = too_few_requests(ms, &saw) {
+        return j;
+    }
+    if let Some(j) = config_unread(ms, &saw) {
+        return j;
+    }
+    if b.config_value("http", "tcp_nopush") != Some("on")
+        || a.config_value("http", "tcp_nopush") != Some("off")
+    {
+        return not_in_effect(
+            &saw,
+            format!(
+                "tcp_nopush in force {} / {}",
+                shown(a.config_value("http", "tcp_nopush")),
+                shown(b.config_value("http", "tcp_nopush"))
+            ),
+        );
+    }
+    if ms
+        .iter()
+        .any(|m| m.per_req("sendfile") < PER_REQUEST_ALWAYS)
+    {
+        return not_in_effect(
+            &saw,
+            "the file did not go out with sendfile (tcp_nopush acts only with sendfile)",
+        );
+    }
+    let cpu = ratio(b.cpu_us_per_request, a.cpu_us_per_request);
+    let fewer = calls(a) - calls(b);
+    let why = format!(
+        "calls per response {:.2} → {:.2}, CPU per request x{cpu:.2}",
+        calls(a),
+        calls(b)
+    );
+    if cpu <= 1.0 - CPU_NOISE {
+        verdict(Outcome::Confirmed, saw, why)
+    } else if fewer <= PER_REQUEST_GONE {
+        verdict(
+            Outcome::Refuted,
+            saw,
+            format!("{why}: tcp_nopush saves no call and no CPU on this response"),
+        )
+    } else {
+        verdict(
+            Outcome::Inconclusive,
+            saw,
+            format!("{why}: fewer calls, no cheaper requests"),
+        )
+    }
+}

@@ -1,0 +1,366 @@
+//! Unit tests of the rules added for issue 25 ([`super::rules_more`]) and of the
+//! summary fields they read.
+
+use super::*;
+
+fn m(f: impl FnOnce(&mut Metrics)) -> Metrics {
+    let mut m = Metrics {
+        requests: 40_000,
+        ..Metrics::default()
+    };
+    f(&mut m);
+    m
+}
+
+/// `config.values` as nginx-probe reports them: (scope, directive, value).
+fn cfg(values: &[(&str, &str, &str)]) -> Vec<(String, String, String)> {
+    values
+        .iter()
+        .map(|(s, d, v)| (s.to_string(), d.to_string(), v.to_string()))
+        .collect()
+}
+
+#[test]
+fn summary_fields_of_the_new_claims() {
+    let s = json!({
+        "schema": 1, "type": "summary",
+        "workers": [
+            {"accepts": 30, "accept_errors": {"EMFILE": 2, "EAGAIN": 45},
+             "upstream": {"connects": 900}},
+            {"accepts": 10, "accept_errors": {"EMFILE": 0, "EAGAIN": 15},
+             "upstream": {"connects": 100}}],
+        "requests": {"count": 1000},
+        "connections": {"ports": [{"port": 80, "closed_by_nginx": 7}, {"port": 81, "closed_by_nginx": 3}]},
+        "nginx_errors": {"classes": {"emfile": {"count": 12}},
+                         "history": {"classes": {"worker_connections_over_nofile": 1}}},
+        "config": {"values": [
+            {"directive": "worker_connections", "scope": "events", "value": "8192", "at": "x:3"},
+            {"directive": "keepalive", "scope": "upstream backend", "value": "64", "at": "x:9"},
+            {"directive": "proxy_http_version", "scope": "http", "value": "1.0", "at": "default"},
+            {"directive": "proxy_http_version", "scope": "server _ location /", "value": "1.1", "at": "x:12"}]}
+    });
+    let x = Metrics::from_summary(&s, &ClientRun::default(), (0, 0)).unwrap();
+    assert_eq!(x.accept_eagain, 60);
+    assert_eq!(x.wasted_wakeups_per_accept(), 1.5);
+    assert_eq!(x.upstream_connects, 1000);
+    assert_eq!(x.upstream_connects_per_request(), 1.0);
+    assert_eq!(x.closed_by_nginx, Some(10));
+    assert_eq!(x.nginx_closes_per_request(), Some(0.01));
+    assert_eq!(x.over_nofile_warnings, Some(1));
+    assert_eq!(x.emfile_log_lines, 12);
+    assert_eq!(x.config_value("events", "worker_connections"), Some("8192"));
+    assert_eq!(x.config_value("upstream ", "keepalive"), Some("64"));
+    assert_eq!(x.config_value("http", "proxy_http_version"), Some("1.0"));
+    assert_eq!(x.config_value("server ", "proxy_http_version"), Some("1.1"));
+    assert_eq!(x.config_value("events", "accept_mutex"), None);
+    // Without connections, history or config: unknown, not zero.
+    let bare = json!({"schema": 1, "type": "summary", "workers": [], "requests": {"count": 5}});
+    let y = Metrics::from_summary(&bare, &ClientRun::default(), (0, 0)).unwrap();
+    assert_eq!((y.closed_by_nginx, y.over_nofile_warnings), (None, None));
+    assert!(y.config.is_empty());
+    // Reconnects leave the load's own connections out.
+    let z = Metrics {
+        accepts: 90,
+        load_connections: 50,
+        requests: 4000,
+        ..Metrics::default()
+    };
+    assert_eq!(z.reconnects_per_request(), 0.01);
+    // The median of repeated runs keeps the config and the optional counts.
+    let med = median_metrics(&[x.clone(), x.clone(), y]);
+    assert_eq!(med.closed_by_nginx, Some(10));
+    assert_eq!(med.config, x.config);
+}
+
+fn keepalive_requests_run(n: &str, accepts: u64, requests: u64) -> Metrics {
+    m(|x| {
+        x.config = cfg(&[("http", "keepalive_requests", n)]);
+        x.accepts = accepts;
+        x.requests = requests;
+        x.load_connections = 50;
+        x.closed_by_nginx = Some(accepts.saturating_sub(50));
+    })
+}
+
+#[test]
+fn keepalive_requests_rule() {
+    // One reconnect per 100 and per 1000 requests, none with 100000.
+    let a = keepalive_requests_run("100", 50 + 400, 40_000);
+    let b = keepalive_requests_run("1000", 50 + 44, 44_000);
+    let c = keepalive_requests_run("100000", 50, 45_000);
+    let j = judge_keepalive_requests(&[a.clone(), b.clone(), c.clone()]);
+    assert_eq!(j.outcome, Outcome::Confirmed, "{j:?}");
+    assert!(
+        j.reason
+            .starts_with("a reconnect every 100 requests with 100, every 1000 with"),
+        "{}",
+        j.reason
+    );
+    assert!(j.saw.contains("0.01000 → 0.00100 → 0.00000"), "{}", j.saw);
+    // 100000 recycling like the default: refuted.
+    let still = keepalive_requests_run("100000", 50 + 45, 45_000);
+    let j = judge_keepalive_requests(&[a.clone(), b.clone(), still]);
+    assert_eq!(j.outcome, Outcome::Refuted, "{j:?}");
+    // 100 not recycling: refuted.
+    let none = keepalive_requests_run("100", 50 + 10, 40_000);
+    assert_eq!(
+        judge_keepalive_requests(&[none, b.clone(), c.clone()]).outcome,
+        Outcome::Refuted
+    );
+    // Half again as many reconnects as 1/100: between the thresholds.
+    let more = keepalive_requests_run("100", 50 + 600, 40_000);
+    assert_eq!(
+        judge_keepalive_requests(&[more, b.clone(), c.clone()]).outcome,
+        Outcome::Inconclusive
+    );
+    // The value in force is not the one asked: the change did not take effect.
+    let ignored = keepalive_requests_run("1000", 50 + 400, 40_000);
+    let j = judge_keepalive_requests(&[ignored, b.clone(), c.clone()]);
+    assert_eq!(j.outcome, Outcome::Inconclusive);
+    assert_eq!(
+        j.reason,
+        "the change did not take effect: keepalive_requests in force 1000 (asked 100)"
+    );
+    let unread = Metrics {
+        config: Vec::new(),
+        ..a
+    };
+    let j = judge_keepalive_requests(&[unread, b, c]);
+    assert_eq!(j.outcome, Outcome::Inconclusive);
+    assert!(j
+        .reason
+        .contains("whether the change took effect is unknown"));
+}
+
+fn proxy_run(keepalive: bool, connects: u64) -> Metrics {
+    m(|x| {
+        x.config = if keepalive {
+            cfg(&[
+                ("http", "proxy_http_version", "1.0"),
+                ("server _ location /", "proxy_http_version", "1.1"),
+                ("server _ location /", "proxy_set_header Connection", ""),
+                ("upstream backend", "keepalive", "64"),
+            ])
+        } else {
+            cfg(&[
+                ("server _ location /", "proxy_http_version", "1.0"),
+                (
+                    "server _ location /",
+                    "proxy_set_header Connection",
+                    "close",
+                ),
+                (
+                    "upstream backend",
+                    "keepalive",
+                    "unset (no idle upstream connections kept)",
+                ),
+            ])
+        };
+        x.upstream_connects = connects;
+    })
+}
+
+#[test]
+fn upstream_keepalive_rule() {
+    let a = proxy_run(false, 40_000);
+    let b = proxy_run(true, 64);
+    let j = judge_upstream_keepalive(&[a.clone(), b.clone()]);
+    assert_eq!(j.outcome, Outcome::Confirmed, "{j:?}");
+    assert_eq!(
+        j.reason,
+        "1.00 upstream connects per request without keepalive, 0.002 with it"
+    );
+    // Keepalive kept, connects not gone: refuted.
+    let churn = proxy_run(true, 30_000);
+    assert_eq!(
+        judge_upstream_keepalive(&[a.clone(), churn]).outcome,
+        Outcome::Refuted
+    );
+    let middling = proxy_run(true, 12_000);
+    assert_eq!(
+        judge_upstream_keepalive(&[a.clone(), middling]).outcome,
+        Outcome::Inconclusive
+    );
+    // B without HTTP/1.1 to the upstream: the change did not take effect.
+    let mut old = b.clone();
+    old.config[1].2 = "1.0".into();
+    let j = judge_upstream_keepalive(&[a.clone(), old]);
+    assert_eq!(j.outcome, Outcome::Inconclusive);
+    assert!(
+        j.reason.starts_with(
+            "the change did not take effect: B's upstream keepalive 64, proxy_http_version 1.0"
+        ),
+        "{}",
+        j.reason
+    );
+    // No connect seen at all: inconclusive, not confirmed.
+    let untraced = proxy_run(false, 0);
+    assert_eq!(
+        judge_upstream_keepalive(&[untraced, b]).outcome,
+        Outcome::Inconclusive
+    );
+}
+
+fn nofile_run(raised: bool, warnings: Option<u64>, emfile: u64, peak: u64) -> Metrics {
+    m(|x| {
+        let mut c = vec![("events", "worker_connections", "8192")];
+        if raised {
+            c.push(("main", "worker_rlimit_nofile", "16384"));
+        }
+        x.config = cfg(&c);
+        x.over_nofile_warnings = warnings;
+        x.emfile = emfile;
+        x.fd_peak = peak;
+        x.fd_limit = if raised { 16384 } else { 64 };
+    })
+}
+
+#[test]
+fn worker_connections_nofile_rule() {
+    let a = nofile_run(false, Some(1), 32, 65);
+    let b = nofile_run(true, Some(0), 0, 170);
+    let j = judge_worker_connections_nofile(&[a.clone(), b.clone()]);
+    assert_eq!(j.outcome, Outcome::Confirmed, "{j:?}");
+    assert!(j
+        .reason
+        .starts_with("nginx warned at start (1 line(s)) and 32 accepts failed"));
+    // No warning: refuted. Warned, at the limit, no EMFILE: refuted.
+    let silent = nofile_run(false, Some(0), 32, 65);
+    assert_eq!(
+        judge_worker_connections_nofile(&[silent, b.clone()]).outcome,
+        Outcome::Refuted
+    );
+    let no_emfile = nofile_run(false, Some(1), 0, 64);
+    assert_eq!(
+        judge_worker_connections_nofile(&[no_emfile, b.clone()]).outcome,
+        Outcome::Refuted
+    );
+    // Warned, load far from the limit: inconclusive.
+    let light = nofile_run(false, Some(1), 0, 20);
+    assert_eq!(
+        judge_worker_connections_nofile(&[light, b.clone()]).outcome,
+        Outcome::Inconclusive
+    );
+    // No history in the summary: the warning cannot be read.
+    let unknown = nofile_run(false, None, 32, 65);
+    let j = judge_worker_connections_nofile(&[unknown, b.clone()]);
+    assert_eq!(j.outcome, Outcome::Inconclusive);
+    assert!(j.reason.contains("nginx_errors.history"), "{}", j.reason);
+    // The limit not raised in B: the change did not take effect.
+    let not_raised = Metrics {
+        fd_limit: 64,
+        ..b.clone()
+    };
+    let j = judge_worker_connections_nofile(&[a.clone(), not_raised]);
+    assert_eq!(j.outcome, Outcome::Inconclusive);
+    assert!(j.reason.starts_with("the change did not take effect"));
+    // worker_connections not 8192 in force.
+    let mut other = a;
+    other.config[0].2 = "1024".into();
+    let j = judge_worker_connections_nofile(&[other, b]);
+    assert_eq!(
+        j.reason,
+        "the change did not take effect: worker_connections in force 1024"
+    );
+}
+
+fn mutex_run(mutex: &str, delay: &str, cpu: f64, eagain: u64) -> Metrics {
+    m(|x| {
+        x.config = cfg(&[
+            ("events", "accept_mutex", mutex),
+            ("events", "accept_mutex_delay", delay),
+        ]);
+        x.cpu_us_per_request = cpu;
+        x.accepts = 40_000;
+        x.accept_eagain = eagain;
+    })
+}
+
+#[test]
+fn accept_mutex_rule() {
+    let a = mutex_run("off", "500ms", 80.0, 20_000);
+    let b = mutex_run("off", "100ms", 81.0, 20_400);
+    let c = mutex_run("on", "100ms", 90.0, 4_000);
+    let j = judge_accept_mutex(&[a.clone(), b.clone(), c.clone()]);
+    assert_eq!(j.outcome, Outcome::Refuted, "{j:?}");
+    assert!(j
+        .reason
+        .starts_with("accept_mutex_delay is inert with accept_mutex off"));
+    assert!(
+        j.reason.contains("wasted wake-ups per accept 0.50 → 0.10"),
+        "{}",
+        j.reason
+    );
+    // Inert, yet 10% cheaper: noise, inconclusive.
+    let cheaper = mutex_run("off", "100ms", 72.0, 20_000);
+    assert_eq!(
+        judge_accept_mutex(&[a.clone(), cheaper, c.clone()]).outcome,
+        Outcome::Inconclusive
+    );
+    // An nginx with the mutex on by default: judged on CPU per request.
+    let a_on = mutex_run("on", "500ms", 80.0, 4_000);
+    let b_on = mutex_run("on", "100ms", 74.0, 4_000);
+    assert_eq!(
+        judge_accept_mutex(&[a_on.clone(), b_on, c.clone()]).outcome,
+        Outcome::Confirmed
+    );
+    let b_same = mutex_run("on", "100ms", 79.0, 4_000);
+    assert_eq!(
+        judge_accept_mutex(&[a_on, b_same, c.clone()]).outcome,
+        Outcome::Refuted
+    );
+    // The delay not in force: the change did not take effect.
+    let ignored = mutex_run("off", "500ms", 80.0, 20_000);
+    let j = judge_accept_mutex(&[a, ignored, c]);
+    assert_eq!(
+        j.reason,
+        "the change did not take effect: accept_mutex_delay in force 500ms / 100ms"
+    );
+}
+
+fn nopush_run(on: bool, writev: f64, cpu: f64) -> Metrics {
+    m(|x| {
+        x.config = cfg(&[("http", "tcp_nopush", if on { "on" } else { "off" })]);
+        x.per_request = [
+            ("writev".to_string(), writev),
+            ("sendfile".to_string(), 1.0),
+        ]
+        .into_iter()
+        .collect();
+        x.cpu_us_per_request = cpu;
+    })
+}
+
+#[test]
+fn tcp_nopush_rule() {
+    let a = nopush_run(false, 1.0, 50.0);
+    let b = nopush_run(true, 1.0, 50.5);
+    let j = judge_tcp_nopush(&[a.clone(), b.clone()]);
+    assert_eq!(j.outcome, Outcome::Refuted, "{j:?}");
+    assert_eq!(
+        j.reason,
+        "calls per response 2.00 → 2.00, CPU per request x1.01: tcp_nopush saves no call and no CPU on this response"
+    );
+    let cheaper = nopush_run(true, 1.0, 45.0);
+    assert_eq!(
+        judge_tcp_nopush(&[a.clone(), cheaper]).outcome,
+        Outcome::Confirmed
+    );
+    let fewer_calls = nopush_run(true, 0.5, 50.0);
+    assert_eq!(
+        judge_tcp_nopush(&[a.clone(), fewer_calls]).outcome,
+        Outcome::Inconclusive
+    );
+    // tcp_nopush not on in B, or no sendfile: the change did not take effect.
+    let j = judge_tcp_nopush(&[a.clone(), a.clone()]);
+    assert_eq!(
+        j.reason,
+        "the change did not take effect: tcp_nopush in force off / off"
+    );
+    let mut no_sendfile = b;
+    no_sendfile.per_request.insert("sendfile".into(), 0.0);
+    let j = judge_tcp_nopush(&[a, no_sendfile]);
+    assert!(j
+        .reason
+        .starts_with("the change did not take effect: the file did not go out"));
+}
