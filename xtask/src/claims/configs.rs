@@ -310,6 +310,19 @@ pub fn all_claims() -> Vec<Claim> {
             probe_args: &[],
             judge: judge_tcp_nopush,
         },
+        Claim {
+            id: "worker_processes_sweep",
+            source: "002_59c1c54667e60002.txt",
+            claim: "more workers raise throughput, with gains flattening after ~4 (002: 1..8 workers)",
+            variants: vec![
+                v("A", "worker_processes 2", base()),
+                v("B", "worker_processes 4", NginxConfig { workers: 4, ..base() }),
+                v("C", "worker_processes 8", NginxConfig { workers: 8, ..base() }),
+            ],
+            load: Load::Wrk { connections: 50 },
+            probe_args: &[],
+            judge: judge_worker_processes_sweep,
+        },
     ]
 }
 

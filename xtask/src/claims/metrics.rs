@@ -82,6 +82,10 @@ pub struct Metrics {
     /// Connections the load opened at its start (wrk's or hey's `-c`), set by the lab
     /// from the claim's load: accepts beyond them are reconnects.
     pub load_connections: u64,
+    /// Online CPUs of the machine the run was on, set by the lab.
+    pub online_cpus: u64,
+    /// The workers' `run_delay_s` (runnable, waiting for a CPU) summed, per request, us.
+    pub run_delay_us_per_request: f64,
 }
 
 pub(super) fn ratio(a: f64, b: f64) -> f64 {
@@ -122,6 +126,7 @@ impl Metrics {
         let mut counts: BTreeMap<String, u64> = BTreeMap::new();
         let (mut all_ns, mut setup_ns, mut file_ns, mut log_ns, mut log_writes) = (0, 0, 0, 0, 0);
         let mut cpu_s = 0.0;
+        let mut run_delay_s = 0.0;
         let mut accept_shares = Vec::new();
         let mut busy_shares = Vec::new();
         // All of nginx's requests: the report-level count (nginx's stub_status counter);
@@ -142,6 +147,7 @@ impl Metrics {
                 m.fd_limit = m.fd_limit.min(l);
             }
             cpu_s += w["cpu_s"].as_f64().unwrap_or(0.0);
+            run_delay_s += w["run_delay_s"].as_f64().unwrap_or(0.0);
             accept_shares.push(w["accept_share"].as_f64().unwrap_or(0.0));
             busy_shares.push(w["event_loop"]["busy_share"].as_f64().unwrap_or(0.0));
             log_writes += u(&w["writes"]["access_log"]["count"]);
@@ -172,6 +178,7 @@ impl Metrics {
         m.syscalls_per_request = ratio(counts.values().sum::<u64>() as f64, req);
         m.syscall_us_per_request = ratio(all_ns as f64 / 1e3, req);
         m.cpu_us_per_request = ratio(cpu_s * 1e6, req);
+        m.run_delay_us_per_request = ratio(run_delay_s * 1e6, req);
         m.per_request = counts
             .into_iter()
             .map(|(k, v)| (k, ratio(v as f64, req)))
@@ -296,6 +303,8 @@ impl Metrics {
             "over_nofile_warnings": self.over_nofile_warnings,
             "emfile_log_lines": self.emfile_log_lines,
             "load_connections": self.load_connections,
+            "online_cpus": self.online_cpus,
+            "run_delay_us_per_request": round(self.run_delay_us_per_request, 2),
             "verdicts": self.verdicts,
         })
     }

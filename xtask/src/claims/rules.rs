@@ -51,6 +51,13 @@ pub const RECYCLE_GONE: f64 = 0.0001;
 /// The load "reached" a worker's fd limit when its peak open fds came within this
 /// fraction of it.
 pub const NEAR_LIMIT: f64 = 0.9;
+/// worker_processes_sweep: the workers' capacity (busy cores) "flattens" from 4 to 8
+/// workers when it grows less than this factor ...
+pub const SWEEP_FLAT: f64 = 1.25;
+/// ... and keeps growing at or above this factor.
+pub const SWEEP_GROWS: f64 = 1.5;
+/// worker_processes_sweep: CPUs the machine needs for its largest worker count (8).
+pub const SWEEP_CPUS: u64 = 8;
 
 // ---------------------------------------------------------------------------------------
 // Metrics: what one run measured, taken from nginx-probe's summary (and the client).

@@ -464,3 +464,47 @@ pub fn judge_tcp_nopush(ms: &[Metrics]) -> Judgement {
         )
     }
 }
+
+/// worker_processes_sweep (A: 2, B: 4, C: 8 workers; wrk keepalive). The claim (002:
+/// 1..8 workers, gains flatten after ~4) is about throughput, not judged; the rule
+/// reads the cores' worth of time the workers used (busy cores), with CPU per request,
+/// context switches and run delay per request beside it. Inconclusive on a machine
+/// with fewer than 8 online CPUs: beyond its cores the claim is untestable there. On 8
+/// or more: confirmed when busy cores grow less than x1.25 from 4 to 8 workers,
+/// refuted when they grow x1.5 or more, inconclusive between.
+pub fn judge_worker_processes_sweep(ms: &[Metrics]) -> Judgement {
+    let [_, b, c] = ms else {
+        panic!("worker_processes_sweep takes 3 configs")
+    };
+    let saw = format!(
+        "busy cores {}; CPU us/req {}; ctx switches/1k req {}; run delay us/req {}",
+        across(ms, |m| format!("{:.2}", m.busy_cores)),
+        across(ms, |m| format!("{:.1}", m.cpu_us_per_request)),
+        across(ms, |m| format!("{:.0}", m.switches_per_1k())),
+        across(ms, |m| format!("{:.1}", m.run_delay_us_per_request)),
+    );
+    let cpus = ms.iter().map(|m| m.online_cpus).min().unwrap_or(0);
+    if cpus < SWEEP_CPUS {
+        return verdict(
+            Outcome::Inconclusive,
+            saw,
+            format!("this machine has {cpus} online CPUs: the claim is about 4 to 8 workers on as many cores, so beyond {cpus} workers it is untestable here"),
+        );
+    }
+    if let Some(j) = too_few_requests(ms, &saw) {
+        return j;
+    }
+    let grow = ratio(c.busy_cores, b.busy_cores);
+    let why = format!("busy cores x{grow:.2} from 4 to 8 workers");
+    if grow < SWEEP_FLAT {
+        verdict(Outcome::Confirmed, saw, format!("{why}: the gain flattens"))
+    } else if grow >= SWEEP_GROWS {
+        verdict(Outcome::Refuted, saw, format!("{why}: still growing"))
+    } else {
+        verdict(
+            Outcome::Inconclusive,
+            saw,
+            format!("{why}: between the thresholds"),
+        )
+    }
+}

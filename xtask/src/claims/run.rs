@@ -102,6 +102,7 @@ pub(super) fn record(
     )
     .map(|mut m| {
         m.load_connections = claim.load.connections();
+        m.online_cpus = thread::available_parallelism().map_or(0, |n| n.get() as u64);
         m
     })
     .with_context(|| format!("{}", file.display()))

@@ -104,6 +104,8 @@ pub fn median_metrics(runs: &[Metrics]) -> Metrics {
         over_nofile_warnings: opt(runs, |m| m.over_nofile_warnings),
         emfile_log_lines: u(&|m| m.emfile_log_lines),
         load_connections: u(&|m| m.load_connections),
+        online_cpus: u(&|m| m.online_cpus),
+        run_delay_us_per_request: f(&|m| m.run_delay_us_per_request),
     }
 }
 

@@ -26,9 +26,9 @@ fn summary_fields_of_the_new_claims() {
         "schema": 1, "type": "summary",
         "workers": [
             {"accepts": 30, "accept_errors": {"EMFILE": 2, "EAGAIN": 45},
-             "upstream": {"connects": 900}},
+             "upstream": {"connects": 900}, "run_delay_s": 0.5},
             {"accepts": 10, "accept_errors": {"EMFILE": 0, "EAGAIN": 15},
-             "upstream": {"connects": 100}}],
+             "upstream": {"connects": 100}, "run_delay_s": 0.25}],
         "requests": {"count": 1000},
         "connections": {"ports": [{"port": 80, "closed_by_nginx": 7}, {"port": 81, "closed_by_nginx": 3}]},
         "nginx_errors": {"classes": {"emfile": {"count": 12}},
@@ -48,6 +48,7 @@ fn summary_fields_of_the_new_claims() {
     assert_eq!(x.nginx_closes_per_request(), Some(0.01));
     assert_eq!(x.over_nofile_warnings, Some(1));
     assert_eq!(x.emfile_log_lines, 12);
+    assert_eq!(x.run_delay_us_per_request, 750.0);
     assert_eq!(x.config_value("events", "worker_connections"), Some("8192"));
     assert_eq!(x.config_value("upstream ", "keepalive"), Some("64"));
     assert_eq!(x.config_value("http", "proxy_http_version"), Some("1.0"));
@@ -363,4 +364,39 @@ fn tcp_nopush_rule() {
     assert!(j
         .reason
         .starts_with("the change did not take effect: the file did not go out"));
+}
+
+#[test]
+fn worker_processes_sweep_rule() {
+    let w = |busy: f64, cpus: u64| {
+        m(|x| {
+            x.busy_cores = busy;
+            x.online_cpus = cpus;
+        })
+    };
+    // On this project's 2-core machines: untestable, whatever the figures.
+    let j = judge_worker_processes_sweep(&[w(1.2, 2), w(1.5, 2), w(1.6, 2)]);
+    assert_eq!(j.outcome, Outcome::Inconclusive);
+    assert_eq!(
+        j.reason,
+        "this machine has 2 online CPUs: the claim is about 4 to 8 workers on as many cores, so beyond 2 workers it is untestable here"
+    );
+    assert!(
+        j.saw.starts_with("busy cores 1.20 → 1.50 → 1.60;"),
+        "{}",
+        j.saw
+    );
+    // On 8 cores: flat from 4 to 8 confirms, still growing refutes.
+    assert_eq!(
+        judge_worker_processes_sweep(&[w(1.9, 8), w(3.6, 8), w(4.0, 8)]).outcome,
+        Outcome::Confirmed
+    );
+    assert_eq!(
+        judge_worker_processes_sweep(&[w(1.9, 8), w(3.6, 8), w(6.0, 8)]).outcome,
+        Outcome::Refuted
+    );
+    assert_eq!(
+        judge_worker_processes_sweep(&[w(1.9, 8), w(3.6, 8), w(4.9, 8)]).outcome,
+        Outcome::Inconclusive
+    );
 }
