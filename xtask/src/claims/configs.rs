@@ -240,7 +240,8 @@ pub fn all_claims() -> Vec<Claim> {
                 v("B", "keepalive_requests 1000 (the default)", with_http("keepalive_requests 1000;")),
                 v("C", "keepalive_requests 100000", with_http("keepalive_requests 100000;")),
             ],
-            load: Load::Wrk { connections: 50 },
+            // Few connections, so that each passes 1000 requests within a --quick run.
+            load: Load::Wrk { connections: 10 },
             probe_args: &[],
             judge: judge_keepalive_requests,
         },

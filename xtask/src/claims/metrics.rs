@@ -76,14 +76,18 @@ pub struct Metrics {
     /// start (`nginx_errors.history.classes.worker_connections_over_nofile`); None
     /// when the summary has no error-log history.
     pub over_nofile_warnings: Option<u64>,
-    /// `accept4() failed (24: ...)` lines nginx logged since attach
-    /// (`nginx_errors.classes.emfile.count`).
+    /// Lines nginx logged since attach for a call failing with EMFILE (`accept4()
+    /// failed (24: ...)`, `open() ... failed (24: ...)`: `nginx_errors.classes.emfile`).
     pub emfile_log_lines: u64,
     /// Connections the load opened at its start (wrk's or hey's `-c`), set by the lab
     /// from the claim's load: accepts beyond them are reconnects.
     pub load_connections: u64,
     /// Online CPUs of the machine the run was on, set by the lab.
     pub online_cpus: u64,
+    /// The workers' CPU time (`cpu_s`, summed) over the run's `duration_s`: cores' worth
+    /// of CPU they used (unlike [`Metrics::busy_cores`], time waiting for a CPU is not in
+    /// it).
+    pub cpu_cores: f64,
     /// The workers' `run_delay_s` (runnable, waiting for a CPU) summed, per request, us.
     pub run_delay_us_per_request: f64,
 }
@@ -179,6 +183,7 @@ impl Metrics {
         m.syscall_us_per_request = ratio(all_ns as f64 / 1e3, req);
         m.cpu_us_per_request = ratio(cpu_s * 1e6, req);
         m.run_delay_us_per_request = ratio(run_delay_s * 1e6, req);
+        m.cpu_cores = ratio(cpu_s, s["duration_s"].as_f64().unwrap_or(0.0));
         m.per_request = counts
             .into_iter()
             .map(|(k, v)| (k, ratio(v as f64, req)))
@@ -304,6 +309,7 @@ impl Metrics {
             "emfile_log_lines": self.emfile_log_lines,
             "load_connections": self.load_connections,
             "online_cpus": self.online_cpus,
+            "cpu_cores": round(self.cpu_cores, 3),
             "run_delay_us_per_request": round(self.run_delay_us_per_request, 2),
             "verdicts": self.verdicts,
         })

@@ -40,10 +40,10 @@ pub const KEEPALIVE_CPU_REFUTE: f64 = 1.25;
 /// request rise at least this much from 2 to 4 workers.
 pub const SWITCH_RISE: f64 = 1.25;
 /// keepalive_requests: a config "closes a connection every N requests" when its
-/// reconnects per request (accepts beyond the load's own connections) lie within this
-/// factor of 1/N, either way ...
+/// reconnects (accepts beyond the load's own connections) lie within this factor of
+/// those expected, either way ...
 pub const RECYCLE_TOLERANCE: f64 = 1.3;
-/// ... and "does not recycle" below this fraction of 1/N.
+/// ... and "does not recycle" below this fraction of them.
 pub const RECYCLE_ABSENT: f64 = 0.5;
 /// keepalive_requests 100000: no recycling left at or below this many reconnects per
 /// request (a tenth of the default's 1/1000).
@@ -51,7 +51,7 @@ pub const RECYCLE_GONE: f64 = 0.0001;
 /// The load "reached" a worker's fd limit when its peak open fds came within this
 /// fraction of it.
 pub const NEAR_LIMIT: f64 = 0.9;
-/// worker_processes_sweep: the workers' capacity (busy cores) "flattens" from 4 to 8
+/// worker_processes_sweep: the workers' CPU cores used "flattens" from 4 to 8
 /// workers when it grows less than this factor ...
 pub const SWEEP_FLAT: f64 = 1.25;
 /// ... and keeps growing at or above this factor.

@@ -34,32 +34,46 @@ fn shown<T: fmt::Display>(v: Option<T>) -> String {
     v.map_or_else(|| "?".to_string(), |v| v.to_string())
 }
 
+/// Reconnects a run of `m.requests` requests over `m.load_connections` keepalive
+/// connections makes when nginx closes each after `n` requests: every connection slot
+/// carries requests / connections of them, recycled every `n`.
+pub fn expected_reconnects(m: &Metrics, n: u64) -> u64 {
+    let c = m.load_connections.max(1);
+    c * (m.requests / c / n.max(1))
+}
+
+/// Accepts beyond the load's own connections.
+fn reconnects(m: &Metrics) -> u64 {
+    m.accepts.saturating_sub(m.load_connections)
+}
+
 /// keepalive_requests (A: 100, B: 1000, nginx's default, C: 100000; wrk keepalive
 /// clients). The claim: nginx closes a connection after keepalive_requests requests, so
 /// the default recycles every 1000 and raising it stops that. Measured as reconnects
-/// per request (accepts beyond the load's own connections), with the connections nginx
-/// closed first beside them. Inconclusive unless each config's keepalive_requests in
-/// force (nginx-probe's `config`) is the one asked. Refuted when A's or B's reconnects
-/// per request are below 0.5/N (no recycling) or C's are at or above 0.5/1000 (still
-/// recycling like the default). Confirmed when A's and B's lie within x1.3 of 1/N and C
-/// has at most 0.0001 per request. Inconclusive otherwise.
+/// (accepts beyond the load's own connections) against those expected
+/// ([`expected_reconnects`]), with the connections nginx closed first beside them.
+/// Inconclusive unless each config's keepalive_requests in force (nginx-probe's
+/// `config`) is the one asked, or when the run was too short for a connection of A or
+/// B to reach its keepalive_requests. Refuted when A or B made fewer than 0.5x the
+/// expected reconnects (no recycling) or C made at least 0.5/1000 per request (still
+/// recycling like the default). Confirmed when A and B lie within x1.3 of the expected
+/// and C made at most 0.0001 per request. Inconclusive otherwise.
 pub fn judge_keepalive_requests(ms: &[Metrics]) -> Judgement {
     let [a, b, c] = ms else {
         panic!("keepalive_requests takes 3 configs")
     };
+    let n = KEEPALIVE_REQUESTS;
     let saw = format!(
-        "keepalive_requests {}; reconnects/req {} (1/N {}); nginx closed first/req {}; accepts {}",
+        "keepalive_requests {}; reconnects {} (expected {}); nginx closed first {}; requests per connection {}",
         across(ms, |m| shown(m.config_value("http", "keepalive_requests"))),
-        across(ms, |m| format!("{:.5}", m.reconnects_per_request())),
-        KEEPALIVE_REQUESTS
-            .iter()
-            .map(|n| format!("{:.5}", 1.0 / *n as f64))
+        across(ms, |m| reconnects(m).to_string()),
+        ms.iter()
+            .zip(n)
+            .map(|(m, n)| expected_reconnects(m, n).to_string())
             .collect::<Vec<_>>()
             .join(" → "),
-        across(ms, |m| m
-            .nginx_closes_per_request()
-            .map_or("?".into(), |v| format!("{v:.5}"))),
-        across(ms, |m| m.accepts.to_string()),
+        across(ms, |m| shown(m.closed_by_nginx)),
+        across(ms, |m| (m.requests / m.load_connections.max(1)).to_string()),
     );
     if let Some(j) = too_few_requests(ms, &saw) {
         return j;
@@ -67,7 +81,7 @@ pub fn judge_keepalive_requests(ms: &[Metrics]) -> Judgement {
     if let Some(j) = config_unread(ms, &saw) {
         return j;
     }
-    for (m, n) in ms.iter().zip(KEEPALIVE_REQUESTS) {
+    for (m, n) in ms.iter().zip(n) {
         let v = m.config_value("http", "keepalive_requests");
         if v != Some(n.to_string().as_str()) {
             return not_in_effect(
@@ -76,65 +90,63 @@ pub fn judge_keepalive_requests(ms: &[Metrics]) -> Judgement {
             );
         }
     }
-    let r: Vec<f64> = ms.iter().map(Metrics::reconnects_per_request).collect();
-    let expect = |n: u64| 1.0 / n as f64;
-    let [n_a, n_b, _] = KEEPALIVE_REQUESTS;
-    if r[0] < RECYCLE_ABSENT * expect(n_a) {
-        return verdict(
-            Outcome::Refuted,
-            saw,
-            format!(
-                "keepalive_requests 100 recycled {:.5} connections per request (expected {:.5})",
-                r[0],
-                expect(n_a)
-            ),
-        );
+    for (m, n) in [(a, n[0]), (b, n[1])] {
+        if expected_reconnects(m, n) < m.load_connections.max(1) {
+            return verdict(
+                Outcome::Inconclusive,
+                saw,
+                format!(
+                    "the run was too short: {} requests per connection, fewer than keepalive_requests {n}",
+                    m.requests / m.load_connections.max(1)
+                ),
+            );
+        }
     }
-    if r[1] < RECYCLE_ABSENT * expect(n_b) {
-        return verdict(
-            Outcome::Refuted,
-            saw,
-            format!(
-                "the default 1000 recycled {:.5} connections per request, not one per 1000 requests",
-                r[1]
-            ),
-        );
-    }
-    if r[2] >= RECYCLE_ABSENT * expect(n_b) {
-        return verdict(
-            Outcome::Refuted,
-            saw,
-            format!(
-                "keepalive_requests 100000 still recycled {:.5} connections per request, as the default does",
-                r[2]
-            ),
-        );
-    }
-    let within =
-        |r: f64, n: u64| r >= expect(n) / RECYCLE_TOLERANCE && r <= expect(n) * RECYCLE_TOLERANCE;
-    if within(r[0], n_a) && within(r[1], n_b) && r[2] <= RECYCLE_GONE {
-        let closed = |m: &Metrics| {
-            m.closed_by_nginx
-                .map_or("unknown".to_string(), |v| v.to_string())
+    let share = |m: &Metrics, n: u64| ratio(reconnects(m) as f64, expected_reconnects(m, n) as f64);
+    let (sa, sb) = (share(a, n[0]), share(b, n[1]));
+    let rc = ratio(reconnects(c) as f64, c.requests as f64);
+    if sa < RECYCLE_ABSENT || sb < RECYCLE_ABSENT {
+        let (which, m, v) = if sa < RECYCLE_ABSENT {
+            (n[0], a, sa)
+        } else {
+            (n[1], b, sb)
         };
+        return verdict(
+            Outcome::Refuted,
+            saw,
+            format!(
+                "keepalive_requests {which} recycled {} connections, x{v:.2} the {} expected: nginx does not close every {which} requests",
+                reconnects(m),
+                expected_reconnects(m, which)
+            ),
+        );
+    }
+    if rc >= RECYCLE_ABSENT / n[1] as f64 {
+        return verdict(
+            Outcome::Refuted,
+            saw,
+            format!(
+                "keepalive_requests 100000 still recycled {rc:.5} connections per request, as the default does"
+            ),
+        );
+    }
+    let within = |v: f64| (1.0 / RECYCLE_TOLERANCE..=RECYCLE_TOLERANCE).contains(&v);
+    if within(sa) && within(sb) && rc <= RECYCLE_GONE {
         return verdict(
             Outcome::Confirmed,
             saw,
             format!(
-                "a reconnect every {:.0} requests with 100, every {:.0} with the default 1000, {} accepts beyond the clients' own connections with 100000 (nginx closed first: {} / {} / {})",
-                1.0 / r[0],
-                1.0 / r[1],
-                c.accepts.saturating_sub(c.load_connections),
-                closed(a),
-                closed(b),
-                closed(c)
+                "a reconnect every {:.0} requests with 100 (x{sa:.2} the expected), every {:.0} with the default 1000 (x{sb:.2}), {} beyond the clients' own connections with 100000",
+                ratio(a.requests as f64, reconnects(a) as f64),
+                ratio(b.requests as f64, reconnects(b) as f64),
+                reconnects(c),
             ),
         );
     }
     verdict(
         Outcome::Inconclusive,
         saw,
-        format!("between the thresholds (within x{RECYCLE_TOLERANCE} of 1/N confirms, below {RECYCLE_ABSENT}/N refutes)"),
+        format!("x{sa:.2} and x{sb:.2} the expected reconnects: between the thresholds (within x{RECYCLE_TOLERANCE} confirms, below x{RECYCLE_ABSENT} refutes)"),
     )
 }
 
@@ -467,18 +479,18 @@ pub fn judge_tcp_nopush(ms: &[Metrics]) -> Judgement {
 
 /// worker_processes_sweep (A: 2, B: 4, C: 8 workers; wrk keepalive). The claim (002:
 /// 1..8 workers, gains flatten after ~4) is about throughput, not judged; the rule
-/// reads the cores' worth of time the workers used (busy cores), with CPU per request,
-/// context switches and run delay per request beside it. Inconclusive on a machine
-/// with fewer than 8 online CPUs: beyond its cores the claim is untestable there. On 8
-/// or more: confirmed when busy cores grow less than x1.25 from 4 to 8 workers,
+/// reads the cores' worth of CPU the workers used ([`Metrics::cpu_cores`]), with CPU
+/// per request, context switches and run delay per request beside it. Inconclusive on
+/// a machine with fewer than 8 online CPUs: beyond its cores the claim is untestable
+/// there. On 8 or more: confirmed when CPU cores used grow less than x1.25 from 4 to 8 workers,
 /// refuted when they grow x1.5 or more, inconclusive between.
 pub fn judge_worker_processes_sweep(ms: &[Metrics]) -> Judgement {
     let [_, b, c] = ms else {
         panic!("worker_processes_sweep takes 3 configs")
     };
     let saw = format!(
-        "busy cores {}; CPU us/req {}; ctx switches/1k req {}; run delay us/req {}",
-        across(ms, |m| format!("{:.2}", m.busy_cores)),
+        "CPU cores used {}; CPU us/req {}; ctx switches/1k req {}; run delay us/req {}",
+        across(ms, |m| format!("{:.2}", m.cpu_cores)),
         across(ms, |m| format!("{:.1}", m.cpu_us_per_request)),
         across(ms, |m| format!("{:.0}", m.switches_per_1k())),
         across(ms, |m| format!("{:.1}", m.run_delay_us_per_request)),
@@ -494,8 +506,8 @@ pub fn judge_worker_processes_sweep(ms: &[Metrics]) -> Judgement {
     if let Some(j) = too_few_requests(ms, &saw) {
         return j;
     }
-    let grow = ratio(c.busy_cores, b.busy_cores);
-    let why = format!("busy cores x{grow:.2} from 4 to 8 workers");
+    let grow = ratio(c.cpu_cores, b.cpu_cores);
+    let why = format!("CPU cores used x{grow:.2} from 4 to 8 workers");
     if grow < SWEEP_FLAT {
         verdict(Outcome::Confirmed, saw, format!("{why}: the gain flattens"))
     } else if grow >= SWEEP_GROWS {

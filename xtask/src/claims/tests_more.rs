@@ -26,9 +26,10 @@ fn summary_fields_of_the_new_claims() {
         "schema": 1, "type": "summary",
         "workers": [
             {"accepts": 30, "accept_errors": {"EMFILE": 2, "EAGAIN": 45},
-             "upstream": {"connects": 900}, "run_delay_s": 0.5},
+             "upstream": {"connects": 900}, "run_delay_s": 0.5, "cpu_s": 1.5},
             {"accepts": 10, "accept_errors": {"EMFILE": 0, "EAGAIN": 15},
-             "upstream": {"connects": 100}, "run_delay_s": 0.25}],
+             "upstream": {"connects": 100}, "run_delay_s": 0.25, "cpu_s": 0.5}],
+        "duration_s": 4.0,
         "requests": {"count": 1000},
         "connections": {"ports": [{"port": 80, "closed_by_nginx": 7}, {"port": 81, "closed_by_nginx": 3}]},
         "nginx_errors": {"classes": {"emfile": {"count": 12}},
@@ -49,6 +50,7 @@ fn summary_fields_of_the_new_claims() {
     assert_eq!(x.over_nofile_warnings, Some(1));
     assert_eq!(x.emfile_log_lines, 12);
     assert_eq!(x.run_delay_us_per_request, 750.0);
+    assert_eq!(x.cpu_cores, 0.5);
     assert_eq!(x.config_value("events", "worker_connections"), Some("8192"));
     assert_eq!(x.config_value("upstream ", "keepalive"), Some("64"));
     assert_eq!(x.config_value("http", "proxy_http_version"), Some("1.0"));
@@ -73,49 +75,66 @@ fn summary_fields_of_the_new_claims() {
     assert_eq!(med.config, x.config);
 }
 
-fn keepalive_requests_run(n: &str, accepts: u64, requests: u64) -> Metrics {
+fn keepalive_requests_run(n: &str, load: u64, accepts: u64, requests: u64) -> Metrics {
     m(|x| {
         x.config = cfg(&[("http", "keepalive_requests", n)]);
         x.accepts = accepts;
         x.requests = requests;
-        x.load_connections = 50;
-        x.closed_by_nginx = Some(accepts.saturating_sub(50));
+        x.load_connections = load;
+        x.closed_by_nginx = Some(accepts.saturating_sub(load));
     })
 }
 
 #[test]
 fn keepalive_requests_rule() {
-    // One reconnect per 100 and per 1000 requests, none with 100000.
-    let a = keepalive_requests_run("100", 50 + 400, 40_000);
-    let b = keepalive_requests_run("1000", 50 + 44, 44_000);
-    let c = keepalive_requests_run("100000", 50, 45_000);
+    // The expected reconnects: 10 connection slots of 3500 requests, recycled every 1000.
+    let b = keepalive_requests_run("1000", 10, 10 + 30, 35_000);
+    assert_eq!(expected_reconnects(&b, 1000), 30);
+    assert_eq!(expected_reconnects(&b, 100), 350);
+    let a = keepalive_requests_run("100", 10, 10 + 345, 35_400);
+    let c = keepalive_requests_run("100000", 10, 10, 36_000);
     let j = judge_keepalive_requests(&[a.clone(), b.clone(), c.clone()]);
     assert_eq!(j.outcome, Outcome::Confirmed, "{j:?}");
-    assert!(
-        j.reason
-            .starts_with("a reconnect every 100 requests with 100, every 1000 with"),
-        "{}",
-        j.reason
+    assert_eq!(
+        j.reason,
+        "a reconnect every 103 requests with 100 (x0.99 the expected), every 1167 with the default 1000 (x1.00), 0 beyond the clients' own connections with 100000"
     );
-    assert!(j.saw.contains("0.01000 → 0.00100 → 0.00000"), "{}", j.saw);
+    assert!(
+        j.saw
+            .contains("reconnects 345 → 30 → 0 (expected 350 → 30 → 0)"),
+        "{}",
+        j.saw
+    );
     // 100000 recycling like the default: refuted.
-    let still = keepalive_requests_run("100000", 50 + 45, 45_000);
+    let still = keepalive_requests_run("100000", 10, 10 + 30, 36_000);
     let j = judge_keepalive_requests(&[a.clone(), b.clone(), still]);
     assert_eq!(j.outcome, Outcome::Refuted, "{j:?}");
     // 100 not recycling: refuted.
-    let none = keepalive_requests_run("100", 50 + 10, 40_000);
-    assert_eq!(
-        judge_keepalive_requests(&[none, b.clone(), c.clone()]).outcome,
-        Outcome::Refuted
-    );
-    // Half again as many reconnects as 1/100: between the thresholds.
-    let more = keepalive_requests_run("100", 50 + 600, 40_000);
+    let none = keepalive_requests_run("100", 10, 10 + 100, 35_400);
+    let j = judge_keepalive_requests(&[none, b.clone(), c.clone()]);
+    assert_eq!(j.outcome, Outcome::Refuted, "{j:?}");
+    assert!(j
+        .reason
+        .starts_with("keepalive_requests 100 recycled 100 connections, x0.29"));
+    // Half again as many reconnects as expected: between the thresholds.
+    let more = keepalive_requests_run("100", 10, 10 + 520, 35_400);
     assert_eq!(
         judge_keepalive_requests(&[more, b.clone(), c.clone()]).outcome,
         Outcome::Inconclusive
     );
+    // A --quick run with 50 connections: 660 requests per connection never reached the
+    // default's 1000 (A: 397 accepts for 37205 requests, B and C 51 for ~34000).
+    let a50 = keepalive_requests_run("100", 50, 397, 37_205);
+    let b50 = keepalive_requests_run("1000", 50, 51, 33_019);
+    let c50 = keepalive_requests_run("100000", 50, 51, 34_722);
+    let j = judge_keepalive_requests(&[a50, b50, c50]);
+    assert_eq!(j.outcome, Outcome::Inconclusive);
+    assert_eq!(
+        j.reason,
+        "the run was too short: 660 requests per connection, fewer than keepalive_requests 1000"
+    );
     // The value in force is not the one asked: the change did not take effect.
-    let ignored = keepalive_requests_run("1000", 50 + 400, 40_000);
+    let ignored = keepalive_requests_run("1000", 10, 10 + 345, 35_400);
     let j = judge_keepalive_requests(&[ignored, b.clone(), c.clone()]);
     assert_eq!(j.outcome, Outcome::Inconclusive);
     assert_eq!(
@@ -368,9 +387,9 @@ fn tcp_nopush_rule() {
 
 #[test]
 fn worker_processes_sweep_rule() {
-    let w = |busy: f64, cpus: u64| {
+    let w = |cores: f64, cpus: u64| {
         m(|x| {
-            x.busy_cores = busy;
+            x.cpu_cores = cores;
             x.online_cpus = cpus;
         })
     };
@@ -382,7 +401,7 @@ fn worker_processes_sweep_rule() {
         "this machine has 2 online CPUs: the claim is about 4 to 8 workers on as many cores, so beyond 2 workers it is untestable here"
     );
     assert!(
-        j.saw.starts_with("busy cores 1.20 → 1.50 → 1.60;"),
+        j.saw.starts_with("CPU cores used 1.20 → 1.50 → 1.60;"),
         "{}",
         j.saw
     );
