@@ -15,12 +15,19 @@ pub enum Load {
         /// Concurrent clients.
         connections: u32,
     },
+    /// `wrk -t1 -c<connections>` over HTTPS (the config serves TLS); wrk resumes its
+    /// TLS sessions when the server lets it.
+    WrkTls {
+        /// Concurrent connections.
+        connections: u32,
+    },
 }
 
 impl Load {
     pub(super) fn describe(&self) -> String {
         match self {
             Load::Wrk { connections } => format!("wrk -t1 -c{connections}"),
+            Load::WrkTls { connections } => format!("wrk -t1 -c{connections} (HTTPS)"),
             Load::HeyNewConnections { connections } => {
                 format!("hey -c {connections} -disable-keepalive")
             }
@@ -30,15 +37,18 @@ impl Load {
     /// The connections the load opens at its start (`-c`).
     pub fn connections(&self) -> u64 {
         match *self {
-            Load::Wrk { connections } | Load::HeyNewConnections { connections } => {
-                connections.into()
-            }
+            Load::Wrk { connections }
+            | Load::HeyNewConnections { connections }
+            | Load::WrkTls { connections } => connections.into(),
         }
     }
 
     pub(super) fn run(&self, url: &str, secs: u64) -> Result<ClientRun> {
         match *self {
             Load::Wrk { connections } => wrk(url, connections, secs),
+            Load::WrkTls { connections } => {
+                wrk(&url.replacen("http://", "https://", 1), connections, secs)
+            }
             Load::HeyNewConnections { connections } => hey_new_connections(url, connections, secs),
         }
     }
@@ -324,6 +334,21 @@ pub fn all_claims() -> Vec<Claim> {
             probe_args: &[],
             judge: judge_worker_processes_sweep,
         },
+        Claim {
+            id: "tls_session_cache",
+            source: SEED_003,
+            claim: "ssl_session_cache shared:...:30m lets clients resume TLS sessions instead of a full handshake per connection",
+            variants: vec![
+                v("A", "no session cache, ssl_session_tickets off", tls_new_connections("ssl_session_tickets off;")),
+                v("B", "ssl_session_cache shared:TLSSL:30m, ssl_session_timeout 10m, tickets off", tls_new_connections(
+                    "ssl_session_cache shared:TLSSL:30m;\n    ssl_session_timeout 10m;\n    ssl_session_tickets off;",
+                )),
+                v("C", "no session cache, ssl_session_tickets on (the default)", tls_new_connections("ssl_session_tickets on;")),
+            ],
+            load: Load::WrkTls { connections: 20 },
+            probe_args: &[],
+            judge: judge_tls_session_cache,
+        },
     ]
 }
 
@@ -342,6 +367,17 @@ pub(super) fn proxy_to_backend(keepalive: bool) -> NginxConfig {
     NginxConfig {
         http_extra: format!("upstream backend {{ server 127.0.0.1:{BACKEND_PORT};{ka} }}"),
         server_extra: format!("location / {{ proxy_pass http://backend;{loc} }}"),
+        ..base()
+    }
+}
+
+/// An HTTPS config where every request comes on a new connection (`keepalive_timeout
+/// 0`), so that every request costs a TLS handshake, full or resumed; `extra` goes in
+/// `http { }`.
+pub(super) fn tls_new_connections(extra: &str) -> NginxConfig {
+    NginxConfig {
+        tls: true,
+        http_extra: format!("keepalive_timeout 0;\n    {extra}"),
         ..base()
     }
 }

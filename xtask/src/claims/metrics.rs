@@ -82,6 +82,10 @@ pub struct Metrics {
     /// Connections the load opened at its start (wrk's or hey's `-c`), set by the lab
     /// from the claim's load: accepts beyond them are reconnects.
     pub load_connections: u64,
+    /// TLS handshakes nginx completed (`tls.handshakes`; 0 without the `tls` section).
+    pub tls_handshakes: u64,
+    /// Time inside libssl's `SSL_do_handshake` (`tls.call_ns`): the handshakes' CPU work.
+    pub tls_call_ns: u64,
     /// Online CPUs of the machine the run was on, set by the lab.
     pub online_cpus: u64,
     /// The workers' CPU time (`cpu_s`, summed) over the run's `duration_s`: cores' worth
@@ -212,6 +216,8 @@ impl Metrics {
             .is_object()
             .then(|| u(&s["nginx_errors"]["history"]["classes"]["worker_connections_over_nofile"]));
         m.emfile_log_lines = u(&s["nginx_errors"]["classes"]["emfile"]["count"]);
+        m.tls_handshakes = u(&s["tls"]["handshakes"]);
+        m.tls_call_ns = u(&s["tls"]["call_ns"]);
         m.verdicts = s["verdicts"]
             .as_array()
             .into_iter()
@@ -245,12 +251,6 @@ impl Metrics {
         )
     }
 
-    /// Connections nginx closed first, per request (None without `connections`).
-    pub fn nginx_closes_per_request(&self) -> Option<f64> {
-        self.closed_by_nginx
-            .map(|c| ratio(c as f64, self.requests as f64))
-    }
-
     /// Upstream connects per request.
     pub fn upstream_connects_per_request(&self) -> f64 {
         ratio(self.upstream_connects as f64, self.requests as f64)
@@ -259,6 +259,11 @@ impl Metrics {
     /// accept4 EAGAIN returns per successful accept: wake-ups that found no connection.
     pub fn wasted_wakeups_per_accept(&self) -> f64 {
         ratio(self.accept_eagain as f64, self.accepts as f64)
+    }
+
+    /// libssl time per completed TLS handshake, us (0 without handshakes).
+    pub fn tls_us_per_handshake(&self) -> f64 {
+        ratio(self.tls_call_ns as f64 / 1e3, self.tls_handshakes as f64)
     }
 
     /// Workers' context switches per 1000 requests.
@@ -309,6 +314,8 @@ impl Metrics {
             "emfile_log_lines": self.emfile_log_lines,
             "load_connections": self.load_connections,
             "online_cpus": self.online_cpus,
+            "tls_handshakes": self.tls_handshakes,
+            "tls_us_per_handshake": round(self.tls_us_per_handshake(), 2),
             "cpu_cores": round(self.cpu_cores, 3),
             "run_delay_us_per_request": round(self.run_delay_us_per_request, 2),
             "verdicts": self.verdicts,

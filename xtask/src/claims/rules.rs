@@ -56,6 +56,11 @@ pub const NEAR_LIMIT: f64 = 0.9;
 pub const SWEEP_FLAT: f64 = 1.25;
 /// ... and keeps growing at or above this factor.
 pub const SWEEP_GROWS: f64 = 1.5;
+/// tls_session_cache: sessions were resumed when libssl's time per handshake fell to at
+/// most this fraction of that of full handshakes ...
+pub const TLS_RESUMED_COST: f64 = 0.5;
+/// ... and were not when it stayed at or above this fraction.
+pub const TLS_FULL_COST: f64 = 0.9;
 /// worker_processes_sweep: CPUs the machine needs for its largest worker count (8).
 pub const SWEEP_CPUS: u64 = 8;
 

@@ -520,3 +520,91 @@ pub fn judge_worker_processes_sweep(ms: &[Metrics]) -> Judgement {
         )
     }
 }
+
+/// tls_session_cache (HTTPS, `keepalive_timeout 0` so that every request is a new
+/// connection and a handshake; wrk, which resumes sessions when the server lets it. A:
+/// no session cache, tickets off; B: 003's `ssl_session_cache shared:TLSSL:30m`,
+/// tickets off; C: tickets on, nginx's default). nginx-probe does not tell resumed
+/// handshakes from full ones: the rule reads libssl's time per handshake
+/// (`tls.call_ns / tls.handshakes`), which a resumption cuts (no certificate signature).
+/// Inconclusive unless B's session cache is `shared:...` and A's none, with tickets off
+/// in both, or when A's connections do not each handshake (≥ 0.9 handshakes per
+/// accept). Confirmed when B's time per handshake is at most 0.5x A's; refuted when at
+/// least 0.9x; inconclusive between. C's is shown beside it.
+pub fn judge_tls_session_cache(ms: &[Metrics]) -> Judgement {
+    let [a, b, c] = ms else {
+        panic!("tls_session_cache takes 3 configs")
+    };
+    let saw = format!(
+        "ssl_session_cache {}; ssl_session_tickets {}; handshakes/connection {}; libssl us/handshake {}; CPU us/req {}",
+        across(ms, |m| shown(m.config_value("http", "ssl_session_cache"))),
+        across(ms, |m| shown(m.config_value("http", "ssl_session_tickets"))),
+        across(ms, |m| format!("{:.2}", ratio(m.tls_handshakes as f64, m.accepts as f64))),
+        across(ms, |m| format!("{:.0}", m.tls_us_per_handshake())),
+        across(ms, |m| format!("{:.1}", m.cpu_us_per_request)),
+    );
+    if let Some(j) = too_few_requests(ms, &saw) {
+        return j;
+    }
+    if let Some(j) = config_unread(ms, &saw) {
+        return j;
+    }
+    fn cache(m: &Metrics) -> &str {
+        m.config_value("http", "ssl_session_cache").unwrap_or("?")
+    }
+    fn tickets(m: &Metrics) -> Option<&str> {
+        m.config_value("http", "ssl_session_tickets")
+    }
+    if !cache(b).starts_with("shared:")
+        || cache(a).starts_with("shared:")
+        || tickets(a) != Some("off")
+        || tickets(b) != Some("off")
+    {
+        return not_in_effect(
+            &saw,
+            format!(
+                "session cache {} / {}, tickets {} / {}",
+                cache(a),
+                cache(b),
+                shown(tickets(a)),
+                shown(tickets(b))
+            ),
+        );
+    }
+    if ms.iter().any(|m| m.tls_handshakes == 0) {
+        return verdict(
+            Outcome::Inconclusive,
+            saw,
+            "nginx-probe counted no TLS handshake in a config (libssl's uprobes not attached?)",
+        );
+    }
+    if ratio(a.tls_handshakes as f64, a.accepts as f64) < PER_REQUEST_ALWAYS {
+        return not_in_effect(&saw, "A's connections do not each make a handshake");
+    }
+    let cost = ratio(b.tls_us_per_handshake(), a.tls_us_per_handshake());
+    let why = format!(
+        "libssl time per handshake {:.0} us without a cache, {:.0} us with it (x{cost:.2}); with tickets (C) {:.0} us",
+        a.tls_us_per_handshake(),
+        b.tls_us_per_handshake(),
+        c.tls_us_per_handshake()
+    );
+    if cost <= TLS_RESUMED_COST {
+        verdict(
+            Outcome::Confirmed,
+            saw,
+            format!("{why}: the clients resumed their sessions"),
+        )
+    } else if cost >= TLS_FULL_COST {
+        verdict(
+            Outcome::Refuted,
+            saw,
+            format!("{why}: no handshake was made cheaper"),
+        )
+    } else {
+        verdict(
+            Outcome::Inconclusive,
+            saw,
+            format!("{why}: between the thresholds (x{TLS_RESUMED_COST} confirms, x{TLS_FULL_COST} refutes)"),
+        )
+    }
+}

@@ -105,6 +105,8 @@ pub fn median_metrics(runs: &[Metrics]) -> Metrics {
         emfile_log_lines: u(&|m| m.emfile_log_lines),
         load_connections: u(&|m| m.load_connections),
         online_cpus: u(&|m| m.online_cpus),
+        tls_handshakes: u(&|m| m.tls_handshakes),
+        tls_call_ns: u(&|m| m.tls_call_ns),
         cpu_cores: f(&|m| m.cpu_cores),
         run_delay_us_per_request: f(&|m| m.run_delay_us_per_request),
     }

@@ -30,6 +30,7 @@ fn summary_fields_of_the_new_claims() {
             {"accepts": 10, "accept_errors": {"EMFILE": 0, "EAGAIN": 15},
              "upstream": {"connects": 100}, "run_delay_s": 0.25, "cpu_s": 0.5}],
         "duration_s": 4.0,
+        "tls": {"handshakes": 40, "call_ns": 2_000_000},
         "requests": {"count": 1000},
         "connections": {"ports": [{"port": 80, "closed_by_nginx": 7}, {"port": 81, "closed_by_nginx": 3}]},
         "nginx_errors": {"classes": {"emfile": {"count": 12}},
@@ -46,11 +47,11 @@ fn summary_fields_of_the_new_claims() {
     assert_eq!(x.upstream_connects, 1000);
     assert_eq!(x.upstream_connects_per_request(), 1.0);
     assert_eq!(x.closed_by_nginx, Some(10));
-    assert_eq!(x.nginx_closes_per_request(), Some(0.01));
     assert_eq!(x.over_nofile_warnings, Some(1));
     assert_eq!(x.emfile_log_lines, 12);
     assert_eq!(x.run_delay_us_per_request, 750.0);
     assert_eq!(x.cpu_cores, 0.5);
+    assert_eq!((x.tls_handshakes, x.tls_us_per_handshake()), (40, 50.0));
     assert_eq!(x.config_value("events", "worker_connections"), Some("8192"));
     assert_eq!(x.config_value("upstream ", "keepalive"), Some("64"));
     assert_eq!(x.config_value("http", "proxy_http_version"), Some("1.0"));
@@ -439,4 +440,51 @@ fn worker_processes_sweep_rule() {
         judge_worker_processes_sweep(&[w(1.9, 8), w(3.6, 8), w(4.9, 8)]).outcome,
         Outcome::Inconclusive
     );
+}
+
+fn tls_run(cache: &str, tickets: &str, handshakes: u64, call_us: u64) -> Metrics {
+    m(|x| {
+        x.config = cfg(&[
+            ("http", "ssl_session_cache", cache),
+            ("http", "ssl_session_tickets", tickets),
+        ]);
+        x.accepts = x.requests;
+        x.tls_handshakes = handshakes;
+        x.tls_call_ns = call_us * 1000;
+    })
+}
+
+#[test]
+fn tls_session_cache_rule() {
+    // 40000 handshakes: 1 ms of libssl each when full, 0.1 ms resumed.
+    let a = tls_run("none", "off", 40_000, 40_000_000);
+    let b = tls_run("shared:TLSSL:30m", "off", 40_000, 4_000_000);
+    let c = tls_run("none", "on", 40_000, 4_400_000);
+    let j = judge_tls_session_cache(&[a.clone(), b.clone(), c.clone()]);
+    assert_eq!(j.outcome, Outcome::Confirmed, "{j:?}");
+    assert_eq!(
+        j.reason,
+        "libssl time per handshake 1000 us without a cache, 100 us with it (x0.10); with tickets (C) 110 us: the clients resumed their sessions"
+    );
+    let full = tls_run("shared:TLSSL:30m", "off", 40_000, 38_000_000);
+    assert_eq!(
+        judge_tls_session_cache(&[a.clone(), full, c.clone()]).outcome,
+        Outcome::Refuted
+    );
+    let some = tls_run("shared:TLSSL:30m", "off", 40_000, 28_000_000);
+    assert_eq!(
+        judge_tls_session_cache(&[a.clone(), some, c.clone()]).outcome,
+        Outcome::Inconclusive
+    );
+    // The cache not in force, or no handshake counted: inconclusive.
+    let no_cache = tls_run("none", "off", 40_000, 4_000_000);
+    let j = judge_tls_session_cache(&[a.clone(), no_cache, c.clone()]);
+    assert_eq!(
+        j.reason,
+        "the change did not take effect: session cache none / none, tickets off / off"
+    );
+    let untraced = tls_run("shared:TLSSL:30m", "off", 0, 0);
+    let j = judge_tls_session_cache(&[a, untraced, c]);
+    assert_eq!(j.outcome, Outcome::Inconclusive);
+    assert!(j.reason.starts_with("nginx-probe counted no TLS handshake"));
 }
