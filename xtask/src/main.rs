@@ -109,7 +109,9 @@ enum Cmd {
         #[arg(long)]
         out: Option<PathBuf>,
         /// Only these claims (keepalive, access_log, multi_accept, nofile,
-        /// worker_connections, open_file_cache, sendfile, worker_processes, backlog).
+        /// worker_connections, open_file_cache, sendfile, worker_processes, backlog,
+        /// keepalive_requests, upstream_keepalive, worker_connections_nofile,
+        /// accept_mutex, tcp_nopush).
         claims: Vec<String>,
     },
     /// Release artifacts in target/dist: a static musl binary, the man page, shell

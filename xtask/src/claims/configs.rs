@@ -15,21 +15,40 @@ pub enum Load {
         /// Concurrent clients.
         connections: u32,
     },
+    /// `wrk -t1 -c<connections>` over HTTPS (the config serves TLS); wrk resumes its
+    /// TLS sessions when the server lets it.
+    WrkTls {
+        /// Concurrent connections.
+        connections: u32,
+    },
 }
 
 impl Load {
     pub(super) fn describe(&self) -> String {
         match self {
             Load::Wrk { connections } => format!("wrk -t1 -c{connections}"),
+            Load::WrkTls { connections } => format!("wrk -t1 -c{connections} (HTTPS)"),
             Load::HeyNewConnections { connections } => {
                 format!("hey -c {connections} -disable-keepalive")
             }
         }
     }
 
+    /// The connections the load opens at its start (`-c`).
+    pub fn connections(&self) -> u64 {
+        match *self {
+            Load::Wrk { connections }
+            | Load::HeyNewConnections { connections }
+            | Load::WrkTls { connections } => connections.into(),
+        }
+    }
+
     pub(super) fn run(&self, url: &str, secs: u64) -> Result<ClientRun> {
         match *self {
             Load::Wrk { connections } => wrk(url, connections, secs),
+            Load::WrkTls { connections } => {
+                wrk(&url.replacen("http://", "https://", 1), connections, secs)
+            }
             Load::HeyNewConnections { connections } => hey_new_connections(url, connections, secs),
         }
     }
@@ -66,6 +85,7 @@ pub struct Claim {
 
 pub(super) const SEED_000: &str = "000_ea5cb12955f3aae2.txt";
 pub(super) const SEED_003: &str = "003_44fba3f37d0f850d.txt";
+pub(super) const SEED_004: &str = "004_baff9fcc93a0d565.txt";
 
 pub(super) fn base() -> NginxConfig {
     NginxConfig::default()
@@ -221,7 +241,145 @@ pub fn all_claims() -> Vec<Claim> {
             probe_args: &[],
             judge: judge_backlog,
         },
+        Claim {
+            id: "keepalive_requests",
+            source: "000_ea5cb12955f3aae2.txt, 003_44fba3f37d0f850d.txt, 004_baff9fcc93a0d565.txt",
+            claim: "keepalive_requests (1000 by default) closes a connection every 1000 requests; raising it (003/004: 100000) stops the recycling",
+            variants: vec![
+                v("A", "keepalive_requests 100", with_http("keepalive_requests 100;")),
+                v("B", "keepalive_requests 1000 (the default)", with_http("keepalive_requests 1000;")),
+                v("C", "keepalive_requests 100000", with_http("keepalive_requests 100000;")),
+            ],
+            // Few connections, so that each passes 1000 requests within a --quick run.
+            load: Load::Wrk { connections: 10 },
+            probe_args: &[],
+            judge: judge_keepalive_requests,
+        },
+        Claim {
+            id: "upstream_keepalive",
+            source: SEED_000,
+            claim: "every proxied request costs an upstream connect; `keepalive N` in the upstream plus proxy_http_version 1.1 and `Connection \"\"` removes it",
+            variants: vec![
+                v("A", "proxy_pass to an upstream without keepalive", proxy_to_backend(false)),
+                v("B", "upstream keepalive 64, proxy_http_version 1.1, Connection \"\"", proxy_to_backend(true)),
+            ],
+            load: Load::Wrk { connections: 50 },
+            probe_args: &[],
+            judge: judge_upstream_keepalive,
+        },
+        Claim {
+            id: "worker_connections_nofile",
+            source: SEED_000,
+            claim: "worker_connections 8192 above the fd limit: nginx warns at start and fails under load with EMFILE",
+            variants: vec![
+                v("A", "worker_connections 8192 at soft nofile 64 (hard 16384)", NginxConfig {
+                    worker_connections: 8192,
+                    nofile: Some((64, 16384)),
+                    ..base()
+                }),
+                v("B", "same + worker_rlimit_nofile 16384", NginxConfig {
+                    worker_connections: 8192,
+                    nofile: Some((64, 16384)),
+                    main_extra: "worker_rlimit_nofile 16384;".into(),
+                    ..base()
+                }),
+            ],
+            load: Load::Wrk { connections: 300 },
+            probe_args: &[],
+            judge: judge_worker_connections_nofile,
+        },
+        Claim {
+            id: "accept_mutex",
+            source: SEED_004,
+            claim: "accept_mutex_delay 100ms with 4 workers: +9% req/s (004); the delay acts only with accept_mutex on",
+            variants: vec![
+                v("A", "4 workers, accept_mutex off (default)", NginxConfig { workers: 4, ..base() }),
+                v("B", "accept_mutex_delay 100ms", NginxConfig {
+                    workers: 4,
+                    events_extra: "accept_mutex_delay 100ms;".into(),
+                    ..base()
+                }),
+                v("C", "accept_mutex on; accept_mutex_delay 100ms", NginxConfig {
+                    workers: 4,
+                    events_extra: "accept_mutex on;\n    accept_mutex_delay 100ms;".into(),
+                    ..base()
+                }),
+            ],
+            load: Load::HeyNewConnections { connections: 50 },
+            probe_args: &[],
+            judge: judge_accept_mutex,
+        },
+        Claim {
+            id: "tcp_nopush",
+            source: "000_ea5cb12955f3aae2.txt, 004_baff9fcc93a0d565.txt",
+            claim: "tcp_nopush on with sendfile batches headers and body into full segments (004: +9%)",
+            variants: vec![
+                v("A", "sendfile on", base()),
+                v("B", "sendfile on; tcp_nopush on", with_http("tcp_nopush on;")),
+            ],
+            load: Load::Wrk { connections: 50 },
+            probe_args: &[],
+            judge: judge_tcp_nopush,
+        },
+        Claim {
+            id: "worker_processes_sweep",
+            source: "002_59c1c54667e60002.txt",
+            claim: "more workers raise throughput, with gains flattening after ~4 (002: 1..8 workers)",
+            variants: vec![
+                v("A", "worker_processes 2", base()),
+                v("B", "worker_processes 4", NginxConfig { workers: 4, ..base() }),
+                v("C", "worker_processes 8", NginxConfig { workers: 8, ..base() }),
+            ],
+            load: Load::Wrk { connections: 50 },
+            probe_args: &[],
+            judge: judge_worker_processes_sweep,
+        },
+        Claim {
+            id: "tls_session_cache",
+            source: SEED_003,
+            claim: "ssl_session_cache shared:...:30m lets clients resume TLS sessions instead of a full handshake per connection",
+            variants: vec![
+                v("A", "no session cache, ssl_session_tickets off", tls_new_connections("ssl_session_tickets off;")),
+                v("B", "ssl_session_cache shared:TLSSL:30m, ssl_session_timeout 10m, tickets off", tls_new_connections(
+                    "ssl_session_cache shared:TLSSL:30m;\n    ssl_session_timeout 10m;\n    ssl_session_tickets off;",
+                )),
+                v("C", "no session cache, ssl_session_tickets on (the default)", tls_new_connections("ssl_session_tickets on;")),
+            ],
+            load: Load::WrkTls { connections: 20 },
+            probe_args: &[],
+            judge: judge_tls_session_cache,
+        },
     ]
+}
+
+/// A config proxying every request to the lab's backend (a second nginx, its port
+/// [`BACKEND_PORT`]) through `upstream backend`; `keepalive`: with `keepalive 64`,
+/// `proxy_http_version 1.1` and `proxy_set_header Connection ""`.
+pub(super) fn proxy_to_backend(keepalive: bool) -> NginxConfig {
+    let (ka, loc) = if keepalive {
+        (
+            " keepalive 64;",
+            " proxy_http_version 1.1; proxy_set_header Connection \"\";",
+        )
+    } else {
+        ("", "")
+    };
+    NginxConfig {
+        http_extra: format!("upstream backend {{ server 127.0.0.1:{BACKEND_PORT};{ka} }}"),
+        server_extra: format!("location / {{ proxy_pass http://backend;{loc} }}"),
+        ..base()
+    }
+}
+
+/// An HTTPS config where every request comes on a new connection (`keepalive_timeout
+/// 0`), so that every request costs a TLS handshake, full or resumed; `extra` goes in
+/// `http { }`.
+pub(super) fn tls_new_connections(extra: &str) -> NginxConfig {
+    NginxConfig {
+        tls: true,
+        http_extra: format!("keepalive_timeout 0;\n    {extra}"),
+        ..base()
+    }
 }
 
 /// Checks a claim filter against [`all_claims`]; an unknown id is a one-line error

@@ -61,6 +61,39 @@ pub struct Metrics {
     pub nonvoluntary_switches: u64,
     /// Verdict ids nginx-probe printed, most severe first.
     pub verdicts: Vec<String>,
+    /// nginx's effective configuration as nginx-probe read it (`config.values`):
+    /// (scope, directive, value), in nginx-probe's order; empty when it was not read.
+    pub config: Vec<(String, String, String)>,
+    /// Connections nginx closed first (`connections.ports[].closed_by_nginx`, summed);
+    /// None when the summary has no `connections` section.
+    pub closed_by_nginx: Option<u64>,
+    /// Connections the workers opened to upstreams (`upstream.connects`, summed).
+    pub upstream_connects: u64,
+    /// accept4 returns with EAGAIN (a worker woke to an empty accept queue), all
+    /// workers: wasted wake-ups.
+    pub accept_eagain: u64,
+    /// `worker_connections exceed open file resource limit` lines since the master's
+    /// start (`nginx_errors.history.classes.worker_connections_over_nofile`); None
+    /// when the summary has no error-log history.
+    pub over_nofile_warnings: Option<u64>,
+    /// Lines nginx logged since attach for a call failing with EMFILE (`accept4()
+    /// failed (24: ...)`, `open() ... failed (24: ...)`: `nginx_errors.classes.emfile`).
+    pub emfile_log_lines: u64,
+    /// Connections the load opened at its start (wrk's or hey's `-c`), set by the lab
+    /// from the claim's load: accepts beyond them are reconnects.
+    pub load_connections: u64,
+    /// TLS handshakes nginx completed (`tls.handshakes`; 0 without the `tls` section).
+    pub tls_handshakes: u64,
+    /// Time inside libssl's `SSL_do_handshake` (`tls.call_ns`): the handshakes' CPU work.
+    pub tls_call_ns: u64,
+    /// Online CPUs of the machine the run was on, set by the lab.
+    pub online_cpus: u64,
+    /// The workers' CPU time (`cpu_s`, summed) over the run's `duration_s`: cores' worth
+    /// of CPU they used (unlike [`Metrics::busy_cores`], time waiting for a CPU is not in
+    /// it).
+    pub cpu_cores: f64,
+    /// The workers' `run_delay_s` (runnable, waiting for a CPU) summed, per request, us.
+    pub run_delay_us_per_request: f64,
 }
 
 pub(super) fn ratio(a: f64, b: f64) -> f64 {
@@ -101,6 +134,7 @@ impl Metrics {
         let mut counts: BTreeMap<String, u64> = BTreeMap::new();
         let (mut all_ns, mut setup_ns, mut file_ns, mut log_ns, mut log_writes) = (0, 0, 0, 0, 0);
         let mut cpu_s = 0.0;
+        let mut run_delay_s = 0.0;
         let mut accept_shares = Vec::new();
         let mut busy_shares = Vec::new();
         // All of nginx's requests: the report-level count (nginx's stub_status counter);
@@ -113,12 +147,15 @@ impl Metrics {
             }
             m.accepts += u(&w["accepts"]);
             m.emfile += u(&w["accept_errors"]["EMFILE"]);
+            m.accept_eagain += u(&w["accept_errors"]["EAGAIN"]);
+            m.upstream_connects += u(&w["upstream"]["connects"]);
             m.accepted_then_closed += u(&w["accepted_then_closed"]);
             m.fd_peak = m.fd_peak.max(u(&w["fds"]["peak"]));
             if let Some(l) = w["fds"]["limit"].as_u64() {
                 m.fd_limit = m.fd_limit.min(l);
             }
             cpu_s += w["cpu_s"].as_f64().unwrap_or(0.0);
+            run_delay_s += w["run_delay_s"].as_f64().unwrap_or(0.0);
             accept_shares.push(w["accept_share"].as_f64().unwrap_or(0.0));
             busy_shares.push(w["event_loop"]["busy_share"].as_f64().unwrap_or(0.0));
             log_writes += u(&w["writes"]["access_log"]["count"]);
@@ -149,6 +186,8 @@ impl Metrics {
         m.syscalls_per_request = ratio(counts.values().sum::<u64>() as f64, req);
         m.syscall_us_per_request = ratio(all_ns as f64 / 1e3, req);
         m.cpu_us_per_request = ratio(cpu_s * 1e6, req);
+        m.run_delay_us_per_request = ratio(run_delay_s * 1e6, req);
+        m.cpu_cores = ratio(cpu_s, s["duration_s"].as_f64().unwrap_or(0.0));
         m.per_request = counts
             .into_iter()
             .map(|(k, v)| (k, ratio(v as f64, req)))
@@ -161,6 +200,24 @@ impl Metrics {
             m.listen_queue_max = u(&l["queue_max"]);
             m.listen_overflows = u(&l["overflows"]) + u(&l["drops"]);
         }
+        m.config = s["config"]["values"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|v| {
+                let t = |k: &str| v[k].as_str().unwrap_or_default().to_string();
+                (t("scope"), t("directive"), t("value"))
+            })
+            .collect();
+        m.closed_by_nginx = s["connections"]["ports"]
+            .as_array()
+            .map(|ps| ps.iter().map(|p| u(&p["closed_by_nginx"])).sum());
+        m.over_nofile_warnings = s["nginx_errors"]["history"]
+            .is_object()
+            .then(|| u(&s["nginx_errors"]["history"]["classes"]["worker_connections_over_nofile"]));
+        m.emfile_log_lines = u(&s["nginx_errors"]["classes"]["emfile"]["count"]);
+        m.tls_handshakes = u(&s["tls"]["handshakes"]);
+        m.tls_call_ns = u(&s["tls"]["call_ns"]);
         m.verdicts = s["verdicts"]
             .as_array()
             .into_iter()
@@ -173,6 +230,40 @@ impl Metrics {
     /// Count per request of one traced syscall (0 when not traced or not seen).
     pub fn per_req(&self, syscall: &str) -> f64 {
         self.per_request.get(syscall).copied().unwrap_or(0.0)
+    }
+
+    /// The effective value of `directive` in the first scope starting with `scope`
+    /// (`"http"`, `"events"`, `"upstream "`, `"server "`), as nginx-probe read it from
+    /// nginx's configuration; None when not listed (or the configuration was not read).
+    pub fn config_value(&self, scope: &str, directive: &str) -> Option<&str> {
+        self.config
+            .iter()
+            .find(|(s, d, _)| s.starts_with(scope) && d == directive)
+            .map(|(_, _, v)| v.as_str())
+    }
+
+    /// Accepts beyond the load's own connections, per request: connections the server
+    /// made the clients open again.
+    pub fn reconnects_per_request(&self) -> f64 {
+        ratio(
+            self.accepts.saturating_sub(self.load_connections) as f64,
+            self.requests as f64,
+        )
+    }
+
+    /// Upstream connects per request.
+    pub fn upstream_connects_per_request(&self) -> f64 {
+        ratio(self.upstream_connects as f64, self.requests as f64)
+    }
+
+    /// accept4 EAGAIN returns per successful accept: wake-ups that found no connection.
+    pub fn wasted_wakeups_per_accept(&self) -> f64 {
+        ratio(self.accept_eagain as f64, self.accepts as f64)
+    }
+
+    /// libssl time per completed TLS handshake, us (0 without handshakes).
+    pub fn tls_us_per_handshake(&self) -> f64 {
+        ratio(self.tls_call_ns as f64 / 1e3, self.tls_handshakes as f64)
     }
 
     /// Workers' context switches per 1000 requests.
@@ -213,6 +304,20 @@ impl Metrics {
             "context_switches": self.context_switches,
             "nonvoluntary_switches": self.nonvoluntary_switches,
             "switches_per_1k_requests": round(self.switches_per_1k(), 2),
+            "closed_by_nginx": self.closed_by_nginx,
+            "upstream_connects": self.upstream_connects,
+            "upstream_connects_per_request": round(self.upstream_connects_per_request(), 4),
+            "accept_eagain": self.accept_eagain,
+            "wasted_wakeups_per_accept": round(self.wasted_wakeups_per_accept(), 4),
+            "reconnects_per_request": round(self.reconnects_per_request(), 6),
+            "over_nofile_warnings": self.over_nofile_warnings,
+            "emfile_log_lines": self.emfile_log_lines,
+            "load_connections": self.load_connections,
+            "online_cpus": self.online_cpus,
+            "tls_handshakes": self.tls_handshakes,
+            "tls_us_per_handshake": round(self.tls_us_per_handshake(), 2),
+            "cpu_cores": round(self.cpu_cores, 3),
+            "run_delay_us_per_request": round(self.run_delay_us_per_request, 2),
             "verdicts": self.verdicts,
         })
     }

@@ -39,6 +39,30 @@ pub const KEEPALIVE_CPU_REFUTE: f64 = 1.25;
 /// worker_processes: more workers than cores "add context switches" when switches per
 /// request rise at least this much from 2 to 4 workers.
 pub const SWITCH_RISE: f64 = 1.25;
+/// keepalive_requests: a config "closes a connection every N requests" when its
+/// reconnects (accepts beyond the load's own connections) lie within this factor of
+/// those expected, either way ...
+pub const RECYCLE_TOLERANCE: f64 = 1.3;
+/// ... and "does not recycle" below this fraction of them.
+pub const RECYCLE_ABSENT: f64 = 0.5;
+/// keepalive_requests 100000: no recycling left at or below this many reconnects per
+/// request (a tenth of the default's 1/1000).
+pub const RECYCLE_GONE: f64 = 0.0001;
+/// The load "reached" a worker's fd limit when its peak open fds came within this
+/// fraction of it.
+pub const NEAR_LIMIT: f64 = 0.9;
+/// worker_processes_sweep: the workers' CPU cores used "flattens" from 4 to 8
+/// workers when it grows less than this factor ...
+pub const SWEEP_FLAT: f64 = 1.25;
+/// ... and keeps growing at or above this factor.
+pub const SWEEP_GROWS: f64 = 1.5;
+/// tls_session_cache: sessions were resumed when libssl's time per handshake fell to at
+/// most this fraction of that of full handshakes ...
+pub const TLS_RESUMED_COST: f64 = 0.5;
+/// ... and were not when it stayed at or above this fraction.
+pub const TLS_FULL_COST: f64 = 0.9;
+/// worker_processes_sweep: CPUs the machine needs for its largest worker count (8).
+pub const SWEEP_CPUS: u64 = 8;
 
 // ---------------------------------------------------------------------------------------
 // Metrics: what one run measured, taken from nginx-probe's summary (and the client).

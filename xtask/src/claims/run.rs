@@ -63,7 +63,14 @@ pub(super) fn record(
     secs: u64,
     runs: &Path,
 ) -> Result<Metrics> {
-    let ng = Nginx::start(&v.cfg);
+    // A config that proxies names its backend's port with BACKEND_PORT: a second
+    // throwaway nginx serving the same file, not traced, started first.
+    let backend = uses_backend(&v.cfg).then(|| Nginx::start(&backend_config()));
+    let cfg = match &backend {
+        Some(b) => with_backend_port(&v.cfg, b.port),
+        None => v.cfg.clone(),
+    };
+    let ng = Nginx::start(&cfg);
     let file = runs.join(run_file_name(claim, v, round));
     // nginx-probe never records over a file: this run replaces the previous lab run's.
     let _ = std::fs::remove_file(&file);
@@ -93,7 +100,41 @@ pub(super) fn record(
             after.1.saturating_sub(before.1),
         ),
     )
+    .map(|mut m| {
+        m.load_connections = claim.load.connections();
+        m.online_cpus = thread::available_parallelism().map_or(0, |n| n.get() as u64);
+        m
+    })
     .with_context(|| format!("{}", file.display()))
+}
+
+/// Stands for the backend's port in a config's `http_extra` or `server_extra`; the lab
+/// starts the backend ([`backend_config`]) and puts its port there.
+pub const BACKEND_PORT: &str = "@BACKEND_PORT@";
+
+/// True when the config proxies to the lab's backend ([`BACKEND_PORT`]).
+pub(super) fn uses_backend(cfg: &NginxConfig) -> bool {
+    cfg.http_extra.contains(BACKEND_PORT) || cfg.server_extra.contains(BACKEND_PORT)
+}
+
+/// The backend of the proxy claims: one worker serving the 30-byte file, no access log
+/// (its cost is not the claim's).
+pub(super) fn backend_config() -> NginxConfig {
+    NginxConfig {
+        workers: 1,
+        access_log: Some("off".into()),
+        ..NginxConfig::default()
+    }
+}
+
+/// The config with [`BACKEND_PORT`] replaced by `port`.
+pub(super) fn with_backend_port(cfg: &NginxConfig, port: u16) -> NginxConfig {
+    let p = port.to_string();
+    NginxConfig {
+        http_extra: cfg.http_extra.replace(BACKEND_PORT, &p),
+        server_extra: cfg.server_extra.replace(BACKEND_PORT, &p),
+        ..cfg.clone()
+    }
 }
 
 /// File name of a config's recorded run `round` (0-based) under the lab's `runs/`.

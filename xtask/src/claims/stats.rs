@@ -97,7 +97,25 @@ pub fn median_metrics(runs: &[Metrics]) -> Metrics {
         context_switches: u(&|m| m.context_switches),
         nonvoluntary_switches: u(&|m| m.nonvoluntary_switches),
         verdicts,
+        config: runs.first().map(|m| m.config.clone()).unwrap_or_default(),
+        closed_by_nginx: opt(runs, |m| m.closed_by_nginx),
+        upstream_connects: u(&|m| m.upstream_connects),
+        accept_eagain: u(&|m| m.accept_eagain),
+        over_nofile_warnings: opt(runs, |m| m.over_nofile_warnings),
+        emfile_log_lines: u(&|m| m.emfile_log_lines),
+        load_connections: u(&|m| m.load_connections),
+        online_cpus: u(&|m| m.online_cpus),
+        tls_handshakes: u(&|m| m.tls_handshakes),
+        tls_call_ns: u(&|m| m.tls_call_ns),
+        cpu_cores: f(&|m| m.cpu_cores),
+        run_delay_us_per_request: f(&|m| m.run_delay_us_per_request),
     }
+}
+
+/// Median of an optional count over the runs that have it; None when none has.
+fn opt(runs: &[Metrics], get: impl Fn(&Metrics) -> Option<u64>) -> Option<u64> {
+    let xs: Vec<f64> = runs.iter().filter_map(&get).map(|v| v as f64).collect();
+    (!xs.is_empty()).then(|| median(&xs).round() as u64)
 }
 
 /// Per numeric metric of one config's runs: the per-run values, their median and 95%
