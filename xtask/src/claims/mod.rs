@@ -33,18 +33,18 @@ use crate::load::{ctxt_switches, hey_new_connections, pin_plan, wrk, ClientRun};
 mod configs;
 mod metrics;
 mod rules;
-mod rules_more;
+mod rules_checked;
 mod run;
 mod stats;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
-mod tests_more;
+mod tests_checked;
 
 pub use configs::*;
 pub use metrics::*;
 pub use rules::*;
-pub use rules_more::*;
+pub use rules_checked::*;
 use run::*;
 pub use stats::*;
 

@@ -1,4 +1,4 @@
-//! The rules of the claims added for issue 25 (keepalive_requests, upstream keepalive,
+//! The rules of the claims whose config change is first checked to have taken effect (keepalive_requests, upstream keepalive,
 //! worker_connections over the fd limit, accept_mutex, tcp_nopush): pure judgements on
 //! nginx-probe's metrics, with their thresholds at the top of [`super::rules`]. Each
 //! first checks, from the configuration nginx-probe read (`config.values`) and from the

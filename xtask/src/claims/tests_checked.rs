@@ -1,4 +1,4 @@
-//! Unit tests of the rules added for issue 25 ([`super::rules_more`]) and of the
+//! Unit tests of the rules added for issue 25 ([`super::rules_checked`]) and of the
 //! summary fields they read.
 
 use super::*;
