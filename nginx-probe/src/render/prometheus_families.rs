@@ -13,7 +13,7 @@ use super::prometheus_format::{
     HISTOGRAM_SERIES,
 };
 use super::prometheus_lifecycle as life;
-use super::{prometheus_conn as conn, prometheus_tls as tls};
+use super::{prometheus_conn as conn, prometheus_outcomes as outcomes, prometheus_tls as tls};
 use crate::model::sampling::DetailReport;
 use crate::model::{round3, ListenReport, Severity, SyscallReport, WorkerReport, WriteSource};
 
@@ -178,6 +178,15 @@ pub static FAMILIES: &[Family] = &[
     tls::ABANDONED,
     tls::CALLS,
     tls::CALL_SECONDS,
+    // What the clients got, per nginx's access logs (prometheus_outcomes.rs).
+    outcomes::LINES,
+    outcomes::SKIPPED,
+    outcomes::RESPONSES,
+    outcomes::SHARE,
+    outcomes::REQUEST_TIME,
+    outcomes::UPSTREAM_TRIES,
+    outcomes::UPSTREAM_TIME,
+    outcomes::RETRIED,
     // Worker lifecycle: draining generations, exits (prometheus_lifecycle.rs).
     life::SHUTTING_DOWN,
     life::GENERATIONS,

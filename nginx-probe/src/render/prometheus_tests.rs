@@ -6,12 +6,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use nginx_probe_common::{sys, ErrClass, SyscallStats, CORE_SYSCALLS};
 
 use super::*;
-use crate::model::OwnCost;
+use crate::model::{self, FdReport, ListenReport, MergedReport, OwnCost, RequestSource};
+use crate::model::{Severity, Verdict, WorkerInfo};
 use crate::render::prometheus_format::escape_label;
-use crate::{
-    model::{self, FdReport, ListenReport, MergedReport, RequestSource, WorkerInfo},
-    model::{Severity, Verdict},
-};
 
 /// One worker of a fixture report, built from kernel counters as the tracker builds it.
 struct Worker {
@@ -586,6 +583,7 @@ fn every_family_renders_in_table_order_with_its_labels() {
     r.detail = Some(sampled());
     with_lifecycle(&mut r);
     r.connections = Some(crate::model::connections::sample_report());
+    r.access_log = Some(outcomes::sample());
     // The error log's per-peer lines and the master's history back to its start.
     let e = r.nginx_errors.get_or_insert_with(Default::default);
     e.upstream_peers = vec![model::PeerErrorsReport {
@@ -995,6 +993,7 @@ fn lifecycle_families_have_exact_values_and_are_absent_without_states() {
     }
 }
 
-/// Listening-socket series (reuseport, closed sockets).
 #[path = "prometheus_listen_tests.rs"]
 mod listen;
+#[path = "prometheus_outcomes_tests.rs"]
+mod outcomes;
