@@ -70,6 +70,54 @@ fn a_timed_format_gives_exact_statuses_and_the_upstream_time() {
     );
 }
 
+/// 30 requests at once to an upstream that answers after 2.5 s behind
+/// `proxy_read_timeout 1s`: nginx gives up on every one, so the clients get exactly 30
+/// 504s, the peer's logged status is 504 30 times, and `upstream_slow` is critical
+/// against that timeout (p99 at about 100% of it).
+#[test]
+fn an_upstream_slower_than_proxy_read_timeout_gives_504s_and_a_critical_upstream_slow() {
+    let be = SlowBackend::start(Duration::from_millis(2500));
+    let ng = Nginx::start(&NginxConfig {
+        http_extra: "log_format up '$status $request_time $upstream_addr $upstream_status \
+                     $upstream_response_time';"
+            .into(),
+        access_log: Some("off".into()),
+        server_extra: format!(
+            "access_log logs/up.log up; \
+             location / {{ proxy_pass http://{}; proxy_read_timeout 1s; }}",
+            be.addr()
+        ),
+        ..NginxConfig::default()
+    });
+    let probe = Probe::on(&ng).json().summary_only().start();
+    let codes = concurrent_requests(ng.addr(), 30, "/");
+    assert!(codes.iter().all(|&c| c == 504), "{codes:?}");
+    std::thread::sleep(Duration::from_millis(1200));
+    let out = probe.stop();
+    let s = out.summary_json();
+    let a = &s["access_log"];
+    assert_eq!(a["lines"], 30, "{a}");
+    assert_eq!(a["statuses"], serde_json::json!({"504": 30}));
+    assert_eq!(a["classes"], serde_json::json!({"5xx": 30}));
+    let peer = &a["upstreams"][0];
+    assert_eq!(peer["tries"], 30);
+    assert_eq!(peer["statuses"], serde_json::json!({"504": 30}));
+    let v = verdict(&s, "upstream_slow").expect("upstream_slow fires");
+    assert_eq!(v["severity"], "critical", "{v}");
+    assert_eq!(v["evidence"]["upstream_504"], 30);
+    // Named with the file:line that sets it.
+    let t = v["evidence"]["proxy_read_timeout"].as_str().unwrap();
+    assert!(
+        t.starts_with("proxy_read_timeout 1s (") && t.contains("nginx.conf:"),
+        "{t}"
+    );
+    let share = v["evidence"]["p99_share_of_timeout"].as_f64().unwrap();
+    assert!(
+        (0.99..=1.2).contains(&share),
+        "p99 over the timeout {share}"
+    );
+}
+
 /// An upstream of a dead peer (nothing listens: ECONNREFUSED, `max_fails=0` so it is
 /// never marked failed) and a live one: nginx retries every connect that failed on the
 /// live peer and every client gets a 200. The access log's retried requests equal the
