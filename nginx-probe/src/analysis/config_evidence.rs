@@ -102,12 +102,10 @@ fn access_logs(cfg: &ConfigReport) -> String {
         .iter()
         .take(MAX_QUOTED)
         .map(|a| {
-            let buffer_flush = a.buffer_flush(" no buffer=");
             format!(
-                "{}: {} {}{buffer_flush} ({}{})",
+                "{}: {} ({}{})",
                 a.scope,
-                a.path,
-                a.format,
+                a.spec(" no buffer="),
                 a.at,
                 stale(a.not_loaded)
             )

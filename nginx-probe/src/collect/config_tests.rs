@@ -326,3 +326,18 @@ fn a_variable_inside_a_word_stays_in_that_word() {
     );
     assert!(r.access_logs.iter().all(|a| !a.bufferable()));
 }
+
+#[test]
+fn access_log_off_has_no_format_and_reads_as_off() {
+    let dir = root(&[(
+        "/etc/nginx/nginx.conf",
+        "http {\n    access_log off;\n    access_log /l/a.log main buffer=32k flush=5s;\n}\n",
+    )]);
+    let r = read(&dir, "nginx: master process /usr/sbin/nginx");
+    assert_eq!(r.access_logs[0].format, "");
+    assert_eq!(r.access_logs[0].spec(" unbuffered"), "off");
+    assert_eq!(
+        r.access_logs[1].spec(" unbuffered"),
+        "/l/a.log main buffer=32k flush=5s"
+    );
+}

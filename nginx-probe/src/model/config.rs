@@ -99,7 +99,7 @@ pub struct AccessLogValue {
     pub scope: String,
     /// Path as written, or `off`.
     pub path: String,
-    /// Format name (`combined` when not given).
+    /// Format name (`combined` when not given; empty for `access_log off`).
     pub format: String,
     /// `buffer=` size; None: every request is written at once.
     pub buffer: Option<String>,
@@ -117,6 +117,15 @@ impl AccessLogValue {
     /// name", "logs to syslog cannot be buffered").
     pub fn bufferable(&self) -> bool {
         self.path != "off" && !self.path.contains('$') && !self.path.starts_with("syslog:")
+    }
+
+    /// The directive's arguments as they read: `off`, or `path format[ buffer=B
+    /// flush=F]` with `absent` where no `buffer=` is set.
+    pub fn spec(&self, absent: &str) -> String {
+        if self.path == "off" {
+            return "off".into();
+        }
+        format!("{} {}{}", self.path, self.format, self.buffer_flush(absent))
     }
 
     /// ` buffer=B flush=F` as configured; `absent` when no `buffer=` is set (nothing
@@ -431,6 +440,7 @@ impl Eval<'_> {
             let (at, not_loaded) = at(self.files, d);
             let path = d.args.first().cloned().unwrap_or_default();
             let format = match d.args.get(1) {
+                _ if path == "off" => String::new(),
                 Some(f) if !f.contains('=') => f.clone(),
                 _ => "combined".to_string(),
             };

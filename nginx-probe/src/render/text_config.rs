@@ -165,12 +165,10 @@ pub fn config_section(out: &mut String, r: &Report) {
         cfg.access_logs
             .iter()
             .map(|a| {
-                let buffer_flush = a.buffer_flush(" unbuffered");
                 format!(
-                    "{}: access_log {} {}{buffer_flush} ({})",
+                    "{}: access_log {} ({})",
                     a.scope,
-                    a.path,
-                    a.format,
+                    a.spec(" unbuffered"),
                     at(cfg, &a.at, a.not_loaded)
                 )
             })

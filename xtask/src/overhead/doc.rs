@@ -119,6 +119,14 @@ pub struct Row {
     /// baseline's, over its hits per request. Derived from two medians, so it carries
     /// the machine's noise; None without hits.
     pub us_per_hit: Option<f64>,
+    /// Median access-log lines nginx-probe read per run, and their share of the lines
+    /// nginx wrote (None unless the tracer is nginx-probe and the log was read).
+    pub log_lines_read: Option<f64>,
+    pub log_share_read: Option<f64>,
+    /// Median of nginx-probe's whole process CPU per 10,000 access-log lines it read,
+    /// ms: an upper bound of what reading the log costs it (all its user-space work is
+    /// in it).
+    pub cpu_ms_per_10k_lines: Option<f64>,
 }
 
 impl Row {
@@ -214,6 +222,15 @@ pub fn rows(r: &WorkloadResult) -> Vec<Row> {
                 ns_per_run: opt(&|x| x.ns_per_event),
                 upstream_conns_per_req: opt(&|x| x.upstream_conns_per_req),
                 others_pct: runs.iter().filter_map(|x| x.others_pct).collect(),
+                log_lines_read: opt(&|x| x.log_lines_read.filter(|&n| n > 0).map(|n| n as f64)),
+                log_share_read: opt(&|x| match (x.log_lines_read, x.log_lines_written) {
+                    (Some(r), Some(w)) if r > 0 && w > 0 => Some(r as f64 / w as f64),
+                    _ => None,
+                }),
+                cpu_ms_per_10k_lines: opt(&|x| match (x.log_lines_read, x.tracer_cpu_s) {
+                    (Some(n), Some(c)) if n > 0 => Some(c * 1000.0 / n as f64 * 10_000.0),
+                    _ => None,
+                }),
             }
         })
         .collect()
@@ -280,6 +297,7 @@ pub fn console_table(r: &WorkloadResult, bpf_stats: bool) -> String {
             median(&others)
         );
     }
+    s.push_str(log_reading(&rows).trim_start());
     if bpf_stats {
         s.push_str("\nprobe hits (kernel's run counts of the tracer's programs):\n");
         s.push_str(&hits_table(&rows));
@@ -451,6 +469,7 @@ pub fn markdown(p: &Page) -> String {
                 hits_table(&rows)
             );
         }
+        s.push_str(&log_reading(&rows));
         let others: Vec<f64> = rows.iter().flat_map(|r| r.others_pct.clone()).collect();
         if !others.is_empty() {
             let max = others.iter().copied().fold(f64::NAN, f64::max);
@@ -482,6 +501,30 @@ pub fn markdown(p: &Page) -> String {
         s.push('\n');
     }
     s.push_str(&floor_prose(p));
+    s
+}
+
+/// What reading the access log cost nginx-probe, per mode that read it (empty when
+/// none did).
+pub fn log_reading(rows: &[Row]) -> String {
+    let mut s = String::new();
+    for r in rows {
+        let (Some(lines), Some(share), Some(ms)) =
+            (r.log_lines_read, r.log_share_read, r.cpu_ms_per_10k_lines)
+        else {
+            continue;
+        };
+        let _ = writeln!(
+            s,
+            "\nAccess log read by {}: {lines:.0} lines a run ({:.1}% of the lines nginx \
+             wrote, counted in the file after the run), its whole process CPU {ms:.1} ms per \
+             10,000 lines (median over rounds; an upper bound of what reading the log costs \
+             it: its maps, /proc and stub_status reads are in it). The workers take no part \
+             in the reading: their cost is the ratio above.",
+            r.mode.name,
+            share * 100.0
+        );
+    }
     s
 }
 
@@ -638,6 +681,28 @@ mod tests {
             "{lo} {hi}"
         );
         assert_eq!(ratio_cell(&rows[1]), "1.150 [1.100, 1.200]");
+    }
+
+    #[test]
+    fn log_reading_is_the_probes_cpu_over_the_lines_it_read() {
+        let mut r = result(&[10.0, 10.0, 10.0], &[11.0, 11.0, 11.0]);
+        // 0.5 s of CPU over 1,000,000 lines = 5 ms per 10k; one round read 90% of them.
+        for (i, x) in r.runs[1].iter_mut().enumerate() {
+            x.tracer_cpu_s = Some(0.5);
+            x.log_lines_read = Some(if i == 0 { 900_000 } else { 1_000_000 });
+            x.log_lines_written = Some(1_000_000);
+        }
+        let rows = rows(&r);
+        assert_eq!(rows[0].cpu_ms_per_10k_lines, None);
+        assert_eq!(rows[1].log_lines_read, Some(1_000_000.0));
+        assert_eq!(rows[1].log_share_read, Some(1.0));
+        assert!((rows[1].cpu_ms_per_10k_lines.unwrap() - 5.0).abs() < 1e-9);
+        let text = log_reading(&rows);
+        assert!(
+            text.contains("1000000 lines a run (100.0% of the lines nginx wrote")
+                && text.contains("5.0 ms per 10,000 lines"),
+            "{text}"
+        );
     }
 
     #[test]

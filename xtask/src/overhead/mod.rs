@@ -16,7 +16,7 @@ mod tracers;
 
 use std::{
     path::{Path, PathBuf},
-    process::Command,
+    process::{Command, Stdio},
     thread,
     time::{Duration, Instant},
 };
@@ -214,6 +214,13 @@ pub struct Hits {
 /// One measured run.
 #[derive(Default, Clone, Debug)]
 pub struct Run {
+    /// Lines in the front's access log after the run (truncated before it): what nginx
+    /// wrote.
+    pub log_lines_written: Option<u64>,
+    /// Access-log lines nginx-probe read (`access_log.lines` of its JSON summary).
+    pub log_lines_read: Option<u64>,
+    /// Tracer's own CPU time over the load, seconds (`/proc/<pid>/stat`).
+    pub tracer_cpu_s: Option<f64>,
     /// Tracepoint program runs (None unless the tracer is nginx-probe or bpftrace and
     /// `--bpf-stats` is on).
     pub tracepoint_hits: Option<Hits>,
@@ -303,6 +310,29 @@ pub fn default_tracepoints() -> (Vec<String>, usize) {
     (present, planned)
 }
 
+/// Newlines in `path`, read in 1 MiB blocks (the file is the bench's own access log).
+fn count_lines(path: &Path) -> Option<u64> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).ok()?;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut n = 0u64;
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => return Some(n),
+            Ok(k) => n += buf[..k].iter().filter(|&&b| b == b'\n').count() as u64,
+            Err(_) => return None,
+        }
+    }
+}
+
+/// `access_log.lines` of the last JSON document nginx-probe printed (its summary).
+fn summary_log_lines(path: &Path) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let last = text.lines().rev().find(|l| !l.trim().is_empty())?;
+    let v: serde_json::Value = serde_json::from_str(last).ok()?;
+    v["access_log"]["lines"].as_u64()
+}
+
 fn rss_mib(pid: u32) -> Option<f64> {
     crate::bench::rss_kib(pid).map(|kib| kib as f64 / 1024.0)
 }
@@ -330,12 +360,22 @@ fn one_run(
         .write(true)
         .truncate(true)
         .open(ng.prefix.join("logs/access.log"));
+    // nginx-probe's JSON summary: the access-log lines it read.
+    let summary = ng.prefix.join("probe-summary.json");
+    let _ = std::fs::remove_file(&summary);
     let (child, attach_ms) = match mode.tracer {
         Tracer::None => (None, None),
         Tracer::Probe(args) => {
             let mut cmd = Command::new(probe);
-            cmd.args(["--pid", &master, "--summary-only"]).args(args);
-            let (c, ms, banner) = spawn_until(cmd, "Hit Ctrl-C to end.", Duration::from_secs(30))?;
+            cmd.args(["--pid", &master, "--summary-only", "--json"])
+                .args(args);
+            let out = std::fs::File::create(&summary).context("summary file")?;
+            let (c, ms, banner) = spawn_until(
+                cmd,
+                out.into(),
+                "Hit Ctrl-C to end.",
+                Duration::from_secs(30),
+            )?;
             if args.is_empty() {
                 check_banner(&banner, floor.planned_syscall_tps);
             }
@@ -360,7 +400,7 @@ fn one_run(
             for w in &workers {
                 cmd.args(["-p", &w.to_string()]);
             }
-            let (c, ms, _) = spawn_until(cmd, "attached", Duration::from_secs(10))?;
+            let (c, ms, _) = spawn_until(cmd, Stdio::null(), "attached", Duration::from_secs(10))?;
             thread::sleep(Duration::from_millis(300));
             (Some(c), Some(ms))
         }
@@ -425,7 +465,15 @@ fn one_run(
         }
     };
     let counted = bpf_stats && !ids.is_empty();
+    let log_lines_written = count_lines(&ng.prefix.join("logs/access.log"));
+    let log_lines_read = match mode.tracer {
+        Tracer::Probe(_) => summary_log_lines(&summary),
+        _ => None,
+    };
     Ok(Run {
+        log_lines_written,
+        log_lines_read,
+        tracer_cpu_s: cpu0.zip(cpu1).map(|(a, b)| b - a),
         tracepoint_hits: counted.then(|| per_req(kinds0.tracepoint, kinds1.tracepoint)),
         uprobe_hits: counted.then(|| per_req(kinds0.uprobe, kinds1.uprobe)),
         requests_per_connection: if bed.wrk_extra == CLOSE {

@@ -11,16 +11,17 @@ use std::{
 
 use anyhow::{bail, Context as _, Result};
 
-/// Spawns `cmd` and waits until a stderr line contains `ready` (or `timeout`); returns
-/// the child, the ms that took, and the ready line.
+/// Spawns `cmd` with its stdout to `stdout` and waits until a stderr line contains
+/// `ready` (or `timeout`); returns the child, the ms that took, and the ready line.
 pub fn spawn_until(
     mut cmd: Command,
+    stdout: Stdio,
     ready: &str,
     timeout: Duration,
 ) -> Result<(Child, f64, String)> {
     let start = Instant::now();
     let mut child = cmd
-        .stdout(Stdio::null())
+        .stdout(stdout)
         .stderr(Stdio::piped())
         .spawn()
         .with_context(|| format!("spawn {cmd:?}"))?;
