@@ -460,13 +460,11 @@ impl Reader {
                 found.iter_mut().for_each(|p| p.push(&*c));
                 continue;
             }
-            let pat = match glob::Pattern::new(&c) {
-                Ok(p) => p,
-                Err(e) => {
-                    self.error(format!("{at}: include {pattern}: bad pattern: {e}"));
-                    return Vec::new();
-                }
-            };
+            // glob(3) reads a `[` with no closing `]` as itself; the crate refuses the
+            // pattern, so it is matched literally as nginx would.
+            let pat = glob::Pattern::new(&c)
+                .or_else(|_| glob::Pattern::new(&glob::Pattern::escape(&c)))
+                .expect("an escaped pattern is valid");
             let mut next = Vec::new();
             for dir in &found {
                 let Ok(fd) =

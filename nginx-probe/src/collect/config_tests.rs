@@ -341,3 +341,30 @@ fn access_log_off_has_no_format_and_reads_as_off() {
         "/l/a.log main buffer=32k flush=5s"
     );
 }
+
+#[test]
+fn include_globs_read_brackets_as_glob3_does() {
+    let dir = root(&[
+        (
+            "/etc/nginx/nginx.conf",
+            "http {\n    include /etc/nginx/c/[ab]*.conf;\n    include /etc/nginx/c/x[1.conf;\n}\n",
+        ),
+        ("/etc/nginx/c/a.conf", "gzip on;\n"),
+        ("/etc/nginx/c/b.conf", "sendfile on;\n"),
+        ("/etc/nginx/c/c.conf", "tcp_nopush on;\n"),
+        ("/etc/nginx/c/x[1.conf", "tcp_nodelay off;\n"),
+    ]);
+    let r = read(&dir, "nginx: master process /usr/sbin/nginx");
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    let files: Vec<&str> = r.files.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(
+        files,
+        [
+            "/etc/nginx/nginx.conf",
+            "/etc/nginx/c/a.conf",
+            "/etc/nginx/c/b.conf",
+            "/etc/nginx/c/x[1.conf"
+        ]
+    );
+    assert_eq!(val(&r, "tcp_nodelay", "http").value, "off");
+}
