@@ -96,6 +96,41 @@ pub const METRICS: &[MetricDef] = &[
     ),
     def("request_p99_us", "request p99", "us"),
     def("fd_peak_share", "peak fds over the fd limit", ""),
+    def(
+        "logged_5xx_share",
+        "share of logged requests answered 5xx",
+        "",
+    ),
+    def(
+        "logged_4xx_share",
+        "share of logged requests answered 4xx (499 apart)",
+        "",
+    ),
+    def(
+        "logged_499_share",
+        "share of logged requests the client closed first (499)",
+        "",
+    ),
+    def(
+        "logged_request_p50_ms",
+        "request time p50 ($request_time)",
+        "ms",
+    ),
+    def(
+        "logged_request_p99_ms",
+        "request time p99 ($request_time)",
+        "ms",
+    ),
+    def(
+        "upstream_response_p99_ms",
+        "slowest upstream peer's p99 ($upstream_response_time)",
+        "ms",
+    ),
+    def(
+        "retried_share",
+        "share of logged requests retried on another peer",
+        "",
+    ),
 ];
 
 /// Every worker of a report, exited ones and the merged old exited ones included.
@@ -247,6 +282,10 @@ pub fn metrics(r: &Report) -> BTreeMap<String, f64> {
         if !shares.is_empty() {
             put("fd_peak_share", shares.iter().copied().fold(0.0, f64::max));
         }
+    }
+    // What the clients got, from nginx's access log.
+    for (k, v) in r.access_log.iter().flat_map(|a| a.compare_metrics()) {
+        put(k, v);
     }
     let p99s: Vec<u64> = ws.iter().filter_map(|w| w.requests.p99_ns).collect();
     if !p99s.is_empty() {

@@ -216,3 +216,42 @@ fn accept_shares_are_among_live_workers_and_unknown_accepts_are_not_compared() {
         assert!(!m.contains_key(k), "{k}: {m:?}");
     }
 }
+
+#[test]
+fn what_the_clients_got_is_compared_from_the_access_log() {
+    use crate::model::access_log::{AccessLogReport, TimeReport, UpstreamOutcomeReport};
+    let real = include_str!("../testdata/two_workers_300_connections.jsonl");
+    let rec = Recording::parse("real", real).expect("the real recording parses");
+    let mut s = rec.summary.clone().expect("a summary");
+    assert!(!metrics(&s).contains_key("logged_5xx_share"), "no log read");
+    let time = |p50_s: f64, p99_s: f64| TimeReport {
+        p50_s,
+        p99_s,
+        ..Default::default()
+    };
+    let peer = |p99: f64| UpstreamOutcomeReport {
+        response_time: Some(time(0.1, p99)),
+        ..Default::default()
+    };
+    s.access_log = Some(AccessLogReport {
+        lines: 200,
+        classes: [("2xx".into(), 170), ("5xx".into(), 20), ("499".into(), 10)].into(),
+        request_time: Some(time(0.25, 2.0)),
+        upstreams: vec![peer(1.5), peer(3.0)],
+        retried: 10,
+        ..Default::default()
+    });
+    let m = metrics(&s);
+    assert_eq!(m["logged_5xx_share"], 0.1);
+    assert_eq!(m["logged_4xx_share"], 0.0);
+    assert_eq!(m["logged_499_share"], 0.05);
+    assert_eq!(m["logged_request_p50_ms"], 250.0);
+    assert_eq!(m["logged_request_p99_ms"], 2000.0);
+    assert_eq!(m["upstream_response_p99_ms"], 3000.0);
+    assert_eq!(m["retried_share"], 0.05);
+    // A format without $status: no shares (unknown, not 0).
+    s.access_log.as_mut().unwrap().lacks = vec!["$status".into()];
+    let m = metrics(&s);
+    assert!(!m.contains_key("logged_5xx_share"), "{m:?}");
+    assert!(m.contains_key("logged_request_p99_ms"));
+}

@@ -359,6 +359,46 @@ pub struct AccessLogReport {
 }
 
 impl AccessLogReport {
+    /// The figures `compare` sets side by side, `(key, value)`: shares of the logged
+    /// requests by class (`logged_5xx_share`, `logged_4xx_share`, `logged_499_share`,
+    /// only when the log carries `$status`), `logged_request_p50_ms`/`_p99_ms`
+    /// (`$request_time`), `upstream_response_p99_ms` (the slowest peer's p99
+    /// `$upstream_response_time`), `retried_share`. None of them without logged lines.
+    pub fn compare_metrics(&self) -> Vec<(&'static str, f64)> {
+        let mut m = Vec::new();
+        if self.lines == 0 {
+            return m;
+        }
+        let n = self.lines as f64;
+        if !self.lacks.iter().any(|l| l == "$status") {
+            for (key, class) in [
+                ("logged_5xx_share", "5xx"),
+                ("logged_4xx_share", "4xx"),
+                ("logged_499_share", "499"),
+            ] {
+                m.push((
+                    key,
+                    self.classes.get(class).copied().unwrap_or(0) as f64 / n,
+                ));
+            }
+        }
+        if let Some(t) = &self.request_time {
+            m.push(("logged_request_p50_ms", t.p50_s * 1000.0));
+            m.push(("logged_request_p99_ms", t.p99_s * 1000.0));
+        }
+        let peers = self
+            .upstreams
+            .iter()
+            .filter_map(|p| p.response_time.as_ref());
+        if let Some(p99) = peers.map(|t| t.p99_s).reduce(f64::max) {
+            m.push(("upstream_response_p99_ms", p99 * 1000.0));
+        }
+        if !self.upstreams.is_empty() {
+            m.push(("retried_share", self.retried as f64 / n));
+        }
+        m
+    }
+
     /// Requests the clients got with a 5xx status, per the log.
     pub fn status_5xx(&self) -> u64 {
         self.classes.get("5xx").copied().unwrap_or(0)
