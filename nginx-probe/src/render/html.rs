@@ -91,6 +91,8 @@ pub fn render_html(rec: &Recording) -> String {
                 (timeline_section(&rec.intervals))
                 (workers_section(whole))
                 (histograms_section(whole))
+                (super::html_outcomes::access_log_section(whole))
+                (super::html_outcomes::config_section(whole.config.as_ref()))
                 (other_section(whole))
                 footer {
                     "Written by nginx-probe " (env!("CARGO_PKG_VERSION"))

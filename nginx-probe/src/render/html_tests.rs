@@ -289,3 +289,53 @@ fn the_page_is_written_whole_or_not_at_all() {
         .collect();
     assert_eq!(names, ["r.html"]);
 }
+
+#[test]
+fn the_access_log_and_the_configuration_have_sections_escaped() {
+    use crate::model::access_log::{AccessLogFileReport, AccessLogReport, UpstreamOutcomeReport};
+    let mut rec = real();
+    let page = render_html(&rec);
+    assert!(!page.contains("id=\"access-log\"") && !page.contains("id=\"config\""));
+    let s = rec.summary.as_mut().unwrap();
+    s.access_log = Some(AccessLogReport {
+        files: vec![AccessLogFileReport {
+            path: "/var/log/<x>.log".into(),
+            formats: vec!["timed".into()],
+            lines: 107,
+            ..Default::default()
+        }],
+        lines: 107,
+        classes: [("2xx".into(), 100), ("4xx".into(), 7)].into(),
+        upstreams: vec![UpstreamOutcomeReport {
+            peer: "10.0.0.1:80\u{1b}[2J".into(),
+            tries: 100,
+            ..Default::default()
+        }],
+        lacks: vec!["$request_time".into()],
+        ..Default::default()
+    });
+    s.config = Some(crate::model::config::ConfigReport {
+        main_file: "/etc/nginx/nginx.conf".into(),
+        values: vec![crate::model::config::ConfigValue {
+            directive: "keepalive_timeout".into(),
+            scope: "http".into(),
+            value: "2s".into(),
+            at: "/etc/nginx/nginx.conf:14".into(),
+            not_loaded: true,
+        }],
+        ..Default::default()
+    });
+    let page = render_html(&rec);
+    let a = element(&page, "id=\"access-log\"", "id=\"config\"");
+    assert!(a.contains("/var/log/&lt;x&gt;.log"), "{a}");
+    assert!(a.contains("2xx 100, 4xx 7"), "{a}");
+    assert!(a.contains("10.0.0.1:80\\x1b[2J"), "{a}");
+    assert!(a.contains("Request time: not logged"), "{a}");
+    assert!(a.contains("Not logged by the format: $request_time"), "{a}");
+    let c = element(&page, "id=\"config\"", "</table>");
+    assert!(
+        c.contains("keepalive_timeout")
+            && c.contains("/etc/nginx/nginx.conf:14 (on disk, possibly not loaded)"),
+        "{c}"
+    );
+}

@@ -4,6 +4,7 @@
 
 pub mod clock;
 pub mod html;
+mod html_outcomes;
 pub mod prometheus;
 mod prometheus_conn;
 pub mod prometheus_doc;
