@@ -159,6 +159,112 @@ pub fn upstream_slow(inp: &Inputs, out: &mut Vec<Verdict>) {
     ));
 }
 
+/// `clients_5xx` fires from this many 5xx lines and this share of the logged requests.
+pub const CLIENTS_5XX_MIN: u64 = 10;
+pub const CLIENTS_5XX_MIN_SHARE: f64 = 0.01;
+/// Critical from this share.
+pub const CLIENTS_5XX_CRITICAL_SHARE: f64 = 0.05;
+
+/// `clients_5xx`: the access log shows clients answered 5xx (at least
+/// [`CLIENTS_5XX_MIN`] and [`CLIENTS_5XX_MIN_SHARE`] of the lines read) that no other
+/// rule explained (silent when `requests_refused`, `upstream_errors` or `upstream_slow`
+/// fired: they say what the clients got themselves). It names no cause: the statuses,
+/// the server names with the most 5xx (when the format logs one), and the 5xx the
+/// upstream peers answered (`$upstream_status`, per try) are the evidence; the cause is
+/// in nginx's error log or the upstream.
+pub fn clients_5xx(inp: &Inputs, out: &mut Vec<Verdict>) {
+    let Some(a) = &inp.access_log else { return };
+    if a.lines == 0 || a.lacks.iter().any(|l| l == "$status") {
+        return;
+    }
+    let explained = ["requests_refused", "upstream_errors", "upstream_slow"];
+    if out.iter().any(|v| explained.contains(&v.id.as_str())) {
+        return;
+    }
+    let n = a.status_5xx();
+    let share = n as f64 / a.lines as f64;
+    if n < CLIENTS_5XX_MIN || share < CLIENTS_5XX_MIN_SHARE {
+        return;
+    }
+    let fives: BTreeMap<&String, u64> = a
+        .statuses
+        .iter()
+        .filter(|(c, _)| c.starts_with('5'))
+        .map(|(c, n)| (c, *n))
+        .collect();
+    let from_peers: u64 = a
+        .upstreams
+        .iter()
+        .flat_map(|p| p.statuses.iter())
+        .filter(|(c, _)| c.starts_with('5'))
+        .map(|(_, n)| n)
+        .sum();
+    let mut servers: Vec<(&str, u64)> = a
+        .servers
+        .iter()
+        .map(|s| {
+            (
+                s.server.as_str(),
+                s.classes.get("5xx").copied().unwrap_or(0),
+            )
+        })
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    servers.sort_by(|x, y| y.1.cmp(&x.1));
+    servers.truncate(5);
+    let mut ev = BTreeMap::new();
+    ev.insert("clients_5xx", serde_json::json!(n));
+    ev.insert("logged", serde_json::json!(a.lines));
+    ev.insert("share", r3(share));
+    ev.insert("statuses", serde_json::json!(fives));
+    ev.insert("share_logged", serde_json::json!(a.share_logged));
+    ev.insert(
+        "source",
+        serde_json::json!("nginx's access log ($status, $upstream_status)"),
+    );
+    if !a.upstreams.is_empty() {
+        ev.insert("upstream_5xx_tries", serde_json::json!(from_peers));
+    }
+    if !servers.is_empty() {
+        ev.insert("servers", serde_json::json!(servers));
+    }
+    let statuses: Vec<String> = fives.iter().map(|(c, n)| format!("{c} {n}")).collect();
+    let peers = if a.upstreams.is_empty() {
+        String::new()
+    } else if from_peers > 0 {
+        format!("; upstream peers answered {from_peers} tries with a 5xx ($upstream_status), so at least part of them came from upstreams")
+    } else {
+        "; no upstream peer answered a 5xx ($upstream_status): nginx made them itself".into()
+    };
+    let by_server = if servers.is_empty() {
+        String::new()
+    } else {
+        let s: Vec<String> = servers.iter().map(|(s, n)| format!("{s} {n}")).collect();
+        format!("; by server: {}", s.join(", "))
+    };
+    let directives: &[&str] = if from_peers > 0 {
+        &["error_log", "proxy_pass / upstream"]
+    } else {
+        &["error_log"]
+    };
+    out.push(Verdict::new(
+        "clients_5xx",
+        if share >= CLIENTS_5XX_CRITICAL_SHARE {
+            Severity::Critical
+        } else {
+            Severity::Warning
+        },
+        ev,
+        directives,
+        format!(
+            "{n} of the {} requests nginx logged ({:.1}%) were answered 5xx ({}){peers}{by_server}. nginx-probe did not measure why: nginx's error log at the same times has the cause",
+            a.lines,
+            share * 100.0,
+            statuses.join(", ")
+        ),
+    ));
+}
+
 /// For `upstream_errors`: Some(evidence) when the access log holds every request and
 /// none was answered 5xx: the upstream errors nginx logged were retried and answered
 /// (slow requests, not failed ones).
@@ -328,5 +434,46 @@ mod tests {
         assert_eq!(nginx_seconds("500ms"), Some(0.5));
         assert_eq!(nginx_seconds("1m"), Some(60.0));
         assert_eq!(nginx_seconds("x"), None);
+    }
+
+    #[test]
+    fn clients_5xx_gives_the_statuses_and_names_no_cause() {
+        let mut i = inputs(0.1, &[("200", 100)], None);
+        let a = i.access_log.as_mut().unwrap();
+        a.lines = 400;
+        a.statuses = [("200".into(), 380), ("500".into(), 20)].into();
+        a.classes = [("2xx".into(), 380), ("5xx".into(), 20)].into();
+        let mut out = Vec::new();
+        clients_5xx(&i, &mut out);
+        let v = &out[0];
+        assert_eq!(v.id, "clients_5xx");
+        assert_eq!(v.severity, Severity::Critical, "5% of the logged");
+        assert_eq!(v.evidence["clients_5xx"], 20);
+        assert_eq!(v.evidence["upstream_5xx_tries"], 0);
+        assert_eq!(v.directives, ["error_log"]);
+        assert!(
+            v.advice.contains("20 of the 400 requests nginx logged (5.0%) were answered 5xx (500 20); no upstream peer answered a 5xx"),
+            "{}",
+            v.advice
+        );
+        // Under 1%, or explained by another rule, or no $status: silent.
+        i.access_log.as_mut().unwrap().lines = 4000;
+        let mut out = Vec::new();
+        clients_5xx(&i, &mut out);
+        assert!(out.is_empty());
+        i.access_log.as_mut().unwrap().lines = 400;
+        let mut out = vec![Verdict::new(
+            "upstream_errors",
+            Severity::Warning,
+            BTreeMap::new(),
+            &[],
+            String::new(),
+        )];
+        clients_5xx(&i, &mut out);
+        assert_eq!(out.len(), 1);
+        i.access_log.as_mut().unwrap().lacks = vec!["$status".into()];
+        let mut out = Vec::new();
+        clients_5xx(&i, &mut out);
+        assert!(out.is_empty());
     }
 }

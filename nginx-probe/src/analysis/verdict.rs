@@ -131,6 +131,7 @@ pub fn judge(inp: &Inputs) -> Vec<Verdict> {
     crate::analysis::nginx_rules::cpu_throttled(inp, &mut out);
     crate::analysis::nginx_rules::slow_requests_idle_workers(inp, &mut out);
     crate::analysis::outcome_rules::upstream_slow(inp, &mut out);
+    crate::analysis::outcome_rules::clients_5xx(inp, &mut out);
     crate::analysis::worker_rules::worker_shutdown_timeout(inp, &mut out);
     crate::analysis::worker_rules::worker_crashes(inp, &mut out);
     crate::analysis::process_history::worker_spawn_failed(inp, &mut out);

@@ -118,6 +118,44 @@ fn an_upstream_slower_than_proxy_read_timeout_gives_504s_and_a_critical_upstream
     );
 }
 
+/// 90 requests answered 200 and 10 answered 500 by nginx itself (`return 500`), no
+/// upstream: `clients_5xx` fires with exactly 10 of 100, critical at 10%, and names no
+/// cause but the error log.
+#[test]
+fn clients_answered_5xx_by_nginx_itself_are_counted_and_no_cause_is_named() {
+    let ng = Nginx::start(&NginxConfig {
+        http_extra: "log_format st '$status $request_time';".into(),
+        access_log: Some("off".into()),
+        server_extra: "access_log logs/st.log st; \
+                       location = /ok { return 200 ok; } location = /boom { return 500; }"
+            .into(),
+        ..NginxConfig::default()
+    });
+    let probe = Probe::on(&ng).json().summary_only().start();
+    assert!(concurrent_requests(ng.addr(), 90, "/ok")
+        .iter()
+        .all(|&c| c == 200));
+    assert!(concurrent_requests(ng.addr(), 10, "/boom")
+        .iter()
+        .all(|&c| c == 500));
+    std::thread::sleep(Duration::from_millis(1200));
+    let s = probe.stop().summary_json();
+    assert_eq!(
+        s["access_log"]["classes"],
+        serde_json::json!({"2xx": 90, "5xx": 10})
+    );
+    let v = verdict(&s, "clients_5xx").expect("clients_5xx fires");
+    assert_eq!(v["severity"], "critical", "{v}");
+    assert_eq!(v["evidence"]["clients_5xx"], 10);
+    assert_eq!(v["evidence"]["logged"], 100);
+    assert_eq!(v["directives"], serde_json::json!(["error_log"]));
+    let advice = v["advice"].as_str().unwrap();
+    assert!(
+        advice.contains("10 of the 100 requests nginx logged (10.0%) were answered 5xx (500 10)"),
+        "{advice}"
+    );
+}
+
 /// An upstream of a dead peer (nothing listens: ECONNREFUSED, `max_fails=0` so it is
 /// never marked failed) and a live one: nginx retries every connect that failed on the
 /// live peer and every client gets a 200. The access log's retried requests equal the
