@@ -210,7 +210,7 @@ pub fn clients_5xx(inp: &Inputs, out: &mut Vec<Verdict>) {
         })
         .filter(|(_, n)| *n > 0)
         .collect();
-    servers.sort_by(|x, y| y.1.cmp(&x.1));
+    servers.sort_by_key(|y| std::cmp::Reverse(y.1));
     servers.truncate(5);
     let mut ev = BTreeMap::new();
     ev.insert("clients_5xx", serde_json::json!(n));
