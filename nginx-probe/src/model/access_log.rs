@@ -175,7 +175,7 @@ impl Outcomes {
             };
             slot.add(s);
         }
-        let Some(addrs) = f.upstream_addr.filter(|a| *a != "-") else {
+        let Some(addrs) = f.upstream_addr.filter(|a| *a != "-" && !a.is_empty()) else {
             return;
         };
         let items = |v: Option<&str>| -> Vec<String> {

@@ -233,7 +233,15 @@ impl LogFormat {
             let before = k.checked_sub(1).and_then(|i| ps.get(i));
             let quoted = matches!(before, Some(Piece::Lit(l)) if l.ends_with('"'))
                 && matches!(ps.get(k + 1), Some(Piece::Lit(l)) if l.starts_with('"'));
+            // escape=json writes a variable with no value as nothing, not `-`: the
+            // `$upstream_*` of a request nginx did not proxy.
+            let empty_ok = escape == "json" && v.starts_with("upstream_");
+            let optional = shaped(v).map(|p| format!("(?:{p})?"));
             let (l, g) = match shaped(v) {
+                Some(_) if empty_ok => {
+                    let o = optional.as_deref().unwrap_or_default();
+                    (o, o)
+                }
                 Some(p) => (p, p),
                 None if quoted => (r#"(?:[^"\\]|\\.)*"#, r#"(?:[^"\\]|\\.)*"#),
                 None => {
@@ -402,6 +410,37 @@ mod tests {
             panic!()
         };
         assert_eq!(x.status, Some(503));
+    }
+
+    #[test]
+    fn json_lines_of_requests_not_proxied_have_empty_upstream_fields() {
+        // The helper's case: escape=json writes unset $upstream_* as "" (nginx 1.22, 1.26).
+        let f = LogFormat::compile(
+            "j",
+            r#"{"s":$status,"rt":$request_time,"u":"$upstream_addr","us":"$upstream_status","urt":"$upstream_response_time"}"#,
+            "json",
+        )
+        .unwrap();
+        let Parsed::Line(x) = f.parse(r#"{"s":200,"rt":0.000,"u":"","us":"","urt":""}"#) else {
+            panic!("a static request's line is read")
+        };
+        assert_eq!((x.status, x.upstream_addr), (Some(200), Some("")));
+        let Parsed::Line(y) =
+            f.parse(r#"{"s":502,"rt":0.004,"u":"10.0.0.1:80","us":"502","urt":"0.003"}"#)
+        else {
+            panic!("a proxied request's line is read")
+        };
+        assert_eq!(y.upstream_status, Some("502"));
+        let mut o = super::super::access_log::Outcomes::default();
+        o.add(&x);
+        o.add(&y);
+        let r = o.report(&f.fields, Vec::new(), Vec::new());
+        assert_eq!(r.lines, 2);
+        assert_eq!(r.upstreams.len(), 1, "the static request tried no peer");
+        assert_eq!(r.upstreams[0].tries, 1);
+        // With escape=default an empty upstream field is not nginx's: not read.
+        let d = LogFormat::compile("d", "$status \"$upstream_addr\"", "default").unwrap();
+        assert_eq!(d.parse(r#"200 """#), Parsed::NoMatch);
     }
 
     #[test]
