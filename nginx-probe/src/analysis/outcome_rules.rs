@@ -68,7 +68,7 @@ fn complete_log(inp: &Inputs) -> Option<&AccessLogReport> {
     inp.access_log
         .as_ref()
         .filter(|a| a.lines > 0 && !a.lacks.iter().any(|l| l == "$status"))
-        .filter(|a| a.share_logged.is_some_and(|s| s >= MIN_SHARE_LOGGED))
+        .filter(|a| a.share_logged.is_some_and(|s| s >= MIN_SHARE_LOGGED) && !a.over_counted())
 }
 
 /// `upstream_slow`: an upstream peer's response time, as nginx logged it
@@ -77,7 +77,9 @@ fn complete_log(inp: &Inputs) -> Option<&AccessLogReport> {
 /// [`CRITICAL_SHARE_OF_TIMEOUT`] of the timeout. The slowest peer is the verdict; the
 /// other slow ones are listed in its evidence.
 pub fn upstream_slow(inp: &Inputs, out: &mut Vec<Verdict>) {
-    let Some(a) = &inp.access_log else { return };
+    let Some(a) = inp.access_log.as_ref().filter(|a| !a.over_counted()) else {
+        return;
+    };
     let timeouts = inp.config.as_ref().map(read_timeouts).unwrap_or_default();
     // One bound only when every proxying location has the same timeout.
     let bound = match timeouts.as_slice() {
@@ -173,7 +175,9 @@ pub const CLIENTS_5XX_CRITICAL_SHARE: f64 = 0.05;
 /// upstream peers answered (`$upstream_status`, per try) are the evidence; the cause is
 /// in nginx's error log or the upstream.
 pub fn clients_5xx(inp: &Inputs, out: &mut Vec<Verdict>) {
-    let Some(a) = &inp.access_log else { return };
+    let Some(a) = inp.access_log.as_ref().filter(|a| !a.over_counted()) else {
+        return;
+    };
     if a.lines == 0 || a.lacks.iter().any(|l| l == "$status") {
         return;
     }
@@ -475,5 +479,23 @@ mod tests {
         let mut out = Vec::new();
         clients_5xx(&i, &mut out);
         assert!(out.is_empty());
+    }
+
+    #[test]
+    fn a_log_with_more_lines_than_requests_feeds_no_rule() {
+        // Every request in two files read, or buffered lines from before attach.
+        let mut i = inputs(4.6, &[("504", 100)], Some("5s"));
+        let a = i.access_log.as_mut().unwrap();
+        a.statuses = [("504".into(), 100)].into();
+        a.classes = [("5xx".into(), 100)].into();
+        a.share_logged = Some(2.0);
+        let mut out = Vec::new();
+        upstream_slow(&i, &mut out);
+        clients_5xx(&i, &mut out);
+        assert!(out.is_empty(), "{out:?}");
+        assert!(clients_saw(&i).is_none());
+        i.access_log.as_mut().unwrap().share_logged = Some(1.0);
+        upstream_slow(&i, &mut out);
+        assert_eq!(out.len(), 1);
     }
 }

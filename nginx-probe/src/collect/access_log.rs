@@ -61,8 +61,45 @@ struct Wanted {
 /// for each access log not read.
 fn wanted_files(cfg: &ConfigReport) -> (Vec<Wanted>, Vec<String>) {
     let (mut wanted, mut not_read): (Vec<Wanted>, Vec<String>) = (Vec::new(), Vec::new());
+    // nginx writes a request to every access_log of its context: two in one scope log
+    // it twice. One file per scope is read (the first, or one another scope reads).
+    let fixed = |p: &str| p != "off" && !p.contains('$') && !p.contains(':');
+    let mut read_once: Vec<&str> = Vec::new();
+    let mut skipped: Vec<(&str, &str)> = Vec::new();
+    let mut scopes: Vec<&str> = cfg.access_logs.iter().map(|a| a.scope.as_str()).collect();
+    scopes.dedup();
+    for scope in scopes {
+        let paths: Vec<&str> = cfg
+            .access_logs
+            .iter()
+            .filter(|a| a.scope == scope && fixed(&a.path))
+            .map(|a| a.path.as_str())
+            .collect();
+        let keep = paths
+            .iter()
+            .find(|p| read_once.contains(p))
+            .or(paths.first())
+            .copied();
+        if let Some(k) = keep {
+            if !read_once.contains(&k) {
+                read_once.push(k);
+            }
+            skipped.extend(paths.iter().filter(|p| **p != k).map(|p| (scope, *p)));
+        }
+    }
     for a in &cfg.access_logs {
         let p = a.path.as_str();
+        let twice =
+            skipped.iter().any(|(s, q)| *s == a.scope && *q == p) && !read_once.contains(&p);
+        if twice {
+            if not_read.len() < MAX_FILES {
+                not_read.push(format!(
+                    "{p} ({}): its requests are logged in another file of the same scope, read once",
+                    a.at
+                ));
+            }
+            continue;
+        }
         let why = match p {
             "off" => Some(""),
             _ if p.starts_with("syslog:") => Some("sent to syslog"),
@@ -312,5 +349,46 @@ impl AccessLogs {
             .collect();
         let o = if summary { &self.total } else { &self.interval };
         Some(o.report(&self.fields, files, self.not_read.clone()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::config::AccessLogValue;
+
+    fn log(scope: &str, path: &str) -> AccessLogValue {
+        AccessLogValue {
+            scope: scope.into(),
+            path: path.into(),
+            format: "combined".into(),
+            at: format!("nginx.conf ({scope})"),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn two_logs_of_one_scope_are_read_once() {
+        // The newcomer's case: a main log and a second one at the http level logged
+        // every request twice (200% of nginx's requests).
+        let cfg = ConfigReport {
+            prefix: "/p/".into(),
+            access_logs: vec![
+                log("http", "logs/access.log"),
+                log("http", "logs/access2.log"),
+                log("server b", "logs/b.log"),
+                log("server c", "logs/b.log"),
+                log("server c", "logs/c.log"),
+            ],
+            ..Default::default()
+        };
+        let (wanted, not_read) = wanted_files(&cfg);
+        let paths: Vec<&str> = wanted.iter().map(|w| w.path.as_str()).collect();
+        assert_eq!(paths, ["/p/logs/access.log", "/p/logs/b.log"]);
+        assert_eq!(not_read.len(), 2, "{not_read:?}");
+        assert!(not_read[0].starts_with(
+            "logs/access2.log (nginx.conf (http)): its requests are logged in another file"
+        ));
+        assert!(not_read[1].starts_with("logs/c.log (nginx.conf (server c))"));
     }
 }

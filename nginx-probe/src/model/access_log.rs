@@ -358,7 +358,17 @@ pub struct AccessLogReport {
     pub share_logged: Option<f64>,
 }
 
+/// Lines over nginx's requests above which the log's counts are not requests: a
+/// request written to two files read, or lines from before attach (a buffered log
+/// flushed after it). Rules do not use such a log.
+pub const MAX_SHARE_LOGGED: f64 = 1.01;
+
 impl AccessLogReport {
+    /// More lines than nginx counted requests (see [`MAX_SHARE_LOGGED`]).
+    pub fn over_counted(&self) -> bool {
+        self.share_logged.is_some_and(|s| s > MAX_SHARE_LOGGED)
+    }
+
     /// The figures `compare` sets side by side, `(key, value)`: shares of the logged
     /// requests by class (`logged_5xx_share`, `logged_4xx_share`, `logged_499_share`,
     /// only when the log carries `$status`), `logged_request_p50_ms`/`_p99_ms`

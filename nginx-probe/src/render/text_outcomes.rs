@@ -160,6 +160,12 @@ fn lines_line(out: &mut String, r: &Report, a: &AccessLogReport) {
         );
     }
     let _ = writeln!(out, "{l}");
+    if a.over_counted() {
+        let _ = writeln!(
+            out,
+            "  more lines than nginx's requests: some requests are in more than one file read, or lines from before attach were flushed late (a buffered log); these are counts of lines, not requests, and no verdict uses them"
+        );
+    }
     for f in a.files.iter().filter(|f| f.buffered.is_some()) {
         let _ = writeln!(
             out,
