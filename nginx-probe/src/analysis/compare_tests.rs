@@ -235,6 +235,7 @@ fn what_the_clients_got_is_compared_from_the_access_log() {
     };
     s.access_log = Some(AccessLogReport {
         lines: 200,
+        statuses: [("200".into(), 170), ("502".into(), 20), ("499".into(), 10)].into(),
         classes: [("2xx".into(), 170), ("5xx".into(), 20), ("499".into(), 10)].into(),
         request_time: Some(time(0.25, 2.0)),
         upstreams: vec![peer(1.5), peer(3.0)],
@@ -250,7 +251,7 @@ fn what_the_clients_got_is_compared_from_the_access_log() {
     assert_eq!(m["upstream_response_p99_ms"], 3000.0);
     assert_eq!(m["retried_share"], 0.05);
     // A format without $status: no shares (unknown, not 0).
-    s.access_log.as_mut().unwrap().lacks = vec!["$status".into()];
+    s.access_log.as_mut().unwrap().statuses.clear();
     let m = metrics(&s);
     assert!(!m.contains_key("logged_5xx_share"), "{m:?}");
     assert!(m.contains_key("logged_request_p99_ms"));

@@ -67,7 +67,7 @@ fn read_timeouts(cfg: &ConfigReport) -> Vec<(f64, String)> {
 fn complete_log(inp: &Inputs) -> Option<&AccessLogReport> {
     inp.access_log
         .as_ref()
-        .filter(|a| a.lines > 0 && !a.lacks.iter().any(|l| l == "$status"))
+        .filter(|a| a.lines > 0 && a.with_status() == a.lines)
         .filter(|a| a.share_logged.is_some_and(|s| s >= MIN_SHARE_LOGGED) && !a.over_counted())
 }
 
@@ -178,7 +178,9 @@ pub fn clients_5xx(inp: &Inputs, out: &mut Vec<Verdict>) {
     let Some(a) = inp.access_log.as_ref().filter(|a| !a.over_counted()) else {
         return;
     };
-    if a.lines == 0 || a.lacks.iter().any(|l| l == "$status") {
+    // Shares of the lines that carry a status (a format without it logs none).
+    let logged = a.with_status();
+    if logged == 0 {
         return;
     }
     let explained = ["requests_refused", "upstream_errors", "upstream_slow"];
@@ -186,7 +188,7 @@ pub fn clients_5xx(inp: &Inputs, out: &mut Vec<Verdict>) {
         return;
     }
     let n = a.status_5xx();
-    let share = n as f64 / a.lines as f64;
+    let share = n as f64 / logged as f64;
     if n < CLIENTS_5XX_MIN || share < CLIENTS_5XX_MIN_SHARE {
         return;
     }
@@ -218,7 +220,10 @@ pub fn clients_5xx(inp: &Inputs, out: &mut Vec<Verdict>) {
     servers.truncate(5);
     let mut ev = BTreeMap::new();
     ev.insert("clients_5xx", serde_json::json!(n));
-    ev.insert("logged", serde_json::json!(a.lines));
+    ev.insert("logged", serde_json::json!(logged));
+    if logged < a.lines {
+        ev.insert("lines_without_status", serde_json::json!(a.lines - logged));
+    }
     ev.insert("share", r3(share));
     ev.insert("statuses", serde_json::json!(fives));
     ev.insert("share_logged", serde_json::json!(a.share_logged));
@@ -261,8 +266,7 @@ pub fn clients_5xx(inp: &Inputs, out: &mut Vec<Verdict>) {
         ev,
         directives,
         format!(
-            "{n} of the {} requests nginx logged ({:.1}%) were answered 5xx ({}){peers}{by_server}. nginx-probe did not measure why: nginx's error log at the same times has the cause",
-            a.lines,
+            "{n} of the {logged} requests nginx logged ({:.1}%) were answered 5xx ({}){peers}{by_server}. nginx-probe did not measure why: nginx's error log at the same times has the cause",
             share * 100.0,
             statuses.join(", ")
         ),
@@ -423,6 +427,7 @@ mod tests {
             .unwrap()
             .contains("none was answered with a 5xx; 30 requests tried more than one peer and 30"));
         let a = i.access_log.as_mut().unwrap();
+        a.lines = 104;
         a.statuses.insert("502".into(), 4);
         a.classes.insert("5xx".into(), 4);
         assert!(clients_unharmed(&i).is_none());
@@ -461,11 +466,15 @@ mod tests {
             v.advice
         );
         // Under 1%, or explained by another rule, or no $status: silent.
-        i.access_log.as_mut().unwrap().lines = 4000;
+        let a = i.access_log.as_mut().unwrap();
+        a.lines = 4000;
+        a.statuses.insert("200".into(), 3980);
         let mut out = Vec::new();
         clients_5xx(&i, &mut out);
         assert!(out.is_empty());
-        i.access_log.as_mut().unwrap().lines = 400;
+        let a = i.access_log.as_mut().unwrap();
+        a.lines = 400;
+        a.statuses.insert("200".into(), 380);
         let mut out = vec![Verdict::new(
             "upstream_errors",
             Severity::Warning,
@@ -475,10 +484,19 @@ mod tests {
         )];
         clients_5xx(&i, &mut out);
         assert_eq!(out.len(), 1);
-        i.access_log.as_mut().unwrap().lacks = vec!["$status".into()];
+        // No line with a $status: silent.
+        i.access_log.as_mut().unwrap().statuses.clear();
         let mut out = Vec::new();
         clients_5xx(&i, &mut out);
         assert!(out.is_empty());
+        // Half the lines from a format without $status: shares of the other half.
+        let a = i.access_log.as_mut().unwrap();
+        a.lines = 800;
+        a.statuses = [("200".into(), 380), ("500".into(), 20)].into();
+        let mut out = Vec::new();
+        clients_5xx(&i, &mut out);
+        assert_eq!(out[0].evidence["logged"], 400);
+        assert_eq!(out[0].evidence["lines_without_status"], 400);
     }
 
     #[test]

@@ -364,6 +364,11 @@ pub struct AccessLogReport {
 pub const MAX_SHARE_LOGGED: f64 = 1.01;
 
 impl AccessLogReport {
+    /// Lines that carried a `$status` (a file in a format without it logs none).
+    pub fn with_status(&self) -> u64 {
+        self.statuses.values().sum()
+    }
+
     /// More lines than nginx counted requests (see [`MAX_SHARE_LOGGED`]).
     pub fn over_counted(&self) -> bool {
         self.share_logged.is_some_and(|s| s > MAX_SHARE_LOGGED)
@@ -380,7 +385,9 @@ impl AccessLogReport {
             return m;
         }
         let n = self.lines as f64;
-        if !self.lacks.iter().any(|l| l == "$status") {
+        let with_status = self.with_status();
+        if with_status > 0 {
+            let n = with_status as f64;
             for (key, class) in [
                 ("logged_5xx_share", "5xx"),
                 ("logged_4xx_share", "4xx"),

@@ -160,6 +160,14 @@ fn lines_line(out: &mut String, r: &Report, a: &AccessLogReport) {
         );
     }
     let _ = writeln!(out, "{l}");
+    if a.with_status() < a.lines {
+        let _ = writeln!(
+            out,
+            "  {} lines carry no $status (a file in a format without it): the status counts cover {} lines",
+            a.lines - a.with_status(),
+            a.with_status()
+        );
+    }
     if a.over_counted() {
         let _ = writeln!(
             out,
