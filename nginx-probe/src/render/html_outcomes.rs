@@ -9,23 +9,10 @@ use crate::model::access_log::{AccessLogReport, TimeReport};
 use crate::model::config::ConfigReport;
 use crate::model::{Report, RequestSource};
 
+use super::text_outcomes::{codes, secs};
+
 /// Rows of a table shown, at most (the JSON has them all).
 const MAX_ROWS: usize = 64;
-
-fn secs(s: f64) -> String {
-    if s < 1.0 {
-        format!("{:.0} ms", s * 1000.0)
-    } else {
-        format!("{s:.2} s")
-    }
-}
-
-fn codes(m: &std::collections::BTreeMap<String, u64>) -> String {
-    m.iter()
-        .map(|(k, n)| format!("{k} {n}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
 
 fn time_cells(t: Option<&TimeReport>) -> Markup {
     html! {

@@ -11,7 +11,8 @@ use crate::model::{Report, RequestSource};
 /// Upstream peers printed (the JSON has them all).
 const MAX_PEERS_SHOWN: usize = 8;
 
-fn secs(s: f64) -> String {
+/// Seconds as `250 ms` under 1 s, else `1.50 s`.
+pub(super) fn secs(s: f64) -> String {
     if s < 1.0 {
         format!("{:.0} ms", s * 1000.0)
     } else {
@@ -40,7 +41,8 @@ fn log2_line(t: &TimeReport) -> String {
         .join("  ")
 }
 
-fn codes(m: &std::collections::BTreeMap<String, u64>) -> String {
+/// `2xx 100, 4xx 7`.
+pub(super) fn codes(m: &std::collections::BTreeMap<String, u64>) -> String {
     m.iter()
         .map(|(k, n)| format!("{k} {n}"))
         .collect::<Vec<_>>()
