@@ -518,6 +518,18 @@ http {{
         format!("https://127.0.0.1:{}/", self.port)
     }
 
+    /// `<prefix>/nginx.conf:N`, N the 1-based line of its first line containing
+    /// `needle`: where nginx-probe must say a directive is set. Panics when absent.
+    pub fn conf_at(&self, needle: &str) -> String {
+        let conf = self.prefix.join("nginx.conf");
+        let text = fs::read_to_string(&conf).expect("read nginx.conf");
+        let n = text
+            .lines()
+            .position(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("{needle:?} not in {text}"));
+        format!("{}:{}", conf.display(), n + 1)
+    }
+
     /// Lines in the access log (`<prefix>/logs/access.log`): one per request nginx
     /// logged.
     pub fn access_log_lines(&self) -> usize {

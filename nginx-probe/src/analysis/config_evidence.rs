@@ -138,81 +138,297 @@ fn listens_reuseport(cfg: &ConfigReport) -> String {
     parts.join("; ")
 }
 
-/// Adds the configuration's values to the evidence of `keepalive_off`,
-/// `access_log_unbuffered`, `fd_exhaustion` and `accept_imbalance`.
+/// Where a quoted value is read from the configuration.
+#[derive(Clone, Copy, Debug)]
+enum Quote {
+    /// The main/events/http value and its server/location overrides.
+    Directive(&'static str),
+    /// The directive in every `upstream` block: `be: 32 (u.conf:3)`.
+    Upstream(&'static str),
+    /// The effective value in each location that proxies, else the http value.
+    Proxied(&'static str),
+    /// Each `upstream` block's `server` lines with max_fails/fail_timeout.
+    UpstreamServers,
+    AccessLogs,
+    ErrorLogs,
+    ListenReuseport,
+    ListenBacklog,
+}
+
+use Quote::*;
+
+/// The evidence keys each verdict gets from the configuration: the directives its
+/// advice names, as nginx runs them. Keys are `config_<directive>`.
+const QUOTES: &[(&str, &[(&str, Quote)])] = &[
+    (
+        "keepalive_off",
+        &[
+            ("config_keepalive_timeout", Directive("keepalive_timeout")),
+            ("config_keepalive_requests", Directive("keepalive_requests")),
+        ],
+    ),
+    (
+        "keepalive_timeout_closes",
+        &[("config_keepalive_timeout", Directive("keepalive_timeout"))],
+    ),
+    (
+        "keepalive_requests_low",
+        &[("config_keepalive_requests", Directive("keepalive_requests"))],
+    ),
+    (
+        "access_log_unbuffered",
+        &[("config_access_log", AccessLogs)],
+    ),
+    (
+        "access_log_reopened",
+        &[
+            ("config_access_log", AccessLogs),
+            (
+                "config_open_log_file_cache",
+                Directive("open_log_file_cache"),
+            ),
+        ],
+    ),
+    (
+        "log_not_reopened",
+        &[
+            ("config_access_log", AccessLogs),
+            ("config_error_log", ErrorLogs),
+        ],
+    ),
+    ("error_log_verbose", &[("config_error_log", ErrorLogs)]),
+    ("clients_5xx", &[("config_error_log", ErrorLogs)]),
+    (
+        "fd_exhaustion",
+        &[
+            ("config_worker_connections", Directive("worker_connections")),
+            (
+                "config_worker_rlimit_nofile",
+                Directive("worker_rlimit_nofile"),
+            ),
+            ("config_open_file_cache", Directive("open_file_cache")),
+        ],
+    ),
+    (
+        "worker_connections_exhausted",
+        &[
+            ("config_worker_connections", Directive("worker_connections")),
+            (
+                "config_worker_rlimit_nofile",
+                Directive("worker_rlimit_nofile"),
+            ),
+        ],
+    ),
+    (
+        "accept_imbalance",
+        &[
+            ("config_multi_accept", Directive("multi_accept")),
+            ("config_accept_mutex", Directive("accept_mutex")),
+            ("config_listen_reuseport", ListenReuseport),
+        ],
+    ),
+    (
+        "accept_queue_overflow",
+        &[("config_listen_backlog", ListenBacklog)],
+    ),
+    (
+        "listener_closed_resets",
+        &[
+            ("config_listen_reuseport", ListenReuseport),
+            ("config_worker_processes", Directive("worker_processes")),
+        ],
+    ),
+    (
+        "upstream_keepalive_off",
+        &[
+            ("config_upstream_keepalive", Upstream("keepalive")),
+            ("config_proxy_pass", Proxied("proxy_pass")),
+            ("config_proxy_http_version", Proxied("proxy_http_version")),
+            (
+                "config_proxy_set_header_connection",
+                Proxied("proxy_set_header Connection"),
+            ),
+        ],
+    ),
+    (
+        "upstream_errors",
+        &[
+            ("config_upstream_keepalive", Upstream("keepalive")),
+            ("config_upstream_servers", UpstreamServers),
+            (
+                "config_proxy_connect_timeout",
+                Proxied("proxy_connect_timeout"),
+            ),
+            ("config_proxy_read_timeout", Proxied("proxy_read_timeout")),
+        ],
+    ),
+    (
+        "upstream_slow",
+        &[("config_proxy_read_timeout", Proxied("proxy_read_timeout"))],
+    ),
+    (
+        "slow_requests_idle_workers",
+        &[("config_proxy_read_timeout", Proxied("proxy_read_timeout"))],
+    ),
+    (
+        "requests_refused",
+        &[
+            ("config_limit_req", Directive("limit_req")),
+            ("config_limit_req_zone", Directive("limit_req_zone")),
+        ],
+    ),
+    (
+        "event_loop_stall",
+        &[
+            ("config_gzip", Directive("gzip")),
+            ("config_aio", Directive("aio")),
+        ],
+    ),
+    (
+        "cpu_starved",
+        &[("config_worker_processes", Directive("worker_processes"))],
+    ),
+    (
+        "cpu_throttled",
+        &[("config_worker_processes", Directive("worker_processes"))],
+    ),
+    (
+        "worker_shutdown_timeout",
+        &[(
+            "config_worker_shutdown_timeout",
+            Directive("worker_shutdown_timeout"),
+        )],
+    ),
+    (
+        "worker_spawn_failed",
+        &[
+            ("config_worker_processes", Directive("worker_processes")),
+            (
+                "config_worker_rlimit_nofile",
+                Directive("worker_rlimit_nofile"),
+            ),
+        ],
+    ),
+];
+
+/// Up to [`MAX_QUOTED`] parts joined with `; `, then `N more`.
+fn bounded(parts: Vec<String>) -> Option<String> {
+    let n = parts.len();
+    let mut kept: Vec<String> = parts.into_iter().take(MAX_QUOTED).collect();
+    if n > MAX_QUOTED {
+        kept.push(format!("{} more", n - MAX_QUOTED));
+    }
+    (!kept.is_empty()).then(|| kept.join("; "))
+}
+
+/// Values of `directive` listed wherever they appear (no level value: `limit_req`,
+/// zones), each with its scope.
+fn listed(cfg: &ConfigReport, directive: &str) -> Option<String> {
+    bounded(
+        cfg.values
+            .iter()
+            .filter(|v| v.directive == directive)
+            .map(|v| format!("{}: {}", v.scope, v.quoted()))
+            .collect(),
+    )
+}
+
+fn quote(cfg: &ConfigReport, q: Quote) -> Option<String> {
+    match q {
+        Directive(d) => with_overrides(cfg, d).or_else(|| listed(cfg, d)),
+        Upstream(_) if cfg.upstreams.is_empty() && cfg.proxied("proxy_pass").next().is_some() => {
+            Some(
+                "no upstream block (a proxy_pass to an address has no pool of idle connections)"
+                    .to_string(),
+            )
+        }
+        Upstream(d) => bounded(
+            cfg.values
+                .iter()
+                .filter(|v| v.directive == d && v.scope.starts_with("upstream "))
+                .map(|v| format!("{}: {}", v.scope, v.quoted()))
+                .collect(),
+        ),
+        Proxied(d) => {
+            let located: Vec<String> = cfg
+                .proxied(d)
+                .map(|v| format!("{}: {}", v.scope, v.quoted()))
+                .collect();
+            bounded(located).or_else(|| cfg.value(d).map(|v| v.quoted()))
+        }
+        UpstreamServers => bounded(
+            cfg.upstreams
+                .iter()
+                .flat_map(|u| {
+                    u.servers.iter().map(move |s| {
+                        format!(
+                            "upstream {}: {} max_fails={} fail_timeout={} ({})",
+                            u.name, s.address, s.max_fails, s.fail_timeout, s.at
+                        )
+                    })
+                })
+                .collect(),
+        ),
+        AccessLogs => Some(access_logs(cfg)).filter(|s| !s.is_empty()),
+        ErrorLogs => bounded(
+            cfg.error_logs
+                .iter()
+                .map(|v| format!("{}: {}", v.scope, v.quoted()))
+                .collect(),
+        ),
+        ListenReuseport => Some(listens_reuseport(cfg)).filter(|s| !s.is_empty()),
+        ListenBacklog => bounded(
+            cfg.listens
+                .iter()
+                .map(|l| {
+                    format!(
+                        "{} backlog={} ({}{})",
+                        l.address,
+                        l.backlog.as_deref().unwrap_or("511 (default)"),
+                        l.at,
+                        stale(l.not_loaded)
+                    )
+                })
+                .collect(),
+        ),
+    }
+}
+
+/// Adds the configuration's values to the evidence of each verdict in [`QUOTES`]:
+/// `config_<directive>` keys, each `value (file:line)` or `value (default)`, with
+/// overrides by scope. fd_exhaustion also gets worker_connections against the lowest
+/// soft nofile limit of the live workers (`/proc/<pid>/limits`).
 pub fn annotate(inp: &Inputs, out: &mut [Verdict]) {
     let Some(cfg) = &inp.config else { return };
-    let put = |v: &mut Verdict, k: &str, s: Option<String>| {
-        if let Some(s) = s {
-            v.evidence.insert(k.to_string(), serde_json::json!(s));
-        }
-    };
     for v in out.iter_mut() {
-        match v.id.as_str() {
-            "keepalive_off" => {
-                put(
-                    v,
-                    "config_keepalive_timeout",
-                    with_overrides(cfg, "keepalive_timeout"),
-                );
-                put(
-                    v,
-                    "config_keepalive_requests",
-                    with_overrides(cfg, "keepalive_requests"),
+        let Some((_, quotes)) = QUOTES.iter().find(|(id, _)| *id == v.id) else {
+            continue;
+        };
+        for (key, q) in quotes.iter() {
+            if let Some(s) = quote(cfg, *q) {
+                v.evidence.insert(key.to_string(), serde_json::json!(s));
+            }
+        }
+        if v.id == "fd_exhaustion" {
+            // The lowest soft RLIMIT_NOFILE among live workers (/proc/<pid>/limits).
+            let limit = inp
+                .workers
+                .iter()
+                .filter(|w| w.alive)
+                .filter_map(|w| w.fd_limit)
+                .min();
+            let conns = cfg
+                .value("worker_connections")
+                .and_then(|w| w.value.parse::<u64>().ok());
+            if let (Some(c), Some(l)) = (conns, limit) {
+                let cmp = if c >= l { "at or over" } else { "under" };
+                v.evidence.insert(
+                    "config_worker_connections_vs_limit".to_string(),
+                    serde_json::json!(format!(
+                        "worker_connections {c} is {cmp} the soft nofile limit in force {l} (/proc/<pid>/limits); each connection needs at least one fd, a proxied one two"
+                    )),
                 );
             }
-            "access_log_unbuffered" => {
-                put(
-                    v,
-                    "config_access_log",
-                    Some(access_logs(cfg)).filter(|s| !s.is_empty()),
-                );
-            }
-            "fd_exhaustion" => {
-                let wc = cfg.value("worker_connections");
-                put(v, "config_worker_connections", wc.map(|w| w.quoted()));
-                put(
-                    v,
-                    "config_worker_rlimit_nofile",
-                    cfg.value("worker_rlimit_nofile").map(|w| w.quoted()),
-                );
-                // The lowest soft RLIMIT_NOFILE among live workers (/proc/<pid>/limits).
-                let limit = inp
-                    .workers
-                    .iter()
-                    .filter(|w| w.alive)
-                    .filter_map(|w| w.fd_limit)
-                    .min();
-                let conns = wc.and_then(|w| w.value.parse::<u64>().ok());
-                if let (Some(c), Some(l)) = (conns, limit) {
-                    let cmp = if c >= l { "at or over" } else { "under" };
-                    put(
-                        v,
-                        "config_worker_connections_vs_limit",
-                        Some(format!(
-                            "worker_connections {c} is {cmp} the soft nofile limit in force {l} (/proc/<pid>/limits); each connection needs at least one fd, a proxied one two"
-                        )),
-                    );
-                }
-            }
-            "accept_imbalance" => {
-                put(
-                    v,
-                    "config_multi_accept",
-                    cfg.value("multi_accept").map(|w| w.quoted()),
-                );
-                put(
-                    v,
-                    "config_accept_mutex",
-                    cfg.value("accept_mutex").map(|w| w.quoted()),
-                );
-                put(
-                    v,
-                    "config_listen_reuseport",
-                    Some(listens_reuseport(cfg)).filter(|s| !s.is_empty()),
-                );
-            }
-            _ => {}
         }
     }
 }
@@ -353,5 +569,105 @@ mod tests {
         let mut out = vec![verdict("keepalive_off")];
         annotate(&Inputs::default(), &mut out);
         assert!(out[0].evidence.is_empty());
+    }
+
+    /// The upstream rules quote each proxying location's effective settings (not a
+    /// location that only sets a proxy_ directive), the upstream blocks' keepalive, and
+    /// say when there is no upstream block at all.
+    #[test]
+    fn upstream_verdicts_quote_the_proxying_locations_and_the_pool() {
+        let loc = "server a location /api";
+        let mut cfg = ConfigReport {
+            values: vec![
+                v("proxy_http_version", "http", "1.0", "default"),
+                v("proxy_read_timeout", "http", "60s", "default"),
+                // Set in a location that does not proxy: not in force for a proxy.
+                v(
+                    "proxy_read_timeout",
+                    "server a location /x",
+                    "5s",
+                    "/e/a.conf:4",
+                ),
+                v("proxy_pass", loc, "http://be", "/e/a.conf:9"),
+                v("proxy_http_version", loc, "1.1", "/e/a.conf:10"),
+                v("proxy_read_timeout", loc, "60s", "default"),
+                v("proxy_set_header Connection", loc, "close", "default"),
+                v("keepalive", "upstream be", "16", "/e/u.conf:3"),
+                v("worker_shutdown_timeout", "main", "10s", "/e/n.conf:2"),
+            ],
+            upstreams: vec![crate::model::config::UpstreamValue {
+                name: "be".into(),
+                servers: vec![crate::model::config::UpstreamServer {
+                    address: "10.0.0.1:80".into(),
+                    max_fails: "1".into(),
+                    fail_timeout: "10s".into(),
+                    other: String::new(),
+                    at: "/e/u.conf:2".into(),
+                }],
+                at: "/e/u.conf:1".into(),
+            }],
+            listens: vec![ListenValue {
+                address: "80".into(),
+                backlog: Some("4096".into()),
+                at: "/e/a.conf:2".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let ids = [
+            "upstream_keepalive_off",
+            "upstream_errors",
+            "worker_shutdown_timeout",
+            "accept_queue_overflow",
+        ];
+        let run = |cfg: &ConfigReport| {
+            let inp = Inputs {
+                config: Some(cfg.clone()),
+                ..Default::default()
+            };
+            let mut out: Vec<Verdict> = ids.iter().map(|id| verdict(id)).collect();
+            annotate(&inp, &mut out);
+            out
+        };
+        let out = run(&cfg);
+        let e = |i: usize, k: &str| out[i].evidence.get(k).cloned().unwrap_or_default();
+        assert_eq!(
+            e(0, "config_upstream_keepalive"),
+            "upstream be: 16 (/e/u.conf:3)"
+        );
+        assert_eq!(
+            e(0, "config_proxy_pass"),
+            "server a location /api: http://be (/e/a.conf:9)"
+        );
+        assert_eq!(
+            e(0, "config_proxy_http_version"),
+            "server a location /api: 1.1 (/e/a.conf:10)"
+        );
+        assert_eq!(
+            e(0, "config_proxy_set_header_connection"),
+            "server a location /api: close (default)"
+        );
+        assert_eq!(
+            e(1, "config_proxy_read_timeout"),
+            "server a location /api: 60s (default)"
+        );
+        assert_eq!(
+            e(1, "config_upstream_servers"),
+            "upstream be: 10.0.0.1:80 max_fails=1 fail_timeout=10s (/e/u.conf:2)"
+        );
+        assert_eq!(e(2, "config_worker_shutdown_timeout"), "10s (/e/n.conf:2)");
+        assert_eq!(
+            e(3, "config_listen_backlog"),
+            "80 backlog=4096 (/e/a.conf:2)"
+        );
+        // A bare-address proxy_pass: no pool to configure, said so.
+        cfg.upstreams.clear();
+        cfg.values.retain(|v| !v.scope.starts_with("upstream "));
+        let out = run(&cfg);
+        assert_eq!(
+            out[0].evidence["config_upstream_keepalive"],
+            "no upstream block (a proxy_pass to an address has no pool of idle connections)"
+        );
+        assert!(!out[1].evidence.contains_key("config_upstream_servers"));
     }
 }

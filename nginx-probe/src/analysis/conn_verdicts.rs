@@ -1,7 +1,9 @@
 //! Verdicts on who closed nginx's client connections (from the report's
 //! `connections`: tracepoint `sock:inet_sock_set_state` on nginx's listening ports):
 //! the `closed_by` evidence and sentence of `keepalive_off`, and
-//! `keepalive_timeout_closes` (nginx closes idle keepalive connections at its timeout).
+//! `keepalive_timeout_closes` (nginx closes idle keepalive connections at its timeout),
+//! and `listener_closed_resets` (a reload closed listening sockets with connections
+//! queued on them: the kernel reset those).
 
 use std::collections::BTreeMap;
 
@@ -20,6 +22,9 @@ pub const KA_TIMEOUT_NGINX_SHARE: f64 = 0.5;
 /// Pinned idle time at or above which nginx's closes are keepalive timeouts, ms (closes
 /// right after a response sit near 0).
 pub const KA_TIMEOUT_MIN_IDLE_MS: f64 = 500.0;
+/// Resets of a closed listener's queue from which `listener_closed_resets` is critical
+/// (below: a warning; each one is a client that got `connection reset`).
+pub const CLOSED_LISTENER_RESETS_CRITICAL: u64 = 10;
 /// Idle p99 under which nginx's closes came right after a response, ms.
 pub const CLOSE_AFTER_RESPONSE_MS: u64 = 100;
 
@@ -138,6 +143,66 @@ pub fn keepalive_timeout_closes(inp: &Inputs, out: &mut Vec<Verdict>) {
     ));
 }
 
+/// `listener_closed_resets`: nginx closed listening sockets in the period (LISTEN ->
+/// CLOSE on its ports: a reload that dropped `reuseport` sockets, fewer workers, a
+/// removed `listen`) and the kernel reset connections still queued on them (resets the
+/// closing task sent before the listener was destroyed: tracepoint `tcp:tcp_send_reset`).
+/// Fires on one such reset; critical from [`CLOSED_LISTENER_RESETS_CRITICAL`]. Names
+/// `net.ipv4.tcp_migrate_req` as read in nginx's network namespace.
+pub fn listener_closed_resets(inp: &Inputs, out: &mut Vec<Verdict>) {
+    let Some(c) = inp.connections.as_ref() else {
+        return;
+    };
+    let t = c.total();
+    if t.resets_of_closed_listener_queue == 0 {
+        return;
+    }
+    let n = t.resets_of_closed_listener_queue;
+    let ports: BTreeMap<String, serde_json::Value> = c
+        .ports
+        .iter()
+        .filter(|p| p.listeners_closed > 0 || p.resets_of_closed_listener_queue > 0)
+        .map(|p| {
+            (
+                p.port.to_string(),
+                serde_json::json!({
+                    "listeners_closed": p.listeners_closed,
+                    "resets_of_closed_listener_queue": p.resets_of_closed_listener_queue,
+                }),
+            )
+        })
+        .collect();
+    let migrate = inp.local_ports.as_ref().and_then(|l| l.tcp_migrate_req);
+    let mut evidence = BTreeMap::new();
+    evidence.insert("resets_of_closed_listener_queue", serde_json::json!(n));
+    evidence.insert("listeners_closed", serde_json::json!(t.listeners_closed));
+    evidence.insert("ports", serde_json::json!(ports));
+    evidence.insert("tcp_migrate_req", serde_json::json!(migrate));
+    evidence.insert(
+        "source",
+        serde_json::json!("tracepoints sock:inet_sock_set_state (LISTEN -> CLOSE on nginx's ports) and tcp:tcp_send_reset (sent by the task closing the listener, before it was destroyed); net.ipv4.tcp_migrate_req read in nginx's network namespace"),
+    );
+    let remedy = match migrate {
+        Some(0) => "net.ipv4.tcp_migrate_req is 0 in nginx's network namespace (the default): set it to 1 so the kernel moves a closing reuseport socket's queued connections to another socket of its group, or keep worker_processes (and each reuseport listen) the same across reloads".to_string(),
+        Some(m) => format!("net.ipv4.tcp_migrate_req is {m} in nginx's network namespace, yet connections were reset: migration needs another open socket in the reuseport group (a listen removed or changed has none); keep each reuseport listen the same across reloads"),
+        None => "net.ipv4.tcp_migrate_req could not be read in nginx's network namespace (Linux 5.14+ has it): with it at 1 the kernel moves a closing reuseport socket's queued connections to another socket of its group; or keep worker_processes (and each reuseport listen) the same across reloads".to_string(),
+    };
+    out.push(Verdict::new(
+        "listener_closed_resets",
+        if n >= CLOSED_LISTENER_RESETS_CRITICAL {
+            Severity::Critical
+        } else {
+            Severity::Warning
+        },
+        evidence,
+        &["listen ... reuseport", "worker_processes"],
+        format!(
+            "nginx closed {} listening socket(s) in the period and the kernel reset the {n} connection(s) queued on them: those clients got `connection reset` without a response (with `reuseport` each worker has its own socket, and a reload to fewer workers or changed listens closes the old ones with their accept queues); {remedy}",
+            t.listeners_closed
+        ),
+    ));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,5 +263,49 @@ mod tests {
         assert!(s.contains("idle 2.0 s (its keepalive_timeout)"), "{s}");
         let (_, s) = who_closed(&inp(0, 50, None, 0)).unwrap();
         assert!(s.contains("the clients close their connections"), "{s}");
+    }
+
+    #[test]
+    fn resets_of_a_closed_listener_queue_fire_and_name_the_sysctl_read() {
+        let mut i = Inputs::default();
+        let mut v = Vec::new();
+        listener_closed_resets(&i, &mut v);
+        assert!(v.is_empty());
+        i.connections = Some(ConnectionsReport {
+            ports: vec![PortLifecycle {
+                port: 8080,
+                listeners_closed: 2,
+                resets_of_closed_listener_queue: 12,
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        i.local_ports = Some(crate::model::local_ports::LocalPortsReport {
+            tcp_migrate_req: Some(0),
+            ..Default::default()
+        });
+        listener_closed_resets(&i, &mut v);
+        assert_eq!(v.len(), 1);
+        assert_eq!(v[0].severity, Severity::Critical);
+        assert_eq!(v[0].evidence["resets_of_closed_listener_queue"], 12);
+        assert_eq!(v[0].evidence["ports"]["8080"]["listeners_closed"], 2);
+        assert!(
+            v[0].advice.contains("the 12 connection(s) queued"),
+            "{}",
+            v[0].advice
+        );
+        assert!(
+            v[0].advice.contains("tcp_migrate_req is 0"),
+            "{}",
+            v[0].advice
+        );
+        if let Some(c) = i.connections.as_mut() {
+            c.ports[0].resets_of_closed_listener_queue = 3;
+        }
+        i.local_ports = None;
+        v.clear();
+        listener_closed_resets(&i, &mut v);
+        assert_eq!(v[0].severity, Severity::Warning);
+        assert!(v[0].advice.contains("could not be read"), "{}", v[0].advice);
     }
 }

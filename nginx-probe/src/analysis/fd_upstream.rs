@@ -472,6 +472,7 @@ mod tests {
             workers: vec![a],
             requests: Some(1000),
             local_ports: Some(crate::model::local_ports::LocalPortsReport {
+                tcp_migrate_req: None,
                 range: Some([40000, 40499]),
                 tcp_tw_reuse: Some(0),
                 time_wait: Some(500),

@@ -96,6 +96,7 @@ fn no_live_upstreams_after_eaddrnotavail_says_the_ports_ran_out() {
             ("upstream_addr_unavailable", 8, "keepalive", "upstream"),
         ])),
         local_ports: Some(crate::model::local_ports::LocalPortsReport {
+            tcp_migrate_req: None,
             range: Some([40000, 40499]),
             tcp_tw_reuse: Some(0),
             time_wait: None,

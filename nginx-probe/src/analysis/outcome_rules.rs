@@ -41,15 +41,11 @@ pub fn nginx_seconds(v: &str) -> Option<f64> {
 /// level's. (seconds, quoted value), distinct, at most 4.
 fn read_timeouts(cfg: &ConfigReport) -> Vec<(f64, String)> {
     let mut out: Vec<(f64, String)> = Vec::new();
-    let located = cfg
-        .values
-        .iter()
-        .filter(|v| v.directive == "proxy_read_timeout" && v.scope.contains(" location "));
-    let any_located = located.clone().next().is_some();
-    let chosen: Vec<_> = if any_located {
-        located.collect()
-    } else {
+    let located: Vec<_> = cfg.proxied("proxy_read_timeout").collect();
+    let chosen: Vec<_> = if located.is_empty() {
         cfg.value("proxy_read_timeout").into_iter().collect()
+    } else {
+        located
     };
     for v in chosen {
         let Some(s) = nginx_seconds(&v.value) else {
@@ -355,13 +351,23 @@ mod tests {
             connect_time: None,
         };
         let config = timeout.map(|t| ConfigReport {
-            values: vec![ConfigValue {
-                directive: "proxy_read_timeout".into(),
-                scope: "server a location /".into(),
-                value: t.into(),
-                at: "site.conf:7".into(),
-                not_loaded: false,
-            }],
+            values: vec![
+                ConfigValue {
+                    directive: "proxy_read_timeout".into(),
+                    scope: "server a location /".into(),
+                    value: t.into(),
+                    at: "site.conf:7".into(),
+                    not_loaded: false,
+                },
+                // The marker the evaluator writes for each location that proxies.
+                ConfigValue {
+                    directive: "proxy_set_header Connection".into(),
+                    scope: "server a location /".into(),
+                    value: "close".into(),
+                    at: "default".into(),
+                    not_loaded: false,
+                },
+            ],
             ..Default::default()
         });
         Inputs {

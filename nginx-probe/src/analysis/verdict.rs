@@ -107,6 +107,7 @@ pub fn judge(inp: &Inputs) -> Vec<Verdict> {
     accept_imbalance(inp, &mut out);
     keepalive_off(inp, &mut out);
     super::conn_verdicts::keepalive_timeout_closes(inp, &mut out);
+    super::conn_verdicts::listener_closed_resets(inp, &mut out);
     super::fd_upstream::upstream_keepalive_off(per_request, &mut out);
     super::fd_upstream::fd_exhaustion(inp, &mut out);
     event_loop_stall(inp, &mut out);

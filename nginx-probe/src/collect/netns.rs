@@ -37,20 +37,22 @@ fn small(path: &str) -> Option<String> {
     Some(s)
 }
 
-/// The local port range, TIME-WAIT reuse and TIME-WAIT sockets of `master_pid`'s
+/// The local port range, TIME-WAIT reuse, reuseport request migration and TIME-WAIT sockets of `master_pid`'s
 /// network namespace (see [`LocalPortsReport`]); each None when unreadable.
 pub fn local_ports(master_pid: u32) -> LocalPortsReport {
-    let (range, tcp_tw_reuse) = in_netns_of(master_pid, || {
+    let (range, tcp_tw_reuse, tcp_migrate_req) = in_netns_of(master_pid, || {
         Ok((
             small("/proc/sys/net/ipv4/ip_local_port_range")
                 .and_then(|t| local_ports::parse_range(&t)),
             small("/proc/sys/net/ipv4/tcp_tw_reuse").and_then(|t| t.trim().parse().ok()),
+            small("/proc/sys/net/ipv4/tcp_migrate_req").and_then(|t| t.trim().parse().ok()),
         ))
     })
-    .unwrap_or((None, None));
+    .unwrap_or((None, None, None));
     LocalPortsReport {
         range,
         tcp_tw_reuse,
+        tcp_migrate_req,
         time_wait: small(&format!("/proc/{master_pid}/net/sockstat"))
             .and_then(|t| local_ports::parse_sockstat_tw(&t)),
     }

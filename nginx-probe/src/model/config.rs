@@ -248,6 +248,24 @@ impl ConfigReport {
         })
     }
 
+    /// The effective value of `directive` in each location that proxies (a location
+    /// with `proxy_pass`: the scopes given `proxy_set_header Connection`), one per
+    /// location; empty when no location proxies.
+    pub fn proxied<'a>(&'a self, directive: &'a str) -> impl Iterator<Item = &'a ConfigValue> {
+        let scopes: Vec<&str> = self
+            .values
+            .iter()
+            .filter(|v| v.directive == "proxy_set_header Connection")
+            .map(|v| v.scope.as_str())
+            .collect();
+        scopes.into_iter().filter_map(move |s| {
+            self.values
+                .iter()
+                .rev()
+                .find(|v| v.directive == directive && v.scope == s)
+        })
+    }
+
     /// Whether any file read was modified after the last load.
     pub fn changed_since_load(&self) -> bool {
         self.files.iter().any(|f| f.changed_since_load)
@@ -517,7 +535,9 @@ impl Eval<'_> {
             self.overrides(&scope, b);
             self.access_logs(&scope, b);
             let inner = here.with(b);
-            if find(b, "proxy_pass").is_some() {
+            if let Some(pass) = find(b, "proxy_pass") {
+                let v = self.value(&scope, pass);
+                self.push(v);
                 self.proxied(&scope, &inner);
             }
             self.locations(&scope, b, &here);

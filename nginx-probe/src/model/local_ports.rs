@@ -15,6 +15,11 @@ pub struct LocalPortsReport {
     pub range: Option<[u32; 2]>,
     /// `tcp_tw_reuse` (0 off, 1 on, 2 loopback only); None when unreadable.
     pub tcp_tw_reuse: Option<u32>,
+    /// `net.ipv4.tcp_migrate_req` (1: a closing reuseport listener's queued
+    /// connections move to another socket of its group; Linux 5.14+); None when
+    /// unreadable (older kernels have none). Absent in older recordings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_migrate_req: Option<u32>,
     /// TCP sockets in TIME-WAIT in the namespace; None when unreadable.
     pub time_wait: Option<u64>,
 }
@@ -77,6 +82,7 @@ mod tests {
         assert_eq!(parse_sockstat_tw(sockstat), Some(498));
         assert_eq!(parse_sockstat_tw("TCP: inuse 5\n"), None);
         let r = LocalPortsReport {
+            tcp_migrate_req: None,
             range: Some([40000, 40499]),
             tcp_tw_reuse: Some(0),
             time_wait: Some(498),

@@ -91,6 +91,10 @@ fn nginx_closes_idle_keepalive_connections_at_its_timeout() {
         .unwrap_or_else(|| panic!("no keepalive_timeout_closes in {}", summary["verdicts"]));
     assert_eq!(v["evidence"]["closed_by_nginx"], N as u64);
     assert_eq!(v["directives"][0], "keepalive_timeout");
+    assert_eq!(
+        v["evidence"]["config_keepalive_timeout"],
+        format!("2s ({})", ng.conf_at("keepalive_timeout 2s"))
+    );
     assert!(
         v["advice"].as_str().unwrap_or("").contains("idle 2.0 s"),
         "{v}"
@@ -277,6 +281,39 @@ fn a_reload_that_closes_a_reuseport_socket_resets_its_queue_exactly() {
     );
     assert_eq!(p["listeners_closed"], 1, "{p}");
     assert_eq!(p["resets_of_closed_listener_queue"], reset, "{p}");
+    // The verdict: exactly the clients reset, the sysctl as read in nginx's namespace
+    // (this test's host: 0), the reuseport listen and the worker_processes the reload
+    // loaded, each with its line.
+    let v = verdict(&s, "listener_closed_resets")
+        .unwrap_or_else(|| panic!("no listener_closed_resets in {}", s["verdicts"]));
+    assert_eq!(
+        v["evidence"]["resets_of_closed_listener_queue"], reset,
+        "{v}"
+    );
+    assert_eq!(v["evidence"]["listeners_closed"], 1, "{v}");
+    assert_eq!(v["evidence"]["tcp_migrate_req"], 0, "{v}");
+    assert_eq!(
+        v["evidence"]["config_listen_reuseport"],
+        format!(
+            "127.0.0.1:{} reuseport ({})",
+            ng.port,
+            ng.conf_at("listen ")
+        )
+    );
+    assert_eq!(
+        v["evidence"]["config_worker_processes"],
+        format!("1 ({})", ng.conf_at("worker_processes")),
+        "{} {}",
+        s["config"]["loaded_unix_s"],
+        s["events"]
+    );
+    assert!(
+        v["advice"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("the {reset} connection(s) queued on them")),
+        "{v}"
+    );
     assert_eq!(p["resets_sent"], reset, "{p}");
     assert_eq!(p["established"], M as u64, "{p}");
     // The LISTEN table: worker 1's socket marked closed, worker 0's open.

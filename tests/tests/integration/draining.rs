@@ -232,6 +232,11 @@ fn three_reloads_with_streams_held_leave_three_generations_draining() {
         "{v}"
     );
     assert_eq!(v["directives"][0], "worker_shutdown_timeout", "{v}");
+    assert_eq!(
+        v["evidence"]["config_worker_shutdown_timeout"],
+        "unset (old workers wait for their connections) (default)",
+        "{v}"
+    );
     assert!(verdict(&s, "worker_crashes").is_none(), "{}", s["verdicts"]);
     drop(held);
 }

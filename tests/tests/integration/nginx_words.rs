@@ -92,6 +92,10 @@ fn a_master_short_of_fds_reports_the_workers_it_failed_to_spawn() {
         .unwrap_or_else(|| panic!("{}", verdict_ids(&s).join(",")));
     assert_eq!(v["severity"], "critical");
     assert_eq!(v["evidence"]["workers_running"], running);
+    assert_eq!(
+        v["evidence"]["config_worker_processes"],
+        format!("64 ({})", ng.conf_at("worker_processes"))
+    );
     let advice = v["advice"].as_str().unwrap();
     let fatal_said = if fatal > 0 {
         format!("; {fatal} more were spawned but exited with fatal code 2 during their own start")

@@ -109,6 +109,18 @@ fn eaddrnotavail_is_critical_naming_keepalive_the_port_range_and_the_peer() {
         verdict(&s, "upstream_keepalive_off").unwrap_or_else(|| panic!("{:?}", verdict_ids(&s)));
     assert_eq!(v["severity"], "critical", "{v}");
     assert_eq!(v["evidence"]["attempts_per_request"], 1.0, "{v}");
+    // The configuration: a bare-address proxy_pass (no pool to enable), already on
+    // HTTP/1.1 without `Connection: close`: only the upstream block is missing.
+    let loc = format!("server 127.0.0.1:{} location /", front.port);
+    assert_eq!(
+        v["evidence"]["config_upstream_keepalive"],
+        "no upstream block (a proxy_pass to an address has no pool of idle connections)",
+        "{v}"
+    );
+    assert_eq!(
+        v["evidence"]["config_proxy_http_version"],
+        format!("{loc}: 1.1 ({})", front.conf_at("proxy_pass"))
+    );
     let a = v["advice"].as_str().unwrap();
     assert!(
         a.contains("`keepalive 32;` in the `upstream` block of the peer"),

@@ -72,6 +72,25 @@ fn proxy_without_upstream_keepalive_connects_once_per_request() {
             "proxy_set_header Connection \"\""
         ]
     );
+    // What the configuration says, where: the pool is not set, the location proxies
+    // with HTTP/1.0 and `Connection: close` (nginx's defaults).
+    let loc = format!("server 127.0.0.1:{} location /", ng.port);
+    assert_eq!(
+        v["evidence"]["config_upstream_keepalive"],
+        "upstream be: unset (no idle upstream connections kept) (default)"
+    );
+    assert_eq!(
+        v["evidence"]["config_proxy_pass"],
+        format!("{loc}: http://be ({})", ng.conf_at("proxy_pass"))
+    );
+    assert_eq!(
+        v["evidence"]["config_proxy_http_version"],
+        format!("{loc}: 1.0 (default)")
+    );
+    assert_eq!(
+        v["evidence"]["config_proxy_set_header_connection"],
+        format!("{loc}: close (default)")
+    );
     // The client reused its connections: this is not the client-side keepalive_off.
     assert!(verdict(&s, "keepalive_off").is_none(), "{}", s["verdicts"]);
 }
