@@ -9,6 +9,13 @@
 //! up in the master's root, matched by device and inode), so a container's log and a
 //! rotated-then-reopened one are the file nginx writes. A path no worker holds open is
 //! left until one does (the old file goes on being read meanwhile).
+//!
+//! Reloads: a file whose formats changed is read in the new ones, and a line in none of
+//! them is tried in the previous generation's (old workers drain on, writing the old
+//! format); a file no longer in the configuration is read on while a worker holds it
+//! (`retired`); a file first followed is read from its start when it was created after
+//! attach (the new path of a reload: the lines the new workers wrote before the probe
+//! read the configuration again are theirs).
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
@@ -37,6 +44,11 @@ struct Followed {
     /// The path nginx opens (prefix applied), inside the master's root.
     path: String,
     formats: Vec<LogFormat>,
+    /// The formats before the last reload that changed them, tried when a line is in
+    /// none of `formats` (old workers still write them).
+    previous: Vec<LogFormat>,
+    /// No longer in the configuration nginx runs: read while a worker holds it.
+    retired: bool,
     buffered: Option<String>,
     /// The file at `path` when last looked up (device, inode).
     want: Option<(u64, u64)>,
@@ -171,6 +183,14 @@ pub struct AccessLogs {
     interval: Outcomes,
     /// Whether a configuration was given (else no section in the report).
     configured: bool,
+    /// When the first configuration was given (attach): files created since are read
+    /// from their start.
+    attached: Option<std::time::SystemTime>,
+}
+
+/// The same formats, in the same order (by name and compiled text).
+fn same_formats(a: &[LogFormat], b: &[LogFormat]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.same_as(y))
 }
 
 impl AccessLogs {
@@ -179,6 +199,7 @@ impl AccessLogs {
     pub fn configure(&mut self, master: u32, cfg: &ConfigReport) {
         self.master = master;
         self.configured = true;
+        let attached = *self.attached.get_or_insert_with(std::time::SystemTime::now);
         let (wanted, mut not_read) = wanted_files(cfg);
         let mut files = Vec::new();
         for w in wanted {
@@ -199,20 +220,36 @@ impl AccessLogs {
                 None => Followed {
                     path: w.path,
                     formats: Vec::new(),
+                    previous: Vec::new(),
+                    retired: false,
                     buffered: None,
                     want: None,
                     link: None,
-                    tail: Tail::new(MAX_LINE),
+                    tail: Tail::new(MAX_LINE).since(attached),
                     counts: Counters::default(),
                     base: Counters::default(),
                     cut_base: 0,
                     skipped_base: 0,
                 },
             };
-            f.formats = compiled;
+            if !f.formats.is_empty() && !same_formats(&f.formats, &compiled) {
+                f.previous = std::mem::replace(&mut f.formats, compiled);
+            } else {
+                f.formats = compiled;
+            }
+            f.retired = false;
             f.buffered = w.buffered;
             files.push(f);
         }
+        // Files the configuration no longer names: old workers may still write them
+        // (draining). Read on while a worker holds one, and kept in the report (its
+        // counts are part of the totals); the newest MAX_FILES of them at most.
+        let mut retired: Vec<Followed> = std::mem::take(&mut self.files);
+        for f in &mut retired {
+            f.retired = true;
+        }
+        retired.truncate(MAX_FILES);
+        files.extend(retired);
         self.files = files;
         self.not_read = not_read;
         self.fields = Field::ALL
@@ -221,7 +258,7 @@ impl AccessLogs {
             .filter(|x| {
                 self.files
                     .iter()
-                    .any(|f| f.formats.iter().any(|c| c.has(*x)))
+                    .any(|f| f.formats.iter().chain(&f.previous).any(|c| c.has(*x)))
             })
             .collect();
         self.look_up(&BTreeMap::new());
@@ -269,24 +306,35 @@ impl AccessLogs {
         }
         let (total, interval) = (&mut self.total, &mut self.interval);
         for f in &mut self.files {
-            let Some(link) = f.link.clone() else { continue };
-            let (formats, counts) = (&f.formats, &mut f.counts);
+            let link = f.link.clone();
+            let (formats, previous, counts) = (&f.formats, &f.previous, &mut f.counts);
             let mut line = |l: &[u8]| {
                 if l.len() >= MAX_LINE {
                     return; // counted by the tail as cut
                 }
-                let Ok(s) = std::str::from_utf8(l) else {
-                    counts.unparsed += 1;
-                    return;
-                };
+                // nginx writes client bytes raw (escape=json leaves non-ASCII as is):
+                // invalid UTF-8 is replaced, the line's shape stays.
+                let s = String::from_utf8_lossy(l);
                 let mut read = None;
                 let mut ambiguous = false;
+                let mut any = false;
                 for c in formats {
-                    match c.parse(s) {
+                    match c.parse(&s) {
                         Parsed::Line(x) if read.is_none() => read = Some(x),
                         Parsed::Line(x) => ambiguous |= read.as_ref() != Some(&x),
                         Parsed::Ambiguous => ambiguous = true,
-                        Parsed::NoMatch => {}
+                        Parsed::NoMatch => continue,
+                    }
+                    any = true;
+                }
+                if !any {
+                    for c in previous {
+                        match c.parse(&s) {
+                            Parsed::Line(x) if read.is_none() => read = Some(x),
+                            Parsed::Line(x) => ambiguous |= read.as_ref() != Some(&x),
+                            Parsed::Ambiguous => ambiguous = true,
+                            Parsed::NoMatch => {}
+                        }
                     }
                 }
                 match read {
@@ -300,11 +348,15 @@ impl AccessLogs {
                 }
             };
             let not_file = |t: &str| format!("{t} is not a regular file");
-            if let Polled::Gone(_) | Polled::Failed(_) =
-                f.tail.poll(&link, &not_file, &mut |_, _| {}, &mut line)
-            {
-                // The worker gone or its fd closed: another is looked for next poll.
+            let polled = link
+                .as_deref()
+                .map(|l| f.tail.poll(l, &not_file, &mut |_, _| {}, &mut line));
+            if let None | Some(Polled::Gone(_) | Polled::Failed(_)) = polled {
+                // No worker holds it now (the old workers of a reload exited, a worker
+                // was respawned): what they appended before is read from the file
+                // already open; another worker's fd is looked for next poll.
                 f.link = None;
+                f.tail.read_open(&mut line);
             }
         }
     }
@@ -336,6 +388,7 @@ impl AccessLogs {
                     (f.cut_base, f.skipped_base)
                 };
                 AccessLogFileReport {
+                    retired: f.retired,
                     path: f.path.clone(),
                     formats: f.formats.iter().map(|c| c.name.clone()).collect(),
                     buffered: f.buffered.clone(),
@@ -390,5 +443,94 @@ mod tests {
             "logs/access2.log (nginx.conf (http)): its requests are logged in another file"
         ));
         assert!(not_read[1].starts_with("logs/c.log (nginx.conf (server c))"));
+    }
+
+    /// Reloads, as the newcomer's trial ran them: a reload that changes the format of
+    /// a file, then one that moves the log to a new file. Old-format lines written after
+    /// the first reload (old workers draining) are read in the previous format; the old
+    /// file's last lines are read though the configuration no longer names it; the new
+    /// file, created after attach, is read from its start. Every line counted once,
+    /// per-file counts adding up to the total. The "workers" here are this process,
+    /// holding the files open (their fds are what is read through).
+    #[test]
+    fn reloads_that_change_the_format_or_the_path_lose_no_line() {
+        use crate::model::config::LogFormatValue;
+        use std::io::Write;
+        use std::os::fd::AsRawFd;
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a.log"), dir.path().join("b.log"));
+        let mut fa = std::fs::File::create(&a).unwrap();
+        writeln!(fa, "200 before-attach").unwrap();
+        let cfg = |path: &std::path::Path, format: &str| ConfigReport {
+            access_logs: vec![AccessLogValue {
+                scope: "http".into(),
+                path: path.display().to_string(),
+                format: "m".into(),
+                at: "n.conf:1".into(),
+                ..Default::default()
+            }],
+            log_formats: vec![LogFormatValue {
+                name: "m".into(),
+                escape: "default".into(),
+                format: format.into(),
+                at: "n.conf:2".into(),
+            }],
+            ..Default::default()
+        };
+        let me = std::process::id();
+        let fds = |files: &[&std::fs::File]| {
+            let held: BTreeMap<u32, u32> = files
+                .iter()
+                .map(|f| {
+                    (
+                        f.as_raw_fd() as u32,
+                        nginx_probe_common::fd_kind::ACCESS_LOG,
+                    )
+                })
+                .collect();
+            BTreeMap::from([(me, held)])
+        };
+        let mut logs = AccessLogs::default();
+        logs.configure(me, &cfg(&a, "$status $remote_user"));
+        logs.poll(&fds(&[&fa]), true);
+        writeln!(fa, "200 x").unwrap();
+        writeln!(fa, "404 x").unwrap();
+        // Reload 1: the format becomes `[$status] $request_time`; old workers write on.
+        logs.configure(me, &cfg(&a, "[$status] $request_time \"$http_user_agent\""));
+        writeln!(fa, "500 old-worker").unwrap();
+        writeln!(fa, "[200] 0.010 \"ua\"").unwrap();
+        logs.poll(&fds(&[&fa]), true);
+        // Reload 2: the log moves to b.log (created now, after attach); the new workers
+        // wrote two lines before the probe read the configuration again.
+        let mut fb = std::fs::File::create(&b).unwrap();
+        writeln!(fb, "[201] 0.020 \"ua\"").unwrap();
+        writeln!(fb, "[201] 0.030 \"ua\"").unwrap();
+        writeln!(fa, "[503] 0.040 \"ua\"").unwrap();
+        logs.configure(me, &cfg(&b, "[$status] $request_time \"$http_user_agent\""));
+        logs.poll(&fds(&[&fa, &fb]), true);
+        let r = logs.report(true).unwrap();
+        assert_eq!(r.lines, 7, "{r:?}");
+        let st = |c: &str| r.statuses.get(c).copied().unwrap_or(0);
+        assert_eq!(
+            (st("200"), st("404"), st("500"), st("201"), st("503")),
+            (2, 1, 1, 2, 1)
+        );
+        let per_file: Vec<(String, u64, u64, bool)> = r
+            .files
+            .iter()
+            .map(|f| (f.path.clone(), f.lines, f.unparsed, f.retired))
+            .collect();
+        assert_eq!(
+            per_file,
+            [
+                (b.display().to_string(), 2, 0, false),
+                (a.display().to_string(), 5, 0, true),
+            ]
+        );
+        // Non-UTF-8 bytes (a client's, written raw) do not hide the line.
+        fb.write_all(b"[200] 0.001 \"Mozilla \xff\xfe\"\n").unwrap();
+        logs.poll(&fds(&[&fa, &fb]), false);
+        let r = logs.report(true).unwrap();
+        assert_eq!((r.files[0].lines, r.files[0].unparsed), (3, 0), "{r:?}");
     }
 }

@@ -1,7 +1,7 @@
 //! Following a file nginx appends to, through the `/proc/<pid>/fd/<n>` link of the
 //! process that writes it, so that no path (renamed, replaced by a symlink) is
 //! followed: the first file is read from its size then (what it held before is not
-//! ours to count), a new file behind the link (rotation then `nginx -s reopen`) from
+//! ours to count; unless it was created after [`Tail::since`]: then all of it), a new file behind the link (rotation then `nginx -s reopen`) from
 //! its start after the old one is finished, a truncated one (copytruncate) from 0
 //! again. Bounded: [`MAX_READ_PER_POLL`] bytes a poll, lines cut at the caller's
 //! limit, a backlog past [`MAX_BACKLOG`] skipped and counted. Lines are handed to the
@@ -54,6 +54,9 @@ pub struct Tail {
     pub truncations: u64,
     /// Files read (1, plus one per rotation/reopen seen).
     pub files: u64,
+    /// A first file created (statx birth time) at or after this is read from its
+    /// start: everything in it was written since. None: always from its size.
+    since: Option<std::time::SystemTime>,
 }
 
 impl Tail {
@@ -69,7 +72,17 @@ impl Tail {
             bytes_skipped: 0,
             truncations: 0,
             files: 0,
+            since: None,
         }
+    }
+
+    /// Reads a first file created at or after `t` from its start (a log nginx opened
+    /// after attach, or after a reload that changed its path, holds only lines written
+    /// since); one created before, or whose birth time the filesystem does not keep,
+    /// from its size.
+    pub fn since(mut self, t: std::time::SystemTime) -> Tail {
+        self.since = Some(t);
+        self
     }
 
     /// Whether a file is open.
@@ -127,9 +140,18 @@ impl Tail {
             }
             let mut file = file;
             self.offset = if self.files == 0 {
-                let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-                first(&mut file, len);
-                len
+                let meta = file.metadata();
+                let len = meta.as_ref().map(|m| m.len()).unwrap_or(0);
+                let born_since = match (self.since, meta.and_then(|m| m.created())) {
+                    (Some(t), Ok(b)) => b >= t,
+                    _ => false,
+                };
+                if born_since {
+                    0
+                } else {
+                    first(&mut file, len);
+                    len
+                }
             } else {
                 0
             };
@@ -144,6 +166,12 @@ impl Tail {
             Some(p) => Polled::Opened(p),
             None => Polled::Read,
         }
+    }
+
+    /// Reads on in the file already open (up to [`MAX_READ_PER_POLL`] bytes), when the
+    /// link is gone: what its last writers appended before they exited or closed it.
+    pub fn read_open(&mut self, line: &mut dyn FnMut(&[u8])) {
+        self.read_some(line);
     }
 
     /// Reads up to [`MAX_READ_PER_POLL`] bytes from the current offset.

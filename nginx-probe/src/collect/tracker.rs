@@ -100,6 +100,9 @@ pub struct Tracker {
     pub events_dropped: u64,
     /// Events since the last `refresh` returned.
     fresh: Vec<Event>,
+    /// The access logs were not polled by a refresh that found a worker started: the
+    /// next [`Tracker::set_config`] polls them in the configuration read again.
+    access_poll_due: bool,
     /// Events since the current interval started (at most [`MAX_EVENTS`]).
     interval_events: Vec<Event>,
     /// nginx's listening sockets by inode.
@@ -179,6 +182,7 @@ impl Tracker {
             events: Vec::new(),
             events_dropped: 0,
             fresh: Vec::new(),
+            access_poll_due: false,
             interval_events: Vec::new(),
             listen: BTreeMap::new(),
             listen_base_total: None,
@@ -467,7 +471,17 @@ impl Tracker {
             };
         }
         // 7. The access logs, through the fds just classified (looked up again every 2 s).
-        self.access_logs.poll(&self.log_fds, full_scan);
+        //    Not when a worker started (a reload): its lines may be in formats or files
+        //    of a configuration not read yet; polled once set_config has it.
+        if self
+            .fresh
+            .iter()
+            .any(|e| matches!(e.event, EventKind::WorkerStarted))
+        {
+            self.access_poll_due = true;
+        } else {
+            self.access_logs.poll(&self.log_fds, full_scan);
+        }
         let addrs = self.listen.values().map(|l| l.addr.as_str());
         self.lifecycle
             .refresh(&self.workers, addrs, probe, unix_now());
@@ -481,6 +495,9 @@ impl Tracker {
     /// the access logs to read.
     pub fn set_config(&mut self, cfg: model::config::ConfigReport) {
         self.access_logs.configure(self.master.pid, &cfg);
+        if std::mem::take(&mut self.access_poll_due) {
+            self.access_logs.poll(&self.log_fds, true);
+        }
         self.config = Some(cfg);
     }
 

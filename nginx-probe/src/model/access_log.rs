@@ -295,6 +295,10 @@ pub struct AccessLogFileReport {
     pub lines_cut: u64,
     /// Bytes not read (the reader fell too far behind, or the file was truncated).
     pub bytes_skipped: u64,
+    /// Present and true when the configuration nginx runs no longer names this file
+    /// (a reload changed the path): read on while a worker (old ones draining) holds it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retired: bool,
 }
 
 /// One server name's outcomes.

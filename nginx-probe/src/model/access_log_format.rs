@@ -287,6 +287,11 @@ impl LogFormat {
         })
     }
 
+    /// Whether `other` is the same format: same name, same compiled pattern.
+    pub fn same_as(&self, other: &LogFormat) -> bool {
+        self.name == other.name && self.lazy.as_str() == other.lazy.as_str()
+    }
+
     /// Whether the format carries `f`.
     pub fn has(&self, f: Field) -> bool {
         self.fields.contains(&f)

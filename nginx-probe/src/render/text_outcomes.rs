@@ -58,7 +58,18 @@ pub fn access_log_section(out: &mut String, r: &Report) {
     let files: Vec<String> = a
         .files
         .iter()
-        .map(|f| format!("{} (format {})", f.path, f.formats.join(", ")))
+        .map(|f| {
+            format!(
+                "{} (format {}{})",
+                f.path,
+                f.formats.join(", "),
+                if f.retired {
+                    "; no longer in the configuration: read while old workers write it"
+                } else {
+                    ""
+                }
+            )
+        })
         .collect();
     let _ = writeln!(
         out,

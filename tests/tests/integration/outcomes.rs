@@ -233,3 +233,83 @@ fn the_combined_format_gives_exact_statuses_and_says_request_time_is_not_logged(
     );
     assert!(text.contains("(format combined)"), "{text}");
 }
+
+/// Two reloads under load (the newcomer's trial): the first changes the format of the
+/// log, the second moves it to a new file. Clients make one request per connection
+/// all through: every 200 they got is one line read, none "not in the format" (old
+/// workers' lines in the old format, new workers' in the new one, each file's lines
+/// from the first the new workers wrote to the last the old ones did), and the
+/// per-file counts add up to the total, the old file marked retired.
+#[test]
+fn reloads_that_change_the_format_and_the_path_under_load_lose_no_line() {
+    use nix::{
+        sys::signal::{kill, Signal},
+        unistd::Pid,
+    };
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let ng = Nginx::start(&NginxConfig {
+        http_extra: "log_format m '$status $request_time';".into(),
+        access_log: Some("off".into()),
+        server_extra: "access_log logs/a.log m;".into(),
+        ..NginxConfig::default()
+    });
+    let conf = ng.prefix.join("nginx.conf");
+    let probe = Probe::on(&ng).json().summary_only().start();
+    let stop = AtomicBool::new(false);
+    let reload = |from: &str, to: &str| {
+        let text = std::fs::read_to_string(&conf).unwrap();
+        assert!(text.contains(from), "{text}");
+        std::fs::write(&conf, text.replace(from, to)).unwrap();
+        let old = ng.worker_pids();
+        kill(Pid::from_raw(ng.master_pid() as i32), Signal::SIGHUP).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !ng.worker_pids().iter().any(|p| !old.contains(p)) {
+            assert!(std::time::Instant::now() < deadline, "no new worker");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        std::thread::sleep(Duration::from_millis(1500));
+    };
+    let ok: usize = std::thread::scope(|s| {
+        let clients: Vec<_> = (0..2)
+            .map(|_| s.spawn(|| one_request_per_connection_until(ng.addr(), &stop)))
+            .collect();
+        std::thread::sleep(Duration::from_millis(1000));
+        reload("'$status $request_time'", "'[$status] $request_time'");
+        reload("access_log logs/a.log m;", "access_log logs/b.log m;");
+        stop.store(true, Ordering::Relaxed);
+        clients.into_iter().map(|c| c.join().unwrap()).sum()
+    });
+    // The old workers exit once their last connection is done; the reader polls every
+    // 500 ms.
+    std::thread::sleep(Duration::from_millis(1500));
+    let s = probe.stop().summary_json();
+    let a = &s["access_log"];
+    let ok = ok as u64;
+    assert!(ok > 300, "only {ok} requests");
+    let on_disk = |f: &str| {
+        std::fs::read_to_string(ng.prefix.join("logs").join(f))
+            .unwrap()
+            .lines()
+            .count() as u64
+    };
+    let disk = (on_disk("a.log"), on_disk("b.log"));
+    assert_eq!(disk.0 + disk.1, ok);
+    assert_eq!(a["lines"], ok, "a.log, b.log on disk {disk:?}: {a}");
+    assert_eq!(a["statuses"], serde_json::json!({ "200": ok }), "{a}");
+    let files = a["files"].as_array().unwrap();
+    let path = |f: &serde_json::Value| f["path"].as_str().unwrap().to_string();
+    let p = ng.prefix.display();
+    assert_eq!(
+        files.iter().map(path).collect::<Vec<_>>(),
+        [format!("{p}/logs/b.log"), format!("{p}/logs/a.log")],
+        "{a}"
+    );
+    assert_eq!(files[1]["retired"], true, "{a}");
+    let sum: u64 = files.iter().map(|f| f["lines"].as_u64().unwrap()).sum();
+    assert_eq!(sum, ok, "{a}");
+    for f in files {
+        assert_eq!(f["unparsed"], 0, "{a}");
+        assert!(f["lines"].as_u64().unwrap() > 0, "{a}");
+    }
+    assert_eq!(a["share_logged"], 1.0, "{a}");
+}
