@@ -188,12 +188,7 @@ pub fn clients_5xx(inp: &Inputs, out: &mut Vec<Verdict>) {
     if n < CLIENTS_5XX_MIN || share < CLIENTS_5XX_MIN_SHARE {
         return;
     }
-    let fives: BTreeMap<&String, u64> = a
-        .statuses
-        .iter()
-        .filter(|(c, _)| c.starts_with('5'))
-        .map(|(c, n)| (c, *n))
-        .collect();
+    let fives: BTreeMap<&str, u64> = a.statuses_5xx().collect();
     let from_peers: u64 = a
         .upstreams
         .iter()
@@ -290,12 +285,7 @@ pub fn clients_unharmed(inp: &Inputs) -> Option<serde_json::Value> {
 /// None when it is not read or does not hold every request.
 pub fn clients_saw(inp: &Inputs) -> Option<String> {
     let a = complete_log(inp)?;
-    let fives: Vec<String> = a
-        .statuses
-        .iter()
-        .filter(|(c, _)| c.starts_with('5'))
-        .map(|(c, n)| format!("{c} {n}"))
-        .collect();
+    let fives: Vec<String> = a.statuses_5xx().map(|(c, n)| format!("{c} {n}")).collect();
     let got = if fives.is_empty() {
         "none was answered with a 5xx".to_string()
     } else {

@@ -301,6 +301,18 @@ pub struct AccessLogFileReport {
     pub retired: bool,
 }
 
+impl ServerOutcomeReport {
+    /// The name for a reader: as logged, or `(empty)` (an empty `$host`: an HTTP/1.0
+    /// request without Host to a server with `server_name ""`).
+    pub fn shown(&self) -> &str {
+        if self.server.is_empty() {
+            "(empty)"
+        } else {
+            &self.server
+        }
+    }
+}
+
 /// One server name's outcomes.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct ServerOutcomeReport {
@@ -423,6 +435,14 @@ impl AccessLogReport {
     /// Requests the clients got with a 5xx status, per the log.
     pub fn status_5xx(&self) -> u64 {
         self.classes.get("5xx").copied().unwrap_or(0)
+    }
+
+    /// The 5xx codes logged with their counts (`$status`), in code order.
+    pub fn statuses_5xx(&self) -> impl Iterator<Item = (&str, u64)> {
+        self.statuses
+            .iter()
+            .filter(|(c, _)| c.starts_with('5'))
+            .map(|(c, n)| (c.as_str(), *n))
     }
 }
 

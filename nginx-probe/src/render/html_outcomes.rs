@@ -73,7 +73,7 @@ pub fn access_log_section(r: &Report) -> Markup {
                 table {
                     thead { tr { th { "server" } th.n { "requests" } th { "status classes" } } }
                     @for s in a.servers.iter().take(MAX_ROWS) {
-                        tr { td.mono { (s.server) } td.n { (s.requests) } td.mono { (codes(&s.classes)) } }
+                        tr { td.mono { (s.shown()) } td.n { (s.requests) } td.mono { (codes(&s.classes)) } }
                     }
                 }
             }

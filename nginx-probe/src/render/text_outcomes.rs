@@ -106,7 +106,7 @@ pub fn access_log_section(out: &mut String, r: &Report) {
         let _ = writeln!(
             out,
             "  server {}: {} requests, {}",
-            s.server,
+            s.shown(),
             s.requests,
             codes(&s.classes)
         );
