@@ -90,3 +90,35 @@ pub fn curl_in_root(root: &Path, args: &[&str], url: &str) -> u16 {
         .parse()
         .unwrap_or(0)
 }
+
+/// Where `cargo xtask setup` installs nginx 1.26.3 built from source with configure's
+/// defaults (no stub_status module); `$NGINX_PROBE_SOURCE_NGINX` overrides it.
+pub const SOURCE_NGINX: &str = "/var/lib/nginx-probe-tests/nginx-1.26.3-src";
+
+/// The version the source build's `nginx -v` prints.
+pub const SOURCE_NGINX_VERSION: &str = "nginx/1.26.3";
+
+/// The source build's install prefix: `$NGINX_PROBE_SOURCE_NGINX` or [`SOURCE_NGINX`].
+pub fn source_nginx_dir() -> PathBuf {
+    std::env::var_os("NGINX_PROBE_SOURCE_NGINX")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(SOURCE_NGINX))
+}
+
+/// The source-built nginx binary; a panic naming `cargo xtask setup` when it is
+/// missing (tests on it fail, they do not skip).
+pub fn source_nginx() -> PathBuf {
+    let bin = source_nginx_dir().join("sbin/nginx");
+    let v = Command::new(&bin)
+        .arg("-v")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
+        .unwrap_or_default();
+    if !v.contains(SOURCE_NGINX_VERSION) {
+        panic!(
+            "source-built nginx missing ({} -v: {v:?}); run `cargo xtask setup` (as root) to build it",
+            bin.display()
+        );
+    }
+    bin
+}

@@ -20,6 +20,7 @@ mod claims;
 mod dist;
 mod load;
 mod overhead;
+mod source_nginx;
 mod trixie;
 use clap::{Parser, Subcommand};
 
@@ -341,6 +342,9 @@ fn setup() -> Result<()> {
 
     // 5. The Debian 13 root with nginx 1.26 for the nginx126 integration tests.
     trixie::ensure_root()?;
+
+    // 6. nginx 1.26.3 built from source with configure's defaults (no stub_status).
+    source_nginx::ensure()?;
     Ok(())
 }
 

@@ -64,7 +64,12 @@ fn complete_log(inp: &Inputs) -> Option<&AccessLogReport> {
     inp.access_log
         .as_ref()
         .filter(|a| a.lines > 0 && a.with_status() == a.lines)
-        .filter(|a| a.share_logged.is_some_and(|s| s >= MIN_SHARE_LOGGED) && !a.over_counted())
+        .filter(|a| {
+            // Against nginx's own count, or proven from the configuration when the log
+            // is the request count itself.
+            (a.share_logged.is_some_and(|s| s >= MIN_SHARE_LOGGED) || a.counts_every_request)
+                && !a.over_counted()
+        })
 }
 
 /// `upstream_slow`: an upstream peer's response time, as nginx logged it

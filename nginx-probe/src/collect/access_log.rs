@@ -186,6 +186,62 @@ pub struct AccessLogs {
     /// When the first configuration was given (attach): files created since are read
     /// from their start.
     attached: Option<std::time::SystemTime>,
+    /// Why the configuration does not log every request once, at once, in the files
+    /// read (see [`every_request_logged`]); None when it does.
+    not_every_request: Option<String>,
+}
+
+/// Whether the configuration writes every request nginx serves at once to exactly one
+/// file read here: Err with the first reason it does not (`access_log off` at
+/// file:line, `if=`, `buffer=`/`flush=`, `log_subrequest on`, a log not read, the
+/// configuration changed since its load or read with errors).
+fn every_request_logged(cfg: &ConfigReport, not_read: &[String]) -> Result<(), String> {
+    if let Some(e) = cfg.errors.first() {
+        return Err(format!("the configuration was read with errors ({e})"));
+    }
+    if cfg.changed_since_load() {
+        return Err("a configuration file changed after nginx loaded it".into());
+    }
+    if cfg.access_logs.is_empty() {
+        return Err("no access_log in the configuration read".into());
+    }
+    for a in &cfg.access_logs {
+        if a.path == "off" {
+            return Err(format!(
+                "access_log off ({}) leaves requests unlogged",
+                a.at
+            ));
+        }
+        if let Some(c) = &a.condition {
+            return Err(format!(
+                "access_log {} if={c} ({}) logs only some requests",
+                a.path, a.at
+            ));
+        }
+        if a.buffer.is_some() || a.flush.is_some() {
+            return Err(format!(
+                "access_log {}{} ({}) writes lines late",
+                a.path,
+                a.buffer_flush(""),
+                a.at
+            ));
+        }
+    }
+    if let Some(v) = cfg
+        .value("log_subrequest")
+        .into_iter()
+        .chain(cfg.overrides("log_subrequest"))
+        .find(|v| v.value != "off")
+    {
+        return Err(format!(
+            "log_subrequest {} logs subrequests too",
+            v.quoted()
+        ));
+    }
+    if let Some(n) = not_read.first() {
+        return Err(format!("an access log is not read: {n}"));
+    }
+    Ok(())
 }
 
 /// The same formats, in the same order (by name and compiled text).
@@ -251,6 +307,7 @@ impl AccessLogs {
         retired.truncate(MAX_FILES);
         files.extend(retired);
         self.files = files;
+        self.not_every_request = every_request_logged(cfg, &not_read).err();
         self.not_read = not_read;
         self.fields = Field::ALL
             .iter()
@@ -401,7 +458,26 @@ impl AccessLogs {
             })
             .collect();
         let o = if summary { &self.total } else { &self.interval };
-        Some(o.report(&self.fields, files, self.not_read.clone()))
+        let mut r = o.report(&self.fields, files, self.not_read.clone());
+        // What the reader adds to the configuration's proof: each file followed from
+        // attach on through a worker's fd, nothing skipped, no truncation.
+        let why = self.not_every_request.clone().or_else(|| {
+            self.files.iter().find_map(|f| {
+                if !f.tail.has_file() {
+                    Some(format!("{} is not read (no worker holds it open)", f.path))
+                } else if f.tail.bytes_skipped > 0 || f.tail.truncations > 0 {
+                    Some(format!(
+                        "{}: the reader skipped bytes or saw it truncated",
+                        f.path
+                    ))
+                } else {
+                    None
+                }
+            })
+        });
+        r.counts_every_request = why.is_none();
+        r.not_every_request = why;
+        Some(r)
     }
 }
 
@@ -532,5 +608,61 @@ mod tests {
         logs.poll(&fds(&[&fa, &fb]), false);
         let r = logs.report(true).unwrap();
         assert_eq!((r.files[0].lines, r.files[0].unparsed), (3, 0), "{r:?}");
+    }
+
+    /// The proof that every request is logged once, at once, in the files read: each
+    /// way the configuration breaks it is named with its line.
+    #[test]
+    fn every_request_logged_needs_no_off_if_buffer_or_subrequests() {
+        let with = |extra: AccessLogValue| ConfigReport {
+            prefix: "/p/".into(),
+            access_logs: vec![log("http", "logs/access.log"), extra],
+            ..Default::default()
+        };
+        let ok = with(log("server b", "logs/b.log"));
+        assert_eq!(every_request_logged(&ok, &[]), Ok(()));
+        let off = with(AccessLogValue {
+            path: "off".into(),
+            at: "n.conf:9".into(),
+            ..log("server b location /x", "off")
+        });
+        assert_eq!(
+            every_request_logged(&off, &[]),
+            Err("access_log off (n.conf:9) leaves requests unlogged".into())
+        );
+        let cond = with(AccessLogValue {
+            condition: Some("$loggable".into()),
+            ..log("server b", "logs/b.log")
+        });
+        assert!(every_request_logged(&cond, &[])
+            .unwrap_err()
+            .contains("if=$loggable"));
+        let buf = with(AccessLogValue {
+            buffer: Some("32k".into()),
+            ..log("server b", "logs/b.log")
+        });
+        assert!(every_request_logged(&buf, &[])
+            .unwrap_err()
+            .contains("buffer=32k"));
+        let mut sub = ok.clone();
+        sub.values.push(crate::model::config::ConfigValue {
+            directive: "log_subrequest".into(),
+            scope: "http".into(),
+            value: "on".into(),
+            at: "n.conf:3".into(),
+            not_loaded: false,
+        });
+        assert_eq!(
+            every_request_logged(&sub, &[]),
+            Err("log_subrequest on (n.conf:3) logs subrequests too".into())
+        );
+        assert!(every_request_logged(&ok, &["x: sent to syslog".into()])
+            .unwrap_err()
+            .starts_with("an access log is not read: x"));
+        let bad = ConfigReport {
+            errors: vec!["n.conf:4: unexpected }".into()],
+            ..ok
+        };
+        assert!(every_request_logged(&bad, &[]).is_err());
     }
 }

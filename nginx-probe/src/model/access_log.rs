@@ -272,6 +272,8 @@ impl Outcomes {
             retried_time: self.retried_time.report("$request_time"),
             lacks,
             share_logged: None,
+            counts_every_request: false,
+            not_every_request: None,
         }
     }
 }
@@ -372,6 +374,17 @@ pub struct AccessLogReport {
     /// buffered log not flushed yet, or lines not understood.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub share_logged: Option<f64>,
+    /// Whether the lines are a count of nginx's requests: every request nginx serves
+    /// is written at once to one file read here, from attach on (proven from the
+    /// configuration and the reader: see `not_every_request`). False in older
+    /// recordings.
+    #[serde(default)]
+    pub counts_every_request: bool,
+    /// Why the lines are not a count of nginx's requests (`access_log off` at
+    /// file:line, `if=`, `buffer=`, `log_subrequest on`, a log not read, the reader
+    /// fell behind); None when they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_every_request: Option<String>,
 }
 
 /// Lines over nginx's requests above which the log's counts are not requests: a
@@ -380,6 +393,23 @@ pub struct AccessLogReport {
 pub const MAX_SHARE_LOGGED: f64 = 1.01;
 
 impl AccessLogReport {
+    /// Lines in any state (read in a format or not, ambiguous, cut): one per request
+    /// nginx logged.
+    pub fn lines_all(&self) -> u64 {
+        self.lines
+            + self
+                .files
+                .iter()
+                .map(|f| f.unparsed + f.ambiguous + f.lines_cut)
+                .sum::<u64>()
+    }
+
+    /// nginx's requests in the period, counted from its access log, when every request
+    /// is logged (`counts_every_request`); None otherwise.
+    pub fn request_count(&self) -> Option<u64> {
+        self.counts_every_request.then(|| self.lines_all())
+    }
+
     /// Lines that carried a `$status` (a file in a format without it logs none).
     pub fn with_status(&self) -> u64 {
         self.statuses.values().sum()

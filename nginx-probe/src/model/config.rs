@@ -105,6 +105,9 @@ pub struct AccessLogValue {
     pub buffer: Option<String>,
     /// `flush=` time; None: no timed flush.
     pub flush: Option<String>,
+    /// `if=` condition: requests for which it is empty or "0" are not logged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub condition: Option<String>,
     /// `file:line` or [`DEFAULT`].
     pub at: String,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -360,6 +363,7 @@ pub const HTTP: &[(&str, &str)] = &[
     ("proxy_send_timeout", "60s"),
     ("proxy_http_version", "1.0"),
     ("proxy_buffering", "on"),
+    ("log_subrequest", "off"),
 ];
 /// Upstream-block directives and defaults.
 const UPSTREAM: &[(&str, &str)] = &[
@@ -474,6 +478,7 @@ impl Eval<'_> {
                 format,
                 buffer: opt("buffer="),
                 flush: opt("flush="),
+                condition: opt("if="),
                 at,
                 not_loaded,
             });

@@ -22,6 +22,10 @@ pub enum RequestSource {
     /// `ngx_http_free_request` (`--uprobes`). On nginx 1.22 HTTP/2 streams pass through
     /// `ngx_http_create_request` too (300 curl --http2 --parallel streams: 300 calls).
     Uprobe,
+    /// Exact, global, when nginx's counters are unavailable: the lines of its access
+    /// logs, when the configuration and the reader prove every request is written at
+    /// once to one file read (`access_log.counts_every_request`; no per-request cost).
+    AccessLog,
     /// Estimated (older recordings: successful writev calls). Never feeds a verdict.
     #[serde(alias = "writev_estimate")]
     Estimate,
@@ -33,7 +37,10 @@ pub enum RequestSource {
 impl RequestSource {
     /// Whether figures from this source are exact enough to feed a verdict.
     pub fn exact(self) -> bool {
-        matches!(self, RequestSource::StubStatus | RequestSource::Uprobe)
+        matches!(
+            self,
+            RequestSource::StubStatus | RequestSource::Uprobe | RequestSource::AccessLog
+        )
     }
 
     /// The name used in JSON and metrics labels.
@@ -41,6 +48,7 @@ impl RequestSource {
         match self {
             RequestSource::StubStatus => "stub_status",
             RequestSource::Uprobe => "uprobe",
+            RequestSource::AccessLog => "access_log",
             RequestSource::Estimate => "estimate",
             RequestSource::Unknown => "unknown",
         }

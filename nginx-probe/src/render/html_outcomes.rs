@@ -34,6 +34,10 @@ fn share_line(r: &Report, a: &AccessLogReport) -> String {
             a.lines,
             s * 100.0
         ),
+        (_, RequestSource::AccessLog, _) => format!(
+            "{} lines read: nginx's request count itself (no stub_status counter here; every request is logged, at once, to a file read).",
+            a.lines
+        ),
         _ => format!(
             "{} lines read; nginx's request count is unknown, so the share logged is not known.",
             a.lines

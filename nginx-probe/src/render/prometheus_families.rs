@@ -128,7 +128,7 @@ pub static FAMILIES: &[Family] = &[
         "nginx_probe_requests_total",
         Counter,
         &["source"],
-        "All HTTP requests (HTTP/2 streams included) from nginx's own counter (source=\"stub_status\"), else the uprobes' sum (source=\"uprobe\"); absent when unknown.",
+        "All HTTP requests (HTTP/2 streams included) from nginx's own counter (source=\"stub_status\"), else the uprobes' sum (source=\"uprobe\"), else the access log's lines when every request is logged (source=\"access_log\"); absent when unknown.",
         |s, o| {
             let r = &s.report.requests;
             if let Some(n) = r.count.filter(|_| r.source.exact()) {

@@ -154,6 +154,10 @@ fn lines_line(out: &mut String, r: &Report, a: &AccessLogReport) {
         (Some(s), RequestSource::StubStatus, Some(n)) => {
             format!(" = {:.0}% of nginx's {n} requests (stub_status)", s * 100.0)
         }
+        (_, RequestSource::AccessLog, _) => {
+            " = nginx's request count (every request is logged: no stub_status counter here)"
+                .to_string()
+        }
         _ => " (nginx's request count unknown: share logged not known)".to_string(),
     };
     let mut l = format!("  lines {}{share}", a.lines);

@@ -27,6 +27,7 @@ mod port_exhaustion;
 mod production;
 mod recording;
 mod requests;
+mod source_build;
 mod untrusted;
 mod upstream;
 mod verdicts;
