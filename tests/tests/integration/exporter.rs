@@ -295,3 +295,145 @@ fn verdict_gauges_fire_during_an_incident_and_clear_after_it() {
     );
     drop(probe);
 }
+
+/// Debian's Prometheus server, scraping a probe's `--listen` port every second, with its
+/// TSDB in a temporary directory; killed on drop.
+struct Prometheus {
+    child: std::process::Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Prometheus {
+    fn start(target: u16) -> Prometheus {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let cfg = dir.path().join("prometheus.yml");
+        std::fs::write(
+            &cfg,
+            format!(
+                "global: {{ scrape_interval: 1s, evaluation_interval: 1s }}\n\
+                 scrape_configs:\n  - job_name: nginx-probe\n    static_configs:\n      - targets: ['127.0.0.1:{target}']\n"
+            ),
+        )
+        .unwrap();
+        let mut cmd = Command::new("prometheus");
+        cmd.arg(format!("--config.file={}", cfg.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        nginx_probe_tests::no_inherited_fds(&mut cmd);
+        let child = cmd
+            .spawn()
+            .expect("run prometheus (run `cargo xtask setup`)");
+        let p = Prometheus {
+            child,
+            port,
+            _dir: dir,
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while p.get("/-/ready", &[]).is_none_or(|b| !b.contains("Ready")) {
+            assert!(std::time::Instant::now() < deadline, "prometheus not ready");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        p
+    }
+
+    /// The body of GET `path` with `params` URL-encoded by curl; None on failure.
+    fn get(&self, path: &str, params: &[(&str, &str)]) -> Option<String> {
+        let mut c = Command::new("curl");
+        c.args(["-sfG", "--max-time", "5"]);
+        for (k, v) in params {
+            c.arg("--data-urlencode").arg(format!("{k}={v}"));
+        }
+        let out = c
+            .arg(format!("http://127.0.0.1:{}{path}", self.port))
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// The value of an instant query returning one series; None when it returns none.
+    fn value(&self, query: &str) -> Option<f64> {
+        let body = self.get("/api/v1/query", &[("query", query)])?;
+        let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+        v["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+    }
+
+    /// Waits (up to 20 s) until `query`'s value stored by Prometheus is `want`; panics
+    /// with the last value seen.
+    fn wait_for(&self, query: &str, want: f64) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let got = self.value(query);
+            if got == Some(want) {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "prometheus has {query} = {got:?}, not {want}"
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A real Prometheus (Debian's server) scraping the exporter: the accepts and requests
+/// it stores are the load made, exactly, before and after `systemctl restart nginx`
+/// (the new master's counters start from zero, `nginx_probe_restarts_total` 1), and
+/// over the run `max_over_time` of the stored series holds the first master's total.
+#[test]
+fn a_real_prometheus_stores_the_exact_counts_through_a_master_restart() {
+    let mut ng = Nginx::start(&NginxConfig::default());
+    let port = free_port();
+    let mut probe = Probe::pid_file(&ng.pid_file())
+        .listen(port)
+        .json()
+        .summary_only()
+        .start();
+    let first = ng.master_pid();
+    scrape_when_attached_to(port, first);
+    let prom = Prometheus::start(port);
+    const N: usize = 120;
+    assert_eq!(one_request_per_connection(ng.addr(), N), N);
+    prom.wait_for("sum(nginx_probe_accepts_total)", N as f64);
+    prom.wait_for(
+        "sum(nginx_probe_requests_total{source=\"stub_status\"})",
+        N as f64,
+    );
+    let new_master = ng.restart();
+    probe.wait_for_stderr(
+        &format!("new nginx master {new_master} found (restart 1)"),
+        Duration::from_secs(20),
+    );
+    scrape_when_attached_to(port, new_master);
+    const M: usize = 77;
+    assert_eq!(one_request_per_connection(ng.addr(), M), M);
+    prom.wait_for("nginx_probe_restarts_total", 1.0);
+    prom.wait_for("nginx_probe_master_pid", new_master as f64);
+    prom.wait_for("sum(nginx_probe_accepts_total)", M as f64);
+    prom.wait_for(
+        "sum(nginx_probe_requests_total{source=\"stub_status\"})",
+        M as f64,
+    );
+    // The first master's total is still in the TSDB.
+    assert_eq!(
+        prom.value("max_over_time(sum(nginx_probe_accepts_total)[10m:1s])"),
+        Some(N as f64)
+    );
+    let out = probe.stop_with(Signal::SIGTERM);
+    assert!(out.status.success(), "{out:?}");
+}
