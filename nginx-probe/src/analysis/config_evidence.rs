@@ -263,10 +263,6 @@ const QUOTES: &[(&str, &[(&str, Quote)])] = &[
         ],
     ),
     (
-        "upstream_slow",
-        &[("config_proxy_read_timeout", Proxied("proxy_read_timeout"))],
-    ),
-    (
         "slow_requests_idle_workers",
         &[("config_proxy_read_timeout", Proxied("proxy_read_timeout"))],
     ),

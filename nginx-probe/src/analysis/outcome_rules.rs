@@ -58,6 +58,65 @@ fn read_timeouts(cfg: &ConfigReport) -> Vec<(f64, String)> {
     out
 }
 
+/// Whether the `proxy_pass` target `target` (`http://be/x`, `127.0.0.1:8080`) reaches
+/// `peer` (`$upstream_addr`'s `ip:port` or `unix:/path`): directly, or through one of
+/// the `upstreams` (names of the blocks with a `server` that is the peer).
+fn passes_to(target: &str, peer: &str, upstreams: &[&str]) -> bool {
+    let (scheme_port, rest) = match target.split_once("://") {
+        Some(("https", r)) => (":443", r),
+        Some((_, r)) => (":80", r),
+        None => (":80", target),
+    };
+    let host = if rest.starts_with("unix:") {
+        rest
+    } else {
+        rest.split('/').next().unwrap_or(rest)
+    };
+    host == peer
+        || format!("{host}{scheme_port}") == peer
+        || upstreams.contains(&host)
+        || (rest.starts_with("unix:") && peer.starts_with("unix:") && rest.starts_with(peer))
+}
+
+/// The `proxy_read_timeout` in force where nginx proxies to `peer`: the locations whose
+/// `proxy_pass` reaches it (directly or through an `upstream` block with it as a
+/// `server`); when none can be told (a variable in `proxy_pass`, a name resolved at
+/// run time), every proxying location's ([`read_timeouts`]) and `false`.
+fn read_timeouts_for(cfg: &ConfigReport, peer: &str) -> (Vec<(f64, String)>, bool) {
+    let blocks: Vec<&str> = cfg
+        .upstreams
+        .iter()
+        .filter(|u| {
+            u.servers
+                .iter()
+                .any(|s| s.address == peer || format!("{}:80", s.address) == peer)
+        })
+        .map(|u| u.name.as_str())
+        .collect();
+    let scopes: Vec<&str> = cfg
+        .proxied("proxy_pass")
+        .filter(|v| passes_to(&v.value, peer, &blocks))
+        .map(|v| v.scope.as_str())
+        .collect();
+    let mut out: Vec<(f64, String)> = Vec::new();
+    for v in cfg
+        .proxied("proxy_read_timeout")
+        .filter(|v| scopes.contains(&v.scope.as_str()))
+    {
+        let Some(s) = nginx_seconds(&v.value) else {
+            continue;
+        };
+        if out.len() < 4 && !out.iter().any(|(x, _)| *x == s) {
+            out.push((s, format!("proxy_read_timeout {}", v.quoted())));
+        }
+    }
+    if out.is_empty() {
+        (read_timeouts(cfg), false)
+    } else {
+        (out, true)
+    }
+}
+
 /// The access log, when it holds the clients' statuses for (almost) every request
 /// nginx counted.
 fn complete_log(inp: &Inputs) -> Option<&AccessLogReport> {
@@ -81,13 +140,21 @@ pub fn upstream_slow(inp: &Inputs, out: &mut Vec<Verdict>) {
     let Some(a) = inp.access_log.as_ref().filter(|a| !a.over_counted()) else {
         return;
     };
-    let timeouts = inp.config.as_ref().map(read_timeouts).unwrap_or_default();
-    // One bound only when every proxying location has the same timeout.
-    let bound = match timeouts.as_slice() {
+    // Per peer: the timeouts of the locations that proxy to it, and whether those could
+    // be told apart from the others.
+    let timeouts_of = |p: &UpstreamOutcomeReport| {
+        inp.config
+            .as_ref()
+            .map(|c| read_timeouts_for(c, &p.peer))
+            .unwrap_or_default()
+    };
+    // One bound only when every location proxying to the peer has the same timeout.
+    let bound_of = |ts: &[(f64, String)]| match ts {
         [(s, _)] => Some(*s),
         _ => None,
     };
     let slow = |p: &UpstreamOutcomeReport| {
+        let bound = bound_of(&timeouts_of(p).0);
         let t = p.response_time.as_ref()?;
         let over = t.p99_s >= SLOW_UPSTREAM_S
             || bound.is_some_and(|b| b > 0.0 && t.p99_s >= b * SLOW_SHARE_OF_TIMEOUT);
@@ -100,6 +167,8 @@ pub fn upstream_slow(inp: &Inputs, out: &mut Vec<Verdict>) {
         .collect();
     peers.sort_by(|x, y| y.1.total_cmp(&x.1));
     let Some((p, _)) = peers.first() else { return };
+    let (timeouts, located) = timeouts_of(p);
+    let bound = bound_of(&timeouts);
     let t = p.response_time.as_ref().expect("slow peers have a time");
     let timed_out = p.statuses.get("504").copied().unwrap_or(0);
     let share = bound.filter(|b| *b > 0.0).map(|b| t.p99_s / b);
@@ -134,7 +203,12 @@ pub fn upstream_slow(inp: &Inputs, out: &mut Vec<Verdict>) {
             let q: Vec<&str> = ts.iter().map(|(_, q)| q.as_str()).collect();
             ev.insert("proxy_read_timeout", serde_json::json!(q.join("; ")));
             format!(
-                ", against proxy_read_timeout set differently per location ({})",
+                ", against proxy_read_timeout set differently per location {} ({})",
+                if located {
+                    "proxying to it"
+                } else {
+                    "(which location proxies to this peer could not be told)"
+                },
                 q.join("; ")
             )
         }
@@ -516,5 +590,73 @@ mod tests {
         i.access_log.as_mut().unwrap().share_logged = Some(1.0);
         upstream_slow(&i, &mut out);
         assert_eq!(out.len(), 1);
+    }
+
+    /// The newcomer's case: four locations with four timeouts, one peer reached only
+    /// through `upstream slowpool` from the location with 1s: judged against 1s alone
+    /// (p99 0.6 s is 60% of it), and a peer no location names gets every timeout, said.
+    #[test]
+    fn a_peer_is_judged_against_the_timeout_of_the_locations_that_proxy_to_it() {
+        use crate::model::config::{UpstreamServer, UpstreamValue};
+        let cv = |d: &str, scope: &str, v: &str, at: &str| ConfigValue {
+            directive: d.into(),
+            scope: scope.into(),
+            value: v.into(),
+            at: at.into(),
+            not_loaded: false,
+        };
+        let mut values = Vec::new();
+        for (loc, pass, t, at) in [
+            ("server a location /", "http://fast", "7s", "a.conf:6"),
+            (
+                "server b location /slow/",
+                "http://slowpool/x",
+                "1s",
+                "b.conf:8",
+            ),
+            (
+                "server b location /d",
+                "http://10.0.0.9:81",
+                "45s",
+                "n.conf:11",
+            ),
+        ] {
+            values.push(cv("proxy_pass", loc, pass, at));
+            values.push(cv("proxy_read_timeout", loc, t, at));
+            values.push(cv("proxy_set_header Connection", loc, "close", "default"));
+        }
+        let cfg = ConfigReport {
+            values,
+            upstreams: vec![UpstreamValue {
+                name: "slowpool".into(),
+                servers: vec![UpstreamServer {
+                    address: "127.0.0.1:18103".into(),
+                    ..Default::default()
+                }],
+                at: "u.conf:1".into(),
+            }],
+            ..Default::default()
+        };
+        let (t, located) = read_timeouts_for(&cfg, "127.0.0.1:18103");
+        assert!(located);
+        assert_eq!(t, [(1.0, "proxy_read_timeout 1s (b.conf:8)".to_string())]);
+        let (t, located) = read_timeouts_for(&cfg, "10.0.0.9:81");
+        assert!(located);
+        assert_eq!(t[0].0, 45.0);
+        let (t, located) = read_timeouts_for(&cfg, "10.9.9.9:80");
+        assert!(!located);
+        assert_eq!(t.len(), 3);
+        let mut i = inputs(0.6, &[("200", 100)], None);
+        i.config = Some(cfg);
+        if let Some(a) = i.access_log.as_mut() {
+            a.upstreams[0].peer = "127.0.0.1:18103".into();
+        }
+        let mut out = Vec::new();
+        upstream_slow(&i, &mut out);
+        assert_eq!(out.len(), 1, "fires at 60% of the 1s that applies");
+        assert_eq!(
+            out[0].evidence["proxy_read_timeout"],
+            "proxy_read_timeout 1s (b.conf:8)"
+        );
     }
 }

@@ -405,9 +405,13 @@ impl AccessLogs {
                 }
             };
             let not_file = |t: &str| format!("{t} is not a regular file");
-            let polled = link
-                .as_deref()
-                .map(|l| f.tail.poll(l, &not_file, &mut |_, _| {}, &mut line));
+            // Only the file now at the path (a rotation) or the one being read: a worker's
+            // fd number is reused for another log after `nginx -s reopen`.
+            let want = f.want;
+            let polled = link.as_deref().map(|l| {
+                f.tail
+                    .poll_wanting(l, want, &not_file, &mut |_, _| {}, &mut line)
+            });
             if let None | Some(Polled::Gone(_) | Polled::Failed(_)) = polled {
                 // No worker holds it now (the old workers of a reload exited, a worker
                 // was respawned): what they appended before is read from the file
@@ -664,5 +668,81 @@ mod tests {
             ..ok
         };
         assert!(every_request_logged(&bad, &[]).is_err());
+    }
+
+    /// `nginx -s reopen` closes each log's old fd and opens it again: the fd number
+    /// nginx-probe read one log through may then name another log. Each line is still
+    /// counted once, in its own file (the newcomer's trial counted 8460 lines twice and
+    /// 1144 "not in the format").
+    #[test]
+    fn an_fd_number_reused_for_another_log_is_not_followed() {
+        use crate::model::config::LogFormatValue;
+        use std::io::Write;
+        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a.log"), dir.path().join("b.log"));
+        let mut fa = std::fs::File::create(&a).unwrap();
+        let mut fb = std::fs::File::create(&b).unwrap();
+        let cfg = ConfigReport {
+            access_logs: ["a", "b"]
+                .iter()
+                .map(|n| AccessLogValue {
+                    scope: format!("server {n}"),
+                    path: dir.path().join(format!("{n}.log")).display().to_string(),
+                    format: (*n).into(),
+                    at: "n.conf:1".into(),
+                    ..Default::default()
+                })
+                .collect(),
+            log_formats: vec![
+                LogFormatValue {
+                    name: "a".into(),
+                    escape: "default".into(),
+                    format: "a $status".into(),
+                    at: "n.conf:2".into(),
+                },
+                LogFormatValue {
+                    name: "b".into(),
+                    escape: "default".into(),
+                    format: "b $status".into(),
+                    at: "n.conf:3".into(),
+                },
+            ],
+            ..Default::default()
+        };
+        let me = std::process::id();
+        let kind = nginx_probe_common::fd_kind::ACCESS_LOG;
+        let mut logs = AccessLogs::default();
+        logs.configure(me, &cfg);
+        let (na, nb) = (fa.as_raw_fd() as u32, fb.as_raw_fd() as u32);
+        let held = BTreeMap::from([(me, BTreeMap::from([(na, kind), (nb, kind)]))]);
+        logs.poll(&held, true);
+        writeln!(fa, "a 200").unwrap();
+        writeln!(fb, "b 201").unwrap();
+        logs.poll(&held, false);
+        // "Reopen": a's fd number now names b.log (a's file is open at another number).
+        let fa2 = fa.try_clone().unwrap();
+        drop(fa);
+        // SAFETY: dup2 onto the number `fa` had (free now); we own the result.
+        let moved = unsafe { libc::dup2(fb.as_raw_fd(), na as i32) };
+        assert_eq!(moved, na as i32);
+        // SAFETY: dup2 returned an fd we now own.
+        let _moved = unsafe { OwnedFd::from_raw_fd(moved) };
+        let mut fa = fa2;
+        for _ in 0..3 {
+            writeln!(fa, "a 200").unwrap();
+            writeln!(fb, "b 201").unwrap();
+        }
+        let held = BTreeMap::from([(
+            me,
+            BTreeMap::from([(na, kind), (nb, kind), (fa.as_raw_fd() as u32, kind)]),
+        )]);
+        logs.poll(&held, false);
+        logs.poll(&held, true);
+        let r = logs.report(true).unwrap();
+        let per_file: Vec<(u64, u64)> = r.files.iter().map(|f| (f.lines, f.unparsed)).collect();
+        assert_eq!(per_file, [(4, 0), (4, 0)], "{r:?}");
+        assert_eq!(r.statuses.get("200"), Some(&4));
+        assert_eq!(r.statuses.get("201"), Some(&4));
     }
 }

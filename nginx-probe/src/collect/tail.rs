@@ -107,10 +107,28 @@ impl Tail {
         first: &mut dyn FnMut(&mut File, u64),
         line: &mut dyn FnMut(&[u8]),
     ) -> Polled {
+        self.poll_wanting(link, None, not_file, first, line)
+    }
+
+    /// [`Tail::poll`], but a file behind the link that is neither the one being read
+    /// nor `want` (device, inode) is not followed: the fd number was closed and reused
+    /// for another file (`nginx -s reopen` closes each log's old fd), and the link is
+    /// said to be gone. None: any file is followed, as a rotation.
+    pub fn poll_wanting(
+        &mut self,
+        link: &str,
+        want: Option<(u64, u64)>,
+        not_file: &dyn Fn(&str) -> String,
+        first: &mut dyn FnMut(&mut File, u64),
+        line: &mut dyn FnMut(&[u8]),
+    ) -> Polled {
         let (id, path) = match target(link, not_file) {
             Ok(t) => t,
             Err(why) => return Polled::Gone(why),
         };
+        if self.file_id() != Some(id) && want.is_some_and(|w| w != id) {
+            return Polled::Gone(format!("{link} now names another file ({path})"));
+        }
         let mut opened = None;
         if self.file_id() != Some(id) {
             // A new file behind the link: finish the old one first (what nginx wrote

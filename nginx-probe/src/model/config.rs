@@ -64,7 +64,13 @@ impl ConfigValue {
         } else {
             ""
         };
-        format!("{} ({}{stale})", self.value, self.at)
+        // An empty value (`proxy_set_header Connection "";`) as written.
+        let value = if self.value.is_empty() {
+            "\"\""
+        } else {
+            &self.value
+        };
+        format!("{value} ({}{stale})", self.at)
     }
 
     /// Whether no directive sets it.
@@ -540,7 +546,14 @@ impl Eval<'_> {
             self.overrides(&scope, b);
             self.access_logs(&scope, b);
             let inner = here.with(b);
-            if let Some(pass) = find(b, "proxy_pass") {
+            // `proxy_pass` in the location, or in an `if` inside it (nginx proxies there
+            // when the condition holds).
+            let pass = find(b, "proxy_pass").or_else(|| {
+                b.iter()
+                    .filter(|d| d.name == "if")
+                    .find_map(|d| d.block.as_deref().and_then(|ib| find(ib, "proxy_pass")))
+            });
+            if let Some(pass) = pass {
                 let v = self.value(&scope, pass);
                 self.push(v);
                 self.proxied(&scope, &inner);
@@ -715,7 +728,18 @@ pub fn evaluate(main: &[Directive], files: &[ConfigFile], build: &BuildDefaults)
         });
     }
     if http_d.is_some() {
-        if !http.iter().any(|d| d.name == "access_log") {
+        // nginx creates its default access log where a server has no access_log of its
+        // own nor one inherited from http (ngx_http_log_merge_loc_conf): with every
+        // server setting one, the default file is never opened.
+        let a_server_without = !http.iter().any(|d| d.name == "access_log")
+            && (!http.iter().any(|d| d.name == "server")
+                || http.iter().any(|d| {
+                    d.name == "server"
+                        && d.block
+                            .as_ref()
+                            .is_none_or(|b| !b.iter().any(|x| x.name == "access_log"))
+                }));
+        if a_server_without {
             let path = build
                 .http_log
                 .clone()
