@@ -244,6 +244,27 @@ fn every_request_logged(cfg: &ConfigReport, not_read: &[String]) -> Result<(), S
     Ok(())
 }
 
+/// Reads `line` in each of `formats`: the first reading in `read`, `ambiguous` set
+/// when a format cannot tell or two readings disagree. Whether any format matched.
+fn read_in<'a>(
+    formats: &[LogFormat],
+    line: &'a str,
+    read: &mut Option<crate::model::access_log_format::Fields<'a>>,
+    ambiguous: &mut bool,
+) -> bool {
+    let mut any = false;
+    for c in formats {
+        match c.parse(line) {
+            Parsed::Line(x) if read.is_none() => *read = Some(x),
+            Parsed::Line(x) => *ambiguous |= read.as_ref() != Some(&x),
+            Parsed::Ambiguous => *ambiguous = true,
+            Parsed::NoMatch => continue,
+        }
+        any = true;
+    }
+    any
+}
+
 /// The same formats, in the same order (by name and compiled text).
 fn same_formats(a: &[LogFormat], b: &[LogFormat]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.same_as(y))
@@ -372,27 +393,9 @@ impl AccessLogs {
                 // nginx writes client bytes raw (escape=json leaves non-ASCII as is):
                 // invalid UTF-8 is replaced, the line's shape stays.
                 let s = String::from_utf8_lossy(l);
-                let mut read = None;
-                let mut ambiguous = false;
-                let mut any = false;
-                for c in formats {
-                    match c.parse(&s) {
-                        Parsed::Line(x) if read.is_none() => read = Some(x),
-                        Parsed::Line(x) => ambiguous |= read.as_ref() != Some(&x),
-                        Parsed::Ambiguous => ambiguous = true,
-                        Parsed::NoMatch => continue,
-                    }
-                    any = true;
-                }
-                if !any {
-                    for c in previous {
-                        match c.parse(&s) {
-                            Parsed::Line(x) if read.is_none() => read = Some(x),
-                            Parsed::Line(x) => ambiguous |= read.as_ref() != Some(&x),
-                            Parsed::Ambiguous => ambiguous = true,
-                            Parsed::NoMatch => {}
-                        }
-                    }
+                let (mut read, mut ambiguous) = (None, false);
+                if !read_in(formats, &s, &mut read, &mut ambiguous) {
+                    read_in(previous, &s, &mut read, &mut ambiguous);
                 }
                 match read {
                     _ if ambiguous => counts.ambiguous += 1,

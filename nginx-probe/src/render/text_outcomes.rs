@@ -102,6 +102,14 @@ pub fn access_log_section(out: &mut String, r: &Report) {
             );
         }
     }
+    let by_server: u64 = a.servers.iter().map(|s| s.requests).sum();
+    if !a.servers.is_empty() && by_server < a.lines {
+        let _ = writeln!(
+            out,
+            "  per server: {by_server} of the {} lines (the others are in a format without $server_name or $host, or without $status)",
+            a.lines
+        );
+    }
     for s in a.servers.iter().take(MAX_PEERS_SHOWN) {
         let _ = writeln!(
             out,
@@ -198,5 +206,54 @@ fn lines_line(out: &mut String, r: &Report, a: &AccessLogReport) {
             f.path,
             f.buffered.as_deref().unwrap_or_default()
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::access_log::{AccessLogReport, ServerOutcomeReport};
+
+    /// The newcomer's case: two formats, one without `$host`: the per-server rows cover
+    /// only the lines of the other, and the section says how many.
+    #[test]
+    fn per_server_rows_say_how_many_lines_they_cover() {
+        let rec = crate::io::recording::Recording::parse(
+            "real",
+            include_str!("../testdata/two_workers_300_connections.jsonl"),
+        )
+        .expect("the recording parses");
+        let mut r = rec.whole_run().0.clone();
+        let server = |name: &str, n: u64| ServerOutcomeReport {
+            server: name.into(),
+            requests: n,
+            classes: [("2xx".to_string(), n)].into_iter().collect(),
+        };
+        r.access_log = Some(AccessLogReport {
+            lines: 220,
+            statuses: [("200".to_string(), 220)].into_iter().collect(),
+            servers: vec![server("a.test", 100), server("", 48)],
+            files: vec![crate::model::access_log::AccessLogFileReport {
+                path: "/l/a.log".into(),
+                formats: vec!["main".into(), "short".into()],
+                lines: 220,
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        let mut out = String::new();
+        access_log_section(&mut out, &r);
+        assert!(
+            out.contains("  per server: 148 of the 220 lines (the others are in a format without $server_name or $host, or without $status)\n"),
+            "{out}"
+        );
+        assert!(out.contains("  server (empty): 48 requests"), "{out}");
+        // Every line covered: no such line.
+        if let Some(a) = r.access_log.as_mut() {
+            a.lines = 148;
+        }
+        let mut out = String::new();
+        access_log_section(&mut out, &r);
+        assert!(!out.contains("per server:"), "{out}");
     }
 }
