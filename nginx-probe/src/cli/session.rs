@@ -305,8 +305,7 @@ impl<'a> Session<'a> {
         tracker.counts_log_opens = probe.counts_log_opens;
         attach_request_sources(args, &master, &mut probe, &mut tracker, schedule.is_some());
         // Workers forked between the first scan and fork following being attached.
-        let events = tracker.refresh(&mut probe)?;
-        reread_config_after_start(&mut tracker, &events);
+        tracker.refresh(&mut probe)?;
         for m in &probe.missing {
             warn!("tracepoint {m} is not available; it reads as zero");
         }
@@ -434,7 +433,6 @@ impl<'a> Session<'a> {
             Err(e) => self.tracker.proc_error(&e),
         }
         let events = self.tracker.refresh(&mut self.probe)?;
-        reread_config_after_start(&mut self.tracker, &events);
         for ev in events {
             // The live view shows them in its events pane.
             if self.live.is_none() {
@@ -595,7 +593,6 @@ impl<'a> Session<'a> {
         }
         // Final refresh so that workers that exited are marked.
         if let Ok(events) = self.tracker.refresh(&mut self.probe) {
-            reread_config_after_start(&mut self.tracker, &events);
             for ev in events {
                 eprintln!(
                     "nginx-probe: {}",
@@ -934,26 +931,6 @@ fn open_record(path: &Path, header: &recording::Header) -> Result<Sink, ProbeErr
         .and_then(|_| f.sync_data())
         .map_err(fail)?;
     Ok(Sink::spawn(Box::new(f), &shown, RECORD_QUEUE))
-}
-
-/// After a refresh that found a worker started (a reload, or a respawn), reads nginx's
-/// configuration again (bounded, once per refresh), so that the report quotes what the
-/// new workers run. Every refresh goes through here: at attach, each tick, the last one.
-fn reread_config_after_start(tracker: &mut Tracker, events: &[model::Event]) {
-    if !events
-        .iter()
-        .any(|e| matches!(e.event, model::EventKind::WorkerStarted))
-    {
-        return;
-    }
-    let pids: Vec<u32> = tracker
-        .workers
-        .iter()
-        .filter(|(_, w)| w.alive)
-        .map(|(&p, _)| p)
-        .collect();
-    let cfg = crate::collect::config::read_for_master(tracker.master.pid, &pids);
-    tracker.set_config(cfg);
 }
 
 #[cfg(test)]

@@ -100,9 +100,6 @@ pub struct Tracker {
     pub events_dropped: u64,
     /// Events since the last `refresh` returned.
     fresh: Vec<Event>,
-    /// The access logs were not polled by a refresh that found a worker started: the
-    /// next [`Tracker::set_config`] polls them in the configuration read again.
-    access_poll_due: bool,
     /// Events since the current interval started (at most [`MAX_EVENTS`]).
     interval_events: Vec<Event>,
     /// nginx's listening sockets by inode.
@@ -182,7 +179,6 @@ impl Tracker {
             events: Vec::new(),
             events_dropped: 0,
             fresh: Vec::new(),
-            access_poll_due: false,
             interval_events: Vec::new(),
             listen: BTreeMap::new(),
             listen_base_total: None,
@@ -471,17 +467,24 @@ impl Tracker {
             };
         }
         // 7. The access logs, through the fds just classified (looked up again every 2 s).
-        //    Not when a worker started (a reload): its lines may be in formats or files
-        //    of a configuration not read yet; polled once set_config has it.
-        if self
+        //    After a worker started (a reload, a respawn) the configuration is read
+        //    again first (bounded, once): the new workers' lines may be in formats or
+        //    files only it names, and the report quotes what they run.
+        let started = self
             .fresh
             .iter()
-            .any(|e| matches!(e.event, EventKind::WorkerStarted))
-        {
-            self.access_poll_due = true;
-        } else {
-            self.access_logs.poll(&self.log_fds, full_scan);
+            .any(|e| matches!(e.event, EventKind::WorkerStarted));
+        if started {
+            let pids: Vec<u32> = self
+                .workers
+                .iter()
+                .filter(|(_, w)| w.alive)
+                .map(|(&p, _)| p)
+                .collect();
+            let cfg = crate::collect::config::read_for_master(self.master.pid, &pids);
+            self.set_config(cfg);
         }
+        self.access_logs.poll(&self.log_fds, full_scan || started);
         let addrs = self.listen.values().map(|l| l.addr.as_str());
         self.lifecycle
             .refresh(&self.workers, addrs, probe, unix_now());
@@ -491,13 +494,10 @@ impl Tracker {
         Ok(std::mem::take(&mut self.fresh))
     }
 
-    /// Sets the configuration nginx runs (at attach and after a reload), and with it
-    /// the access logs to read.
+    /// Sets the configuration nginx runs (at attach; [`Tracker::refresh`] reads it
+    /// again after a worker started), and with it the access logs to read.
     pub fn set_config(&mut self, cfg: model::config::ConfigReport) {
         self.access_logs.configure(self.master.pid, &cfg);
-        if std::mem::take(&mut self.access_poll_due) {
-            self.access_logs.poll(&self.log_fds, true);
-        }
         self.config = Some(cfg);
     }
 
