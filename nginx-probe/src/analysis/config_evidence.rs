@@ -14,16 +14,16 @@ pub const MAX_QUOTED: usize = 8;
 /// The http-level value of `directive` and its overrides: `65s (nginx.conf:12);
 /// server a: 0 (a.conf:3)`.
 fn with_overrides(cfg: &ConfigReport, directive: &str) -> Option<String> {
-    let v = cfg.value(directive)?;
-    let mut parts = vec![v.quoted()];
-    let o: Vec<_> = cfg.overrides(directive).collect();
-    for x in o.iter().take(MAX_QUOTED) {
-        parts.push(format!("{}: {}", x.scope, x.quoted()));
-    }
-    if o.len() > MAX_QUOTED {
-        parts.push(format!("{} more", o.len() - MAX_QUOTED));
-    }
-    Some(parts.join("; "))
+    let v = cfg.value(directive)?.quoted();
+    let o = bounded(
+        cfg.overrides(directive)
+            .map(|x| format!("{}: {}", x.scope, x.quoted()))
+            .collect(),
+    );
+    Some(match o {
+        Some(o) => format!("{v}; {o}"),
+        None => v,
+    })
 }
 
 /// nginx's keepalive settings as configured, for advice: `keepalive_timeout 75s
@@ -43,9 +43,7 @@ pub fn keepalive_settings(cfg: Option<&ConfigReport>) -> Option<String> {
 pub fn keepalive_timeout_zero(cfg: Option<&ConfigReport>) -> Option<String> {
     let cfg = cfg?;
     let zero: Vec<String> = cfg
-        .value("keepalive_timeout")
-        .into_iter()
-        .chain(cfg.overrides("keepalive_timeout"))
+        .everywhere("keepalive_timeout")
         .filter(|v| !v.scope.starts_with("upstream"))
         .filter(|v| {
             let first = v.value.split_whitespace().next().unwrap_or("");
@@ -71,12 +69,8 @@ pub fn tls_resumption_advice(cfg: Option<&ConfigReport>) -> String {
     ) else {
         return format!("for clients that must reconnect, resume TLS sessions ({USUAL})");
     };
-    let any = |d: &str, pred: &dyn Fn(&str) -> bool| {
-        cfg.value(d)
-            .into_iter()
-            .chain(cfg.overrides(d))
-            .any(|v| pred(v.value.trim()))
-    };
+    let any =
+        |d: &str, pred: &dyn Fn(&str) -> bool| cfg.everywhere(d).any(|v| pred(v.value.trim()));
     // Either one lets a client resume: tickets (on by default) or a session cache.
     let cache_on = any("ssl_session_cache", &|v| v != "none" && v != "off");
     let tickets_off = any("ssl_session_tickets", &|v| v == "off");
@@ -96,46 +90,38 @@ fn stale(not_loaded: bool) -> &'static str {
 }
 
 /// `access_log` lines: `/var/log/a.log main buffer=32k (nginx.conf:20)`.
-fn access_logs(cfg: &ConfigReport) -> String {
-    let mut parts: Vec<String> = cfg
-        .access_logs
-        .iter()
-        .take(MAX_QUOTED)
-        .map(|a| {
-            format!(
-                "{}: {} ({}{})",
-                a.scope,
-                a.spec(" no buffer="),
-                a.at,
-                stale(a.not_loaded)
-            )
-        })
-        .collect();
-    if cfg.access_logs.len() > MAX_QUOTED {
-        parts.push(format!("{} more", cfg.access_logs.len() - MAX_QUOTED));
-    }
-    parts.join("; ")
+fn access_logs(cfg: &ConfigReport) -> Option<String> {
+    bounded(
+        cfg.access_logs
+            .iter()
+            .map(|a| {
+                format!(
+                    "{}: {} ({}{})",
+                    a.scope,
+                    a.spec(" no buffer="),
+                    a.at,
+                    stale(a.not_loaded)
+                )
+            })
+            .collect(),
+    )
 }
 
 /// `listen` lines with their reuseport: `127.0.0.1:8080 reuseport (a.conf:2)`.
-fn listens_reuseport(cfg: &ConfigReport) -> String {
-    let mut parts: Vec<String> = cfg
-        .listens
-        .iter()
-        .take(MAX_QUOTED)
-        .map(|l| {
-            let r = if l.reuseport {
-                "reuseport"
-            } else {
-                "no reuseport"
-            };
-            format!("{} {r} ({}{})", l.address, l.at, stale(l.not_loaded))
-        })
-        .collect();
-    if cfg.listens.len() > MAX_QUOTED {
-        parts.push(format!("{} more", cfg.listens.len() - MAX_QUOTED));
-    }
-    parts.join("; ")
+fn listens_reuseport(cfg: &ConfigReport) -> Option<String> {
+    bounded(
+        cfg.listens
+            .iter()
+            .map(|l| {
+                let r = if l.reuseport {
+                    "reuseport"
+                } else {
+                    "no reuseport"
+                };
+                format!("{} {r} ({}{})", l.address, l.at, stale(l.not_loaded))
+            })
+            .collect(),
+    )
 }
 
 /// Where a quoted value is read from the configuration.
@@ -365,14 +351,14 @@ fn quote(cfg: &ConfigReport, q: Quote) -> Option<String> {
                 })
                 .collect(),
         ),
-        AccessLogs => Some(access_logs(cfg)).filter(|s| !s.is_empty()),
+        AccessLogs => access_logs(cfg),
         ErrorLogs => bounded(
             cfg.error_logs
                 .iter()
                 .map(|v| format!("{}: {}", v.scope, v.quoted()))
                 .collect(),
         ),
-        ListenReuseport => Some(listens_reuseport(cfg)).filter(|s| !s.is_empty()),
+        ListenReuseport => listens_reuseport(cfg),
         ListenBacklog => bounded(
             cfg.listens
                 .iter()

@@ -192,9 +192,7 @@ fn open_file_cache(config: Option<&crate::model::config::ConfigReport>) -> FileC
         };
     };
     let set: Vec<String> = cfg
-        .value("open_file_cache")
-        .into_iter()
-        .chain(cfg.overrides("open_file_cache"))
+        .everywhere("open_file_cache")
         .filter(|v| v.value.trim() != "off")
         .map(|v| format!("open_file_cache {}", v.quoted()))
         .collect();

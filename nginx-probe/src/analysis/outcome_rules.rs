@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use super::inputs::Inputs;
 use crate::model::access_log::{AccessLogReport, UpstreamOutcomeReport};
-use crate::model::config::ConfigReport;
+use crate::model::config::{ConfigReport, ConfigValue};
 use crate::model::{Severity, Verdict};
 
 /// A peer whose p99 `$upstream_response_time` is at least this is slow, seconds.
@@ -40,14 +40,19 @@ pub fn nginx_seconds(v: &str) -> Option<f64> {
 /// with `proxy_pass` (the configuration's effective proxy settings), else the http
 /// level's. (seconds, quoted value), distinct, at most 4.
 fn read_timeouts(cfg: &ConfigReport) -> Vec<(f64, String)> {
-    let mut out: Vec<(f64, String)> = Vec::new();
     let located: Vec<_> = cfg.proxied("proxy_read_timeout").collect();
-    let chosen: Vec<_> = if located.is_empty() {
-        cfg.value("proxy_read_timeout").into_iter().collect()
+    if located.is_empty() {
+        distinct_timeouts(cfg.value("proxy_read_timeout"))
     } else {
-        located
-    };
-    for v in chosen {
+        distinct_timeouts(located)
+    }
+}
+
+/// `proxy_read_timeout` values as (seconds, quoted value): distinct, at most 4, those
+/// that do not read as a time left out.
+fn distinct_timeouts<'a>(values: impl IntoIterator<Item = &'a ConfigValue>) -> Vec<(f64, String)> {
+    let mut out: Vec<(f64, String)> = Vec::new();
+    for v in values {
         let Some(s) = nginx_seconds(&v.value) else {
             continue;
         };
@@ -98,18 +103,10 @@ fn read_timeouts_for(cfg: &ConfigReport, peer: &str) -> (Vec<(f64, String)>, boo
         .filter(|v| passes_to(&v.value, peer, &blocks))
         .map(|v| v.scope.as_str())
         .collect();
-    let mut out: Vec<(f64, String)> = Vec::new();
-    for v in cfg
-        .proxied("proxy_read_timeout")
-        .filter(|v| scopes.contains(&v.scope.as_str()))
-    {
-        let Some(s) = nginx_seconds(&v.value) else {
-            continue;
-        };
-        if out.len() < 4 && !out.iter().any(|(x, _)| *x == s) {
-            out.push((s, format!("proxy_read_timeout {}", v.quoted())));
-        }
-    }
+    let out = distinct_timeouts(
+        cfg.proxied("proxy_read_timeout")
+            .filter(|v| scopes.contains(&v.scope.as_str())),
+    );
     if out.is_empty() {
         (read_timeouts(cfg), false)
     } else {

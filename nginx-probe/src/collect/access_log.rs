@@ -227,12 +227,7 @@ fn every_request_logged(cfg: &ConfigReport, not_read: &[String]) -> Result<(), S
             ));
         }
     }
-    if let Some(v) = cfg
-        .value("log_subrequest")
-        .into_iter()
-        .chain(cfg.overrides("log_subrequest"))
-        .find(|v| v.value != "off")
-    {
+    if let Some(v) = cfg.everywhere("log_subrequest").find(|v| v.value != "off") {
         return Err(format!(
             "log_subrequest {} logs subrequests too",
             v.quoted()
@@ -320,7 +315,7 @@ impl AccessLogs {
         }
         // Files the configuration no longer names: old workers may still write them
         // (draining). Read on while a worker holds one, and kept in the report (its
-        // counts are part of the totals); the newest MAX_FILES of them at most.
+        // counts are part of the totals); MAX_FILES of them at most.
         let mut retired: Vec<Followed> = std::mem::take(&mut self.files);
         for f in &mut retired {
             f.retired = true;

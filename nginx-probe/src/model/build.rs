@@ -178,19 +178,12 @@ pub fn report(
         stub_status.as_ref(),
         inputs.request_source,
         inputs.counters_error,
+        inputs.access_log.as_ref(),
         &all_stats,
         duration_s,
     );
     let mut tls = tls(inputs, &all_stats, detail.is_some());
     let mut requests = requests;
-    if requests.source == model::RequestSource::Unknown {
-        from_access_log(
-            &mut requests,
-            inputs.access_log.as_ref(),
-            total_accepts,
-            duration_s,
-        );
-    }
     // nginx's UDP listeners (QUIC): requests and handshakes include connections no
     // accept returned, so per connection is over both (nginx's accepted counter), or
     // unknown when that counter is.
@@ -504,41 +497,6 @@ struct Parts {
     detail: Option<DetailReport>,
     lifecycle: Option<model::worker_lifecycle::LifecycleReport>,
     quic: Option<QuicReport>,
-}
-
-/// Without nginx's counters or the uprobes: the request total from nginx's access log,
-/// when it proves every request is logged (`counts_every_request`), else the reason it
-/// is not a count added to why requests are unknown.
-fn from_access_log(
-    requests: &mut model::RequestTotals,
-    log: Option<&model::access_log::AccessLogReport>,
-    accepts: u64,
-    duration_s: f64,
-) {
-    let Some(a) = log else { return };
-    let before = requests.reason.clone().unwrap_or_default();
-    match a.request_count() {
-        Some(n) => {
-            requests.source = model::RequestSource::AccessLog;
-            requests.count = Some(n);
-            requests.per_s = Some(if duration_s > 0.0 {
-                model::round3(n as f64 / duration_s)
-            } else {
-                0.0
-            });
-            requests.per_connection =
-                (accepts > 0).then(|| model::round3(n as f64 / accepts as f64));
-            requests.reason = Some(format!(
-                "{before}; counted from nginx's access log: every request is written at once to one file read (no access_log off, if=, buffer= or log_subrequest on)"
-            ));
-        }
-        None => {
-            requests.reason = Some(format!(
-                "{before}; the access log is no count either: {}",
-                a.not_every_request.as_deref().unwrap_or("not proven")
-            ));
-        }
-    }
 }
 
 /// The report from its parts and what the inputs and snapshots give directly.

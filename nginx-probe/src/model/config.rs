@@ -257,6 +257,14 @@ impl ConfigReport {
         })
     }
 
+    /// The level value of `directive` ([`ConfigReport::value`]) then its server and
+    /// location overrides: every place it is in force.
+    pub fn everywhere<'a>(&'a self, directive: &'a str) -> impl Iterator<Item = &'a ConfigValue> {
+        self.value(directive)
+            .into_iter()
+            .chain(self.overrides(directive))
+    }
+
     /// The effective value of `directive` in each location that proxies (a location
     /// with `proxy_pass`: the scopes given `proxy_set_header Connection`), one per
     /// location; empty when no location proxies.

@@ -163,13 +163,15 @@ pub struct RequestTotals {
 }
 
 /// The report's request totals. Source, best first: nginx's own counter (`stub`),
-/// the uprobes' per-worker counts summed (`per_worker == Uprobe`), else unknown with
+/// the uprobes' per-worker counts summed (`per_worker == Uprobe`), the access log's
+/// lines when it proves every request is logged (`access_log`), else unknown with
 /// `stub_error` (why nginx's counters could not be read) as the reason. `all` is every
 /// worker's (delta) stats summed, for accepts and the syscall mix.
 pub fn request_totals(
     stub: Option<&StubStatusReport>,
     per_worker: RequestSource,
     stub_error: Option<&str>,
+    access_log: Option<&super::access_log::AccessLogReport>,
     all: &SlotStats,
     duration_s: f64,
 ) -> RequestTotals {
@@ -183,14 +185,28 @@ pub fn request_totals(
                 stub_error.unwrap_or("unknown reason")
             )),
         ),
-        (None, _) => (
-            RequestSource::Unknown,
-            None,
-            Some(format!(
+        (None, _) => {
+            let why = format!(
                 "nginx's counters unavailable ({}); --uprobes counts them per worker",
                 stub_error.unwrap_or("unknown reason")
-            )),
-        ),
+            );
+            match access_log.map(|a| (a.request_count(), a)) {
+                Some((Some(n), _)) => (
+                    RequestSource::AccessLog,
+                    Some(n),
+                    Some(format!("{why}; counted from nginx's access log: every request is written at once to one file read (no access_log off, if=, buffer= or log_subrequest on)")),
+                ),
+                Some((None, a)) => (
+                    RequestSource::Unknown,
+                    None,
+                    Some(format!(
+                        "{why}; the access log is no count either: {}",
+                        a.not_every_request.as_deref().unwrap_or("not proven")
+                    )),
+                ),
+                None => (RequestSource::Unknown, None, Some(why)),
+            }
+        }
     };
     let accepts = accepts_of(all);
     RequestTotals {
@@ -414,19 +430,27 @@ mod tests {
             requests: 100,
             ..Default::default()
         };
-        let t = request_totals(Some(&stub), RequestSource::Uprobe, None, &slot, 10.0);
+        let t = request_totals(Some(&stub), RequestSource::Uprobe, None, None, &slot, 10.0);
         assert_eq!(
             (t.source, t.count, t.per_s),
             (RequestSource::StubStatus, Some(100), Some(10.0))
         );
         assert_eq!(t.per_connection, Some(10.0));
         assert_eq!(t.syscalls_per_request["write"], 1.0);
-        let t = request_totals(None, RequestSource::Uprobe, Some("no symbols"), &slot, 10.0);
+        let t = request_totals(
+            None,
+            RequestSource::Uprobe,
+            Some("no symbols"),
+            None,
+            &slot,
+            10.0,
+        );
         assert_eq!((t.source, t.count), (RequestSource::Uprobe, Some(80)));
         let t = request_totals(
             None,
             RequestSource::Unknown,
             Some("no symbols"),
+            None,
             &slot,
             10.0,
         );
@@ -435,6 +459,41 @@ mod tests {
             (RequestSource::Unknown, None, None)
         );
         assert!(t.reason.unwrap().contains("no symbols"));
+        // Without the counters, an access log that logs every request is the count
+        // (and the per-request syscall mix is over it); one that does not says why.
+        let mut log = super::super::access_log::AccessLogReport {
+            lines: 40,
+            counts_every_request: true,
+            ..Default::default()
+        };
+        let t = request_totals(
+            None,
+            RequestSource::Unknown,
+            Some("no symbols"),
+            Some(&log),
+            &slot,
+            10.0,
+        );
+        assert_eq!(
+            (t.source, t.count, t.per_s),
+            (RequestSource::AccessLog, Some(40), Some(4.0))
+        );
+        assert!(!t.syscalls_per_request.is_empty());
+        log.counts_every_request = false;
+        log.not_every_request = Some("access_log off (n.conf:9) leaves requests unlogged".into());
+        let t = request_totals(
+            None,
+            RequestSource::Unknown,
+            Some("no symbols"),
+            Some(&log),
+            &slot,
+            10.0,
+        );
+        assert_eq!((t.source, t.count), (RequestSource::Unknown, None));
+        assert!(t
+            .reason
+            .unwrap()
+            .ends_with("; the access log is no count either: access_log off (n.conf:9) leaves requests unlogged"));
         // Older recordings said writev_estimate: read as an estimate.
         let old: RequestSource = serde_json::from_str("\"writev_estimate\"").unwrap();
         assert_eq!(old, RequestSource::Estimate);
