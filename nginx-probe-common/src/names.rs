@@ -35,6 +35,9 @@ pub mod map {
     /// Per worker slot: connections accepted, counted by the `ngx_get_connection`
     /// uprobe (see [`super::prog::GET_CONNECTION`]).
     pub const ACCEPTED: &str = "ACCEPTED";
+    /// Element 0: where `ngx_event_accept` lies relative to `ngx_get_connection`, so
+    /// the accept uprobe tells its caller by the return address.
+    pub const ACCEPT_CALLER: &str = "ACCEPT_CALLER";
     /// Per worker slot: TLS handshakes completed on client connections, counted by the
     /// `ngx_ssl_ocsp_validate` uprobe (see [`super::prog::OCSP_VALIDATE`]).
     pub const TLS_DONE: &str = "TLS_DONE";
@@ -71,6 +74,7 @@ pub mod map {
         UPSTREAM_FD,
         UP_CALL,
         ACCEPTED,
+        ACCEPT_CALLER,
         TLS_DONE,
         TLS_CLIENT,
         DETAIL_GATE,

@@ -5,6 +5,31 @@
 #[map]
 static ACCEPTED: PerCpuArray<u64> = PerCpuArray::with_max_entries(DEFAULT_WORKER_SLOTS, 0);
 
+/// Element 0: `[lo, hi)`, the bytes of `ngx_event_accept` relative to the start of
+/// `ngx_get_connection` in the same binary (wrapping u64s, from its symbol table, set by
+/// user space before the uprobe is attached); `lo == hi` (as loaded): unknown, the fd
+/// table is walked instead.
+#[map]
+static ACCEPT_CALLER: Array<[u64; 2]> = Array::with_max_entries(1, 0);
+
+/// Whether this call of `ngx_get_connection` returns into `ngx_event_accept`: its
+/// return address, the 8 bytes at the stack pointer on entry, minus the probed
+/// function's address, falls in [`ACCEPT_CALLER`]'s range. One read of the worker's
+/// stack instead of the five kernel reads of [`is_accepted_socket`]. None when the
+/// range is unknown or the stack cannot be read (then the fd table decides).
+#[inline(always)]
+fn called_from_accept(ctx: &ProbeContext) -> Option<bool> {
+    let [lo, hi] = *ACCEPT_CALLER.get(0)?;
+    if lo == hi {
+        return None;
+    }
+    // SAFETY: a uprobe's context is the task's user registers.
+    let (sp, ip) = unsafe { ((*ctx.regs).rsp, (*ctx.regs).rip) };
+    // SAFETY: reads 8 bytes of the worker's stack; failure is handled.
+    let ret: u64 = unsafe { bpf_probe_read_user(sp as *const u64) }.ok()?;
+    Some(ret.wrapping_sub(ip).wrapping_sub(lo) < hi.wrapping_sub(lo))
+}
+
 /// `socket_state` of a socket `accept` returned (`SS_CONNECTED`).
 const SS_CONNECTED: u32 = 3;
 
@@ -42,16 +67,24 @@ fn is_accepted_socket(fd: u64) -> bool {
 /// `ngx_connection_t *ngx_get_connection(ngx_socket_t s, ngx_log_t *log)`, in
 /// nginx's binary. `ngx_event_accept` calls it once for every fd `accept4`/`accept`
 /// returned, before it knows whether a free connection is left, so counting the
-/// calls whose `s` is an accepted socket counts accepts exactly, per worker, for
-/// every TCP and unix-socket protocol (http, stream, mail; stream UDP sessions come
-/// from `recvmsg` on the listening socket, unconnected, and are not accepts). Other callers (upstream, resolver, the
-/// listening sockets and the channel at worker start) pass sockets that are not
-/// connected yet, or a socketpair, and are not counted.
+/// calls made from `ngx_event_accept` counts accepts exactly, per worker, for every
+/// TCP and unix-socket protocol (http, stream, mail; stream UDP sessions and QUIC come
+/// from `ngx_event_recvmsg`, unconnected, and are not accepts). Other callers
+/// (upstream, resolver, the listening sockets and the channel at worker start) are not
+/// counted. The caller is told by the return address ([`called_from_accept`]); where
+/// that range is unknown, by the fd: an accepted socket ([`is_accepted_socket`]) is
+/// counted, sockets not connected yet and socketpairs are not.
 #[uprobe]
 pub fn ngx_get_connection(ctx: ProbeContext) -> u32 {
     let Some(slot) = worker_slot() else { return 0 };
-    let Some(s) = ctx.arg::<u64>(0) else { return 0 };
-    if !is_accepted_socket(s & 0xffff_ffff) {
+    let accepted = match called_from_accept(&ctx) {
+        Some(a) => a,
+        None => match ctx.arg::<u64>(0) {
+            Some(s) => is_accepted_socket(s & 0xffff_ffff),
+            None => false,
+        },
+    };
+    if !accepted {
         return 0;
     }
     if let Some(n) = ACCEPTED.get_ptr_mut(slot) {

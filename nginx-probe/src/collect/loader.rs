@@ -110,6 +110,7 @@ pub struct Probe {
     pub lifecycle: crate::collect::lifecycle::Lifecycle,
 }
 
+mod accept;
 mod exits;
 mod perf_link;
 mod tls;
@@ -473,24 +474,6 @@ impl Probe {
         prog.load().map_err(|e| format!("{prog_name}: {e}"))?;
         prog.attach(sym, target, UProbeScope::AllProcesses)
             .map_err(|e| format!("uprobe on {sym} in {}: {e}", target.display()))?;
-        Ok(())
-    }
-
-    /// Attaches the accept counter, a uprobe on `ngx_get_connection` in `binary` (the
-    /// master's `/proc/<pid>/exe`), for every process running it; the program counts
-    /// only tracked workers, and only calls whose fd is an accepted socket (read through
-    /// the fd table, so it needs every kernel offset: [`Probe::fd_walk`]). Call it
-    /// before [`Probe::attach`], which then leaves the accept tracepoints to the detail
-    /// layer. Sets [`Probe::accepts_from_uprobe`].
-    ///
-    /// Errors: a one-line reason (no BTF offsets, symbol not exported, uprobes
-    /// unsupported); nothing is attached then.
-    pub fn attach_accept_uprobe(&mut self, binary: &Path) -> Result<(), String> {
-        if let Err(e) = &self.fd_walk {
-            return Err(format!("the fd table cannot be walked ({e})"));
-        }
-        self.attach_uprobe(prog::GET_CONNECTION, prog::GET_CONNECTION, binary)?;
-        self.accepts_from_uprobe = true;
         Ok(())
     }
 

@@ -38,7 +38,7 @@ pub const SYMBOLS: [&str; 7] = [
 
 /// Largest dynamic symbol or string table read from the binary, bytes (Debian's nginx
 /// has about 40 KB of each): a hostile binary cannot make the probe read gigabytes.
-const MAX_DYN_TABLE: u64 = 16 << 20;
+pub(crate) const MAX_DYN_TABLE: u64 = 16 << 20;
 
 /// One read of the seven counters, as nginx holds them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -270,3 +270,24 @@ fn openat_emfile_under_open_file_cache() {
         .iter()
         .any(|d| d == "open_file_cache max="));
 }
+
+/// The accept uprobe counts only `ngx_get_connection`'s calls from `ngx_event_accept`
+/// (told by the return address): a proxy calls it for every upstream connection too,
+/// and those are not accepts. Without the fd-table walk (`--writes-from-proc`) the
+/// uprobe is still the accept source: 300 one-request client connections, each with
+/// its own upstream connection, are 300 accepts and 300 upstream connects' worth of
+/// calls left out.
+#[test]
+fn accepts_from_the_uprobe_leave_out_upstream_connections_without_the_fd_walk() {
+    let be = backend_nginx();
+    let ng = proxy(be.addr(), "", "");
+    let s = Probe::on(&ng)
+        .json()
+        .arg("--writes-from-proc")
+        .detail_windows("100ms", "1h")
+        .summary_around(|| assert_eq!(one_request_per_connection(ng.addr(), 300), 300));
+    assert_eq!(s["detail"]["accepts_from"], "uprobe ngx_get_connection", "{s}");
+    assert_eq!(total_accepts(&s), 300, "{s}");
+    assert_eq!(s["detail"]["accepts_check"]["nginx_accepted"], 300, "{s}");
+    assert_eq!(s["detail"]["accepts_check"]["agree"], true, "{s}");
+}
