@@ -286,7 +286,10 @@ fn accepts_from_the_uprobe_leave_out_upstream_connections_without_the_fd_walk() 
         .arg("--writes-from-proc")
         .detail_windows("100ms", "1h")
         .summary_around(|| assert_eq!(one_request_per_connection(ng.addr(), 300), 300));
-    assert_eq!(s["detail"]["accepts_from"], "uprobe ngx_get_connection", "{s}");
+    assert_eq!(
+        s["detail"]["accepts_from"], "uprobe ngx_get_connection",
+        "{s}"
+    );
     assert_eq!(total_accepts(&s), 300, "{s}");
     assert_eq!(s["detail"]["accepts_check"]["nginx_accepted"], 300, "{s}");
     assert_eq!(s["detail"]["accepts_check"]["agree"], true, "{s}");

@@ -156,20 +156,42 @@ fn hits_median(
 }
 
 /// The hits table of one workload (console and markdown alike): per mode, probe hits
-/// per request and per connection by kind, the programs' own ns per hit, and the
-/// derived cost of one hit to the workers.
-pub fn hits_table(rows: &[Row]) -> String {
+/// per request and per connection by kind, the programs' own ns per hit, the derived
+/// cost of one hit to the workers, and with `cost` (the dispatch of one hit, measured
+/// alone: [`super::hitcost`]) the counted cost: hits per connection times (dispatch +
+/// program ns) per kind, in us per connection and as a share of no tracer's CPU per
+/// connection. An upper bound for the workers: it counts the hits of every process
+/// (the load generator's sockets pass the lifecycle tracepoints too).
+pub fn hits_table(rows: &[Row], cost: Option<&super::hitcost::HitCost>) -> String {
     let mut s = String::from(
-        "| mode | tracepoint hits/request | uprobe hits/request | hits/connection | program ns/hit (tracepoint, uprobe) | workers' us per hit (derived) |\n| --- | ---: | ---: | ---: | ---: | ---: |\n",
+        "| mode | tracepoint hits/request | uprobe hits/request | hits/connection | program ns/hit (tracepoint, uprobe) | workers' us per hit (derived) | counted cost, us/connection (% of CPU) |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n",
     );
+    let base_per_conn = rows
+        .first()
+        .map(|b| b.us_per_req * b.requests_per_connection);
     for row in rows.iter().skip(1) {
         let Some(all) = row.hits_per_req() else {
             continue;
         };
         let ns = |h: Option<(f64, Option<f64>)>| opt(h.and_then(|x| x.1), 0);
+        let counted = cost.map(|c| {
+            let per_conn = |h: Option<(f64, Option<f64>)>, dispatch: f64| {
+                h.map_or(0.0, |(per_req, prog)| {
+                    per_req * row.requests_per_connection * (dispatch + prog.unwrap_or(0.0))
+                })
+            };
+            (per_conn(row.tracepoint_hits, c.tracepoint_ns)
+                + per_conn(row.uprobe_hits, c.uprobe_ns))
+                / 1e3
+        });
+        let counted = match (counted, base_per_conn) {
+            (Some(us), Some(b)) if b > 0.0 => format!("{us:.2} ({:.1}%)", 100.0 * us / b),
+            (Some(us), _) => format!("{us:.2}"),
+            (None, _) => "-".to_string(),
+        };
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {:.2} | {}, {} | {} |",
+            "| {} | {} | {} | {:.2} | {}, {} | {} | {} |",
             row.mode.name,
             opt(row.tracepoint_hits.map(|x| x.0), 3),
             opt(row.uprobe_hits.map(|x| x.0), 3),
@@ -177,6 +199,14 @@ pub fn hits_table(rows: &[Row]) -> String {
             ns(row.tracepoint_hits),
             ns(row.uprobe_hits),
             opt(row.us_per_hit, 2),
+            counted,
+        );
+    }
+    if let Some(c) = cost {
+        let _ = writeln!(
+            s,
+            "\ndispatch of one hit, measured alone (empty programs, median of repeats): uprobe {:.0} ns, tracepoint {:.0} ns",
+            c.uprobe_ns, c.tracepoint_ns
         );
     }
     s
@@ -250,7 +280,11 @@ fn opt(v: Option<f64>, prec: usize) -> String {
 }
 
 /// The console table of one workload.
-pub fn console_table(r: &WorkloadResult, bpf_stats: bool) -> String {
+pub fn console_table(
+    r: &WorkloadResult,
+    bpf_stats: bool,
+    cost: Option<&super::hitcost::HitCost>,
+) -> String {
     let rounds = r.runs[0].len();
     let mut s = format!(
         "\n{} workload, medians of {rounds} rounds; ratio = workers' CPU per request against no tracer, same round [95% CI]\n",
@@ -300,7 +334,7 @@ pub fn console_table(r: &WorkloadResult, bpf_stats: bool) -> String {
     s.push_str(log_reading(&rows).trim_start());
     if bpf_stats {
         s.push_str("\nprobe hits (kernel's run counts of the tracer's programs):\n");
-        s.push_str(&hits_table(&rows));
+        s.push_str(&hits_table(&rows, cost));
     }
     s
 }
@@ -325,6 +359,8 @@ pub struct Page<'a> {
     pub floor: &'a [String],
     /// Every workload's runs.
     pub results: &'a [WorkloadResult],
+    /// The dispatch of one hit, measured alone (with bpf_stats).
+    pub hit_cost: Option<super::hitcost::HitCost>,
 }
 
 /// `+11.1% [+8.4%, +26.2%]`: a ratio as a change in percent, with its interval.
@@ -466,7 +502,7 @@ pub fn markdown(p: &Page) -> String {
                  program's own ns per hit leaves out the uprobe trap and the tracepoint's \
                  dispatch; the workers' us per hit is the mode's median CPU per request above \
                  no tracer's over its hits per request, so it carries the machine's noise:\n\n{}",
-                hits_table(&rows)
+                hits_table(&rows, p.hit_cost.as_ref())
             );
         }
         s.push_str(&log_reading(&rows));
@@ -684,6 +720,41 @@ mod tests {
     }
 
     #[test]
+    fn counted_cost_is_hits_per_connection_times_dispatch_plus_program_time() {
+        // One request per connection, no tracer 200 us; the mode: 13 tracepoint hits at
+        // 134 ns of program time, 2 uprobe hits at 387 ns; dispatch 150 and 750 ns:
+        // 13 * 284 + 2 * 1137 = 5966 ns = 5.97 us per connection, 3.0% of 200 us.
+        let mut r = result(&[200.0, 200.0, 200.0], &[204.0, 204.0, 204.0]);
+        for runs in r.runs.iter_mut() {
+            for x in runs.iter_mut() {
+                x.requests_per_connection = 1.0;
+            }
+        }
+        for x in r.runs[1].iter_mut() {
+            x.tracepoint_hits = Some(super::super::Hits {
+                per_req: 13.0,
+                ns_per_hit: Some(134.0),
+            });
+            x.uprobe_hits = Some(super::super::Hits {
+                per_req: 2.0,
+                ns_per_hit: Some(387.0),
+            });
+        }
+        let cost = super::super::hitcost::HitCost {
+            uprobe_ns: 750.0,
+            tracepoint_ns: 150.0,
+        };
+        let t = hits_table(&rows(&r), Some(&cost));
+        assert!(
+            t.contains("| 15.00 | 134, 387 | 0.27 | 5.97 (3.0%) |"),
+            "{t}"
+        );
+        assert!(t.contains("uprobe 750 ns, tracepoint 150 ns"), "{t}");
+        let without = hits_table(&rows(&r), None);
+        assert!(without.contains("| 0.27 | - |"), "{without}");
+    }
+
+    #[test]
     fn log_reading_is_the_probes_cpu_over_the_lines_it_read() {
         let mut r = result(&[10.0, 10.0, 10.0], &[11.0, 11.0, 11.0]);
         // 0.5 s of CPU over 1,000,000 lines = 5 ms per 10k; one round read 90% of them.
@@ -768,6 +839,7 @@ mod tests {
             secs: 5,
             floor: &["syscalls:sys_exit_write".into()],
             results: &results,
+            hit_cost: None,
         });
         assert!(page.contains("- Date: 2026-11-30 22:00 UTC"));
         assert!(
@@ -816,6 +888,7 @@ mod tests {
                 secs: 5,
                 floor: &[],
                 results,
+                hit_cost: None,
             })
         };
         // The bench's own load: a high load average, nobody else on the workers' CPUs.

@@ -11,6 +11,7 @@
 
 mod bed;
 mod doc;
+mod hitcost;
 pub mod stats;
 mod tracers;
 
@@ -726,6 +727,23 @@ pub fn overhead(probe: &Path, opts: &Options, doc_path: Option<&Path>) -> Result
     if opts.bpf_stats {
         let _ = std::fs::write("/proc/sys/kernel/bpf_stats_enabled", "1");
     }
+    let hit_cost = if opts.bpf_stats {
+        match hitcost::measure(5) {
+            Ok(c) => {
+                println!(
+                    "overhead: one hit's dispatch, measured alone: uprobe {:.0} ns, tracepoint {:.0} ns",
+                    c.uprobe_ns, c.tracepoint_ns
+                );
+                Some(c)
+            }
+            Err(e) => {
+                println!("overhead: one hit's dispatch not measured ({e:#})");
+                None
+            }
+        }
+    } else {
+        None
+    };
     let started = Instant::now();
     let mut results = Vec::new();
     let mut failure = None;
@@ -748,7 +766,10 @@ pub fn overhead(probe: &Path, opts: &Options, doc_path: Option<&Path>) -> Result
     }
     let load_after = loadavg();
     for r in &results {
-        print!("{}", doc::console_table(r, opts.bpf_stats));
+        print!(
+            "{}",
+            doc::console_table(r, opts.bpf_stats, hit_cost.as_ref())
+        );
     }
     println!(
         "\nload average before {load_before}, after {load_after}; {:.0} s",
@@ -765,6 +786,7 @@ pub fn overhead(probe: &Path, opts: &Options, doc_path: Option<&Path>) -> Result
             secs: opts.secs,
             floor: &floor.tracepoints,
             results: &results,
+            hit_cost,
         });
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;

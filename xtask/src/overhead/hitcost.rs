@@ -1,0 +1,109 @@
+//! The cost of one probe hit, measured in isolation: below this machine's noise
+//! (about +-10% between rounds) a whole-workload ratio cannot tell a 1% cost, but hits
+//! per connection (counted by the kernel) times the cost of one hit can.
+//!
+//! A hit's cost is its dispatch (the uprobe trap, the tracepoint's perf-event path)
+//! plus the program's own time (kernel `run_time_ns`, in the hits table). The dispatch
+//! is measured here with empty bpftrace programs on loops in this process: an uprobe on
+//! [`nginx_probe_hit_target`], whose first instruction is `push %r15` like
+//! `ngx_get_connection`'s in Debian's nginx (the kernel emulates a push, no
+//! single-step), and `task:task_rename` fired by `prctl(PR_SET_NAME)`, a tracepoint
+//! reached through the same perf-event path as the lifecycle tracepoints. Each repeat
+//! times the loop without and with the program (thread CPU time); the figure is the
+//! median difference.
+
+use std::time::Duration;
+
+use anyhow::Result;
+
+use super::tracers::{spawn_bpftrace, stop};
+
+#[cfg(target_arch = "x86_64")]
+std::arch::global_asm!(
+    ".globl nginx_probe_hit_target",
+    ".type nginx_probe_hit_target,@function",
+    "nginx_probe_hit_target:",
+    "push r15",
+    "pop r15",
+    "ret",
+    ".size nginx_probe_hit_target, .-nginx_probe_hit_target",
+);
+
+#[cfg(target_arch = "x86_64")]
+extern "C" {
+    /// Does nothing; the uprobe's target.
+    fn nginx_probe_hit_target();
+}
+
+/// Dispatch cost of one hit, ns (median over repeats).
+#[derive(Clone, Copy, Debug)]
+pub struct HitCost {
+    /// An entry uprobe with an empty program, on a `push` first instruction.
+    pub uprobe_ns: f64,
+    /// A perf-event tracepoint with an empty program.
+    pub tracepoint_ns: f64,
+}
+
+/// This thread's CPU time, ns.
+fn thread_cpu_ns() -> f64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    t.tv_sec as f64 * 1e9 + t.tv_nsec as f64
+}
+
+/// ns per iteration of `f` over `n` iterations, thread CPU time.
+fn per_iter(n: u64, f: &dyn Fn()) -> f64 {
+    let t0 = thread_cpu_ns();
+    for _ in 0..n {
+        f();
+    }
+    (thread_cpu_ns() - t0) / n as f64
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Median over `repeats` of (loop with `script` attached) - (loop without), ns.
+fn dispatch(script: &str, repeats: usize, n: u64, f: &dyn Fn()) -> Result<f64> {
+    let mut d = Vec::new();
+    for _ in 0..repeats {
+        let plain = per_iter(n, f);
+        let (bt, _) = spawn_bpftrace(script)?;
+        std::thread::sleep(Duration::from_millis(200));
+        let traced = per_iter(n, f);
+        stop(bt);
+        d.push(traced - plain);
+    }
+    Ok(median(d))
+}
+
+/// Measures [`HitCost`] (about 10 s: `repeats` bpftrace starts per kind).
+///
+/// Errors: bpftrace missing or refusing a probe; not x86-64.
+pub fn measure(repeats: usize) -> Result<HitCost> {
+    #[cfg(not(target_arch = "x86_64"))]
+    anyhow::bail!("the hit-cost loop is written for x86-64");
+    #[cfg(target_arch = "x86_64")]
+    {
+        let exe = std::env::current_exe()?;
+        let uprobe = format!("uprobe:{}:nginx_probe_hit_target {{ }}", exe.display());
+        // SAFETY: the target touches no memory but its own stack slot.
+        let call = || unsafe { nginx_probe_hit_target() };
+        let uprobe_ns = dispatch(&uprobe, repeats, 1_000_000, &call)?;
+        let rename = || {
+            // SAFETY: PR_SET_NAME with a NUL-terminated name; this thread only.
+            unsafe { libc::prctl(libc::PR_SET_NAME, c"xtask-hit".as_ptr(), 0, 0, 0) };
+        };
+        let tracepoint_ns = dispatch("tracepoint:task:task_rename { }", repeats, 500_000, &rename)?;
+        Ok(HitCost {
+            uprobe_ns,
+            tracepoint_ns,
+        })
+    }
+}
