@@ -466,14 +466,17 @@ mod tests {
             counts_every_request: true,
             ..Default::default()
         };
-        let t = request_totals(
-            None,
-            RequestSource::Unknown,
-            Some("no symbols"),
-            Some(&log),
-            &slot,
-            10.0,
-        );
+        let from_log = |log: &super::super::access_log::AccessLogReport| {
+            request_totals(
+                None,
+                RequestSource::Unknown,
+                Some("no symbols"),
+                Some(log),
+                &slot,
+                10.0,
+            )
+        };
+        let t = from_log(&log);
         assert_eq!(
             (t.source, t.count, t.per_s),
             (RequestSource::AccessLog, Some(40), Some(4.0))
@@ -481,14 +484,7 @@ mod tests {
         assert!(!t.syscalls_per_request.is_empty());
         log.counts_every_request = false;
         log.not_every_request = Some("access_log off (n.conf:9) leaves requests unlogged".into());
-        let t = request_totals(
-            None,
-            RequestSource::Unknown,
-            Some("no symbols"),
-            Some(&log),
-            &slot,
-            10.0,
-        );
+        let t = from_log(&log);
         assert_eq!((t.source, t.count), (RequestSource::Unknown, None));
         assert!(t
             .reason

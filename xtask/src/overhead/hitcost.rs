@@ -16,7 +16,10 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use super::tracers::{spawn_bpftrace, stop};
+use super::{
+    stats::median,
+    tracers::{spawn_bpftrace, stop},
+};
 
 #[cfg(target_arch = "x86_64")]
 std::arch::global_asm!(
@@ -64,11 +67,6 @@ fn per_iter(n: u64, f: &dyn Fn()) -> f64 {
     (thread_cpu_ns() - t0) / n as f64
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 /// Median over `repeats` of (loop with `script` attached) - (loop without), ns.
 fn dispatch(script: &str, repeats: usize, n: u64, f: &dyn Fn()) -> Result<f64> {
     let mut d = Vec::new();
@@ -80,7 +78,7 @@ fn dispatch(script: &str, repeats: usize, n: u64, f: &dyn Fn()) -> Result<f64> {
         stop(bt);
         d.push(traced - plain);
     }
-    Ok(median(d))
+    Ok(median(&d))
 }
 
 /// Measures [`HitCost`] (about 10 s: `repeats` bpftrace starts per kind).
