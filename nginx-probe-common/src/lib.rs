@@ -8,6 +8,7 @@
 //! `slot * SYSCALL_COUNT + syscall` -> user-space snapshot (summed over CPUs) ->
 //! per-interval delta -> report.
 #![cfg_attr(target_arch = "bpf", no_std)]
+#![warn(missing_docs)]
 pub mod exits;
 pub mod lifecycle;
 /// Number of log2 latency buckets per (worker, syscall). Bucket `i` counts calls whose

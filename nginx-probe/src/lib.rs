@@ -16,6 +16,8 @@
 //!
 //! Pure stages (model, analysis, render) are host-tested without root.
 
+#![warn(missing_docs)]
+
 pub mod analysis;
 pub mod cli;
 pub mod collect;

@@ -7,7 +7,11 @@
 //! - `model` imports nothing else of the crate (the report schema depends on nothing);
 //! - every folder of `nginx-probe/src` says its purpose in a `//!` doc at the top of its
 //!   `mod.rs`;
-//! - no Rust source file of the workspace is over [`MAX_LINES`] lines.
+//! - no Rust source file of the workspace is over [`MAX_LINES`] lines;
+//! - no function of `nginx-probe/src`, `nginx-probe-ebpf/src` or `xtask/src` is over
+//!   [`MAX_FN_LINES`] lines unless a `// Long because: ...` line (or doc line) at its top
+//!   says why;
+//! - no [`DUP_RUN`] identical code lines stand in two places of those sources.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -539,5 +543,243 @@ fn no_layer_imports_one_above_it() {
     assert!(
         wrong.is_empty(),
         "imports against the data's order: {wrong:?}"
+    );
+}
+
+/// Longest function allowed without a written reason, lines (signature to closing brace).
+const MAX_FN_LINES: usize = 80;
+
+/// The sources the function-length and duplicate checks read: the library and binary,
+/// the kernel programs and the project's tasks.
+fn checked_sources() -> Vec<PathBuf> {
+    let root = workspace();
+    let mut files = Vec::new();
+    for dir in ["nginx-probe/src", "nginx-probe-ebpf/src", "xtask/src"] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    files.sort();
+    files
+}
+
+/// Every function (free, method, trait default, nested) of `text` as
+/// `(name, first line, line count)`, with whether it says why it is long: a doc line or a
+/// `//` comment among the first three lines of its body that holds "long because".
+fn functions(text: &str) -> Vec<(String, usize, usize, bool)> {
+    struct V<'a> {
+        lines: Vec<&'a str>,
+        out: Vec<(String, usize, usize, bool)>,
+    }
+    impl V<'_> {
+        fn record(
+            &mut self,
+            name: String,
+            attrs: &[syn::Attribute],
+            block: &syn::Block,
+            start: usize,
+        ) {
+            use syn::spanned::Spanned;
+            let open = block.brace_token.span.open().start().line;
+            let end = block.span().end().line;
+            let doc = attrs.iter().any(|a| {
+                a.path().is_ident("doc") && quote_free(a).to_lowercase().contains("long because")
+            });
+            let body = (open..(open + 3).min(end)).any(|l| {
+                self.lines
+                    .get(l.saturating_sub(1)..l)
+                    .into_iter()
+                    .flatten()
+                    .any(|s| {
+                        let s = s.trim_start();
+                        s.starts_with("//") && s.to_lowercase().contains("long because")
+                    })
+            });
+            self.out.push((name, start, end + 1 - start, doc || body));
+        }
+    }
+    fn quote_free(a: &syn::Attribute) -> String {
+        match &a.meta {
+            syn::Meta::NameValue(nv) => match &nv.value {
+                syn::Expr::Lit(syn::ExprLit {
+                    lit: syn::Lit::Str(s),
+                    ..
+                }) => s.value(),
+                _ => String::new(),
+            },
+            _ => String::new(),
+        }
+    }
+    impl<'a> syn::visit::Visit<'a> for V<'_> {
+        fn visit_item_fn(&mut self, f: &'a syn::ItemFn) {
+            let start = f.sig.fn_token.span.start().line;
+            self.record(f.sig.ident.to_string(), &f.attrs, &f.block, start);
+            syn::visit::visit_item_fn(self, f);
+        }
+        fn visit_impl_item_fn(&mut self, f: &'a syn::ImplItemFn) {
+            let start = f.sig.fn_token.span.start().line;
+            self.record(f.sig.ident.to_string(), &f.attrs, &f.block, start);
+            syn::visit::visit_impl_item_fn(self, f);
+        }
+        fn visit_trait_item_fn(&mut self, f: &'a syn::TraitItemFn) {
+            if let Some(b) = &f.default {
+                let start = f.sig.fn_token.span.start().line;
+                self.record(f.sig.ident.to_string(), &f.attrs, b, start);
+            }
+            syn::visit::visit_trait_item_fn(self, f);
+        }
+    }
+    let Ok(file) = syn::parse_file(text) else {
+        return Vec::new();
+    };
+    let mut v = V {
+        lines: text.lines().collect(),
+        out: Vec::new(),
+    };
+    syn::visit::Visit::visit_file(&mut v, &file);
+    v.out
+}
+
+#[test]
+fn the_function_reader_measures_and_finds_the_reason() {
+    let body = "    let x = 1;\n".repeat(90);
+    let text = format!(
+        "fn short() {{\n    1;\n}}\n\nfn long() {{\n{body}}}\n\n/// Long because: a table.\nfn excused() {{\n{body}}}\n\nimpl S {{\n    fn m() {{\n        // Long because: one arm per message.\n{body}    }}\n}}\n"
+    );
+    let fns = functions(&text);
+    let got: Vec<(&str, usize, bool)> = fns
+        .iter()
+        .map(|(n, _, len, why)| (n.as_str(), *len, *why))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("short", 3, false),
+            ("long", 92, false),
+            ("excused", 92, true),
+            ("m", 93, true),
+        ]
+    );
+}
+
+#[test]
+fn no_function_is_over_80_lines_without_its_reason() {
+    let root = workspace();
+    let files = checked_sources();
+    assert!(files.len() > 20);
+    let mut long = Vec::new();
+    for f in &files {
+        let text = fs::read_to_string(f).expect("read source");
+        assert!(
+            syn::parse_file(&text).is_ok(),
+            "{} does not parse",
+            f.display()
+        );
+        for (name, line, n, why) in functions(&text) {
+            if n > MAX_FN_LINES && !why {
+                let f = f.strip_prefix(&root).unwrap_or(f);
+                long.push(format!("{}:{line} {name} ({n} lines)", f.display()));
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "{} functions over {MAX_FN_LINES} lines with no `// Long because: ...` at their top:\n{}",
+        long.len(),
+        long.join("\n")
+    );
+}
+
+/// Lines that carry code, trimmed, as the duplicate check compares them: blank lines,
+/// comments, `use` lines and lines of punctuation alone are passed over.
+fn code_lines(text: &str) -> Vec<(usize, String)> {
+    text.lines()
+        .enumerate()
+        .filter_map(|(i, l)| {
+            let t = l.split_whitespace().collect::<Vec<_>>().join(" ");
+            let skip = t.is_empty()
+                || t.starts_with("//")
+                || t.starts_with("/*")
+                || t.starts_with('*')
+                || t.starts_with("use ")
+                || t.starts_with("pub use ")
+                || t.chars().all(|c| !c.is_alphanumeric());
+            (!skip).then_some((i + 1, t))
+        })
+        .collect()
+}
+
+/// Runs of [`DUP_RUN`] identical code lines that stand in two places of `files`
+/// (`(path, text)`), as `"a.rs:10 ~ b.rs:40"`, one row per pair of places (overlapping
+/// windows of one run are reported once).
+fn duplicate_runs(files: &[(String, String)]) -> Vec<String> {
+    let mut seen: BTreeMap<Vec<String>, Vec<(usize, usize)>> = BTreeMap::new();
+    let lines: Vec<Vec<(usize, String)>> = files.iter().map(|(_, t)| code_lines(t)).collect();
+    for (fi, ls) in lines.iter().enumerate() {
+        for w in 0..ls.len().saturating_sub(DUP_RUN - 1) {
+            let key: Vec<String> = ls[w..w + DUP_RUN].iter().map(|(_, s)| s.clone()).collect();
+            seen.entry(key).or_default().push((fi, w));
+        }
+    }
+    let mut pairs: BTreeSet<(usize, usize, usize, usize)> = BTreeSet::new();
+    for places in seen.values() {
+        for (i, a) in places.iter().enumerate() {
+            for b in &places[i + 1..] {
+                if a.0 == b.0 && b.1 < a.1 + DUP_RUN {
+                    continue; // a run repeating itself line by line
+                }
+                pairs.insert((a.0, a.1, b.0, b.1));
+            }
+        }
+    }
+    // Keep the first window of each run: a pair whose predecessor window also pairs is
+    // part of the same run.
+    pairs
+        .iter()
+        .filter(|(fa, wa, fb, wb)| {
+            !(*wa > 0 && *wb > 0 && pairs.contains(&(*fa, wa - 1, *fb, wb - 1)))
+        })
+        .map(|(fa, wa, fb, wb)| {
+            format!(
+                "{}:{} ~ {}:{}",
+                files[*fa].0, lines[*fa][*wa].0, files[*fb].0, lines[*fb][*wb].0
+            )
+        })
+        .collect()
+}
+
+/// How many identical code lines make a duplicate.
+const DUP_RUN: usize = 6;
+
+#[test]
+fn the_duplicate_reader_finds_a_run_of_six_and_nothing_shorter() {
+    let run =
+        "let a = 1;\nlet b = 2;\nlet c = a + b;\nprintln!(\"{c}\");\nlet d = c * 2;\nreturn d;\n";
+    let five: String = run.lines().take(5).map(|l| format!("{l}\n")).collect();
+    let files = vec![
+        ("a.rs".to_string(), format!("fn x() {{\n{run}}}\n")),
+        (
+            "b.rs".to_string(),
+            format!("fn y() {{\n    // other\n{run}}}\n"),
+        ),
+        ("c.rs".to_string(), format!("fn z() {{\n{five}}}\n")),
+    ];
+    assert_eq!(duplicate_runs(&files), vec!["a.rs:2 ~ b.rs:3".to_string()]);
+}
+
+#[test]
+fn no_six_identical_code_lines_stand_in_two_places() {
+    let root = workspace();
+    let files: Vec<(String, String)> = checked_sources()
+        .iter()
+        .map(|p| {
+            let name = p.strip_prefix(&root).unwrap_or(p).display().to_string();
+            (name, fs::read_to_string(p).expect("read source"))
+        })
+        .collect();
+    let dups = duplicate_runs(&files);
+    assert!(
+        dups.is_empty(),
+        "{} runs of {DUP_RUN} identical code lines in two places (one piece of code should serve both):\n{}",
+        dups.len(),
+        dups.join("\n")
     );
 }
