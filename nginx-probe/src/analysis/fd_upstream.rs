@@ -74,8 +74,59 @@ pub(crate) fn ports_and_peers(inp: &Inputs, ports: bool) -> String {
     said
 }
 
+/// The upstream connects of a period, summed over the workers, against its requests:
+/// what `upstream_keepalive_off` judges.
+struct UpstreamConnects {
+    /// The period's requests (an exact total: stub_status or the uprobes).
+    requests: u64,
+    /// connect() calls to upstreams (traced `connect`), failures included.
+    connects: u64,
+    /// Connects that succeeded (a refused one cannot be kept alive).
+    established: u64,
+    /// Connects that failed with EADDRNOTAVAIL: no local port was left.
+    ports_out: u64,
+    /// Failed connects by errno name.
+    errors: BTreeMap<String, u64>,
+}
+
+impl UpstreamConnects {
+    fn of(inp: &Inputs, requests: u64) -> UpstreamConnects {
+        let mut errors: BTreeMap<String, u64> = BTreeMap::new();
+        for w in &inp.workers {
+            for (k, v) in &w.upstream_errors {
+                *errors.entry(k.clone()).or_default() += v;
+            }
+        }
+        UpstreamConnects {
+            requests,
+            connects: inp.workers.iter().map(|w| w.upstream_connects).sum(),
+            established: inp.workers.iter().map(|w| w.upstream_established).sum(),
+            ports_out: errors.get("EADDRNOTAVAIL").copied().unwrap_or(0),
+            errors,
+        }
+    }
+
+    /// Established connections per request.
+    fn per_request(&self) -> f64 {
+        self.established as f64 / self.requests as f64
+    }
+
+    /// Connections keepalive could have saved per request: the established ones and
+    /// those that found no local port.
+    fn attempts_per_request(&self) -> f64 {
+        (self.established + self.ports_out) as f64 / self.requests as f64
+    }
+
+    /// connect() calls per request, failures included.
+    fn connects_per_request(&self) -> f64 {
+        self.connects as f64 / self.requests as f64
+    }
+}
+
+/// Verdict `upstream_keepalive_off`: [`UPSTREAM_CONNECTS_PER_REQUEST`] or more new
+/// upstream connections per request over at least [`UPSTREAM_MIN_REQUESTS`] exact
+/// requests; critical when connects ran out of local ports.
 pub(crate) fn upstream_keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
-    let connects: u64 = inp.workers.iter().map(|w| w.upstream_connects).sum();
     // Rule one: only an exact request total (nginx's stub_status counter or the
     // uprobes) fires this; unknown requests: silent.
     let Some(requests) = inp.requests else {
@@ -89,35 +140,48 @@ pub(crate) fn upstream_keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
     // before them were not kept (case 18: almost every connect fails that way, so a
     // rule on established connects alone cannot see it). Other failures (ECONNREFUSED
     // to a dead upstream, timeouts) say nothing about keepalive.
-    let mut errors: BTreeMap<String, u64> = BTreeMap::new();
-    for w in &inp.workers {
-        for (k, v) in &w.upstream_errors {
-            *errors.entry(k.clone()).or_default() += v;
-        }
-    }
-    let ports_out = errors.get("EADDRNOTAVAIL").copied().unwrap_or(0);
-    let established: u64 = inp.workers.iter().map(|w| w.upstream_established).sum();
-    let per_request = established as f64 / requests as f64;
-    let attempts_per_request = (established + ports_out) as f64 / requests as f64;
-    if attempts_per_request < UPSTREAM_CONNECTS_PER_REQUEST {
+    let c = UpstreamConnects::of(inp, requests);
+    if c.attempts_per_request() < UPSTREAM_CONNECTS_PER_REQUEST {
         return;
     }
     let p50 = connect_quantile(inp, 0.50);
     let p99 = connect_quantile(inp, 0.99);
+    out.push(Verdict::new(
+        "upstream_keepalive_off",
+        if c.ports_out > 0 {
+            Severity::Critical
+        } else {
+            Severity::Warning
+        },
+        keepalive_off_evidence(inp, &c, p50, p99),
+        &[
+            "keepalive (upstream block)",
+            "proxy_http_version 1.1",
+            "proxy_set_header Connection \"\"",
+        ],
+        keepalive_off_advice(inp, &c, p50, p99),
+    ));
+}
+
+/// upstream_keepalive_off's evidence: the counts per request and per second, the
+/// connect latency (`p50`, `p99` in ns), the failures, the local ports and the peers.
+fn keepalive_off_evidence(
+    inp: &Inputs,
+    c: &UpstreamConnects,
+    p50: u64,
+    p99: u64,
+) -> BTreeMap<&'static str, serde_json::Value> {
     let mut evidence = BTreeMap::new();
-    evidence.insert("upstream_connects", serde_json::json!(connects));
-    evidence.insert("established", serde_json::json!(established));
-    evidence.insert("requests", serde_json::json!(requests));
-    evidence.insert(
-        "connects_per_request",
-        round3(connects as f64 / requests as f64),
-    );
-    evidence.insert("established_per_request", round3(per_request));
-    evidence.insert("attempts_per_request", round3(attempts_per_request));
+    evidence.insert("upstream_connects", serde_json::json!(c.connects));
+    evidence.insert("established", serde_json::json!(c.established));
+    evidence.insert("requests", serde_json::json!(c.requests));
+    evidence.insert("connects_per_request", round3(c.connects_per_request()));
+    evidence.insert("established_per_request", round3(c.per_request()));
+    evidence.insert("attempts_per_request", round3(c.attempts_per_request()));
     // Connects are detail: per second the detail layer counted (in windows if sampled).
     let detail_s = inp.detail_s();
     if detail_s > 0.0 {
-        evidence.insert("connects_per_s", round3(connects as f64 / detail_s));
+        evidence.insert("connects_per_s", round3(c.connects as f64 / detail_s));
         if inp.detail.is_some() {
             evidence.insert(
                 "connects_per_s_over",
@@ -128,7 +192,7 @@ pub(crate) fn upstream_keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
     }
     evidence.insert("connect_p50_us", round3(p50 as f64 / 1e3));
     evidence.insert("connect_p99_us", round3(p99 as f64 / 1e3));
-    evidence.insert("connect_errors", serde_json::json!(errors));
+    evidence.insert("connect_errors", serde_json::json!(c.errors));
     let ports = inp
         .local_ports
         .as_ref()
@@ -141,36 +205,35 @@ pub(crate) fn upstream_keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
     if !peers.is_empty() {
         evidence.insert("peers_in_error_log", serde_json::json!(peers));
     }
-    out.push(Verdict::new(
-        "upstream_keepalive_off",
-        if ports_out > 0 { Severity::Critical } else { Severity::Warning },
-        evidence,
-        &[
-            "keepalive (upstream block)",
-            "proxy_http_version 1.1",
-            "proxy_set_header Connection \"\"",
-        ],
-        format!(
-            "{attempts_per_request:.2} new upstream connections per request that keepalive could have saved ({per_request:.2} established, plus connects that found no local port; {:.2} connect() calls per request in all, failures included; connect p50 {:.0} us, p99 {:.0} us): nginx opens and closes a TCP connection to the upstream for every proxied request, each leaves a socket in TIME_WAIT, and under load the local ports run out (EADDRNOTAVAIL{}); reuse them: `keepalive 32;` in the `upstream` block of the peer (a proxy_pass to a bare address has no connection pool: give it one), with `proxy_http_version 1.1;` and `proxy_set_header Connection \"\";` where it is proxied",
-            connects as f64 / requests as f64,
-            p50 as f64 / 1e3,
-            p99 as f64 / 1e3,
-            if ports_out > 0 {
-                format!(
-                    ": {ports_out} connects failed for lack of a local port{}{}",
-                    // Under sampled detail the kernel's count is of the windows only.
-                    if inp.detail.is_some() {
-                        " in the detail windows"
-                    } else {
-                        ""
-                    },
-                    ports_and_peers(inp, true)
-                )
-            } else {
-                String::new()
-            }
-        ),
-    ));
+    evidence
+}
+
+/// upstream_keepalive_off's advice: the connections per request keepalive could have
+/// saved, the connect latency (`p50`, `p99` in ns), the ports run out, and the fix.
+fn keepalive_off_advice(inp: &Inputs, c: &UpstreamConnects, p50: u64, p99: u64) -> String {
+    let ports_out = c.ports_out;
+    format!(
+        "{:.2} new upstream connections per request that keepalive could have saved ({:.2} established, plus connects that found no local port; {:.2} connect() calls per request in all, failures included; connect p50 {:.0} us, p99 {:.0} us): nginx opens and closes a TCP connection to the upstream for every proxied request, each leaves a socket in TIME_WAIT, and under load the local ports run out (EADDRNOTAVAIL{}); reuse them: `keepalive 32;` in the `upstream` block of the peer (a proxy_pass to a bare address has no connection pool: give it one), with `proxy_http_version 1.1;` and `proxy_set_header Connection \"\";` where it is proxied",
+        c.attempts_per_request(),
+        c.per_request(),
+        c.connects_per_request(),
+        p50 as f64 / 1e3,
+        p99 as f64 / 1e3,
+        if ports_out > 0 {
+            format!(
+                ": {ports_out} connects failed for lack of a local port{}{}",
+                // Under sampled detail the kernel's count is of the windows only.
+                if inp.detail.is_some() {
+                    " in the detail windows"
+                } else {
+                    ""
+                },
+                ports_and_peers(inp, true)
+            )
+        } else {
+            String::new()
+        }
+    )
 }
 
 /// What fd_exhaustion says of `open_file_cache` beside the regular files it counted.
@@ -213,11 +276,9 @@ fn open_file_cache(config: Option<&crate::model::config::ConfigReport>) -> FileC
     }
 }
 
-pub(crate) fn fd_exhaustion(inp: &Inputs, out: &mut Vec<Verdict>) {
-    let emfile: u64 = inp.workers.iter().map(|w| w.emfile).sum();
-    let enfile: u64 = inp.workers.iter().map(|w| w.enfile).sum();
-    let tight: Vec<&WorkerInput> = inp
-        .workers
+/// Live workers whose peak fds leave less than [`FD_HEADROOM_MIN`] of their limit free.
+fn thin_headroom(inp: &Inputs) -> Vec<&WorkerInput> {
+    inp.workers
         .iter()
         .filter(|w| w.alive)
         .filter(|w| match (w.fds_peak, w.fd_limit) {
@@ -226,10 +287,35 @@ pub(crate) fn fd_exhaustion(inp: &Inputs, out: &mut Vec<Verdict>) {
             }
             _ => false,
         })
-        .collect();
-    if emfile == 0 && enfile == 0 && tight.is_empty() {
+        .collect()
+}
+
+/// Verdict `fd_exhaustion`: EMFILE/ENFILE on any fd-creating syscall (critical), or a
+/// live worker under [`FD_HEADROOM_MIN`] of its fd limit free (warning).
+pub(crate) fn fd_exhaustion(inp: &Inputs, out: &mut Vec<Verdict>) {
+    let emfile: u64 = inp.workers.iter().map(|w| w.emfile).sum();
+    let enfile: u64 = inp.workers.iter().map(|w| w.enfile).sum();
+    if emfile == 0 && enfile == 0 && thin_headroom(inp).is_empty() {
         return;
     }
+    let by_syscall = fd_errors_by_syscall(inp);
+    let severity = if emfile + enfile > 0 {
+        Severity::Critical
+    } else {
+        Severity::Warning
+    };
+    let (holders, directives) = fd_holders(inp, &by_syscall);
+    out.push(Verdict::new(
+        "fd_exhaustion",
+        severity,
+        fd_exhaustion_evidence(inp, emfile, enfile, &by_syscall),
+        &directives,
+        fd_exhaustion_advice(inp, enfile, &by_syscall, &holders),
+    ));
+}
+
+/// EMFILE and ENFILE counts by fd-creating syscall, summed over the workers.
+fn fd_errors_by_syscall(inp: &Inputs) -> BTreeMap<String, (u64, u64)> {
     let mut by_syscall: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     for w in &inp.workers {
         for (k, (m, n)) in &w.fd_errors {
@@ -238,7 +324,17 @@ pub(crate) fn fd_exhaustion(inp: &Inputs, out: &mut Vec<Verdict>) {
             e.1 += n;
         }
     }
-    let failed = |name: &str| by_syscall.get(name).is_some_and(|(m, n)| m + n > 0);
+    by_syscall
+}
+
+/// fd_exhaustion's evidence: the failures in all and by syscall, and each live
+/// worker's fds.
+fn fd_exhaustion_evidence(
+    inp: &Inputs,
+    emfile: u64,
+    enfile: u64,
+    by_syscall: &BTreeMap<String, (u64, u64)>,
+) -> BTreeMap<&'static str, serde_json::Value> {
     let mut evidence = BTreeMap::new();
     evidence.insert("emfile", serde_json::json!(emfile));
     evidence.insert("enfile", serde_json::json!(enfile));
@@ -263,20 +359,22 @@ pub(crate) fn fd_exhaustion(inp: &Inputs, out: &mut Vec<Verdict>) {
             }))
             .collect::<Vec<_>>()),
     );
+    evidence
+}
+
+/// What holds the fds, the likeliest first, and the directives that bound them: the
+/// syscalls that failed say what nginx was opening, the fd classification what it had
+/// open.
+fn fd_holders(
+    inp: &Inputs,
+    by_syscall: &BTreeMap<String, (u64, u64)>,
+) -> (Vec<String>, Vec<&'static str>) {
+    let failed = |name: &str| by_syscall.get(name).is_some_and(|(m, n)| m + n > 0);
     let limit = inp.workers.iter().filter_map(|w| w.fd_limit).min();
-    let severity = if emfile + enfile > 0 {
-        Severity::Critical
-    } else {
-        Severity::Warning
-    };
-    // What holds the fds: the syscalls that failed say what nginx was opening, the
-    // fd classification what it had open.
     let connects: u64 = inp.workers.iter().map(|w| w.upstream_connects).sum();
     let files_peak = inp.workers.iter().filter_map(|w| w.files_peak).max();
     let sockets_peak = inp.workers.iter().filter_map(|w| w.sockets_peak).max();
-    let upstream = failed("socket") || connects > 0;
-    let files = failed("openat")
-        || matches!((files_peak, limit), (Some(f), Some(l)) if l > 0 && f as f64 >= FILES_SHARE_OF_LIMIT * l as f64);
+    let files_share = matches!((files_peak, limit), (Some(f), Some(l)) if l > 0 && f as f64 >= FILES_SHARE_OF_LIMIT * l as f64);
     // Only holders that were counted are named: sockets are not told apart (client
     // connections, listeners and nginx's channel socketpairs to the other workers all
     // read `socket:[..]` in /proc), so they are named as sockets, not as clients.
@@ -287,7 +385,7 @@ pub(crate) fn fd_exhaustion(inp: &Inputs, out: &mut Vec<Verdict>) {
         ));
     }
     let mut directives = vec!["worker_rlimit_nofile", "worker_connections"];
-    if upstream {
+    if failed("socket") || connects > 0 {
         holders.insert(
             usize::from(!failed("socket")).min(holders.len()),
             format!(
@@ -297,7 +395,7 @@ pub(crate) fn fd_exhaustion(inp: &Inputs, out: &mut Vec<Verdict>) {
         );
         directives.push("keepalive (upstream block)");
     }
-    if files {
+    if failed("openat") || files_share {
         let cache = open_file_cache(inp.config.as_ref());
         holders.insert(
             usize::from(!failed("openat")).min(holders.len()),
@@ -316,21 +414,31 @@ pub(crate) fn fd_exhaustion(inp: &Inputs, out: &mut Vec<Verdict>) {
         );
         // The directive only when the files were counted holding a share of the limit,
         // and open_file_cache is set (or the configuration was not read).
-        if cache.may_hold
-            && matches!((files_peak, limit), (Some(f), Some(l)) if l > 0 && f as f64 >= FILES_SHARE_OF_LIMIT * l as f64)
-        {
+        if cache.may_hold && files_share {
             directives.push("open_file_cache max=");
         }
     }
     if holders.is_empty() {
         holders.push("unknown (the workers' fds were not classified)".into());
     }
+    (holders, directives)
+}
+
+/// fd_exhaustion's advice: the system-wide table full (ENFILE), or the workers' soft
+/// limit with the syscalls that failed and what holds the fds.
+fn fd_exhaustion_advice(
+    inp: &Inputs,
+    enfile: u64,
+    by_syscall: &BTreeMap<String, (u64, u64)>,
+    holders: &[String],
+) -> String {
+    let limit = inp.workers.iter().filter_map(|w| w.fd_limit).min();
     let failing: Vec<String> = by_syscall
         .iter()
         .filter(|(_, (m, n))| m + n > 0)
         .map(|(k, (m, n))| format!("{k}() {}", m + n))
         .collect();
-    let advice = if enfile > 0 {
+    if enfile > 0 {
         format!(
             "the system-wide file table is full (ENFILE on {}): raise fs.file-max",
             failing.join(", ")
@@ -346,14 +454,7 @@ pub(crate) fn fd_exhaustion(inp: &Inputs, out: &mut Vec<Verdict>) {
             },
             holders.join(", ")
         )
-    };
-    out.push(Verdict::new(
-        "fd_exhaustion",
-        severity,
-        evidence,
-        &directives,
-        advice,
-    ));
+    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use super::inputs::Inputs;
 use crate::model::access_log::{AccessLogReport, UpstreamOutcomeReport};
 use crate::model::config::{ConfigReport, ConfigValue};
-use crate::model::{Severity, Verdict};
+use crate::model::{round3_json as round3, Severity, Verdict};
 
 /// A peer whose p99 `$upstream_response_time` is at least this is slow, seconds.
 pub const SLOW_UPSTREAM_S: f64 = 1.0;
@@ -22,10 +22,6 @@ pub const SLOW_MIN_TRIES: u64 = 20;
 /// Share of nginx's requests the access log must hold for "the clients got" figures
 /// to stand for all requests.
 pub const MIN_SHARE_LOGGED: f64 = 0.99;
-
-fn r3(x: f64) -> serde_json::Value {
-    serde_json::json!((x * 1000.0).round() / 1000.0)
-}
 
 /// An nginx time (`60s`, `500ms`, `1m`, `90`: seconds) in seconds.
 pub fn nginx_seconds(v: &str) -> Option<f64> {
@@ -128,30 +124,28 @@ fn complete_log(inp: &Inputs) -> Option<&AccessLogReport> {
         })
 }
 
-/// `upstream_slow`: an upstream peer's response time, as nginx logged it
-/// (`$upstream_response_time`), at or over [`SLOW_UPSTREAM_S`] at p99 or half the
-/// `proxy_read_timeout` that bounds it; critical when it answered 504s or its p99 is at
-/// [`CRITICAL_SHARE_OF_TIMEOUT`] of the timeout. The slowest peer is the verdict; the
-/// other slow ones are listed in its evidence.
-pub fn upstream_slow(inp: &Inputs, out: &mut Vec<Verdict>) {
-    let Some(a) = inp.access_log.as_ref().filter(|a| !a.over_counted()) else {
-        return;
-    };
-    // Per peer: the timeouts of the locations that proxy to it, and whether those could
-    // be told apart from the others.
-    let timeouts_of = |p: &UpstreamOutcomeReport| {
-        inp.config
-            .as_ref()
-            .map(|c| read_timeouts_for(c, &p.peer))
-            .unwrap_or_default()
-    };
-    // One bound only when every location proxying to the peer has the same timeout.
-    let bound_of = |ts: &[(f64, String)]| match ts {
+/// The `proxy_read_timeout`s of the locations that proxy to `p`, and whether those could
+/// be told apart from the others; none without a configuration.
+fn timeouts_of(inp: &Inputs, p: &UpstreamOutcomeReport) -> (Vec<(f64, String)>, bool) {
+    inp.config
+        .as_ref()
+        .map(|c| read_timeouts_for(c, &p.peer))
+        .unwrap_or_default()
+}
+
+/// One bound only when every location proxying to the peer has the same timeout, s.
+fn bound_of(ts: &[(f64, String)]) -> Option<f64> {
+    match ts {
         [(s, _)] => Some(*s),
         _ => None,
-    };
+    }
+}
+
+/// The peers `upstream_slow` judges slow, with their p99 `$upstream_response_time` in
+/// seconds, the slowest first.
+fn slow_peers<'a>(inp: &Inputs, a: &'a AccessLogReport) -> Vec<(&'a UpstreamOutcomeReport, f64)> {
     let slow = |p: &UpstreamOutcomeReport| {
-        let bound = bound_of(&timeouts_of(p).0);
+        let bound = bound_of(&timeouts_of(inp, p).0);
         let t = p.response_time.as_ref()?;
         let over = t.p99_s >= SLOW_UPSTREAM_S
             || bound.is_some_and(|b| b > 0.0 && t.p99_s >= b * SLOW_SHARE_OF_TIMEOUT);
@@ -163,53 +157,28 @@ pub fn upstream_slow(inp: &Inputs, out: &mut Vec<Verdict>) {
         .filter_map(|p| slow(p).map(|s| (p, s)))
         .collect();
     peers.sort_by(|x, y| y.1.total_cmp(&x.1));
+    peers
+}
+
+/// `upstream_slow`: an upstream peer's response time, as nginx logged it
+/// (`$upstream_response_time`), at or over [`SLOW_UPSTREAM_S`] at p99 or half the
+/// `proxy_read_timeout` that bounds it; critical when it answered 504s or its p99 is at
+/// [`CRITICAL_SHARE_OF_TIMEOUT`] of the timeout. The slowest peer is the verdict; the
+/// other slow ones are listed in its evidence.
+pub fn upstream_slow(inp: &Inputs, out: &mut Vec<Verdict>) {
+    let Some(a) = inp.access_log.as_ref().filter(|a| !a.over_counted()) else {
+        return;
+    };
+    let peers = slow_peers(inp, a);
     let Some((p, _)) = peers.first() else { return };
-    let (timeouts, located) = timeouts_of(p);
+    let (timeouts, located) = timeouts_of(inp, p);
     let bound = bound_of(&timeouts);
     let t = p.response_time.as_ref().expect("slow peers have a time");
     let timed_out = p.statuses.get("504").copied().unwrap_or(0);
     let share = bound.filter(|b| *b > 0.0).map(|b| t.p99_s / b);
     let critical = timed_out > 0 || share.is_some_and(|s| s >= CRITICAL_SHARE_OF_TIMEOUT);
-    let mut ev = BTreeMap::new();
-    ev.insert("peer", serde_json::json!(p.peer));
-    ev.insert("tries", serde_json::json!(p.tries));
-    ev.insert("p50_s", r3(t.p50_s));
-    ev.insert("p99_s", r3(t.p99_s));
-    ev.insert("max_s", r3(t.max_s));
-    ev.insert("upstream_504", serde_json::json!(timed_out));
-    ev.insert(
-        "source",
-        serde_json::json!("nginx's access log ($upstream_response_time, $upstream_status)"),
-    );
-    if peers.len() > 1 {
-        let others: Vec<String> = peers[1..]
-            .iter()
-            .take(5)
-            .map(|(q, s)| format!("{} p99 {s:.3} s", q.peer))
-            .collect();
-        ev.insert("other_slow_peers", serde_json::json!(others));
-    }
-    let against = match (&share, timeouts.as_slice()) {
-        (Some(s), [(_, q)]) => {
-            ev.insert("proxy_read_timeout", serde_json::json!(q));
-            ev.insert("p99_share_of_timeout", r3(*s));
-            format!(", {:.0}% of {q}", s * 100.0)
-        }
-        (_, []) => ", against a proxy_read_timeout not known (configuration not read)".into(),
-        (_, ts) => {
-            let q: Vec<&str> = ts.iter().map(|(_, q)| q.as_str()).collect();
-            ev.insert("proxy_read_timeout", serde_json::json!(q.join("; ")));
-            format!(
-                ", against proxy_read_timeout set differently per location {} ({})",
-                if located {
-                    "proxying to it"
-                } else {
-                    "(which location proxies to this peer could not be told)"
-                },
-                q.join("; ")
-            )
-        }
-    };
+    let mut ev = slow_evidence(&peers);
+    let against = against_timeout(&mut ev, share, &timeouts, located);
     let timeouts_clause = if timed_out > 0 {
         format!(
             "; {timed_out} of its responses were 504 (nginx gave up waiting: proxy_read_timeout)"
@@ -233,11 +202,181 @@ pub fn upstream_slow(inp: &Inputs, out: &mut Vec<Verdict>) {
     ));
 }
 
+/// upstream_slow's evidence on the slowest of `peers` (its tries, response times in
+/// seconds, 504s), and the other slow peers, at most 5.
+fn slow_evidence(
+    peers: &[(&UpstreamOutcomeReport, f64)],
+) -> BTreeMap<&'static str, serde_json::Value> {
+    let p = peers[0].0;
+    let t = p.response_time.as_ref().expect("slow peers have a time");
+    let mut ev = BTreeMap::new();
+    ev.insert("peer", serde_json::json!(p.peer));
+    ev.insert("tries", serde_json::json!(p.tries));
+    ev.insert("p50_s", round3(t.p50_s));
+    ev.insert("p99_s", round3(t.p99_s));
+    ev.insert("max_s", round3(t.max_s));
+    ev.insert(
+        "upstream_504",
+        serde_json::json!(p.statuses.get("504").copied().unwrap_or(0)),
+    );
+    ev.insert(
+        "source",
+        serde_json::json!("nginx's access log ($upstream_response_time, $upstream_status)"),
+    );
+    if peers.len() > 1 {
+        let others: Vec<String> = peers[1..]
+            .iter()
+            .take(5)
+            .map(|(q, s)| format!("{} p99 {s:.3} s", q.peer))
+            .collect();
+        ev.insert("other_slow_peers", serde_json::json!(others));
+    }
+    ev
+}
+
+/// The clause of upstream_slow's advice on the `proxy_read_timeout` its p99 is judged
+/// against (`share` of it when there is one bound), quoted into `ev` too.
+fn against_timeout(
+    ev: &mut BTreeMap<&'static str, serde_json::Value>,
+    share: Option<f64>,
+    timeouts: &[(f64, String)],
+    located: bool,
+) -> String {
+    match (&share, timeouts) {
+        (Some(s), [(_, q)]) => {
+            ev.insert("proxy_read_timeout", serde_json::json!(q));
+            ev.insert("p99_share_of_timeout", round3(*s));
+            format!(", {:.0}% of {q}", s * 100.0)
+        }
+        (_, []) => ", against a proxy_read_timeout not known (configuration not read)".into(),
+        (_, ts) => {
+            let q: Vec<&str> = ts.iter().map(|(_, q)| q.as_str()).collect();
+            ev.insert("proxy_read_timeout", serde_json::json!(q.join("; ")));
+            format!(
+                ", against proxy_read_timeout set differently per location {} ({})",
+                if located {
+                    "proxying to it"
+                } else {
+                    "(which location proxies to this peer could not be told)"
+                },
+                q.join("; ")
+            )
+        }
+    }
+}
+
 /// `clients_5xx` fires from this many 5xx lines and this share of the logged requests.
 pub const CLIENTS_5XX_MIN: u64 = 10;
+/// ... and this share of the lines that carry a status.
 pub const CLIENTS_5XX_MIN_SHARE: f64 = 0.01;
 /// Critical from this share.
 pub const CLIENTS_5XX_CRITICAL_SHARE: f64 = 0.05;
+
+/// The 5xx the clients got, from nginx's access log, as `clients_5xx` quotes them.
+struct ClientFives<'a> {
+    /// Lines answered 5xx (`$status`).
+    n: u64,
+    /// Lines that carry a `$status`.
+    logged: u64,
+    /// `n` over `logged`.
+    share: f64,
+    /// 5xx lines by status code.
+    statuses: BTreeMap<&'a str, u64>,
+    /// Tries the upstream peers answered 5xx (`$upstream_status`).
+    from_peers: u64,
+    /// The server names with the most 5xx, at most 5.
+    servers: Vec<(&'a str, u64)>,
+}
+
+impl<'a> ClientFives<'a> {
+    fn of(a: &'a AccessLogReport, n: u64, logged: u64) -> ClientFives<'a> {
+        let from_peers: u64 = a
+            .upstreams
+            .iter()
+            .flat_map(|p| p.statuses.iter())
+            .filter(|(c, _)| c.starts_with('5'))
+            .map(|(_, n)| n)
+            .sum();
+        let mut servers: Vec<(&str, u64)> = a
+            .servers
+            .iter()
+            .map(|s| {
+                (
+                    s.server.as_str(),
+                    s.classes.get("5xx").copied().unwrap_or(0),
+                )
+            })
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        servers.sort_by_key(|y| std::cmp::Reverse(y.1));
+        servers.truncate(5);
+        ClientFives {
+            n,
+            logged,
+            share: n as f64 / logged as f64,
+            statuses: a.statuses_5xx().collect(),
+            from_peers,
+            servers,
+        }
+    }
+
+    fn evidence(&self, a: &AccessLogReport) -> BTreeMap<&'static str, serde_json::Value> {
+        let mut ev = BTreeMap::new();
+        ev.insert("clients_5xx", serde_json::json!(self.n));
+        ev.insert("logged", serde_json::json!(self.logged));
+        if self.logged < a.lines {
+            ev.insert(
+                "lines_without_status",
+                serde_json::json!(a.lines - self.logged),
+            );
+        }
+        ev.insert("share", round3(self.share));
+        ev.insert("statuses", serde_json::json!(self.statuses));
+        ev.insert("share_logged", serde_json::json!(a.share_logged));
+        ev.insert(
+            "source",
+            serde_json::json!("nginx's access log ($status, $upstream_status)"),
+        );
+        if !a.upstreams.is_empty() {
+            ev.insert("upstream_5xx_tries", serde_json::json!(self.from_peers));
+        }
+        if !self.servers.is_empty() {
+            ev.insert("servers", serde_json::json!(self.servers));
+        }
+        ev
+    }
+
+    fn advice(&self, a: &AccessLogReport) -> String {
+        let (n, logged, from_peers) = (self.n, self.logged, self.from_peers);
+        let statuses: Vec<String> = self
+            .statuses
+            .iter()
+            .map(|(c, n)| format!("{c} {n}"))
+            .collect();
+        let peers = if a.upstreams.is_empty() {
+            String::new()
+        } else if from_peers > 0 {
+            format!("; upstream peers answered {from_peers} tries with a 5xx ($upstream_status), so at least part of them came from upstreams")
+        } else {
+            "; no upstream peer answered a 5xx ($upstream_status): nginx made them itself".into()
+        };
+        let by_server = if self.servers.is_empty() {
+            String::new()
+        } else {
+            let s: Vec<String> = self
+                .servers
+                .iter()
+                .map(|(s, n)| format!("{s} {n}"))
+                .collect();
+            format!("; by server: {}", s.join(", "))
+        };
+        format!(
+            "{n} of the {logged} requests nginx logged ({:.1}%) were answered 5xx ({}){peers}{by_server}. nginx-probe did not measure why: nginx's error log at the same times has the cause",
+            self.share * 100.0,
+            statuses.join(", ")
+        )
+    }
+}
 
 /// `clients_5xx`: the access log shows clients answered 5xx (at least
 /// [`CLIENTS_5XX_MIN`] and [`CLIENTS_5XX_MIN_SHARE`] of the lines read) that no other
@@ -264,61 +403,8 @@ pub fn clients_5xx(inp: &Inputs, out: &mut Vec<Verdict>) {
     if n < CLIENTS_5XX_MIN || share < CLIENTS_5XX_MIN_SHARE {
         return;
     }
-    let fives: BTreeMap<&str, u64> = a.statuses_5xx().collect();
-    let from_peers: u64 = a
-        .upstreams
-        .iter()
-        .flat_map(|p| p.statuses.iter())
-        .filter(|(c, _)| c.starts_with('5'))
-        .map(|(_, n)| n)
-        .sum();
-    let mut servers: Vec<(&str, u64)> = a
-        .servers
-        .iter()
-        .map(|s| {
-            (
-                s.server.as_str(),
-                s.classes.get("5xx").copied().unwrap_or(0),
-            )
-        })
-        .filter(|(_, n)| *n > 0)
-        .collect();
-    servers.sort_by_key(|y| std::cmp::Reverse(y.1));
-    servers.truncate(5);
-    let mut ev = BTreeMap::new();
-    ev.insert("clients_5xx", serde_json::json!(n));
-    ev.insert("logged", serde_json::json!(logged));
-    if logged < a.lines {
-        ev.insert("lines_without_status", serde_json::json!(a.lines - logged));
-    }
-    ev.insert("share", r3(share));
-    ev.insert("statuses", serde_json::json!(fives));
-    ev.insert("share_logged", serde_json::json!(a.share_logged));
-    ev.insert(
-        "source",
-        serde_json::json!("nginx's access log ($status, $upstream_status)"),
-    );
-    if !a.upstreams.is_empty() {
-        ev.insert("upstream_5xx_tries", serde_json::json!(from_peers));
-    }
-    if !servers.is_empty() {
-        ev.insert("servers", serde_json::json!(servers));
-    }
-    let statuses: Vec<String> = fives.iter().map(|(c, n)| format!("{c} {n}")).collect();
-    let peers = if a.upstreams.is_empty() {
-        String::new()
-    } else if from_peers > 0 {
-        format!("; upstream peers answered {from_peers} tries with a 5xx ($upstream_status), so at least part of them came from upstreams")
-    } else {
-        "; no upstream peer answered a 5xx ($upstream_status): nginx made them itself".into()
-    };
-    let by_server = if servers.is_empty() {
-        String::new()
-    } else {
-        let s: Vec<String> = servers.iter().map(|(s, n)| format!("{s} {n}")).collect();
-        format!("; by server: {}", s.join(", "))
-    };
-    let directives: &[&str] = if from_peers > 0 {
+    let fives = ClientFives::of(a, n, logged);
+    let directives: &[&str] = if fives.from_peers > 0 {
         &["error_log", "proxy_pass / upstream"]
     } else {
         &["error_log"]
@@ -330,13 +416,9 @@ pub fn clients_5xx(inp: &Inputs, out: &mut Vec<Verdict>) {
         } else {
             Severity::Warning
         },
-        ev,
+        fives.evidence(a),
         directives,
-        format!(
-            "{n} of the {logged} requests nginx logged ({:.1}%) were answered 5xx ({}){peers}{by_server}. nginx-probe did not measure why: nginx's error log at the same times has the cause",
-            share * 100.0,
-            statuses.join(", ")
-        ),
+        fives.advice(a),
     ));
 }
 

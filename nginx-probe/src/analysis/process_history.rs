@@ -37,6 +37,27 @@ fn of_configured(inp: &Inputs) -> String {
         .unwrap_or_default()
 }
 
+/// The evidence both verdicts carry: when the master started, whether its error log was
+/// read back that far, and that source.
+fn history_evidence(
+    h: &crate::model::ProcessHistoryReport,
+) -> BTreeMap<&'static str, serde_json::Value> {
+    let mut evidence = BTreeMap::new();
+    evidence.insert(
+        "master_started_unix_s",
+        serde_json::json!(h.master_started_unix_s),
+    );
+    evidence.insert(
+        "reached_master_start",
+        serde_json::json!(h.reached_master_start),
+    );
+    evidence.insert(
+        "source",
+        serde_json::json!("error log since the master's start"),
+    );
+    evidence
+}
+
 /// `worker_spawn_failed`: workers nginx meant to run and does not, since the master
 /// started (error log): `<call>() failed while spawning "worker process"` lines (the
 /// master could not start them) and `... exited with fatal code 2 and cannot be
@@ -49,17 +70,13 @@ pub fn worker_spawn_failed(inp: &Inputs, out: &mut Vec<Verdict>) {
         return;
     }
     let running = inp.workers.iter().filter(|w| w.alive && w.pid > 0).count() as u64;
-    let mut evidence = BTreeMap::new();
+    let mut evidence = history_evidence(h);
     evidence.insert("workers_failed_to_spawn", serde_json::json!(failed));
     evidence.insert("workers_exited_fatal", serde_json::json!(fatal));
     evidence.insert("workers_running", serde_json::json!(running));
     evidence.insert(
         "spawn_failed_emfile_before_attach",
         serde_json::json!(h.spawn_failed_emfile_before_attach),
-    );
-    evidence.insert(
-        "master_started_unix_s",
-        serde_json::json!(h.master_started_unix_s),
     );
     evidence.insert(
         "master_nofile_soft",
@@ -69,14 +86,6 @@ pub fn worker_spawn_failed(inp: &Inputs, out: &mut Vec<Verdict>) {
         "master_nofile_hard",
         serde_json::json!(h.master_nofile_hard),
     );
-    evidence.insert(
-        "reached_master_start",
-        serde_json::json!(h.reached_master_start),
-    );
-    evidence.insert(
-        "source",
-        serde_json::json!("error log since the master's start"),
-    );
     let bound = if h.reached_master_start {
         String::new()
     } else {
@@ -85,7 +94,30 @@ pub fn worker_spawn_failed(inp: &Inputs, out: &mut Vec<Verdict>) {
             h.bytes_read_back
         )
     };
-    let cause = if failed == 0 {
+    let fatal_said = if fatal > 0 {
+        format!(
+            "; {fatal} more were spawned but exited with fatal code 2 during their own start (error log: 'exited with fatal code 2 and cannot be respawned'; the line each wrote before it says why) and the master does not start them again"
+        )
+    } else {
+        String::new()
+    };
+    let configured = of_configured(inp);
+    let cause = spawn_cause(h);
+    out.push(Verdict::new(
+        "worker_spawn_failed",
+        Severity::Critical,
+        evidence,
+        &["worker_processes", "LimitNOFILE (the master's nofile)"],
+        format!(
+            "nginx failed to spawn {failed} worker processes since the master started (error log){bound}{fatal_said}; {running} workers run{configured}{cause}"
+        ),
+    ));
+}
+
+/// What worker_spawn_failed says of the cause: the master's open-files limit, and when
+/// spawns failed with EMFILE, that the master ran out of fds and how to raise its limit.
+fn spawn_cause(h: &crate::model::ProcessHistoryReport) -> String {
+    if h.workers_failed_to_spawn == 0 {
         format!(
             "; the master's open-files limit: soft {}, hard {} (/proc/<master>/limits)",
             limit(h.master_nofile_soft),
@@ -104,24 +136,7 @@ pub fn worker_spawn_failed(inp: &Inputs, out: &mut Vec<Verdict>) {
             limit(h.master_nofile_soft),
             limit(h.master_nofile_hard)
         )
-    };
-    let fatal_said = if fatal > 0 {
-        format!(
-            "; {fatal} more were spawned but exited with fatal code 2 during their own start (error log: 'exited with fatal code 2 and cannot be respawned'; the line each wrote before it says why) and the master does not start them again"
-        )
-    } else {
-        String::new()
-    };
-    let configured = of_configured(inp);
-    out.push(Verdict::new(
-        "worker_spawn_failed",
-        Severity::Critical,
-        evidence,
-        &["worker_processes", "LimitNOFILE (the master's nofile)"],
-        format!(
-            "nginx failed to spawn {failed} worker processes since the master started (error log){bound}{fatal_said}; {running} workers run{configured}{cause}"
-        ),
-    ));
+    }
 }
 
 /// `worker_crashed`: `worker process N exited on signal S` lines since the master
@@ -132,20 +147,8 @@ pub fn worker_crashed(inp: &Inputs, out: &mut Vec<Verdict>) {
     if crashed < CRASHED_MIN {
         return;
     }
-    let mut evidence = BTreeMap::new();
+    let mut evidence = history_evidence(h);
     evidence.insert("workers_crashed", serde_json::json!(crashed));
-    evidence.insert(
-        "master_started_unix_s",
-        serde_json::json!(h.master_started_unix_s),
-    );
-    evidence.insert(
-        "reached_master_start",
-        serde_json::json!(h.reached_master_start),
-    );
-    evidence.insert(
-        "source",
-        serde_json::json!("error log since the master's start"),
-    );
     out.push(Verdict::new(
         "worker_crashed",
         Severity::Critical,
