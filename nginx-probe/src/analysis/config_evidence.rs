@@ -553,13 +553,11 @@ mod tests {
         assert!(out[0].evidence.is_empty());
     }
 
-    /// The upstream rules quote each proxying location's effective settings (not a
-    /// location that only sets a proxy_ directive), the upstream blocks' keepalive, and
-    /// say when there is no upstream block at all.
-    #[test]
-    fn upstream_verdicts_quote_the_proxying_locations_and_the_pool() {
+    /// A configuration proxying `/api` to upstream `be` (keepalive 16), with a
+    /// location that sets proxy_read_timeout without proxying.
+    fn proxying_config() -> ConfigReport {
         let loc = "server a location /api";
-        let mut cfg = ConfigReport {
+        ConfigReport {
             values: vec![
                 v("proxy_http_version", "http", "1.0", "default"),
                 v("proxy_read_timeout", "http", "60s", "default"),
@@ -595,23 +593,34 @@ mod tests {
                 ..Default::default()
             }],
             ..Default::default()
-        };
+        }
+    }
+
+    /// upstream_keepalive_off, upstream_errors, worker_shutdown_timeout and
+    /// accept_queue_overflow annotated with `cfg`, in that order.
+    fn annotated_upstream_verdicts(cfg: &ConfigReport) -> Vec<Verdict> {
         let ids = [
             "upstream_keepalive_off",
             "upstream_errors",
             "worker_shutdown_timeout",
             "accept_queue_overflow",
         ];
-        let run = |cfg: &ConfigReport| {
-            let inp = Inputs {
-                config: Some(cfg.clone()),
-                ..Default::default()
-            };
-            let mut out: Vec<Verdict> = ids.iter().map(|id| verdict(id)).collect();
-            annotate(&inp, &mut out);
-            out
+        let inp = Inputs {
+            config: Some(cfg.clone()),
+            ..Default::default()
         };
-        let out = run(&cfg);
+        let mut out: Vec<Verdict> = ids.iter().map(|id| verdict(id)).collect();
+        annotate(&inp, &mut out);
+        out
+    }
+
+    /// The upstream rules quote each proxying location's effective settings (not a
+    /// location that only sets a proxy_ directive), the upstream blocks' keepalive, and
+    /// say when there is no upstream block at all.
+    #[test]
+    fn upstream_verdicts_quote_the_proxying_locations_and_the_pool() {
+        let mut cfg = proxying_config();
+        let out = annotated_upstream_verdicts(&cfg);
         let e = |i: usize, k: &str| out[i].evidence.get(k).cloned().unwrap_or_default();
         assert_eq!(
             e(0, "config_upstream_keepalive"),
@@ -645,7 +654,7 @@ mod tests {
         // A bare-address proxy_pass: no pool to configure, said so.
         cfg.upstreams.clear();
         cfg.values.retain(|v| !v.scope.starts_with("upstream "));
-        let out = run(&cfg);
+        let out = annotated_upstream_verdicts(&cfg);
         assert_eq!(
             out[0].evidence["config_upstream_keepalive"],
             "no upstream block (a proxy_pass to an address has no pool of idle connections)"

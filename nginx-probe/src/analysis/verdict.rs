@@ -300,6 +300,9 @@ fn reuse(accepts_per_request: f64) -> String {
     }
 }
 
+/// Verdict `keepalive_off`: [`KEEPALIVE_ACCEPTS_PER_REQUEST`] or more accepts per
+/// request over at least [`KEEPALIVE_MIN_REQUESTS`] exact requests, unless connections
+/// were closed unserved or nginx itself reused idle ones.
 fn keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
     let Some(requests) = inp.requests.filter(|_| inp.accepts_per_request_known()) else {
         return;
@@ -319,16 +322,7 @@ fn keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
     if log_count(inp, "worker_connections_reusing") > 0 {
         return;
     }
-    let conn_ns: u64 = inp.workers.iter().map(|w| w.conn_syscall_ns).sum();
-    let all_ns: u64 = inp.workers.iter().map(|w| w.all_syscall_ns).sum();
-    let mut evidence = BTreeMap::new();
-    evidence.insert("accepts", serde_json::json!(accepts));
-    evidence.insert("requests", serde_json::json!(requests));
-    evidence.insert(
-        "requests_source",
-        serde_json::json!(inp.requests_source.name()),
-    );
-    evidence.insert("accepts_per_request", round3(per_request));
+    let mut evidence = keepalive_evidence(inp, accepts, requests);
     let who = super::conn_verdicts::who_closed(inp);
     let closed_by = who.as_ref().map(|w| w.0.clone());
     evidence.insert("closed_by", closed_by.unwrap_or(CLOSED_BY_UNKNOWN.into()));
@@ -338,67 +332,14 @@ fn keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
             None => WHO_CLOSES.to_string(),
         }
     });
-    // Under --detail sampled accept4 is timed all the time and the other syscalls only
-    // in windows: their ratio is no share of anything.
-    if all_ns > 0 && inp.detail.is_none() {
-        evidence.insert(
-            if inp.close_traced {
-                "accept_close_share_of_syscall_time"
-            } else {
-                "accept_share_of_syscall_time"
-            },
-            round3(conn_ns as f64 / all_ns as f64),
-        );
-    }
     // On a TLS listener every new connection also pays a TLS handshake: its count and
     // cost are the evidence that matters most.
     let tls = inp.tls.as_ref().filter(|t| t.handshakes > 0);
     if let Some(t) = tls {
-        evidence.insert("tls_handshakes", serde_json::json!(t.handshakes));
-        evidence.insert(
-            "tls_handshakes_per_request",
-            round3(t.handshakes as f64 / requests as f64),
-        );
-        if let Some(ns) = t.call_ns_per_handshake {
-            evidence.insert("tls_handshake_call_us", round3(ns as f64 / 1e3));
-        }
-        // No wall time without a timed handshake (sampled: none in the windows).
-        if t.timed_handshakes() > 0 {
-            evidence.insert("tls_handshake_p50_us", round3(t.p50_ns as f64 / 1e3));
-            evidence.insert("tls_handshake_mean_us", round3(t.mean_ns as f64 / 1e3));
-        }
-        if let Some(share) = t.share_of_worker_busy {
-            evidence.insert("tls_share_of_worker_busy", round3(share));
-        }
-        if t.libssl_sampled {
-            evidence.insert(
-                "tls_timing_from",
-                serde_json::json!("detail windows (libssl's uprobes are linked only there)"),
-            );
-        }
+        tls_handshake_evidence(&mut evidence, t, requests);
     }
     let advice = match tls {
-        Some(t) => {
-            let call = t
-                .call_ns_per_handshake
-                .map(|ns| format!("{:.0} us", ns as f64 / 1e3))
-                .unwrap_or_else(|| "unknown".into());
-            let windows = if t.libssl_sampled && t.call_ns_per_handshake.is_some() {
-                " in the detail windows"
-            } else {
-                ""
-            };
-            let share = t
-                .share_of_worker_busy
-                .map(|s| format!(", {:.0}% of the workers' busy time", s * 100.0))
-                .unwrap_or_default();
-            let resume = super::config_evidence::tls_resumption_advice(inp.config.as_ref());
-            format!(
-                "{per_request:.2} accepts per request ({reuse}): every connection pays a TCP and a TLS handshake ({n} TLS handshakes, {call} inside SSL_do_handshake each{windows}{share}); {who_closes}; {resume}",
-                reuse = reuse(per_request),
-                n = t.handshakes,
-            )
-        }
+        Some(t) => keepalive_off_tls_advice(inp, t, per_request, &who_closes),
         None => format!(
             "{per_request:.2} accepts per request ({}): every connection pays a TCP handshake and teardown; {who_closes}",
             reuse(per_request)
@@ -421,6 +362,103 @@ fn keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
         directives,
         advice,
     ));
+}
+
+/// keepalive_off's evidence on the connections: accepts and requests (with the
+/// requests' source), their ratio, and the share of syscall time accepting (and
+/// closing) took.
+fn keepalive_evidence(
+    inp: &Inputs,
+    accepts: u64,
+    requests: u64,
+) -> BTreeMap<&'static str, serde_json::Value> {
+    let conn_ns: u64 = inp.workers.iter().map(|w| w.conn_syscall_ns).sum();
+    let all_ns: u64 = inp.workers.iter().map(|w| w.all_syscall_ns).sum();
+    let mut evidence = BTreeMap::new();
+    evidence.insert("accepts", serde_json::json!(accepts));
+    evidence.insert("requests", serde_json::json!(requests));
+    evidence.insert(
+        "requests_source",
+        serde_json::json!(inp.requests_source.name()),
+    );
+    evidence.insert(
+        "accepts_per_request",
+        round3(accepts as f64 / requests as f64),
+    );
+    // Under --detail sampled accept4 is timed all the time and the other syscalls only
+    // in windows: their ratio is no share of anything.
+    if all_ns > 0 && inp.detail.is_none() {
+        evidence.insert(
+            if inp.close_traced {
+                "accept_close_share_of_syscall_time"
+            } else {
+                "accept_share_of_syscall_time"
+            },
+            round3(conn_ns as f64 / all_ns as f64),
+        );
+    }
+    evidence
+}
+
+/// The TLS handshakes' evidence of keepalive_off (libssl's uprobes): how many, per
+/// request, the time inside SSL_do_handshake per handshake (us), their wall time and
+/// share of the workers' busy time.
+fn tls_handshake_evidence(
+    evidence: &mut BTreeMap<&'static str, serde_json::Value>,
+    t: &crate::model::TlsReport,
+    requests: u64,
+) {
+    evidence.insert("tls_handshakes", serde_json::json!(t.handshakes));
+    evidence.insert(
+        "tls_handshakes_per_request",
+        round3(t.handshakes as f64 / requests as f64),
+    );
+    if let Some(ns) = t.call_ns_per_handshake {
+        evidence.insert("tls_handshake_call_us", round3(ns as f64 / 1e3));
+    }
+    // No wall time without a timed handshake (sampled: none in the windows).
+    if t.timed_handshakes() > 0 {
+        evidence.insert("tls_handshake_p50_us", round3(t.p50_ns as f64 / 1e3));
+        evidence.insert("tls_handshake_mean_us", round3(t.mean_ns as f64 / 1e3));
+    }
+    if let Some(share) = t.share_of_worker_busy {
+        evidence.insert("tls_share_of_worker_busy", round3(share));
+    }
+    if t.libssl_sampled {
+        evidence.insert(
+            "tls_timing_from",
+            serde_json::json!("detail windows (libssl's uprobes are linked only there)"),
+        );
+    }
+}
+
+/// keepalive_off's advice on a TLS listener: every new connection pays a TLS handshake
+/// too, with its cost and the session resumption settings.
+fn keepalive_off_tls_advice(
+    inp: &Inputs,
+    t: &crate::model::TlsReport,
+    per_request: f64,
+    who_closes: &str,
+) -> String {
+    let call = t
+        .call_ns_per_handshake
+        .map(|ns| format!("{:.0} us", ns as f64 / 1e3))
+        .unwrap_or_else(|| "unknown".into());
+    let windows = if t.libssl_sampled && t.call_ns_per_handshake.is_some() {
+        " in the detail windows"
+    } else {
+        ""
+    };
+    let share = t
+        .share_of_worker_busy
+        .map(|s| format!(", {:.0}% of the workers' busy time", s * 100.0))
+        .unwrap_or_default();
+    let resume = super::config_evidence::tls_resumption_advice(inp.config.as_ref());
+    format!(
+        "{per_request:.2} accepts per request ({reuse}): every connection pays a TCP and a TLS handshake ({n} TLS handshakes, {call} inside SSL_do_handshake each{windows}{share}); {who_closes}; {resume}",
+        reuse = reuse(per_request),
+        n = t.handshakes,
+    )
 }
 
 fn worker_connections_exhausted(inp: &Inputs, out: &mut Vec<Verdict>) {
@@ -817,88 +855,78 @@ pub fn judge_report(r: &crate::model::Report) -> Vec<Verdict> {
 /// The verdict inputs of a report: every worker's numbers (exited ones flagged), and
 /// the merged old exited workers when there are any.
 pub fn verdict_inputs(workers: &[WorkerReport], close_traced: bool) -> Inputs {
-    let conn_calls = ["accept4", "accept", "close"];
-    let waits = ["epoll_wait", "epoll_pwait", "epoll_pwait2"];
     Inputs {
-        workers: workers
-            .iter()
-            .map(|w| WorkerInput {
-                pid: w.pid,
-                alive: w.alive,
-                accepts: w.accepts,
-                emfile: fd_error_total(w, |e| e.emfile),
-                enfile: fd_error_total(w, |e| e.enfile),
-                fd_errors: w
-                    .fd_errors
-                    .iter()
-                    .filter(|(_, e)| e.emfile + e.enfile > 0)
-                    .map(|(k, e)| (k.clone(), (e.emfile, e.enfile)))
-                    .collect(),
-                requests: w.requests.count.filter(|_| w.requests.source.exact()),
-                upstream_connects: w.upstream.connects,
-                upstream_established: w.upstream.established,
-                upstream_errors: w
-                    .upstream
-                    .errors
-                    .iter()
-                    .filter(|(_, &v)| v > 0)
-                    .map(|(k, &v)| (k.clone(), v))
-                    .collect(),
-                connect_hist: w.upstream.latency_hist_log2_ns.clone(),
-                connect_max_ns: w.upstream.latency_max_ns,
-                upstream_fds_open: w.upstream.fds_open,
-                files_open: w.fds.files,
-                files_peak: w.fds.files_peak,
-                sockets_peak: w.fds.sockets_peak,
-                busy_ns: (w.event_loop.iterations > 0).then_some(w.event_loop.busy_ns),
-                cpu_s: w.cpu_s,
-                run_delay_ns: w.run_delay_s.map(|s| (s * 1e9) as u64),
-                max_iteration_ns: w.event_loop.max_iteration_ns,
-                accepted_then_closed: w.accepted_then_closed,
-                access_log_writes: w.writes.get("access_log").map(|x| x.count).unwrap_or(0),
-                access_log_ns: w.writes.get("access_log").map(|x| x.total_ns).unwrap_or(0),
-                access_log_p99_ns: w.writes.get("access_log").map(|x| x.p99_ns).unwrap_or(0),
-                access_log_opens: w.access_log_opens,
-                error_log_writes: w.writes.get("error_log").map(|x| x.count).unwrap_or(0),
-                error_log_ns: w.writes.get("error_log").map(|x| x.total_ns).unwrap_or(0),
-                p99_iteration_ns: w.event_loop.p99_iteration_ns,
-                request_p50_ns: w.requests.p50_ns,
-                request_p99_ns: w.requests.p99_ns,
-                conn_syscall_ns: w
-                    .syscalls
-                    .iter()
-                    .filter(|(k, _)| conn_calls.contains(&k.as_str()))
-                    .map(|(_, s)| s.total_ns)
-                    .sum(),
-                all_syscall_ns: w
-                    .syscalls
-                    .iter()
-                    .filter(|(k, _)| !waits.contains(&k.as_str()))
-                    .map(|(_, s)| s.total_ns)
-                    .sum(),
-                fds_open: w.fds.open,
-                fds_peak: w.fds.peak,
-                fd_limit: w.fds.limit,
-            })
-            .collect(),
+        workers: workers.iter().map(worker_input).collect(),
         close_traced,
-        listen: Vec::new(),
-        period_s: 0.0,
-        nginx_errors: None,
-        cpu_quota: None,
-        requests: None,
-        requests_source: crate::model::RequestSource::Unknown,
-        detail: None,
-        quic: None,
-        stale_logs: Vec::new(),
-        local_ports: None,
-        stub_dropped: None,
-        connections_active: None,
-        tls: None,
-        lifecycle: None,
-        config: None,
-        connections: None,
-        access_log: None,
+        ..Inputs::default()
+    }
+}
+
+/// Syscalls of connection set-up and tear-down (`WorkerInput::conn_syscall_ns`).
+const CONN_CALLS: [&str; 3] = ["accept4", "accept", "close"];
+/// Syscalls that wait for events, left out of `WorkerInput::all_syscall_ns`.
+const WAITS: [&str; 3] = ["epoll_wait", "epoll_pwait", "epoll_pwait2"];
+
+/// ns `w` spent in the traced syscalls `pick` selects.
+fn syscall_ns(w: &WorkerReport, pick: impl Fn(&str) -> bool) -> u64 {
+    w.syscalls
+        .iter()
+        .filter(|(k, _)| pick(k))
+        .map(|(_, s)| s.total_ns)
+        .sum()
+}
+
+/// One worker's numbers as the rules read them.
+fn worker_input(w: &WorkerReport) -> WorkerInput {
+    let access_log = w.writes.get("access_log");
+    let error_log = w.writes.get("error_log");
+    WorkerInput {
+        pid: w.pid,
+        alive: w.alive,
+        accepts: w.accepts,
+        emfile: fd_error_total(w, |e| e.emfile),
+        enfile: fd_error_total(w, |e| e.enfile),
+        fd_errors: w
+            .fd_errors
+            .iter()
+            .filter(|(_, e)| e.emfile + e.enfile > 0)
+            .map(|(k, e)| (k.clone(), (e.emfile, e.enfile)))
+            .collect(),
+        requests: w.requests.count.filter(|_| w.requests.source.exact()),
+        upstream_connects: w.upstream.connects,
+        upstream_established: w.upstream.established,
+        upstream_errors: w
+            .upstream
+            .errors
+            .iter()
+            .filter(|(_, &v)| v > 0)
+            .map(|(k, &v)| (k.clone(), v))
+            .collect(),
+        connect_hist: w.upstream.latency_hist_log2_ns.clone(),
+        connect_max_ns: w.upstream.latency_max_ns,
+        upstream_fds_open: w.upstream.fds_open,
+        files_open: w.fds.files,
+        files_peak: w.fds.files_peak,
+        sockets_peak: w.fds.sockets_peak,
+        busy_ns: (w.event_loop.iterations > 0).then_some(w.event_loop.busy_ns),
+        cpu_s: w.cpu_s,
+        run_delay_ns: w.run_delay_s.map(|s| (s * 1e9) as u64),
+        max_iteration_ns: w.event_loop.max_iteration_ns,
+        accepted_then_closed: w.accepted_then_closed,
+        access_log_writes: access_log.map(|x| x.count).unwrap_or(0),
+        access_log_ns: access_log.map(|x| x.total_ns).unwrap_or(0),
+        access_log_p99_ns: access_log.map(|x| x.p99_ns).unwrap_or(0),
+        access_log_opens: w.access_log_opens,
+        error_log_writes: error_log.map(|x| x.count).unwrap_or(0),
+        error_log_ns: error_log.map(|x| x.total_ns).unwrap_or(0),
+        p99_iteration_ns: w.event_loop.p99_iteration_ns,
+        request_p50_ns: w.requests.p50_ns,
+        request_p99_ns: w.requests.p99_ns,
+        conn_syscall_ns: syscall_ns(w, |k| CONN_CALLS.contains(&k)),
+        all_syscall_ns: syscall_ns(w, |k| !WAITS.contains(&k)),
+        fds_open: w.fds.open,
+        fds_peak: w.fds.peak,
+        fd_limit: w.fds.limit,
     }
 }
 

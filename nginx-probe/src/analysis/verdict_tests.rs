@@ -312,13 +312,20 @@ fn queue_rule_trusts_nginx_socket_drops_over_the_namespace_counters() {
     .is_empty());
 }
 
-#[test]
-fn access_log_rule_counts_writes_per_request() {
+/// A worker writing the access log once per request for 300 requests: 10% of its
+/// syscall time, p99 8 us.
+fn unbuffered_writer() -> WorkerInput {
     let mut a = w(1, 1, 300);
     a.access_log_writes = 300;
     a.access_log_ns = 300_000;
     a.all_syscall_ns = 3_000_000;
     a.access_log_p99_ns = 8_000;
+    a
+}
+
+#[test]
+fn access_log_rule_counts_writes_per_request() {
+    let a = unbuffered_writer();
     let v = judge(&Inputs {
         workers: vec![a.clone()],
         ..Inputs::default()
@@ -330,9 +337,20 @@ fn access_log_rule_counts_writes_per_request() {
         serde_json::json!(0.1)
     );
     assert_eq!(v[0].evidence["p99_write_us"], serde_json::json!(8.0));
+    let mut buffered = a;
+    buffered.access_log_writes = 3;
+    assert!(judge(&Inputs {
+        workers: vec![buffered],
+        ..Inputs::default()
+    })
+    .is_empty());
+}
+
+#[test]
+fn access_log_rule_fires_at_the_share_or_the_rate_threshold() {
     // At the share threshold (3% of the syscall time): fires; just below, at 7 writes/s
     // (the 0.8% case is far below): silent.
-    let mut at = a.clone();
+    let mut at = unbuffered_writer();
     at.access_log_ns = 90_000;
     let period = |w: WorkerInput| Inputs {
         workers: vec![w],
@@ -361,8 +379,13 @@ fn access_log_rule_counts_writes_per_request() {
         ..period(at)
     };
     assert!(judge(&slower).is_empty());
+}
+
+#[test]
+fn access_log_rule_gives_no_buffer_advice_where_nginx_cannot_buffer() {
     // A log nginx cannot buffer (a path with variables, syslog): no buffer= advice,
     // whether the opens per request show it or the configuration does.
+    let a = unbuffered_writer();
     let mut reopened = a.clone();
     reopened.access_log_opens = Some(300);
     let ids: Vec<String> = judge(&Inputs {
@@ -397,13 +420,6 @@ fn access_log_rule_counts_writes_per_request() {
     );
     let v = judge(&with_logs(&["off", "/l/fixed.log"]));
     assert!(!v[0].advice.contains("refuses"), "{}", v[0].advice);
-    let mut buffered = a;
-    buffered.access_log_writes = 3;
-    assert!(judge(&Inputs {
-        workers: vec![buffered],
-        ..Inputs::default()
-    })
-    .is_empty());
 }
 
 #[test]
@@ -510,13 +526,9 @@ fn imbalance_needs_enough_accepts_and_real_skew() {
     );
 }
 
-#[test]
-fn keepalive_rule_uses_accepts_per_request() {
-    let reuse = Inputs {
-        workers: vec![w(1, 5, 1000), w(2, 5, 1000)],
-        ..Inputs::default()
-    };
-    assert!(judge(&reuse).iter().all(|v| v.id != "keepalive_off"));
+/// Two workers, 500 accepts for 500 requests each (one request per connection), with
+/// `close` traced: accept and close take 20% of their syscall time.
+fn one_request_per_connection() -> Inputs {
     let mut close = Inputs {
         workers: vec![w(1, 500, 500), w(2, 500, 500)],
         close_traced: true,
@@ -526,8 +538,25 @@ fn keepalive_rule_uses_accepts_per_request() {
     close.workers[0].all_syscall_ns = 1000;
     close.workers[1].conn_syscall_ns = 100;
     close.workers[1].all_syscall_ns = 1000;
-    let v = judge(&close);
-    let k = v.iter().find(|v| v.id == "keepalive_off").expect("fires");
+    close
+}
+
+/// The `keepalive_off` verdict of `inp`; panics when it does not fire.
+fn keepalive_verdict(inp: &Inputs) -> Verdict {
+    judge(inp)
+        .into_iter()
+        .find(|v| v.id == "keepalive_off")
+        .expect("fires")
+}
+
+#[test]
+fn keepalive_rule_uses_accepts_per_request() {
+    let reuse = Inputs {
+        workers: vec![w(1, 5, 1000), w(2, 5, 1000)],
+        ..Inputs::default()
+    };
+    assert!(judge(&reuse).iter().all(|v| v.id != "keepalive_off"));
+    let k = keepalive_verdict(&one_request_per_connection());
     assert_eq!(k.evidence["accepts_per_request"], serde_json::json!(1.0));
     assert_eq!(
         k.evidence["accept_close_share_of_syscall_time"],
@@ -537,6 +566,18 @@ fn keepalive_rule_uses_accepts_per_request() {
         k.directives,
         vec!["keepalive_timeout", "keepalive_requests"]
     );
+    // Too few requests: no verdict.
+    let few = Inputs {
+        workers: vec![w(1, 50, 50), w(2, 50, 50)],
+        ..Inputs::default()
+    };
+    assert!(judge(&few).is_empty());
+}
+
+#[test]
+fn keepalive_rule_names_the_clients_side_and_the_requests_per_connection() {
+    let close = one_request_per_connection();
+    let k = keepalive_verdict(&close);
     // nginx's keepalive settings are not known: never said to be off; the clients'
     // side is named, with what to check, and nginx's settings only as what to check.
     assert_eq!(
@@ -554,21 +595,24 @@ fn keepalive_rule_uses_accepts_per_request() {
     }
     assert!(k.advice.contains("one request each"), "{}", k.advice);
     // Two requests per connection: said as such, not "one request each".
-    let mut two = close.clone();
+    let mut two = close;
     for w in &mut two.workers {
         w.requests = Some(1000);
     }
-    let v = judge(&two);
-    let k = v.iter().find(|v| v.id == "keepalive_off").expect("fires");
+    let k = keepalive_verdict(&two);
     assert!(
         k.advice
             .contains("connections carry 2.0 requests on average"),
         "{}",
         k.advice
     );
+}
+
+#[test]
+fn keepalive_rule_under_sampled_detail_quotes_no_share_and_checks_accepts() {
     // Under --detail sampled accept4 is timed all the time, the rest in windows: no
     // share of syscall time is quoted.
-    let mut sampled = close.clone();
+    let mut sampled = one_request_per_connection();
     sampled.detail = Some(crate::model::sampling::DetailReport::new(
         &crate::model::sampling::Schedule::new(1.0, 20.0).unwrap(),
         &crate::model::sampling::Coverage {
@@ -579,8 +623,7 @@ fn keepalive_rule_uses_accepts_per_request() {
         Some(1000),
         (0, 0, 24),
     ));
-    let v = judge(&sampled);
-    let k = v.iter().find(|v| v.id == "keepalive_off").expect("fires");
+    let k = keepalive_verdict(&sampled);
     assert!(
         !k.evidence
             .keys()
@@ -600,12 +643,6 @@ fn keepalive_rule_uses_accepts_per_request() {
     };
     assert!(checked(2010).iter().any(|v| v.id == "keepalive_off"));
     assert!(checked(4000).is_empty(), "{:?}", checked(4000));
-    // Too few requests: no verdict.
-    let few = Inputs {
-        workers: vec![w(1, 50, 50), w(2, 50, 50)],
-        ..Inputs::default()
-    };
-    assert!(judge(&few).is_empty());
 }
 
 #[test]
