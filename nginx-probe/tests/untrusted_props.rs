@@ -5,6 +5,7 @@
 
 use nginx_probe::{
     analysis::compare,
+    cli::compare::render_text,
     io::recording::{read_line_bounded, Keep, LineRead, Recording},
     render::text,
     safe,
@@ -67,7 +68,7 @@ fn read_and_render(bytes: &[u8]) -> Result<(), TestCaseError> {
                 prop_assert!(terminal_safe(&t), "{t}");
             }
             let c = compare::compare("a", &rec, "b", &rec);
-            let t = compare::render_text(&c);
+            let t = render_text(&c);
             prop_assert!(terminal_safe(&t), "{t}");
             if let Some(h) = &rec.header {
                 let _ = text::utc_datetime(h.started_unix_s);

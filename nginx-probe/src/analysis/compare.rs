@@ -1,16 +1,16 @@
 //! `nginx-probe compare BEFORE AFTER`: the change of each metric between two recordings,
 //! with a noise estimate from their per-interval values, the verdicts that appeared or
-//! went away, and one sentence a person can paste into a ticket. Pure: unit tests feed
-//! it reports.
+//! went away, and one sentence a person can paste into a ticket. Pure judgement of
+//! recordings already read: unit tests feed it reports; reading the files, the text of
+//! a comparison and printing it are `cli::compare`'s.
 
-use std::{collections::BTreeMap, fmt::Write as _};
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
 use crate::{
     model::recording::Recording,
     model::{quantile_ns, Report, WorkerReport},
-    safe,
 };
 
 /// Syscalls that wait for events rather than do work (left out of time per request).
@@ -140,166 +140,232 @@ fn all_workers(r: &Report) -> impl Iterator<Item = &WorkerReport> {
         .chain(r.exited_merged.as_ref().map(|m| &m.stats))
 }
 
-/// The metrics of one report (an interval or the summary), by key. Metrics that are
-/// undefined for the report (per request with no requests, CPU when unreadable) are
-/// absent. Per-syscall metrics are `<syscall>_per_request` and `<syscall>_p99_us`.
-pub fn metrics(r: &Report) -> BTreeMap<String, f64> {
-    let mut m = BTreeMap::new();
-    let ws: Vec<&WorkerReport> = all_workers(r).collect();
-    let sum = |f: &dyn Fn(&WorkerReport) -> u64| -> u64 { ws.iter().map(|w| f(w)).sum() };
-    // All of nginx's requests (report-level, with their source); unknown: every
-    // per-request metric is absent.
-    let known = r.requests.count;
-    let requests = known.unwrap_or(0);
-    let accepts = sum(&|w| w.accepts);
-    // Accepts the uprobe counted that disagree with nginx's own counter are unknown:
-    // every metric on them is absent.
-    let accepts_known = crate::model::sampling::accepts_known(r.detail.as_ref());
-    let dur = r.duration_s;
-    let mut put = |k: &str, v: f64| {
+/// The metrics of one report as they are computed: kept only when finite.
+#[derive(Default)]
+struct MetricMap(BTreeMap<String, f64>);
+
+impl MetricMap {
+    fn put(&mut self, k: &str, v: f64) {
         if v.is_finite() {
-            m.insert(k.to_string(), v);
+            self.0.insert(k.to_string(), v);
         }
-    };
-    if dur > 0.0 {
-        if known.is_some() {
-            put("requests_per_s", requests as f64 / dur);
-        }
-        if accepts_known {
-            put("accepts_per_s", accepts as f64 / dur);
-        }
-        // Detail (close_after_accept, and accept errors unless accept4 is traced all
-        // the time): per second the detail layer counted.
-        let detail_s = crate::model::detail_seconds(dur, r.detail.as_ref());
-        let accept4 = nginx_probe_common::sys::ACCEPT4 as usize;
-        let errors_s = if crate::model::sampling::counted_all_the_time(accept4, r.detail.as_ref()) {
-            dur
-        } else {
-            detail_s
+    }
+}
+
+/// What the metrics of one report are computed from.
+struct Counts<'a> {
+    r: &'a Report,
+    /// Every worker ([`all_workers`]).
+    ws: Vec<&'a WorkerReport>,
+    /// All of nginx's requests (report-level, with their source); None: unknown, and
+    /// every per-request metric is absent.
+    known: Option<u64>,
+    /// `known`, 0 when unknown.
+    requests: u64,
+    /// The workers' accepts.
+    accepts: u64,
+    /// False when the accepts the uprobe counted disagree with nginx's own counter:
+    /// every metric on them is absent.
+    accepts_known: bool,
+    /// With --detail sampled, detail figures were counted in the windows only: per
+    /// request of the windows' requests (unknown there: 0, absent).
+    detail_requests: u64,
+}
+
+impl<'a> Counts<'a> {
+    fn of(r: &'a Report) -> Counts<'a> {
+        let ws: Vec<&WorkerReport> = all_workers(r).collect();
+        let known = r.requests.count;
+        let requests = known.unwrap_or(0);
+        let detail_requests = match &r.detail {
+            Some(d) => d.requests_in_windows.unwrap_or(0),
+            None => requests,
         };
-        let err = |name: &str| sum(&|w| w.accept_errors.get(name).copied().unwrap_or(0));
-        if errors_s > 0.0 {
-            put("emfile_per_s", err("EMFILE") as f64 / errors_s);
-            put("enfile_per_s", err("ENFILE") as f64 / errors_s);
-        }
-        if detail_s > 0.0 {
-            put(
-                "accepted_then_closed_per_s",
-                sum(&|w| w.accepted_then_closed) as f64 / detail_s,
-            );
-        }
-        let overflows: u64 = r.listen.iter().map(|l| l.overflows).sum();
-        if !r.listen.is_empty() {
-            put("listen_overflows_per_s", overflows as f64 / dur);
+        Counts {
+            accepts: ws.iter().map(|w| w.accepts).sum(),
+            accepts_known: crate::model::sampling::accepts_known(r.detail.as_ref()),
+            r,
+            ws,
+            known,
+            requests,
+            detail_requests,
         }
     }
-    if accepts > 0 && known.is_some() && accepts_known {
-        put("requests_per_connection", requests as f64 / accepts as f64);
+
+    /// `f` summed over the workers.
+    fn sum(&self, f: impl Fn(&WorkerReport) -> u64) -> u64 {
+        self.ws.iter().map(|w| f(w)).sum()
     }
-    let syscall_ns = |names: &dyn Fn(&str) -> bool| -> u64 {
-        sum(&|w| {
+
+    /// ns in the syscalls `names` selects, over the workers.
+    fn syscall_ns(&self, names: impl Fn(&str) -> bool) -> u64 {
+        self.sum(|w| {
             w.syscalls
                 .iter()
                 .filter(|(k, _)| names(k))
                 .map(|(_, s)| s.total_ns)
                 .sum()
         })
-    };
-    // With --detail sampled, detail figures were counted in the windows only: per
-    // request of the windows' requests (unknown there: absent).
-    let detail_requests = match &r.detail {
-        Some(d) => d.requests_in_windows.unwrap_or(0),
-        None => requests,
-    };
-    if requests > 0 {
-        if accepts_known {
-            put("accepts_per_request", accepts as f64 / requests as f64);
-        }
-        if ws.iter().all(|w| w.cpu_s.is_some()) {
-            let cpu: f64 = ws.iter().filter_map(|w| w.cpu_s).sum();
-            put("cpu_us_per_request", cpu * 1e6 / requests as f64);
-        }
     }
-    if detail_requests > 0 {
-        let per_req = |v: u64| v as f64 / detail_requests as f64;
-        put(
-            "syscalls_per_request",
-            per_req(sum(&|w| w.syscalls.values().map(|s| s.count).sum())),
-        );
-        put(
-            "syscall_us_per_request",
-            per_req(syscall_ns(&|k| !WAITS.contains(&k))) / 1e3,
-        );
-        put(
-            "write_us_per_request",
-            per_req(syscall_ns(&|k| WRITES.contains(&k))) / 1e3,
-        );
-        let log = |f: &dyn Fn(&crate::model::WritesReport) -> u64| {
-            sum(&|w| w.writes.get("access_log").map(f).unwrap_or(0))
-        };
-        put("access_log_writes_per_request", per_req(log(&|x| x.count)));
-        put(
-            "access_log_write_us_per_request",
-            per_req(log(&|x| x.total_ns)) / 1e3,
-        );
-        put(
-            "error_log_writes_per_request",
-            per_req(sum(&|w| {
-                w.writes.get("error_log").map(|x| x.count).unwrap_or(0)
-            })),
-        );
-        // Counted only where writes are classified in the kernel (not in old
-        // recordings): compared only when every worker has it.
-        if ws.iter().all(|w| w.access_log_opens.is_some()) {
-            put(
-                "access_log_opens_per_request",
-                per_req(sum(&|w| w.access_log_opens.unwrap_or(0))),
-            );
-        }
+}
+
+/// The metrics of one report (an interval or the summary), by key. Metrics that are
+/// undefined for the report (per request with no requests, CPU when unreadable) are
+/// absent. Per-syscall metrics are `<syscall>_per_request` and `<syscall>_p99_us`.
+pub fn metrics(r: &Report) -> BTreeMap<String, f64> {
+    let c = Counts::of(r);
+    let mut m = MetricMap::default();
+    if r.duration_s > 0.0 {
+        rates(&c, &mut m);
     }
-    let live: Vec<&&WorkerReport> = ws.iter().filter(|w| w.alive).collect();
-    if !live.is_empty() {
-        put(
-            "busy_share_mean",
-            live.iter().map(|w| w.event_loop.busy_share).sum::<f64>() / live.len() as f64,
+    if c.accepts > 0 && c.known.is_some() && c.accepts_known {
+        m.put(
+            "requests_per_connection",
+            c.requests as f64 / c.accepts as f64,
         );
-        // Shares among the live workers: workers that exited in the period (a reload)
-        // took accepts too, and would halve every share of a period with one reload.
-        let live_accepts: u64 = live.iter().map(|w| w.accepts).sum();
-        if live_accepts > 0 && accepts_known {
-            put(
-                "busiest_accept_share",
-                live.iter().map(|w| w.accepts).max().unwrap_or(0) as f64 / live_accepts as f64,
-            );
-        }
-        let shares: Vec<f64> = live
-            .iter()
-            .filter_map(|w| match (w.fds.peak, w.fds.limit) {
-                (Some(p), Some(l)) if l > 0 => Some(p as f64 / l as f64),
-                _ => None,
-            })
-            .collect();
-        if !shares.is_empty() {
-            put("fd_peak_share", shares.iter().copied().fold(0.0, f64::max));
-        }
     }
+    per_request(&c, &mut m);
+    live_worker_shares(&c, &mut m);
     // What the clients got, from nginx's access log.
     for (k, v) in r.access_log.iter().flat_map(|a| a.compare_metrics()) {
-        put(k, v);
+        m.put(k, v);
     }
-    let p99s: Vec<u64> = ws.iter().filter_map(|w| w.requests.p99_ns).collect();
+    let p99s: Vec<u64> = c.ws.iter().filter_map(|w| w.requests.p99_ns).collect();
     if !p99s.is_empty() {
-        put(
+        m.put(
             "request_p99_us",
             *p99s.iter().max().unwrap_or(&0) as f64 / 1e3,
         );
     }
-    // Per syscall: calls per request and p99 over all workers (summed histograms).
-    let mut names: Vec<&String> = ws.iter().flat_map(|w| w.syscalls.keys()).collect();
+    per_syscall(&c, &mut m);
+    m.0
+}
+
+/// Per second: requests, accepts, accept errors, connections closed right after
+/// accept, accept-queue overflows.
+fn rates(c: &Counts, m: &mut MetricMap) {
+    let (r, dur) = (c.r, c.r.duration_s);
+    if c.known.is_some() {
+        m.put("requests_per_s", c.requests as f64 / dur);
+    }
+    if c.accepts_known {
+        m.put("accepts_per_s", c.accepts as f64 / dur);
+    }
+    // Detail (close_after_accept, and accept errors unless accept4 is traced all
+    // the time): per second the detail layer counted.
+    let detail_s = crate::model::detail_seconds(dur, r.detail.as_ref());
+    let accept4 = nginx_probe_common::sys::ACCEPT4 as usize;
+    let errors_s = if crate::model::sampling::counted_all_the_time(accept4, r.detail.as_ref()) {
+        dur
+    } else {
+        detail_s
+    };
+    let err = |name: &str| c.sum(|w| w.accept_errors.get(name).copied().unwrap_or(0));
+    if errors_s > 0.0 {
+        m.put("emfile_per_s", err("EMFILE") as f64 / errors_s);
+        m.put("enfile_per_s", err("ENFILE") as f64 / errors_s);
+    }
+    if detail_s > 0.0 {
+        m.put(
+            "accepted_then_closed_per_s",
+            c.sum(|w| w.accepted_then_closed) as f64 / detail_s,
+        );
+    }
+    let overflows: u64 = r.listen.iter().map(|l| l.overflows).sum();
+    if !r.listen.is_empty() {
+        m.put("listen_overflows_per_s", overflows as f64 / dur);
+    }
+}
+
+/// Per request: accepts and CPU (of all requests), traced syscalls, their time, write
+/// time and the logs' writes and opens (of the detail layer's requests).
+fn per_request(c: &Counts, m: &mut MetricMap) {
+    if c.requests > 0 {
+        if c.accepts_known {
+            m.put("accepts_per_request", c.accepts as f64 / c.requests as f64);
+        }
+        if c.ws.iter().all(|w| w.cpu_s.is_some()) {
+            let cpu: f64 = c.ws.iter().filter_map(|w| w.cpu_s).sum();
+            m.put("cpu_us_per_request", cpu * 1e6 / c.requests as f64);
+        }
+    }
+    if c.detail_requests == 0 {
+        return;
+    }
+    let per_req = |v: u64| v as f64 / c.detail_requests as f64;
+    m.put(
+        "syscalls_per_request",
+        per_req(c.sum(|w| w.syscalls.values().map(|s| s.count).sum())),
+    );
+    m.put(
+        "syscall_us_per_request",
+        per_req(c.syscall_ns(|k| !WAITS.contains(&k))) / 1e3,
+    );
+    m.put(
+        "write_us_per_request",
+        per_req(c.syscall_ns(|k| WRITES.contains(&k))) / 1e3,
+    );
+    let log = |f: &dyn Fn(&crate::model::WritesReport) -> u64| {
+        c.sum(|w| w.writes.get("access_log").map(f).unwrap_or(0))
+    };
+    m.put("access_log_writes_per_request", per_req(log(&|x| x.count)));
+    m.put(
+        "access_log_write_us_per_request",
+        per_req(log(&|x| x.total_ns)) / 1e3,
+    );
+    m.put(
+        "error_log_writes_per_request",
+        per_req(c.sum(|w| w.writes.get("error_log").map(|x| x.count).unwrap_or(0))),
+    );
+    // Counted only where writes are classified in the kernel (not in old
+    // recordings): compared only when every worker has it.
+    if c.ws.iter().all(|w| w.access_log_opens.is_some()) {
+        m.put(
+            "access_log_opens_per_request",
+            per_req(c.sum(|w| w.access_log_opens.unwrap_or(0))),
+        );
+    }
+}
+
+/// Among the live workers: mean busy share, the busiest worker's accept share, the
+/// highest peak of fds over the fd limit.
+fn live_worker_shares(c: &Counts, m: &mut MetricMap) {
+    let live: Vec<&&WorkerReport> = c.ws.iter().filter(|w| w.alive).collect();
+    if live.is_empty() {
+        return;
+    }
+    m.put(
+        "busy_share_mean",
+        live.iter().map(|w| w.event_loop.busy_share).sum::<f64>() / live.len() as f64,
+    );
+    // Shares among the live workers: workers that exited in the period (a reload)
+    // took accepts too, and would halve every share of a period with one reload.
+    let live_accepts: u64 = live.iter().map(|w| w.accepts).sum();
+    if live_accepts > 0 && c.accepts_known {
+        m.put(
+            "busiest_accept_share",
+            live.iter().map(|w| w.accepts).max().unwrap_or(0) as f64 / live_accepts as f64,
+        );
+    }
+    let shares: Vec<f64> = live
+        .iter()
+        .filter_map(|w| match (w.fds.peak, w.fds.limit) {
+            (Some(p), Some(l)) if l > 0 => Some(p as f64 / l as f64),
+            _ => None,
+        })
+        .collect();
+    if !shares.is_empty() {
+        m.put("fd_peak_share", shares.iter().copied().fold(0.0, f64::max));
+    }
+}
+
+/// Per syscall: calls per request and p99 over all workers (summed histograms).
+fn per_syscall(c: &Counts, m: &mut MetricMap) {
+    let mut names: Vec<&String> = c.ws.iter().flat_map(|w| w.syscalls.keys()).collect();
     names.sort();
     names.dedup();
     for name in names {
-        let calls: u64 = sum(&|w| w.syscalls.get(name).map(|s| s.count).unwrap_or(0));
+        let calls: u64 = c.sum(|w| w.syscalls.get(name).map(|s| s.count).unwrap_or(0));
         if calls == 0 {
             continue;
         }
@@ -308,33 +374,38 @@ pub fn metrics(r: &Report) -> BTreeMap<String, f64> {
         let rare = nginx_probe_common::SYSCALLS
             .iter()
             .position(|d| d.name == name)
-            .is_some_and(|i| crate::model::sampling::counted_all_the_time(i, r.detail.as_ref()));
-        let denominator = if rare { requests } else { detail_requests };
+            .is_some_and(|i| crate::model::sampling::counted_all_the_time(i, c.r.detail.as_ref()));
+        let denominator = if rare { c.requests } else { c.detail_requests };
         if denominator > 0 {
-            put(
+            m.put(
                 &format!("{name}_per_request"),
                 calls as f64 / denominator as f64,
             );
         }
-        let mut hist: Vec<u64> = Vec::new();
-        let mut max_ns = 0;
-        for s in ws.iter().filter_map(|w| w.syscalls.get(name)) {
-            if hist.len() < s.hist_log2_ns.len() {
-                hist.resize(s.hist_log2_ns.len(), 0);
-            }
-            for (a, b) in hist.iter_mut().zip(&s.hist_log2_ns) {
-                *a += b;
-            }
-            max_ns = max_ns.max(s.max_ns);
-        }
+        let (hist, max_ns) = summed_histogram(c, name);
         if hist.iter().any(|&c| c > 0) {
-            put(
+            m.put(
                 &format!("{name}_p99_us"),
                 quantile_ns(&hist, 0.99, max_ns) as f64 / 1e3,
             );
         }
     }
-    m
+}
+
+/// Syscall `name`'s log2 latency histogram (ns) summed over the workers, and its max.
+fn summed_histogram(c: &Counts, name: &str) -> (Vec<u64>, u64) {
+    let mut hist: Vec<u64> = Vec::new();
+    let mut max_ns = 0;
+    for s in c.ws.iter().filter_map(|w| w.syscalls.get(name)) {
+        if hist.len() < s.hist_log2_ns.len() {
+            hist.resize(s.hist_log2_ns.len(), 0);
+        }
+        for (a, b) in hist.iter_mut().zip(&s.hist_log2_ns) {
+            *a += b;
+        }
+        max_ns = max_ns.max(s.max_ns);
+    }
+    (hist, max_ns)
 }
 
 /// The definition of a metric key (per-syscall keys get a generated one).
@@ -607,11 +678,40 @@ pub fn compare_runs(before: &[(&str, &Recording)], after: &[(&str, &Recording)])
     } else {
         NoiseSource::Intervals
     };
+    let caveats = caveats(before, after, before_name == after_name);
+    let (b, a) = (side(before), side(after));
+    let metrics: Vec<MetricChange> = metric_keys(&b.whole, &a.whole)
+        .into_iter()
+        .map(|key| metric_change(key, &b, &a))
+        .collect();
+    let (vb, va) = (&b.verdicts, &a.verdicts);
+    let verdicts = VerdictChanges {
+        appeared: va.iter().filter(|v| !vb.contains(v)).cloned().collect(),
+        went_away: vb.iter().filter(|v| !va.contains(v)).cloned().collect(),
+        remained: vb.iter().filter(|v| va.contains(v)).cloned().collect(),
+    };
+    let sentence = sentence(&metrics, &verdicts);
+    Comparison {
+        schema: crate::model::SCHEMA_VERSION,
+        kind: "comparison",
+        before: before_name,
+        after: after_name,
+        noise_from,
+        metrics,
+        verdicts,
+        caveats,
+        sentence,
+    }
+}
+
+/// What makes the runs less comparable: a side compared with itself (`same`), a run cut
+/// short, different hosts, kernels, nginx versions or traced syscalls.
+fn caveats(before: &[(&str, &Recording)], after: &[(&str, &Recording)], same: bool) -> Vec<String> {
     let mut caveats: Vec<String> = Vec::new();
-    let same = before_name == after_name;
     if same {
         caveats.push(format!(
-            "{before_name} is compared with itself: nothing can have changed"
+            "{} is compared with itself: nothing can have changed",
+            side_name(before)
         ));
     }
     let mut seen_cut = Vec::new();
@@ -659,9 +759,12 @@ pub fn compare_runs(before: &[(&str, &Recording)], after: &[(&str, &Recording)])
             t.join(",")
         ));
     }
-    let (b, a) = (side(before), side(after));
-    let (sb, sa) = (&b.series, &a.series);
-    let (mb, ma) = (&b.whole, &a.whole);
+    caveats
+}
+
+/// The keys either side has: [`METRICS`] in table order, then the per-syscall ones
+/// sorted.
+fn metric_keys(mb: &BTreeMap<String, f64>, ma: &BTreeMap<String, f64>) -> Vec<String> {
     let mut keys: Vec<String> = METRICS
         .iter()
         .map(|d| d.key.to_string())
@@ -676,56 +779,38 @@ pub fn compare_runs(before: &[(&str, &Recording)], after: &[(&str, &Recording)])
     extra.sort();
     extra.dedup();
     keys.extend(extra);
-    let metrics: Vec<MetricChange> = keys
-        .into_iter()
-        .map(|key| {
-            let before = mb.get(&key).copied();
-            let after = ma.get(&key).copied();
-            let relative = match (before, after) {
-                (Some(b), Some(a)) if b != 0.0 => Some((a - b) / b),
-                (Some(b), Some(a)) if b == 0.0 && a == 0.0 => Some(0.0),
-                _ => None,
-            };
-            let bi = sb.get(&key).and_then(|v| spread(v));
-            let ai = sa.get(&key).and_then(|v| spread(v));
-            let (label, unit) = metric_def(&key);
-            // fd headroom only matters near the limit: 28 vs 30 fds of 20000 is no change.
-            let far_from_limit = key == "fd_peak_share"
-                && before.unwrap_or(0.0).max(after.unwrap_or(0.0)) < FD_SHARE_THAT_MATTERS;
-            MetricChange {
-                significance: if far_from_limit {
-                    Significance::Unchanged
-                } else {
-                    judge(bi, ai, relative)
-                },
-                key,
-                label,
-                unit,
-                before,
-                after,
-                relative,
-                before_intervals: bi,
-                after_intervals: ai,
-            }
-        })
-        .collect();
-    let (vb, va) = (&b.verdicts, &a.verdicts);
-    let verdicts = VerdictChanges {
-        appeared: va.iter().filter(|v| !vb.contains(v)).cloned().collect(),
-        went_away: vb.iter().filter(|v| !va.contains(v)).cloned().collect(),
-        remained: vb.iter().filter(|v| va.contains(v)).cloned().collect(),
+    keys
+}
+
+/// How metric `key` moved from side `b` to side `a`, and whether beyond their noise.
+fn metric_change(key: String, b: &Side, a: &Side) -> MetricChange {
+    let before = b.whole.get(&key).copied();
+    let after = a.whole.get(&key).copied();
+    let relative = match (before, after) {
+        (Some(b), Some(a)) if b != 0.0 => Some((a - b) / b),
+        (Some(b), Some(a)) if b == 0.0 && a == 0.0 => Some(0.0),
+        _ => None,
     };
-    let sentence = sentence(&metrics, &verdicts);
-    Comparison {
-        schema: crate::model::SCHEMA_VERSION,
-        kind: "comparison",
-        before: before_name,
-        after: after_name,
-        noise_from,
-        metrics,
-        verdicts,
-        caveats,
-        sentence,
+    let bi = b.series.get(&key).and_then(|v| spread(v));
+    let ai = a.series.get(&key).and_then(|v| spread(v));
+    let (label, unit) = metric_def(&key);
+    // fd headroom only matters near the limit: 28 vs 30 fds of 20000 is no change.
+    let far_from_limit = key == "fd_peak_share"
+        && before.unwrap_or(0.0).max(after.unwrap_or(0.0)) < FD_SHARE_THAT_MATTERS;
+    MetricChange {
+        significance: if far_from_limit {
+            Significance::Unchanged
+        } else {
+            judge(bi, ai, relative)
+        },
+        key,
+        label,
+        unit,
+        before,
+        after,
+        relative,
+        before_intervals: bi,
+        after_intervals: ai,
     }
 }
 
@@ -734,10 +819,15 @@ const SENTENCE_CHANGES: usize = 3;
 /// Most single-syscall calls-per-request changes named after them.
 const SENTENCE_SYSCALL_CHANGES: usize = 2;
 
-/// The ticket sentence: the largest changes beyond noise (or, without interval data,
-/// the largest changes, flagged as such), then the verdicts that went away or
-/// appeared.
-pub fn sentence(metrics: &[MetricChange], verdicts: &VerdictChanges) -> String {
+/// Whether `m` is a whole-report metric (one of [`METRICS`]), not a per-syscall one.
+fn is_core(m: &MetricChange) -> bool {
+    METRICS.iter().any(|d| d.key == m.key)
+}
+
+/// The changes the sentence names: the largest report-level changes (what a ticket is
+/// about), then the largest changes in calls per request of single syscalls (a syscall
+/// that appeared or went away explains them).
+fn sentence_movers(metrics: &[MetricChange]) -> Vec<&MetricChange> {
     let mut movers: Vec<&MetricChange> = metrics
         .iter()
         .filter(|m| {
@@ -747,11 +837,8 @@ pub fn sentence(metrics: &[MetricChange], verdicts: &VerdictChanges) -> String {
             ) && m.relative.is_some_and(|r| r.abs() >= MIN_RELATIVE_CHANGE)
         })
         .collect();
-    // The largest report-level changes (what a ticket is about), then the largest
-    // changes in calls per request of single syscalls (a syscall that appeared or went
-    // away explains them); sizes compared as factors (|ln(after/before)|: 1.00 -> 0.01
-    // is a bigger move than 38 -> 169).
-    let core = |m: &MetricChange| METRICS.iter().any(|d| d.key == m.key);
+    // Sizes compared as factors (|ln(after/before)|: 1.00 -> 0.01 is a bigger move than
+    // 38 -> 169).
     let factor = |m: &MetricChange| {
         let (b, a) = (m.before.unwrap_or(0.0).abs(), m.after.unwrap_or(0.0).abs());
         if b == 0.0 || a == 0.0 {
@@ -769,7 +856,7 @@ pub fn sentence(metrics: &[MetricChange], verdicts: &VerdictChanges) -> String {
     // (requests per connection is accepts per request upside down: the table has it.)
     let chosen_core: Vec<&MetricChange> = movers
         .iter()
-        .filter(|m| core(m) && m.key != "requests_per_connection")
+        .filter(|m| is_core(m) && m.key != "requests_per_connection")
         .take(SENTENCE_CHANGES)
         .copied()
         .collect();
@@ -784,49 +871,58 @@ pub fn sentence(metrics: &[MetricChange], verdicts: &VerdictChanges) -> String {
             _ => false,
         }
     };
-    let movers: Vec<&MetricChange> = chosen_core
+    chosen_core
         .iter()
         .copied()
         .chain(
             movers
                 .iter()
-                .filter(|m| !core(m) && m.key.ends_with("_per_request") && !restates(m))
+                .filter(|m| !is_core(m) && m.key.ends_with("_per_request") && !restates(m))
                 .take(SENTENCE_SYSCALL_CHANGES)
                 .copied(),
         )
-        .collect();
-    let mut parts: Vec<String> = movers
-        .iter()
-        .map(|m| {
-            let (b, a, r) = (
-                m.before.unwrap_or(0.0),
-                m.after.unwrap_or(0.0),
-                m.relative.unwrap_or(0.0),
-            );
-            let dir = if r < 0.0 { "fell" } else { "rose" };
-            let unit = if m.unit.is_empty() || m.unit == "/s" {
-                m.unit.clone()
-            } else {
-                format!(" {}", m.unit)
-            };
-            let noise = if m.significance == Significance::NoiseUnknown {
-                ", noise unknown"
-            } else {
-                ""
-            };
-            // Past tenfold, a factor reads better than a percentage.
-            let change = if r >= 9.0 {
-                format!("x{}", fmt_value(r + 1.0))
-            } else {
-                format!("{:+.0}%", r * 100.0)
-            };
-            format!(
-                "{} {dir} from {}{unit} to {}{unit} ({change}{noise})",
-                m.label,
-                fmt_value(b),
-                fmt_value(a),
-            )
-        })
+        .collect()
+}
+
+/// One change in words: `accepts per request fell from 1.00 to 0.01 (-99%)`.
+fn change_words(m: &MetricChange) -> String {
+    let (b, a, r) = (
+        m.before.unwrap_or(0.0),
+        m.after.unwrap_or(0.0),
+        m.relative.unwrap_or(0.0),
+    );
+    let dir = if r < 0.0 { "fell" } else { "rose" };
+    let unit = if m.unit.is_empty() || m.unit == "/s" {
+        m.unit.clone()
+    } else {
+        format!(" {}", m.unit)
+    };
+    let noise = if m.significance == Significance::NoiseUnknown {
+        ", noise unknown"
+    } else {
+        ""
+    };
+    // Past tenfold, a factor reads better than a percentage.
+    let change = if r >= 9.0 {
+        format!("x{}", fmt_value(r + 1.0))
+    } else {
+        format!("{:+.0}%", r * 100.0)
+    };
+    format!(
+        "{} {dir} from {}{unit} to {}{unit} ({change}{noise})",
+        m.label,
+        fmt_value(b),
+        fmt_value(a),
+    )
+}
+
+/// The ticket sentence: the largest changes beyond noise (or, without interval data,
+/// the largest changes, flagged as such), then the verdicts that went away or
+/// appeared.
+pub fn sentence(metrics: &[MetricChange], verdicts: &VerdictChanges) -> String {
+    let mut parts: Vec<String> = sentence_movers(metrics)
+        .into_iter()
+        .map(change_words)
         .collect();
     for v in &verdicts.went_away {
         parts.push(format!("verdict {v} went away"));
@@ -843,90 +939,6 @@ pub fn sentence(metrics: &[MetricChange], verdicts: &VerdictChanges) -> String {
         s = c.to_uppercase() + &s[1..];
     }
     s + "."
-}
-
-/// The comparison as text: caveats, the sentence, then a table of every metric.
-///
-/// The paths, the caveats (which quote the recordings' host names and kernels), the
-/// sentence and the verdict ids come from files someone else may have written: each is
-/// shown with its control characters escaped ([`safe::line`]), and so is the whole text.
-pub fn render_text(c: &Comparison) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "BEFORE {}\nAFTER  {}",
-        safe::line(&c.before),
-        safe::line(&c.after)
-    );
-    for cv in &c.caveats {
-        let _ = writeln!(out, "caveat: {}", safe::line(cv));
-    }
-    let _ = writeln!(out, "\n{}\n", safe::line(&c.sentence));
-    let (bn, an) = match c.noise_from {
-        NoiseSource::Intervals => ("BEFORE INTERVALS", "AFTER INTERVALS"),
-        NoiseSource::Runs => ("BEFORE RUNS", "AFTER RUNS"),
-    };
-    let _ = writeln!(
-        out,
-        "{:<54} {:>10} {:>10} {:>8}  {:>22} {:>22}  NOISE",
-        "METRIC", "BEFORE", "AFTER", "CHANGE", bn, an
-    );
-    let v = |x: Option<f64>| x.map(fmt_value).unwrap_or_else(|| "-".into());
-    let s = |x: Option<Spread>| {
-        x.map(|s| {
-            format!(
-                "{}±{} (n={})",
-                fmt_value(s.median),
-                fmt_value(s.half_iqr),
-                s.n
-            )
-        })
-        .unwrap_or_else(|| "-".into())
-    };
-    for m in &c.metrics {
-        let label = if m.unit.is_empty() {
-            m.label.clone()
-        } else {
-            format!("{} ({})", m.label, m.unit)
-        };
-        let sig = match m.significance {
-            Significance::BeyondNoise => "beyond noise",
-            Significance::WithinNoise => "within noise",
-            Significance::Unchanged => "unchanged",
-            Significance::NoiseUnknown => "noise unknown",
-        };
-        let _ = writeln!(
-            out,
-            "{:<54} {:>10} {:>10} {:>8}  {:>22} {:>22}  {}",
-            label,
-            v(m.before),
-            v(m.after),
-            m.relative
-                .map(|r| format!("{:+.0}%", r * 100.0))
-                .unwrap_or_else(|| "-".into()),
-            s(m.before_intervals),
-            s(m.after_intervals),
-            sig
-        );
-    }
-    let list = |v: &[String]| {
-        if v.is_empty() {
-            "none".to_string()
-        } else {
-            v.iter()
-                .map(|s| safe::line(s))
-                .collect::<Vec<_>>()
-                .join(", ")
-        }
-    };
-    let _ = writeln!(
-        out,
-        "\nverdicts went away: {}\nverdicts appeared: {}\nverdicts in both: {}",
-        list(&c.verdicts.went_away),
-        list(&c.verdicts.appeared),
-        list(&c.verdicts.remained)
-    );
-    safe::block(&out).into_owned()
 }
 
 #[cfg(test)]

@@ -39,37 +39,6 @@ fn significance_needs_intervals_and_a_margin_over_noise() {
 }
 
 #[test]
-fn text_shows_control_characters_of_recordings_escaped() {
-    let c = Comparison {
-        schema: 1,
-        kind: "comparison",
-        before: "/tmp/\x1b]0;title\x07before.jsonl".into(),
-        after: "after\x1b[2J.jsonl".into(),
-        noise_from: NoiseSource::Intervals,
-        metrics: vec![],
-        verdicts: VerdictChanges {
-            went_away: vec!["id\x1b[2J".into()],
-            ..Default::default()
-        },
-        caveats: vec!["recorded on host\x1b]0;x\x07 then on b".into()],
-        sentence: "line\nforged".into(),
-    };
-    let t = render_text(&c);
-    assert!(!t.contains('\x1b') && !t.contains('\x07'), "{t}");
-    assert!(
-        t.contains("BEFORE /tmp/\\x1b]0;title\\x07before.jsonl"),
-        "{t}"
-    );
-    assert!(t.contains("AFTER  after\\x1b[2J.jsonl"), "{t}");
-    assert!(
-        t.contains("caveat: recorded on host\\x1b]0;x\\x07 then"),
-        "{t}"
-    );
-    assert!(t.contains("line\\x0aforged"), "{t}");
-    assert!(t.contains("verdicts went away: id\\x1b[2J"), "{t}");
-}
-
-#[test]
 fn sentence_names_the_largest_changes_and_verdicts() {
     let m = |key: &str, b: f64, a: f64, sig| {
         let (label, unit) = metric_def(key);

@@ -2,6 +2,7 @@
 //! and the tracing session (attach, event loop, teardown). See docs/usage.md for options,
 //! output and exit codes.
 
+pub mod compare;
 mod plan;
 mod session;
 
@@ -14,10 +15,10 @@ use clap::{builder::PossibleValuesParser, error::ErrorKind, Parser};
 use nginx_probe_common::{CORE_SYSCALLS, SYSCALLS};
 
 use crate::{
-    analysis::compare,
     error::{ProbeError, EXIT_USAGE},
     io::{
         metrics_server,
+        output::print_all,
         recording::{self, Recording},
     },
     model,
@@ -371,7 +372,7 @@ pub fn main() {
             files,
             after_runs,
             json,
-        }) => compare_command(&files, &after_runs, json),
+        }) => compare::compare_command(&files, &after_runs, json),
         Some(Cmd::GenerateAssets { dir }) => generate_assets(&dir),
     };
     match result {
@@ -541,94 +542,6 @@ pub fn generate_assets(dir: &std::path::Path) -> Result<(), ProbeError> {
         std::fs::write(completions.join(file), out)?;
     }
     Ok(())
-}
-
-/// Most runs read for one side of `compare`.
-const MAX_RUNS_PER_SIDE: usize = 100;
-
-/// The recordings of one side of `compare`: `paths` as given, a directory standing for
-/// the `*.jsonl` files in it (sorted).
-///
-/// Errors: an empty directory, or more than [`MAX_RUNS_PER_SIDE`] runs.
-fn side_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ProbeError> {
-    let mut out = Vec::new();
-    for p in paths {
-        if p.is_dir() {
-            let mut runs: Vec<PathBuf> = std::fs::read_dir(p)?
-                .flatten()
-                .map(|e| e.path())
-                .filter(|f| f.is_file() && f.extension().is_some_and(|x| x == "jsonl"))
-                .collect();
-            runs.sort();
-            if runs.is_empty() {
-                return Err(ProbeError::Usage(format!(
-                    "{}: a directory with no *.jsonl recording in it",
-                    p.display()
-                )));
-            }
-            out.extend(runs);
-        } else {
-            out.push(p.clone());
-        }
-        if out.len() > MAX_RUNS_PER_SIDE {
-            return Err(ProbeError::Usage(format!(
-                "more than {MAX_RUNS_PER_SIDE} runs on one side of compare"
-            )));
-        }
-    }
-    Ok(out)
-}
-
-/// `nginx-probe compare BEFORE AFTER`, or `compare A1 A2 .. -- B1 B2 ..`.
-fn compare_command(
-    files: &[PathBuf],
-    after_runs: &[PathBuf],
-    json: bool,
-) -> Result<(), ProbeError> {
-    let (before, after) = if after_runs.is_empty() {
-        match files {
-            [b, a] => (side_files(std::slice::from_ref(b))?, side_files(std::slice::from_ref(a))?),
-            _ => {
-                return Err(ProbeError::Usage(format!(
-                    "compare takes BEFORE AFTER, or the runs of BEFORE, `--`, then the runs of AFTER ({} paths given without `--`)",
-                    files.len()
-                )))
-            }
-        }
-    } else {
-        (side_files(files)?, side_files(after_runs)?)
-    };
-    let load = |paths: &[PathBuf]| -> Result<Vec<(String, Recording)>, ProbeError> {
-        paths
-            .iter()
-            .map(|p| {
-                Ok((
-                    p.display().to_string(),
-                    Recording::load(p, recording::Keep::All)?,
-                ))
-            })
-            .collect()
-    };
-    let (b, a) = (load(&before)?, load(&after)?);
-    let bv: Vec<(&str, &Recording)> = b.iter().map(|(n, r)| (n.as_str(), r)).collect();
-    let av: Vec<(&str, &Recording)> = a.iter().map(|(n, r)| (n.as_str(), r)).collect();
-    let c = compare::compare_runs(&bv, &av);
-    let out = if json {
-        safe::json(&c) + "\n"
-    } else {
-        compare::render_text(&c)
-    };
-    print_all(&out)
-}
-
-/// Writes `text` to stdout; a reader that went away (`| head`) is not an error.
-fn print_all(text: &str) -> Result<(), ProbeError> {
-    let text = safe::block(text);
-    let mut o = std::io::stdout().lock();
-    match o.write_all(text.as_bytes()).and_then(|_| o.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
-        _ => Ok(()),
-    }
 }
 
 #[cfg(test)]

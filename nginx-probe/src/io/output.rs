@@ -1,6 +1,7 @@
 //! Report sinks: stdout and the `--record` file, each written from its own thread so
 //! that a slow or stalled reader (a paused pager, a full or slow disk) never blocks
-//! worker tracking (a blocked tracker would miss reloads).
+//! worker tracking (a blocked tracker would miss reloads); and [`print_all`], stdout
+//! for the commands that read recordings.
 
 use std::{
     io::Write,
@@ -9,6 +10,21 @@ use std::{
 };
 
 use log::warn;
+
+use crate::{error::ProbeError, safe};
+
+/// Writes `text` to stdout, its control characters escaped ([`safe::block`]); a reader
+/// that went away (`| head`) is not an error.
+///
+/// Errors: any other write error (a full disk behind a redirect).
+pub fn print_all(text: &str) -> Result<(), ProbeError> {
+    let text = safe::block(text);
+    let mut o = std::io::stdout().lock();
+    match o.write_all(text.as_bytes()).and_then(|_| o.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
+}
 
 /// What happened to a report handed to a [`Sink`].
 #[derive(Debug, PartialEq)]

@@ -3,8 +3,11 @@
 //! documents `--json` prints, so a captured `--json --interval N` stdout (no header) reads
 //! back too. Parsing is pure: unit tests feed it text.
 
+use std::path::PathBuf;
+
 use serde::Deserialize;
 
+use crate::error::ProbeError;
 use crate::model::{Report, SCHEMA_VERSION};
 
 pub use crate::error::RecordingError;
@@ -207,6 +210,69 @@ fn check_header(h: &Header) -> Result<(), String> {
     Ok(())
 }
 
+/// The kind of a recording's line, its numbers checked in range without keeping the
+/// document; None for a line that is not JSON and lacks its newline (only the last line
+/// can: cut off mid-write).
+///
+/// Errors: serde's message on a line that is not JSON or holds a number out of range.
+fn line_kind(line: &[u8], ended: bool) -> Result<Option<LineKind>, String> {
+    let scanned = {
+        let mut de = serde_json::Deserializer::from_slice(line);
+        serde::de::DeserializeSeed::deserialize(NumberScan, &mut de).and_then(|()| de.end())
+    };
+    match scanned.and_then(|()| serde_json::from_slice(line)) {
+        Ok(k) => Ok(Some(k)),
+        Err(_) if !ended => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Adds one line of type `kind` to `rec`: the header, an interval (only the last one
+/// with [`Keep::Last`]; with [`Keep::All`] counted in `kept_bytes`), or the summary.
+///
+/// Errors: the line does not parse or check as its type, the intervals kept pass
+/// [`MAX_KEPT_BYTES`], or the type is unknown.
+fn add_line(
+    rec: &mut Recording,
+    kind: Option<&str>,
+    line: &[u8],
+    keep: Keep,
+    kept_bytes: &mut usize,
+) -> Result<(), String> {
+    let report = || -> Result<Report, String> {
+        let mut r: Report = serde_json::from_slice(line).map_err(|e| e.to_string())?;
+        check_report(&r)?;
+        r.fill_legacy_requests();
+        Ok(r)
+    };
+    match kind {
+        Some("header") => {
+            let h: Header = serde_json::from_slice(line).map_err(|e| e.to_string())?;
+            check_header(&h)?;
+            rec.header = Some(h);
+        }
+        Some("interval") => {
+            let r = report()?;
+            if keep == Keep::Last {
+                rec.intervals.clear();
+            } else {
+                *kept_bytes += line.len();
+                if *kept_bytes > MAX_KEPT_BYTES {
+                    return Err(format!(
+                        "more than {} MiB of interval lines to hold for a comparison or a page (`report` without --intervals reads any length)",
+                        MAX_KEPT_BYTES >> 20
+                    ));
+                }
+            }
+            rec.intervals.push(r);
+            rec.interval_count += 1;
+        }
+        Some("summary") => rec.summary = Some(report()?),
+        other => return Err(format!("unknown type {other:?}")),
+    }
+    Ok(())
+}
+
 impl Recording {
     /// Parses a recording's text, keeping every interval. `path` is only used in error
     /// messages.
@@ -266,19 +332,9 @@ impl Recording {
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            // Every number in range, without keeping the document.
-            let scanned = {
-                let mut de = serde_json::Deserializer::from_slice(&line);
-                serde::de::DeserializeSeed::deserialize(NumberScan, &mut de).and_then(|()| de.end())
-            };
-            let kind: LineKind = match scanned.and_then(|()| serde_json::from_slice(&line)) {
-                Ok(k) => k,
-                // Only the last line can lack its newline: cut off mid-write.
-                Err(_) if !ended => {
-                    rec.truncated_tail = true;
-                    continue;
-                }
-                Err(e) => return Err(bad(e.to_string())),
+            let Some(kind) = line_kind(&line, ended).map_err(bad)? else {
+                rec.truncated_tail = true;
+                continue;
             };
             let schema = match kind.schema {
                 Some(SchemaField::Number(v)) => v,
@@ -290,41 +346,7 @@ impl Recording {
                     found: schema,
                 });
             }
-            match kind.kind.as_deref() {
-                Some("header") => {
-                    let h: Header =
-                        serde_json::from_slice(&line).map_err(|e| bad(e.to_string()))?;
-                    check_header(&h).map_err(bad)?;
-                    rec.header = Some(h);
-                }
-                Some("interval") => {
-                    let mut r: Report =
-                        serde_json::from_slice(&line).map_err(|e| bad(e.to_string()))?;
-                    check_report(&r).map_err(bad)?;
-                    r.fill_legacy_requests();
-                    if keep == Keep::Last {
-                        rec.intervals.clear();
-                    } else {
-                        kept_bytes += line.len();
-                        if kept_bytes > MAX_KEPT_BYTES {
-                            return Err(bad(format!(
-                                "more than {} MiB of interval lines to hold for a comparison or a page (`report` without --intervals reads any length)",
-                                MAX_KEPT_BYTES >> 20
-                            )));
-                        }
-                    }
-                    rec.intervals.push(r);
-                    rec.interval_count += 1;
-                }
-                Some("summary") => {
-                    let mut r: Report =
-                        serde_json::from_slice(&line).map_err(|e| bad(e.to_string()))?;
-                    check_report(&r).map_err(bad)?;
-                    r.fill_legacy_requests();
-                    rec.summary = Some(r);
-                }
-                other => return Err(bad(format!("unknown type {other:?}"))),
-            }
+            add_line(&mut rec, kind.kind.as_deref(), &line, keep, &mut kept_bytes).map_err(bad)?;
         }
         if rec.interval_count == 0 && rec.summary.is_none() {
             return Err(RecordingError::Empty {
@@ -373,6 +395,53 @@ impl Recording {
         }
         Recording::parse_from(&shown, std::io::BufReader::new(f), keep)
     }
+}
+
+/// Most runs read for one side of `compare`.
+pub const MAX_RUNS_PER_SIDE: usize = 100;
+
+/// The recordings of one side of `compare`: `paths` as given, a directory standing for
+/// the `*.jsonl` files in it (sorted).
+///
+/// Errors: an unreadable or empty directory, or more than [`MAX_RUNS_PER_SIDE`] runs.
+pub fn side_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ProbeError> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let mut runs: Vec<PathBuf> = std::fs::read_dir(p)?
+                .flatten()
+                .map(|e| e.path())
+                .filter(|f| f.is_file() && f.extension().is_some_and(|x| x == "jsonl"))
+                .collect();
+            runs.sort();
+            if runs.is_empty() {
+                return Err(ProbeError::Usage(format!(
+                    "{}: a directory with no *.jsonl recording in it",
+                    p.display()
+                )));
+            }
+            out.extend(runs);
+        } else {
+            out.push(p.clone());
+        }
+        if out.len() > MAX_RUNS_PER_SIDE {
+            return Err(ProbeError::Usage(format!(
+                "more than {MAX_RUNS_PER_SIDE} runs on one side of compare"
+            )));
+        }
+    }
+    Ok(out)
+}
+
+/// The recordings at `paths`, every interval kept ([`Keep::All`]), each with its path
+/// as shown.
+///
+/// Errors: the first that does not load ([`Recording::load`]).
+pub fn load_all(paths: &[PathBuf]) -> Result<Vec<(String, Recording)>, ProbeError> {
+    paths
+        .iter()
+        .map(|p| Ok((p.display().to_string(), Recording::load(p, Keep::All)?)))
+        .collect()
 }
 
 /// Host name and kernel release, from `/proc/sys/kernel/{hostname,osrelease}`.
