@@ -2,6 +2,7 @@
 //! and the tracing session (attach, event loop, teardown). See docs/usage.md for options,
 //! output and exit codes.
 
+mod attach;
 pub mod compare;
 mod plan;
 mod session;

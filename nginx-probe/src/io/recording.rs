@@ -3,12 +3,14 @@
 //! documents `--json` prints, so a captured `--json --interval N` stdout (no header) reads
 //! back too. Parsing is pure: unit tests feed it text.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
 use crate::error::ProbeError;
+use crate::io::output::Sink;
 use crate::model::{Report, SCHEMA_VERSION};
+use crate::safe;
 
 pub use crate::error::RecordingError;
 pub use crate::model::recording::{Header, Keep, Options, Recording};
@@ -442,6 +444,55 @@ pub fn load_all(paths: &[PathBuf]) -> Result<Vec<(String, Recording)>, ProbeErro
         .iter()
         .map(|p| Ok((p.display().to_string(), Recording::load(p, Keep::All)?)))
         .collect()
+}
+
+/// Interval lines waiting to be written to the record file before new ones are dropped
+/// (and counted): a minute of 1 s intervals on a stalled disk.
+pub const RECORD_QUEUE: usize = 64;
+
+/// Creates `--record FILE` (never over an existing file) and writes its header line, so
+/// that an unwritable path or a full disk is reported before anything is attached; the
+/// reports that follow go through the returned [`Sink`] ([`RECORD_QUEUE`] in flight).
+///
+/// Errors (usage, exit 2): a directory, a path [`crate::io::files::check_output`]
+/// refuses, an existing file, a write that fails.
+pub fn create(path: &Path, header: &Header) -> Result<Sink, ProbeError> {
+    use std::io::Write as _;
+    let shown = path.display().to_string();
+    let fail = |e: std::io::Error| {
+        ProbeError::Usage(format!(
+            "--record {shown}: cannot write it ({e}): choose a writable path with free space"
+        ))
+    };
+    if path.is_dir() {
+        return Err(ProbeError::Usage(format!(
+            "--record {shown}: it is a directory: give the path of a new file in it"
+        )));
+    }
+    if let Err(what) = crate::io::files::check_output(path) {
+        return Err(ProbeError::Usage(format!(
+            "--record {shown}: {what}: give the path of a new file"
+        )));
+    }
+    // Never over an earlier recording: a reused "before" name would destroy a baseline.
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                ProbeError::Usage(format!(
+                    "--record {shown}: it exists, and a recording is never overwritten: choose a new name or remove it"
+                ))
+            } else {
+                fail(e)
+            }
+        })?;
+    let line = safe::json(header) + "\n";
+    f.write_all(line.as_bytes())
+        .and_then(|_| f.sync_data())
+        .map_err(fail)?;
+    Ok(Sink::spawn(Box::new(f), &shown, RECORD_QUEUE))
 }
 
 /// Host name and kernel release, from `/proc/sys/kernel/{hostname,osrelease}`.

@@ -1,0 +1,262 @@
+//! Loading and attaching the programs for one master: the syscall tracepoints, the
+//! accept uprobe of sampled detail, the request sources (nginx's counters, the request
+//! and TLS uprobes), and the banner on stderr that says what is attached and what the
+//! detail mode costs. Called by [`super::session`]'s `Session::attach`.
+
+use std::path::Path;
+
+use log::{debug, warn};
+
+use super::TraceArgs;
+use crate::{
+    collect::{
+        loader::{self, Probe},
+        target::{self, Master},
+        tracker::Tracker,
+    },
+    error::ProbeError,
+    model, safe,
+};
+
+/// Loads the programs with a slot per worker (and room for more), and starts the
+/// tracker on the master's `workers`: a `master_restart` event after `restarts`, the
+/// workers followed, nginx's configuration read, the listening ports and error-log
+/// inodes registered before the first write is classified.
+///
+/// Errors: the programs do not load, a worker cannot be followed.
+pub(super) fn load_probe(
+    args: &TraceArgs,
+    master: &Master,
+    tracefs_root: &Path,
+    workers: &[target::WorkerProc],
+    restarts: u64,
+) -> Result<(Probe, Tracker), ProbeError> {
+    let ncpus = aya::util::nr_cpus().unwrap_or(1);
+    let slots = loader::slots_for(workers.len(), ncpus);
+    let mut probe = Probe::load(tracefs_root, master.pid, slots, !args.writes_from_proc)?;
+    let mut tracker = Tracker::new(master.clone());
+    if restarts > 0 {
+        tracker.events.push(model::Event {
+            t_s: 0.0,
+            event: model::EventKind::MasterRestart,
+            pid: master.pid,
+        });
+    }
+    tracker.add_workers(&mut probe, workers, false)?;
+    let pids: Vec<u32> = workers.iter().map(|w| w.pid).collect();
+    tracker.set_config(crate::collect::config::read_for_master(master.pid, &pids));
+    // Listening ports and error-log inodes before the first write is classified.
+    tracker.register_destinations(&mut probe)?;
+    Ok((probe, tracker))
+}
+
+/// Attaches the syscall programs (and with `sampled` detail the accept uprobe), the
+/// request sources, and follows the workers forked meanwhile; warns of tracepoints
+/// that are missing.
+///
+/// Errors: a program does not attach, the worker refresh fails.
+pub(super) fn attach_programs(
+    args: &TraceArgs,
+    master: &Master,
+    tracefs_root: &Path,
+    sampled: bool,
+    probe: &mut Probe,
+    tracker: &mut Tracker,
+) -> Result<(), ProbeError> {
+    if sampled {
+        // Accepts from nginx's ngx_get_connection: no syscall tracepoint stays
+        // attached between windows.
+        let exe = std::path::PathBuf::from(format!("/proc/{}/exe", master.pid));
+        if let Err(e) = probe.attach_accept_uprobe(&exe) {
+            warn!("accepts come from the accept4/accept tracepoints, attached all the time ({e}): every syscall of every process takes the kernel's syscall-tracing path between windows");
+        }
+    }
+    probe.attach(tracefs_root, &args.syscalls.0, sampled)?;
+    tracker.accepts_from_uprobe = probe.accepts_from_uprobe;
+    tracker.traced = args.syscalls.0.clone();
+    if probe.fd_walk.is_ok() {
+        tracker.write_source = model::WriteSource::FdTable;
+    }
+    tracker.counts_log_opens = probe.counts_log_opens;
+    attach_request_sources(args, master, probe, tracker, sampled);
+    // Workers forked between the first scan and fork following being attached.
+    tracker.refresh(probe)?;
+    for m in &probe.missing {
+        warn!("tracepoint {m} is not available; it reads as zero");
+    }
+    Ok(())
+}
+
+/// nginx's own counters (always), the request uprobes (`--uprobes`) and the TLS
+/// handshake uprobes (unless `--no-tls`, when nginx maps libssl); each one that cannot
+/// be had is warned about and left out of the report with its reason.
+fn attach_request_sources(
+    args: &TraceArgs,
+    master: &Master,
+    probe: &mut Probe,
+    tracker: &mut Tracker,
+    sampled: bool,
+) {
+    tracker.open_counters();
+    if let Some(e) = &tracker.counters_error {
+        warn!(
+            "nginx's request counters unavailable ({e}); requests are unknown{}",
+            if args.uprobes {
+                ""
+            } else {
+                " (--uprobes counts them per worker)"
+            }
+        );
+    }
+    if args.uprobes {
+        let exe = std::path::PathBuf::from(format!("/proc/{}/exe", master.pid));
+        match probe.attach_uprobes(&exe) {
+            Ok(()) => tracker.request_source = model::RequestSource::Uprobe,
+            Err(e) => warn!("per-worker request counts unavailable ({e})"),
+        }
+    }
+    if !args.no_tls {
+        match target::libssl_path(master.pid) {
+            Some((lib, shown)) => {
+                let exe = std::path::PathBuf::from(format!("/proc/{}/exe", master.pid));
+                match probe.attach_tls(&lib, &exe, sampled) {
+                    Ok(src) => {
+                        tracker.tls_attached = true;
+                        tracker.tls_from_nginx = src.handshakes_from_nginx;
+                        tracker.tls_libssl_sampled = src.libssl_sampled;
+                        if let Some(e) = &src.nginx_unavailable {
+                            warn!("TLS handshakes are counted by libssl's SSL_do_handshake, traced all the time (several uprobe hits per connection), not by nginx's ngx_ssl_ocsp_validate ({e})");
+                        }
+                    }
+                    Err(e) => warn!("TLS handshakes are not timed ({shown}: {e})"),
+                }
+            }
+            None => debug!("nginx maps no libssl: TLS handshakes are not timed"),
+        }
+    }
+}
+
+/// The line that says what is traced, on stderr.
+pub(super) fn banner(
+    master: &Master,
+    workers: &[target::WorkerProc],
+    probe: &Probe,
+    tracker: &Tracker,
+) {
+    let nspid_note = if master.nspid.len() > 1 {
+        format!(
+            " (pid {} in its namespace)",
+            master.nspid[master.nspid.len() - 1]
+        )
+    } else {
+        String::new()
+    };
+    let pids: Vec<String> = workers.iter().map(|w| w.pid.to_string()).collect();
+    eprintln!(
+        "Tracing nginx master {}{nspid_note} `{}`: {} workers [{}], {}{}{}{}{}. Hit Ctrl-C to end.",
+        master.pid,
+        safe::line(&master.title),
+        workers.len(),
+        pids.join(" "),
+        // Sampled with the accept uprobe: every syscall tracepoint is in the windows
+        // (the next line counts them).
+        if probe.attached == 0 && probe.accepts_from_uprobe {
+            "accepts from a uprobe, no syscall tracepoint between detail windows".to_string()
+        } else {
+            format!(
+                "{} syscall tracepoints attached all the time",
+                probe.attached
+            )
+        },
+        if probe.follows_forks {
+            ", following forks"
+        } else {
+            ""
+        },
+        if tracker.request_source == model::RequestSource::Uprobe {
+            ", request uprobes"
+        } else {
+            ""
+        },
+        if tracker.counters.is_some() {
+            ", requests from nginx's counters"
+        } else {
+            ""
+        },
+        // Attached whenever nginx maps libssl (TLS listener or not: the config is not
+        // read); they fire only on TLS handshakes.
+        match (tracker.tls_attached, tracker.tls_from_nginx, tracker.tls_libssl_sampled) {
+            (false, _, _) => "",
+            (true, true, true) => ", TLS handshake uprobes (nginx maps libssl; idle without TLS connections: handshakes counted by nginx's ngx_ssl_ocsp_validate, libssl's timing in detail windows)",
+            (true, true, false) => ", TLS handshake uprobes (nginx maps libssl; idle without TLS connections: handshakes counted by nginx's ngx_ssl_ocsp_validate, timed by libssl)",
+            (true, false, _) => ", TLS handshake uprobes (nginx maps libssl; idle without TLS connections: counted and timed by libssl)",
+        },
+    );
+    eprintln!("{}", detail_banner(probe, tracker));
+}
+
+/// The banner's second line: the detail mode, what it costs and what stays exact.
+fn detail_banner(probe: &Probe, tracker: &Tracker) -> String {
+    match &tracker.sampling {
+        None => "Detail: full: every per-request syscall is traced for the whole run (each tracepoint hit costs the worker 0.4-1 us; bench: about +12% (HTTPS 4 KB) to +23% (30-byte file) worker CPU per request, --detail sampled within the bench's noise of no tracer; docs/detail.md). --detail sampled traces them in windows.".to_string(),
+        Some((s, _)) => format!(
+            "Detail: sampled: {} syscall tracepoints attached {} s in every {} s ({:.0}% of the time; this window's attach took {} us; {}); {}. --detail full traces everything.",
+            probe.detail_programs(),
+            s.schedule.window_s,
+            s.schedule.period_s,
+            s.schedule.duty() * 100.0,
+            s.cost.0,
+            sampled_cost(&s.schedule),
+            if probe.accepts_from_uprobe {
+                "between windows no syscall tracepoint is attached: accepts per worker (uprobe on nginx's ngx_get_connection), requests (stub_status), TLS, the error log (accept4() and EMFILE failures by errno) and /proc are exact; accept errors by errno as syscalls see them, latency histograms, writes, the event loop and upstream connects are sampled".to_string()
+            } else {
+                format!("{} rare tracepoints (accept4/accept, fd-creating start-up calls) attached all the time: accepts, refusals and EMFILE by errno, requests (stub_status), TLS, the error log and /proc are exact; latency histograms, writes, the event loop and upstream connects are sampled", probe.attached)
+            },
+        ),
+    }
+}
+
+/// What the banner says a sampled schedule costs: the benchmark's figure for the
+/// default schedule only; any other was not measured, and the cost grows with the share
+/// of time attached.
+fn sampled_cost(s: &crate::model::sampling::Schedule) -> String {
+    let default = crate::model::sampling::Schedule::new(
+        super::plan::DETAIL_WINDOW_S,
+        super::plan::DETAIL_EVERY_S,
+    );
+    if default.as_ref() == Ok(s) {
+        "bench, this default schedule, workers' CPU per request: with keepalive within the bench's noise of no tracer (medians -5% to +5%, HTTPS and a 30-byte file); with one request per connection +8% (30-byte file, 13 probe hits per connection) to +11% (HTTPS, a full handshake each, 15 hits), docs/detail.md".into()
+    } else {
+        format!(
+            "this schedule was not benchmarked: a window costs what --detail full costs, so expect about {:.0}% of full detail's cost (full: +12-23% worker CPU per request, docs/benchmarks.md)",
+            s.duty() * 100.0
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sampled_cost;
+    use crate::model::sampling::Schedule;
+
+    #[test]
+    fn only_the_benchmarked_schedule_quotes_the_benchmark() {
+        let default = Schedule::new(
+            super::super::plan::DETAIL_WINDOW_S,
+            super::super::plan::DETAIL_EVERY_S,
+        )
+        .unwrap();
+        assert!(
+            sampled_cost(&default).contains("medians -5% to +5%"),
+            "{}",
+            sampled_cost(&default)
+        );
+        let busy = Schedule::new(0.5, 2.0).unwrap();
+        let text = sampled_cost(&busy);
+        assert!(!text.contains("medians"), "{text}");
+        assert!(
+            text.contains("not benchmarked") && text.contains("about 25% of full detail's cost"),
+            "{text}"
+        );
+    }
+}
