@@ -427,6 +427,8 @@ pub fn metric_def(key: &str) -> (String, String) {
 pub struct Spread {
     /// Values behind it (intervals).
     pub n: usize,
+    /// The middle value (linear interpolation between closest ranks), in the metric's
+    /// unit.
     pub median: f64,
     /// (Q3 - Q1) / 2.
     pub half_iqr: f64,
@@ -470,17 +472,25 @@ pub enum Significance {
 /// One metric's change.
 #[derive(Clone, Debug, Serialize)]
 pub struct MetricChange {
+    /// Stable key ([`METRICS`], or `<syscall>_per_request` / `<syscall>_p99_us`).
     pub key: String,
+    /// Words for a sentence ([`metric_def`]).
     pub label: String,
+    /// Unit shown after values (`/s`, `us`, `ms`; empty for ratios and counts).
     pub unit: String,
-    /// Whole-run values (summaries; the last interval for a cut-short recording).
+    /// BEFORE's whole-run value: its summary's, the median of its intervals for a
+    /// cut-short recording, the median of its runs' with several; None when undefined
+    /// there (see [`metrics`]).
     pub before: Option<f64>,
+    /// AFTER's whole-run value, likewise.
     pub after: Option<f64>,
     /// (after - before) / before; None when before is 0 or either is missing.
     pub relative: Option<f64>,
-    /// Per-interval medians and spreads.
+    /// BEFORE's median and spread over its intervals (or runs: [`NoiseSource`]).
     pub before_intervals: Option<Spread>,
+    /// AFTER's likewise.
     pub after_intervals: Option<Spread>,
+    /// Whether the change is beyond the noise ([`judge`]'s verdict).
     pub significance: Significance,
 }
 
@@ -498,14 +508,20 @@ pub struct VerdictChanges {
 /// The comparison of two recordings.
 #[derive(Clone, Debug, Serialize)]
 pub struct Comparison {
+    /// The JSON schema version ([`crate::model::SCHEMA_VERSION`]).
     pub schema: u32,
+    /// Always `comparison` (JSON `type`).
     #[serde(rename = "type")]
     pub kind: &'static str,
+    /// BEFORE's file, or its files and how many runs.
     pub before: String,
+    /// AFTER's likewise.
     pub after: String,
     /// Whether the noise (the `*_intervals` spreads) comes from intervals or runs.
     pub noise_from: NoiseSource,
+    /// Every metric either side has: [`METRICS`] in table order, then per-syscall ones.
     pub metrics: Vec<MetricChange>,
+    /// Verdict ids that appeared, went away or remained.
     pub verdicts: VerdictChanges,
     /// Things that make the two runs less comparable (different hosts, syscalls, a cut
     /// short recording).
@@ -514,6 +530,9 @@ pub struct Comparison {
     pub sentence: String,
 }
 
+/// Whether a change is beyond the noise: unchanged under [`MIN_RELATIVE_CHANGE`];
+/// with [`MIN_INTERVALS`] a side, beyond noise when the medians differ by more than
+/// [`NOISE_FACTOR`] times both spreads; else noise unknown.
 fn judge(before: Option<Spread>, after: Option<Spread>, relative: Option<f64>) -> Significance {
     if let Some(r) = relative {
         if r.abs() < MIN_RELATIVE_CHANGE {

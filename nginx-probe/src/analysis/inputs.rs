@@ -18,21 +18,29 @@ pub struct WorkerInput {
     pub enfile: u64,
     /// (EMFILE, ENFILE) by fd-creating syscall name, non-zero ones only.
     pub fd_errors: std::collections::BTreeMap<String, (u64, u64)>,
-    /// Upstream `connect()` calls, connects that failed by errno (non-zero only), and
-    /// the connect latency log2 histogram (ns) with its max.
+    /// Upstream `connect()` calls (the traced `connect` syscall; resolver and syslog
+    /// sockets count too).
     pub upstream_connects: u64,
     /// Upstream connections established (connect returned 0, or `getsockopt(SO_ERROR)`
     /// read 0): the only ones keepalive could have reused.
     pub upstream_established: u64,
+    /// Connects that failed, by errno name (at the call or from `SO_ERROR`), non-zero
+    /// ones only.
     pub upstream_errors: std::collections::BTreeMap<String, u64>,
+    /// Connect latency (from `connect()` to the return or `getsockopt(SO_ERROR)` that
+    /// completed it) as a log2 histogram, ns buckets.
     pub connect_hist: Vec<u64>,
+    /// Longest connect latency, ns.
     pub connect_max_ns: u64,
     /// Upstream fds open at the end of the period (None: unknown).
     pub upstream_fds_open: Option<u64>,
-    /// Regular files open at the last classification, and the peaks of files and
-    /// sockets (`/proc/<pid>/fd` links, every 2 s).
+    /// Regular files open at the last classification (`/proc/<pid>/fd` links, read
+    /// every 2 s); None when not classified.
     pub files_open: Option<u64>,
+    /// Most regular files open at one classification in the period.
     pub files_peak: Option<u64>,
+    /// Most sockets open at one classification in the period (client connections,
+    /// listeners and nginx's channels alike).
     pub sockets_peak: Option<u64>,
     /// Requests counted by uprobes; None without them. Request-based rules judge the
     /// global [`Inputs::requests`] where a total is enough.
@@ -46,29 +54,37 @@ pub struct WorkerInput {
     pub run_delay_ns: Option<u64>,
     /// Connections closed right after accept (no free connection).
     pub accepted_then_closed: u64,
-    /// Writes to access logs, their total and p99 time, ns.
+    /// Writes (write, writev, pwrite64) to access logs, classified by their fd at the
+    /// moment of the write.
     pub access_log_writes: u64,
+    /// Their total time, ns.
     pub access_log_ns: u64,
+    /// Their p99 latency, ns (log2-histogram estimate).
     pub access_log_p99_ns: u64,
     /// openat calls that returned an access-log fd; None when not counted.
     pub access_log_opens: Option<u64>,
-    /// Writes to error logs and their total time, ns.
+    /// Writes to error logs, classified like the access log's.
     pub error_log_writes: u64,
+    /// Their total time, ns.
     pub error_log_ns: u64,
-    /// Longest and p99 event-loop iteration, ns.
+    /// Longest event-loop iteration (from one epoll_wait's return to the next call), ns.
     pub max_iteration_ns: u64,
+    /// p99 event-loop iteration, ns (log2-histogram estimate).
     pub p99_iteration_ns: u64,
-    /// Request duration (create to free) p50 and p99, ns; uprobes only.
+    /// Request duration (`ngx_http_create_request` to `ngx_http_free_request`) p50, ns;
+    /// uprobes only.
     pub request_p50_ns: Option<u64>,
+    /// The same at p99, ns.
     pub request_p99_ns: Option<u64>,
     /// ns spent in accept4/accept and close (connection set-up and tear-down).
     pub conn_syscall_ns: u64,
     /// ns spent in all traced syscalls.
     pub all_syscall_ns: u64,
-    /// Open fds now and at peak (/proc/<pid>/fd), and the soft RLIMIT_NOFILE in force
-    /// (/proc/<pid>/limits); None when unreadable.
+    /// Open fds now (/proc/<pid>/fd); None when unreadable.
     pub fds_open: Option<u64>,
+    /// Most fds open at one reading in the period; None when unreadable.
     pub fds_peak: Option<u64>,
+    /// The soft RLIMIT_NOFILE in force (/proc/<pid>/limits); None when unreadable.
     pub fd_limit: Option<u64>,
 }
 

@@ -31,8 +31,9 @@ pub struct LogTotals {
     /// openat calls that returned an access-log fd; None when a worker's were not
     /// counted.
     pub access_log_opens: Option<u64>,
-    /// Error-log writes and their time, ns.
+    /// Error-log writes (classified by fd at the moment of the write).
     pub error_log_writes: u64,
+    /// Their total time, ns.
     pub error_log_ns: u64,
     /// Time in traced syscalls outside epoll waits, ns.
     pub all_syscall_ns: u64,

@@ -130,8 +130,10 @@ pub struct SyscallSet(pub Vec<usize>);
     subcommand_negates_reqs = true
 )]
 pub struct Cli {
+    /// A subcommand (`report`, `compare`); None: trace nginx.
     #[command(subcommand)]
     pub cmd: Option<Cmd>,
+    /// The tracing options (`--pid`, `--record`, ...), for the run without subcommand.
     #[command(flatten)]
     pub trace: TraceArgs,
 }
