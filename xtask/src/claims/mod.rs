@@ -28,7 +28,10 @@ use nginx_probe_tests::{Nginx, NginxConfig, ProbeRun};
 use nix::sys::signal::Signal;
 use serde_json::{json, Value};
 
-use crate::load::{ctxt_switches, hey_new_connections, pin_plan, wrk, ClientRun};
+use crate::{
+    command::text_of,
+    load::{ctxt_switches, hey_new_connections, pin_plan, wrk, ClientRun},
+};
 
 mod configs;
 mod metrics;
@@ -75,20 +78,7 @@ struct Machine {
 }
 
 fn machine() -> Machine {
-    let cmd = |c: &str, args: &[&str]| {
-        Command::new(c)
-            .args(args)
-            .output()
-            .ok()
-            .map(|o| {
-                let mut s = String::from_utf8_lossy(&o.stdout).trim().to_string();
-                if s.is_empty() {
-                    s = String::from_utf8_lossy(&o.stderr).trim().to_string();
-                }
-                s
-            })
-            .unwrap_or_default()
-    };
+    let cmd = |c: &str, args: &[&str]| text_of(Command::new(c).args(args)).unwrap_or_default();
     let cpu = crate::load::cpu_model();
     Machine {
         nproc: cmd("nproc", &[]),

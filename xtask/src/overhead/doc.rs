@@ -3,6 +3,8 @@
 
 use std::{fmt::Write as _, process::Command};
 
+use crate::command::text_of;
+
 use super::{
     stats::{bootstrap_median_ci95, median, paired_ratios},
     ModeDef, Tracer, Workload, WorkloadResult, CONNECTIONS, UPSTREAM_KEEPALIVE,
@@ -26,18 +28,9 @@ pub struct Machine {
     pub commit: String,
 }
 
+/// What `c args` printed ([`text_of`]), or `unknown`.
 fn output(c: &str, args: &[&str]) -> String {
-    Command::new(c)
-        .args(args)
-        .output()
-        .ok()
-        .map(|o| {
-            let mut s = String::from_utf8_lossy(&o.stdout).trim().to_string();
-            if s.is_empty() {
-                s = String::from_utf8_lossy(&o.stderr).trim().to_string();
-            }
-            s
-        })
+    text_of(Command::new(c).args(args))
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "unknown".into())
 }
