@@ -20,6 +20,7 @@ mod load;
 mod overhead;
 mod setup;
 mod source_nginx;
+mod stats;
 mod trixie;
 use clap::{Parser, Subcommand};
 use command::{output_of, run, run_with_deadline};

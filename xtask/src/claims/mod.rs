@@ -274,7 +274,7 @@ pub fn claims(probe: &Path, opts: &Options) -> Result<()> {
             let key = |name: &str, get: &dyn Fn(&Metrics) -> f64| {
                 let xs: Vec<f64> = runs.iter().map(get).collect();
                 let (lo, hi) = ci95(&xs);
-                format!("{name} {:.3} [{:.3}, {:.3}]", median(&xs), lo, hi)
+                format!("{name} {:.3} [{:.3}, {:.3}]", median_or_zero(&xs), lo, hi)
             };
             md.push_str(&format!(
                 "- **{}** {}: {} runs; {}; {}; {}; {}\n",

@@ -6,7 +6,7 @@ use std::{fmt::Write as _, process::Command};
 use crate::command::text_of;
 
 use super::{
-    stats::{bootstrap_median_ci95, median, paired_ratios},
+    stats::{bootstrap_median_ci95, median_or_nan, paired_ratios},
     ModeDef, Tracer, Workload, WorkloadResult, CONNECTIONS, UPSTREAM_KEEPALIVE,
 };
 
@@ -143,8 +143,8 @@ fn hits_median(
     }
     let ns: Vec<f64> = h.iter().filter_map(|x| x.ns_per_hit).collect();
     Some((
-        median(&h.iter().map(|x| x.per_req).collect::<Vec<_>>()),
-        (!ns.is_empty()).then(|| median(&ns)),
+        median_or_nan(&h.iter().map(|x| x.per_req).collect::<Vec<_>>()),
+        (!ns.is_empty()).then(|| median_or_nan(&ns)),
     ))
 }
 
@@ -208,7 +208,7 @@ pub fn hits_table(rows: &[Row], cost: Option<&super::hitcost::HitCost>) -> Strin
 /// Summarises every mode of `r` against its first (baseline) mode.
 pub fn rows(r: &WorkloadResult) -> Vec<Row> {
     let base: Vec<f64> = r.runs[0].iter().map(|x| x.worker_us_per_req).collect();
-    let base_us = median(&base);
+    let base_us = median_or_nan(&base);
     r.modes
         .iter()
         .zip(&r.runs)
@@ -217,28 +217,28 @@ pub fn rows(r: &WorkloadResult) -> Vec<Row> {
             let ratios = paired_ratios(&cpu, &base);
             let opt = |f: &dyn Fn(&super::Run) -> Option<f64>| {
                 let v: Vec<f64> = runs.iter().filter_map(f).collect();
-                (!v.is_empty()).then(|| median(&v))
+                (!v.is_empty()).then(|| median_or_nan(&v))
             };
             let tracepoint_hits = hits_median(runs, |x| x.tracepoint_hits);
             let uprobe_hits = hits_median(runs, |x| x.uprobe_hits);
             let hits = tracepoint_hits.map_or(0.0, |x| x.0) + uprobe_hits.map_or(0.0, |x| x.0);
             Row {
                 mode: *mode,
-                us_per_req: median(&cpu),
+                us_per_req: median_or_nan(&cpu),
                 tracepoint_hits,
                 uprobe_hits,
-                requests_per_connection: median(
+                requests_per_connection: median_or_nan(
                     &runs
                         .iter()
                         .map(|x| x.requests_per_connection)
                         .collect::<Vec<_>>(),
                 ),
-                us_per_hit: (hits > 0.0).then(|| (median(&cpu) - base_us) / hits),
-                ratio: median(&ratios),
+                us_per_hit: (hits > 0.0).then(|| (median_or_nan(&cpu) - base_us) / hits),
+                ratio: median_or_nan(&ratios),
                 ci95: bootstrap_median_ci95(&ratios),
                 ratios,
-                rps: median(&runs.iter().map(|x| x.rps).collect::<Vec<_>>()),
-                p99_ms: median(&runs.iter().map(|x| x.p99_ms).collect::<Vec<_>>()),
+                rps: median_or_nan(&runs.iter().map(|x| x.rps).collect::<Vec<_>>()),
+                p99_ms: median_or_nan(&runs.iter().map(|x| x.p99_ms).collect::<Vec<_>>()),
                 cpu_pct: opt(&|x| x.cpu_pct),
                 rss_mib: opt(&|x| x.rss_mib),
                 attach_ms: opt(&|x| x.attach_ms),
@@ -321,7 +321,7 @@ pub fn console_table(
         let _ = writeln!(
             s,
             "other tasks on the workers' CPUs: median {:.0}% of their time over the runs",
-            median(&others)
+            median_or_nan(&others)
         );
     }
     s.push_str(log_reading(&rows).trim_start());
@@ -399,7 +399,7 @@ fn busy(p: &Page) -> bool {
         .filter_map(|r| r.others_pct)
         .collect();
     if !others.is_empty() {
-        return median(&others) > 5.0;
+        return median_or_nan(&others) > 5.0;
     }
     p.load_before
         .split_whitespace()
@@ -509,7 +509,7 @@ pub fn markdown(p: &Page) -> String {
                  included{}): median {:.0}% of \
                  their time, at most {max:.0}%.",
                 if p.pinning.is_some() { "" } else { ", and wrk" },
-                median(&others)
+                median_or_nan(&others)
             );
         }
         if let Some(c) = rows[0].upstream_conns_per_req {
