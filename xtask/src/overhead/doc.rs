@@ -123,6 +123,19 @@ pub struct Row {
 }
 
 impl Row {
+    /// The cells the console and the markdown tables both start with: mode, us
+    /// CPU/request, ratio [95% CI], req/s, p99 ms, tracer CPU %.
+    fn main_cells(&self) -> [String; 6] {
+        [
+            self.mode.name.to_string(),
+            format!("{:.2}", self.us_per_req),
+            ratio_cell(self),
+            format!("{:.0}", self.rps),
+            format!("{:.2}", self.p99_ms),
+            opt(self.cpu_pct, 2),
+        ]
+    }
+
     /// All probe hits (tracepoint + uprobe runs) per request; None when not counted.
     pub fn hits_per_req(&self) -> Option<f64> {
         match (self.tracepoint_hits, self.uprobe_hits) {
@@ -298,15 +311,10 @@ pub fn console_table(
     );
     let rows = rows(r);
     for row in &rows {
+        let [name, us, ratio, rps, p99, cpu] = row.main_cells();
         let _ = writeln!(
             s,
-            "{:<50} {:>10.2} {:>24} {:>9.0} {:>8.2} {:>8} {:>8} {:>9}{}",
-            row.mode.name,
-            row.us_per_req,
-            ratio_cell(row),
-            row.rps,
-            row.p99_ms,
-            opt(row.cpu_pct, 2),
+            "{name:<50} {us:>10} {ratio:>24} {rps:>9} {p99:>8} {cpu:>8} {:>8} {:>9}{}",
             opt(row.rss_mib, 1),
             opt(row.attach_ms, 0),
             if bpf_stats {
@@ -531,13 +539,8 @@ fn ratio_table(rows: &[Row]) -> String {
         let per_round: Vec<String> = row.ratios.iter().map(|x| format!("{x:.3}")).collect();
         let _ = writeln!(
             s,
-            "| {} | {:.2} | {} | {:.0} | {:.2} | {} | {} |",
-            row.mode.name,
-            row.us_per_req,
-            ratio_cell(row),
-            row.rps,
-            row.p99_ms,
-            opt(row.cpu_pct, 2),
+            "| {} | {} |",
+            row.main_cells().join(" | "),
             per_round.join(" ")
         );
     }
