@@ -17,6 +17,8 @@ use std::{
 use anyhow::{bail, Context as _, Result};
 use nginx_probe_tests::{one_request_per_connection_until, Nginx, NginxConfig};
 
+use crate::command::read_in_background;
+
 /// VmRSS of a process, KiB (`/proc/<pid>/status`).
 pub(crate) fn rss_kib(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
@@ -122,12 +124,7 @@ impl Traced {
             .spawn()
             .context("start nginx-probe")?;
         // Read stdout as it comes, as a real consumer would.
-        let stdout_pipe = child.stdout.take().expect("stdout");
-        let stdout = thread::spawn(move || {
-            let mut s = String::new();
-            let _ = std::io::Read::read_to_string(&mut BufReader::new(stdout_pipe), &mut s);
-            s
-        });
+        let stdout = read_in_background(child.stdout.take().expect("stdout"));
         let stderr_pipe = child.stderr.take().expect("stderr");
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let stderr = thread::spawn(move || {

@@ -3,6 +3,7 @@
 //! readings of it every caller uses: [`output_of`], [`text_of`]).
 
 use std::{
+    io::Read as _,
     process::{Command, ExitStatus, Stdio},
     time::{Duration, Instant},
 };
@@ -74,6 +75,18 @@ impl Captured {
         }
         Ok(self)
     }
+}
+
+/// Reads all of `pipe` (a running child's stdout) on a thread of its own, so that the
+/// child never blocks on a full pipe; the thread returns the text once the pipe closes.
+pub fn read_in_background(
+    pipe: impl std::io::Read + Send + 'static,
+) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::BufReader::new(pipe).read_to_string(&mut s);
+        s
+    })
 }
 
 /// Runs `cmd` to completion and keeps what it printed (stdout and stderr are captured

@@ -14,7 +14,7 @@ use std::{
 use anyhow::{bail, Context as _, Result};
 use nginx_probe_tests::{Nginx, NginxConfig};
 
-use crate::{build_probe, is_root, setup::setup};
+use crate::{build_probe, command::read_in_background, is_root, setup::setup};
 
 /// Sets up, builds, and traces `pid` or a throwaway nginx for `duration` seconds.
 pub fn demo(pid: Option<u32>, duration: u32) -> Result<()> {
@@ -120,14 +120,7 @@ fn wrk_until_done(
         .stdout(Stdio::piped())
         .spawn()
         .context("start wrk (run `cargo xtask setup`)")?;
-    let wrk_stdout = wrk.stdout.take();
-    let wrk_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        if let Some(mut o) = wrk_stdout {
-            let _ = std::io::Read::read_to_string(&mut o, &mut s);
-        }
-        s
-    });
+    let wrk_reader = read_in_background(wrk.stdout.take().expect("wrk's stdout"));
     let _ = wait_or_interrupt(&mut wrk, interrupted)?;
     Ok(wrk_reader)
 }
