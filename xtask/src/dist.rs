@@ -16,7 +16,11 @@ use std::{path::Path, process::Command, time::Instant};
 
 use anyhow::{bail, Context as _, Result};
 
-use crate::{output_of, run, workspace_root};
+use crate::{
+    cargo_release,
+    command::{capture, output_of, run},
+    workspace_root,
+};
 
 /// The static target.
 pub const MUSL_TARGET: &str = "x86_64-unknown-linux-musl";
@@ -41,14 +45,7 @@ pub fn dist(check: bool) -> Result<()> {
     let started = Instant::now();
 
     // 1. The static binary.
-    run(Command::new("cargo").current_dir(&root).args([
-        "build",
-        "--release",
-        "--package",
-        "nginx-probe",
-        "--target",
-        MUSL_TARGET,
-    ]))?;
+    run(cargo_release("build", &["nginx-probe"]).args(["--target", MUSL_TARGET]))?;
     let built = root.join(format!("target/{MUSL_TARGET}/release/nginx-probe"));
     let bin = out.join("nginx-probe");
     std::fs::copy(&built, &bin).with_context(|| format!("copy {}", built.display()))?;
@@ -116,43 +113,32 @@ pub fn find_deb(dir: &Path) -> Result<std::path::PathBuf> {
 
 /// Fails unless `ldd` calls `bin` static.
 fn assert_static(bin: &Path) -> Result<()> {
-    let out = Command::new("ldd").arg(bin).output()?;
-    let text =
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let out = capture(Command::new("ldd").arg(bin))?;
+    let text = out.stdout + &out.stderr;
     if !(text.contains("not a dynamic executable") || text.contains("statically linked")) {
         bail!("{} is not static: ldd says {text}", bin.display());
     }
     Ok(())
 }
 
+/// `cargo test --release -p nginx-probe-tests --test integration -- <harness>`.
+fn integration_tests(harness: &[&str]) -> Command {
+    let mut cmd = cargo_release("test", &["nginx-probe-tests"]);
+    cmd.args(["--test", "integration", "--"]).args(harness);
+    cmd
+}
+
 /// The dist tests and the basic accept test with the static binary (root).
 fn dist_check(bin: &Path) -> Result<()> {
-    let root = workspace_root();
-    run(Command::new("cargo").current_dir(&root).args([
-        "test",
-        "--release",
-        "--package",
-        "nginx-probe-tests",
-        "--test",
-        "integration",
-        "--",
+    run(&mut integration_tests(&[
         "--ignored",
         "--test-threads=1",
         "dist::",
     ]))?;
-    run(Command::new("cargo")
-        .current_dir(&root)
-        .env("NGINX_PROBE_BIN", bin)
-        .args([
-            "test",
-            "--release",
-            "--package",
-            "nginx-probe-tests",
-            "--test",
-            "integration",
-            "--",
-            "--test-threads=1",
-            "--exact",
-            "accepts::exactly_500_connections_give_exactly_500_accepts",
-        ]))
+    run(integration_tests(&[
+        "--test-threads=1",
+        "--exact",
+        "accepts::exactly_500_connections_give_exactly_500_accepts",
+    ])
+    .env("NGINX_PROBE_BIN", bin))
 }

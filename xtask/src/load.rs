@@ -4,7 +4,9 @@
 
 use std::process::Command;
 
-use anyhow::{bail, Context as _, Result};
+use anyhow::{Context as _, Result};
+
+use crate::command::capture;
 
 /// What a load generator reported for one run.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -29,26 +31,20 @@ pub fn wrk(url: &str, connections: u32, secs: u64) -> Result<ClientRun> {
 /// [`wrk`] with extra arguments before the URL (e.g. `-H "Connection: close"`: one
 /// request per connection).
 pub fn wrk_with(url: &str, connections: u32, secs: u64, extra: &[&str]) -> Result<ClientRun> {
-    let out = client_command("wrk")
-        .args([
-            "-t1",
-            &format!("-c{connections}"),
-            &format!("-d{secs}s"),
-            "--latency",
-        ])
-        .args(extra)
-        .arg(url)
-        .output()
-        .context("run wrk (install it with `cargo xtask setup`)")?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    if !out.status.success() {
-        bail!(
-            "wrk failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    parse_wrk(&text)
+    let out = capture(
+        client_command("wrk")
+            .args([
+                "-t1",
+                &format!("-c{connections}"),
+                &format!("-d{secs}s"),
+                "--latency",
+            ])
+            .args(extra)
+            .arg(url),
+    )
+    .context("run wrk (install it with `cargo xtask setup`)")?
+    .checked("wrk")?;
+    parse_wrk(&out.stdout)
 }
 
 /// Parses wrk's text output.
@@ -111,25 +107,17 @@ pub fn parse_wrk_latency(v: &str) -> f64 {
 /// concurrent clients, each opening a new connection for every request (a sustained
 /// burst of new connections).
 pub fn hey_new_connections(url: &str, connections: u32, secs: u64) -> Result<ClientRun> {
-    let out = client_command("hey")
-        .args([
-            "-z",
-            &format!("{secs}s"),
-            "-c",
-            &connections.to_string(),
-            "-disable-keepalive",
-            url,
-        ])
-        .output()
-        .context("run hey (install it with `cargo xtask setup`)")?;
-    if !out.status.success() {
-        bail!(
-            "hey failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    parse_hey(&String::from_utf8_lossy(&out.stdout))
+    let out = capture(client_command("hey").args([
+        "-z",
+        &format!("{secs}s"),
+        "-c",
+        &connections.to_string(),
+        "-disable-keepalive",
+        url,
+    ]))
+    .context("run hey (install it with `cargo xtask setup`)")?
+    .checked("hey")?;
+    parse_hey(&out.stdout)
 }
 
 /// Parses hey's text summary.

@@ -5,56 +5,26 @@
 
 use std::{
     path::{Path, PathBuf},
-    process::{Command, Stdio},
-    sync::{
-        atomic::{AtomicBool, Ordering},
-        Arc,
-    },
-    time::{Duration, Instant},
+    process::Command,
+    time::Duration,
 };
 
-use anyhow::{bail, Context as _, Result};
+use anyhow::{bail, Result};
 
 mod bench;
 mod claims;
+mod command;
+mod demo;
 mod dist;
 mod load;
 mod overhead;
+mod setup;
 mod source_nginx;
+mod stats;
 mod trixie;
 use clap::{Parser, Subcommand};
-
-/// The nightly used for the eBPF crate; its LLVM (22) matches bpf-linker's.
-const EBPF_TOOLCHAIN: &str = "nightly-2026-05-20";
-const BPF_LINKER_VERSION: &str = "0.13.0";
-/// Debian packages: LLVM 22 for bpf-linker, the nginx under test, load generators,
-/// bpftool (tests check nothing stays loaded), peers for benchmarks, and chromium (the
-/// HTML report test renders the page headless).
-const DEBIAN_PACKAGES: &[&str] = &[
-    "llvm-22-dev",
-    "libpolly-22-dev",
-    "libzstd-dev",
-    "zlib1g-dev",
-    "nginx",
-    "wrk",
-    "hey",
-    "curl",
-    "openssl",
-    "bpftool",
-    "bpftrace",
-    "strace",
-    "python3",
-    "util-linux",
-    "tmux",
-    "chromium",
-    // promtool checks the alert rules and a real scrape (tests/tests/integration/contrib.rs).
-    "prometheus",
-    // `man -l` renders the generated man page (cargo xtask dist --check).
-    "man-db",
-];
-
-/// cargo-deb builds the .deb of `cargo xtask dist`.
-const CARGO_DEB_VERSION: &str = "3.8.0";
+use command::{output_of, run, run_with_deadline};
+use setup::{setup, EBPF_TOOLCHAIN};
 
 #[derive(Parser)]
 #[command(name = "xtask")]
@@ -183,6 +153,7 @@ enum BenchCmd {
     },
 }
 
+/// The workspace root (xtask's parent directory).
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -190,30 +161,14 @@ fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
-fn run(cmd: &mut Command) -> Result<()> {
-    let status = cmd
-        .status()
-        .with_context(|| format!("failed to run {cmd:?}"))?;
-    if !status.success() {
-        bail!("{cmd:?} failed: {status}");
-    }
-    Ok(())
-}
-
-fn output_of(cmd: &mut Command) -> Option<String> {
-    cmd.stderr(Stdio::null())
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-}
-
+/// Whether xtask runs as root (`id -u` says 0).
 fn is_root() -> bool {
     output_of(Command::new("id").arg("-u"))
         .map(|s| s.trim() == "0")
         .unwrap_or(false)
 }
 
+/// Where `cargo install` puts binaries: `$CARGO_HOME/bin`, else `~/.cargo/bin`.
 fn cargo_bin_dir() -> PathBuf {
     std::env::var_os("CARGO_HOME")
         .map(PathBuf::from)
@@ -223,285 +178,47 @@ fn cargo_bin_dir() -> PathBuf {
         .join("bin")
 }
 
-fn setup() -> Result<()> {
-    // 1. Debian packages.
-    let missing: Vec<&str> = DEBIAN_PACKAGES
-        .iter()
-        .copied()
-        .filter(|p| {
-            output_of(Command::new("dpkg-query").args(["-W", "-f=${Status}", p]))
-                .map(|s| !s.contains("install ok installed"))
-                .unwrap_or(true)
-        })
-        .collect();
-    if missing.is_empty() {
-        println!("setup: Debian packages present");
-    } else {
-        if !is_root() {
-            bail!(
-                "setup must run as root to install {}: run it with sudo",
-                missing.join(" ")
-            );
-        }
-        println!("setup: installing {}", missing.join(" "));
-        run(Command::new("apt-get").arg("update").arg("-q"))?;
-        run(Command::new("apt-get")
-            .args(["install", "-y", "-q", "--no-install-recommends"])
-            .args(&missing)
-            .env("DEBIAN_FRONTEND", "noninteractive"))?;
-        // The package starts a system nginx on port 80; the tests start their own.
-        // Likewise the prometheus package's server: only promtool is used.
-        for unit in ["nginx", "prometheus"] {
-            let _ = Command::new("systemctl")
-                .args(["disable", "--now", unit])
-                .stderr(Stdio::null())
-                .status();
-        }
+/// `cargo <subcommand> --release --package <p>...` in the workspace root.
+pub(crate) fn cargo_release(subcommand: &str, packages: &[&str]) -> Command {
+    let mut cmd = Command::new("cargo");
+    cmd.current_dir(workspace_root())
+        .args([subcommand, "--release"]);
+    for p in packages {
+        cmd.args(["--package", p]);
     }
-
-    // 2. The pinned nightly with rust-src (eBPF crates are built with -Z build-std=core)
-    //    and clippy (`cargo xtask lint` checks the eBPF crate with it).
-    let installed = output_of(Command::new("rustup").args([
-        "component",
-        "list",
-        "--installed",
-        "--toolchain",
-        EBPF_TOOLCHAIN,
-    ]))
-    .unwrap_or_default();
-    let want = ["rust-src", "clippy"];
-    let lacking: Vec<&str> = want
-        .iter()
-        .copied()
-        .filter(|c| !installed.lines().any(|l| l.starts_with(c)))
-        .collect();
-    if lacking.is_empty() {
-        println!("setup: {EBPF_TOOLCHAIN} with rust-src and clippy present");
-    } else {
-        println!(
-            "setup: installing {EBPF_TOOLCHAIN} with {}",
-            lacking.join(", ")
-        );
-        let mut cmd = Command::new("rustup");
-        cmd.args([
-            "toolchain",
-            "install",
-            EBPF_TOOLCHAIN,
-            "--profile",
-            "minimal",
-        ]);
-        for c in &want {
-            cmd.args(["--component", c]);
-        }
-        run(&mut cmd)?;
-    }
-
-    // 3. bpf-linker built against LLVM 22.
-    let linker = cargo_bin_dir().join("bpf-linker");
-    let version = output_of(Command::new(&linker).arg("--version")).unwrap_or_default();
-    if version.contains(BPF_LINKER_VERSION) {
-        println!("setup: bpf-linker {BPF_LINKER_VERSION} present");
-    } else {
-        println!(
-            "setup: building bpf-linker {BPF_LINKER_VERSION} against LLVM 22 (about 3 minutes)"
-        );
-        let path = format!(
-            "/usr/lib/llvm-22/bin:{}",
-            std::env::var("PATH").unwrap_or_default()
-        );
-        run(Command::new("cargo")
-            .args([
-                "install",
-                "bpf-linker",
-                "--locked",
-                "--version",
-                BPF_LINKER_VERSION,
-                "--no-default-features",
-                "--features",
-                "llvm-22",
-            ])
-            .env("PATH", path))?;
-    }
-
-    // 4. For `cargo xtask dist`: the static target and cargo-deb.
-    dist::ensure_musl_target()?;
-    let deb = output_of(Command::new(cargo_bin_dir().join("cargo-deb")).arg("--version"))
-        .unwrap_or_default();
-    if deb.contains(CARGO_DEB_VERSION) {
-        println!("setup: cargo-deb {CARGO_DEB_VERSION} present");
-    } else {
-        println!("setup: installing cargo-deb {CARGO_DEB_VERSION}");
-        run(Command::new("cargo").args([
-            "install",
-            "cargo-deb",
-            "--locked",
-            "--version",
-            CARGO_DEB_VERSION,
-        ]))?;
-    }
-
-    // 5. The Debian 13 root with nginx 1.26 for the nginx126 integration tests.
-    trixie::ensure_root()?;
-
-    // 6. nginx 1.26.3 built from source with configure's defaults (no stub_status).
-    source_nginx::ensure()?;
-    Ok(())
+    cmd
 }
 
+/// The crates of the unit tests (the library and binary, the common crate, xtask).
+const UNIT_TESTED: &[&str] = &["nginx-probe", "nginx-probe-common", "xtask"];
+
+/// The host crates clippy checks together (the eBPF crate is checked on its own).
+const HOST_CRATES: &[&str] = &[
+    "nginx-probe",
+    "nginx-probe-common",
+    "nginx-probe-tests",
+    "xtask",
+];
+
+/// Builds nginx-probe in release (the eBPF object by its build.rs); returns the binary.
 fn build_probe() -> Result<PathBuf> {
-    run(Command::new("cargo").current_dir(workspace_root()).args([
-        "build",
-        "--release",
-        "--package",
-        "nginx-probe",
-    ]))?;
+    run(&mut cargo_release("build", &["nginx-probe"]))?;
     Ok(workspace_root().join("target/release/nginx-probe"))
-}
-
-fn demo(pid: Option<u32>, duration: u32) -> Result<()> {
-    setup()?;
-    let probe = build_probe()?;
-    if !is_root() {
-        bail!("the demo loads eBPF programs and must run as root: run it with sudo");
-    }
-    // Ctrl-C reaches the probe (same process group) which prints its summary; we only
-    // note it and clean up after it.
-    let interrupted = Arc::new(AtomicBool::new(false));
-    {
-        let flag = interrupted.clone();
-        ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst)).context("signal handler")?;
-    }
-    let secs = duration.to_string();
-    if let Some(pid) = pid {
-        println!(
-            "demo: tracing nginx master {pid} for {duration} s (no load is generated: the numbers are its real traffic)"
-        );
-        let mut child = Command::new(&probe)
-            .args([
-                "--pid",
-                &pid.to_string(),
-                "--duration",
-                &secs,
-                "--hist",
-                "accept4",
-            ])
-            .spawn()?;
-        let status = wait_or_interrupt(&mut child, &interrupted)?;
-        // Pass nginx-probe's exit code through (2 = bad --pid).
-        if !status.success() {
-            std::process::exit(status.code().unwrap_or(1));
-        }
-        return Ok(());
-    }
-    let nginx = nginx_probe_tests::Nginx::start(&nginx_probe_tests::NginxConfig::default());
-    println!(
-        "demo: throwaway nginx master {} (workers {:?}) on {} with prefix {}",
-        nginx.master_pid(),
-        nginx.worker_pids(),
-        nginx.url(),
-        nginx.prefix.display()
-    );
-    let mut probe_child = Command::new(&probe)
-        .args([
-            "--pid",
-            &nginx.master_pid().to_string(),
-            "--duration",
-            &(duration + 1).to_string(),
-            "--interval",
-            "5",
-            "--hist",
-            "accept4",
-        ])
-        .spawn()
-        .context("start nginx-probe")?;
-    // Let it attach before the load starts.
-    std::thread::sleep(Duration::from_millis(800));
-    println!("demo: wrk -t1 -c50 -d{duration}s {}", nginx.url());
-    let mut wrk = Command::new("wrk")
-        .args(["-t1", "-c50", &format!("-d{duration}s"), &nginx.url()])
-        .stdout(Stdio::piped())
-        .spawn()
-        .context("start wrk (run `cargo xtask setup`)")?;
-    let wrk_stdout = wrk.stdout.take();
-    let wrk_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        if let Some(mut o) = wrk_stdout {
-            let _ = std::io::Read::read_to_string(&mut o, &mut s);
-        }
-        s
-    });
-    let _ = wait_or_interrupt(&mut wrk, &interrupted)?;
-    let status = wait_or_interrupt(&mut probe_child, &interrupted)?;
-    let wrk_out = wrk_reader.join().unwrap_or_default();
-    println!("\ndemo: wrk's own view of the same load:");
-    for line in wrk_out.lines() {
-        println!("  {line}");
-    }
-    drop(nginx);
-    if interrupted.load(Ordering::SeqCst) {
-        println!("demo: interrupted; throwaway nginx stopped and removed");
-        return Ok(());
-    }
-    if !status.success() {
-        bail!("nginx-probe failed: {status}");
-    }
-    Ok(())
-}
-
-/// Waits for `child`; once `interrupted` is set (Ctrl-C or SIGTERM to xtask), sends it
-/// SIGINT (nginx-probe prints its summary, wrk its totals) and keeps waiting.
-fn wait_or_interrupt(
-    child: &mut std::process::Child,
-    interrupted: &AtomicBool,
-) -> Result<std::process::ExitStatus> {
-    let mut signalled = false;
-    loop {
-        if let Some(status) = child.try_wait()? {
-            return Ok(status);
-        }
-        if interrupted.load(Ordering::SeqCst) && !signalled {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(child.id() as i32),
-                nix::sys::signal::Signal::SIGINT,
-            );
-            signalled = true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 fn test(args: &[String]) -> Result<()> {
     setup()?;
-    let root = workspace_root();
     let probe = build_probe()?;
     println!("test: unit tests");
-    run(Command::new("cargo").current_dir(&root).args([
-        "test",
-        "--release",
-        "--package",
-        "nginx-probe",
-        "--package",
-        "nginx-probe-common",
-        "--package",
-        "xtask",
-    ]))?;
+    run(&mut cargo_release("test", UNIT_TESTED))?;
     if !is_root() {
         bail!("the integration tests load eBPF programs and start nginx: run them as root (sudo cargo xtask test)");
     }
     println!("test: integration tests against a real nginx (root)");
     run_with_deadline(
-        Command::new("cargo")
-            .current_dir(&root)
+        cargo_release("test", &["nginx-probe-tests"])
             .env("NGINX_PROBE_BIN", &probe)
-            .args([
-                "test",
-                "--release",
-                "--no-fail-fast",
-                "--package",
-                "nginx-probe-tests",
-                "--",
-                "--test-threads=1",
-            ])
+            .args(["--no-fail-fast", "--", "--test-threads=1"])
             .args(args),
         INTEGRATION_DEADLINE,
     )
@@ -511,50 +228,9 @@ fn test(args: &[String]) -> Result<()> {
 /// machine): a test that hangs fails the suite instead of stalling CI.
 const INTEGRATION_DEADLINE: Duration = Duration::from_secs(30 * 60);
 
-/// Runs `cmd` in its own process group; past `deadline` the whole group (cargo, the
-/// test binary, the nginx and probes it started) is killed and this fails.
-fn run_with_deadline(cmd: &mut Command, deadline: Duration) -> Result<()> {
-    use std::os::unix::process::CommandExt as _;
-    let mut child = cmd
-        .process_group(0)
-        .spawn()
-        .with_context(|| format!("failed to run {cmd:?}"))?;
-    let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
-    let start = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait()? {
-            if !status.success() {
-                bail!("{cmd:?} failed: {status}");
-            }
-            return Ok(());
-        }
-        if start.elapsed() > deadline {
-            let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
-            let _ = child.wait();
-            bail!("{cmd:?} still ran after {} s: killed", deadline.as_secs());
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
 fn lint() -> Result<()> {
     let root = workspace_root();
-    run(Command::new("cargo").current_dir(&root).args([
-        "clippy",
-        "--release",
-        "--package",
-        "nginx-probe",
-        "--package",
-        "nginx-probe-common",
-        "--package",
-        "nginx-probe-tests",
-        "--package",
-        "xtask",
-        "--all-targets",
-        "--",
-        "-D",
-        "warnings",
-    ]))?;
+    run(cargo_release("clippy", HOST_CRATES).args(["--all-targets", "--", "-D", "warnings"]))?;
     // The eBPF crate on its own: feature unification with the host crates breaks a
     // workspace-wide run.
     run(Command::new("rustup")
@@ -578,16 +254,8 @@ fn lint() -> Result<()> {
 
 /// Runs nginx-probe's `metrics_doc` example: the docs' metrics table from the code.
 fn metrics_doc(write: bool) -> Result<()> {
-    let mut cmd = Command::new("cargo");
-    cmd.current_dir(workspace_root()).args([
-        "run",
-        "--release",
-        "--quiet",
-        "--package",
-        "nginx-probe",
-        "--example",
-        "metrics_doc",
-    ]);
+    let mut cmd = cargo_release("run", &["nginx-probe"]);
+    cmd.args(["--quiet", "--example", "metrics_doc"]);
     if write {
         cmd.args(["--", "--write"]);
     }
@@ -626,7 +294,7 @@ fn main() {
     let cli = Cli::parse();
     let res = match cli.cmd {
         Cmd::Setup => setup(),
-        Cmd::Demo { pid, duration } => demo(pid, duration),
+        Cmd::Demo { pid, duration } => demo::demo(pid, duration),
         Cmd::Test { args } => test(&args),
         Cmd::Lint => lint(),
         Cmd::MetricsDoc { write } => metrics_doc(write),

@@ -10,6 +10,8 @@ use std::{fs, process::Command};
 use anyhow::{bail, Context as _, Result};
 use nginx_probe_tests::container::{check_root, trixie_root_dir};
 
+use crate::{command::run, is_root};
+
 /// The mirror debootstrap downloads trixie from.
 const MIRROR: &str = "http://deb.debian.org/debian";
 
@@ -20,20 +22,16 @@ pub fn ensure_root() -> Result<()> {
         println!("setup: trixie root {} present ({version})", dir.display());
         return Ok(());
     }
-    if !super::is_root() {
+    if !is_root() {
         bail!(
             "setup must run as root to make the nginx 1.26 root {} with debootstrap: run it with sudo",
             dir.display()
         );
     }
-    if super::output_of(Command::new("dpkg-query").args(["-W", "-f=${Status}", "debootstrap"]))
-        .is_none_or(|s| !s.contains("install ok installed"))
-    {
-        super::run(
-            Command::new("apt-get")
-                .args(["install", "-y", "-q", "debootstrap"])
-                .env("DEBIAN_FRONTEND", "noninteractive"),
-        )?;
+    if !crate::setup::deb_installed("debootstrap") {
+        run(Command::new("apt-get")
+            .args(["install", "-y", "-q", "debootstrap"])
+            .env("DEBIAN_FRONTEND", "noninteractive"))?;
     }
     let tmp = dir.with_extension("tmp");
     if tmp.exists() {
@@ -50,16 +48,14 @@ pub fn ensure_root() -> Result<()> {
         "setup: debootstrap trixie with nginx-light and curl into {} (about 2 minutes)",
         dir.display()
     );
-    let made = super::run(
-        Command::new("debootstrap")
-            .args([
-                "--variant=minbase",
-                "--include=nginx-light,curl,ca-certificates",
-                "trixie",
-            ])
-            .arg(&tmp)
-            .arg(MIRROR),
-    )
+    let made = run(Command::new("debootstrap")
+        .args([
+            "--variant=minbase",
+            "--include=nginx-light,curl,ca-certificates",
+            "trixie",
+        ])
+        .arg(&tmp)
+        .arg(MIRROR))
     .and_then(|()| check_root(&tmp).map_err(anyhow::Error::msg));
     if let Err(e) = made {
         let _ = fs::remove_dir_all(&tmp);

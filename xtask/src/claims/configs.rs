@@ -107,6 +107,8 @@ pub(super) fn with_events(extra: &str) -> NginxConfig {
 
 /// Every claim the lab checks, in table order.
 pub fn all_claims() -> Vec<Claim> {
+    // Long because: the lab's table of claims, one flat entry of data per claim (its
+    // source, configs, load and rule) in table order; nothing in it branches.
     let v = |label, change, cfg| Variant { label, change, cfg };
     vec![
         Claim {

@@ -113,6 +113,63 @@ pub(super) fn skew(shares: &[f64]) -> f64 {
     max / (sum / shares.len() as f64)
 }
 
+/// A summary's count; 0 when absent.
+fn count(v: &Value) -> u64 {
+    v.as_u64().unwrap_or(0)
+}
+
+/// The workers' figures summed over a summary's `workers[]`.
+#[derive(Default)]
+struct WorkerSums {
+    /// Each syscall's count (epoll waits left out).
+    counts: BTreeMap<String, u64>,
+    /// Syscall time outside epoll waits, ns.
+    all_ns: u64,
+    /// accept4, accept and close, ns.
+    setup_ns: u64,
+    /// openat and newfstatat, ns.
+    file_ns: u64,
+    /// Access-log writes, ns.
+    log_ns: u64,
+    /// Access-log writes.
+    log_writes: u64,
+    /// CPU time, s.
+    cpu_s: f64,
+    /// Time runnable waiting for a CPU, s.
+    run_delay_s: f64,
+    /// Each worker's share of the accepts.
+    accept_shares: Vec<f64>,
+    /// Each worker's `event_loop.busy_share`.
+    busy_shares: Vec<f64>,
+}
+
+impl WorkerSums {
+    /// Adds one worker of the summary.
+    fn add(&mut self, w: &Value) {
+        self.cpu_s += w["cpu_s"].as_f64().unwrap_or(0.0);
+        self.run_delay_s += w["run_delay_s"].as_f64().unwrap_or(0.0);
+        self.accept_shares
+            .push(w["accept_share"].as_f64().unwrap_or(0.0));
+        self.busy_shares
+            .push(w["event_loop"]["busy_share"].as_f64().unwrap_or(0.0));
+        self.log_writes += count(&w["writes"]["access_log"]["count"]);
+        self.log_ns += count(&w["writes"]["access_log"]["total_ns"]);
+        for (name, st) in w["syscalls"].as_object().into_iter().flatten() {
+            if name.starts_with("epoll") {
+                continue;
+            }
+            let ns = count(&st["total_ns"]);
+            self.all_ns += ns;
+            *self.counts.entry(name.clone()).or_default() += count(&st["count"]);
+            match name.as_str() {
+                "accept4" | "accept" | "close" => self.setup_ns += ns,
+                "openat" | "newfstatat" => self.file_ns += ns,
+                _ => {}
+            }
+        }
+    }
+}
+
 impl Metrics {
     /// Builds the metrics from an nginx-probe summary document (schema 1), the client's
     /// report, and the workers' (voluntary, nonvoluntary) context switches during the
@@ -122,7 +179,6 @@ impl Metrics {
             bail!("not an nginx-probe schema 1 summary");
         }
         let workers = s["workers"].as_array().context("summary without workers")?;
-        let u = |v: &Value| v.as_u64().unwrap_or(0);
         let mut m = Metrics {
             rps: client.rps,
             client_errors: client.errors,
@@ -131,76 +187,74 @@ impl Metrics {
             fd_limit: u64::MAX,
             ..Metrics::default()
         };
-        let mut counts: BTreeMap<String, u64> = BTreeMap::new();
-        let (mut all_ns, mut setup_ns, mut file_ns, mut log_ns, mut log_writes) = (0, 0, 0, 0, 0);
-        let mut cpu_s = 0.0;
-        let mut run_delay_s = 0.0;
-        let mut accept_shares = Vec::new();
-        let mut busy_shares = Vec::new();
         // All of nginx's requests: the report-level count (nginx's stub_status counter);
         // recordings without it: the workers' counts summed.
         let total = s["requests"]["count"].as_u64();
         m.requests = total.unwrap_or(0);
+        let mut sums = WorkerSums::default();
         for w in workers {
             if total.is_none() {
-                m.requests += u(&w["requests"]["count"]);
+                m.requests += count(&w["requests"]["count"]);
             }
-            m.accepts += u(&w["accepts"]);
-            m.emfile += u(&w["accept_errors"]["EMFILE"]);
-            m.accept_eagain += u(&w["accept_errors"]["EAGAIN"]);
-            m.upstream_connects += u(&w["upstream"]["connects"]);
-            m.accepted_then_closed += u(&w["accepted_then_closed"]);
-            m.fd_peak = m.fd_peak.max(u(&w["fds"]["peak"]));
-            if let Some(l) = w["fds"]["limit"].as_u64() {
-                m.fd_limit = m.fd_limit.min(l);
-            }
-            cpu_s += w["cpu_s"].as_f64().unwrap_or(0.0);
-            run_delay_s += w["run_delay_s"].as_f64().unwrap_or(0.0);
-            accept_shares.push(w["accept_share"].as_f64().unwrap_or(0.0));
-            busy_shares.push(w["event_loop"]["busy_share"].as_f64().unwrap_or(0.0));
-            log_writes += u(&w["writes"]["access_log"]["count"]);
-            log_ns += u(&w["writes"]["access_log"]["total_ns"]);
-            for (name, st) in w["syscalls"].as_object().into_iter().flatten() {
-                if name.starts_with("epoll") {
-                    continue;
-                }
-                let ns = u(&st["total_ns"]);
-                all_ns += ns;
-                *counts.entry(name.clone()).or_default() += u(&st["count"]);
-                match name.as_str() {
-                    "accept4" | "accept" | "close" => setup_ns += ns,
-                    "openat" | "newfstatat" => file_ns += ns,
-                    _ => {}
-                }
-            }
+            m.add_worker_counts(w);
+            sums.add(w);
         }
         if m.fd_limit == u64::MAX {
             m.fd_limit = 0;
         }
-        let req = m.requests as f64;
-        m.accepts_per_request = ratio(m.accepts as f64, req);
-        m.access_log_writes_per_request = ratio(log_writes as f64, req);
-        m.setup_share = ratio(setup_ns as f64, all_ns as f64);
-        m.access_log_share = ratio(log_ns as f64, all_ns as f64);
-        m.file_share = ratio(file_ns as f64, all_ns as f64);
-        m.syscalls_per_request = ratio(counts.values().sum::<u64>() as f64, req);
-        m.syscall_us_per_request = ratio(all_ns as f64 / 1e3, req);
-        m.cpu_us_per_request = ratio(cpu_s * 1e6, req);
-        m.run_delay_us_per_request = ratio(run_delay_s * 1e6, req);
-        m.cpu_cores = ratio(cpu_s, s["duration_s"].as_f64().unwrap_or(0.0));
-        m.per_request = counts
+        m.set_per_request_and_shares(sums, s["duration_s"].as_f64().unwrap_or(0.0));
+        m.set_report_sections(s);
+        Ok(m)
+    }
+
+    /// Adds one worker's accepts, accept errors, upstream connects and closes after
+    /// accept; keeps the highest fd peak and the lowest fd limit.
+    fn add_worker_counts(&mut self, w: &Value) {
+        self.accepts += count(&w["accepts"]);
+        self.emfile += count(&w["accept_errors"]["EMFILE"]);
+        self.accept_eagain += count(&w["accept_errors"]["EAGAIN"]);
+        self.upstream_connects += count(&w["upstream"]["connects"]);
+        self.accepted_then_closed += count(&w["accepted_then_closed"]);
+        self.fd_peak = self.fd_peak.max(count(&w["fds"]["peak"]));
+        if let Some(l) = w["fds"]["limit"].as_u64() {
+            self.fd_limit = self.fd_limit.min(l);
+        }
+    }
+
+    /// The per-request figures, shares of syscall time and skews from the workers'
+    /// sums; `duration_s` is the summary's.
+    fn set_per_request_and_shares(&mut self, sums: WorkerSums, duration_s: f64) {
+        let req = self.requests as f64;
+        let all_ns = sums.all_ns as f64;
+        self.accepts_per_request = ratio(self.accepts as f64, req);
+        self.access_log_writes_per_request = ratio(sums.log_writes as f64, req);
+        self.setup_share = ratio(sums.setup_ns as f64, all_ns);
+        self.access_log_share = ratio(sums.log_ns as f64, all_ns);
+        self.file_share = ratio(sums.file_ns as f64, all_ns);
+        self.syscalls_per_request = ratio(sums.counts.values().sum::<u64>() as f64, req);
+        self.syscall_us_per_request = ratio(all_ns / 1e3, req);
+        self.cpu_us_per_request = ratio(sums.cpu_s * 1e6, req);
+        self.run_delay_us_per_request = ratio(sums.run_delay_s * 1e6, req);
+        self.cpu_cores = ratio(sums.cpu_s, duration_s);
+        self.per_request = sums
+            .counts
             .into_iter()
             .map(|(k, v)| (k, ratio(v as f64, req)))
             .collect();
-        m.accept_skew = skew(&accept_shares);
-        m.busy_skew = skew(&busy_shares);
-        m.busy_cores = busy_shares.iter().sum();
+        self.accept_skew = skew(&sums.accept_shares);
+        self.busy_skew = skew(&sums.busy_shares);
+        self.busy_cores = sums.busy_shares.iter().sum();
+    }
+
+    /// What the summary says beside the workers: the listening socket, the
+    /// configuration, connections, nginx's error log, TLS and the verdicts.
+    fn set_report_sections(&mut self, s: &Value) {
         if let Some(l) = s["listen"].as_array().and_then(|a| a.first()) {
-            m.listen_backlog = u(&l["backlog"]);
-            m.listen_queue_max = u(&l["queue_max"]);
-            m.listen_overflows = u(&l["overflows"]) + u(&l["drops"]);
+            self.listen_backlog = count(&l["backlog"]);
+            self.listen_queue_max = count(&l["queue_max"]);
+            self.listen_overflows = count(&l["overflows"]) + count(&l["drops"]);
         }
-        m.config = s["config"]["values"]
+        self.config = s["config"]["values"]
             .as_array()
             .into_iter()
             .flatten()
@@ -209,22 +263,22 @@ impl Metrics {
                 (t("scope"), t("directive"), t("value"))
             })
             .collect();
-        m.closed_by_nginx = s["connections"]["ports"]
+        self.closed_by_nginx = s["connections"]["ports"]
             .as_array()
-            .map(|ps| ps.iter().map(|p| u(&p["closed_by_nginx"])).sum());
-        m.over_nofile_warnings = s["nginx_errors"]["history"]
+            .map(|ps| ps.iter().map(|p| count(&p["closed_by_nginx"])).sum());
+        let history = &s["nginx_errors"]["history"];
+        self.over_nofile_warnings = history
             .is_object()
-            .then(|| u(&s["nginx_errors"]["history"]["classes"]["worker_connections_over_nofile"]));
-        m.emfile_log_lines = u(&s["nginx_errors"]["classes"]["emfile"]["count"]);
-        m.tls_handshakes = u(&s["tls"]["handshakes"]);
-        m.tls_call_ns = u(&s["tls"]["call_ns"]);
-        m.verdicts = s["verdicts"]
+            .then(|| count(&history["classes"]["worker_connections_over_nofile"]));
+        self.emfile_log_lines = count(&s["nginx_errors"]["classes"]["emfile"]["count"]);
+        self.tls_handshakes = count(&s["tls"]["handshakes"]);
+        self.tls_call_ns = count(&s["tls"]["call_ns"]);
+        self.verdicts = s["verdicts"]
             .as_array()
             .into_iter()
             .flatten()
             .filter_map(|v| v["id"].as_str().map(String::from))
             .collect();
-        Ok(m)
     }
 
     /// Count per request of one traced syscall (0 when not traced or not seen).

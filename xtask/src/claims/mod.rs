@@ -28,10 +28,15 @@ use nginx_probe_tests::{Nginx, NginxConfig, ProbeRun};
 use nix::sys::signal::Signal;
 use serde_json::{json, Value};
 
-use crate::load::{ctxt_switches, hey_new_connections, pin_plan, wrk, ClientRun};
+use crate::{
+    command::text_of,
+    load::Pinning,
+    load::{ctxt_switches, hey_new_connections, pin_plan, wrk, ClientRun},
+};
 
 mod configs;
 mod metrics;
+mod report;
 mod rules;
 mod rules_checked;
 mod run;
@@ -43,6 +48,7 @@ mod tests_checked;
 
 pub use configs::*;
 pub use metrics::*;
+use report::*;
 pub use rules::*;
 pub use rules_checked::*;
 use run::*;
@@ -61,97 +67,6 @@ pub struct ClaimResult<'a> {
     /// `nginx-probe compare` of the first config with each later one: (label of the
     /// later config, its ticket sentence).
     pub sentences: Vec<(String, String)>,
-}
-
-/// Machine and run facts for the report header.
-struct Machine {
-    nproc: String,
-    cpu: String,
-    kernel: String,
-    date: String,
-    nginx: String,
-    /// `/proc/loadavg`'s 1, 5 and 15 minute figures when the lab started.
-    loadavg: String,
-}
-
-fn machine() -> Machine {
-    let cmd = |c: &str, args: &[&str]| {
-        Command::new(c)
-            .args(args)
-            .output()
-            .ok()
-            .map(|o| {
-                let mut s = String::from_utf8_lossy(&o.stdout).trim().to_string();
-                if s.is_empty() {
-                    s = String::from_utf8_lossy(&o.stderr).trim().to_string();
-                }
-                s
-            })
-            .unwrap_or_default()
-    };
-    let cpu = crate::load::cpu_model();
-    Machine {
-        nproc: cmd("nproc", &[]),
-        cpu,
-        kernel: cmd("uname", &["-r"]),
-        date: cmd("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
-        nginx: cmd("/usr/sbin/nginx", &["-v"])
-            .trim_start_matches("nginx version: ")
-            .to_string(),
-        loadavg: std::fs::read_to_string("/proc/loadavg")
-            .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-            .unwrap_or_default(),
-    }
-}
-
-fn md_cell(s: &str) -> String {
-    s.replace('|', "\\|")
-}
-
-fn markdown_table(results: &[ClaimResult]) -> String {
-    let mut md = String::from(
-        "| claim | source | config change | req/s | nginx-probe saw | result |\n| --- | --- | --- | ---: | --- | --- |\n",
-    );
-    for r in results {
-        let c = r.claim;
-        let change: Vec<String> = c
-            .variants
-            .iter()
-            .map(|v| format!("{}: `{}`", v.label, v.change))
-            .collect();
-        let rps: Vec<String> = c
-            .variants
-            .iter()
-            .zip(&r.metrics)
-            .map(|(v, m)| format!("{} {:.0}", v.label, m.rps))
-            .collect();
-        let verdicts: Vec<String> = c
-            .variants
-            .iter()
-            .zip(&r.metrics)
-            .map(|(v, m)| {
-                let ids = if m.verdicts.is_empty() {
-                    "-".to_string()
-                } else {
-                    m.verdicts.join(", ")
-                };
-                format!("{} {ids}", v.label)
-            })
-            .collect();
-        md.push_str(&format!(
-            "| {} ({}) | {} | {} | {} | {}; verdicts: {} | **{}**: {} |\n",
-            md_cell(c.id),
-            md_cell(c.claim),
-            md_cell(c.source),
-            md_cell(&change.join("; ")),
-            rps.join(" / "),
-            md_cell(&r.judgement.saw),
-            md_cell(&verdicts.join("; ")),
-            r.judgement.outcome,
-            md_cell(&r.judgement.reason),
-        ));
-    }
-    md
 }
 
 /// Options of `cargo xtask claims`.
@@ -173,7 +88,6 @@ pub struct Options {
 /// `opts.out`.
 pub fn claims(probe: &Path, opts: &Options) -> Result<()> {
     let selected = select(&opts.filter)?;
-    let secs = if opts.quick { 2 } else { 8 };
     // The machine as the runs start (the load average says how shared it was).
     let m = machine();
     // Ctrl-C reaches wrk/hey and nginx-probe (our process group), which finish their
@@ -190,11 +104,63 @@ pub fn claims(probe: &Path, opts: &Options) -> Result<()> {
         eprintln!("claims: {}", p.describe());
         crate::load::pin_clients(&p.client_cpus);
     }
-    let repeat = opts.repeat.max(1);
-    let mut results = Vec::new();
-    for claim in &selected {
+    let lab = Lab {
+        probe,
+        secs: if opts.quick { 2 } else { 8 },
+        repeat: opts.repeat.max(1),
+        runs: &runs,
+        pinning: pinning.as_ref(),
+        interrupted: &interrupted,
+    };
+    let results = selected
+        .iter()
+        .map(|claim| lab.claim(claim))
+        .collect::<Result<Vec<_>>>()?;
+    write_report(opts, &lab, &m, &results)
+}
+
+/// What every claim's runs share.
+struct Lab<'a> {
+    /// The nginx-probe binary.
+    probe: &'a Path,
+    /// Seconds of load per run.
+    secs: u64,
+    /// Runs per config.
+    repeat: usize,
+    /// Where the recordings go.
+    runs: &'a Path,
+    /// The CPUs of the load generator and of the workers, when pinned.
+    pinning: Option<&'a Pinning>,
+    /// Set by Ctrl-C.
+    interrupted: &'a AtomicBool,
+}
+
+impl Lab<'_> {
+    /// One claim: its configs' runs, their medians, the rule's decision and
+    /// `nginx-probe compare`'s sentences.
+    fn claim<'c>(&self, claim: &'c Claim) -> Result<ClaimResult<'c>> {
+        let runs_of = self.rounds(claim)?;
+        let judgement = judge_repeated(claim.judge, &runs_of);
+        let metrics: Vec<Metrics> = runs_of.iter().map(|r| median_metrics(r)).collect();
+        let sentences = self.sentences(claim)?;
+        eprintln!(
+            "claims: {} {}: {}",
+            claim.id, judgement.outcome, judgement.reason
+        );
+        Ok(ClaimResult {
+            claim,
+            runs: runs_of,
+            metrics,
+            judgement,
+            sentences,
+        })
+    }
+
+    /// Each config's runs, interleaved: A B A B ..., so a drift of the machine hits
+    /// every config alike.
+    fn rounds(&self, claim: &Claim) -> Result<Vec<Vec<Metrics>>> {
+        let (secs, repeat) = (self.secs, self.repeat);
         let mut runs_of: Vec<Vec<Metrics>> = vec![Vec::new(); claim.variants.len()];
-        // Interleaved: A B A B ..., so a drift of the machine hits every config alike.
         for round in 0..repeat {
             for (i, v) in claim.variants.iter().enumerate() {
                 eprintln!(
@@ -206,12 +172,12 @@ pub fn claims(probe: &Path, opts: &Options) -> Result<()> {
                     round + 1
                 );
                 let mut v = v.clone();
-                if let Some(p) = &pinning {
+                if let Some(p) = self.pinning {
                     v.cfg.main_extra.push_str(&p.nginx_directive);
                 }
-                let m = record(probe, claim, &v, round, secs, &runs)
+                let m = record(self.probe, claim, &v, round, secs, self.runs)
                     .with_context(|| format!("claim {} config {}", claim.id, v.label))?;
-                if interrupted.load(Ordering::SeqCst) {
+                if self.interrupted.load(Ordering::SeqCst) {
                     bail!("interrupted: throwaway nginx stopped, nothing written");
                 }
                 eprintln!(
@@ -221,12 +187,16 @@ pub fn claims(probe: &Path, opts: &Options) -> Result<()> {
                 runs_of[i].push(m);
             }
         }
-        let judgement = judge_repeated(claim.judge, &runs_of);
-        let metrics: Vec<Metrics> = runs_of.iter().map(|r| median_metrics(r)).collect();
-        let rec = |v: &Variant| runs.join(run_file_name(claim, v, 0));
+        Ok(runs_of)
+    }
+
+    /// `nginx-probe compare` of the first config's first run with each later config's:
+    /// (label of the later config, the ticket sentence).
+    fn sentences(&self, claim: &Claim) -> Result<Vec<(String, String)>> {
+        let rec = |v: &Variant| self.runs.join(run_file_name(claim, v, 0));
         let mut sentences = Vec::new();
         for v in claim.variants.iter().skip(1) {
-            let c = compare(probe, &rec(&claim.variants[0]), &rec(v))?;
+            let c = compare(self.probe, &rec(&claim.variants[0]), &rec(v))?;
             let sentence = c["sentence"].as_str().unwrap_or_default().to_string();
             eprintln!(
                 "claims:   compare {} -> {}: {sentence}",
@@ -234,120 +204,6 @@ pub fn claims(probe: &Path, opts: &Options) -> Result<()> {
             );
             sentences.push((v.label.to_string(), sentence));
         }
-        eprintln!(
-            "claims: {} {}: {}",
-            claim.id, judgement.outcome, judgement.reason
-        );
-        results.push(ClaimResult {
-            claim,
-            runs: runs_of,
-            metrics,
-            judgement,
-            sentences,
-        });
+        Ok(sentences)
     }
-    let command = format!(
-        "cargo xtask claims{}{}{}{}",
-        if opts.quick { " --quick" } else { "" },
-        if opts.repeat != 3 && !opts.quick {
-            format!(" --repeat {repeat}")
-        } else {
-            String::new()
-        },
-        if opts.pin { "" } else { " --no-pin" },
-        if opts.filter.is_empty() {
-            String::new()
-        } else {
-            format!(" {}", opts.filter.join(" "))
-        }
-    );
-    let table = markdown_table(&results);
-    println!("{table}");
-    let mut md = format!(
-        "# nginx-probe claims lab\n\n`{command}`: {} cores ({}), kernel {}, nginx {}, {}, load average {} at the start; {secs} s of load per config, {repeat} run(s) per config interleaved, each claim judged on the configs' medians and decided only when {:.0}% of bootstrap resamples of the runs agree; 2 nginx workers unless the claim says otherwise, a 30-byte file, access log on and unbuffered unless the claim changes it. {}\n\n",
-        m.nproc, m.cpu, m.kernel, m.nginx, m.date, m.loadavg, DECISION_AGREEMENT * 100.0,
-        pinning.as_ref().map(|p| p.describe()).unwrap_or_else(|| "Not pinned: the load generator and the workers share the CPUs.".into())
-    );
-    md.push_str(&table);
-    md.push_str("\n## What `nginx-probe compare` says\n\n");
-    for r in &results {
-        for (label, sentence) in &r.sentences {
-            md.push_str(&format!(
-                "- **{}**, {} -> {label}: {sentence}\n",
-                r.claim.id, r.claim.variants[0].label
-            ));
-        }
-    }
-    md.push_str("\n## Spread of the runs (median [95% interval])\n\n");
-    for r in &results {
-        for (v, runs) in r.claim.variants.iter().zip(&r.runs) {
-            let key = |name: &str, get: &dyn Fn(&Metrics) -> f64| {
-                let xs: Vec<f64> = runs.iter().map(get).collect();
-                let (lo, hi) = ci95(&xs);
-                format!("{name} {:.3} [{:.3}, {:.3}]", median(&xs), lo, hi)
-            };
-            md.push_str(&format!(
-                "- **{}** {}: {} runs; {}; {}; {}; {}\n",
-                r.claim.id,
-                v.label,
-                runs.len(),
-                key("req/s", &|m| m.rps),
-                key("accepts/request", &|m| m.accepts_per_request),
-                key("worker CPU us/request", &|m| m.cpu_us_per_request),
-                key("accept skew", &|m| m.accept_skew),
-            ));
-        }
-    }
-    md.push_str("\n## Rules\n\n");
-    for r in &results {
-        md.push_str(&format!(
-            "- **{}** under `{}`{}: {} ({})\n",
-            r.claim.id,
-            r.claim.load.describe(),
-            if r.claim.probe_args.is_empty() {
-                String::new()
-            } else {
-                format!(", nginx-probe {}", r.claim.probe_args.join(" "))
-            },
-            r.judgement.outcome,
-            r.judgement.reason
-        ));
-    }
-    let doc = json!({
-        "command": command,
-        "machine": {"nproc": m.nproc, "cpu": m.cpu, "kernel": m.kernel, "nginx": m.nginx, "date": m.date, "loadavg": m.loadavg},
-        "load_secs": secs,
-        "repeat": repeat,
-        "pinning": pinning.as_ref().map(|p| p.describe()),
-        "claims": results.iter().map(|r| json!({
-            "id": r.claim.id,
-            "source": r.claim.source,
-            "claim": r.claim.claim,
-            "load": r.claim.load.describe(),
-            "probe_args": r.claim.probe_args,
-            "result": r.judgement.outcome.to_string(),
-            "saw": r.judgement.saw,
-            "reason": r.judgement.reason,
-            "compare": r.sentences.iter().map(|(label, s)| json!({"before": r.claim.variants[0].label, "after": label, "sentence": s})).collect::<Vec<_>>(),
-            "configs": r.claim.variants.iter().zip(&r.metrics).zip(&r.runs).map(|((v, m), runs)| json!({
-                "label": v.label,
-                "change": v.change,
-                "records": (0..runs.len()).map(|i| format!("runs/{}", run_file_name(r.claim, v, i))).collect::<Vec<_>>(),
-                "metrics": m.json(),
-                "spread": spread_json(runs),
-            })).collect::<Vec<_>>(),
-        })).collect::<Vec<_>>(),
-    });
-    std::fs::write(opts.out.join("claims.md"), md)?;
-    std::fs::write(
-        opts.out.join("claims.json"),
-        serde_json::to_string_pretty(&doc)? + "\n",
-    )?;
-    eprintln!(
-        "claims: wrote {} and {} (runs in {})",
-        opts.out.join("claims.md").display(),
-        opts.out.join("claims.json").display(),
-        runs.display()
-    );
-    Ok(())
 }

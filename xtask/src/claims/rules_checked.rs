@@ -75,32 +75,8 @@ pub fn judge_keepalive_requests(ms: &[Metrics]) -> Judgement {
         across(ms, |m| shown(m.closed_by_nginx)),
         across(ms, |m| (m.requests / m.load_connections.max(1)).to_string()),
     );
-    if let Some(j) = too_few_requests(ms, &saw) {
+    if let Some(j) = keepalive_requests_unjudgeable(ms, [a, b], &saw) {
         return j;
-    }
-    if let Some(j) = config_unread(ms, &saw) {
-        return j;
-    }
-    for (m, n) in ms.iter().zip(n) {
-        let v = m.config_value("http", "keepalive_requests");
-        if v != Some(n.to_string().as_str()) {
-            return not_in_effect(
-                &saw,
-                format!("keepalive_requests in force {} (asked {n})", shown(v)),
-            );
-        }
-    }
-    for (m, n) in [(a, n[0]), (b, n[1])] {
-        if expected_reconnects(m, n) < m.load_connections.max(1) {
-            return verdict(
-                Outcome::Inconclusive,
-                saw,
-                format!(
-                    "the run was too short: {} requests per connection, fewer than keepalive_requests {n}",
-                    m.requests / m.load_connections.max(1)
-                ),
-            );
-        }
     }
     let share = |m: &Metrics, n: u64| ratio(reconnects(m) as f64, expected_reconnects(m, n) as f64);
     let (sa, sb) = (share(a, n[0]), share(b, n[1]));
@@ -148,6 +124,45 @@ pub fn judge_keepalive_requests(ms: &[Metrics]) -> Judgement {
         saw,
         format!("x{sa:.2} and x{sb:.2} the expected reconnects: between the thresholds (within x{RECYCLE_TOLERANCE} confirms, below x{RECYCLE_ABSENT} refutes)"),
     )
+}
+
+/// Why the keepalive_requests runs cannot be judged, if they cannot: too few requests,
+/// the configuration unread, a config's keepalive_requests in force not the one asked,
+/// or a run of `a` or `b` too short for a connection to reach its keepalive_requests.
+fn keepalive_requests_unjudgeable(
+    ms: &[Metrics],
+    [a, b]: [&Metrics; 2],
+    saw: &str,
+) -> Option<Judgement> {
+    let n = KEEPALIVE_REQUESTS;
+    if let Some(j) = too_few_requests(ms, saw) {
+        return Some(j);
+    }
+    if let Some(j) = config_unread(ms, saw) {
+        return Some(j);
+    }
+    for (m, n) in ms.iter().zip(n) {
+        let v = m.config_value("http", "keepalive_requests");
+        if v != Some(n.to_string().as_str()) {
+            return Some(not_in_effect(
+                saw,
+                format!("keepalive_requests in force {} (asked {n})", shown(v)),
+            ));
+        }
+    }
+    for (m, n) in [(a, n[0]), (b, n[1])] {
+        if expected_reconnects(m, n) < m.load_connections.max(1) {
+            return Some(verdict(
+                Outcome::Inconclusive,
+                saw.to_string(),
+                format!(
+                    "the run was too short: {} requests per connection, fewer than keepalive_requests {n}",
+                    m.requests / m.load_connections.max(1)
+                ),
+            ));
+        }
+    }
+    None
 }
 
 /// upstream_keepalive (A: `proxy_pass` to an upstream without `keepalive`, B: the

@@ -1,6 +1,7 @@
 //! Running one config: record it with nginx-probe, read the summary back, compare runs.
 
 use super::*;
+use crate::command::capture;
 
 /// nginx-probe options that record a run into `file`: full detail (a recording
 /// defaults to sampled windows, and a claim is judged on exact figures: EMFILE on
@@ -20,19 +21,17 @@ pub(super) fn recording_args(file: &Path) -> Vec<String> {
 
 /// `nginx-probe compare before after --json`: the comparison document.
 pub(super) fn compare(probe: &Path, before: &Path, after: &Path) -> Result<Value> {
-    let out = Command::new(probe)
-        .arg("compare")
-        .args([before, after])
-        .arg("--json")
-        .output()
-        .context("run nginx-probe compare")?;
+    let out = capture(
+        Command::new(probe)
+            .arg("compare")
+            .args([before, after])
+            .arg("--json"),
+    )
+    .context("run nginx-probe compare")?;
     if !out.status.success() {
-        bail!(
-            "nginx-probe compare failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
+        bail!("nginx-probe compare failed: {}", out.stderr.trim());
     }
-    serde_json::from_slice(&out.stdout).context("nginx-probe compare printed no JSON")
+    serde_json::from_str(&out.stdout).context("nginx-probe compare printed no JSON")
 }
 
 /// The `"type":"summary"` line of a recording (the last one; a `--record` file's header

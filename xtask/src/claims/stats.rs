@@ -19,19 +19,10 @@ const T95: [f64; 30] = [
     2.052, 2.048, 2.045, 2.042,
 ];
 
-/// Median of `xs` (mean of the middle two for an even count); 0 when empty.
-pub fn median(xs: &[f64]) -> f64 {
-    let mut v: Vec<f64> = xs.iter().copied().filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
+/// [`crate::stats::median`] of `xs`, 0 when no value is finite: a figure no run gave
+/// is 0 in [`Metrics`] as in its default (the rules read 0 as "not seen").
+pub fn median_or_zero(xs: &[f64]) -> f64 {
+    crate::stats::median(xs).unwrap_or(0.0)
 }
 
 /// 95% confidence interval of the mean of `xs` (t interval); a single value is its own
@@ -54,7 +45,8 @@ pub fn ci95(xs: &[f64]) -> (f64, f64) {
 /// The field-by-field median of several runs of one config: numbers by their median,
 /// per-request counts key by key, verdicts printed in more than half of the runs.
 pub fn median_metrics(runs: &[Metrics]) -> Metrics {
-    let f = |get: &dyn Fn(&Metrics) -> f64| median(&runs.iter().map(get).collect::<Vec<_>>());
+    let f =
+        |get: &dyn Fn(&Metrics) -> f64| median_or_zero(&runs.iter().map(get).collect::<Vec<_>>());
     let u = |get: &dyn Fn(&Metrics) -> u64| f(&|m| get(m) as f64).round() as u64;
     let mut per_request = BTreeMap::new();
     for k in runs.iter().flat_map(|m| m.per_request.keys()) {
@@ -115,7 +107,7 @@ pub fn median_metrics(runs: &[Metrics]) -> Metrics {
 /// Median of an optional count over the runs that have it; None when none has.
 fn opt(runs: &[Metrics], get: impl Fn(&Metrics) -> Option<u64>) -> Option<u64> {
     let xs: Vec<f64> = runs.iter().filter_map(&get).map(|v| v as f64).collect();
-    (!xs.is_empty()).then(|| median(&xs).round() as u64)
+    (!xs.is_empty()).then(|| median_or_zero(&xs).round() as u64)
 }
 
 /// Per numeric metric of one config's runs: the per-run values, their median and 95%
@@ -132,7 +124,7 @@ pub fn spread_json(runs: &[Metrics]) -> Value {
             let (lo, hi) = ci95(&xs);
             out.insert(
                 k.clone(),
-                json!({"runs": xs, "median": round(median(&xs), 4), "ci95": [round(lo, 4), round(hi, 4)]}),
+                json!({"runs": xs, "median": round(median_or_zero(&xs), 4), "ci95": [round(lo, 4), round(hi, 4)]}),
             );
         }
     }
@@ -214,9 +206,9 @@ mod tests {
 
     #[test]
     fn median_and_t_interval() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
-        assert_eq!(median(&[]), 0.0);
+        assert_eq!(median_or_zero(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median_or_zero(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert_eq!(median_or_zero(&[]), 0.0);
         // mean 2, sd 1, n 3: 2 +- 4.303 / sqrt(3)
         let (lo, hi) = ci95(&[1.0, 2.0, 3.0]);
         assert!((lo - (2.0 - 4.303 / 3f64.sqrt())).abs() < 1e-9, "{lo}");

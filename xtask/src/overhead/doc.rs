@@ -3,8 +3,10 @@
 
 use std::{fmt::Write as _, process::Command};
 
+use crate::command::text_of;
+
 use super::{
-    stats::{bootstrap_median_ci95, median, paired_ratios},
+    stats::{bootstrap_median_ci95, median_or_nan, paired_ratios},
     ModeDef, Tracer, Workload, WorkloadResult, CONNECTIONS, UPSTREAM_KEEPALIVE,
 };
 
@@ -26,18 +28,9 @@ pub struct Machine {
     pub commit: String,
 }
 
+/// What `c args` printed ([`text_of`]), or `unknown`.
 fn output(c: &str, args: &[&str]) -> String {
-    Command::new(c)
-        .args(args)
-        .output()
-        .ok()
-        .map(|o| {
-            let mut s = String::from_utf8_lossy(&o.stdout).trim().to_string();
-            if s.is_empty() {
-                s = String::from_utf8_lossy(&o.stderr).trim().to_string();
-            }
-            s
-        })
+    text_of(Command::new(c).args(args))
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "unknown".into())
 }
@@ -130,6 +123,19 @@ pub struct Row {
 }
 
 impl Row {
+    /// The cells the console and the markdown tables both start with: mode, us
+    /// CPU/request, ratio [95% CI], req/s, p99 ms, tracer CPU %.
+    fn main_cells(&self) -> [String; 6] {
+        [
+            self.mode.name.to_string(),
+            format!("{:.2}", self.us_per_req),
+            ratio_cell(self),
+            format!("{:.0}", self.rps),
+            format!("{:.2}", self.p99_ms),
+            opt(self.cpu_pct, 2),
+        ]
+    }
+
     /// All probe hits (tracepoint + uprobe runs) per request; None when not counted.
     pub fn hits_per_req(&self) -> Option<f64> {
         match (self.tracepoint_hits, self.uprobe_hits) {
@@ -150,8 +156,8 @@ fn hits_median(
     }
     let ns: Vec<f64> = h.iter().filter_map(|x| x.ns_per_hit).collect();
     Some((
-        median(&h.iter().map(|x| x.per_req).collect::<Vec<_>>()),
-        (!ns.is_empty()).then(|| median(&ns)),
+        median_or_nan(&h.iter().map(|x| x.per_req).collect::<Vec<_>>()),
+        (!ns.is_empty()).then(|| median_or_nan(&ns)),
     ))
 }
 
@@ -215,7 +221,7 @@ pub fn hits_table(rows: &[Row], cost: Option<&super::hitcost::HitCost>) -> Strin
 /// Summarises every mode of `r` against its first (baseline) mode.
 pub fn rows(r: &WorkloadResult) -> Vec<Row> {
     let base: Vec<f64> = r.runs[0].iter().map(|x| x.worker_us_per_req).collect();
-    let base_us = median(&base);
+    let base_us = median_or_nan(&base);
     r.modes
         .iter()
         .zip(&r.runs)
@@ -224,28 +230,28 @@ pub fn rows(r: &WorkloadResult) -> Vec<Row> {
             let ratios = paired_ratios(&cpu, &base);
             let opt = |f: &dyn Fn(&super::Run) -> Option<f64>| {
                 let v: Vec<f64> = runs.iter().filter_map(f).collect();
-                (!v.is_empty()).then(|| median(&v))
+                (!v.is_empty()).then(|| median_or_nan(&v))
             };
             let tracepoint_hits = hits_median(runs, |x| x.tracepoint_hits);
             let uprobe_hits = hits_median(runs, |x| x.uprobe_hits);
             let hits = tracepoint_hits.map_or(0.0, |x| x.0) + uprobe_hits.map_or(0.0, |x| x.0);
             Row {
                 mode: *mode,
-                us_per_req: median(&cpu),
+                us_per_req: median_or_nan(&cpu),
                 tracepoint_hits,
                 uprobe_hits,
-                requests_per_connection: median(
+                requests_per_connection: median_or_nan(
                     &runs
                         .iter()
                         .map(|x| x.requests_per_connection)
                         .collect::<Vec<_>>(),
                 ),
-                us_per_hit: (hits > 0.0).then(|| (median(&cpu) - base_us) / hits),
-                ratio: median(&ratios),
+                us_per_hit: (hits > 0.0).then(|| (median_or_nan(&cpu) - base_us) / hits),
+                ratio: median_or_nan(&ratios),
                 ci95: bootstrap_median_ci95(&ratios),
                 ratios,
-                rps: median(&runs.iter().map(|x| x.rps).collect::<Vec<_>>()),
-                p99_ms: median(&runs.iter().map(|x| x.p99_ms).collect::<Vec<_>>()),
+                rps: median_or_nan(&runs.iter().map(|x| x.rps).collect::<Vec<_>>()),
+                p99_ms: median_or_nan(&runs.iter().map(|x| x.p99_ms).collect::<Vec<_>>()),
                 cpu_pct: opt(&|x| x.cpu_pct),
                 rss_mib: opt(&|x| x.rss_mib),
                 attach_ms: opt(&|x| x.attach_ms),
@@ -305,15 +311,10 @@ pub fn console_table(
     );
     let rows = rows(r);
     for row in &rows {
+        let [name, us, ratio, rps, p99, cpu] = row.main_cells();
         let _ = writeln!(
             s,
-            "{:<50} {:>10.2} {:>24} {:>9.0} {:>8.2} {:>8} {:>8} {:>9}{}",
-            row.mode.name,
-            row.us_per_req,
-            ratio_cell(row),
-            row.rps,
-            row.p99_ms,
-            opt(row.cpu_pct, 2),
+            "{name:<50} {us:>10} {ratio:>24} {rps:>9} {p99:>8} {cpu:>8} {:>8} {:>9}{}",
             opt(row.rss_mib, 1),
             opt(row.attach_ms, 0),
             if bpf_stats {
@@ -323,12 +324,10 @@ pub fn console_table(
             }
         );
     }
-    let others: Vec<f64> = rows.iter().flat_map(|r| r.others_pct.clone()).collect();
-    if !others.is_empty() {
+    if let Some((median, _)) = others_share(&rows) {
         let _ = writeln!(
             s,
-            "other tasks on the workers' CPUs: median {:.0}% of their time over the runs",
-            median(&others)
+            "other tasks on the workers' CPUs: median {median:.0}% of their time over the runs"
         );
     }
     s.push_str(log_reading(&rows).trim_start());
@@ -406,7 +405,7 @@ fn busy(p: &Page) -> bool {
         .filter_map(|r| r.others_pct)
         .collect();
     if !others.is_empty() {
-        return median(&others) > 5.0;
+        return median_or_nan(&others) > 5.0;
     }
     p.load_before
         .split_whitespace()
@@ -415,8 +414,30 @@ fn busy(p: &Page) -> bool {
         .is_some_and(|l| l > 0.5 * p.machine.nproc as f64)
 }
 
-/// The markdown page (docs/benchmarks.md).
+/// Other processes' share of the workers' CPUs over every run of `rows`
+/// (`Row::others_pct`), %: its median and its maximum; None when not measured.
+fn others_share(rows: &[Row]) -> Option<(f64, f64)> {
+    let others: Vec<f64> = rows.iter().flat_map(|r| r.others_pct.clone()).collect();
+    if others.is_empty() {
+        return None;
+    }
+    let max = others.iter().copied().fold(f64::NAN, f64::max);
+    Some((median_or_nan(&others), max))
+}
+
+/// The markdown page (docs/benchmarks.md): the header, a section per workload, what
+/// the floor is.
 pub fn markdown(p: &Page) -> String {
+    let mut s = page_header(p);
+    for r in p.results {
+        s.push_str(&workload_section(p, r));
+    }
+    s.push_str(&floor_prose(p));
+    s
+}
+
+/// The page's title, the machine, the command, the load and the method.
+fn page_header(p: &Page) -> String {
     let m = p.machine;
     let mut s = String::from("# Benchmarks: what nginx-probe costs nginx\n\n");
     s.push_str(
@@ -453,8 +474,13 @@ pub fn markdown(p: &Page) -> String {
             .clone()
             .unwrap_or_else(|| "Not pinned: wrk and the workers share the CPUs.".into())
     );
-    let _ = writeln!(
-        s,
+    s.push_str(&method(p));
+    s
+}
+
+/// The paragraph on how the runs were made and what the figures are.
+fn method(p: &Page) -> String {
+    format!(
         "\nMethod: for each workload, {} interleaved rounds (the order rotates each round); \
          each round runs every mode once under `wrk -t1 -c{CONNECTIONS} -d{}s --latency` \
          after a 2 s warm-up (wrk opens its {CONNECTIONS} connections at the start of each \
@@ -466,77 +492,79 @@ pub fn markdown(p: &Page) -> String {
          that median (10,000 resamples of the rounds; with 5 rounds it spans about the \
          lowest to the highest round). req/s and p99 are wrk's, medians over rounds. A \
          tracer's own process (nginx-probe's user space, bpftrace) runs outside the workers: \
-         its CPU is the \"tracer CPU\" column (% of one core, median), not in the ratio.\n",
+         its CPU is the \"tracer CPU\" column (% of one core, median), not in the ratio.\n\n",
         p.rounds, p.secs
-    );
-    for r in p.results {
-        let rows = rows(r);
+    )
+}
+
+/// One workload's section: its ratio table, probe hits, log reading, the machine's
+/// competition and the upstream connections.
+fn workload_section(p: &Page, r: &WorkloadResult) -> String {
+    let rows = rows(r);
+    let mut s = format!("## {}\n\n{}.\n\n", r.workload.name(), r.workload.describe());
+    s.push_str(&ratio_table(&rows));
+    if rows.iter().any(|r| r.hits_per_req().is_some()) {
+        let _ = write!(
+            s,
+            "\nProbe hits, counted by the kernel (`run_cnt` of the tracer's programs, \
+             `kernel.bpf_stats_enabled` on for the bench), medians over the rounds; a \
+             program's own ns per hit leaves out the uprobe trap and the tracepoint's \
+             dispatch; the workers' us per hit is the mode's median CPU per request above \
+             no tracer's over its hits per request, so it carries the machine's noise:\n\n{}",
+            hits_table(&rows, p.hit_cost.as_ref())
+        );
+    }
+    s.push_str(&log_reading(&rows));
+    if let Some((median, max)) = others_share(&rows) {
         let _ = writeln!(
             s,
-            "## {}\n\n{}.\n",
-            r.workload.name(),
-            r.workload.describe()
+            "\nOther processes on the workers' CPUs during the runs (`/proc/stat` user + nice + \
+             system + steal minus the workers' CPU time; the tracer's own process \
+             included{}): median {median:.0}% of \
+             their time, at most {max:.0}%.",
+            if p.pinning.is_some() { "" } else { ", and wrk" },
         );
-        s.push_str(
-            "| mode | workers' us CPU/request (median) | ratio to no tracer [95% CI] | req/s | p99 ms | tracer CPU % | per-round ratios |\n| --- | ---: | ---: | ---: | ---: | ---: | --- |\n",
-        );
-        for row in &rows {
-            let per_round: Vec<String> = row.ratios.iter().map(|x| format!("{x:.3}")).collect();
-            let _ = writeln!(
-                s,
-                "| {} | {:.2} | {} | {:.0} | {:.2} | {} | {} |",
-                row.mode.name,
-                row.us_per_req,
-                ratio_cell(row),
-                row.rps,
-                row.p99_ms,
-                opt(row.cpu_pct, 2),
-                per_round.join(" ")
-            );
-        }
-        if rows.iter().any(|r| r.hits_per_req().is_some()) {
-            let _ = write!(
-                s,
-                "\nProbe hits, counted by the kernel (`run_cnt` of the tracer's programs, \
-                 `kernel.bpf_stats_enabled` on for the bench), medians over the rounds; a \
-                 program's own ns per hit leaves out the uprobe trap and the tracepoint's \
-                 dispatch; the workers' us per hit is the mode's median CPU per request above \
-                 no tracer's over its hits per request, so it carries the machine's noise:\n\n{}",
-                hits_table(&rows, p.hit_cost.as_ref())
-            );
-        }
-        s.push_str(&log_reading(&rows));
-        let others: Vec<f64> = rows.iter().flat_map(|r| r.others_pct.clone()).collect();
-        if !others.is_empty() {
-            let max = others.iter().copied().fold(f64::NAN, f64::max);
-            let _ = writeln!(
-                s,
-                "\nOther processes on the workers' CPUs during the runs (`/proc/stat` user + nice + \
-                 system + steal minus the workers' CPU time; the tracer's own process \
-                 included{}): median {:.0}% of \
-                 their time, at most {max:.0}%.",
-                if p.pinning.is_some() { "" } else { ", and wrk" },
-                median(&others)
-            );
-        }
-        if let Some(c) = rows[0].upstream_conns_per_req {
-            let _ = write!(
-                s,
-                "\nNew upstream connections per request, median of the no-tracer runs: {c:.3} \
-                 (the upstream's `stub_status` accepts over wrk's requests)."
-            );
-            if c >= 0.01 {
-                let _ = write!(
-                    s,
-                    " Some requests opened a new upstream connection: more were in flight in a \
-                     worker than the {UPSTREAM_KEEPALIVE} idle connections `keepalive` keeps."
-                );
-            }
-            s.push('\n');
-        }
-        s.push('\n');
     }
-    s.push_str(&floor_prose(p));
+    s.push_str(&upstream_note(&rows));
+    s.push('\n');
+    s
+}
+
+/// The markdown table of the modes' CPU per request and ratios.
+fn ratio_table(rows: &[Row]) -> String {
+    let mut s = String::from(
+        "| mode | workers' us CPU/request (median) | ratio to no tracer [95% CI] | req/s | p99 ms | tracer CPU % | per-round ratios |\n| --- | ---: | ---: | ---: | ---: | ---: | --- |\n",
+    );
+    for row in rows {
+        let per_round: Vec<String> = row.ratios.iter().map(|x| format!("{x:.3}")).collect();
+        let _ = writeln!(
+            s,
+            "| {} | {} |",
+            row.main_cells().join(" | "),
+            per_round.join(" ")
+        );
+    }
+    s
+}
+
+/// New upstream connections per request of the baseline (proxy workload; empty
+/// otherwise).
+fn upstream_note(rows: &[Row]) -> String {
+    let Some(c) = rows[0].upstream_conns_per_req else {
+        return String::new();
+    };
+    let mut s = format!(
+        "\nNew upstream connections per request, median of the no-tracer runs: {c:.3} \
+         (the upstream's `stub_status` accepts over wrk's requests)."
+    );
+    if c >= 0.01 {
+        let _ = write!(
+            s,
+            " Some requests opened a new upstream connection: more were in flight in a \
+             worker than the {UPSTREAM_KEEPALIVE} idle connections `keepalive` keeps."
+        );
+    }
+    s.push('\n');
     s
 }
 

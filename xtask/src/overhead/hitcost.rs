@@ -17,7 +17,7 @@ use std::time::Duration;
 use anyhow::Result;
 
 use super::{
-    stats::median,
+    stats::median_or_nan,
     tracers::{spawn_bpftrace, stop},
 };
 
@@ -78,7 +78,7 @@ fn dispatch(script: &str, repeats: usize, n: u64, f: &dyn Fn()) -> Result<f64> {
         stop(bt);
         d.push(traced - plain);
     }
-    Ok(median(&d))
+    Ok(median_or_nan(&d))
 }
 
 /// Measures [`HitCost`] (about 10 s: `repeats` bpftrace starts per kind).

@@ -12,29 +12,27 @@
 mod bed;
 mod doc;
 mod hitcost;
+mod run;
 pub mod stats;
 mod tracers;
 
 use std::{
     path::{Path, PathBuf},
-    process::{Command, Stdio},
-    thread,
-    time::{Duration, Instant},
+    time::Instant,
 };
 
 use anyhow::{bail, Context as _, Result};
+use bed::start_bed;
 #[cfg(test)]
 use bed::stub_accepts;
 pub use bed::Workload;
-use bed::{start_bed, upstream_accepts, Bed, CLOSE};
 use nginx_probe_common::{Entry, CORE_SYSCALLS, FD_CREATING, SYSCALLS};
-use nginx_probe_tests::{prog_ids_held_by, Nginx};
+use nginx_probe_tests::Nginx;
 
-use crate::load::{cpu_seconds, cpus_busy_seconds, pin_plan, wrk_with, Pinning};
-use tracers::{
-    bpftrace_hist_script, empty_script, prog_stats, prog_stats_by_kind, spawn_bpftrace,
-    spawn_until, stop,
-};
+use crate::load::{pin_plan, wrk_with, Pinning};
+use run::one_run;
+#[cfg(test)]
+use tracers::empty_script;
 
 /// Concurrent keepalive connections of wrk (`-c`), one thread.
 pub const CONNECTIONS: u32 = 50;
@@ -311,33 +309,6 @@ pub fn default_tracepoints() -> (Vec<String>, usize) {
     (present, planned)
 }
 
-/// Newlines in `path`, read in 1 MiB blocks (the file is the bench's own access log).
-fn count_lines(path: &Path) -> Option<u64> {
-    use std::io::Read;
-    let mut f = std::fs::File::open(path).ok()?;
-    let mut buf = vec![0u8; 1 << 20];
-    let mut n = 0u64;
-    loop {
-        match f.read(&mut buf) {
-            Ok(0) => return Some(n),
-            Ok(k) => n += buf[..k].iter().filter(|&&b| b == b'\n').count() as u64,
-            Err(_) => return None,
-        }
-    }
-}
-
-/// `access_log.lines` of the last JSON document nginx-probe printed (its summary).
-fn summary_log_lines(path: &Path) -> Option<u64> {
-    let text = std::fs::read_to_string(path).ok()?;
-    let last = text.lines().rev().find(|l| !l.trim().is_empty())?;
-    let v: serde_json::Value = serde_json::from_str(last).ok()?;
-    v["access_log"]["lines"].as_u64()
-}
-
-fn rss_mib(pid: u32) -> Option<f64> {
-    crate::bench::rss_kib(pid).map(|kib| kib as f64 / 1024.0)
-}
-
 /// What the floor attaches, and the cross-check against nginx-probe's banner.
 struct Floor {
     tracepoints: Vec<String>,
@@ -346,183 +317,19 @@ struct Floor {
     worker_cpus: Vec<usize>,
 }
 
-fn one_run(
-    mode: &ModeDef,
-    probe: &Path,
-    bed: &Bed,
-    floor: &Floor,
-    secs: u64,
-    bpf_stats: bool,
-) -> Result<Run> {
-    let ng = &bed.front;
-    let master = ng.master_pid().to_string();
-    let workers = ng.worker_pids();
-    let _ = std::fs::OpenOptions::new()
-        .write(true)
-        .truncate(true)
-        .open(ng.prefix.join("logs/access.log"));
-    // nginx-probe's JSON summary: the access-log lines it read.
-    let summary = ng.prefix.join("probe-summary.json");
-    let _ = std::fs::remove_file(&summary);
-    let (child, attach_ms) = match mode.tracer {
-        Tracer::None => (None, None),
-        Tracer::Probe(args) => {
-            let mut cmd = Command::new(probe);
-            cmd.args(["--pid", &master, "--summary-only", "--json"])
-                .args(args);
-            let out = std::fs::File::create(&summary).context("summary file")?;
-            let (c, ms, banner) = spawn_until(
-                cmd,
-                out.into(),
-                "Hit Ctrl-C to end.",
-                Duration::from_secs(30),
-            )?;
-            if args.is_empty() {
-                check_banner(&banner, floor.planned_syscall_tps);
-            }
-            (Some(c), Some(ms))
+impl Floor {
+    /// nginx-probe's default tracepoints ([`default_tracepoints`]); the workers on every
+    /// CPU, or when `pinned` on every CPU but the last (the load generator's).
+    fn plan(pinned: bool) -> Floor {
+        let (tracepoints, planned_syscall_tps) = default_tracepoints();
+        let ncpus = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        Floor {
+            tracepoints,
+            planned_syscall_tps,
+            worker_cpus: (0..if pinned { ncpus - 1 } else { ncpus }).collect(),
         }
-        Tracer::EmptyOnProbeTracepoints => {
-            let (c, ms) = spawn_bpftrace(&empty_script(&floor.tracepoints))?;
-            (Some(c), Some(ms))
-        }
-        Tracer::Empty(probes) => {
-            let probes: Vec<String> = probes.iter().map(|p| p.to_string()).collect();
-            let (c, ms) = spawn_bpftrace(&empty_script(&probes))?;
-            (Some(c), Some(ms))
-        }
-        Tracer::BpftraceHist => {
-            let (c, ms) = spawn_bpftrace(&bpftrace_hist_script(&workers))?;
-            (Some(c), Some(ms))
-        }
-        Tracer::Strace => {
-            let mut cmd = Command::new("strace");
-            cmd.args(["-c", "-f"]);
-            for w in &workers {
-                cmd.args(["-p", &w.to_string()]);
-            }
-            let (c, ms, _) = spawn_until(cmd, Stdio::null(), "attached", Duration::from_secs(10))?;
-            thread::sleep(Duration::from_millis(300));
-            (Some(c), Some(ms))
-        }
-    };
-    let pid = child.as_ref().map(|c| c.id());
-    let ids = match (mode.tracer, pid, bpf_stats) {
-        (Tracer::Strace, _, _) | (_, None, _) | (_, _, false) => Vec::new(),
-        (_, Some(p), true) => prog_ids_held_by(p),
-    };
-    let before = prog_stats(&ids);
-    let kinds0 = prog_stats_by_kind(&ids);
-    let cpu0 = pid.and_then(cpu_seconds);
-    let workers_cpu = || -> f64 { workers.iter().filter_map(|&w| cpu_seconds(w)).sum() };
-    let up0 = upstream_accepts(bed);
-    let busy0 = cpus_busy_seconds(&floor.worker_cpus);
-    let w0 = workers_cpu();
-    let t0 = Instant::now();
-    let client = wrk_with(&bed.url, CONNECTIONS, secs, bed.wrk_extra);
-    let wall = t0.elapsed().as_secs_f64();
-    let w1 = workers_cpu();
-    let busy1 = cpus_busy_seconds(&floor.worker_cpus);
-    let up1 = upstream_accepts(bed);
-    let cpu1 = pid.and_then(cpu_seconds);
-    let rss = pid.and_then(rss_mib);
-    let after = prog_stats(&ids);
-    let kinds1 = prog_stats_by_kind(&ids);
-    // A tracer that died during the load, or a worker that was replaced, makes the run
-    // meaningless: say so rather than average it in.
-    let tracer_exit = match child {
-        Some(mut c) => {
-            let exited = c.try_wait().ok().flatten();
-            stop(c);
-            exited
-        }
-        None => None,
-    };
-    if let Some(status) = tracer_exit {
-        bail!(
-            "{}: the tracer exited during the load ({status})",
-            mode.name
-        );
-    }
-    if ng.worker_pids() != workers {
-        bail!("{}: nginx's workers changed during the load", mode.name);
-    }
-    let client = client?;
-    if client.requests == 0 || client.errors * 10 > client.requests {
-        bail!(
-            "{}: wrk completed {} requests with {} errors against {}: the workload is broken, not slow",
-            mode.name,
-            client.requests,
-            client.errors,
-            bed.url
-        );
-    }
-    let runs = after.1.saturating_sub(before.1);
-    let per_req = |a: (u64, u64), b: (u64, u64)| {
-        let n = b.1.saturating_sub(a.1);
-        Hits {
-            per_req: n as f64 / client.requests as f64,
-            ns_per_hit: (n > 0).then(|| b.0.saturating_sub(a.0) as f64 / n as f64),
-        }
-    };
-    let counted = bpf_stats && !ids.is_empty();
-    let log_lines_written = count_lines(&ng.prefix.join("logs/access.log"));
-    let log_lines_read = match mode.tracer {
-        Tracer::Probe(_) => summary_log_lines(&summary),
-        _ => None,
-    };
-    Ok(Run {
-        log_lines_written,
-        log_lines_read,
-        tracer_cpu_s: cpu0.zip(cpu1).map(|(a, b)| b - a),
-        tracepoint_hits: counted.then(|| per_req(kinds0.tracepoint, kinds1.tracepoint)),
-        uprobe_hits: counted.then(|| per_req(kinds0.uprobe, kinds1.uprobe)),
-        requests_per_connection: if bed.wrk_extra == CLOSE {
-            1.0
-        } else {
-            client.requests as f64 / CONNECTIONS as f64
-        },
-        rps: client.rps,
-        p99_ms: client.p99_ms,
-        errors: client.errors,
-        cpu_pct: match (cpu0, cpu1) {
-            (Some(a), Some(b)) => Some((b - a) / wall * 100.0),
-            _ => None,
-        },
-        rss_mib: rss,
-        attach_ms,
-        ns_per_event: (runs > 0).then(|| after.0.saturating_sub(before.0) as f64 / runs as f64),
-        worker_us_per_req: (w1 - w0) * 1e6 / client.requests as f64,
-        others_pct: match (busy0, busy1) {
-            (Some(a), Some(b)) => Some(
-                ((b - a - (w1 - w0)) / (wall * floor.worker_cpus.len() as f64) * 100.0).max(0.0),
-            ),
-            _ => None,
-        },
-        // The second read's own connection is in `up1`.
-        upstream_conns_per_req: match (up0, up1) {
-            (Some(a), Some(b)) => Some(b.saturating_sub(a + 1) as f64 / client.requests as f64),
-            _ => None,
-        },
-    })
-}
-
-/// The "N syscall tracepoints" count of nginx-probe's banner.
-fn banner_tracepoints(banner: &str) -> Option<usize> {
-    banner
-        .split(" syscall tracepoints")
-        .next()
-        .and_then(|s| s.rsplit(' ').next())
-        .and_then(|s| s.parse::<usize>().ok())
-}
-
-/// Warns when nginx-probe's banner disagrees with the floor's plan: the floor would
-/// then not be nginx-probe's tracepoints.
-fn check_banner(banner: &str, planned: usize) {
-    if let Some(n) = banner_tracepoints(banner).filter(|&n| n != planned) {
-        eprintln!(
-            "overhead: WARNING nginx-probe attached {n} syscall tracepoints, the floor's plan has {planned}: the floor is not exactly nginx-probe's tracepoints"
-        );
     }
 }
 
@@ -694,76 +501,24 @@ pub fn overhead(probe: &Path, opts: &Options, doc_path: Option<&Path>) -> Result
     let machine = doc::Machine::read();
     let load_before = loadavg();
     let pin = pin_plan(opts.pin);
-    match &pin {
-        Some(p) => {
-            println!("overhead: {}", p.describe());
-            crate::load::pin_clients(&p.client_cpus);
-        }
-        None => println!(
-            "overhead: not pinned ({}): wrk and the workers share the CPUs",
-            if opts.pin {
-                "fewer than 2 CPUs"
-            } else {
-                "--no-pin"
-            }
-        ),
-    }
-    let (tracepoints, planned_syscall_tps) = default_tracepoints();
-    let ncpus = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
-    let floor = Floor {
-        tracepoints,
-        planned_syscall_tps,
-        // Pinned: every CPU but the last (the load generator's).
-        worker_cpus: (0..if pin.is_some() { ncpus - 1 } else { ncpus }).collect(),
-    };
+    pin_clients(pin.as_ref(), opts.pin);
+    let floor = Floor::plan(pin.is_some());
     println!(
         "overhead: the floor attaches {} empty programs: {}",
         floor.tracepoints.len(),
         floor.tracepoints.join(" ")
     );
-    let stats_before = std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled").ok();
-    if opts.bpf_stats {
-        let _ = std::fs::write("/proc/sys/kernel/bpf_stats_enabled", "1");
-    }
-    let hit_cost = if opts.bpf_stats {
-        match hitcost::measure(5) {
-            Ok(c) => {
-                println!(
-                    "overhead: one hit's dispatch, measured alone: uprobe {:.0} ns, tracepoint {:.0} ns",
-                    c.uprobe_ns, c.tracepoint_ns
-                );
-                Some(c)
-            }
-            Err(e) => {
-                println!("overhead: one hit's dispatch not measured ({e:#})");
-                None
-            }
-        }
-    } else {
-        None
-    };
-    let started = Instant::now();
-    let mut results = Vec::new();
-    let mut failure = None;
-    for w in opts.workload.expand() {
-        match run_workload(w, probe, opts, pin.as_ref(), &floor) {
-            Ok(r) => results.push(r),
-            Err(e) => {
-                failure = Some(e);
-                break;
-            }
-        }
-    }
-    if opts.bpf_stats {
-        if let Some(v) = stats_before {
-            let _ = std::fs::write("/proc/sys/kernel/bpf_stats_enabled", v.trim());
-        }
-    }
-    if let Some(e) = failure {
-        return Err(e);
-    }
+    let (results, hit_cost, started) = with_bpf_stats(opts.bpf_stats, || {
+        let hit_cost = opts.bpf_stats.then(measure_hit_cost).flatten();
+        let started = Instant::now();
+        let results = opts
+            .workload
+            .expand()
+            .into_iter()
+            .map(|w| run_workload(w, probe, opts, pin.as_ref(), &floor))
+            .collect::<Result<Vec<_>>>()?;
+        Ok((results, hit_cost, started))
+    })?;
     let load_after = loadavg();
     for r in &results {
         print!(
@@ -775,27 +530,87 @@ pub fn overhead(probe: &Path, opts: &Options, doc_path: Option<&Path>) -> Result
         "\nload average before {load_before}, after {load_after}; {:.0} s",
         started.elapsed().as_secs_f64()
     );
-    if let Some(path) = doc_path {
-        let page = doc::markdown(&doc::Page {
-            machine: &machine,
-            command: opts.command(),
-            pinning: pin.as_ref().map(|p| p.describe()),
-            load_before: &load_before,
-            load_after: &load_after,
-            rounds: opts.rounds,
-            secs: opts.secs,
-            floor: &floor.tracepoints,
-            results: &results,
-            hit_cost,
-        });
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+    let Some(path) = doc_path else {
+        return Ok(());
+    };
+    let page = doc::markdown(&doc::Page {
+        machine: &machine,
+        command: opts.command(),
+        pinning: pin.as_ref().map(|p| p.describe()),
+        load_before: &load_before,
+        load_after: &load_after,
+        rounds: opts.rounds,
+        secs: opts.secs,
+        floor: &floor.tracepoints,
+        results: &results,
+        hit_cost,
+    });
+    write_doc(path, &page)
+}
+
+/// Pins the load generator per `pin`, or says why nothing is pinned (`asked`: pinning
+/// was asked for, and there were fewer than 2 CPUs).
+fn pin_clients(pin: Option<&Pinning>, asked: bool) {
+    match pin {
+        Some(p) => {
+            println!("overhead: {}", p.describe());
+            crate::load::pin_clients(&p.client_cpus);
         }
-        let old = std::fs::read_to_string(path).ok();
-        let page = doc::keep_hand_written(&page, old.as_deref());
-        std::fs::write(path, page).with_context(|| format!("write {}", path.display()))?;
-        println!("wrote {}", path.display());
+        None => println!(
+            "overhead: not pinned ({}): wrk and the workers share the CPUs",
+            if asked {
+                "fewer than 2 CPUs"
+            } else {
+                "--no-pin"
+            }
+        ),
     }
+}
+
+/// Runs `f` with `kernel.bpf_stats_enabled` on when `on`, and restores what it was
+/// after, whatever `f` returns.
+fn with_bpf_stats<T>(on: bool, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    const KNOB: &str = "/proc/sys/kernel/bpf_stats_enabled";
+    let before = std::fs::read_to_string(KNOB).ok();
+    if on {
+        let _ = std::fs::write(KNOB, "1");
+    }
+    let out = f();
+    if on {
+        if let Some(v) = before {
+            let _ = std::fs::write(KNOB, v.trim());
+        }
+    }
+    out
+}
+
+/// One hit's dispatch measured alone ([`hitcost::measure`], 5 repeats); None, said
+/// so, when it cannot be.
+fn measure_hit_cost() -> Option<hitcost::HitCost> {
+    match hitcost::measure(5) {
+        Ok(c) => {
+            println!(
+                "overhead: one hit's dispatch, measured alone: uprobe {:.0} ns, tracepoint {:.0} ns",
+                c.uprobe_ns, c.tracepoint_ns
+            );
+            Some(c)
+        }
+        Err(e) => {
+            println!("overhead: one hit's dispatch not measured ({e:#})");
+            None
+        }
+    }
+}
+
+/// Writes `page` to `path` above the hand-written part the file already has.
+fn write_doc(path: &Path, page: &str) -> Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+    }
+    let old = std::fs::read_to_string(path).ok();
+    let page = doc::keep_hand_written(page, old.as_deref());
+    std::fs::write(path, page).with_context(|| format!("write {}", path.display()))?;
+    println!("wrote {}", path.display());
     Ok(())
 }
 
@@ -890,15 +705,6 @@ mod tests {
             .filter(|t| *t == "syscalls:sys_exit_openat")
             .count();
         assert!(openat == 2 || !Path::new("/sys/kernel/tracing/events").exists());
-    }
-
-    #[test]
-    fn the_banner_count_is_read() {
-        assert_eq!(
-            banner_tracepoints("Tracing nginx master 1 `nginx`: 2 workers [2 3], 33 syscall tracepoints attached all the time, following forks. Hit Ctrl-C to end."),
-            Some(33)
-        );
-        assert_eq!(banner_tracepoints("Hit Ctrl-C to end."), None);
     }
 
     #[test]

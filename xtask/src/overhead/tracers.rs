@@ -11,6 +11,8 @@ use std::{
 
 use anyhow::{bail, Context as _, Result};
 
+use crate::command::capture;
+
 /// Spawns `cmd` with its stdout to `stdout` and waits until a stderr line contains
 /// `ready` (or `timeout`); returns the child, the ms that took, and the ready line.
 pub fn spawn_until(
@@ -154,17 +156,7 @@ pub struct ProgStats {
 /// `kernel.bpf_stats_enabled` is 1).
 pub fn prog_stats_by_kind(ids: &[u64]) -> ProgStats {
     let mut s = ProgStats::default();
-    let Ok(out) = Command::new("bpftool")
-        .args(["prog", "show", "--json"])
-        .output()
-    else {
-        return s;
-    };
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-    for p in v.as_array().into_iter().flatten() {
-        if !ids.contains(&p["id"].as_u64().unwrap_or(0)) {
-            continue;
-        }
+    for p in programs(ids) {
         let slot = match p["type"].as_str() {
             Some("kprobe") => &mut s.uprobe,
             Some("tracepoint") | Some("raw_tracepoint") => &mut s.tracepoint,
@@ -178,20 +170,26 @@ pub fn prog_stats_by_kind(ids: &[u64]) -> ProgStats {
 
 /// run_time_ns and run_cnt summed over program ids, from bpftool.
 pub fn prog_stats(ids: &[u64]) -> (u64, u64) {
-    let Ok(out) = Command::new("bpftool")
-        .args(["prog", "show", "--json"])
-        .output()
-    else {
-        return (0, 0);
-    };
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
     let mut ns = 0;
     let mut cnt = 0;
-    for p in v.as_array().into_iter().flatten() {
-        if ids.contains(&p["id"].as_u64().unwrap_or(0)) {
-            ns += p["run_time_ns"].as_u64().unwrap_or(0);
-            cnt += p["run_cnt"].as_u64().unwrap_or(0);
-        }
+    for p in programs(ids) {
+        ns += p["run_time_ns"].as_u64().unwrap_or(0);
+        cnt += p["run_cnt"].as_u64().unwrap_or(0);
     }
     (ns, cnt)
+}
+
+/// bpftool's JSON of the loaded programs among `ids` (none without bpftool).
+fn programs(ids: &[u64]) -> Vec<serde_json::Value> {
+    let Ok(out) = capture(Command::new("bpftool").args(["prog", "show", "--json"])) else {
+        return Vec::new();
+    };
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap_or_default();
+    let serde_json::Value::Array(progs) = v else {
+        return Vec::new();
+    };
+    progs
+        .into_iter()
+        .filter(|p| ids.contains(&p["id"].as_u64().unwrap_or(0)))
+        .collect()
 }
