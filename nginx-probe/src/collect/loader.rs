@@ -162,6 +162,7 @@ impl Probe {
         fd_walk: bool,
     ) -> Result<Probe, ProbeError> {
         raise_memlock();
+        kernel_log::require_ring_buffer()?;
         tracefs::check_record_layout(tracefs_root)?;
         let fork_format =
             std::fs::read_to_string(tracefs_root.join("events/sched/sched_process_fork/format"))

@@ -7,12 +7,14 @@
 //! own messages (`RUST_LOG=info` shows the full maps and exhausted slots,
 //! `RUST_LOG=debug` also the slots and collisions).
 
-use aya::Ebpf;
+use aya::{maps::MapType, Ebpf};
 use log::debug;
 use tokio::{
     io::{unix::AsyncFd, Interest},
     task::JoinHandle,
 };
+
+use crate::error::ProbeError;
 
 /// The relay of the kernel's log records; dropping it stops the relay.
 pub(super) struct KernelLog(Option<JoinHandle<()>>);
@@ -22,6 +24,20 @@ pub(super) struct KernelLog(Option<JoinHandle<()>>);
 /// whose record would be filtered out in user space does not run in the kernel.
 pub(super) fn level() -> u8 {
     log::max_level() as usize as u8
+}
+
+/// Checks that this kernel has BPF ring buffers (Linux 5.8 or later), which the
+/// object's `AYA_LOGS` map is: without them no map of the object can be created.
+///
+/// Errors: [`ProbeError::Kernel`] naming the missing feature. When the probe itself
+/// fails, the load goes on and reports what the kernel says.
+pub(super) fn require_ring_buffer() -> Result<(), ProbeError> {
+    match aya::sys::is_map_supported(MapType::RingBuf) {
+        Ok(false) => Err(ProbeError::Kernel(
+            "this kernel has no BPF ring buffer (BPF_MAP_TYPE_RINGBUF, Linux 5.8 or later), which nginx-probe's eBPF object needs".into(),
+        )),
+        _ => Ok(()),
+    }
 }
 
 impl KernelLog {
