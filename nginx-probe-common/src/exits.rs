@@ -29,7 +29,12 @@ pub enum Exit {
     /// `exit(code)` / returning from main: 0 is nginx's graceful exit.
     Code(u8),
     /// Killed by signal `signal` (11 = SIGSEGV, a crash; 9 = SIGKILL).
-    Signal { signal: u8, core_dumped: bool },
+    Signal {
+        /// The signal number (`exit_code & 0x7f`).
+        signal: u8,
+        /// Whether a core was dumped (`exit_code & 0x80`).
+        core_dumped: bool,
+    },
 }
 
 /// Decodes a `task_struct.exit_code` value.

@@ -76,15 +76,17 @@ pub const fn idle_bucket(ms: u64) -> usize {
 
 /// Names crossing the kernel boundary for this module (see `crate::names`).
 pub mod names {
-    /// Local port (host order, the array index) -> 1 + index 0..`LC_MAX_PORTS` for
-    /// nginx's listening ports, 0 for any other.
-    pub const LC_PORTS: &str = "LC_PORTS";
-    /// Per-CPU counters, see the module doc.
-    pub const LC_STATS: &str = "LC_STATS";
-    /// pid_tgid closing a listener -> the listener's `struct sock *`.
-    pub const LC_CLOSING: &str = "LC_CLOSING";
-    /// Maps, for the contract test.
-    pub const MAPS: &[&str] = &[LC_PORTS, LC_STATS, LC_CLOSING];
+    names! {
+        /// Maps, for the contract test.
+        pub const MAPS;
+        /// Local port (host order, the array index) -> 1 + index 0..`LC_MAX_PORTS` for
+        /// nginx's listening ports, 0 for any other.
+        LC_PORTS = "LC_PORTS",
+        /// Per-CPU counters, see the module doc.
+        LC_STATS = "LC_STATS",
+        /// pid_tgid closing a listener -> the listener's `struct sock *`.
+        LC_CLOSING = "LC_CLOSING",
+    }
     /// `sock:inet_sock_set_state`.
     pub const PROG_STATE: &str = "lc_set_state";
     /// `tcp:tcp_send_reset`.
@@ -100,14 +102,20 @@ pub mod names {
         (PROG_RECEIVE_RESET, "tcp", "tcp_receive_reset"),
         (PROG_DESTROY, "tcp", "tcp_destroy_sock"),
     ];
-    /// Patched globals: the offsets of `tcp_sock.lsndtime` and
-    /// `inet_connection_sock.icsk_ack.lrcvtime` (bytes, `u64::MAX` = unknown: idle
-    /// time not measured) and the kernel's HZ (0 = unknown).
-    pub const LC_LSNDTIME_OFF: &str = "LC_LSNDTIME_OFF";
-    pub const LC_LRCVTIME_OFF: &str = "LC_LRCVTIME_OFF";
-    pub const LC_HZ: &str = "LC_HZ";
-    /// Globals, for the contract test.
-    pub const GLOBALS: &[&str] = &[LC_LSNDTIME_OFF, LC_LRCVTIME_OFF, LC_HZ];
+    names! {
+        /// Globals, for the contract test.
+        pub const GLOBALS;
+        /// u64: offset of `tcp_sock.lsndtime` (u32 jiffies of the last data sent), bytes,
+        /// from the kernel's BTF; `u64::MAX` = unknown: idle time not measured.
+        LC_LSNDTIME_OFF = "LC_LSNDTIME_OFF",
+        /// u64: offset of `inet_connection_sock.icsk_ack.lrcvtime` (u32 jiffies of the
+        /// last data received), bytes, from the kernel's BTF; `u64::MAX` = unknown.
+        LC_LRCVTIME_OFF = "LC_LRCVTIME_OFF",
+        /// u64: the kernel's HZ (jiffies per second: `/boot/config-<release>`,
+        /// `/proc/config.gz`, or measured from `/proc/timer_list`); 0 = unknown: idle
+        /// time not measured.
+        LC_HZ = "LC_HZ",
+    }
 }
 
 #[cfg(test)]

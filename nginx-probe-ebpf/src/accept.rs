@@ -1,16 +1,22 @@
-// Included by main.rs inside `mod programs`: accepts counted in nginx's own code, so
-// `--detail sampled` keeps them exact with no syscall tracepoint between windows.
+//! Accepts: counted in nginx's own code by the `ngx_get_connection` uprobe, so
+//! `--detail sampled` keeps them exact with no syscall tracepoint between windows; and
+//! the accept-then-close detector on `close` (nginx refusing a connection it had no
+//! free `ngx_connection_t` for).
 
-/// Per worker slot: connections accepted, counted by [`ngx_get_connection`].
-#[map]
-static ACCEPTED: PerCpuArray<u64> = PerCpuArray::with_max_entries(DEFAULT_WORKER_SLOTS, 0);
+use aya_ebpf::{
+    helpers::{bpf_get_current_pid_tgid, bpf_probe_read_user},
+    macros::{tracepoint, uprobe},
+    programs::{ProbeContext, TracePointContext},
+};
+use nginx_probe_common::off;
 
-/// Element 0: `[lo, hi)`, the bytes of `ngx_event_accept` relative to the start of
-/// `ngx_get_connection` in the same binary (wrapping u64s, from its symbol table, set by
-/// user space before the uprobe is attached); `lo == hi` (as loaded): unknown, the fd
-/// table is walked instead.
-#[map]
-static ACCEPT_CALLER: Array<[u64; 2]> = Array::with_max_entries(1, 0);
+use crate::{
+    fds::{fd_file, kread, AF_INET, AF_INET6, AF_UNIX, S_IFMT, S_IFSOCK},
+    helpers::{count_in_slot, detail_closed, record_word},
+    maps::{ACCEPTED, ACCEPT_CALLER, ACCEPT_CLOSE, LAST_ACCEPT},
+    upstream::upstream_close,
+    workers::worker_slot,
+};
 
 /// Whether this call of `ngx_get_connection` returns into `ngx_event_accept`: its
 /// return address, the 8 bytes at the stack pointer on entry, minus the probed
@@ -84,14 +90,43 @@ pub fn ngx_get_connection(ctx: ProbeContext) -> u32 {
             None => false,
         },
     };
-    if !accepted {
+    if accepted {
+        count_in_slot(&ACCEPTED, slot);
+    }
+    0
+}
+
+/// `close(fd)` by a worker's main thread: if `fd` is the connection it just accepted,
+/// with no traced syscall in between, nginx had no free connection for it. Also
+/// closes the books on upstream fds.
+#[tracepoint]
+pub fn close_after_accept(ctx: TracePointContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let tgid = (pid_tgid >> 32) as u32;
+    if pid_tgid as u32 != tgid {
         return 0;
     }
-    if let Some(n) = ACCEPTED.get_ptr_mut(slot) {
-        // SAFETY: per-CPU slot; uprobe programs do not nest on one CPU.
-        unsafe { *n += 1 };
-    } else {
-        count_drop(drop::SLOT_OUT_OF_RANGE);
+    let Some(slot) = worker_slot() else { return 0 };
+    if detail_closed() {
+        return 0;
+    }
+    upstream_close(tgid, slot, record_word(&ctx));
+    let Some(last) = LAST_ACCEPT.get_ptr_mut(slot) else {
+        return 0;
+    };
+    // SAFETY: only this worker's main thread reads and writes it.
+    let pending = unsafe { *last };
+    if pending == 0 {
+        return 0;
+    }
+    // SAFETY: as above.
+    unsafe { *last = 0 };
+    let fd = record_word(&ctx);
+    if (fd & 0xffff_ffff) + 1 == pending {
+        if let Some(n) = ACCEPT_CLOSE.get_ptr_mut(slot) {
+            // SAFETY: only this worker's main thread writes this element.
+            unsafe { *n += 1 };
+        }
     }
     0
 }

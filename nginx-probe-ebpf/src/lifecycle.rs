@@ -1,40 +1,20 @@
-// Included by main.rs inside `mod programs`: the lifecycle of nginx's client
-// connections, continuous layer. TCP state changes and resets fire once per connection
-// (not per request), often in softirq: a socket is nginx's when it is TCP and its local
-// port is in `LC_PORTS` (nginx's listening ports, from user space), whatever task runs.
-// See `nginx_probe_common::lifecycle` for the counters.
+//! The lifecycle of nginx's client connections, continuous layer. TCP state changes and
+//! resets fire once per connection (not per request), often in softirq: a socket is
+//! nginx's when it is TCP and its local port is in `LC_PORTS` (nginx's listening ports,
+//! from user space), whatever task runs. See `nginx_probe_common::lifecycle` for the
+//! counters.
 
-use aya_ebpf::helpers::bpf_jiffies64;
+use aya_ebpf::{
+    helpers::{bpf_get_current_pid_tgid, bpf_jiffies64, bpf_probe_read_kernel},
+    macros::tracepoint,
+    programs::TracePointContext,
+};
 use nginx_probe_common::lifecycle as lc;
 
-/// Offset of `tcp_sock.lsndtime` (u32 jiffies of the last data sent), bytes; from BTF.
-#[no_mangle]
-static LC_LSNDTIME_OFF: u64 = u64::MAX;
-/// Offset of `inet_connection_sock.icsk_ack.lrcvtime` (u32 jiffies of the last data
-/// received), bytes; from BTF.
-#[no_mangle]
-static LC_LRCVTIME_OFF: u64 = u64::MAX;
-/// The kernel's HZ (jiffies per second), 0 = unknown: no idle time.
-#[no_mangle]
-static LC_HZ: u64 = 0;
-
-/// Local port (host order, the index) -> 1 + its port index (1..=`LC_MAX_PORTS`) when
-/// it is one of nginx's listening ports, 0 otherwise. An array, not a hash: every TCP
-/// state change of every socket on the host looks here first, and a direct index is
-/// the cheapest way to let the others go.
-#[map]
-static LC_PORTS: Array<u32> = Array::with_max_entries(lc::LC_PORT_SPACE, 0);
-
-/// Counters: `port_index * LC_PER_PORT + counter`.
-#[map]
-static LC_STATS: PerCpuArray<u64> =
-    PerCpuArray::with_max_entries(lc::LC_MAX_PORTS * lc::LC_PER_PORT as u32, 0);
-
-/// pid_tgid of a task between a listener's `LISTEN -> CLOSE` and its destruction ->
-/// that listener (`struct sock *`): resets it sends meanwhile are for the listener's
-/// queued connections. LRU so an entry whose end was missed cannot stay forever.
-#[map]
-static LC_CLOSING: LruHashMap<u64, u64> = LruHashMap::with_max_entries(lc::LC_MAX_CLOSING, 0);
+use crate::{
+    helpers::{global, record_at},
+    maps::{LC_CLOSING, LC_HZ, LC_LRCVTIME_OFF, LC_LSNDTIME_OFF, LC_PORTS, LC_STATS},
+};
 
 const TCP_ESTABLISHED: i32 = 1;
 const TCP_SYN_RECV: i32 = 3;
@@ -43,20 +23,6 @@ const TCP_CLOSE: i32 = 7;
 const TCP_CLOSE_WAIT: i32 = 8;
 const TCP_LISTEN: i32 = 10;
 const IPPROTO_TCP: u16 = 6;
-
-/// A `T` at `off` of the tracepoint record (a direct context load; user space checks
-/// the offsets against the format files before attaching).
-#[inline(always)]
-fn lc_rec<T: Copy>(ctx: &TracePointContext, off: usize) -> T {
-    // SAFETY: tracepoint programs may read their record; constant offsets.
-    unsafe { core::ptr::read_volatile((ctx.as_ptr() as *const u8).add(off) as *const T) }
-}
-
-#[inline(always)]
-fn lc_global(g: &u64) -> u64 {
-    // SAFETY: read-only global patched by the loader.
-    unsafe { core::ptr::read_volatile(g) }
-}
 
 /// Base index in `LC_STATS` of local port `port`, if it is one of nginx's.
 #[inline(always)]
@@ -92,9 +58,9 @@ fn lc_max(base: u32, counter: usize, v: u64) {
 /// offsets or HZ are unknown or the socket cannot be read.
 #[inline(always)]
 fn lc_idle_ms(sk: u64) -> Option<u64> {
-    let snd_off = lc_global(&LC_LSNDTIME_OFF);
-    let rcv_off = lc_global(&LC_LRCVTIME_OFF);
-    let hz = lc_global(&LC_HZ);
+    let snd_off = global(&LC_LSNDTIME_OFF);
+    let rcv_off = global(&LC_LRCVTIME_OFF);
+    let hz = global(&LC_HZ);
     if sk == 0 || snd_off == u64::MAX || rcv_off == u64::MAX || hz == 0 {
         return None;
     }
@@ -113,19 +79,19 @@ fn lc_idle_ms(sk: u64) -> Option<u64> {
 /// closed, idle time before nginx's close.
 #[tracepoint]
 pub fn lc_set_state(ctx: TracePointContext) -> u32 {
-    if lc_rec::<u16>(&ctx, 30) != IPPROTO_TCP {
+    if record_at::<u16>(&ctx, 30) != IPPROTO_TCP {
         return 0;
     }
-    let Some(base) = lc_base(lc_rec::<u16>(&ctx, 24)) else {
+    let Some(base) = lc_base(record_at::<u16>(&ctx, 24)) else {
         return 0;
     };
-    let old = lc_rec::<i32>(&ctx, 16);
-    let new = lc_rec::<i32>(&ctx, 20);
+    let old = record_at::<i32>(&ctx, 16);
+    let new = record_at::<i32>(&ctx, 20);
     match (old, new) {
         (TCP_SYN_RECV, TCP_ESTABLISHED) => lc_add(base, lc::ESTABLISHED, 1),
         (TCP_ESTABLISHED, TCP_FIN_WAIT1) => {
             lc_add(base, lc::CLOSED_BY_NGINX, 1);
-            if let Some(ms) = lc_idle_ms(lc_rec::<u64>(&ctx, 8)) {
+            if let Some(ms) = lc_idle_ms(record_at::<u64>(&ctx, 8)) {
                 lc_add(base, lc::IDLE_COUNT, 1);
                 lc_add(base, lc::IDLE_SUM_MS, ms);
                 lc_max(base, lc::IDLE_MAX_MS, ms);
@@ -137,7 +103,7 @@ pub fn lc_set_state(ctx: TracePointContext) -> u32 {
         (TCP_ESTABLISHED, TCP_CLOSE) => lc_add(base, lc::CLOSED_BY_RESET, 1),
         (TCP_LISTEN, TCP_CLOSE) => {
             lc_add(base, lc::LISTENERS_CLOSED, 1);
-            let _ = LC_CLOSING.insert(bpf_get_current_pid_tgid(), lc_rec::<u64>(&ctx, 8), 0);
+            let _ = LC_CLOSING.insert(bpf_get_current_pid_tgid(), record_at::<u64>(&ctx, 8), 0);
         }
         _ => {}
     }
@@ -148,16 +114,20 @@ pub fn lc_set_state(ctx: TracePointContext) -> u32 {
 /// `saddr`, a sockaddr: family at +0, big-endian port at +2), by `reason`.
 #[tracepoint]
 pub fn lc_send_reset(ctx: TracePointContext) -> u32 {
-    let port = u16::from_be(lc_rec::<u16>(&ctx, 34));
+    let port = u16::from_be(record_at::<u16>(&ctx, 34));
     let Some(base) = lc_base(port) else { return 0 };
     lc_add(base, lc::RST_SENT, 1);
-    let reason = lc_rec::<u32>(&ctx, 28) as usize;
-    let r = if reason < lc::LC_REASONS { reason } else { lc::LC_REASONS - 1 };
+    let reason = record_at::<u32>(&ctx, 28) as usize;
+    let r = if reason < lc::LC_REASONS {
+        reason
+    } else {
+        lc::LC_REASONS - 1
+    };
     lc_add(base, lc::RST_BY_REASON + r, 1);
-    let sk = lc_rec::<u64>(&ctx, 16);
+    let sk = record_at::<u64>(&ctx, 16);
     // SAFETY: the value is copied out at once.
     if let Some(l) = unsafe { LC_CLOSING.get(bpf_get_current_pid_tgid()) }.copied() {
-        if sk != 0 && sk != l && lc_rec::<i32>(&ctx, 24) != TCP_LISTEN {
+        if sk != 0 && sk != l && record_at::<i32>(&ctx, 24) != TCP_LISTEN {
             lc_add(base, lc::RST_CLOSED_LISTENER, 1);
         }
     }
@@ -167,7 +137,7 @@ pub fn lc_send_reset(ctx: TracePointContext) -> u32 {
 /// `tcp:tcp_receive_reset`: a reset arrived on one of nginx's sockets.
 #[tracepoint]
 pub fn lc_receive_reset(ctx: TracePointContext) -> u32 {
-    if let Some(base) = lc_base(lc_rec::<u16>(&ctx, 16)) {
+    if let Some(base) = lc_base(record_at::<u16>(&ctx, 16)) {
         lc_add(base, lc::RST_RECEIVED, 1);
     }
     0
@@ -177,13 +147,13 @@ pub fn lc_receive_reset(ctx: TracePointContext) -> u32 {
 /// are not the listener's queue.
 #[tracepoint]
 pub fn lc_destroy_sock(ctx: TracePointContext) -> u32 {
-    if lc_base(lc_rec::<u16>(&ctx, 16)).is_none() {
+    if lc_base(record_at::<u16>(&ctx, 16)).is_none() {
         return 0;
     }
     let key = bpf_get_current_pid_tgid();
     // SAFETY: the value is copied out at once.
     if let Some(l) = unsafe { LC_CLOSING.get(key) }.copied() {
-        if l == lc_rec::<u64>(&ctx, 8) {
+        if l == record_at::<u64>(&ctx, 8) {
             let _ = LC_CLOSING.remove(key);
         }
     }

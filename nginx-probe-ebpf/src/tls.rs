@@ -1,14 +1,22 @@
-// Included by main.rs inside `mod programs`: TLS handshakes of nginx's client
-// connections. Completed handshakes are counted in nginx's own code (one entry uprobe
-// per handshake, kept on between `--detail sampled` windows); libssl's calls (when a
-// handshake starts, how long it takes, how many are abandoned) are timed by the
-// `SSL_do_handshake`/`SSL_free` programs, attached continuously with `--detail full`
-// or when nginx's symbol is missing, else only inside detail windows.
+//! TLS handshakes of nginx's client connections. Completed handshakes are counted in
+//! nginx's own code (one entry uprobe per handshake, kept on between `--detail sampled`
+//! windows); libssl's calls (when a handshake starts, how long it takes, how many are
+//! abandoned) are timed by the `SSL_do_handshake`/`SSL_free` programs, attached
+//! continuously with `--detail full` or when nginx's symbol is missing, else only inside
+//! detail windows.
 
-/// Per worker slot: TLS handshakes completed on nginx's client connections, counted by
-/// [`ngx_ssl_ocsp_validate`].
-#[map]
-static TLS_DONE: PerCpuArray<u64> = PerCpuArray::with_max_entries(DEFAULT_WORKER_SLOTS, 0);
+use aya_ebpf::{
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_user},
+    macros::{uprobe, uretprobe},
+    programs::{ProbeContext, RetProbeContext},
+};
+use nginx_probe_common::{SyscallStats, TLS_STATS};
+
+use crate::{
+    helpers::{count_in_slot, detail_closed},
+    maps::{DETAIL_GATE, HS_CALL, HS_START, TLS, TLS_CLIENT, TLS_DONE},
+    workers::{slot_of, worker_slot},
+};
 
 /// Offset of `listening` in nginx's `ngx_connection_t` on 64-bit: after `data`, `read`,
 /// `write`, `fd` (4 bytes and padding), `recv`, `send`, `recv_chain`, `send_chain`. The
@@ -32,20 +40,9 @@ pub fn ngx_ssl_ocsp_validate(ctx: ProbeContext) -> u32 {
         Ok(l) if l != 0 => {}
         _ => return 0,
     }
-    if let Some(n) = TLS_DONE.get_ptr_mut(slot) {
-        // SAFETY: per-CPU slot; uprobe programs do not nest on one CPU.
-        unsafe { *n += 1 };
-    } else {
-        count_drop(drop::SLOT_OUT_OF_RANGE);
-    }
+    count_in_slot(&TLS_DONE, slot);
     0
 }
-
-/// [worker tgid, `SSL*`] of the TLS connections a worker opened to its upstreams
-/// (`SSL_set_connect_state`), which libssl's programs leave out: the report is about
-/// nginx's client connections. Forgotten at `SSL_free`.
-#[map]
-static TLS_CLIENT: LruHashMap<[u64; 2], u8> = LruHashMap::with_max_entries(MAX_OPEN_HANDSHAKES, 0);
 
 /// `void SSL_set_connect_state(SSL *s)`, in libssl: nginx's `ngx_ssl_create_connection`
 /// calls it for a connection to an upstream (`proxy_ssl`, `grpc_ssl`, ...), once,
@@ -66,28 +63,6 @@ pub fn ssl_set_connect_state(ctx: ProbeContext) -> u32 {
 fn tls_gate_closed() -> bool {
     matches!(DETAIL_GATE.get(1), Some(&1)) && detail_closed()
 }
-
-/// Per worker slot, [`TLS_STATS`] entries (`slot * TLS_STATS + i`): 0 = handshakes
-/// (`count` started: first `SSL_do_handshake` on an `SSL*`; `timed`/`hist`/
-/// `total_ns` completed ones, wall time from that first call to the return of 1;
-/// `errors` abandoned: `SSL_free` before completion), 1 = `SSL_do_handshake` calls
-/// (`count`, time inside each call in `hist`/`total_ns`: the handshake's CPU work,
-/// nginx's sockets being non-blocking).
-#[map]
-static TLS: PerCpuArray<SyscallStats> =
-    PerCpuArray::with_max_entries(DEFAULT_WORKER_SLOTS * TLS_STATS, 0);
-
-/// [worker tgid, `SSL*`] -> first `SSL_do_handshake` call on it, ns. The tgid is in
-/// the key because workers forked from one master allocate their `SSL` objects at
-/// the same addresses.
-#[map]
-static HS_START: LruHashMap<[u64; 2], u64> =
-    LruHashMap::with_max_entries(MAX_OPEN_HANDSHAKES, 0);
-
-/// pid_tgid of a worker thread inside `SSL_do_handshake` -> [`SSL*`, entry ns]
-/// (the argument is gone from the registers at the return).
-#[map]
-static HS_CALL: LruHashMap<u64, [u64; 2]> = LruHashMap::with_max_entries(MAX_IN_FLIGHT, 0);
 
 /// `BPF_NOEXIST`: insert only when the key is absent.
 const BPF_NOEXIST: u64 = 1;
@@ -191,4 +166,3 @@ pub fn ssl_free(ctx: ProbeContext) -> u32 {
     }
     0
 }
-

@@ -1,50 +1,36 @@
-// Upstream connections (connect, getsockopt(SO_ERROR), close of upstream fds) and the
-// exit-only counting of fd-creating syscalls. Part of `programs` in main.rs, pasted there
-// with `include!` (the eBPF statics and helpers it uses are that module's), kept in its
-// own file for size.
+//! Upstream connections: `connect()` outcomes and latency (at the call, or learned by
+//! nginx's `getsockopt(SO_ERROR)` for a non-blocking connect), and the upstream fds a
+//! worker holds until their `close()`. Main thread only: nginx's event loop.
 
-/// Exit of an fd-creating syscall that is not timed: counts the call and its errors
-/// by class (EMFILE, ENFILE) in `STATS`; no entry timestamp is involved.
-#[inline(always)]
-fn count_exit(ctx: &TracePointContext, syscall: u32) {
-    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
-    let Some(slot) = slot_of(tgid) else { return };
-    if !is_rare(syscall) && detail_closed() {
-        return;
-    }
-    let ret = record_word(ctx) as i64;
-    let Some(s) = STATS.get_ptr_mut(slot * SYSCALL_COUNT as u32 + syscall) else {
-        count_drop(drop::SLOT_OUT_OF_RANGE);
-        return;
-    };
-    // SAFETY: per-CPU slot; tracepoint programs do not nest on one CPU.
-    let s = unsafe { &mut *s };
-    s.count += 1;
-    if ret < 0 {
-        s.errors += 1;
-        let c = ErrClass::from_ret(ret) as usize;
-        if c < s.errs.len() {
-            s.errs[c] += 1;
-        }
-    }
-}
+use aya_ebpf::{
+    helpers::{bpf_ktime_get_ns, bpf_probe_read_user},
+    macros::tracepoint,
+    programs::TracePointContext,
+};
+use aya_log_ebpf::info;
+use nginx_probe_common::{
+    connect_err_class, drop, sys, SyscallStats, UpstreamCall, EINPROGRESS, UPSTREAM_CONNECT,
+    UPSTREAM_FDS, UPSTREAM_STATS,
+};
 
-/// The main thread of a worker: its slot (None for other threads and processes).
-#[inline(always)]
-fn main_thread_slot() -> Option<(u32, u32)> {
-    let pid_tgid = bpf_get_current_pid_tgid();
-    let tgid = (pid_tgid >> 32) as u32;
-    if pid_tgid as u32 != tgid {
-        return None;
-    }
-    slot_of(tgid).map(|s| (tgid, s))
-}
+use crate::{
+    helpers::{count_drop, detail_closed, record_arg, record_word},
+    maps::{UPSTREAM, UPSTREAM_FD, UP_CALL},
+    syscalls::{on_enter, on_exit},
+    workers::main_thread_slot,
+};
 
 #[inline(always)]
 fn upstream_stats(slot: u32, which: u32) -> Option<&'static mut SyscallStats> {
     let p = UPSTREAM.get_ptr_mut(slot * UPSTREAM_STATS + which)?;
     // SAFETY: written by the worker's main thread only.
     Some(unsafe { &mut *p })
+}
+
+/// The `UPSTREAM_FD` key of a worker's fd.
+#[inline(always)]
+fn fd_key(tgid: u32, fd: u64) -> u64 {
+    ((tgid as u64) << 32) | (fd & 0xffff_ffff)
 }
 
 /// A connect's result is known (`err` = 0 or a positive errno) `ns` after it began.
@@ -64,6 +50,36 @@ fn connect_result(slot: u32, err: i64, ns: u64) {
     }
 }
 
+/// The main thread enters a connect (`optval` 0) or a getsockopt(SO_ERROR): what its
+/// exit needs, in `UP_CALL`.
+#[inline(always)]
+fn begin_up_call(slot: u32, call: UpstreamCall) {
+    if let Some(p) = UP_CALL.get_ptr_mut(slot) {
+        // SAFETY: this worker's main thread only.
+        unsafe { *p = call };
+    }
+}
+
+/// At the exit of a connect (`getsockopt` false) or a getsockopt(SO_ERROR) (true) by a
+/// worker's main thread, inside a detail window: (tgid, slot, the call its entry
+/// stored), which is cleared; None when its entry stored none.
+#[inline(always)]
+fn end_up_call(getsockopt: bool) -> Option<(u32, u32, UpstreamCall)> {
+    if detail_closed() {
+        return None;
+    }
+    let (tgid, slot) = main_thread_slot()?;
+    let p = UP_CALL.get_ptr_mut(slot)?;
+    // SAFETY: this worker's main thread only.
+    let call = unsafe { *p };
+    if call.fd1 == 0 || (call.optval != 0) != getsockopt {
+        return None;
+    }
+    // SAFETY: as above.
+    unsafe { (*p).fd1 = 0 };
+    Some((tgid, slot, call))
+}
+
 /// `connect(fd, ...)` entry: remember the fd and the start.
 #[tracepoint]
 pub fn sys_enter_connect(ctx: TracePointContext) -> u32 {
@@ -74,45 +90,29 @@ pub fn sys_enter_connect(ctx: TracePointContext) -> u32 {
     let Some((_, slot)) = main_thread_slot() else {
         return 0;
     };
-    if let Some(p) = UP_CALL.get_ptr_mut(slot) {
-        let fd = record_word(&ctx) & 0xffff_ffff;
-        // SAFETY: this worker's main thread only.
-        unsafe {
-            *p = UpstreamCall {
-                fd1: fd + 1,
-                start_ns: bpf_ktime_get_ns(),
-                optval: 0,
-            }
-        };
-    }
+    let call = UpstreamCall {
+        fd1: (record_word(&ctx) & 0xffff_ffff) + 1,
+        // SAFETY: helper call without preconditions.
+        start_ns: unsafe { bpf_ktime_get_ns() },
+        optval: 0,
+    };
+    begin_up_call(slot, call);
     0
 }
 
 /// `connect()` exit: the fd becomes an upstream fd; a result at once (0 or an
-/// error) is recorded now, `EINPROGRESS` waits for getsockopt(SO_ERROR).
+/// error) is recorded now, `EINPROGRESS` waits for getsockopt(SO_ERROR). A full
+/// `UPSTREAM_FD` is logged (aya-log) on its first drop on each CPU.
 #[tracepoint]
 pub fn sys_exit_connect(ctx: TracePointContext) -> u32 {
     on_exit(&ctx, sys::CONNECT);
-    if detail_closed() {
-        return 0;
-    }
-    let Some((tgid, slot)) = main_thread_slot() else {
+    let Some((tgid, slot, call)) = end_up_call(false) else {
         return 0;
     };
-    let Some(p) = UP_CALL.get_ptr_mut(slot) else {
-        return 0;
-    };
-    // SAFETY: this worker's main thread only.
-    let call = unsafe { *p };
-    if call.fd1 == 0 || call.optval != 0 {
-        return 0;
-    }
-    // SAFETY: as above.
-    unsafe { (*p).fd1 = 0 };
     let ret = record_word(&ctx) as i64;
     // SAFETY: helper call without preconditions.
     let now = unsafe { bpf_ktime_get_ns() };
-    let key = ((tgid as u64) << 32) | (call.fd1 - 1);
+    let key = fd_key(tgid, call.fd1 - 1);
     let pending = if ret == -EINPROGRESS {
         call.start_ns
     } else {
@@ -125,7 +125,9 @@ pub fn sys_exit_connect(ctx: TracePointContext) -> u32 {
     // SAFETY: the value is copied out at once.
     let known = unsafe { UPSTREAM_FD.get(key) }.is_some();
     if UPSTREAM_FD.insert(key, pending, 0).is_err() {
-        count_drop(drop::UPSTREAM_FD_FULL);
+        if count_drop(drop::UPSTREAM_FD_FULL) == 0 {
+            info!(&ctx, "UPSTREAM_FD is full: upstream fds not followed");
+        }
     } else if !known {
         if let Some(f) = upstream_stats(slot, UPSTREAM_FDS) {
             f.count += 1;
@@ -162,7 +164,7 @@ pub fn sys_enter_getsockopt(ctx: TracePointContext) -> u32 {
     }
     let fd = record_word(&ctx) & 0xffff_ffff;
     // SAFETY: copied out at once.
-    let start = match unsafe { UPSTREAM_FD.get(((tgid as u64) << 32) | fd) } {
+    let start = match unsafe { UPSTREAM_FD.get(fd_key(tgid, fd)) } {
         Some(&s) if s != 0 => s,
         _ => return 0,
     };
@@ -170,16 +172,12 @@ pub fn sys_enter_getsockopt(ctx: TracePointContext) -> u32 {
     if optval == 0 {
         return 0;
     }
-    if let Some(p) = UP_CALL.get_ptr_mut(slot) {
-        // SAFETY: this worker's main thread only.
-        unsafe {
-            *p = UpstreamCall {
-                fd1: fd + 1,
-                start_ns: start,
-                optval,
-            }
-        };
-    }
+    let call = UpstreamCall {
+        fd1: fd + 1,
+        start_ns: start,
+        optval,
+    };
+    begin_up_call(slot, call);
     0
 }
 
@@ -187,22 +185,9 @@ pub fn sys_enter_getsockopt(ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn sys_exit_getsockopt(ctx: TracePointContext) -> u32 {
     on_exit(&ctx, sys::GETSOCKOPT);
-    if detail_closed() {
-        return 0;
-    }
-    let Some((tgid, slot)) = main_thread_slot() else {
+    let Some((tgid, slot, call)) = end_up_call(true) else {
         return 0;
     };
-    let Some(p) = UP_CALL.get_ptr_mut(slot) else {
-        return 0;
-    };
-    // SAFETY: this worker's main thread only.
-    let call = unsafe { *p };
-    if call.fd1 == 0 || call.optval == 0 {
-        return 0;
-    }
-    // SAFETY: as above.
-    unsafe { (*p).fd1 = 0 };
     if (record_word(&ctx) as i64) < 0 {
         return 0;
     }
@@ -212,8 +197,7 @@ pub fn sys_exit_getsockopt(ctx: TracePointContext) -> u32 {
     };
     // SAFETY: helper call without preconditions.
     let now = unsafe { bpf_ktime_get_ns() };
-    let key = ((tgid as u64) << 32) | (call.fd1 - 1);
-    let _ = UPSTREAM_FD.insert(key, 0, 0);
+    let _ = UPSTREAM_FD.insert(fd_key(tgid, call.fd1 - 1), 0, 0);
     connect_result(slot, err as i64, now.saturating_sub(call.start_ns));
     0
 }
@@ -221,14 +205,14 @@ pub fn sys_exit_getsockopt(ctx: TracePointContext) -> u32 {
 /// `close(fd)` of an upstream fd by the main thread: counted as closed, and as
 /// abandoned when its connect's result was never learned.
 #[inline(always)]
-fn upstream_close(tgid: u32, slot: u32, fd: u64) {
+pub(crate) fn upstream_close(tgid: u32, slot: u32, fd: u64) {
     let Some(f) = upstream_stats(slot, UPSTREAM_FDS) else {
         return;
     };
     if f.count <= f.errors {
         return; // no upstream fd open in this worker: no lookup
     }
-    let key = ((tgid as u64) << 32) | (fd & 0xffff_ffff);
+    let key = fd_key(tgid, fd);
     // SAFETY: copied out at once.
     let Some(v) = (unsafe { UPSTREAM_FD.get(key) }).copied() else {
         return;

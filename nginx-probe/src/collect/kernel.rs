@@ -7,10 +7,12 @@
 //!   CONFIG_FTRACE_SYSCALLS; 4.7) and tracefs, mounted or mountable;
 //! - BPF per-CPU arrays (4.6), LRU hashes (4.10) and a stack map (`FREE_SLOTS`, 4.20);
 //! - read-only global data (`.rodata`, set at load with `override_global`; 5.2);
-//! - with `--uprobes` only: `bpf_probe_read_user` (5.5).
+//! - with `--uprobes` only: `bpf_probe_read_user` (5.5);
+//! - a BPF ring buffer (`AYA_LOGS`, where the programs log their rare events; 5.8),
+//!   probed when the object loads (`loader/kernel_log.rs`).
 //!
-//! So the minimum is Linux 5.2, or 5.5 with `--uprobes` ([`MIN_KERNEL`],
-//! [`MIN_KERNEL_UPROBES`]). The features are probed directly (a tiny map of each type is
+//! So the minimum is Linux 5.8 ([`MIN_KERNEL`]; [`MIN_KERNEL_UPROBES`] is what
+//! `--uprobes` alone would need). The features are probed directly (a tiny map of each type is
 //! created and closed, the tracepoint directories are looked up), and the version is
 //! only consulted for `bpf_probe_read_user`, which cannot be probed without loading a
 //! program.
@@ -20,7 +22,7 @@ use std::{os::fd::FromRawFd as _, path::Path};
 use crate::error::ProbeError;
 
 /// Oldest kernel the tracepoint programs load on: (major, minor).
-pub const MIN_KERNEL: (u32, u32) = (5, 2);
+pub const MIN_KERNEL: (u32, u32) = (5, 8);
 /// Oldest kernel the request uprobes (`--uprobes`) load on: (major, minor).
 pub const MIN_KERNEL_UPROBES: (u32, u32) = (5, 5);
 

@@ -108,10 +108,14 @@ pub struct Probe {
     pub exit_status: Result<(), String>,
     /// Client connection lifecycle programs and maps (see [`crate::collect::lifecycle`]).
     pub lifecycle: crate::collect::lifecycle::Lifecycle,
+    /// Relays the programs' rare events to the `log` crate (see [`kernel_log`]); held
+    /// for its lifetime: dropping it stops the relay.
+    _kernel_log: kernel_log::KernelLog,
 }
 
 mod accept;
 mod exits;
+mod kernel_log;
 mod perf_link;
 mod tls;
 mod windows;
@@ -158,6 +162,7 @@ impl Probe {
         fd_walk: bool,
     ) -> Result<Probe, ProbeError> {
         raise_memlock();
+        kernel_log::require_ring_buffer()?;
         tracefs::check_record_layout(tracefs_root)?;
         let fork_format =
             std::fs::read_to_string(tracefs_root.join("events/sched/sched_process_fork/format"))
@@ -180,6 +185,7 @@ impl Probe {
             }
         };
         let walk: u32 = fd_walk.is_ok() as u32;
+        let log_level = kernel_log::level();
         let mut ebpf = EbpfLoader::new()
             .override_global(global::FD_WALK, &walk, true)
             .override_global(global::KOFF, &koff, true)
@@ -190,6 +196,7 @@ impl Probe {
             .override_global(lc_names::LC_LSNDTIME_OFF, &lc.lsndtime, true)
             .override_global(lc_names::LC_LRCVTIME_OFF, &lc.lrcvtime, true)
             .override_global(lc_names::LC_HZ, &lc.hz, true)
+            .override_global(global::AYA_LOG_LEVEL, &log_level, true)
             .map_max_entries(map::STATS, slots * SYSCALL_COUNT as u32)
             .map_max_entries(map::FREE_SLOTS, slots)
             .map_max_entries(map::REQUESTS, slots)
@@ -209,6 +216,7 @@ impl Probe {
             .map_max_entries(map::UPSTREAM, slots * UPSTREAM_STATS)
             .map_max_entries(map::UP_CALL, slots)
             .load(EBPF_OBJECT)?;
+        let kernel_log = kernel_log::KernelLog::start(&mut ebpf);
         let mut take = |name: &str| {
             ebpf.take_map(name)
                 .ok_or_else(|| ProbeError::Missing(format!("map {name}")))
@@ -291,6 +299,7 @@ impl Probe {
             exits,
             exit_status,
             lifecycle,
+            _kernel_log: kernel_log,
         })
     }
 
