@@ -11,7 +11,6 @@
 //! runs with another `TZ`).
 
 use std::{
-    collections::BTreeMap,
     fs::File,
     io::{Read, Seek, SeekFrom},
 };
@@ -21,34 +20,11 @@ use super::error_log_classes::{classify, MAX_LINE};
 /// Bytes of the log read back from the attach offset, at most.
 pub const MAX_HISTORY_BYTES: u64 = 16 << 20;
 
-/// The classes counted back to the master's start: the master's own history.
-pub const HISTORY_CLASSES: &[&str] = &[
-    "worker_spawn_failed",
-    "worker_crashed",
-    "worker_exited",
-    "worker_exited_fatal",
-    "process_other",
-    "rlimit",
-    "worker_connections_over_nofile",
-    "emfile",
-];
-
-/// What the log says between the master's start and attach.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct History {
-    /// The master's start, Unix seconds (/proc).
-    pub master_started_unix_s: u64,
-    /// Bytes read back (at most [`MAX_HISTORY_BYTES`]).
-    pub bytes_read: u64,
-    /// False when the bound cut the scan before the master's start: the first line
-    /// read was already after it (counts are then a lower bound).
-    pub reached_master_start: bool,
-    /// Lines of each of [`HISTORY_CLASSES`] at or after the master's start, by class.
-    pub classes: BTreeMap<&'static str, u64>,
-    /// Of the `worker_spawn_failed` lines, those ending in nginx's errno text for
-    /// EMFILE, `(24: Too many open files)`.
-    pub spawn_failed_emfile: u64,
-}
+/// The classes counted back to the master's start (the model's: a report names them).
+pub use crate::model::error_classes::HISTORY_CLASSES;
+/// What the log says between the master's start and attach (the model's: a report is
+/// built from it).
+pub use crate::model::nginx_errors::ErrorLogHistory as History;
 
 /// The master's start time in Unix seconds, from `/proc/<pid>/stat` and `/proc/stat`.
 pub fn master_start_unix_s(pid: u32) -> Option<u64> {

@@ -27,10 +27,9 @@ use crate::{
     },
 };
 
-#[path = "tracker_listen.rs"]
-mod listen_side;
-#[path = "tracker_nginx.rs"]
-mod nginx_side;
+mod listen;
+mod nginx_errors;
+mod quota;
 
 /// Seconds since the Unix epoch, now (ms precision): when a report's period ends.
 pub fn unix_now() -> f64 {
@@ -701,7 +700,7 @@ impl Tracker {
                 self.master.pid,
                 &crate::collect::listen::socket_inodes(self.master.pid),
             ),
-            nginx_errors: self.errors_report(summary),
+            nginx_errors: self.error_log_inputs(summary),
             access_log: self.access_logs.report(summary),
             cpu_quota: self.quota_inputs(),
             config: self.config.as_ref(),

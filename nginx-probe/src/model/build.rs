@@ -16,12 +16,13 @@ use crate::model::{
     listen::{listen_reports, ListenInputs},
     log_files::{stale_logs, LogFileSample},
     nginx::{cpu_quota_report, QuotaInputs},
+    nginx_errors::{nginx_errors_report, ErrorLogInputs},
     quic::QuicReport,
     sampling::{AcceptsCheck, Coverage, DetailReport, Sampler},
     snapshot::{Snapshot, MERGED_KEY},
     worker_lifecycle::{lifecycle_report, ExitHistory, WorkerLifecycle},
-    Event, MergedReport, NginxErrorsReport, Report, ReportKind, RequestSource, SlotStats,
-    StubStatusReport, WorkerInfo, WorkerReport, WriteSource, SCHEMA_VERSION, ZERO_SLOT,
+    Event, MergedReport, Report, ReportKind, RequestSource, SlotStats, StubStatusReport,
+    WorkerInfo, WorkerReport, WriteSource, SCHEMA_VERSION, ZERO_SLOT,
 };
 
 /// The exited workers merged into one aggregate (beyond `collect::tracker`'s
@@ -88,9 +89,9 @@ pub struct PeriodInputs<'a> {
     /// nginx's UDP listening ports (`/proc/<pid>/net/udp{,6}` matched to the master's
     /// socket fds), read when the report is built.
     pub udp_ports: Vec<u16>,
-    /// The error log's part of the report for this period (`collect::error_log`'s
-    /// counts by class since attach or in the interval).
-    pub nginx_errors: NginxErrorsReport,
+    /// The error log as the reader knows it for this period (`collect::error_log`'s
+    /// counts by class since attach or in the interval), built into `nginx_errors`.
+    pub nginx_errors: ErrorLogInputs<'a>,
     /// The workers' CPU quota; None: none or unreadable.
     pub cpu_quota: Option<QuotaInputs<'a>>,
     /// nginx's configuration as read at attach or after the last reload.
@@ -536,7 +537,7 @@ fn assemble(p: &Period, parts: Parts, missing: &[String], end_reason: Option<Str
             .collect(),
         drops: drops(p),
         exited_merged: parts.exited_merged,
-        nginx_errors: Some(inputs.nginx_errors.clone()),
+        nginx_errors: Some(nginx_errors_report(&inputs.nginx_errors)),
         cpu_quota: inputs.cpu_quota.map(|q| cpu_quota_report(&q, p.summary)),
         traced_syscalls: inputs
             .traced

@@ -15,11 +15,13 @@ pub mod access_log_format;
 pub mod build;
 pub mod config;
 pub mod connections;
+pub mod error_classes;
 pub mod listen;
 pub use listen::ListenReport;
 pub mod local_ports;
 pub mod log_files;
 pub mod nginx;
+pub mod nginx_errors;
 pub mod recording;
 pub mod worker_lifecycle;
 pub use nginx::{
