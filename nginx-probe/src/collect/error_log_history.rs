@@ -12,10 +12,11 @@
 
 use std::{
     fs::File,
-    io::{Read, Seek, SeekFrom},
+    io::{Seek, SeekFrom},
 };
 
 use super::error_log_classes::{classify, MAX_LINE};
+use super::tail::read_chunks;
 
 /// Bytes of the log read back from the attach offset, at most.
 pub const MAX_HISTORY_BYTES: u64 = 16 << 20;
@@ -83,21 +84,32 @@ pub fn scan(file: &mut File, end: u64, since: u64) -> History {
     if file.seek(SeekFrom::Start(start)).is_err() {
         return h;
     }
-    let mut buf = vec![0u8; 64 << 10];
     let mut line: Vec<u8> = Vec::new();
     // Starting inside the file: the first (partial) line is skipped.
     let mut skipping = start > 0;
     let mut first = true;
-    let mut left = end - start;
-    while left > 0 {
-        let n = (buf.len() as u64).min(left) as usize;
-        let got = match file.read(&mut buf[..n]) {
-            Ok(0) | Err(_) => break,
-            Ok(g) => g,
-        };
-        left -= got as u64;
-        h.bytes_read += got as u64;
-        for &b in &buf[..got] {
+    let mut count = |line: &[u8], h: &mut History| {
+        let Some(t) = line_time(line) else { return };
+        if first && start > 0 {
+            // The bound reached the master's start only if this first complete line
+            // is older than it.
+            h.reached_master_start = t < since;
+        }
+        first = false;
+        if t < since {
+            return;
+        }
+        if let Some((_, class)) = classify(line) {
+            if let Some(c) = HISTORY_CLASSES.iter().find(|c| **c == class) {
+                *h.classes.entry(c).or_insert(0) += 1;
+            }
+            if class == "worker_spawn_failed" && line.ends_with(b"(24: Too many open files)") {
+                h.spawn_failed_emfile += 1;
+            }
+        }
+    };
+    let read = read_chunks(file, end - start, &mut |chunk| {
+        for &b in chunk {
             if b != b'\n' {
                 if !skipping && line.len() < MAX_LINE {
                     line.push(b);
@@ -108,29 +120,11 @@ pub fn scan(file: &mut File, end: u64, since: u64) -> History {
                 skipping = false;
                 continue;
             }
-            if let Some(t) = line_time(&line) {
-                if first && start > 0 {
-                    // The bound reached the master's start only if this first
-                    // complete line is older than it.
-                    h.reached_master_start = t < since;
-                }
-                first = false;
-                if t >= since {
-                    if let Some((_, class)) = classify(&line) {
-                        if let Some(c) = HISTORY_CLASSES.iter().find(|c| **c == class) {
-                            *h.classes.entry(c).or_insert(0) += 1;
-                        }
-                        if class == "worker_spawn_failed"
-                            && line.ends_with(b"(24: Too many open files)")
-                        {
-                            h.spawn_failed_emfile += 1;
-                        }
-                    }
-                }
-            }
+            count(&line, &mut h);
             line.clear();
         }
-    }
+    });
+    h.bytes_read = read;
     h
 }
 

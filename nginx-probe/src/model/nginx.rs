@@ -188,6 +188,51 @@ pub struct StubCounts {
     pub failed_reads: u64,
 }
 
+impl StubCounts {
+    /// One read of nginx's seven counters as `collect::nginx_counters` reads them from
+    /// the master's memory, in its `SYMBOLS` order (`ngx_stat_accepted`, `_handled`,
+    /// `_requests`, `_active`, `_reading`, `_writing`, `_waiting`): raw values, counted
+    /// since nginx started, not since attach.
+    pub fn from_words(w: [u64; 7]) -> StubCounts {
+        StubCounts {
+            accepted: w[0],
+            handled: w[1],
+            requests: w[2],
+            active: w[3],
+            reading: w[4],
+            writing: w[5],
+            waiting: w[6],
+            ..StubCounts::default()
+        }
+    }
+
+    /// Adds the growth of the cumulative counters from the raw read `last` to the raw
+    /// read `raw` and takes `raw`'s gauges. When a counter's address `moved` or a
+    /// cumulative count went backwards (another build, a binary upgrade), nothing is
+    /// added and `rebases` counts it: the totals never go back.
+    pub fn advance(&mut self, last: &StubCounts, raw: &StubCounts, moved: bool) {
+        let back = raw.accepted < last.accepted
+            || raw.handled < last.handled
+            || raw.requests < last.requests;
+        if moved || back {
+            self.rebases += 1;
+        } else {
+            self.accepted += raw.accepted - last.accepted;
+            self.handled += raw.handled - last.handled;
+            self.requests += raw.requests - last.requests;
+        }
+        self.take_gauges(raw);
+    }
+
+    /// Takes the gauges (active, reading, writing, waiting) of the raw read `raw`.
+    pub fn take_gauges(&mut self, raw: &StubCounts) {
+        self.active = raw.active;
+        self.reading = raw.reading;
+        self.writing = raw.writing;
+        self.waiting = raw.waiting;
+    }
+}
+
 /// The workers' CPU quota as the tracker knows it (`collect::cgroup`), as plain data for
 /// a report's [`CpuQuotaReport`].
 #[derive(Clone, Copy, Debug)]
