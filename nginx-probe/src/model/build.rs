@@ -123,6 +123,34 @@ struct Period<'a> {
     window: bool,
 }
 
+impl Period<'_> {
+    /// One worker's row over the period (`model::worker_report` with how things are
+    /// counted); access-log opens are unknown where the kernel does not count them.
+    fn worker_row(
+        &self,
+        w: &WorkerInfo,
+        s: &SlotStats,
+        total_accepts: u64,
+        detail_s: f64,
+    ) -> WorkerReport {
+        let inputs = self.inputs;
+        let mut r = model::worker_report(
+            w,
+            s,
+            total_accepts,
+            inputs.request_source,
+            self.duration_s,
+            detail_s,
+            inputs.traced,
+            inputs.write_source,
+        );
+        if !inputs.counts_log_opens {
+            r.access_log_opens = None;
+        }
+        r
+    }
+}
+
 /// Builds the report for the period between `prev` (None = attach, all zero) and `cur`,
 /// `duration_s` seconds long, stamped with `inputs.now_unix_s` (`time_unix_s`, the end
 /// of the period). `missing`: tracepoints that could not be attached; `end_reason`:
@@ -168,13 +196,7 @@ pub fn report(
     let workers = worker_rows(&p, &per_worker, total_accepts, detail_s);
     let exited_merged = merged_row(&p, merged.as_ref(), total_accepts, detail_s);
     let stub_status = stub_status(&p);
-    let mut all_stats = ZERO_SLOT;
-    for (_, s) in &per_worker {
-        model::add_slot(&mut all_stats, s);
-    }
-    if let Some(m) = &merged {
-        model::add_slot(&mut all_stats, m);
-    }
+    let all_stats = sum_slots(&per_worker, merged.as_ref());
     let requests = model::request_totals(
         stub_status.as_ref(),
         inputs.request_source,
@@ -185,16 +207,8 @@ pub fn report(
     );
     let mut tls = tls(inputs, &all_stats, detail.is_some());
     let mut requests = requests;
-    // nginx's UDP listeners (QUIC): requests and handshakes include connections no
-    // accept returned, so per connection is over both (nginx's accepted counter), or
-    // unknown when that counter is.
     if let Some(q) = &quic {
-        let all = q.connections.map(|n| n + total_accepts).filter(|n| *n > 0);
-        let per = |x: u64| all.map(|n| model::round3(x as f64 / n as f64));
-        requests.per_connection = requests.count.and_then(per);
-        if let Some(t) = tls.as_mut() {
-            t.per_connection = per(t.handshakes);
-        }
+        per_connection_with_quic(q, total_accepts, &mut requests, tls.as_mut());
     }
     let lifecycle = lifecycle_report(
         &inputs.exit_history,
@@ -218,6 +232,35 @@ pub fn report(
         quic,
     };
     assemble(&p, parts, missing, end_reason)
+}
+
+/// The counters of every worker of the period, the merged aggregate's included.
+fn sum_slots(per_worker: &[(&WorkerInfo, SlotStats)], merged: Option<&SlotStats>) -> SlotStats {
+    let mut all = ZERO_SLOT;
+    for (_, s) in per_worker {
+        model::add_slot(&mut all, s);
+    }
+    if let Some(m) = merged {
+        model::add_slot(&mut all, m);
+    }
+    all
+}
+
+/// nginx's UDP listeners (QUIC): requests and handshakes include connections no accept
+/// returned, so per connection is over both (nginx's accepted counter), or unknown when
+/// that counter is.
+fn per_connection_with_quic(
+    q: &QuicReport,
+    total_accepts: u64,
+    requests: &mut model::RequestTotals,
+    tls: Option<&mut model::TlsReport>,
+) {
+    let all = q.connections.map(|n| n + total_accepts).filter(|n| *n > 0);
+    let per = |x: u64| all.map(|n| model::round3(x as f64 / n as f64));
+    requests.per_connection = requests.count.and_then(per);
+    if let Some(t) = tls {
+        t.per_connection = per(t.handshakes);
+    }
 }
 
 /// Each listed worker's change between the snapshots, and the merged aggregate's.
@@ -332,19 +375,7 @@ fn worker_rows(
             };
             let cpu_s = cpu_ticks.map(|t| t as f64 / tck);
             let run_delay_s = run_delay_ns.map(|ns| ns as f64 / 1e9);
-            let mut r = model::worker_report(
-                w,
-                s,
-                total_accepts,
-                inputs.request_source,
-                p.duration_s,
-                detail_s,
-                inputs.traced,
-                inputs.write_source,
-            );
-            if !inputs.counts_log_opens {
-                r.access_log_opens = None;
-            }
+            let mut r = p.worker_row(w, s, total_accepts, detail_s);
             r.lifecycle = inputs
                 .worker_lifecycles
                 .get(&w.pid)
@@ -389,19 +420,7 @@ fn merged_row(
         cpu_ticks: Default::default(),
         run_delay_ns: Default::default(),
     };
-    let mut stats = model::worker_report(
-        &info,
-        d,
-        total_accepts,
-        inputs.request_source,
-        p.duration_s,
-        detail_s,
-        inputs.traced,
-        inputs.write_source,
-    );
-    if !inputs.counts_log_opens {
-        stats.access_log_opens = None;
-    }
+    let mut stats = p.worker_row(&info, d, total_accepts, detail_s);
     if p.summary {
         stats.cpu_s = Some(model::round3(m.cpu_ticks as f64 / tck));
         stats.run_delay_s = Some(model::round3(m.run_delay_ns as f64 / 1e9));
