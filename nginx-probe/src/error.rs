@@ -39,15 +39,15 @@ pub enum ProbeError {
     /// Not running as root.
     #[error("nginx-probe must run as root to load eBPF programs: run it as root (for example with sudo)")]
     NotRoot,
-    /// tracefs is not mounted and could not be mounted.
-    #[error("tracefs is not mounted and mounting it at /sys/kernel/tracing failed: {0} (mount it with `mount -t tracefs tracefs /sys/kernel/tracing`)")]
-    Tracefs(String),
-    /// The kernel lacks a feature the programs need (see [`crate::collect::kernel`]).
-    #[error("{0}")]
-    Kernel(String),
-    /// No nginx master was found without `--pid`, or several were.
-    #[error("{0}")]
-    Discovery(String),
+    /// The kernel cannot run the programs: tracefs, syscall tracepoints or a BPF
+    /// feature missing (checked by `collect::kernel::check` and
+    /// `collect::tracefs::ensure_mounted`).
+    #[error(transparent)]
+    Kernel(#[from] KernelError),
+    /// No nginx master was found without `--pid`, or several were, or `--pid-file`
+    /// names none (`collect::discover::find_master`).
+    #[error(transparent)]
+    Discovery(#[from] DiscoveryError),
     /// None of the syscall tracepoints could be attached.
     #[error("no syscall tracepoint could be attached (is CONFIG_FTRACE_SYSCALLS enabled?): {0}")]
     NothingAttached(String),
@@ -79,7 +79,9 @@ pub enum ProbeError {
         path: String,
         source: std::io::Error,
     },
-    /// nginx-probe's own open-file limit ran out (see `collect::fd_limit`).
+    /// nginx-probe's own open-file limit ran out (the one-line message names the limit
+    /// and what ran out of fds; built by `collect::fd_limit`, named here without a link:
+    /// errors sit below collect).
     #[error("{0}")]
     FdLimit(String),
     /// Writing the report failed.
@@ -107,6 +109,97 @@ impl ProbeError {
     }
 }
 
+/// Why the kernel cannot run nginx-probe's programs. Each renders as one line that says
+/// what to do.
+#[derive(Debug, Error)]
+pub enum KernelError {
+    /// tracefs is not mounted and mounting it failed: why (the mount's errno text, or
+    /// what was missing after it).
+    #[error("tracefs is not mounted and mounting it at /sys/kernel/tracing failed: {0} (mount it with `mount -t tracefs tracefs /sys/kernel/tracing`)")]
+    TracefsMount(String),
+    /// The syscall tracepoints are missing: `events` (the tracefs directory looked in)
+    /// has no `sys_enter_accept4`/`sys_exit_accept4`.
+    #[error("syscall tracepoints are missing ({events} has no sys_enter_accept4/sys_exit_accept4): the kernel needs CONFIG_FTRACE_SYSCALLS")]
+    NoSyscallTracepoints {
+        /// The tracefs `events/syscalls` directory looked in.
+        events: String,
+    },
+    /// bpf(2) returned EPERM creating a map.
+    #[error("BPF is not permitted here (bpf(2) returned EPERM: run as root, outside a container that filters bpf(2), and check kernel lockdown); nginx-probe needs Linux {}.{} or later", .min_kernel.0, .min_kernel.1)]
+    BpfNotPermitted {
+        /// The oldest kernel the programs load on (major, minor).
+        min_kernel: (u32, u32),
+    },
+    /// bpf(2) returned ENOSYS.
+    #[error("the kernel has no bpf(2) (CONFIG_BPF_SYSCALL); nginx-probe needs Linux {}.{} or later", .min_kernel.0, .min_kernel.1)]
+    NoBpfSyscall {
+        /// The oldest kernel the programs load on (major, minor).
+        min_kernel: (u32, u32),
+    },
+    /// Creating a map of a kind the programs use failed for another reason.
+    #[error("the kernel lacks {feature} ({source}); nginx-probe needs Linux {}.{} or later", .min_kernel.0, .min_kernel.1)]
+    MissingFeature {
+        /// The feature and the kernel that brought it (`BPF LRU hash maps (Linux
+        /// 4.10)`).
+        feature: &'static str,
+        /// bpf(2)'s error creating the map.
+        source: std::io::Error,
+        /// The oldest kernel the programs load on (major, minor).
+        min_kernel: (u32, u32),
+    },
+}
+
+/// Why no nginx master could be chosen without `--pid`. Each renders as one line; all
+/// are bad input (exit code 2).
+#[derive(Debug, Error)]
+pub enum DiscoveryError {
+    /// `--pid-file` names a pid that is not an nginx master to trace; with
+    /// `container_hint`, the line adds that a container's pid file holds the pid in its
+    /// own namespace.
+    #[error("--pid-file {path}: {source}{}", container_hint_text(*.container_hint))]
+    PidFileNotMaster {
+        /// The pid file, as given.
+        path: String,
+        /// Why its pid is not a master to trace.
+        source: Box<ProbeError>,
+        /// Whether the pid may be a container's (it names no process, or no nginx).
+        container_hint: bool,
+    },
+    /// `--pid-file` holds no pid.
+    #[error("--pid-file {path}: cannot read a pid from it ({reason})")]
+    PidFileUnreadable {
+        /// The pid file, as given.
+        path: String,
+        /// Why no pid was read (the read error, or what the file holds).
+        reason: String,
+    },
+    /// The default pid file names no master and /proc has none.
+    #[error("no nginx master found ({pid_file} names none, and /proc has none): start nginx, or pass --pid or --pid-file")]
+    NoMaster {
+        /// The default pid file looked at.
+        pid_file: String,
+    },
+    /// Several masters run: each as `pid `title`` (the title escaped and bounded).
+    #[error("{} nginx masters are running, choose one with --pid: {}", .masters.len(), .masters.join(", "))]
+    SeveralMasters {
+        /// Each master, `pid `title``.
+        masters: Vec<String>,
+    },
+}
+
+/// What a `--pid-file` error adds when the pid may be a container's.
+pub const CONTAINER_PID_HINT: &str = "pid files written inside a container hold the pid in its namespace; pass the host pid with --pid (find it with `pgrep -af 'nginx: master'`)";
+
+/// The text [`DiscoveryError::PidFileNotMaster`] ends with: the container hint in
+/// parentheses, or nothing.
+fn container_hint_text(hint: bool) -> String {
+    if hint {
+        format!(" ({CONTAINER_PID_HINT})")
+    } else {
+        String::new()
+    }
+}
+
 use crate::model::SCHEMA_VERSION;
 
 /// Why a recording could not be read. Each renders as one line.
@@ -131,4 +224,48 @@ pub enum RecordingError {
     /// No report in the file.
     #[error("{path}: no reports in it (an empty recording, or not a recording)")]
     Empty { path: String },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn typed_kinds_keep_their_one_line_messages_and_exit_codes() {
+        let e = ProbeError::from(DiscoveryError::SeveralMasters {
+            masters: vec!["10 `nginx: master`".into(), "20 `nginx: master`".into()],
+        });
+        assert_eq!(
+            e.to_string(),
+            "2 nginx masters are running, choose one with --pid: 10 `nginx: master`, 20 `nginx: master`"
+        );
+        assert_eq!(e.exit_code(), EXIT_USAGE);
+        let e = ProbeError::from(DiscoveryError::PidFileNotMaster {
+            path: "/run/nginx.pid".into(),
+            source: Box::new(ProbeError::NoSuchProcess(7)),
+            container_hint: true,
+        });
+        assert_eq!(
+            e.to_string(),
+            format!("--pid-file /run/nginx.pid: no process with pid 7: it is not running (check `pgrep -af 'nginx: master'`) ({CONTAINER_PID_HINT})")
+        );
+        let e = ProbeError::from(KernelError::MissingFeature {
+            feature: "BPF stack maps (Linux 4.20)",
+            source: std::io::Error::from_raw_os_error(libc::EINVAL),
+            min_kernel: (5, 2),
+        });
+        assert_eq!(
+            e.to_string(),
+            "the kernel lacks BPF stack maps (Linux 4.20) (Invalid argument (os error 22)); nginx-probe needs Linux 5.2 or later"
+        );
+        assert_eq!(e.exit_code(), EXIT_RUNTIME);
+        let e = ProbeError::from(KernelError::TracefsMount(
+            "EPERM: Operation not permitted".into(),
+        ));
+        assert_eq!(
+            e.to_string(),
+            "tracefs is not mounted and mounting it at /sys/kernel/tracing failed: EPERM: Operation not permitted (mount it with `mount -t tracefs tracefs /sys/kernel/tracing`)"
+        );
+        assert_eq!(e.exit_code(), EXIT_RUNTIME);
+    }
 }

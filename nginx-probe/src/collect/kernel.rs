@@ -17,7 +17,7 @@
 
 use std::{os::fd::FromRawFd as _, path::Path};
 
-use crate::error::ProbeError;
+use crate::error::{KernelError, ProbeError};
 
 /// Oldest kernel the tracepoint programs load on: (major, minor).
 pub const MIN_KERNEL: (u32, u32) = (5, 2);
@@ -89,17 +89,16 @@ pub fn parse_release(release: &str) -> Option<(u32, u32)> {
 /// Checks every kernel feature the programs need, given the tracefs root (see
 /// [`crate::collect::tracefs::ensure_mounted`]).
 ///
-/// Errors: [`ProbeError::Kernel`] naming the first missing feature.
+/// Errors: [`ProbeError::Kernel`] ([`KernelError`]) naming the first missing feature.
 pub fn check(tracefs_root: &Path) -> Result<(), ProbeError> {
-    let missing = |what: String| Err(ProbeError::Kernel(what));
     let events = tracefs_root.join("events/syscalls");
     if !events.join("sys_enter_accept4").is_dir() || !events.join("sys_exit_accept4").is_dir() {
-        return missing(format!(
-            "syscall tracepoints are missing ({} has no sys_enter_accept4/sys_exit_accept4): the kernel needs CONFIG_FTRACE_SYSCALLS",
-            events.display()
-        ));
+        return Err(KernelError::NoSyscallTracepoints {
+            events: events.display().to_string(),
+        }
+        .into());
     }
-    for (name, map_type, key_size, flags) in [
+    for (feature, map_type, key_size, flags) in [
         ("BPF array maps", BPF_MAP_TYPE_ARRAY, 4, 0),
         (
             "BPF per-CPU array maps (Linux 4.6)",
@@ -121,19 +120,18 @@ pub fn check(tracefs_root: &Path) -> Result<(), ProbeError> {
             BPF_F_RDONLY_PROG,
         ),
     ] {
-        if let Err(e) = try_map(map_type, key_size, flags) {
-            let hint = match e.raw_os_error() {
-                Some(libc::EPERM) => {
-                    "BPF is not permitted here (bpf(2) returned EPERM: run as root, outside a container that filters bpf(2), and check kernel lockdown)"
-                        .to_string()
-                }
-                Some(libc::ENOSYS) => "the kernel has no bpf(2) (CONFIG_BPF_SYSCALL)".to_string(),
-                _ => format!("the kernel lacks {name} ({e})"),
-            };
-            return missing(format!(
-                "{hint}; nginx-probe needs Linux {}.{} or later",
-                MIN_KERNEL.0, MIN_KERNEL.1
-            ));
+        if let Err(source) = try_map(map_type, key_size, flags) {
+            let min_kernel = MIN_KERNEL;
+            return Err(match source.raw_os_error() {
+                Some(libc::EPERM) => KernelError::BpfNotPermitted { min_kernel },
+                Some(libc::ENOSYS) => KernelError::NoBpfSyscall { min_kernel },
+                _ => KernelError::MissingFeature {
+                    feature,
+                    source,
+                    min_kernel,
+                },
+            }
+            .into());
         }
     }
     Ok(())
