@@ -26,9 +26,10 @@ pub enum ProbeError {
     /// `--pid` names an nginx that runs without a master (`master_process off`).
     #[error("pid {pid} is nginx without a master process (`{title}`, master_process off?): nginx-probe follows a master's workers; run nginx with master_process on")]
     NoMasterProcess { pid: u32, title: String },
-    /// Options that contradict each other.
-    #[error("{0}")]
-    Usage(String),
+    /// Bad arguments: options that contradict each other, `compare`'s paths, an output
+    /// path that cannot be written (the kind in [`UsageError`]).
+    #[error(transparent)]
+    Usage(#[from] UsageError),
     /// The `--listen` address cannot be listened on (busy, not an address of this host,
     /// a privileged port).
     #[error("--listen {addr}: cannot listen there ({source}): choose a free port or an address of this host")]
@@ -107,6 +108,81 @@ impl ProbeError {
             _ => EXIT_RUNTIME,
         }
     }
+}
+
+/// Why the arguments cannot be used. Each renders as one line; all are bad input (exit
+/// code 2), found before anything is attached or written.
+#[derive(Debug, Error)]
+pub enum UsageError {
+    /// Options that contradict each other (the line names them and what to do).
+    #[error("{0}")]
+    Conflict(&'static str),
+    /// `--hist` of a syscall that is not traced.
+    #[error("--hist {syscall}: {syscall} is not traced; add it with --syscalls all (or a list naming it)")]
+    HistNotTraced {
+        /// The syscall named by `--hist`.
+        syscall: String,
+    },
+    /// `--detail-window`/`--detail-every` that make no schedule (the model's reason).
+    #[error("{0}")]
+    Schedule(String),
+    /// `compare` given neither two paths nor `--` between its sides.
+    #[error("compare takes BEFORE AFTER, or the runs of BEFORE, `--`, then the runs of AFTER ({given} paths given without `--`)")]
+    CompareSides {
+        /// How many paths were given.
+        given: usize,
+    },
+    /// A `compare` side is a directory without recordings.
+    #[error("{dir}: a directory with no *.jsonl recording in it")]
+    NoRecordingsIn {
+        /// The directory, as given.
+        dir: String,
+    },
+    /// More runs on one side of `compare` than it reads.
+    #[error("more than {max} runs on one side of compare")]
+    TooManyRuns {
+        /// The most runs a side may hold.
+        max: usize,
+    },
+    /// `--record FILE` is a directory.
+    #[error("--record {path}: it is a directory: give the path of a new file in it")]
+    RecordIsDirectory {
+        /// The path, as given.
+        path: String,
+    },
+    /// `--record FILE` exists: a recording is never overwritten.
+    #[error("--record {path}: it exists, and a recording is never overwritten: choose a new name or remove it")]
+    RecordExists {
+        /// The path, as given.
+        path: String,
+    },
+    /// `--record FILE` is not a path a file can be made at (a device node, FIFO,
+    /// socket): what it is.
+    #[error("--record {path}: {what}: give the path of a new file")]
+    RecordNotAFile {
+        /// The path, as given.
+        path: String,
+        /// What is there instead.
+        what: String,
+    },
+    /// `--record FILE` cannot be written (no directory, no permission, a full disk).
+    #[error("--record {path}: cannot write it ({reason}): choose a writable path with free space")]
+    RecordUnwritable {
+        /// The path, as given.
+        path: String,
+        /// The write's error.
+        reason: std::io::Error,
+    },
+    /// An output file of another option (`--html`) cannot be written or replaced.
+    #[error("{flag} {path}: cannot write it ({reason}): choose a writable file path")]
+    OutputUnwritable {
+        /// The option that gave the path.
+        flag: String,
+        /// The path, as given.
+        path: String,
+        /// Why: the write's error, or what is at the path.
+        reason: String,
+    },
 }
 
 /// Why the kernel cannot run nginx-probe's programs. Each renders as one line that says

@@ -15,7 +15,7 @@ use nginx_probe_common::{CORE_SYSCALLS, SYSCALLS};
 
 use crate::{
     analysis::compare,
-    error::{ProbeError, EXIT_USAGE},
+    error::{ProbeError, UsageError, EXIT_USAGE},
     io::{
         metrics_server,
         recording::{self, Recording},
@@ -561,19 +561,20 @@ fn side_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ProbeError> {
                 .collect();
             runs.sort();
             if runs.is_empty() {
-                return Err(ProbeError::Usage(format!(
-                    "{}: a directory with no *.jsonl recording in it",
-                    p.display()
-                )));
+                return Err(UsageError::NoRecordingsIn {
+                    dir: p.display().to_string(),
+                }
+                .into());
             }
             out.extend(runs);
         } else {
             out.push(p.clone());
         }
         if out.len() > MAX_RUNS_PER_SIDE {
-            return Err(ProbeError::Usage(format!(
-                "more than {MAX_RUNS_PER_SIDE} runs on one side of compare"
-            )));
+            return Err(UsageError::TooManyRuns {
+                max: MAX_RUNS_PER_SIDE,
+            }
+            .into());
         }
     }
     Ok(out)
@@ -587,13 +588,11 @@ fn compare_command(
 ) -> Result<(), ProbeError> {
     let (before, after) = if after_runs.is_empty() {
         match files {
-            [b, a] => (side_files(std::slice::from_ref(b))?, side_files(std::slice::from_ref(a))?),
-            _ => {
-                return Err(ProbeError::Usage(format!(
-                    "compare takes BEFORE AFTER, or the runs of BEFORE, `--`, then the runs of AFTER ({} paths given without `--`)",
-                    files.len()
-                )))
-            }
+            [b, a] => (
+                side_files(std::slice::from_ref(b))?,
+                side_files(std::slice::from_ref(a))?,
+            ),
+            _ => return Err(UsageError::CompareSides { given: files.len() }.into()),
         }
     } else {
         (side_files(files)?, side_files(after_runs)?)

@@ -26,7 +26,7 @@ use crate::{
         tracker::{self, Tracker},
         window,
     },
-    error::{DiscoveryError, ProbeError},
+    error::{DiscoveryError, ProbeError, UsageError},
     io::{
         metrics_server,
         output::{Sent, Sink},
@@ -897,20 +897,18 @@ async fn next_input(live: &mut Option<tui::LiveView>) -> tui::Input {
 fn open_record(path: &Path, header: &recording::Header) -> Result<Sink, ProbeError> {
     use std::io::Write as _;
     let shown = path.display().to_string();
-    let fail = |e: std::io::Error| {
-        ProbeError::Usage(format!(
-            "--record {shown}: cannot write it ({e}): choose a writable path with free space"
-        ))
+    let fail = |reason: std::io::Error| -> ProbeError {
+        UsageError::RecordUnwritable {
+            path: shown.clone(),
+            reason,
+        }
+        .into()
     };
     if path.is_dir() {
-        return Err(ProbeError::Usage(format!(
-            "--record {shown}: it is a directory: give the path of a new file in it"
-        )));
+        return Err(UsageError::RecordIsDirectory { path: shown }.into());
     }
     if let Err(what) = crate::io::files::check_output(path) {
-        return Err(ProbeError::Usage(format!(
-            "--record {shown}: {what}: give the path of a new file"
-        )));
+        return Err(UsageError::RecordNotAFile { path: shown, what }.into());
     }
     // Never over an earlier recording: a reused "before" name would destroy a baseline.
     let mut f = std::fs::OpenOptions::new()
@@ -919,9 +917,10 @@ fn open_record(path: &Path, header: &recording::Header) -> Result<Sink, ProbeErr
         .open(path)
         .map_err(|e| {
             if e.kind() == std::io::ErrorKind::AlreadyExists {
-                ProbeError::Usage(format!(
-                    "--record {shown}: it exists, and a recording is never overwritten: choose a new name or remove it"
-                ))
+                UsageError::RecordExists {
+                    path: shown.clone(),
+                }
+                .into()
             } else {
                 fail(e)
             }
