@@ -19,13 +19,28 @@ pub enum ProbeError {
     Zombie(u32),
     /// `--pid` names an nginx worker.
     #[error("pid {pid} is an nginx worker, not the master: run with --pid {master}")]
-    IsWorker { pid: u32, master: u32 },
+    IsWorker {
+        /// The pid given.
+        pid: u32,
+        /// Its master's pid (`/proc/<pid>/stat` ppid).
+        master: u32,
+    },
     /// `--pid` names something that is not an nginx master.
     #[error("pid {pid} is {what}: pass the pid of an nginx master process (nginx's pid file, or `pgrep -af 'nginx: master'`)")]
-    NotMaster { pid: u32, what: String },
+    NotMaster {
+        /// The pid given.
+        pid: u32,
+        /// What it is (its name or title, escaped and bounded).
+        what: String,
+    },
     /// `--pid` names an nginx that runs without a master (`master_process off`).
     #[error("pid {pid} is nginx without a master process (`{title}`, master_process off?): nginx-probe follows a master's workers; run nginx with master_process on")]
-    NoMasterProcess { pid: u32, title: String },
+    NoMasterProcess {
+        /// The pid given.
+        pid: u32,
+        /// Its process title (`/proc/<pid>/cmdline`, escaped and bounded).
+        title: String,
+    },
     /// Bad arguments: options that contradict each other, `compare`'s paths, an output
     /// path that cannot be written (the kind in [`UsageError`]).
     #[error(transparent)]
@@ -34,7 +49,9 @@ pub enum ProbeError {
     /// a privileged port).
     #[error("--listen {addr}: cannot listen there ({source}): choose a free port or an address of this host")]
     Listen {
+        /// The address given.
         addr: std::net::SocketAddr,
+        /// bind(2)'s or listen(2)'s error.
         source: std::io::Error,
     },
     /// Not running as root.
@@ -77,7 +94,9 @@ pub enum ProbeError {
         "cannot read {path}: {source} (the process may be running; nothing was concluded from it)"
     )]
     Proc {
+        /// The `/proc` file.
         path: String,
+        /// The read's error.
         source: std::io::Error,
     },
     /// nginx-probe's own open-file limit ran out (the one-line message names the limit
@@ -284,22 +303,35 @@ pub enum RecordingError {
     /// The file could not be read.
     #[error("cannot read {path}: {source}")]
     Read {
+        /// The recording, as given.
         path: String,
+        /// The read's error.
         source: std::io::Error,
     },
     /// A line is not a report of this schema.
     #[error("{path}:{line}: not an nginx-probe recording line ({reason})")]
     BadLine {
+        /// The recording, as given.
         path: String,
+        /// The line's number, from 1.
         line: usize,
+        /// Why it is not a report (the JSON parser's words, or the bound it broke).
         reason: String,
     },
     /// Written by a newer nginx-probe.
     #[error("{path}: recorded with schema {found}, this nginx-probe reads schema {SCHEMA_VERSION}: use a newer nginx-probe")]
-    Schema { path: String, found: u64 },
+    Schema {
+        /// The recording, as given.
+        path: String,
+        /// The schema version it was recorded with.
+        found: u64,
+    },
     /// No report in the file.
     #[error("{path}: no reports in it (an empty recording, or not a recording)")]
-    Empty { path: String },
+    Empty {
+        /// The recording, as given.
+        path: String,
+    },
 }
 
 #[cfg(test)]

@@ -102,9 +102,10 @@ pub struct Probe {
     tracefs_root: std::path::PathBuf,
     /// Releases closed windows' links and perf events off the main loop.
     closer: windows::Closer,
-    /// Worker exit codes from `sched_process_exit` (see [`exits`]), and why they are
-    /// unknown when they are (`task_struct.exit_code` not in BTF, not attached).
+    /// Worker exit codes from `sched_process_exit` (see [`exits`]).
     exits: HashMap<MapData, u32, u32>,
+    /// Whether worker exit codes are known: Err says why not (`task_struct.exit_code`
+    /// not in the kernel's BTF, the program not attached).
     pub exit_status: Result<(), String>,
     /// Client connection lifecycle programs and maps (see [`crate::collect::lifecycle`]).
     pub lifecycle: crate::collect::lifecycle::Lifecycle,

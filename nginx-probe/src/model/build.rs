@@ -34,6 +34,7 @@ pub struct MergedInputs {
     /// Their CPU time since attach, clock ticks (`/proc/<pid>/stat` utime + stime),
     /// and time waiting for a CPU, ns (`/proc/<pid>/schedstat` run_delay).
     pub cpu_ticks: u64,
+    /// Their time waiting for a CPU since attach, ns (`/proc/<pid>/schedstat` run_delay).
     pub run_delay_ns: u64,
 }
 
@@ -44,6 +45,7 @@ pub struct MergedInputs {
 pub struct PeriodInputs<'a> {
     /// The traced master's host pid and its `NSpid` (`/proc/<pid>/status`).
     pub master_pid: u32,
+    /// The master's `NSpid` (`/proc/<pid>/status`): its pid in each pid namespace.
     pub master_nspid: &'a [i32],
     /// Every worker the tracker lists, by pid (exited ones until merged away).
     pub workers: &'a BTreeMap<u32, WorkerInfo>,
@@ -71,11 +73,14 @@ pub struct PeriodInputs<'a> {
     /// `/proc` reads that failed for another reason than a process being gone: counts
     /// since attach.
     pub untracked: u64,
+    /// Events dropped from the tracker's list to bound memory, since attach.
     pub events_dropped: u64,
+    /// `/proc` reads that failed for another reason than a process being gone, since attach.
     pub proc_errors: u64,
     /// Worker events kept since attach (the summary's), and those since the current
     /// interval started (the others').
     pub events: &'a [Event],
+    /// Worker events since the current interval started (the interval reports').
     pub interval_events: &'a [Event],
     /// With `--detail sampled`: the windows' schedule and cost.
     pub sampling: Option<&'a Sampler>,

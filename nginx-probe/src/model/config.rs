@@ -88,12 +88,17 @@ pub struct ListenValue {
     pub address: String,
     /// `backlog=`; None: nginx's default (511 on Linux).
     pub backlog: Option<String>,
+    /// `reuseport`: one listening socket per worker.
     pub reuseport: bool,
+    /// `ssl`.
     pub ssl: bool,
+    /// `http2`.
     pub http2: bool,
+    /// `quic` (HTTP/3, UDP).
     pub quic: bool,
     /// `file:line` or [`DEFAULT`].
     pub at: String,
+    /// The file changed after the load: the value may not be what nginx runs.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub not_loaded: bool,
 }
@@ -116,6 +121,7 @@ pub struct AccessLogValue {
     pub condition: Option<String>,
     /// `file:line` or [`DEFAULT`].
     pub at: String,
+    /// The file changed after the load: the value may not be what nginx runs.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub not_loaded: bool,
 }
@@ -173,7 +179,9 @@ pub struct UpstreamServer {
 /// are in [`ConfigReport::values`] with scope `upstream <name>`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct UpstreamValue {
+    /// The upstream's name.
     pub name: String,
+    /// Its `server` lines.
     pub servers: Vec<UpstreamServer>,
     /// `file:line` of the block.
     pub at: String,
@@ -206,7 +214,9 @@ pub struct ConfigReport {
     /// upstreams, then the effective proxy settings of each location with
     /// `proxy_pass`.
     pub values: Vec<ConfigValue>,
+    /// Every `listen` of the http servers.
     pub listens: Vec<ListenValue>,
+    /// Every `access_log`, at any level (nginx's default where a server has none).
     pub access_logs: Vec<AccessLogValue>,
     /// `error_log` at the main level (the default when none).
     pub error_logs: Vec<ConfigValue>,
@@ -216,6 +226,7 @@ pub struct ConfigReport {
     /// `error_logs`).
     #[serde(skip)]
     pub log_paths: Vec<LogPath>,
+    /// Every `upstream` block of the http block.
     pub upstreams: Vec<UpstreamValue>,
     /// Every `log_format` of the http block, whole (the `values` list cuts it), for
     /// reading the access logs. Not in the JSON (its name is in `values`).
@@ -226,6 +237,7 @@ pub struct ConfigReport {
 /// One `log_format`: its strings concatenated as nginx does.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct LogFormatValue {
+    /// The format's name.
     pub name: String,
     /// `default`, `json` or `none` (`escape=`).
     pub escape: String,

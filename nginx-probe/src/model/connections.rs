@@ -51,9 +51,11 @@ pub struct IdleReport {
     /// p50 / p99 estimated from the log2 histogram, ms (within a factor of 2), kept
     /// between the shortest and longest idle time since attach.
     pub p50_ms: u64,
+    /// p99, ms (log2-histogram estimate).
     pub p99_ms: u64,
     /// Shortest and longest idle time since attach, ms (not per period).
     pub min_ms_since_attach: u64,
+    /// Longest idle time since attach, ms (not per period).
     pub max_ms_since_attach: u64,
     /// The value nginx's closes sit at, ms: set when every measured close since attach
     /// lies within [`PINNED_SPREAD`] of their mean (at least [`PINNED_MIN_CLOSES`]); the
@@ -103,6 +105,7 @@ pub struct ConnectionsReport {
     /// The kernel's HZ used to turn jiffies into ms, and where it was read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hz: Option<u64>,
+    /// Where HZ was read (the kernel's config, or measured).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hz_source: Option<String>,
     /// Why idle time before close is unknown, when it is.

@@ -22,11 +22,13 @@ pub struct FdReport {
     /// `files_peak`. What `open_file_cache` holds shows here.
     #[serde(default)]
     pub files: Option<u64>,
+    /// Most regular files open at any classification since attach.
     #[serde(default)]
     pub files_peak: Option<u64>,
     /// Sockets open (client and upstream connections, listeners) at that classification.
     #[serde(default)]
     pub sockets: Option<u64>,
+    /// Most sockets open at any classification since attach.
     #[serde(default)]
     pub sockets_peak: Option<u64>,
 }

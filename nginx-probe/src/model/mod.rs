@@ -248,8 +248,11 @@ pub struct WorkerInfo {
 /// first sample, at the start of the current interval, and at the last sample.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Samples {
+    /// The first sample (at attach or when first readable).
     pub first: Option<u64>,
+    /// The sample when the current interval started.
     pub interval: Option<u64>,
+    /// The last sample.
     pub last: Option<u64>,
 }
 

@@ -54,10 +54,12 @@ pub struct ErrorLogInputs<'a> {
     /// Upstream-class lines of the largest peers in the period (`scheme://host:port`,
     /// most lines first), and the lines of every other peer.
     pub upstream_peers: Vec<(String, u64)>,
+    /// Upstream-class lines of every peer not in `upstream_peers` in the period.
     pub other_peers: u64,
     /// Upstream-class lines with no readable `upstream:` field, and with two or more
     /// (not attributed), in the period.
     pub unattributed: u64,
+    /// Upstream-class lines with two or more `upstream:` fields (a client's fake), in the period.
     pub ambiguous: u64,
     /// The log read back to the master's start; None when the master's start or the
     /// log could not be read.

@@ -77,8 +77,10 @@ pub struct RequestsReport {
     /// Request duration (create to free) estimates, ns; uprobes only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub p50_ns: Option<u64>,
+    /// p99 request duration, ns (log2-histogram estimate); uprobes only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub p99_ns: Option<u64>,
+    /// The longest request, ns; uprobes only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_ns: Option<u64>,
     /// Calls per request of every traced syscall that was called (the `strace -c` view);
@@ -265,8 +267,11 @@ pub struct TlsReport {
     /// Wall time of a handshake, first call to completion (client round trips
     /// included), ns: mean, p50, p99 (log2-histogram estimates), max.
     pub mean_ns: u64,
+    /// p50, ns (log2-histogram estimate).
     pub p50_ns: u64,
+    /// p99, ns (log2-histogram estimate).
     pub p99_ns: u64,
+    /// The longest handshake, ns.
     pub max_ns: u64,
     /// `SSL_do_handshake` calls (several per handshake: WANT_READ retries).
     pub calls: u64,
@@ -347,8 +352,11 @@ pub struct StubStatusReport {
     /// Gauges at the end of the period: open client connections, those reading a
     /// request header, writing a response, idle in keepalive.
     pub active: u64,
+    /// Connections reading a request header at the end of the period.
     pub reading: u64,
+    /// Connections writing a response at the end of the period.
     pub writing: u64,
+    /// Connections idle in keepalive at the end of the period.
     pub waiting: u64,
     /// Counter resets or moves seen (the growth of one read period may be missing).
     #[serde(default)]

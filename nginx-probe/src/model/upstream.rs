@@ -43,8 +43,11 @@ pub struct UpstreamReport {
     /// Sum of the timed connect latencies, ns.
     #[serde(default)]
     pub latency_total_ns: u64,
+    /// p50 connect latency, ns (log2-histogram estimate).
     pub latency_p50_ns: u64,
+    /// p99 connect latency, ns (log2-histogram estimate).
     pub latency_p99_ns: u64,
+    /// The longest connect, ns.
     pub latency_max_ns: u64,
     /// log2 histogram of the connect latency, ns (entry `i`: `[2^i, 2^(i+1))`).
     pub latency_hist_log2_ns: Vec<u64>,
@@ -57,6 +60,7 @@ pub struct UpstreamReport {
     /// `socket()` failures with EMFILE / ENFILE: "socket() failed (24: Too many open
     /// files) while connecting to upstream".
     pub socket_emfile: u64,
+    /// `socket()` failures with ENFILE: "socket() failed (23: Too many open files in system)".
     pub socket_enfile: u64,
 }
 
