@@ -268,6 +268,9 @@ fn has_glob(s: &str) -> bool {
     s.contains(['*', '?', '['])
 }
 
+/// One file as read: its bytes, its (dev, ino), its mtime (Unix seconds).
+type ReadFile = (Vec<u8>, (u64, u64), f64);
+
 impl Reader {
     fn error(&mut self, e: String) {
         if self.errors.len() < MAX_ERRORS {
@@ -335,9 +338,8 @@ impl Reader {
         Some(out)
     }
 
-    /// Opens and reads `path` within the limits: its bytes, its (dev, ino) and its
-    /// mtime (Unix seconds); else why not (a one-line reason).
-    fn read_bounded(&self, path: &str) -> Result<(Vec<u8>, (u64, u64), f64), String> {
+    /// Opens and reads `path` within the limits; else why not (a one-line reason).
+    fn read_bounded(&self, path: &str) -> Result<ReadFile, String> {
         use std::os::unix::fs::MetadataExt;
         let fd = self
             .open(path, OFlag::O_RDONLY)
