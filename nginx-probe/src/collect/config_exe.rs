@@ -55,7 +55,7 @@ fn version_in(hay: &[u8]) -> Option<String> {
     None
 }
 
-/// Scans `exe` (at most [`MAX_SCAN_BYTES`], 1 MiB at a time with an overlap) for the
+/// Scans `exe` (at most `MAX_SCAN_BYTES`, 1 MiB at a time with an overlap) for the
 /// configure arguments and the version.
 pub fn scan_binary(exe: &Path) -> BinaryFacts {
     let mut facts = BinaryFacts::default();

@@ -114,8 +114,8 @@ impl Wording {
 }
 
 /// The class of a message (the text after `PID#TID: [*CID ]`): the first row of
-/// [`BEFORE_EXITS`], then the master's exit lines ([`process_exit`]), then the first
-/// row of [`WORDING`] whose test passes; `other` when none does.
+/// `BEFORE_EXITS`, then the master's exit lines ([`process_exit`]), then the first
+/// row of `WORDING` whose test passes; `other` when none does.
 ///
 /// Only nginx's own wording is matched: prefixes, and phrases in the part before
 /// `, client: ` (after it come the client address, request line and host, which the

@@ -436,7 +436,7 @@ pub struct WorkerReport {
     /// ...), every one present.
     #[serde(default)]
     pub fd_errors: BTreeMap<String, FdErrors>,
-    /// Reload generation, serving or shutting down, memory, exit (see [`lifecycle`]).
+    /// Reload generation, serving or shutting down, memory, exit (see [`worker_lifecycle`]).
     #[serde(flatten)]
     pub lifecycle: worker_lifecycle::WorkerLifecycle,
 }
@@ -562,7 +562,7 @@ pub struct Report {
     /// requests inside them. Absent with `--detail full` (every call counted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<sampling::DetailReport>,
-    /// Draining generations and worker exits (see [`lifecycle`]); absent when none.
+    /// Draining generations and worker exits (see [`worker_lifecycle`]); absent when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lifecycle: Option<worker_lifecycle::LifecycleReport>,
     /// nginx's configuration: effective values with file:line (`collect::config`);

@@ -19,7 +19,7 @@ pub struct UpstreamReport {
     pub connects: u64,
     /// Connects per second the detail layer was attached: over the period with
     /// `--detail full`, over the in-window seconds with `--detail sampled` (see
-    /// [`detail_seconds`]).
+    /// [`detail_seconds`](crate::model::detail_seconds)).
     pub per_s: f64,
     /// Connects per request (None without requests); about 1.0 when upstream
     /// keepalive is off. Uses the report's request count, whose `source` says how exact.
@@ -67,7 +67,7 @@ pub struct UpstreamReport {
 /// The upstream view of one worker's (delta) stats; `requests` is the report's
 /// request count for the same period. `fds_open` is left None (it needs cumulative
 /// counters: see [`upstream_fds_open`]). `detail_s`: the seconds the connects were
-/// counted over ([`detail_seconds`]).
+/// counted over ([`detail_seconds`](crate::model::detail_seconds)).
 pub fn upstream_report(stats: &SlotStats, requests: u64, detail_s: f64) -> UpstreamReport {
     let c = &stats[UPSTREAM_IDX + UPSTREAM_CONNECT as usize];
     let f = &stats[UPSTREAM_IDX + UPSTREAM_FDS as usize];

@@ -72,7 +72,7 @@ pub struct WindowCost {
     /// Links attached (or detached).
     pub links: usize,
     /// Wall time of all of them, including the state reset, µs. For a detach, the
-    /// time to hand the fds to the closer thread; [`Closer::last_close_us`] has how
+    /// time to hand the fds to the closer thread; `Closer::last_close_us` has how
     /// long the kernel then took to release them.
     pub us: u64,
 }
