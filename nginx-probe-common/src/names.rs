@@ -75,9 +75,6 @@ pub mod map {
         TLS_CLIENT = "TLS_CLIENT",
         /// Element 0 = 1: outside a `--detail sampled` window, detail programs count nothing.
         DETAIL_GATE = "DETAIL_GATE",
-        /// aya-log's ring buffer: the programs' rare events (a full map, a filter
-        /// collision, a new worker's slot), written only when one happens.
-        AYA_LOGS = "AYA_LOGS",
     }
 }
 
@@ -132,9 +129,6 @@ pub mod global {
         FD_WALK = "FD_WALK",
         /// Kernel struct offsets, indexed by `crate::off`.
         KOFF = "KOFF",
-        /// u8: aya-log's level, the most verbose one the programs write (0 off, 1 error
-        /// ... 5 trace): user space's `log` maximum level.
-        AYA_LOG_LEVEL = "AYA_LOG_LEVEL",
     }
 }
 

@@ -53,17 +53,12 @@ pub(crate) fn detail_closed() -> bool {
 }
 
 /// Counts one event of `which` (a `nginx_probe_common::drop` index) that could not be
-/// fully accounted; returns this CPU's count before it, so a caller can tell the first.
+/// fully accounted.
 #[inline(always)]
-pub(crate) fn count_drop(which: u32) -> u64 {
-    match DROPS.get_ptr_mut(which) {
+pub(crate) fn count_drop(which: u32) {
+    if let Some(p) = DROPS.get_ptr_mut(which) {
         // SAFETY: per-CPU element; programs do not nest on one CPU for tracepoints.
-        Some(p) => unsafe {
-            let before = *p;
-            *p = before + 1;
-            before
-        },
-        None => 0,
+        unsafe { *p += 1 };
     }
 }
 

@@ -1,7 +1,7 @@
 //! nginx-probe's eBPF programs, filtered in the kernel to the target nginx's workers and
 //! aggregated in per-CPU maps. Nothing is streamed to user space per event; user space
-//! reads the maps. Rare events (a full map, a filter collision, the slot a new worker
-//! takes) are logged with aya-log, off every per-request path.
+//! reads the maps. Rare events (a full map, no free worker slot) are counted in `DROPS`,
+//! off every per-request path.
 //!
 //! One module per probe family: `syscalls` (the enter/exit tracepoints), `accept`,
 //! `requests`, `upstream`, `tls`, `lifecycle` (client connections' TCP states),

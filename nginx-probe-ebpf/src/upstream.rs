@@ -7,7 +7,6 @@ use aya_ebpf::{
     macros::tracepoint,
     programs::TracePointContext,
 };
-use aya_log_ebpf::info;
 use nginx_probe_common::{
     connect_err_class, drop, sys, SyscallStats, UpstreamCall, EINPROGRESS, UPSTREAM_CONNECT,
     UPSTREAM_FDS, UPSTREAM_STATS,
@@ -102,7 +101,7 @@ pub fn sys_enter_connect(ctx: TracePointContext) -> u32 {
 
 /// `connect()` exit: the fd becomes an upstream fd; a result at once (0 or an
 /// error) is recorded now, `EINPROGRESS` waits for getsockopt(SO_ERROR). A full
-/// `UPSTREAM_FD` is logged (aya-log) on its first drop on each CPU.
+/// `UPSTREAM_FD` is counted in `DROPS` (`upstream_fd_full`).
 #[tracepoint]
 pub fn sys_exit_connect(ctx: TracePointContext) -> u32 {
     on_exit(&ctx, sys::CONNECT);
@@ -125,9 +124,7 @@ pub fn sys_exit_connect(ctx: TracePointContext) -> u32 {
     // SAFETY: the value is copied out at once.
     let known = unsafe { UPSTREAM_FD.get(key) }.is_some();
     if UPSTREAM_FD.insert(key, pending, 0).is_err() {
-        if count_drop(drop::UPSTREAM_FD_FULL) == 0 {
-            info!(&ctx, "UPSTREAM_FD is full: upstream fds not followed");
-        }
+        count_drop(drop::UPSTREAM_FD_FULL);
     } else if !known {
         if let Some(f) = upstream_stats(slot, UPSTREAM_FDS) {
             f.count += 1;

@@ -4,7 +4,6 @@
 use aya_ebpf::{
     helpers::bpf_get_current_pid_tgid, macros::tracepoint, programs::TracePointContext,
 };
-use aya_log_ebpf::{debug, info};
 use nginx_probe_common::{drop, filter_entry, filter_slot, FILTER_SIZE};
 
 use crate::{
@@ -47,9 +46,9 @@ pub(crate) fn main_thread_slot() -> Option<(u32, u32)> {
 
 /// Follows the master's forks (reload, worker respawn, cache processes): the child
 /// enters `WORKERS` with a free slot before it runs. User space later classifies
-/// it from /proc and removes what is not a worker. Logs (aya-log) when no slot is
-/// free, when `WORKERS` is full, when the child's `FILTER` index is taken and which
-/// slot a child takes: once per fork of the master, never per request.
+/// it from /proc and removes what is not a worker. No free slot and a full `WORKERS`
+/// are counted in `DROPS` (`slots_exhausted`, `filter_full`); a taken `FILTER` index
+/// sets `COLLIDED`: once per fork of the master, never per request.
 #[tracepoint]
 pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
     // SAFETY: bpf_probe_read of the tracepoint record at an offset from its format.
@@ -69,29 +68,15 @@ pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
         Ok(Some(s)) => s,
         _ => {
             count_drop(drop::SLOTS_EXHAUSTED);
-            info!(
-                &ctx,
-                "worker {} not traced: every worker slot is in use", child
-            );
             return 0;
         }
     };
     if WORKERS.insert(child, slot, 0).is_err() {
         let _ = FREE_SLOTS.push(slot, 0);
         count_drop(drop::FILTER_FULL);
-        info!(&ctx, "worker {} not traced: the WORKERS map is full", child);
         return 0;
     }
-    debug!(
-        &ctx,
-        "worker {} forked by the master takes slot {}", child, slot
-    );
-    if !place_in_filter(child, slot) {
-        debug!(
-            &ctx,
-            "worker {}: FILTER index taken, found through WORKERS", child
-        );
-    }
+    place_in_filter(child, slot);
     0
 }
 

@@ -7,7 +7,7 @@ use std::{fmt::Write as _, path::PathBuf};
 
 use crate::{
     analysis::compare::{self, fmt_value, Comparison, NoiseSource, Significance, Spread},
-    error::ProbeError,
+    error::{ProbeError, UsageError},
     io::{
         output::print_all,
         recording::{load_all, side_files, Recording},
@@ -26,13 +26,11 @@ pub(super) fn compare_command(
 ) -> Result<(), ProbeError> {
     let (before, after) = if after_runs.is_empty() {
         match files {
-            [b, a] => (side_files(std::slice::from_ref(b))?, side_files(std::slice::from_ref(a))?),
-            _ => {
-                return Err(ProbeError::Usage(format!(
-                    "compare takes BEFORE AFTER, or the runs of BEFORE, `--`, then the runs of AFTER ({} paths given without `--`)",
-                    files.len()
-                )))
-            }
+            [b, a] => (
+                side_files(std::slice::from_ref(b))?,
+                side_files(std::slice::from_ref(a))?,
+            ),
+            _ => return Err(UsageError::CompareSides { given: files.len() }.into()),
         }
     } else {
         (side_files(files)?, side_files(after_runs)?)

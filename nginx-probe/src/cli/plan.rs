@@ -5,7 +5,7 @@
 use nginx_probe_common::SYSCALLS;
 
 use super::{DetailArg, TraceArgs, MAX_SECONDS};
-use crate::error::ProbeError;
+use crate::error::{ProbeError, UsageError};
 use crate::model::sampling::{DetailMode, Schedule};
 
 /// Seconds between live view redraws when --interval is not given.
@@ -61,10 +61,10 @@ impl Plan {
     /// syscall).
     pub fn new(args: &TraceArgs, stdout_is_terminal: bool) -> Result<Plan, ProbeError> {
         if args.summary_only && args.interval.is_some() && args.record.is_none() {
-            return Err(ProbeError::Usage(
-                "--interval has no effect with --summary-only (add --record FILE to record intervals)"
-                    .into(),
-            ));
+            return Err(UsageError::Conflict(
+                "--interval has no effect with --summary-only (add --record FILE to record intervals)",
+            )
+            .into());
         }
         if let Some(h) = &args.hist {
             let i = SYSCALLS
@@ -72,9 +72,7 @@ impl Plan {
                 .position(|d| d.name == h)
                 .unwrap_or(usize::MAX);
             if !args.syscalls.0.contains(&i) {
-                return Err(ProbeError::Usage(format!(
-                    "--hist {h}: {h} is not traced; add it with --syscalls all (or a list naming it)"
-                )));
+                return Err(UsageError::HistNotTraced { syscall: h.clone() }.into());
             }
         }
         // A terminal gets the live view unless plain text, JSON or only the summary is asked.
@@ -121,10 +119,10 @@ fn detail_mode(args: &TraceArgs) -> Result<DetailMode, ProbeError> {
     let windows_given = args.detail_window.is_some() || args.detail_every.is_some();
     let sampled =
         match args.detail {
-            Some(DetailArg::Full) if windows_given => return Err(ProbeError::Usage(
-                "--detail-window and --detail-every apply to --detail sampled, not --detail full"
-                    .into(),
-            )),
+            Some(DetailArg::Full) if windows_given => return Err(UsageError::Conflict(
+                "--detail-window and --detail-every apply to --detail sampled, not --detail full",
+            )
+            .into()),
             Some(d) => d == DetailArg::Sampled,
             None => windows_given || args.listen.is_some() || args.record.is_some(),
         };
@@ -136,7 +134,7 @@ fn detail_mode(args: &TraceArgs) -> Result<DetailMode, ProbeError> {
         args.detail_every.unwrap_or(DETAIL_EVERY_S),
     )
     .map(DetailMode::Sampled)
-    .map_err(ProbeError::Usage)
+    .map_err(|e| UsageError::Schedule(e).into())
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ use crate::{
         tracker::{self, Tracker},
         window,
     },
-    error::ProbeError,
+    error::{DiscoveryError, ProbeError},
     io::{
         metrics_server,
         output::{Sent, Sink},
@@ -233,8 +233,8 @@ async fn wait_for_master(args: &TraceArgs, old: u32, carry: &mut Carry) -> Optio
             }
             _ = poll.tick() => match find_master(args) {
                 Ok(m) if m.pid != old => return Some(m),
-                Err(ProbeError::Discovery(msg)) if msg.contains("masters are running") && !said_several => {
-                    warn!("{msg}; waiting until one is left");
+                Err(ProbeError::Discovery(e @ DiscoveryError::SeveralMasters { .. })) if !said_several => {
+                    warn!("{e}; waiting until one is left");
                     said_several = true;
                 }
                 _ => {}

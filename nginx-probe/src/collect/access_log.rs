@@ -69,12 +69,10 @@ struct Wanted {
     buffered: Option<String>,
 }
 
-/// The access log files of `cfg` with a fixed path, at most [`MAX_FILES`], and one line
-/// for each access log not read.
-fn wanted_files(cfg: &ConfigReport) -> (Vec<Wanted>, Vec<String>) {
-    let (mut wanted, mut not_read): (Vec<Wanted>, Vec<String>) = (Vec::new(), Vec::new());
-    // nginx writes a request to every access_log of its context: two in one scope log
-    // it twice. One file per scope is read (the first, or one another scope reads).
+/// nginx writes a request to every access_log of its context: two in one scope log it
+/// twice. One file per scope is read (the first, or one another scope reads): the files
+/// read, and the (scope, path) of those left for it.
+fn one_file_per_scope(cfg: &ConfigReport) -> (Vec<&str>, Vec<(&str, &str)>) {
     let fixed = |p: &str| p != "off" && !p.contains('$') && !p.contains(':');
     let mut read_once: Vec<&str> = Vec::new();
     let mut skipped: Vec<(&str, &str)> = Vec::new();
@@ -99,6 +97,14 @@ fn wanted_files(cfg: &ConfigReport) -> (Vec<Wanted>, Vec<String>) {
             skipped.extend(paths.iter().filter(|p| **p != k).map(|p| (scope, *p)));
         }
     }
+    (read_once, skipped)
+}
+
+/// The access log files of `cfg` with a fixed path, at most [`MAX_FILES`], and one line
+/// for each access log not read.
+fn wanted_files(cfg: &ConfigReport) -> (Vec<Wanted>, Vec<String>) {
+    let (mut wanted, mut not_read): (Vec<Wanted>, Vec<String>) = (Vec::new(), Vec::new());
+    let (read_once, skipped) = one_file_per_scope(cfg);
     for a in &cfg.access_logs {
         let p = a.path.as_str();
         let twice =

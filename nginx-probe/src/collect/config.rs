@@ -268,6 +268,9 @@ fn has_glob(s: &str) -> bool {
     s.contains(['*', '?', '['])
 }
 
+/// One file as read: its bytes, its (dev, ino), its mtime (Unix seconds).
+type ReadFile = (Vec<u8>, (u64, u64), f64);
+
 impl Reader {
     fn error(&mut self, e: String) {
         if self.errors.len() < MAX_ERRORS {
@@ -295,59 +298,16 @@ impl Reader {
             ));
             return None;
         }
-        let fd = match self.open(path, OFlag::O_RDONLY) {
-            Ok(fd) => fd,
+        let (bytes, id, mtime) = match self.read_bounded(path) {
+            Ok(read) => read,
             Err(e) => {
-                self.error(format!("{path}{whence}: cannot open: {}", e.desc()));
+                self.error(format!("{path}{whence}: {e}"));
                 return None;
             }
         };
-        let mut f = std::fs::File::from(fd);
-        let meta = match f.metadata() {
-            Ok(m) => m,
-            Err(e) => {
-                self.error(format!("{path}{whence}: cannot stat: {e}"));
-                return None;
-            }
-        };
-        if !meta.is_file() {
-            self.error(format!("{path}{whence}: not a regular file"));
-            return None;
-        }
-        use std::os::unix::fs::MetadataExt;
-        let id = (meta.dev(), meta.ino());
-        if self.stack.contains(&id) {
-            self.error(format!(
-                "{path}{whence}: include loop: the file includes itself"
-            ));
-            return None;
-        }
-        let mtime = meta.mtime() as f64 + meta.mtime_nsec() as f64 / 1e9;
         // starttime counts whole clock ticks (10 ms): a file written just before the
         // load may have an mtime up to one tick after the start read.
         let changed = self.loaded_unix_s.is_some_and(|l| mtime > l + 0.01);
-        if meta.len() > self.limits.max_file_bytes {
-            self.error(format!(
-                "{path}{whence}: not read: {} bytes, over the {} byte limit",
-                meta.len(),
-                self.limits.max_file_bytes
-            ));
-            return None;
-        }
-        let budget = self.limits.max_total_bytes.saturating_sub(self.total_bytes);
-        let mut bytes = Vec::new();
-        let cap = self.limits.max_file_bytes.min(budget);
-        if let Err(e) = (&mut f).take(cap + 1).read_to_end(&mut bytes) {
-            self.error(format!("{path}{whence}: cannot read: {e}"));
-            return None;
-        }
-        if bytes.len() as u64 > cap {
-            self.error(format!(
-                "{path}{whence}: not read: over the {} byte limit of all files",
-                self.limits.max_total_bytes
-            ));
-            return None;
-        }
         self.total_bytes += bytes.len() as u64;
         let index = self.files.len();
         self.files.push(ConfigFile {
@@ -376,6 +336,44 @@ impl Reader {
         let out = self.convert(ast.directives(), index, depth);
         self.stack.pop();
         Some(out)
+    }
+
+    /// Opens and reads `path` within the limits; else why not (a one-line reason).
+    fn read_bounded(&self, path: &str) -> Result<ReadFile, String> {
+        use std::os::unix::fs::MetadataExt;
+        let fd = self
+            .open(path, OFlag::O_RDONLY)
+            .map_err(|e| format!("cannot open: {}", e.desc()))?;
+        let mut f = std::fs::File::from(fd);
+        let meta = f.metadata().map_err(|e| format!("cannot stat: {e}"))?;
+        if !meta.is_file() {
+            return Err("not a regular file".to_string());
+        }
+        let id = (meta.dev(), meta.ino());
+        if self.stack.contains(&id) {
+            return Err("include loop: the file includes itself".to_string());
+        }
+        let mtime = meta.mtime() as f64 + meta.mtime_nsec() as f64 / 1e9;
+        if meta.len() > self.limits.max_file_bytes {
+            return Err(format!(
+                "not read: {} bytes, over the {} byte limit",
+                meta.len(),
+                self.limits.max_file_bytes
+            ));
+        }
+        let budget = self.limits.max_total_bytes.saturating_sub(self.total_bytes);
+        let mut bytes = Vec::new();
+        let cap = self.limits.max_file_bytes.min(budget);
+        if let Err(e) = (&mut f).take(cap + 1).read_to_end(&mut bytes) {
+            return Err(format!("cannot read: {e}"));
+        }
+        if bytes.len() as u64 > cap {
+            return Err(format!(
+                "not read: over the {} byte limit of all files",
+                self.limits.max_total_bytes
+            ));
+        }
+        Ok((bytes, id, mtime))
     }
 
     fn convert<'a>(

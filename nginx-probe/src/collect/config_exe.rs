@@ -13,9 +13,13 @@ const MAX_ARG: usize = 4096;
 /// Facts from the binary; None where not found.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct BinaryFacts {
+    /// `--prefix=` of nginx's configure arguments.
     pub prefix: Option<String>,
+    /// `--conf-path=`: the main configuration file when the master's title has no `-c`.
     pub conf_path: Option<String>,
+    /// `--error-log-path=`: the compiled-in error log.
     pub error_log_path: Option<String>,
+    /// `--http-log-path=`: the compiled-in access log.
     pub http_log_path: Option<String>,
     /// `1.22.1` from `nginx/1.22.1`.
     pub version: Option<String>,
@@ -51,7 +55,7 @@ fn version_in(hay: &[u8]) -> Option<String> {
     None
 }
 
-/// Scans `exe` (at most [`MAX_SCAN_BYTES`], 1 MiB at a time with an overlap) for the
+/// Scans `exe` (at most `MAX_SCAN_BYTES`, 1 MiB at a time with an overlap) for the
 /// configure arguments and the version.
 pub fn scan_binary(exe: &Path) -> BinaryFacts {
     let mut facts = BinaryFacts::default();

@@ -98,8 +98,9 @@ fn absent_directives_take_nginx_defaults() {
     assert_eq!(r.error_logs[0].value, "logs/error.log error");
 }
 
-#[test]
-fn includes_globs_overrides_and_lines() {
+/// A main file including one file from `events` and a glob of two from `http` (a
+/// hidden file beside them is not read), as read.
+fn included_tree() -> ConfigReport {
     let main = "worker_processes 2;\nevents {\n    include /etc/nginx/ev.conf;\n}\nhttp {\n    keepalive_timeout 65s;\n    include conf.d/*.conf;\n}\n";
     let ev = "worker_connections 4096;\nmulti_accept on;\n";
     let a = "upstream app {\n  server 127.0.0.1:9000 max_fails=3;\n  keepalive 16;\n}\n";
@@ -123,10 +124,15 @@ fn includes_globs_overrides_and_lines() {
         ("/etc/nginx/conf.d/b.conf", b),
         ("/etc/nginx/conf.d/.hidden.conf", "this is not parsed {"),
     ]);
-    let r = read(
+    read(
         &d,
         "nginx: master process /usr/sbin/nginx -c /etc/nginx/nginx.conf",
-    );
+    )
+}
+
+#[test]
+fn includes_globs_overrides_and_lines() {
+    let r = included_tree();
     assert!(r.errors.is_empty(), "{:?}", r.errors);
     let paths: Vec<&str> = r.files.iter().map(|f| f.path.as_str()).collect();
     assert_eq!(
@@ -159,6 +165,11 @@ fn includes_globs_overrides_and_lines() {
         (o[0].scope.as_str(), o[0].value.as_str(), o[0].at.as_str()),
         ("server b.test", "0", "/etc/nginx/conf.d/b.conf:4")
     );
+}
+
+#[test]
+fn an_included_server_gives_its_listen_and_access_log() {
+    let r = included_tree();
     let l = &r.listens[0];
     assert_eq!(
         (
@@ -185,6 +196,11 @@ fn includes_globs_overrides_and_lines() {
     assert_eq!(r.access_logs[0].buffer.as_deref(), Some("32k"));
     assert_eq!(r.access_logs[0].flush.as_deref(), Some("5s"));
     assert_eq!(r.access_logs[0].format, "main");
+}
+
+#[test]
+fn an_included_location_and_upstream_give_their_values() {
+    let r = included_tree();
     let loc = "server b.test location /api";
     let hv = val(&r, "proxy_http_version", loc);
     assert_eq!(

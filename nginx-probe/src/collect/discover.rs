@@ -8,7 +8,7 @@ use procfs::process::all_processes;
 
 use crate::{
     collect::target::{self, classify, Master, Role},
-    error::ProbeError,
+    error::{DiscoveryError, ProbeError},
     safe::bounded,
 };
 
@@ -24,7 +24,7 @@ const TITLE_MAX: usize = 120;
 /// The hint after an error about the pid a pid file holds: a pid file written inside a
 /// container holds the pid in the container's pid namespace (often 1), which names
 /// another process, or none, on the host.
-pub const CONTAINER_PID_HINT: &str = "pid files written inside a container hold the pid in its namespace; pass the host pid with --pid (find it with `pgrep -af 'nginx: master'`)";
+pub use crate::error::CONTAINER_PID_HINT;
 
 /// The pid in a pid file's text (`"1234\n"`), None unless it is one positive integer.
 pub fn parse_pid_file(text: &str) -> Option<u32> {
@@ -85,41 +85,45 @@ pub fn find_master(pid_file: &Path, explicit: bool) -> Result<Master, ProbeError
             Err(e) if explicit => {
                 // A pid naming no process, or no nginx, may be a container's; one naming
                 // a worker or an nginx without master is this host's.
-                let hint = match e {
+                let container_hint = matches!(
+                    e,
                     ProbeError::NotMaster { .. }
-                    | ProbeError::NoSuchProcess(_)
-                    | ProbeError::Zombie(_) => format!(" ({CONTAINER_PID_HINT})"),
-                    _ => String::new(),
-                };
-                return Err(ProbeError::Discovery(format!(
-                    "--pid-file {shown}: {e}{hint}"
-                )));
+                        | ProbeError::NoSuchProcess(_)
+                        | ProbeError::Zombie(_)
+                );
+                return Err(DiscoveryError::PidFileNotMaster {
+                    path: shown.to_string(),
+                    source: Box::new(e),
+                    container_hint,
+                }
+                .into());
             }
             // A stale default pid file (nginx stopped, or another nginx runs): look in /proc.
             Err(_) => {}
         },
         Err(why) if explicit => {
-            return Err(ProbeError::Discovery(format!(
-                "--pid-file {shown}: cannot read a pid from it ({why})"
-            )))
+            return Err(DiscoveryError::PidFileUnreadable {
+                path: shown.to_string(),
+                reason: why.to_string(),
+            }
+            .into())
         }
         Err(_) => {}
     }
     let masters = nginx_masters();
     match masters.as_slice() {
-        [] => Err(ProbeError::Discovery(format!(
-            "no nginx master found ({shown} names none, and /proc has none): start nginx, or pass --pid or --pid-file"
-        ))),
+        [] => Err(DiscoveryError::NoMaster {
+            pid_file: shown.to_string(),
+        }
+        .into()),
         [(pid, _)] => target::validate_master(*pid),
-        several => Err(ProbeError::Discovery(format!(
-            "{} nginx masters are running, choose one with --pid: {}",
-            several.len(),
-            several
+        several => Err(DiscoveryError::SeveralMasters {
+            masters: several
                 .iter()
                 .map(|(pid, title)| format!("{pid} `{}`", bounded(title, TITLE_MAX)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))),
+                .collect(),
+        }
+        .into()),
     }
 }
 

@@ -18,8 +18,6 @@
 //! Not read: `error_log` directives inside `http`/`server`/`location` blocks (their
 //! files look like access logs from /proc), `syslog:` and `stderr` targets.
 
-use std::collections::BTreeMap;
-
 use super::tail::{Polled, Tail};
 pub use super::tail::{MAX_BACKLOG, MAX_READ_PER_POLL};
 
@@ -27,8 +25,8 @@ pub use super::error_log_classes::{
     class, classify, message_class, Class, Group, CLASSES, LEVELS, MAX_LINE,
 };
 
-/// Counts by class, then by level index ([`LEVELS`]).
-pub type Counts = BTreeMap<&'static str, [u64; 8]>;
+/// Counts by class, then by level index ([`LEVELS`]) (the model's type).
+pub use crate::model::error_classes::Counts;
 
 /// Whether the error log could be read, and why not.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -9,64 +9,14 @@
 //! `other` is left for wording nginx does not have (a third-party module's, a line
 //! another writer put in the file).
 //!
-//! Class names are labels in Prometheus and JSON: classes are added, never renamed.
+//! Class names are labels in Prometheus and JSON: classes are added, never renamed. The
+//! classes themselves (name, directive, group) and nginx's levels are the model's
+//! ([`crate::model::error_classes`]): a report is built from them.
 
-/// What a class of nginx error-log message is about.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Group {
-    /// nginx refused the request itself (limit_req, limit_conn: 503 by default).
-    Refused,
-    /// The request failed on the upstream side (502, 504).
-    Upstream,
-    /// nginx ran out of connections or fds.
-    Resources,
-    /// Anything else (client errors, missing files, TLS).
-    Other,
-    /// The master's processes: a worker that crashed, exited, or could not be spawned
-    /// (JSON group `process`).
-    Process,
-}
-
-impl Group {
-    /// The group's name in JSON (`refused`, `upstream`, `resources`, `other`,
-    /// `process`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Group::Refused => "refused",
-            Group::Upstream => "upstream",
-            Group::Resources => "resources",
-            Group::Other => "other",
-            Group::Process => "process",
-        }
-    }
-}
-
-/// One message class: its name, the directive it points at, and its group.
-pub struct Class {
-    /// Stable name, used as the `class` label.
-    pub name: &'static str,
-    /// The directive(s) that govern it.
-    pub directive: &'static str,
-    /// Refusal, upstream failure, resource exhaustion, process, or other.
-    pub group: Group,
-}
-
-const fn c(name: &'static str, directive: &'static str, group: Group) -> Class {
-    Class {
-        name,
-        directive,
-        group,
-    }
-}
-
-use Group::{Other as O, Process as P, Refused as R, Resources as S, Upstream as U};
+pub use crate::model::error_classes::{class, Class, Group, CLASSES, LEVELS};
 
 /// Longest line kept for classification, bytes; the rest of a longer line is skipped.
 pub const MAX_LINE: usize = 2048;
-/// nginx's log levels, most severe first (`ngx_log_levels`).
-pub const LEVELS: [&str; 8] = [
-    "emerg", "alert", "crit", "error", "warn", "notice", "info", "debug",
-];
 
 /// Level and class of one error-log line (`YYYY/MM/DD HH:MM:SS [level] PID#TID:
 /// [*CID ]message...`), or None when it is not such a line (a continuation, garbage).
@@ -106,114 +56,6 @@ fn utf8_prefix(b: &[u8]) -> usize {
     }
 }
 
-/// Every class counted, in reporting order; see [`message_class`] for the wording of
-/// each.
-pub const CLASSES: &[Class] = &[
-    c("limit_req", "limit_req", R),
-    c("limit_req_dry_run", "limit_req_dry_run", O),
-    c("limit_req_delayed", "limit_req ... burst delay", O),
-    c("limit_conn", "limit_conn", R),
-    c("limit_conn_dry_run", "limit_conn_dry_run", O),
-    c("upstream_connect_timeout", "proxy_connect_timeout", U),
-    c("upstream_read_timeout", "proxy_read_timeout", U),
-    c("upstream_send_timeout", "proxy_send_timeout", U),
-    c("upstream_connect_failed", "upstream server / proxy_pass", U),
-    c("no_live_upstreams", "upstream server max_fails/fail_timeout", U),
-    c(
-        "upstream_prematurely_closed",
-        "upstream server / proxy_read_timeout",
-        U,
-    ),
-    c("upstream_header_too_big", "proxy_buffer_size", U),
-    c("upstream_other", "upstream / proxy_pass", U),
-    c("resolver", "resolver / resolver_timeout", U),
-    c("emfile", "worker_rlimit_nofile", S),
-    c("enfile", "fs.file-max", S),
-    c("worker_connections_reusing", "worker_connections", S),
-    c("worker_connections", "worker_connections", S),
-    c("client_body_too_large", "client_max_body_size", O),
-    c(
-        "client_timed_out",
-        "client_header_timeout / client_body_timeout / send_timeout",
-        O,
-    ),
-    c("client_closed", "-", O),
-    c("file_not_found", "root / try_files", O),
-    c("forbidden", "allow / deny / autoindex", O),
-    c("ssl", "ssl_protocols / ssl_ciphers", O),
-    c("other", "-", O),
-    // Added with nginx 1.26's words (issue 22).
-    c(
-        "upstream_addr_unavailable",
-        "upstream keepalive / net.ipv4.ip_local_port_range",
-        U,
-    ),
-    c("upstream_reset", "upstream server / keepalive_timeout", U),
-    // Once per peer marked failed, not per request: not in the upstream group, whose
-    // lines are judged as a share of the requests.
-    c(
-        "upstream_server_disabled",
-        "upstream server max_fails/fail_timeout",
-        O,
-    ),
-    c("upstream_invalid_response", "upstream server (its response)", U),
-    c(
-        "upstream_ssl",
-        "proxy_ssl_verify / proxy_ssl_trusted_certificate / proxy_ssl_name",
-        U,
-    ),
-    c("upstream_stderr", "fastcgi_pass (the application's stderr)", O),
-    c("upstream_response_buffered", "proxy_buffers / proxy_max_temp_file_size", O),
-    c("client_body_buffered", "client_body_buffer_size", O),
-    c("client_invalid_request", "large_client_header_buffers / http2", O),
-    c("proxy_protocol", "listen ... proxy_protocol", O),
-    c("rewrite_cycle", "rewrite / try_files / error_page", O),
-    c("permission_denied", "user / file permissions", O),
-    c("worker_crashed", "- (a crash: core dump, third-party module)", P),
-    c("worker_exited", "- (worker exit code)", P),
-    c(
-        "worker_exited_fatal",
-        "- (exit code 2 at start: the worker's own init failed; see the line before it)",
-        P,
-    ),
-    c("worker_exited_ok", "- (worker exit code 0: reload, shutdown)", P),
-    c(
-        "worker_spawn_failed",
-        "worker_processes / the master's nofile limit (LimitNOFILE)",
-        P,
-    ),
-    c("process_other", "- (master: signals, binary upgrade, respawn)", P),
-    c(
-        "worker_connections_over_nofile",
-        "worker_connections / worker_rlimit_nofile",
-        S,
-    ),
-    c("rlimit", "worker_rlimit_nofile / worker_rlimit_core", S),
-    c(
-        "shm_zone_full",
-        "the zone's size (limit_req_zone, limit_conn_zone, ssl_session_cache, proxy_cache_path keys_zone)",
-        S,
-    ),
-    c("thread_pool", "thread_pool ... max_queue", S),
-    c("cache", "proxy_cache_path / proxy_cache_lock", O),
-    c("ocsp", "ssl_stapling / ssl_ocsp / resolver", O),
-    c("ssl_certificate", "ssl_certificate / ssl_certificate_key", O),
-    c("listen_socket", "listen", O),
-    c("http2", "http2 / http2_* limits", O),
-    c("http3", "http3 / quic / listen ... quic", O),
-    c("stream", "stream proxy_pass / server", O),
-    c("syslog", "error_log / access_log syslog:", O),
-    c("config", "nginx.conf (nginx -t)", O),
-    c("event_method", "events { use ... } / worker_connections", O),
-    c("internal_alert", "- (nginx or a module's bug: report it)", O),
-    c("syscall_failed", "- (the errno in the line names it)", O),
-];
-
-/// The class entry named `name`.
-pub fn class(name: &str) -> Option<&'static Class> {
-    CLASSES.iter().find(|c| c.name == name)
-}
-
 /// Whether `s` starts with a C identifier followed by `(` (nginx names a failed call
 /// `name()` or `name(args)`).
 fn starts_with_call(s: &str) -> bool {
@@ -224,7 +66,56 @@ fn starts_with_call(s: &str) -> bool {
     n > 0 && s.as_bytes().get(n) == Some(&b'(')
 }
 
-/// The class of a message (the text after `PID#TID: [*CID ]`).
+/// One test of a message's wording (see [`message_class`]).
+#[derive(Clone, Copy, Debug)]
+enum Wording {
+    /// The message starts with these words.
+    Starts(&'static str),
+    /// The head (the message before `, client: `) holds these words.
+    Has(&'static str),
+    /// The message starts with a number (a count nginx prints) and then these words.
+    AfterCount(&'static str),
+    /// The message does not start with a digit.
+    NoCount,
+    /// The head ends like a configuration error: `... in /path/file.conf:12`.
+    ConfigFileLine,
+    /// The message starts with a failed call: `<call>() failed while spawning "<name>"`.
+    SpawnFailed,
+    /// The message starts with a C identifier followed by `(` (a call, named nginx's way).
+    StartsWithCall,
+    /// Every one of the tests passes.
+    All(&'static [Wording]),
+    /// One of the tests passes.
+    Any(&'static [Wording]),
+}
+
+use Wording::{
+    AfterCount, All, Any, ConfigFileLine, Has, NoCount, SpawnFailed, Starts, StartsWithCall,
+};
+
+impl Wording {
+    /// Whether `msg` (with its `head`, the part before `, client: `) passes this test.
+    fn passes(self, msg: &str, head: &str) -> bool {
+        match self {
+            Starts(s) => msg.starts_with(s),
+            Has(s) => head.contains(s),
+            AfterCount(s) => {
+                let digits = msg.bytes().take_while(u8::is_ascii_digit).count();
+                digits > 0 && msg[digits..].starts_with(s)
+            }
+            NoCount => !msg.starts_with(|c: char| c.is_ascii_digit()),
+            ConfigFileLine => is_config_file_line(head),
+            SpawnFailed => spawn_failed(msg),
+            StartsWithCall => starts_with_call(msg),
+            All(tests) => tests.iter().all(|t| t.passes(msg, head)),
+            Any(tests) => tests.iter().any(|t| t.passes(msg, head)),
+        }
+    }
+}
+
+/// The class of a message (the text after `PID#TID: [*CID ]`): the first row of
+/// `BEFORE_EXITS`, then the master's exit lines ([`process_exit`]), then the first
+/// row of `WORDING` whose test passes; `other` when none does.
 ///
 /// Only nginx's own wording is matched: prefixes, and phrases in the part before
 /// `, client: ` (after it come the client address, request line and host, which the
@@ -233,447 +124,510 @@ fn starts_with_call(s: &str) -> bool {
 /// one line per request of that client's.
 pub fn message_class(msg: &str) -> &'static str {
     let head = msg.split(", client: ").next().unwrap_or(msg);
-    let has = |s: &str| head.contains(s);
-    let starts = |s: &str| msg.starts_with(s);
+    let first = |rows: &[(Wording, &'static str)]| {
+        rows.iter()
+            .find(|(test, _)| test.passes(msg, head))
+            .map(|(_, class)| *class)
+    };
+    first(BEFORE_EXITS)
+        .or_else(|| process_exit(msg))
+        .or_else(|| first(WORDING))
+        .unwrap_or("other")
+}
+
+/// The rows tried before the master's exit lines, in order: nginx's refusals and its
+/// connection counts.
+const BEFORE_EXITS: &[(Wording, &str)] = &[
     // "limiting requests%s, excess: %ui.%03ui by zone \"%V\"" (%s = ", dry run")
-    if let Some(r) = msg.strip_prefix("limiting requests") {
-        return if r.starts_with(", dry run") {
-            "limit_req_dry_run"
-        } else {
-            "limit_req"
-        };
-    }
+    (Starts("limiting requests, dry run"), "limit_req_dry_run"),
+    (Starts("limiting requests"), "limit_req"),
     // "delaying request, excess: ..." (limit_req with burst, one level below)
-    if starts("delaying request") {
-        return "limit_req_delayed";
-    }
+    (Starts("delaying request"), "limit_req_delayed"),
     // "limiting connections%s by zone \"%V\""
-    if let Some(r) = msg.strip_prefix("limiting connections") {
-        return if r.starts_with(", dry run") {
-            "limit_conn_dry_run"
-        } else {
-            "limit_conn"
-        };
-    }
+    (
+        Starts("limiting connections, dry run"),
+        "limit_conn_dry_run",
+    ),
+    (Starts("limiting connections"), "limit_conn"),
     // "%ui worker_connections are not enough, reusing connections" (warn,
     // ngx_drain_connections), "%ui worker_connections are not enough" (alert,
     // ngx_get_connection: the connection is closed at once), "... not enough for %ui
     // listening sockets" (emerg, start), "%ui worker_connections exceed open file
     // resource limit: %i" (warn, start).
-    let digits = msg.bytes().take_while(u8::is_ascii_digit).count();
-    if digits > 0 {
-        let r = &msg[digits..];
-        if r.starts_with(" worker_connections are not enough, reusing connections") {
-            return "worker_connections_reusing";
-        }
-        if r.starts_with(" worker_connections are not enough") {
-            return "worker_connections";
-        }
-        if r.starts_with(" worker_connections exceed open file resource limit") {
-            return "worker_connections_over_nofile";
-        }
-        // "%ui items still left in open file cache" (exit)
-        if r.starts_with(" items still left") {
-            return "internal_alert";
-        }
-    }
+    (
+        AfterCount(" worker_connections are not enough, reusing connections"),
+        "worker_connections_reusing",
+    ),
+    (
+        AfterCount(" worker_connections are not enough"),
+        "worker_connections",
+    ),
+    (
+        AfterCount(" worker_connections exceed open file resource limit"),
+        "worker_connections_over_nofile",
+    ),
+    // "%ui items still left in open file cache" (exit)
+    (AfterCount(" items still left"), "internal_alert"),
+];
+
+/// The rows tried after the master's exit lines, in order: the first whose test passes
+/// gives the class.
+const WORDING: &[(Wording, &str)] = &[
     // The master: "%s %P exited on signal %d%s" (alert; 1.22: without "%s"), "%s %P
     // exited with code %d" (notice), "... exited with fatal code %d and cannot be
-    // respawned" (alert), "socketpair() failed while spawning \"%s\"" (and fork(),
-    // fcntl(), ioctl()), "could not respawn %s". Before the errno classes: a
-    // socketpair() failing with EMFILE is the master's shortfall, not a worker's.
-    if let Some(r) = process_exit(msg) {
-        return r;
-    }
-    if spawn_failed(msg) {
-        return "worker_spawn_failed";
-    }
+    // respawned" (alert) are read by `process_exit` just before these rows;
+    // "socketpair() failed while spawning \"%s\"" (and fork(), fcntl(), ioctl()),
+    // "could not respawn %s". Before the errno classes: a socketpair() failing with
+    // EMFILE is the master's shortfall, not a worker's.
+    (SpawnFailed, "worker_spawn_failed"),
     // A configuration error at start or reload ends with the file and line.
-    if is_config_file_line(head) {
-        return "config";
-    }
-    if starts("could not respawn ")
-        || starts("no more than ")
-        || has("new binary process")
-        || starts("execve() failed while executing")
-        || starts("the changing binary signal is ignored")
-        || starts("kill(")
-        || starts("waitpid()")
-    {
-        return "process_other";
-    }
+    (ConfigFileLine, "config"),
+    (
+        Any(&[
+            Starts("could not respawn "),
+            Starts("no more than "),
+            Has("new binary process"),
+            Starts("execve() failed while executing"),
+            Starts("the changing binary signal is ignored"),
+            Starts("kill("),
+            Starts("waitpid()"),
+        ]),
+        "process_other",
+    ),
     // "shared memory zone \"%V\" was locked by %P": a worker died holding it (its
     // crash is counted by its own exit line).
-    if starts("shared memory zone ") && has(" was locked by ") {
-        return "process_other";
-    }
+    (
+        All(&[Starts("shared memory zone "), Has(" was locked by ")]),
+        "process_other",
+    ),
     // Shared-memory zones out of room: "could not allocate node%s" (limit_req,
     // limit_conn), "... new session%s" (ssl_session_cache), "... new entry%s",
     // "ngx_slab_alloc() failed: no memory%s".
-    if starts("could not allocate ") || starts("ngx_slab_alloc() failed: no memory") {
-        return "shm_zone_full";
-    }
+    (
+        Any(&[
+            Starts("could not allocate "),
+            Starts("ngx_slab_alloc() failed: no memory"),
+        ]),
+        "shm_zone_full",
+    ),
     // EADDRNOTAVAIL on an upstream connect: the local ports for that destination are
     // used up (TIME-WAIT of connections not kept alive).
-    if has("(99: Cannot assign requested address)") && has(" upstream") {
-        return "upstream_addr_unavailable";
-    }
+    (
+        All(&[
+            Has("(99: Cannot assign requested address)"),
+            Has(" upstream"),
+        ]),
+        "upstream_addr_unavailable",
+    ),
     // Any syscall failing with EMFILE/ENFILE: "accept4() failed (24: Too many open
     // files)", "socket() failed (24: ...) while connecting to upstream", "open() ...".
-    if has("(24: Too many open files)") {
-        return "emfile";
-    }
-    if has("(23: Too many open files in system)") {
-        return "enfile";
-    }
+    (Has("(24: Too many open files)"), "emfile"),
+    (Has("(23: Too many open files in system)"), "enfile"),
     // "upstream timed out (110: Connection timed out) while connecting to upstream"
-    if starts("upstream timed out") {
-        return if has("while connecting to upstream") {
-            "upstream_connect_timeout"
-        } else if has("while sending") {
-            "upstream_send_timeout"
-        } else {
-            "upstream_read_timeout"
-        };
-    }
-    if starts("no live upstreams") {
-        return "no_live_upstreams";
-    }
-    if starts("upstream server temporarily disabled") {
-        return "upstream_server_disabled";
-    }
-    if starts("upstream prematurely closed") {
-        return "upstream_prematurely_closed";
-    }
-    if starts("upstream sent too big header") {
-        return "upstream_header_too_big";
-    }
-    if starts("upstream SSL certificate") {
-        return "upstream_ssl";
-    }
+    (
+        All(&[
+            Starts("upstream timed out"),
+            Has("while connecting to upstream"),
+        ]),
+        "upstream_connect_timeout",
+    ),
+    (
+        All(&[Starts("upstream timed out"), Has("while sending")]),
+        "upstream_send_timeout",
+    ),
+    (Starts("upstream timed out"), "upstream_read_timeout"),
+    (Starts("no live upstreams"), "no_live_upstreams"),
+    (
+        Starts("upstream server temporarily disabled"),
+        "upstream_server_disabled",
+    ),
+    (
+        Starts("upstream prematurely closed"),
+        "upstream_prematurely_closed",
+    ),
+    (
+        Starts("upstream sent too big header"),
+        "upstream_header_too_big",
+    ),
+    (Starts("upstream SSL certificate"), "upstream_ssl"),
     // "upstream sent invalid header", "upstream sent duplicate ...", "upstream
     // rejected request with error %ui" (grpc), "upstream violated ... flow control",
     // "FastCGI: ..." record errors, "kevent() reported that upstream closed".
-    if starts("upstream sent ")
-        || starts("upstream rejected ")
-        || starts("upstream violated ")
-        || starts("invalid header after joining FastCGI")
-        || starts("buffered data on next upstream")
-        || starts("kevent() reported that upstream closed")
-    {
-        return "upstream_invalid_response";
-    }
-    if starts("FastCGI sent in stderr") {
-        return "upstream_stderr";
-    }
+    (
+        Any(&[
+            Starts("upstream sent "),
+            Starts("upstream rejected "),
+            Starts("upstream violated "),
+            Starts("invalid header after joining FastCGI"),
+            Starts("buffered data on next upstream"),
+            Starts("kevent() reported that upstream closed"),
+        ]),
+        "upstream_invalid_response",
+    ),
+    (Starts("FastCGI sent in stderr"), "upstream_stderr"),
     // "connect() to %V failed (111: ...) while connecting to upstream" (1.22 and 1.26
     // write "connect() to", never "connect() failed", for an upstream).
-    if starts("connect() ") && has(" failed") && has("while connecting to upstream") {
-        return "upstream_connect_failed";
-    }
+    (
+        All(&[
+            Starts("connect() "),
+            Has(" failed"),
+            Has("while connecting to upstream"),
+        ]),
+        "upstream_connect_failed",
+    ),
     // ECONNRESET from the upstream: "recv() failed (104: Connection reset by peer)
     // while reading response header from upstream", writev(), readv(), send().
-    if has("(104: Connection reset by peer)") && has(" upstream") {
-        return "upstream_reset";
-    }
+    (
+        All(&[Has("(104: Connection reset by peer)"), Has(" upstream")]),
+        "upstream_reset",
+    ),
     // "%V could not be resolved (%i: %s)", "no resolver defined to resolve %V",
     // "send() failed (111: ...) while resolving, resolver: ..." and the DNS response
     // checks of ngx_resolver.c.
-    if has(" could not be resolved")
-        || starts("no resolver defined")
-        || has("while resolving")
-        || has("DNS response")
-        || starts("DNS error")
-        || starts("could not cancel ")
-    {
-        return "resolver";
-    }
+    (
+        Any(&[
+            Has(" could not be resolved"),
+            Starts("no resolver defined"),
+            Has("while resolving"),
+            Has("DNS response"),
+            Starts("DNS error"),
+            Starts("could not cancel "),
+        ]),
+        "resolver",
+    ),
     // OCSP stapling and ssl_ocsp (before the upstream phrases: the OCSP responder is
     // connected to "while requesting certificate status").
-    if has("OCSP") || has("certificate status") || has("\"ssl_stapling\"") {
-        return "ocsp";
-    }
-    if starts("upstream ") || has(" to upstream") || has(" from upstream") {
-        return "upstream_other";
-    }
+    (
+        Any(&[
+            Has("OCSP"),
+            Has("certificate status"),
+            Has("\"ssl_stapling\""),
+        ]),
+        "ocsp",
+    ),
+    (
+        Any(&[
+            Starts("upstream "),
+            Has(" to upstream"),
+            Has(" from upstream"),
+        ]),
+        "upstream_other",
+    ),
     // "an upstream response is buffered to a temporary file %V" and "a client request
     // body is buffered to a temporary file %V" (warn).
-    if starts("an upstream response is buffered") {
-        return "upstream_response_buffered";
-    }
-    if starts("a client request body is buffered") {
-        return "client_body_buffered";
-    }
-    if starts("client intended to send too large") {
-        return "client_body_too_large";
-    }
-    if starts("client timed out") {
-        return "client_timed_out";
-    }
-    if starts("client prematurely closed") || starts("client closed") {
-        return "client_closed";
-    }
-    if starts("client sent ") || starts("header is too large") || starts("unsafe URI") {
-        return "client_invalid_request";
-    }
-    if has("PROXY protocol") || starts("broken header: ") {
-        return "proxy_protocol";
-    }
-    if has("(2: No such file or directory)") {
-        return "file_not_found";
-    }
-    if has("(13: Permission denied)") {
-        return "permission_denied";
-    }
-    if starts("access forbidden by rule") || has(" is forbidden") {
-        return "forbidden";
-    }
-    if starts("cannot load certificate") || has("ssl_certificate") {
-        return "ssl_certificate";
-    }
-    if starts("SSL_")
-        || has(" SSL ")
-        || starts("X509_")
-        || starts("PEM_")
-        || starts("EVP_")
-        || starts("BIO_")
-        || starts("HMAC_")
-        || starts("RAND_")
-        || starts("OPENSSL_")
-        || starts("ENGINE_")
-        || starts("EC_KEY_")
-        || starts("OBJ_sn2nid")
-        || starts("d2i_")
-        || starts("i2d_")
-        || starts("ngx_ssl_")
-        || starts("ignoring stale global SSL error")
-        || has("tlsext support")
-        || has("requires SSL support")
-        || starts("password is truncated")
-    {
-        return "ssl";
-    }
-    if has("rewrite or internal redirection cycle")
-        || starts("subrequests cycle")
-        || starts("cycle while evaluating variable")
-        || starts("could not find named location")
-        || starts("empty URI in redirect")
-        || starts("the rewritten URI has a zero length")
-        || starts("zero length URI to proxy")
-        || starts("nested in-memory subrequest")
-        || starts("too big subrequest response")
-        || starts("connection upgrade in subrequest")
-        || starts("\"alias\" cannot be used")
-        || starts("request reference counter overflow")
-    {
-        return "rewrite_cycle";
-    }
-    if starts("thread pool ")
-        || starts("task #")
-        || starts("thread operation took too long")
-        || starts("aio operation took too long")
-    {
-        return "thread_pool";
-    }
-    if starts("cache file ")
-        || starts("ignore long locked inactive cache entry")
-        || starts("stalled cache updating")
-        || (starts("cache \"") && has(" not found"))
-    {
-        return "cache";
-    }
-    if starts("setrlimit(") || starts("getrlimit(") {
-        return "rlimit";
-    }
-    if starts("http2 ")
-        || has(" http2 ")
-        || starts("no connection data found for keepalive http2")
-        || starts("output on closed stream")
-        || starts("requested control frame is too large")
-    {
-        return "http2";
-    }
-    if starts("quic ")
-        || has("QUIC")
-        || starts("ngx_quic_")
-        || has("http3")
-        || starts("failed to send ")
-        || starts("failed to create ")
-        || starts("failed to load BPF")
-        || starts("unexpected secret len")
-    {
-        return "http3";
-    }
-    if starts("stream pass cycle")
-        || starts("cannot pass connection with preread")
-        || starts("preread buffer full")
-        || starts("the stream output chain is empty")
-        || starts("no port in pass")
-        || starts("no addresses in pass")
-        || has(" in pass \"")
-        || starts("port not found for")
-    {
-        return "stream";
-    }
-    if has(" to syslog ") {
-        return "syslog";
-    }
+    (
+        Starts("an upstream response is buffered"),
+        "upstream_response_buffered",
+    ),
+    (
+        Starts("a client request body is buffered"),
+        "client_body_buffered",
+    ),
+    (
+        Starts("client intended to send too large"),
+        "client_body_too_large",
+    ),
+    (Starts("client timed out"), "client_timed_out"),
+    (
+        Any(&[Starts("client prematurely closed"), Starts("client closed")]),
+        "client_closed",
+    ),
+    (
+        Any(&[
+            Starts("client sent "),
+            Starts("header is too large"),
+            Starts("unsafe URI"),
+        ]),
+        "client_invalid_request",
+    ),
+    (
+        Any(&[Has("PROXY protocol"), Starts("broken header: ")]),
+        "proxy_protocol",
+    ),
+    (Has("(2: No such file or directory)"), "file_not_found"),
+    (Has("(13: Permission denied)"), "permission_denied"),
+    (
+        Any(&[Starts("access forbidden by rule"), Has(" is forbidden")]),
+        "forbidden",
+    ),
+    (
+        Any(&[Starts("cannot load certificate"), Has("ssl_certificate")]),
+        "ssl_certificate",
+    ),
+    (
+        Any(&[
+            Starts("SSL_"),
+            Has(" SSL "),
+            Starts("X509_"),
+            Starts("PEM_"),
+            Starts("EVP_"),
+            Starts("BIO_"),
+            Starts("HMAC_"),
+            Starts("RAND_"),
+            Starts("OPENSSL_"),
+            Starts("ENGINE_"),
+            Starts("EC_KEY_"),
+            Starts("OBJ_sn2nid"),
+            Starts("d2i_"),
+            Starts("i2d_"),
+            Starts("ngx_ssl_"),
+            Starts("ignoring stale global SSL error"),
+            Has("tlsext support"),
+            Has("requires SSL support"),
+            Starts("password is truncated"),
+        ]),
+        "ssl",
+    ),
+    (
+        Any(&[
+            Has("rewrite or internal redirection cycle"),
+            Starts("subrequests cycle"),
+            Starts("cycle while evaluating variable"),
+            Starts("could not find named location"),
+            Starts("empty URI in redirect"),
+            Starts("the rewritten URI has a zero length"),
+            Starts("zero length URI to proxy"),
+            Starts("nested in-memory subrequest"),
+            Starts("too big subrequest response"),
+            Starts("connection upgrade in subrequest"),
+            Starts("\"alias\" cannot be used"),
+            Starts("request reference counter overflow"),
+        ]),
+        "rewrite_cycle",
+    ),
+    (
+        Any(&[
+            Starts("thread pool "),
+            Starts("task #"),
+            Starts("thread operation took too long"),
+            Starts("aio operation took too long"),
+        ]),
+        "thread_pool",
+    ),
+    (
+        Any(&[
+            Starts("cache file "),
+            Starts("ignore long locked inactive cache entry"),
+            Starts("stalled cache updating"),
+            All(&[Starts("cache \""), Has(" not found")]),
+        ]),
+        "cache",
+    ),
+    (Any(&[Starts("setrlimit("), Starts("getrlimit(")]), "rlimit"),
+    (
+        Any(&[
+            Starts("http2 "),
+            Has(" http2 "),
+            Starts("no connection data found for keepalive http2"),
+            Starts("output on closed stream"),
+            Starts("requested control frame is too large"),
+        ]),
+        "http2",
+    ),
+    (
+        Any(&[
+            Starts("quic "),
+            Has("QUIC"),
+            Starts("ngx_quic_"),
+            Has("http3"),
+            Starts("failed to send "),
+            Starts("failed to create "),
+            Starts("failed to load BPF"),
+            Starts("unexpected secret len"),
+        ]),
+        "http3",
+    ),
+    (
+        Any(&[
+            Starts("stream pass cycle"),
+            Starts("cannot pass connection with preread"),
+            Starts("preread buffer full"),
+            Starts("the stream output chain is empty"),
+            Starts("no port in pass"),
+            Starts("no addresses in pass"),
+            Has(" in pass \""),
+            Starts("port not found for"),
+        ]),
+        "stream",
+    ),
+    (Has(" to syslog "), "syslog"),
     // Listening sockets: "bind() to %V failed", "listen() to %V, backlog %d failed",
     // "setsockopt(SO_REUSEPORT) %V failed", the inherited sockets of a binary upgrade.
-    if starts("bind(")
-        || starts("listen() to ")
-        || starts("still could not bind()")
-        || has("listening socket")
-        || has("inherited socket")
-        || starts("deleting socket ")
-        || starts("invalid socket number")
-        || starts("could not change the accept filter")
-        || starts("could not enable transparent proxying")
-    {
-        return "listen_socket";
-    }
+    (
+        Any(&[
+            Starts("bind("),
+            Starts("listen() to "),
+            Starts("still could not bind()"),
+            Has("listening socket"),
+            Has("inherited socket"),
+            Starts("deleting socket "),
+            Starts("invalid socket number"),
+            Starts("could not change the accept filter"),
+            Starts("could not enable transparent proxying"),
+        ]),
+        "listen_socket",
+    ),
     // Configuration read at start or reload (its file:line, or its directives):
     // "duplicate location \"%V\" in %s:%ui", "could not build %s, you should increase
     // %s_bucket_size: %i", "conflicting server name ... ignored", "unknown \"%V\"
     // variable", "... is not supported on this platform".
-    if is_config_file_line(head)
-        || starts("could not build ")
-        || starts("could not build optimal ")
-        || starts("conflicting server name")
-        || starts("unknown \"")
-        || starts("unknown thread pool")
-        || starts("invalid server name")
-        || starts("invalid URL prefix in \"")
-        || starts("invalid local address")
-        || starts("invalid size \"")
-        || starts("invalid $limit_rate")
-        || starts("invalid PID number")
-        || has("is not supported on this platform")
-        || has(" not supported")
-        || has("is not available on this platform")
-        || has("\" is incompatible with ")
-        || (starts("no \"") && has(" is defined"))
-        || starts("no \"events\" section")
-        || starts("no events module found")
-        || starts("no handler for server")
-        || starts("no servers in upstream")
-        || starts("no port in upstream")
-        || starts("no upstream configuration")
-        || has(" in upstream \"")
-        || starts("no ssl_client_certificate")
-        || (starts("no ") && has("_trusted_certificate for "))
-        || starts("zero size shared memory zone")
-        || starts("shared zone ")
-        || (starts("cache \"") && (has(" had previously") || has(" uses the ")))
-        || (starts("limit_req \"") || starts("limit_conn_zone \"")) && has("previously")
-        || starts("the default path name")
-        || starts("the path name ")
-        || starts("the number of \"worker_processes\"")
-        || starts("the \"timer_resolution\" directive")
-        || starts("\"lock_file\" could not be changed")
-        || starts("\"ssl_")
-        || has("_buffer_size %uz is not enough")
-        || (digits == 0 && has("_buffer_size ") && has(" is not enough for cache key"))
-        || starts("variables in \"")
-        || starts("the value of the \"")
-        || starts("the configured event method cannot be used with thread pools")
-        || starts("non-absolute path")
-        || starts("could not create ngx_temp_pool")
-        || starts("pcre_study()")
-        || starts("grpcs protocol requires")
-        || starts("suwsgi protocol requires")
-        || starts("unknown variable index")
-        || starts("no handler found")
-        || starts("invalid OpenSSL QUIC")
-        || starts("too big OpenSSL QUIC")
-    {
-        return "config";
-    }
+    (
+        Any(&[
+            ConfigFileLine,
+            Starts("could not build "),
+            Starts("could not build optimal "),
+            Starts("conflicting server name"),
+            Starts("unknown \""),
+            Starts("unknown thread pool"),
+            Starts("invalid server name"),
+            Starts("invalid URL prefix in \""),
+            Starts("invalid local address"),
+            Starts("invalid size \""),
+            Starts("invalid $limit_rate"),
+            Starts("invalid PID number"),
+            Has("is not supported on this platform"),
+            Has(" not supported"),
+            Has("is not available on this platform"),
+            Has("\" is incompatible with "),
+            All(&[Starts("no \""), Has(" is defined")]),
+            Starts("no \"events\" section"),
+            Starts("no events module found"),
+            Starts("no handler for server"),
+            Starts("no servers in upstream"),
+            Starts("no port in upstream"),
+            Starts("no upstream configuration"),
+            Has(" in upstream \""),
+            Starts("no ssl_client_certificate"),
+            All(&[Starts("no "), Has("_trusted_certificate for ")]),
+            Starts("zero size shared memory zone"),
+            Starts("shared zone "),
+            All(&[
+                Starts("cache \""),
+                Any(&[Has(" had previously"), Has(" uses the ")]),
+            ]),
+            All(&[
+                Any(&[Starts("limit_req \""), Starts("limit_conn_zone \"")]),
+                Has("previously"),
+            ]),
+            Starts("the default path name"),
+            Starts("the path name "),
+            Starts("the number of \"worker_processes\""),
+            Starts("the \"timer_resolution\" directive"),
+            Starts("\"lock_file\" could not be changed"),
+            Starts("\"ssl_"),
+            Has("_buffer_size %uz is not enough"),
+            All(&[
+                NoCount,
+                Has("_buffer_size "),
+                Has(" is not enough for cache key"),
+            ]),
+            Starts("variables in \""),
+            Starts("the value of the \""),
+            Starts("the configured event method cannot be used with thread pools"),
+            Starts("non-absolute path"),
+            Starts("could not create ngx_temp_pool"),
+            Starts("pcre_study()"),
+            Starts("grpcs protocol requires"),
+            Starts("suwsgi protocol requires"),
+            Starts("unknown variable index"),
+            Starts("no handler found"),
+            Starts("invalid OpenSSL QUIC"),
+            Starts("too big OpenSSL QUIC"),
+        ]),
+        "config",
+    ),
     // The event method's own checks (epoll, kqueue, select, poll, /dev/poll, eventport,
     // iocp): "epoll_wait() returned no events without timeout", "strange epoll_wait()
     // events fd:%d ev:%04XD", "phantom event %04Xd for closed and removed socket %d".
-    if has("returned no events without timeout")
-        || starts("strange ")
-        || starts("phantom event")
-        || starts("unexpected event")
-        || starts("unexpected kevent")
-        || starts("unexpected eventport")
-        || starts("unexpected last event")
-        || starts("invalid descriptor")
-        || starts("invalid select ")
-        || starts("select ready != events")
-        || starts("select event fd:")
-        || starts("poll ")
-        || starts("poll() error")
-        || has(" close() failed")
-        || starts("iocp ")
-        || has("eventfd")
-        || starts("kqueue change list is filled up")
-        || starts("/dev/pool change list is filled up")
-        || starts("previous event on #")
-        || starts("maximum number of descriptors supported by select()")
-        || starts("the maximum number of files supported by select()")
-        || starts("the new socket has number")
-        || has("returned unexpected ")
-        || has(" timed out") && starts("epoll_wait()")
-        || starts("GetQueuedCompletionStatus() returned")
-        || starts("kevent() error on")
-        || starts("WSAPoll() returned")
-        || starts("ioctl(DP_")
-        || starts("port_getn() returned")
-    {
-        return "event_method";
-    }
+    (
+        Any(&[
+            Has("returned no events without timeout"),
+            Starts("strange "),
+            Starts("phantom event"),
+            Starts("unexpected event"),
+            Starts("unexpected kevent"),
+            Starts("unexpected eventport"),
+            Starts("unexpected last event"),
+            Starts("invalid descriptor"),
+            Starts("invalid select "),
+            Starts("select ready != events"),
+            Starts("select event fd:"),
+            Starts("poll "),
+            Starts("poll() error"),
+            Has(" close() failed"),
+            Starts("iocp "),
+            Has("eventfd"),
+            Starts("kqueue change list is filled up"),
+            Starts("/dev/pool change list is filled up"),
+            Starts("previous event on #"),
+            Starts("maximum number of descriptors supported by select()"),
+            Starts("the maximum number of files supported by select()"),
+            Starts("the new socket has number"),
+            Has("returned unexpected "),
+            All(&[Has(" timed out"), Starts("epoll_wait()")]),
+            Starts("GetQueuedCompletionStatus() returned"),
+            Starts("kevent() error on"),
+            Starts("WSAPoll() returned"),
+            Starts("ioctl(DP_"),
+            Starts("port_getn() returned"),
+        ]),
+        "event_method",
+    ),
     // nginx's internal consistency checks (a bug in nginx or a module): "zero size buf
     // in output", "http request count is zero", "the http output chain is empty", ...
-    if has("zero size buf in ")
-        || has("negative size buf in ")
-        || starts("http request count is zero")
-        || starts("http request already closed")
-        || starts("http finalize non-active request")
-        || starts("http postpone filter NULL")
-        || starts("the http output chain is empty")
-        || starts("header already sent")
-        || starts("body already in file")
-        || starts("busy buffers after request body flush")
-        || starts("negative request body rest")
-        || starts("duplicate last buf in save filter")
-        || starts("recycled buffer in pipe out chain")
-        || starts("subrequest: \"")
-        || starts("rbtree still is not empty")
-        || starts("connection already closed")
-        || starts("shared connection is busy")
-        || starts("too large header to copy")
-        || starts("too large pipelined header after reading body")
-        || starts("too small buffer for PROXY protocol")
-        || starts("state buffer overflow")
-        || starts("buffer overflow")
-        || starts("receive buffer overrun")
-        || starts("memcpy ")
-        || starts("aborting")
-        || starts("built-in log failed")
-        || starts("fastcgi request record is too big")
-        || starts("uwsgi request is too ")
-        || starts("too long response ")
-        || starts("SSL_sendfile() reported")
-        || starts("the inherited")
-        || has("open socket #")
-        || has(" was incomplete: ")
-        || has(" has read only ")
-        || has(" has written only ")
-        || has("read only ")
-        || starts("recvmsg() returned")
-        || starts("recvmsg() truncated")
-    {
-        return "internal_alert";
-    }
+    (
+        Any(&[
+            Has("zero size buf in "),
+            Has("negative size buf in "),
+            Starts("http request count is zero"),
+            Starts("http request already closed"),
+            Starts("http finalize non-active request"),
+            Starts("http postpone filter NULL"),
+            Starts("the http output chain is empty"),
+            Starts("header already sent"),
+            Starts("body already in file"),
+            Starts("busy buffers after request body flush"),
+            Starts("negative request body rest"),
+            Starts("duplicate last buf in save filter"),
+            Starts("recycled buffer in pipe out chain"),
+            Starts("subrequest: \""),
+            Starts("rbtree still is not empty"),
+            Starts("connection already closed"),
+            Starts("shared connection is busy"),
+            Starts("too large header to copy"),
+            Starts("too large pipelined header after reading body"),
+            Starts("too small buffer for PROXY protocol"),
+            Starts("state buffer overflow"),
+            Starts("buffer overflow"),
+            Starts("receive buffer overrun"),
+            Starts("memcpy "),
+            Starts("aborting"),
+            Starts("built-in log failed"),
+            Starts("fastcgi request record is too big"),
+            Starts("uwsgi request is too "),
+            Starts("too long response "),
+            Starts("SSL_sendfile() reported"),
+            Starts("the inherited"),
+            Has("open socket #"),
+            Has(" was incomplete: "),
+            Has(" has read only "),
+            Has(" has written only "),
+            Has("read only "),
+            Starts("recvmsg() returned"),
+            Starts("recvmsg() truncated"),
+        ]),
+        "internal_alert",
+    ),
     // Any other failed call, named nginx's way: "epoll_ctl(%d, %d) failed", "fork()
     // failed", "sendmsg() failed (9: Bad file descriptor)", "close() channel failed".
-    if starts_with_call(msg) && (has(" failed") || has(") failed") || has(" incomplete")) {
-        return "syscall_failed";
-    }
-    "other"
-}
+    (
+        All(&[
+            StartsWithCall,
+            Any(&[Has(" failed"), Has(") failed"), Has(" incomplete")]),
+        ]),
+        "syscall_failed",
+    ),
+];
 
 /// The names nginx gives its processes in exit lines (`ngx_processes[].name`, and
 /// "unknown process" for a pid it did not spawn).

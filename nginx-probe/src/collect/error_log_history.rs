@@ -11,44 +11,21 @@
 //! runs with another `TZ`).
 
 use std::{
-    collections::BTreeMap,
     fs::File,
-    io::{Read, Seek, SeekFrom},
+    io::{Seek, SeekFrom},
 };
 
 use super::error_log_classes::{classify, MAX_LINE};
+use super::tail::read_chunks;
 
 /// Bytes of the log read back from the attach offset, at most.
 pub const MAX_HISTORY_BYTES: u64 = 16 << 20;
 
-/// The classes counted back to the master's start: the master's own history.
-pub const HISTORY_CLASSES: &[&str] = &[
-    "worker_spawn_failed",
-    "worker_crashed",
-    "worker_exited",
-    "worker_exited_fatal",
-    "process_other",
-    "rlimit",
-    "worker_connections_over_nofile",
-    "emfile",
-];
-
-/// What the log says between the master's start and attach.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct History {
-    /// The master's start, Unix seconds (/proc).
-    pub master_started_unix_s: u64,
-    /// Bytes read back (at most [`MAX_HISTORY_BYTES`]).
-    pub bytes_read: u64,
-    /// False when the bound cut the scan before the master's start: the first line
-    /// read was already after it (counts are then a lower bound).
-    pub reached_master_start: bool,
-    /// Lines of each of [`HISTORY_CLASSES`] at or after the master's start, by class.
-    pub classes: BTreeMap<&'static str, u64>,
-    /// Of the `worker_spawn_failed` lines, those ending in nginx's errno text for
-    /// EMFILE, `(24: Too many open files)`.
-    pub spawn_failed_emfile: u64,
-}
+/// The classes counted back to the master's start (the model's: a report names them).
+pub use crate::model::error_classes::HISTORY_CLASSES;
+/// What the log says between the master's start and attach (the model's: a report is
+/// built from it).
+pub use crate::model::nginx_errors::ErrorLogHistory as History;
 
 /// The master's start time in Unix seconds, from `/proc/<pid>/stat` and `/proc/stat`.
 pub fn master_start_unix_s(pid: u32) -> Option<u64> {
@@ -107,21 +84,32 @@ pub fn scan(file: &mut File, end: u64, since: u64) -> History {
     if file.seek(SeekFrom::Start(start)).is_err() {
         return h;
     }
-    let mut buf = vec![0u8; 64 << 10];
     let mut line: Vec<u8> = Vec::new();
     // Starting inside the file: the first (partial) line is skipped.
     let mut skipping = start > 0;
     let mut first = true;
-    let mut left = end - start;
-    while left > 0 {
-        let n = (buf.len() as u64).min(left) as usize;
-        let got = match file.read(&mut buf[..n]) {
-            Ok(0) | Err(_) => break,
-            Ok(g) => g,
-        };
-        left -= got as u64;
-        h.bytes_read += got as u64;
-        for &b in &buf[..got] {
+    let mut count = |line: &[u8], h: &mut History| {
+        let Some(t) = line_time(line) else { return };
+        if first && start > 0 {
+            // The bound reached the master's start only if this first complete line
+            // is older than it.
+            h.reached_master_start = t < since;
+        }
+        first = false;
+        if t < since {
+            return;
+        }
+        if let Some((_, class)) = classify(line) {
+            if let Some(c) = HISTORY_CLASSES.iter().find(|c| **c == class) {
+                *h.classes.entry(c).or_insert(0) += 1;
+            }
+            if class == "worker_spawn_failed" && line.ends_with(b"(24: Too many open files)") {
+                h.spawn_failed_emfile += 1;
+            }
+        }
+    };
+    let read = read_chunks(file, end - start, &mut |chunk| {
+        for &b in chunk {
             if b != b'\n' {
                 if !skipping && line.len() < MAX_LINE {
                     line.push(b);
@@ -132,29 +120,11 @@ pub fn scan(file: &mut File, end: u64, since: u64) -> History {
                 skipping = false;
                 continue;
             }
-            if let Some(t) = line_time(&line) {
-                if first && start > 0 {
-                    // The bound reached the master's start only if this first
-                    // complete line is older than it.
-                    h.reached_master_start = t < since;
-                }
-                first = false;
-                if t >= since {
-                    if let Some((_, class)) = classify(&line) {
-                        if let Some(c) = HISTORY_CLASSES.iter().find(|c| **c == class) {
-                            *h.classes.entry(c).or_insert(0) += 1;
-                        }
-                        if class == "worker_spawn_failed"
-                            && line.ends_with(b"(24: Too many open files)")
-                        {
-                            h.spawn_failed_emfile += 1;
-                        }
-                    }
-                }
-            }
+            count(&line, &mut h);
             line.clear();
         }
-    }
+    });
+    h.bytes_read = read;
     h
 }
 

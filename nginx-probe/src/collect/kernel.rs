@@ -7,22 +7,20 @@
 //!   CONFIG_FTRACE_SYSCALLS; 4.7) and tracefs, mounted or mountable;
 //! - BPF per-CPU arrays (4.6), LRU hashes (4.10) and a stack map (`FREE_SLOTS`, 4.20);
 //! - read-only global data (`.rodata`, set at load with `override_global`; 5.2);
-//! - with `--uprobes` only: `bpf_probe_read_user` (5.5);
-//! - a BPF ring buffer (`AYA_LOGS`, where the programs log their rare events; 5.8),
-//!   probed when the object loads (`loader/kernel_log.rs`).
+//! - with `--uprobes` only: `bpf_probe_read_user` (5.5).
 //!
-//! So the minimum is Linux 5.8 ([`MIN_KERNEL`]; [`MIN_KERNEL_UPROBES`] is what
-//! `--uprobes` alone would need). The features are probed directly (a tiny map of each type is
+//! So the minimum is Linux 5.2, or 5.5 with `--uprobes` ([`MIN_KERNEL`],
+//! [`MIN_KERNEL_UPROBES`]). The features are probed directly (a tiny map of each type is
 //! created and closed, the tracepoint directories are looked up), and the version is
 //! only consulted for `bpf_probe_read_user`, which cannot be probed without loading a
 //! program.
 
 use std::{os::fd::FromRawFd as _, path::Path};
 
-use crate::error::ProbeError;
+use crate::error::{KernelError, ProbeError};
 
 /// Oldest kernel the tracepoint programs load on: (major, minor).
-pub const MIN_KERNEL: (u32, u32) = (5, 8);
+pub const MIN_KERNEL: (u32, u32) = (5, 2);
 /// Oldest kernel the request uprobes (`--uprobes`) load on: (major, minor).
 pub const MIN_KERNEL_UPROBES: (u32, u32) = (5, 5);
 
@@ -91,17 +89,16 @@ pub fn parse_release(release: &str) -> Option<(u32, u32)> {
 /// Checks every kernel feature the programs need, given the tracefs root (see
 /// [`crate::collect::tracefs::ensure_mounted`]).
 ///
-/// Errors: [`ProbeError::Kernel`] naming the first missing feature.
+/// Errors: [`ProbeError::Kernel`] ([`KernelError`]) naming the first missing feature.
 pub fn check(tracefs_root: &Path) -> Result<(), ProbeError> {
-    let missing = |what: String| Err(ProbeError::Kernel(what));
     let events = tracefs_root.join("events/syscalls");
     if !events.join("sys_enter_accept4").is_dir() || !events.join("sys_exit_accept4").is_dir() {
-        return missing(format!(
-            "syscall tracepoints are missing ({} has no sys_enter_accept4/sys_exit_accept4): the kernel needs CONFIG_FTRACE_SYSCALLS",
-            events.display()
-        ));
+        return Err(KernelError::NoSyscallTracepoints {
+            events: events.display().to_string(),
+        }
+        .into());
     }
-    for (name, map_type, key_size, flags) in [
+    for (feature, map_type, key_size, flags) in [
         ("BPF array maps", BPF_MAP_TYPE_ARRAY, 4, 0),
         (
             "BPF per-CPU array maps (Linux 4.6)",
@@ -123,19 +120,18 @@ pub fn check(tracefs_root: &Path) -> Result<(), ProbeError> {
             BPF_F_RDONLY_PROG,
         ),
     ] {
-        if let Err(e) = try_map(map_type, key_size, flags) {
-            let hint = match e.raw_os_error() {
-                Some(libc::EPERM) => {
-                    "BPF is not permitted here (bpf(2) returned EPERM: run as root, outside a container that filters bpf(2), and check kernel lockdown)"
-                        .to_string()
-                }
-                Some(libc::ENOSYS) => "the kernel has no bpf(2) (CONFIG_BPF_SYSCALL)".to_string(),
-                _ => format!("the kernel lacks {name} ({e})"),
-            };
-            return missing(format!(
-                "{hint}; nginx-probe needs Linux {}.{} or later",
-                MIN_KERNEL.0, MIN_KERNEL.1
-            ));
+        if let Err(source) = try_map(map_type, key_size, flags) {
+            let min_kernel = MIN_KERNEL;
+            return Err(match source.raw_os_error() {
+                Some(libc::EPERM) => KernelError::BpfNotPermitted { min_kernel },
+                Some(libc::ENOSYS) => KernelError::NoBpfSyscall { min_kernel },
+                _ => KernelError::MissingFeature {
+                    feature,
+                    source,
+                    min_kernel,
+                },
+            }
+            .into());
         }
     }
     Ok(())

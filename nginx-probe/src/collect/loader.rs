@@ -102,20 +102,17 @@ pub struct Probe {
     tracefs_root: std::path::PathBuf,
     /// Releases closed windows' links and perf events off the main loop.
     closer: windows::Closer,
-    /// Worker exit codes from `sched_process_exit` (see [`exits`]), and why they are
-    /// unknown when they are (`task_struct.exit_code` not in BTF, not attached).
+    /// Worker exit codes from `sched_process_exit` (see [`exits`]).
     exits: HashMap<MapData, u32, u32>,
+    /// Whether worker exit codes are known: Err says why not (`task_struct.exit_code`
+    /// not in the kernel's BTF, the program not attached).
     pub exit_status: Result<(), String>,
     /// Client connection lifecycle programs and maps (see [`crate::collect::lifecycle`]).
     pub lifecycle: crate::collect::lifecycle::Lifecycle,
-    /// Relays the programs' rare events to the `log` crate (see [`kernel_log`]); held
-    /// for its lifetime: dropping it stops the relay.
-    _kernel_log: kernel_log::KernelLog,
 }
 
 mod accept;
 mod exits;
-mod kernel_log;
 mod perf_link;
 mod tls;
 mod windows;
@@ -129,6 +126,85 @@ fn raise_memlock() {
     if let Err(e) = setrlimit(Resource::RLIMIT_MEMLOCK, RLIM_INFINITY, RLIM_INFINITY) {
         debug!("setrlimit(RLIMIT_MEMLOCK) failed: {e}");
     }
+}
+
+/// The object as loaded, with what was learnt on the way.
+struct Loaded {
+    ebpf: Ebpf,
+    /// Whether write destinations are classified in the kernel (the kernel's BTF has
+    /// every offset of the fd-table walk), or why not.
+    fd_walk: Result<(), String>,
+    /// Whether the exit-code offset was found in the kernel's BTF, or why not.
+    exit_status: Result<(), String>,
+    /// The lifecycle programs' globals as patched (`collect::lifecycle`).
+    lifecycle_meta: crate::model::connections::LifecycleMeta,
+}
+
+/// Loads the embedded object with its globals patched (the tracefs fork record's
+/// offsets, the kernel's BTF offsets, the master) and its per-worker maps sized for
+/// `slots` workers; attaches nothing.
+fn load_object(
+    tracefs_root: &Path,
+    master_tgid: u32,
+    slots: u32,
+    fd_walk: bool,
+) -> Result<Loaded, ProbeError> {
+    let fork_format =
+        std::fs::read_to_string(tracefs_root.join("events/sched/sched_process_fork/format"))
+            .unwrap_or_default();
+    let parent_off = tracefs::field_offset(&fork_format, "parent_pid").unwrap_or(12);
+    let child_off = tracefs::field_offset(&fork_format, "child_pid").unwrap_or(20);
+    let btf = crate::collect::btf::Btf::from_kernel();
+    let (exit_off, exit_status) = exits::exit_code_offset(btf.as_ref());
+    let lc = crate::collect::lifecycle::globals(btf.as_ref());
+    let offsets = if fd_walk {
+        btf.and_then(|b| crate::collect::btf::kernel_offsets(&b))
+    } else {
+        Err("--writes-from-proc".to_string())
+    };
+    let (koff, fd_walk) = match offsets {
+        Ok(o) => (o, Ok(())),
+        Err(e) => {
+            warn!("write destinations come from /proc snapshots every 2 s ({e}); fds that live for one request may be misfiled");
+            ([u64::MAX; OFF_COUNT], Err(e))
+        }
+    };
+    let walk: u32 = fd_walk.is_ok() as u32;
+    let ebpf = EbpfLoader::new()
+        .override_global(global::FD_WALK, &walk, true)
+        .override_global(global::KOFF, &koff, true)
+        .override_global(global::MASTER_TGID, &master_tgid, true)
+        .override_global(global::FORK_PARENT_OFF, &parent_off, true)
+        .override_global(global::FORK_CHILD_OFF, &child_off, true)
+        .override_global(nginx_probe_common::exits::GLOBAL_OFF, &exit_off, true)
+        .override_global(lc_names::LC_LSNDTIME_OFF, &lc.lsndtime, true)
+        .override_global(lc_names::LC_LRCVTIME_OFF, &lc.lrcvtime, true)
+        .override_global(lc_names::LC_HZ, &lc.hz, true)
+        .map_max_entries(map::STATS, slots * SYSCALL_COUNT as u32)
+        .map_max_entries(map::FREE_SLOTS, slots)
+        .map_max_entries(map::REQUESTS, slots)
+        .map_max_entries(map::MAIN_ENTRY, slots)
+        .map_max_entries(map::LOOP, slots)
+        .map_max_entries(map::LAST_ACCEPT, slots)
+        .map_max_entries(map::ACCEPT_CLOSE, slots)
+        .map_max_entries(
+            map::WRITES,
+            slots * nginx_probe_common::FD_KIND_COUNT as u32,
+        )
+        .map_max_entries(map::LAST_WAKE, slots)
+        .map_max_entries(map::TLS, slots * TLS_STATS)
+        .map_max_entries(map::LOG_OPENS, slots)
+        .map_max_entries(map::ACCEPTED, slots)
+        .map_max_entries(map::TLS_DONE, slots)
+        .map_max_entries(map::UPSTREAM, slots * UPSTREAM_STATS)
+        .map_max_entries(map::UP_CALL, slots)
+        .load(EBPF_OBJECT)?;
+    Ok(Loaded {
+        ebpf,
+        fd_walk,
+        exit_status,
+        lifecycle_meta: lc.meta,
+    })
 }
 
 impl Probe {
@@ -162,128 +238,47 @@ impl Probe {
         fd_walk: bool,
     ) -> Result<Probe, ProbeError> {
         raise_memlock();
-        kernel_log::require_ring_buffer()?;
         tracefs::check_record_layout(tracefs_root)?;
-        let fork_format =
-            std::fs::read_to_string(tracefs_root.join("events/sched/sched_process_fork/format"))
-                .unwrap_or_default();
-        let parent_off = tracefs::field_offset(&fork_format, "parent_pid").unwrap_or(12);
-        let child_off = tracefs::field_offset(&fork_format, "child_pid").unwrap_or(20);
-        let btf = crate::collect::btf::Btf::from_kernel();
-        let (exit_off, exit_status) = exits::exit_code_offset(btf.as_ref());
-        let lc = crate::collect::lifecycle::globals(btf.as_ref());
-        let offsets = if fd_walk {
-            btf.and_then(|b| crate::collect::btf::kernel_offsets(&b))
-        } else {
-            Err("--writes-from-proc".to_string())
-        };
-        let (koff, fd_walk) = match offsets {
-            Ok(o) => (o, Ok(())),
-            Err(e) => {
-                warn!("write destinations come from /proc snapshots every 2 s ({e}); fds that live for one request may be misfiled");
-                ([u64::MAX; OFF_COUNT], Err(e))
-            }
-        };
-        let walk: u32 = fd_walk.is_ok() as u32;
-        let log_level = kernel_log::level();
-        let mut ebpf = EbpfLoader::new()
-            .override_global(global::FD_WALK, &walk, true)
-            .override_global(global::KOFF, &koff, true)
-            .override_global(global::MASTER_TGID, &master_tgid, true)
-            .override_global(global::FORK_PARENT_OFF, &parent_off, true)
-            .override_global(global::FORK_CHILD_OFF, &child_off, true)
-            .override_global(nginx_probe_common::exits::GLOBAL_OFF, &exit_off, true)
-            .override_global(lc_names::LC_LSNDTIME_OFF, &lc.lsndtime, true)
-            .override_global(lc_names::LC_LRCVTIME_OFF, &lc.lrcvtime, true)
-            .override_global(lc_names::LC_HZ, &lc.hz, true)
-            .override_global(global::AYA_LOG_LEVEL, &log_level, true)
-            .map_max_entries(map::STATS, slots * SYSCALL_COUNT as u32)
-            .map_max_entries(map::FREE_SLOTS, slots)
-            .map_max_entries(map::REQUESTS, slots)
-            .map_max_entries(map::MAIN_ENTRY, slots)
-            .map_max_entries(map::LOOP, slots)
-            .map_max_entries(map::LAST_ACCEPT, slots)
-            .map_max_entries(map::ACCEPT_CLOSE, slots)
-            .map_max_entries(
-                map::WRITES,
-                slots * nginx_probe_common::FD_KIND_COUNT as u32,
-            )
-            .map_max_entries(map::LAST_WAKE, slots)
-            .map_max_entries(map::TLS, slots * TLS_STATS)
-            .map_max_entries(map::LOG_OPENS, slots)
-            .map_max_entries(map::ACCEPTED, slots)
-            .map_max_entries(map::TLS_DONE, slots)
-            .map_max_entries(map::UPSTREAM, slots * UPSTREAM_STATS)
-            .map_max_entries(map::UP_CALL, slots)
-            .load(EBPF_OBJECT)?;
-        let kernel_log = kernel_log::KernelLog::start(&mut ebpf);
+        let loaded = load_object(tracefs_root, master_tgid, slots, fd_walk)?;
+        Probe::from_object(loaded, tracefs_root, slots)
+    }
+
+    /// The probe over a loaded object: its maps taken out, every slot free (slot 0 on
+    /// top).
+    fn from_object(loaded: Loaded, tracefs_root: &Path, slots: u32) -> Result<Probe, ProbeError> {
+        let mut ebpf = loaded.ebpf;
         let mut take = |name: &str| {
             ebpf.take_map(name)
                 .ok_or_else(|| ProbeError::Missing(format!("map {name}")))
         };
-        let workers = HashMap::try_from(take(map::WORKERS)?)?;
-        let filter = Array::try_from(take(map::FILTER)?)?;
-        let collided = Array::try_from(take(map::COLLIDED)?)?;
-        let mut free_slots: Stack<MapData, u32> = Stack::try_from(take(map::FREE_SLOTS)?)?;
-        let stats = PerCpuArray::try_from(take(map::STATS)?)?;
-        let requests = PerCpuArray::try_from(take(map::REQUESTS)?)?;
-        let main_entry = Array::try_from(take(map::MAIN_ENTRY)?)?;
-        let loop_stats = Array::try_from(take(map::LOOP)?)?;
-        let last_accept = Array::try_from(take(map::LAST_ACCEPT)?)?;
-        let accept_close = Array::try_from(take(map::ACCEPT_CLOSE)?)?;
-        let writes = PerCpuArray::try_from(take(map::WRITES)?)?;
-        let tls = PerCpuArray::try_from(take(map::TLS)?)?;
-        let fd_kinds = HashMap::try_from(take(map::FD_KINDS)?)?;
-        let last_wake = Array::try_from(take(map::LAST_WAKE)?)?;
-        let listen_ports = HashMap::try_from(take(map::LISTEN_PORTS)?)?;
-        let error_logs = HashMap::try_from(take(map::ERROR_LOGS)?)?;
-        let log_opens = PerCpuArray::try_from(take(map::LOG_OPENS)?)?;
-        let accepted = PerCpuArray::try_from(take(map::ACCEPTED)?)?;
-        let tls_done = PerCpuArray::try_from(take(map::TLS_DONE)?)?;
-        let hs_start = HashMap::try_from(take(map::HS_START)?)?;
-        let hs_call = HashMap::try_from(take(map::HS_CALL)?)?;
-        let tls_client = HashMap::try_from(take(map::TLS_CLIENT)?)?;
-        let upstream = Array::try_from(take(map::UPSTREAM)?)?;
-        let upstream_fd = HashMap::try_from(take(map::UPSTREAM_FD)?)?;
-        let up_call = Array::try_from(take(map::UP_CALL)?)?;
-        let drops = PerCpuArray::try_from(take(map::DROPS)?)?;
-        let in_flight = HashMap::try_from(take(map::IN_FLIGHT)?)?;
-        let gate = Array::try_from(take(map::DETAIL_GATE)?)?;
-        let exits = HashMap::try_from(take(nginx_probe_common::exits::MAP)?)?;
-        let lifecycle = crate::collect::lifecycle::Lifecycle::take(&mut ebpf, lc.meta)?;
-        // Slot 0 on top: workers found at attach get 0, 1, 2...
-        for slot in (0..slots).rev() {
-            free_slots.push(slot, 0)?;
-        }
-        Ok(Probe {
-            ebpf,
-            workers,
-            filter,
-            collided,
-            free_slots,
-            stats,
-            requests,
-            main_entry,
-            loop_stats,
-            last_wake,
-            last_accept,
-            accept_close,
-            writes,
-            tls,
-            fd_kinds,
-            listen_ports,
-            error_logs,
-            log_opens,
-            accepted,
-            tls_done,
-            hs_start,
-            hs_call,
-            tls_client,
-            upstream,
-            upstream_fd,
-            up_call,
-            drops,
-            fd_walk,
+        let mut probe = Probe {
+            workers: HashMap::try_from(take(map::WORKERS)?)?,
+            filter: Array::try_from(take(map::FILTER)?)?,
+            collided: Array::try_from(take(map::COLLIDED)?)?,
+            free_slots: Stack::try_from(take(map::FREE_SLOTS)?)?,
+            stats: PerCpuArray::try_from(take(map::STATS)?)?,
+            requests: PerCpuArray::try_from(take(map::REQUESTS)?)?,
+            main_entry: Array::try_from(take(map::MAIN_ENTRY)?)?,
+            loop_stats: Array::try_from(take(map::LOOP)?)?,
+            last_wake: Array::try_from(take(map::LAST_WAKE)?)?,
+            last_accept: Array::try_from(take(map::LAST_ACCEPT)?)?,
+            accept_close: Array::try_from(take(map::ACCEPT_CLOSE)?)?,
+            writes: PerCpuArray::try_from(take(map::WRITES)?)?,
+            tls: PerCpuArray::try_from(take(map::TLS)?)?,
+            fd_kinds: HashMap::try_from(take(map::FD_KINDS)?)?,
+            listen_ports: HashMap::try_from(take(map::LISTEN_PORTS)?)?,
+            error_logs: HashMap::try_from(take(map::ERROR_LOGS)?)?,
+            log_opens: PerCpuArray::try_from(take(map::LOG_OPENS)?)?,
+            accepted: PerCpuArray::try_from(take(map::ACCEPTED)?)?,
+            tls_done: PerCpuArray::try_from(take(map::TLS_DONE)?)?,
+            hs_start: HashMap::try_from(take(map::HS_START)?)?,
+            hs_call: HashMap::try_from(take(map::HS_CALL)?)?,
+            tls_client: HashMap::try_from(take(map::TLS_CLIENT)?)?,
+            upstream: Array::try_from(take(map::UPSTREAM)?)?,
+            upstream_fd: HashMap::try_from(take(map::UPSTREAM_FD)?)?,
+            up_call: Array::try_from(take(map::UP_CALL)?)?,
+            drops: PerCpuArray::try_from(take(map::DROPS)?)?,
+            fd_walk: loaded.fd_walk,
             missing: Vec::new(),
             attached: 0,
             follows_forks: false,
@@ -292,15 +287,23 @@ impl Probe {
             tls_from_nginx: false,
             tls_window: None,
             detail: Vec::new(),
-            in_flight,
-            gate,
+            in_flight: HashMap::try_from(take(map::IN_FLIGHT)?)?,
+            gate: Array::try_from(take(map::DETAIL_GATE)?)?,
             tracefs_root: tracefs_root.to_path_buf(),
             closer: windows::Closer::new(),
-            exits,
-            exit_status,
-            lifecycle,
-            _kernel_log: kernel_log,
-        })
+            exits: HashMap::try_from(take(nginx_probe_common::exits::MAP)?)?,
+            exit_status: loaded.exit_status,
+            lifecycle: crate::collect::lifecycle::Lifecycle::take(
+                &mut ebpf,
+                loaded.lifecycle_meta,
+            )?,
+            ebpf,
+        };
+        // Slot 0 on top: workers found at attach get 0, 1, 2...
+        for slot in (0..slots).rev() {
+            probe.free_slots.push(slot, 0)?;
+        }
+        Ok(probe)
     }
 
     /// Attaches `sched:sched_process_fork` (children the master forks from now on are
@@ -331,11 +334,46 @@ impl Probe {
         self.attach_exits(tracefs_root)?;
         let lc_missing = self.lifecycle.attach(&mut self.ebpf, tracefs_root);
         self.missing.extend(lc_missing);
-        let detail = &mut self.detail;
-        let ebpf = &mut self.ebpf;
         // Fork following first, so no worker forked from here on is missed.
+        self.attach_fork(tracefs_root)?;
+        // Accept-then-close detection on close entry (one cheap run per close).
+        if tracefs::has_event(tracefs_root, "syscalls", "sys_enter_close") {
+            let res = self.load_or_attach(prog::CLOSE_AFTER_ACCEPT, "sys_enter_close", sampled)?;
+            if let Err(e) = res {
+                if fd_limit::is_exhaustion(&e) {
+                    return Err(fd_exhausted());
+                }
+                warn!("could not attach the accept-then-close detector ({e}); worker_connections exhaustion goes undetected");
+                self.missing.push(prog::CLOSE_AFTER_ACCEPT.to_string());
+            }
+        } else {
+            self.missing.push(prog::CLOSE_AFTER_ACCEPT.to_string());
+        }
+        // Access-log opens (openat exits): only where writes are classified in the
+        // kernel, since it classifies the new fd the same way.
+        if self.fd_walk.is_ok() {
+            let attached = tracefs::has_event(tracefs_root, "syscalls", "sys_exit_openat")
+                && match self.load_or_attach(prog::ACCESS_LOG_OPEN, "sys_exit_openat", sampled)? {
+                    Ok(()) => true,
+                    Err(e) => {
+                        warn!("could not attach the access-log open counter ({e}); access logs reopened per request go undetected");
+                        false
+                    }
+                };
+            self.counts_log_opens = attached;
+            if !attached {
+                self.missing.push("access_log_open".to_string());
+            }
+        }
+        self.attach_syscalls(tracefs_root, selected, sampled)
+    }
+
+    /// Attaches `sched:sched_process_fork` when tracefs has it; without it new workers
+    /// are found by scanning /proc (and the program is listed missing).
+    fn attach_fork(&mut self, tracefs_root: &Path) -> Result<(), ProbeError> {
         if tracefs::has_event(tracefs_root, "sched", "sched_process_fork") {
-            let prog: &mut TracePoint = ebpf
+            let prog: &mut TracePoint = self
+                .ebpf
                 .program_mut(prog::FORK)
                 .ok_or_else(|| ProbeError::Missing(format!("program {}", prog::FORK)))?
                 .try_into()?;
@@ -353,70 +391,48 @@ impl Probe {
         if !self.follows_forks {
             self.missing.push(prog::FORK.to_string());
         }
-        // Accept-then-close detection on close entry (one cheap run per close).
-        if tracefs::has_event(tracefs_root, "syscalls", "sys_enter_close") {
-            let prog: &mut TracePoint = ebpf
-                .program_mut(prog::CLOSE_AFTER_ACCEPT)
-                .ok_or_else(|| {
-                    ProbeError::Missing(format!("program {}", prog::CLOSE_AFTER_ACCEPT))
-                })?
-                .try_into()?;
-            let res = if sampled {
-                prog.load().map(|_| {
-                    detail.push(windows::DetailProg::new(
-                        prog::CLOSE_AFTER_ACCEPT,
-                        "sys_enter_close",
-                    ))
-                })
-            } else {
-                prog.load()
-                    .and_then(|_| prog.attach("syscalls", "sys_enter_close"))
-                    .map(|_| ())
-            };
-            if let Err(e) = res {
-                if fd_limit::is_exhaustion(&e) {
-                    return Err(fd_exhausted());
-                }
-                warn!("could not attach the accept-then-close detector ({e}); worker_connections exhaustion goes undetected");
-                self.missing.push(prog::CLOSE_AFTER_ACCEPT.to_string());
-            }
+        Ok(())
+    }
+
+    /// Loads the tracepoint program `prog_name` and, unless `sampled`, attaches it to
+    /// `syscalls:<tracepoint>`; `sampled`, it is kept for the detail windows. The outer
+    /// error: the object lacks the program; the inner one: the kernel refused it.
+    fn load_or_attach(
+        &mut self,
+        prog_name: &str,
+        tracepoint: &str,
+        sampled: bool,
+    ) -> Result<Result<(), aya::programs::ProgramError>, ProbeError> {
+        let prog: &mut TracePoint = self
+            .ebpf
+            .program_mut(prog_name)
+            .ok_or_else(|| ProbeError::Missing(format!("program {prog_name}")))?
+            .try_into()?;
+        Ok(if sampled {
+            prog.load().map(|_| {
+                self.detail
+                    .push(windows::DetailProg::new(prog_name, tracepoint))
+            })
         } else {
-            self.missing.push(prog::CLOSE_AFTER_ACCEPT.to_string());
-        }
-        // Access-log opens (openat exits): only where writes are classified in the
-        // kernel, since it classifies the new fd the same way.
-        if self.fd_walk.is_ok() {
-            let attached = tracefs::has_event(tracefs_root, "syscalls", "sys_exit_openat")
-                && {
-                    let prog: &mut TracePoint = ebpf
-                        .program_mut(prog::ACCESS_LOG_OPEN)
-                        .ok_or_else(|| ProbeError::Missing("program access_log_open".into()))?
-                        .try_into()?;
-                    let res = if sampled {
-                        prog.load().map(|_| {
-                            detail.push(windows::DetailProg::new(
-                                prog::ACCESS_LOG_OPEN,
-                                "sys_exit_openat",
-                            ))
-                        })
-                    } else {
-                        prog.load()
-                            .and_then(|_| prog.attach("syscalls", "sys_exit_openat"))
-                            .map(|_| ())
-                    };
-                    match res {
-                        Ok(()) => true,
-                        Err(e) => {
-                            warn!("could not attach the access-log open counter ({e}); access logs reopened per request go undetected");
-                            false
-                        }
-                    }
-                };
-            self.counts_log_opens = attached;
-            if !attached {
-                self.missing.push("access_log_open".to_string());
-            }
-        }
+            prog.load()
+                .and_then(|_| prog.attach("syscalls", tracepoint))
+                .map(|_| ())
+        })
+    }
+
+    /// Loads the enter/exit tracepoints of the `selected` syscalls that tracefs has, and
+    /// attaches those of the continuous layer (all, unless `sampled`; see
+    /// [`Probe::attach`]); the others are kept for the detail windows.
+    ///
+    /// Errors: [`ProbeError::NothingAttached`] when none could be attached or kept.
+    fn attach_syscalls(
+        &mut self,
+        tracefs_root: &Path,
+        selected: &[usize],
+        sampled: bool,
+    ) -> Result<(), ProbeError> {
+        let detail = &mut self.detail;
+        let ebpf = &mut self.ebpf;
         let mut last_err = String::new();
         let (present, absent) = plan_syscall_tracepoints(selected, |name| {
             tracefs::has_event(tracefs_root, "syscalls", name)
@@ -552,7 +568,6 @@ impl Probe {
         for i in 0..TLS_STATS {
             self.tls.set(slot * TLS_STATS + i, zero()?, 0)?;
         }
-        self.last_wake.set(slot, 0u64, 0)?;
         self.log_opens
             .set(slot, PerCpuValues::try_from(vec![0u64; ncpus])?, 0)?;
         self.accepted
@@ -563,27 +578,29 @@ impl Probe {
             self.upstream
                 .set(slot * UPSTREAM_STATS + i, SyscallStats::ZERO, 0)?;
         }
-        self.up_call.set(
-            slot,
-            UpstreamCall {
-                fd1: 0,
-                start_ns: 0,
-                optval: 0,
-            },
-            0,
-        )?;
         self.last_accept.set(slot, 0u64, 0)?;
         self.accept_close.set(slot, 0u64, 0)?;
-        self.main_entry.set(
-            slot,
-            InFlight {
-                start_ns: 0,
-                syscall: 0,
-                fd_kind: 0,
-            },
-            0,
-        )?;
+        self.clear_calls_in_progress(slot)?;
         self.free_slots.push(slot, 0)?;
+        Ok(())
+    }
+
+    /// Zeroes what slot `slot`'s programs carry from one call to the next: the main
+    /// syscall's entry stamp, the last wake-up and the upstream connect in progress.
+    fn clear_calls_in_progress(&mut self, slot: u32) -> Result<(), ProbeError> {
+        let none = InFlight {
+            start_ns: 0,
+            syscall: 0,
+            fd_kind: 0,
+        };
+        self.main_entry.set(slot, none, 0)?;
+        self.last_wake.set(slot, 0u64, 0)?;
+        let no_call = UpstreamCall {
+            fd1: 0,
+            start_ns: 0,
+            optval: 0,
+        };
+        self.up_call.set(slot, no_call, 0)?;
         Ok(())
     }
 

@@ -3,11 +3,12 @@
 //! and its workers in /proc ([`target`]), finding the master without `--pid`
 //! ([`discover`]), the kernel features the programs need ([`kernel`]), nginx's
 //! listening sockets over sock_diag ([`listen`]), nginx's error log counted by message
-//! class ([`error_log`], its classes in [`error_log_classes`]), the workers' cgroup CPU quota ([`cgroup`]), the probe's own
+//! class ([`error_log`], nginx's wording read by [`error_log_classes`]), the workers'
+//! cgroup CPU quota ([`cgroup`]), the probe's own
 //! cost ([`selfcost`]), the recent window of snapshots for exporter verdicts
 //! ([`window`]), nginx's own stub_status counters ([`nginx_counters`]), and the
-//! [`tracker`] that keeps the worker set current and turns map
-//! snapshots into reports.
+//! [`tracker`] that keeps the worker set current and ends at a snapshot and the plain
+//! data a report needs (the model builds the report).
 
 pub mod access_log;
 pub mod btf;

@@ -40,39 +40,10 @@ pub const SYMBOLS: [&str; 7] = [
 /// has about 40 KB of each): a hostile binary cannot make the probe read gigabytes.
 pub(crate) const MAX_DYN_TABLE: u64 = 16 << 20;
 
-/// One read of the seven counters, as nginx holds them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StubRaw {
-    /// Connections accepted since nginx started (cumulative).
-    pub accepted: u64,
-    /// Connections given a free connection structure (cumulative); `accepted - handled`
-    /// are those nginx closed at once for lack of worker_connections.
-    pub handled: u64,
-    /// Client requests (cumulative; HTTP/1.x requests and HTTP/2 streams alike).
-    pub requests: u64,
-    /// Open client connections, waiting ones included (gauge).
-    pub active: u64,
-    /// Connections whose request header nginx is reading (gauge).
-    pub reading: u64,
-    /// Connections nginx is writing a response to (gauge).
-    pub writing: u64,
-    /// Idle keepalive connections (gauge).
-    pub waiting: u64,
-}
-
-impl StubRaw {
-    fn from_words(w: [u64; 7]) -> StubRaw {
-        StubRaw {
-            accepted: w[0],
-            handled: w[1],
-            requests: w[2],
-            active: w[3],
-            reading: w[4],
-            writing: w[5],
-            waiting: w[6],
-        }
-    }
-}
+/// One read of the seven counters, as nginx holds them: cumulative since nginx started
+/// (`accepted`, `handled`, `requests`) and gauges, in the model's shape
+/// (`StubCounts::from_words`; `rebases` and `failed_reads` stay 0).
+pub type StubRaw = StubCounts;
 
 /// What [`NginxCounters::read`] returns (defined in the model, which snapshots and
 /// reports are made of).
@@ -180,10 +151,7 @@ impl NginxCounters {
             .map_err(|e| format!("cannot read nginx's counters in /proc/{pid}/mem ({e})"))?;
         me.last_ptrs = ptrs;
         me.last = raw;
-        me.acc.active = raw.active;
-        me.acc.reading = raw.reading;
-        me.acc.writing = raw.writing;
-        me.acc.waiting = raw.waiting;
+        me.acc.take_gauges(&raw);
         Ok(me)
     }
 
@@ -198,7 +166,7 @@ impl NginxCounters {
             }
             vals[i] = read_word(&self.mem, ptrs[i])?;
         }
-        Ok((ptrs, StubRaw::from_words(vals)))
+        Ok((ptrs, StubCounts::from_words(vals)))
     }
 
     /// Reads the counters now and returns the counts since [`NginxCounters::open`]. A
@@ -214,21 +182,7 @@ impl NginxCounters {
     /// Adds the growth from the last read to `raw`; rebases when an address changed or
     /// a cumulative count went backwards.
     fn advance(&mut self, ptrs: [u64; 7], raw: StubRaw) {
-        let moved = ptrs != self.last_ptrs;
-        let back = raw.accepted < self.last.accepted
-            || raw.handled < self.last.handled
-            || raw.requests < self.last.requests;
-        if moved || back {
-            self.acc.rebases += 1;
-        } else {
-            self.acc.accepted += raw.accepted - self.last.accepted;
-            self.acc.handled += raw.handled - self.last.handled;
-            self.acc.requests += raw.requests - self.last.requests;
-        }
-        self.acc.active = raw.active;
-        self.acc.reading = raw.reading;
-        self.acc.writing = raw.writing;
-        self.acc.waiting = raw.waiting;
+        self.acc.advance(&self.last, &raw, ptrs != self.last_ptrs);
         self.last_ptrs = ptrs;
         self.last = raw;
     }

@@ -225,17 +225,8 @@ impl Tail {
         if want == 0 || file.seek(SeekFrom::Start(self.offset)).is_err() {
             return;
         }
-        let mut buf = vec![0u8; 64 << 10];
-        let mut left = want;
-        while left > 0 {
-            let n = (buf.len() as u64).min(left) as usize;
-            let got = match file.read(&mut buf[..n]) {
-                Ok(0) | Err(_) => break,
-                Ok(g) => g,
-            };
-            left -= got as u64;
-            self.offset += got as u64;
-            for &b in &buf[..got] {
+        let read = read_chunks(file, want, &mut |chunk| {
+            for &b in chunk {
                 if b == b'\n' {
                     line(&self.partial);
                     self.partial.clear();
@@ -247,8 +238,27 @@ impl Tail {
                     self.lines_cut += 1;
                 }
             }
-        }
+        });
+        self.offset += read;
     }
+}
+
+/// Reads at most `want` bytes of `file` from its current position, 64 KB at a time,
+/// handing each piece read to `chunk`; stops early at the file's end or a read error.
+/// Returns the bytes read.
+pub(crate) fn read_chunks(file: &mut File, want: u64, chunk: &mut dyn FnMut(&[u8])) -> u64 {
+    let mut buf = vec![0u8; 64 << 10];
+    let mut left = want;
+    while left > 0 {
+        let n = (buf.len() as u64).min(left) as usize;
+        let got = match file.read(&mut buf[..n]) {
+            Ok(0) | Err(_) => break,
+            Ok(g) => g,
+        };
+        left -= got as u64;
+        chunk(&buf[..got]);
+    }
+    want - left
 }
 
 /// What `link` points at now: Ok((dev, ino), path) for a regular file, or why it cannot

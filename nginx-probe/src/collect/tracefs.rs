@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::ProbeError;
+use crate::error::{KernelError, ProbeError};
 
 /// Where tracefs lives on current kernels.
 pub const TRACEFS: &str = "/sys/kernel/tracing";
@@ -13,7 +13,7 @@ pub const DEBUGFS_TRACING: &str = "/sys/kernel/debug/tracing";
 /// Returns the tracefs root, mounting tracefs at [`TRACEFS`] when neither location has
 /// it. The bool says whether this call mounted it (the caller tells the user).
 ///
-/// Errors: [`ProbeError::Tracefs`] when the mount fails.
+/// Errors: [`KernelError::TracefsMount`] when the mount fails.
 pub fn ensure_mounted() -> Result<(PathBuf, bool), ProbeError> {
     for root in [TRACEFS, DEBUGFS_TRACING] {
         if Path::new(root).join("events").is_dir() {
@@ -29,13 +29,11 @@ pub fn ensure_mounted() -> Result<(PathBuf, bool), ProbeError> {
             | nix::mount::MsFlags::MS_NOEXEC,
         None::<&str>,
     )
-    .map_err(|e| ProbeError::Tracefs(e.desc().to_string()))?;
+    .map_err(|e| KernelError::TracefsMount(e.desc().to_string()))?;
     if Path::new(TRACEFS).join("events").is_dir() {
         Ok((PathBuf::from(TRACEFS), true))
     } else {
-        Err(ProbeError::Tracefs(
-            "mounted, but events/ is missing".into(),
-        ))
+        Err(KernelError::TracefsMount("mounted, but events/ is missing".into()).into())
     }
 }
 

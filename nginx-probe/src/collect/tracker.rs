@@ -27,10 +27,11 @@ use crate::{
     },
 };
 
-#[path = "tracker_listen.rs"]
-mod listen_side;
-#[path = "tracker_nginx.rs"]
-mod nginx_side;
+mod fds;
+mod listen;
+mod nginx_errors;
+mod quota;
+mod workers;
 
 /// Seconds since the Unix epoch, now (ms precision): when a report's period ends.
 pub fn unix_now() -> f64 {
@@ -279,57 +280,12 @@ impl Tracker {
     /// Brings the worker set up to date: classifies the children the kernel started
     /// tracking on fork (workers stay; a new master or cache processes leave the
     /// filter), adds workers found only in `/proc`, and marks exited workers (their
-    /// counts stay). Returns the events this call added.
+    /// counts stay); then samples the listen queues, the error log, the CPU quota, the
+    /// workers' fds and CPU time, and the access logs. Returns the events this call
+    /// added.
     pub fn refresh(&mut self, probe: &mut Probe) -> Result<Vec<Event>, ProbeError> {
         // 1. Children the kernel added on fork.
-        for (tgid, slot) in probe.filter_entries() {
-            if self.workers.contains_key(&tgid) || self.ignored.contains(&tgid) {
-                continue;
-            }
-            let role = match target::role_of(tgid) {
-                Ok(r) => r,
-                Err(e) => {
-                    // Unknown for now: it stays tracked and is looked at again.
-                    self.proc_error(&e);
-                    continue;
-                }
-            };
-            match role {
-                Some(Role::Worker) => {
-                    self.pending.remove(&tgid);
-                    let info = self.worker_info(tgid, target::nspid_of(tgid), slot, true);
-                    self.workers.insert(tgid, info);
-                    self.event(EventKind::WorkerStarted, tgid);
-                }
-                Some(Role::Master) => {
-                    // Just forked and not yet retitled, or a new master (USR2 binary
-                    // upgrade execs a new nginx in the child). Decide on a second look.
-                    if !self.pending.insert(tgid) {
-                        self.pending.remove(&tgid);
-                        self.ignored.insert(tgid);
-                        probe.untrack(tgid);
-                        probe.recycle_slot(slot)?;
-                        self.event(EventKind::NewMaster, tgid);
-                    }
-                }
-                Some(_) => {
-                    // Cache manager/loader: not a worker.
-                    self.ignored.insert(tgid);
-                    probe.untrack(tgid);
-                    probe.recycle_slot(slot)?;
-                }
-                None => {
-                    // Gone before we could look: a child of the master that lived less
-                    // than a rescan. Keep what it did, as an exited worker.
-                    let info = self.worker_info(tgid, vec![tgid as i32], slot, false);
-                    self.workers.insert(tgid, info);
-                    probe.untrack(tgid);
-                    self.retire(probe, tgid, slot)?;
-                    self.event(EventKind::WorkerStarted, tgid);
-                    self.event(EventKind::WorkerExited, tgid);
-                }
-            }
-        }
+        self.adopt_forked(probe)?;
         // 2. Workers only /proc knows: those forked between the first scan and fork
         //    following being attached (the first refresh runs right after attach), or
         //    all new ones when fork following could not be attached. Scanning all of
@@ -340,27 +296,7 @@ impl Tracker {
             self.add_workers(probe, &live, true)?;
         }
         // 3. Exits: keep the final stats, free the slot.
-        let mut exited = Vec::new();
-        let mut errors = Vec::new();
-        for info in self.workers.values_mut().filter(|w| w.alive) {
-            match target::alive(info.pid) {
-                Ok(true) => {}
-                Ok(false) => {
-                    info.alive = false;
-                    probe.untrack(info.pid);
-                    exited.push((info.pid, info.slot));
-                }
-                // Not a fact about the worker: it stays alive and is looked at again.
-                Err(e) => errors.push(e),
-            }
-        }
-        for e in errors {
-            self.proc_error(&e);
-        }
-        for (pid, slot) in exited {
-            self.retire(probe, pid, slot)?;
-            self.event(EventKind::WorkerExited, pid);
-        }
+        self.retire_exited(probe)?;
         // 4. The listen queues (their ports tell client sockets from upstream ones),
         //    nginx's error log, the CPU quota.
         let ports = self.sample_listen();
@@ -373,118 +309,14 @@ impl Tracker {
         //    workers at once; exited workers' entries are dropped.
         self.refreshes += 1;
         let full_scan = self.refreshes % 4 == 1;
-        let live_pids: Vec<u32> = self
-            .workers
-            .values()
-            .filter(|w| w.alive)
-            .map(|w| w.pid)
-            .collect();
-        let gone: Vec<u32> = self
-            .fd_kinds
-            .keys()
-            .copied()
-            .filter(|p| !live_pids.contains(p))
-            .collect();
-        for pid in gone {
-            for fd in self.fd_kinds.remove(&pid).unwrap_or_default().into_keys() {
-                probe.clear_fd_kind(pid, fd);
-            }
-        }
-        self.log_fds.retain(|p, _| live_pids.contains(p));
-        if full_scan {
-            // The error log's inode: writes to it are error-log writes, whatever fd
-            // they go through (classified in the kernel).
-            self.register_error_logs(probe)?;
-        }
-        for pid in live_pids {
-            if !full_scan && self.fd_kinds.contains_key(&pid) {
-                continue;
-            }
-            let now: BTreeMap<u32, (u32, String)> = target::classify_fds(pid)
-                .into_iter()
-                .map(|(fd, k, path)| (fd, (k, path)))
-                .collect();
-            self.log_fds.insert(
-                pid,
-                now.iter()
-                    .filter(|(_, (k, _))| {
-                        use nginx_probe_common::fd_kind;
-                        matches!(*k, fd_kind::ACCESS_LOG | fd_kind::ERROR_LOG)
-                    })
-                    .map(|(fd, (k, _))| (*fd, *k))
-                    .collect(),
-            );
-            let files = now
-                .values()
-                .filter(|(k, _)| {
-                    use nginx_probe_common::fd_kind;
-                    matches!(*k, fd_kind::ACCESS_LOG | fd_kind::ERROR_LOG | fd_kind::FILE)
-                })
-                .count() as u64;
-            let non_sockets = now.len() as u64;
-            if let Some(info) = self.workers.get_mut(&pid) {
-                info.fds.files = Some(files);
-                info.fds.files_peak = Some(info.fds.files_peak.unwrap_or(0).max(files));
-                if let (Some(open), _) = target::fd_usage(pid) {
-                    let sockets = open.saturating_sub(non_sockets);
-                    info.fds.sockets = Some(sockets);
-                    info.fds.sockets_peak = Some(info.fds.sockets_peak.unwrap_or(0).max(sockets));
-                }
-            }
-            let known = self.fd_kinds.entry(pid).or_default();
-            for fd in known.keys().copied().collect::<Vec<_>>() {
-                if !now.contains_key(&fd) {
-                    known.remove(&fd);
-                    probe.clear_fd_kind(pid, fd);
-                }
-            }
-            for (fd, (kind, path)) in now {
-                if probe.fd_walk.is_err() && known.get(&fd) != Some(&kind) {
-                    probe.set_fd_kind(pid, fd, kind)?;
-                    known.insert(fd, kind);
-                }
-                match kind {
-                    nginx_probe_common::fd_kind::ACCESS_LOG => {
-                        self.log_paths.insert(path, "access_log");
-                    }
-                    nginx_probe_common::fd_kind::ERROR_LOG => {
-                        self.log_paths.insert(path, "error_log");
-                    }
-                    _ => {}
-                }
-            }
-        }
+        self.classify_worker_fds(probe, full_scan)?;
         // 6. fd usage and CPU time of the live workers.
-        for info in self.workers.values_mut().filter(|w| w.alive) {
-            info.cpu_ticks.sample(target::cpu_ticks(info.pid));
-            info.run_delay_ns.sample(target::run_delay_ns(info.pid));
-            let (open, limit) = target::fd_usage(info.pid);
-            info.fds.open = open.or(info.fds.open);
-            info.fds.limit = limit.or(info.fds.limit);
-            info.fds.peak = match (info.fds.peak, open) {
-                (Some(p), Some(o)) => Some(p.max(o)),
-                (p, o) => p.or(o),
-            };
-        }
+        self.sample_worker_usage();
         // 7. The access logs, through the fds just classified (looked up again every 2 s).
         //    After a worker started (a reload, a respawn) the configuration is read
         //    again first (bounded, once): the new workers' lines may be in formats or
         //    files only it names, and the report quotes what they run.
-        let started = self
-            .fresh
-            .iter()
-            .any(|e| matches!(e.event, EventKind::WorkerStarted));
-        if started {
-            let pids: Vec<u32> = self
-                .workers
-                .iter()
-                .filter(|(_, w)| w.alive)
-                .map(|(&p, _)| p)
-                .collect();
-            let cfg = crate::collect::config::read_for_master(self.master.pid, &pids);
-            self.set_config(cfg);
-        }
-        self.access_logs.poll(&self.log_fds, full_scan || started);
+        self.follow_access_logs(full_scan);
         let addrs = self.listen.values().map(|l| l.addr.as_str());
         self.lifecycle
             .refresh(&self.workers, addrs, probe, unix_now());
@@ -701,7 +533,7 @@ impl Tracker {
                 self.master.pid,
                 &crate::collect::listen::socket_inodes(self.master.pid),
             ),
-            nginx_errors: self.errors_report(summary),
+            nginx_errors: self.error_log_inputs(summary),
             access_log: self.access_logs.report(summary),
             cpu_quota: self.quota_inputs(),
             config: self.config.as_ref(),

@@ -4,7 +4,7 @@
 
 use std::{fs::FileType, io::Write as _, os::unix::fs::FileTypeExt as _, path::Path};
 
-use crate::error::ProbeError;
+use crate::error::{ProbeError, UsageError};
 
 /// Words for a file type in an error line: `a FIFO`, `a character device`, ...
 pub fn kind_of(ft: &FileType) -> &'static str {
@@ -45,14 +45,17 @@ pub fn check_output(path: &Path) -> Result<(), String> {
 /// 0644, umask applies), synced, then renamed over `out`, so that a failed write (no
 /// such directory, no permission, a full disk) leaves `out` as it was. `flag` names the
 /// option that gave the path in the one-line error (`--html`). Errors:
-/// [`ProbeError::Usage`] (exit code 2): `out` is a directory, a device node, FIFO or
+/// [`ProbeError::Usage`] ([`UsageError::OutputUnwritable`], exit code 2): `out` is a directory, a device node, FIFO or
 /// socket (never replaced), or the write failed.
 pub fn write_atomic(out: &Path, bytes: &[u8], flag: &str) -> Result<(), ProbeError> {
     let shown = out.display().to_string();
-    let fail = |e: &dyn std::fmt::Display| {
-        ProbeError::Usage(format!(
-            "{flag} {shown}: cannot write it ({e}): choose a writable file path"
-        ))
+    let fail = |e: &dyn std::fmt::Display| -> ProbeError {
+        UsageError::OutputUnwritable {
+            flag: flag.to_string(),
+            path: shown.clone(),
+            reason: e.to_string(),
+        }
+        .into()
     };
     if out.is_dir() {
         return Err(fail(&"it is a directory"));

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::error::ProbeError;
+use crate::error::{ProbeError, UsageError};
 use crate::io::output::Sink;
 use crate::model::{Report, SCHEMA_VERSION};
 use crate::safe;
@@ -417,19 +417,20 @@ pub fn side_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ProbeError> {
                 .collect();
             runs.sort();
             if runs.is_empty() {
-                return Err(ProbeError::Usage(format!(
-                    "{}: a directory with no *.jsonl recording in it",
-                    p.display()
-                )));
+                return Err(UsageError::NoRecordingsIn {
+                    dir: p.display().to_string(),
+                }
+                .into());
             }
             out.extend(runs);
         } else {
             out.push(p.clone());
         }
         if out.len() > MAX_RUNS_PER_SIDE {
-            return Err(ProbeError::Usage(format!(
-                "more than {MAX_RUNS_PER_SIDE} runs on one side of compare"
-            )));
+            return Err(UsageError::TooManyRuns {
+                max: MAX_RUNS_PER_SIDE,
+            }
+            .into());
         }
     }
     Ok(out)
@@ -459,20 +460,18 @@ pub const RECORD_QUEUE: usize = 64;
 pub fn create(path: &Path, header: &Header) -> Result<Sink, ProbeError> {
     use std::io::Write as _;
     let shown = path.display().to_string();
-    let fail = |e: std::io::Error| {
-        ProbeError::Usage(format!(
-            "--record {shown}: cannot write it ({e}): choose a writable path with free space"
-        ))
+    let fail = |reason: std::io::Error| -> ProbeError {
+        UsageError::RecordUnwritable {
+            path: shown.clone(),
+            reason,
+        }
+        .into()
     };
     if path.is_dir() {
-        return Err(ProbeError::Usage(format!(
-            "--record {shown}: it is a directory: give the path of a new file in it"
-        )));
+        return Err(UsageError::RecordIsDirectory { path: shown }.into());
     }
     if let Err(what) = crate::io::files::check_output(path) {
-        return Err(ProbeError::Usage(format!(
-            "--record {shown}: {what}: give the path of a new file"
-        )));
+        return Err(UsageError::RecordNotAFile { path: shown, what }.into());
     }
     // Never over an earlier recording: a reused "before" name would destroy a baseline.
     let mut f = std::fs::OpenOptions::new()
@@ -481,9 +480,10 @@ pub fn create(path: &Path, header: &Header) -> Result<Sink, ProbeError> {
         .open(path)
         .map_err(|e| {
             if e.kind() == std::io::ErrorKind::AlreadyExists {
-                ProbeError::Usage(format!(
-                    "--record {shown}: it exists, and a recording is never overwritten: choose a new name or remove it"
-                ))
+                UsageError::RecordExists {
+                    path: shown.clone(),
+                }
+                .into()
             } else {
                 fail(e)
             }

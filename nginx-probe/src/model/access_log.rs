@@ -29,6 +29,7 @@ const MAX_MS: u64 = 3_600_000;
 pub struct StatusCounts {
     /// Status code -> count (at most [`MAX_STATUSES`] codes; others in `other_codes`).
     pub codes: BTreeMap<u16, u64>,
+    /// Lines of the codes past the bound.
     pub other_codes: u64,
 }
 
@@ -112,8 +113,11 @@ pub struct TimeReport {
     pub count: u64,
     /// Quantiles, seconds (HDR histogram, within 1% of the logged values).
     pub p50_s: f64,
+    /// p90, seconds.
     pub p90_s: f64,
+    /// p99, seconds.
     pub p99_s: f64,
+    /// The longest value logged, seconds.
     pub max_s: f64,
     /// log2 histogram: (upper bound ms, a power of two; values in (bound/2, bound]).
     pub log2_ms: Vec<(u64, u64)>,
@@ -134,7 +138,9 @@ struct Peer {
 pub struct Outcomes {
     /// Lines read in a known format.
     pub lines: u64,
+    /// Lines by `$status`.
     pub statuses: StatusCounts,
+    /// `$request_time` of the lines that log it.
     pub request_time: Times,
     /// Server name -> (lines, statuses); at most [`MAX_NAMES`], the rest in `other`.
     servers: BTreeMap<String, StatusCounts>,
@@ -144,6 +150,7 @@ pub struct Outcomes {
     /// Requests that tried more than one upstream peer (`$upstream_addr` with more
     /// than one item), and those among them whose client status was below 500.
     pub retried: u64,
+    /// Of `retried`, those the client got with a status below 500.
     pub retried_ok: u64,
     /// `$request_time` of the retried requests.
     pub retried_time: Times,
@@ -292,8 +299,11 @@ pub struct AccessLogFileReport {
     /// Lines read in a known format, and the others: not in any of its formats,
     /// ambiguous (see `model::access_log_format`), cut at the line limit.
     pub lines: u64,
+    /// Lines in none of its formats.
     pub unparsed: u64,
+    /// Lines more than one of its formats read differently (not counted).
     pub ambiguous: u64,
+    /// Lines cut at the line limit (classified from their start).
     pub lines_cut: u64,
     /// Bytes not read (the reader fell too far behind, or the file was truncated).
     pub bytes_skipped: u64,
@@ -320,7 +330,9 @@ impl ServerOutcomeReport {
 pub struct ServerOutcomeReport {
     /// `$server_name`/`$host` as logged (raw; `other` for the rest).
     pub server: String,
+    /// Lines logged for it in the period.
     pub requests: u64,
+    /// Those lines by status class (`2xx`, `3xx`, `4xx`, `499`, `5xx`).
     pub classes: BTreeMap<String, u64>,
 }
 
@@ -333,8 +345,10 @@ pub struct UpstreamOutcomeReport {
     pub tries: u64,
     /// `$upstream_status` -> count.
     pub statuses: BTreeMap<String, u64>,
+    /// `$upstream_response_time` of its tries, seconds; None when not logged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_time: Option<TimeReport>,
+    /// `$upstream_connect_time` of its tries, seconds; None when not logged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connect_time: Option<TimeReport>,
 }
@@ -342,6 +356,7 @@ pub struct UpstreamOutcomeReport {
 /// The report's `access_log` section: what the clients got, per nginx's access log.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct AccessLogReport {
+    /// Each access log file read, with its formats and the reader's bounds.
     pub files: Vec<AccessLogFileReport>,
     /// Access logs not read, one line each with why (`off`, `syslog:`, a variable in
     /// the path, a format that cannot be read exactly).
@@ -352,17 +367,21 @@ pub struct AccessLogReport {
     /// `$status` -> count, and the classes (`2xx`, `3xx`, `4xx` without 499, `499`,
     /// `5xx`).
     pub statuses: BTreeMap<String, u64>,
+    /// Lines by status class (`2xx`, `3xx`, `4xx` without 499, `499`, `5xx`).
     pub classes: BTreeMap<String, u64>,
     /// `$request_time`; None when no format read logs it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_time: Option<TimeReport>,
+    /// Outcomes by server name (`$server_name`/`$host`); empty when no format logs it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub servers: Vec<ServerOutcomeReport>,
+    /// Outcomes by upstream peer (`$upstream_addr`); empty when no format logs it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub upstreams: Vec<UpstreamOutcomeReport>,
     /// Requests logged with more than one upstream peer tried, and those of them that
     /// the client got with a status below 500 (a retry that worked is slow, not failed).
     pub retried: u64,
+    /// Of `retried`, those the client got with a status below 500.
     pub retried_ok: u64,
     /// Their `$request_time` (what the retries cost the clients); None when not logged.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -95,8 +95,11 @@ pub struct Fields<'a> {
     pub server: Option<&'a str>,
     /// The `$upstream_*` lists as logged (see [`list_items`]).
     pub upstream_addr: Option<&'a str>,
+    /// `$upstream_status` as logged.
     pub upstream_status: Option<&'a str>,
+    /// `$upstream_response_time` as logged.
     pub upstream_response_time: Option<&'a str>,
+    /// `$upstream_connect_time` as logged.
     pub upstream_connect_time: Option<&'a str>,
 }
 

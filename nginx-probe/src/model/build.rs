@@ -16,12 +16,13 @@ use crate::model::{
     listen::{listen_reports, ListenInputs},
     log_files::{stale_logs, LogFileSample},
     nginx::{cpu_quota_report, QuotaInputs},
+    nginx_errors::{nginx_errors_report, ErrorLogInputs},
     quic::QuicReport,
     sampling::{AcceptsCheck, Coverage, DetailReport, Sampler},
     snapshot::{Snapshot, MERGED_KEY},
     worker_lifecycle::{lifecycle_report, ExitHistory, WorkerLifecycle},
-    Event, MergedReport, NginxErrorsReport, Report, ReportKind, RequestSource, SlotStats,
-    StubStatusReport, WorkerInfo, WorkerReport, WriteSource, SCHEMA_VERSION, ZERO_SLOT,
+    Event, MergedReport, Report, ReportKind, RequestSource, SlotStats, StubStatusReport,
+    WorkerInfo, WorkerReport, WriteSource, SCHEMA_VERSION, ZERO_SLOT,
 };
 
 /// The exited workers merged into one aggregate (beyond `collect::tracker`'s
@@ -33,6 +34,7 @@ pub struct MergedInputs {
     /// Their CPU time since attach, clock ticks (`/proc/<pid>/stat` utime + stime),
     /// and time waiting for a CPU, ns (`/proc/<pid>/schedstat` run_delay).
     pub cpu_ticks: u64,
+    /// Their time waiting for a CPU since attach, ns (`/proc/<pid>/schedstat` run_delay).
     pub run_delay_ns: u64,
 }
 
@@ -43,6 +45,7 @@ pub struct MergedInputs {
 pub struct PeriodInputs<'a> {
     /// The traced master's host pid and its `NSpid` (`/proc/<pid>/status`).
     pub master_pid: u32,
+    /// The master's `NSpid` (`/proc/<pid>/status`): its pid in each pid namespace.
     pub master_nspid: &'a [i32],
     /// Every worker the tracker lists, by pid (exited ones until merged away).
     pub workers: &'a BTreeMap<u32, WorkerInfo>,
@@ -70,11 +73,14 @@ pub struct PeriodInputs<'a> {
     /// `/proc` reads that failed for another reason than a process being gone: counts
     /// since attach.
     pub untracked: u64,
+    /// Events dropped from the tracker's list to bound memory, since attach.
     pub events_dropped: u64,
+    /// `/proc` reads that failed for another reason than a process being gone, since attach.
     pub proc_errors: u64,
     /// Worker events kept since attach (the summary's), and those since the current
     /// interval started (the others').
     pub events: &'a [Event],
+    /// Worker events since the current interval started (the interval reports').
     pub interval_events: &'a [Event],
     /// With `--detail sampled`: the windows' schedule and cost.
     pub sampling: Option<&'a Sampler>,
@@ -88,9 +94,9 @@ pub struct PeriodInputs<'a> {
     /// nginx's UDP listening ports (`/proc/<pid>/net/udp{,6}` matched to the master's
     /// socket fds), read when the report is built.
     pub udp_ports: Vec<u16>,
-    /// The error log's part of the report for this period (`collect::error_log`'s
-    /// counts by class since attach or in the interval).
-    pub nginx_errors: NginxErrorsReport,
+    /// The error log as the reader knows it for this period (`collect::error_log`'s
+    /// counts by class since attach or in the interval), built into `nginx_errors`.
+    pub nginx_errors: ErrorLogInputs<'a>,
     /// The workers' CPU quota; None: none or unreadable.
     pub cpu_quota: Option<QuotaInputs<'a>>,
     /// nginx's configuration as read at attach or after the last reload.
@@ -120,6 +126,34 @@ struct Period<'a> {
     duration_s: f64,
     summary: bool,
     window: bool,
+}
+
+impl Period<'_> {
+    /// One worker's row over the period (`model::worker_report` with how things are
+    /// counted); access-log opens are unknown where the kernel does not count them.
+    fn worker_row(
+        &self,
+        w: &WorkerInfo,
+        s: &SlotStats,
+        total_accepts: u64,
+        detail_s: f64,
+    ) -> WorkerReport {
+        let inputs = self.inputs;
+        let mut r = model::worker_report(
+            w,
+            s,
+            total_accepts,
+            inputs.request_source,
+            self.duration_s,
+            detail_s,
+            inputs.traced,
+            inputs.write_source,
+        );
+        if !inputs.counts_log_opens {
+            r.access_log_opens = None;
+        }
+        r
+    }
 }
 
 /// Builds the report for the period between `prev` (None = attach, all zero) and `cur`,
@@ -167,13 +201,7 @@ pub fn report(
     let workers = worker_rows(&p, &per_worker, total_accepts, detail_s);
     let exited_merged = merged_row(&p, merged.as_ref(), total_accepts, detail_s);
     let stub_status = stub_status(&p);
-    let mut all_stats = ZERO_SLOT;
-    for (_, s) in &per_worker {
-        model::add_slot(&mut all_stats, s);
-    }
-    if let Some(m) = &merged {
-        model::add_slot(&mut all_stats, m);
-    }
+    let all_stats = sum_slots(&per_worker, merged.as_ref());
     let requests = model::request_totals(
         stub_status.as_ref(),
         inputs.request_source,
@@ -184,16 +212,8 @@ pub fn report(
     );
     let mut tls = tls(inputs, &all_stats, detail.is_some());
     let mut requests = requests;
-    // nginx's UDP listeners (QUIC): requests and handshakes include connections no
-    // accept returned, so per connection is over both (nginx's accepted counter), or
-    // unknown when that counter is.
     if let Some(q) = &quic {
-        let all = q.connections.map(|n| n + total_accepts).filter(|n| *n > 0);
-        let per = |x: u64| all.map(|n| model::round3(x as f64 / n as f64));
-        requests.per_connection = requests.count.and_then(per);
-        if let Some(t) = tls.as_mut() {
-            t.per_connection = per(t.handshakes);
-        }
+        per_connection_with_quic(q, total_accepts, &mut requests, tls.as_mut());
     }
     let lifecycle = lifecycle_report(
         &inputs.exit_history,
@@ -217,6 +237,35 @@ pub fn report(
         quic,
     };
     assemble(&p, parts, missing, end_reason)
+}
+
+/// The counters of every worker of the period, the merged aggregate's included.
+fn sum_slots(per_worker: &[(&WorkerInfo, SlotStats)], merged: Option<&SlotStats>) -> SlotStats {
+    let mut all = ZERO_SLOT;
+    for (_, s) in per_worker {
+        model::add_slot(&mut all, s);
+    }
+    if let Some(m) = merged {
+        model::add_slot(&mut all, m);
+    }
+    all
+}
+
+/// nginx's UDP listeners (QUIC): requests and handshakes include connections no accept
+/// returned, so per connection is over both (nginx's accepted counter), or unknown when
+/// that counter is.
+fn per_connection_with_quic(
+    q: &QuicReport,
+    total_accepts: u64,
+    requests: &mut model::RequestTotals,
+    tls: Option<&mut model::TlsReport>,
+) {
+    let all = q.connections.map(|n| n + total_accepts).filter(|n| *n > 0);
+    let per = |x: u64| all.map(|n| model::round3(x as f64 / n as f64));
+    requests.per_connection = requests.count.and_then(per);
+    if let Some(t) = tls {
+        t.per_connection = per(t.handshakes);
+    }
 }
 
 /// Each listed worker's change between the snapshots, and the merged aggregate's.
@@ -331,19 +380,7 @@ fn worker_rows(
             };
             let cpu_s = cpu_ticks.map(|t| t as f64 / tck);
             let run_delay_s = run_delay_ns.map(|ns| ns as f64 / 1e9);
-            let mut r = model::worker_report(
-                w,
-                s,
-                total_accepts,
-                inputs.request_source,
-                p.duration_s,
-                detail_s,
-                inputs.traced,
-                inputs.write_source,
-            );
-            if !inputs.counts_log_opens {
-                r.access_log_opens = None;
-            }
+            let mut r = p.worker_row(w, s, total_accepts, detail_s);
             r.lifecycle = inputs
                 .worker_lifecycles
                 .get(&w.pid)
@@ -388,19 +425,7 @@ fn merged_row(
         cpu_ticks: Default::default(),
         run_delay_ns: Default::default(),
     };
-    let mut stats = model::worker_report(
-        &info,
-        d,
-        total_accepts,
-        inputs.request_source,
-        p.duration_s,
-        detail_s,
-        inputs.traced,
-        inputs.write_source,
-    );
-    if !inputs.counts_log_opens {
-        stats.access_log_opens = None;
-    }
+    let mut stats = p.worker_row(&info, d, total_accepts, detail_s);
     if p.summary {
         stats.cpu_s = Some(model::round3(m.cpu_ticks as f64 / tck));
         stats.run_delay_s = Some(model::round3(m.run_delay_ns as f64 / 1e9));
@@ -536,7 +561,7 @@ fn assemble(p: &Period, parts: Parts, missing: &[String], end_reason: Option<Str
             .collect(),
         drops: drops(p),
         exited_merged: parts.exited_merged,
-        nginx_errors: Some(inputs.nginx_errors.clone()),
+        nginx_errors: Some(nginx_errors_report(&inputs.nginx_errors)),
         cpu_quota: inputs.cpu_quota.map(|q| cpu_quota_report(&q, p.summary)),
         traced_syscalls: inputs
             .traced

@@ -93,7 +93,7 @@ fn build(
             base_interval: None,
         },
         udp_ports: Vec::new(),
-        nginx_errors: NginxErrorsReport::default(),
+        nginx_errors: Default::default(),
         cpu_quota: None,
         config: None,
         log_paths: &log_paths,

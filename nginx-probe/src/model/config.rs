@@ -88,12 +88,17 @@ pub struct ListenValue {
     pub address: String,
     /// `backlog=`; None: nginx's default (511 on Linux).
     pub backlog: Option<String>,
+    /// `reuseport`: one listening socket per worker.
     pub reuseport: bool,
+    /// `ssl`.
     pub ssl: bool,
+    /// `http2`.
     pub http2: bool,
+    /// `quic` (HTTP/3, UDP).
     pub quic: bool,
     /// `file:line` or [`DEFAULT`].
     pub at: String,
+    /// The file changed after the load: the value may not be what nginx runs.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub not_loaded: bool,
 }
@@ -116,6 +121,7 @@ pub struct AccessLogValue {
     pub condition: Option<String>,
     /// `file:line` or [`DEFAULT`].
     pub at: String,
+    /// The file changed after the load: the value may not be what nginx runs.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub not_loaded: bool,
 }
@@ -173,7 +179,9 @@ pub struct UpstreamServer {
 /// are in [`ConfigReport::values`] with scope `upstream <name>`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct UpstreamValue {
+    /// The upstream's name.
     pub name: String,
+    /// Its `server` lines.
     pub servers: Vec<UpstreamServer>,
     /// `file:line` of the block.
     pub at: String,
@@ -206,7 +214,9 @@ pub struct ConfigReport {
     /// upstreams, then the effective proxy settings of each location with
     /// `proxy_pass`.
     pub values: Vec<ConfigValue>,
+    /// Every `listen` of the http servers.
     pub listens: Vec<ListenValue>,
+    /// Every `access_log`, at any level (nginx's default where a server has none).
     pub access_logs: Vec<AccessLogValue>,
     /// `error_log` at the main level (the default when none).
     pub error_logs: Vec<ConfigValue>,
@@ -216,6 +226,7 @@ pub struct ConfigReport {
     /// `error_logs`).
     #[serde(skip)]
     pub log_paths: Vec<LogPath>,
+    /// Every `upstream` block of the http block.
     pub upstreams: Vec<UpstreamValue>,
     /// Every `log_format` of the http block, whole (the `values` list cuts it), for
     /// reading the access logs. Not in the JSON (its name is in `values`).
@@ -226,6 +237,7 @@ pub struct ConfigReport {
 /// One `log_format`: its strings concatenated as nginx does.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct LogFormatValue {
+    /// The format's name.
     pub name: String,
     /// `default`, `json` or `none` (`escape=`).
     pub escape: String,
@@ -420,6 +432,63 @@ fn find<'a>(block: &'a [Directive], name: &str) -> Option<&'a Directive> {
 }
 
 impl Eval<'_> {
+    /// nginx's default access log, where a server has no access_log of its own nor one
+    /// inherited from `http` (ngx_http_log_merge_loc_conf): with every server setting
+    /// one, the default file is never opened.
+    fn default_access_log(&mut self, http: &[Directive], build: &BuildDefaults) {
+        let a_server_without = !http.iter().any(|d| d.name == "access_log")
+            && (!http.iter().any(|d| d.name == "server")
+                || http.iter().any(|d| {
+                    d.name == "server"
+                        && d.block
+                            .as_ref()
+                            .is_none_or(|b| !b.iter().any(|x| x.name == "access_log"))
+                }));
+        if a_server_without {
+            let path = build
+                .http_log
+                .clone()
+                .unwrap_or_else(|| "logs/access.log".to_string());
+            self.out.access_logs.push(AccessLogValue {
+                scope: "http".to_string(),
+                path,
+                format: "combined".to_string(),
+                at: DEFAULT.to_string(),
+                ..Default::default()
+            });
+        }
+    }
+
+    /// The main `error_log`s as values (`path level`, `error` by default), or the
+    /// compiled-in default when there is none.
+    fn error_logs(&mut self, main: &[Directive], build: &BuildDefaults) {
+        for d in main
+            .iter()
+            .filter(|d| d.name == "error_log")
+            .take(MAX_VALUES)
+        {
+            let mut v = self.value("main", d);
+            let level = d
+                .args
+                .get(1)
+                .cloned()
+                .unwrap_or_else(|| "error".to_string());
+            v.value = format!("{} {level}", d.args.first().cloned().unwrap_or_default());
+            self.out.error_logs.push(v);
+        }
+        if self.out.error_logs.is_empty() {
+            let path = build
+                .error_log
+                .clone()
+                .unwrap_or_else(|| "logs/error.log".to_string());
+            self.out.error_logs.push(self.default_value(
+                "error_log",
+                "main",
+                &format!("{path} error"),
+            ));
+        }
+    }
+
     fn value(&self, scope: &str, d: &Directive) -> ConfigValue {
         let (at, not_loaded) = at(self.files, d);
         let value = match d.name.as_str() {
@@ -713,53 +782,12 @@ pub fn evaluate(main: &[Directive], files: &[ConfigFile], build: &BuildDefaults)
         let v = e.value("http", d);
         e.push(v);
     }
-    for d in http.iter().filter(|d| d.name == "log_format").take(64) {
-        let (Some(name), rest) = (d.args.first(), d.args.get(1..).unwrap_or_default()) else {
-            continue;
-        };
-        let (escape, strings) = match rest.first().and_then(|a| a.strip_prefix("escape=")) {
-            Some(x) => (x.to_string(), &rest[1..]),
-            None => ("default".to_string(), rest),
-        };
-        let mut format = String::new();
-        for s in strings {
-            if format.len() + s.len() > MAX_FORMAT_CHARS {
-                break;
-            }
-            format.push_str(s);
-        }
-        e.out.log_formats.push(LogFormatValue {
-            name: name.clone(),
-            escape,
-            format,
-            at: at(files, d).0,
-        });
-    }
+    let formats = http.iter().filter(|d| d.name == "log_format").take(64);
+    e.out
+        .log_formats
+        .extend(formats.filter_map(|d| log_format(files, d)));
     if http_d.is_some() {
-        // nginx creates its default access log where a server has no access_log of its
-        // own nor one inherited from http (ngx_http_log_merge_loc_conf): with every
-        // server setting one, the default file is never opened.
-        let a_server_without = !http.iter().any(|d| d.name == "access_log")
-            && (!http.iter().any(|d| d.name == "server")
-                || http.iter().any(|d| {
-                    d.name == "server"
-                        && d.block
-                            .as_ref()
-                            .is_none_or(|b| !b.iter().any(|x| x.name == "access_log"))
-                }));
-        if a_server_without {
-            let path = build
-                .http_log
-                .clone()
-                .unwrap_or_else(|| "logs/access.log".to_string());
-            e.out.access_logs.push(AccessLogValue {
-                scope: "http".to_string(),
-                path,
-                format: "combined".to_string(),
-                at: DEFAULT.to_string(),
-                ..Default::default()
-            });
-        }
+        e.default_access_log(http, build);
         e.access_logs("http", http);
     }
     for d in http {
@@ -769,52 +797,60 @@ pub fn evaluate(main: &[Directive], files: &[ConfigFile], build: &BuildDefaults)
             _ => {}
         }
     }
-    for d in main
-        .iter()
-        .filter(|d| d.name == "error_log")
-        .take(MAX_VALUES)
-    {
-        let mut v = e.value("main", d);
-        let level = d
-            .args
-            .get(1)
-            .cloned()
-            .unwrap_or_else(|| "error".to_string());
-        v.value = format!("{} {level}", d.args.first().cloned().unwrap_or_default());
-        e.out.error_logs.push(v);
+    e.error_logs(main, build);
+    e.out.log_paths = log_paths_and_defaults(files, main, &e.out);
+    e.out.prefix = build.prefix.clone();
+    e.out
+}
+
+/// One `log_format` directive `d` as a value: its name, `escape=`, and its strings
+/// joined (at most [`MAX_FORMAT_CHARS`]); None without a name.
+fn log_format(files: &[ConfigFile], d: &Directive) -> Option<LogFormatValue> {
+    let (Some(name), rest) = (d.args.first(), d.args.get(1..).unwrap_or_default()) else {
+        return None;
+    };
+    let (escape, strings) = match rest.first().and_then(|a| a.strip_prefix("escape=")) {
+        Some(x) => (x.to_string(), &rest[1..]),
+        None => ("default".to_string(), rest),
+    };
+    let mut format = String::new();
+    for s in strings {
+        if format.len() + s.len() > MAX_FORMAT_CHARS {
+            break;
+        }
+        format.push_str(s);
     }
-    if e.out.error_logs.is_empty() {
-        let path = build
-            .error_log
-            .clone()
-            .unwrap_or_else(|| "logs/error.log".to_string());
-        e.out
-            .error_logs
-            .push(e.default_value("error_log", "main", &format!("{path} error")));
-    }
+    Some(LogFormatValue {
+        name: name.clone(),
+        escape,
+        format,
+        at: at(files, d).0,
+    })
+}
+
+/// The paths of the logs the tree `main` names, then nginx's defaults where nothing is
+/// set (`out`'s access and error logs at `default`).
+fn log_paths_and_defaults(
+    files: &[ConfigFile],
+    main: &[Directive],
+    out: &ConfigReport,
+) -> Vec<LogPath> {
     let mut paths = Vec::new();
     log_paths(files, main, &mut paths);
     // nginx's defaults where nothing is set (the first word of the default error
     // log's value is its path).
-    let defaults = e
-        .out
+    let defaults = out
         .access_logs
         .iter()
         .filter(|a| a.at == DEFAULT)
         .map(|a| ("access_log", a.path.clone()))
-        .chain(
-            e.out
-                .error_logs
-                .iter()
-                .filter(|v| v.at == DEFAULT)
-                .map(|v| {
-                    let path = v
-                        .value
-                        .rsplit_once(' ')
-                        .map_or(v.value.as_str(), |(p, _)| p);
-                    ("error_log", path.to_string())
-                }),
-        );
+        .chain(out.error_logs.iter().filter(|v| v.at == DEFAULT).map(|v| {
+            let path = v
+                .value
+                .rsplit_once(' ')
+                .map_or(v.value.as_str(), |(p, _)| p);
+            ("error_log", path.to_string())
+        }));
     for (kind, path) in defaults {
         paths.push(LogPath {
             kind,
@@ -822,9 +858,7 @@ pub fn evaluate(main: &[Directive], files: &[ConfigFile], build: &BuildDefaults)
             at: DEFAULT.to_string(),
         });
     }
-    e.out.log_paths = paths;
-    e.out.prefix = build.prefix.clone();
-    e.out
+    paths
 }
 
 /// Whether an access log's path (an `access_log` directive of `cfg`) has variables

@@ -51,9 +51,11 @@ pub struct IdleReport {
     /// p50 / p99 estimated from the log2 histogram, ms (within a factor of 2), kept
     /// between the shortest and longest idle time since attach.
     pub p50_ms: u64,
+    /// p99, ms (log2-histogram estimate).
     pub p99_ms: u64,
     /// Shortest and longest idle time since attach, ms (not per period).
     pub min_ms_since_attach: u64,
+    /// Longest idle time since attach, ms (not per period).
     pub max_ms_since_attach: u64,
     /// The value nginx's closes sit at, ms: set when every measured close since attach
     /// lies within [`PINNED_SPREAD`] of their mean (at least [`PINNED_MIN_CLOSES`]); the
@@ -103,6 +105,7 @@ pub struct ConnectionsReport {
     /// The kernel's HZ used to turn jiffies into ms, and where it was read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hz: Option<u64>,
+    /// Where HZ was read (the kernel's config, or measured).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hz_source: Option<String>,
     /// Why idle time before close is unknown, when it is.
@@ -208,58 +211,7 @@ pub fn connections_report(
             continue;
         }
         let p = prev.and_then(|p| p.ports.get(&port));
-        let d = |i: usize| c[i].saturating_sub(p.and_then(|p| p.get(i).copied()).unwrap_or(0));
-        let mut by_reason = BTreeMap::new();
-        for r in 0..LC_REASONS {
-            let n = d(lc::RST_BY_REASON + r);
-            if n > 0 {
-                let name = meta
-                    .reason_names
-                    .get(r)
-                    .cloned()
-                    .unwrap_or_else(|| format!("reason_{r}"));
-                *by_reason.entry(name).or_default() += n;
-            }
-        }
-        let count = d(lc::IDLE_COUNT);
-        let idle = (meta.hz.is_some() && meta.idle_unknown.is_none()).then(|| {
-            let hist: Vec<u64> = (0..LC_IDLE_BUCKETS).map(|b| d(lc::IDLE_HIST + b)).collect();
-            let max = c[lc::IDLE_MAX_MS];
-            let min = if c[lc::IDLE_INV_MIN_MS] == 0 {
-                0
-            } else {
-                !c[lc::IDLE_INV_MIN_MS]
-            };
-            let mean = if count > 0 {
-                d(lc::IDLE_SUM_MS) as f64 / count as f64
-            } else {
-                0.0
-            };
-            IdleReport {
-                count,
-                mean_ms: (mean * 1000.0).round() / 1000.0,
-                p50_ms: quantile_ms(&hist, 0.5, min, max),
-                p99_ms: quantile_ms(&hist, 0.99, min, max),
-                min_ms_since_attach: min,
-                max_ms_since_attach: max,
-                pinned_ms: (count > 0 && pinned(min, max, mean, c[lc::IDLE_COUNT]))
-                    .then_some((mean * 1000.0).round() / 1000.0),
-                hist,
-            }
-        });
-        let r = PortLifecycle {
-            port,
-            established: d(lc::ESTABLISHED),
-            closed_by_nginx: d(lc::CLOSED_BY_NGINX),
-            closed_by_client: d(lc::CLOSED_BY_CLIENT),
-            closed_by_reset: d(lc::CLOSED_BY_RESET),
-            resets_received: d(lc::RST_RECEIVED),
-            resets_sent: d(lc::RST_SENT),
-            resets_sent_by_reason: by_reason,
-            listeners_closed: d(lc::LISTENERS_CLOSED),
-            resets_of_closed_listener_queue: d(lc::RST_CLOSED_LISTENER),
-            idle_before_nginx_close: idle.filter(|i| i.count > 0),
-        };
+        let r = port_lifecycle(port, c, p.map(|p| p.as_slice()), meta);
         let any = r.established
             + r.closed_by_nginx
             + r.closed_by_client
@@ -283,6 +235,73 @@ pub fn connections_report(
         idle_unknown: meta.idle_unknown.clone(),
         ports_not_counted: meta.ports_not_counted,
     })
+}
+
+/// One port's connection lifecycle over the period: the change of its counters `c`
+/// since `prev` (None: attach), its resets by reason, its idle times before nginx closed.
+fn port_lifecycle(
+    port: u16,
+    c: &[u64],
+    prev: Option<&[u64]>,
+    meta: &LifecycleMeta,
+) -> PortLifecycle {
+    let d = |i: usize| c[i].saturating_sub(prev.and_then(|p| p.get(i).copied()).unwrap_or(0));
+    let mut by_reason = BTreeMap::new();
+    for r in 0..LC_REASONS {
+        let n = d(lc::RST_BY_REASON + r);
+        if n > 0 {
+            let name = meta
+                .reason_names
+                .get(r)
+                .cloned()
+                .unwrap_or_else(|| format!("reason_{r}"));
+            *by_reason.entry(name).or_default() += n;
+        }
+    }
+    let idle = (meta.hz.is_some() && meta.idle_unknown.is_none()).then(|| idle_report(c, &d));
+    PortLifecycle {
+        port,
+        established: d(lc::ESTABLISHED),
+        closed_by_nginx: d(lc::CLOSED_BY_NGINX),
+        closed_by_client: d(lc::CLOSED_BY_CLIENT),
+        closed_by_reset: d(lc::CLOSED_BY_RESET),
+        resets_received: d(lc::RST_RECEIVED),
+        resets_sent: d(lc::RST_SENT),
+        resets_sent_by_reason: by_reason,
+        listeners_closed: d(lc::LISTENERS_CLOSED),
+        resets_of_closed_listener_queue: d(lc::RST_CLOSED_LISTENER),
+        idle_before_nginx_close: idle.filter(|i| i.count > 0),
+    }
+}
+
+/// The idle times before nginx closed (counters `c`, their change over the period by
+/// `d`): quantiles from the log2 histogram, min and max since attach, and whether they
+/// sit at one value.
+fn idle_report(c: &[u64], d: &dyn Fn(usize) -> u64) -> IdleReport {
+    let count = d(lc::IDLE_COUNT);
+    let hist: Vec<u64> = (0..LC_IDLE_BUCKETS).map(|b| d(lc::IDLE_HIST + b)).collect();
+    let max = c[lc::IDLE_MAX_MS];
+    let min = if c[lc::IDLE_INV_MIN_MS] == 0 {
+        0
+    } else {
+        !c[lc::IDLE_INV_MIN_MS]
+    };
+    let mean = if count > 0 {
+        d(lc::IDLE_SUM_MS) as f64 / count as f64
+    } else {
+        0.0
+    };
+    IdleReport {
+        count,
+        mean_ms: (mean * 1000.0).round() / 1000.0,
+        p50_ms: quantile_ms(&hist, 0.5, min, max),
+        p99_ms: quantile_ms(&hist, 0.99, min, max),
+        min_ms_since_attach: min,
+        max_ms_since_attach: max,
+        pinned_ms: (count > 0 && pinned(min, max, mean, c[lc::IDLE_COUNT]))
+            .then_some((mean * 1000.0).round() / 1000.0),
+        hist,
+    }
 }
 
 /// "2.0 s" / "350 ms": an idle time for people.

@@ -56,12 +56,16 @@ pub struct ListenState {
     /// Connections in the accept queue at the last sample, and the most seen at any
     /// sample since attach and since the interval started.
     pub queue_now: u32,
+    /// The most connections in the accept queue at any sample since attach.
     pub queue_max_total: u32,
+    /// The most connections in the accept queue at any sample since the interval started.
     pub queue_max_interval: u32,
     /// The socket's drop counter (sock_diag `SK_MEMINFO_DROPS`) when first seen, at
     /// the start of the interval, and at the last sample.
     pub drops_first: Option<u32>,
+    /// The drop counter at the start of the interval.
     pub drops_interval: Option<u32>,
+    /// The drop counter at the last sample.
     pub drops_now: Option<u32>,
     /// Order in which nginx closed it (absent from the master's fds at a sample that
     /// read them; a reload that dropped it), None while open.
@@ -77,7 +81,9 @@ pub struct ListenInputs<'a> {
     /// built (`/proc/<pid>/net/netstat` TcpExt), and at attach and at the start of the
     /// interval; None when unreadable.
     pub counters_now: Option<(u64, u64)>,
+    /// (overflows, drops) at attach.
     pub base_total: Option<(u64, u64)>,
+    /// (overflows, drops) at the start of the interval.
     pub base_interval: Option<(u64, u64)>,
 }
 

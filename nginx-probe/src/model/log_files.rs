@@ -17,6 +17,7 @@ pub struct LogFileSample {
     pub path: String,
     /// Device and inode of the open file.
     pub dev: u64,
+    /// Inode of the open file.
     pub ino: u64,
     /// Hard links left: 0 when the file was deleted while open.
     pub nlink: u64,

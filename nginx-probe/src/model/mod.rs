@@ -4,9 +4,8 @@
 use std::collections::BTreeMap;
 
 use nginx_probe_common::{
-    sys, RetKind, SyscallStats, CONNECT_ERR_NAMES, DROP_COUNTERS, DROP_NAMES, ERR_CLASSES,
-    ERR_CLASS_NAMES, FD_CREATING, FD_KIND_COUNT, FD_KIND_NAMES, HIST_BUCKETS, SYSCALLS,
-    SYSCALL_COUNT, TLS_STATS, UPSTREAM_CONNECT, UPSTREAM_FDS, UPSTREAM_STATS,
+    sys, RetKind, SyscallStats, DROP_COUNTERS, DROP_NAMES, ERR_CLASSES, ERR_CLASS_NAMES,
+    FD_KIND_COUNT, HIST_BUCKETS, SYSCALLS, SYSCALL_COUNT, TLS_STATS, UPSTREAM_STATS,
 };
 use serde::{Deserialize, Serialize};
 
@@ -15,19 +14,27 @@ pub mod access_log_format;
 pub mod build;
 pub mod config;
 pub mod connections;
+pub mod error_classes;
 pub mod listen;
 pub use listen::ListenReport;
 pub mod local_ports;
 pub mod log_files;
 pub mod nginx;
+pub mod nginx_errors;
 pub mod recording;
 pub mod worker_lifecycle;
 pub use nginx::{
     CpuQuotaReport, ErrorClassReport, NginxErrorsReport, PeerErrorsReport, PeerRestReport,
     ProcessHistoryReport,
 };
+mod fds;
+pub use fds::*;
 mod requests;
 pub use requests::*;
+mod upstream;
+pub use upstream::*;
+mod writes;
+pub use writes::*;
 pub mod quic;
 pub mod sampling;
 pub mod snapshot;
@@ -241,8 +248,11 @@ pub struct WorkerInfo {
 /// first sample, at the start of the current interval, and at the last sample.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Samples {
+    /// The first sample (at attach or when first readable).
     pub first: Option<u64>,
+    /// The sample when the current interval started.
     pub interval: Option<u64>,
+    /// The last sample.
     pub last: Option<u64>,
 }
 
@@ -370,252 +380,6 @@ pub fn loop_report(stats: &SlotStats, detail_s: f64) -> LoopReport {
     }
 }
 
-/// How write destinations were classified.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WriteSource {
-    /// At the moment of each write, in the kernel: the write's entry tracepoint walks
-    /// the worker's fd table with struct offsets from the kernel's BTF. Exact whatever
-    /// the fd's lifetime. Kinds: `client`, `upstream`, `access_log`, `error_log`,
-    /// `temp_file`, `other_file`, `other`, `unknown`.
-    FdTable,
-    /// From `/proc/<pid>/fd` snapshots every 2 s (no BTF): an fd that lives for less
-    /// than a snapshot (a temp file, a log with a variable in its path) counts as
-    /// `socket`. Kinds: `socket`, `access_log`, `error_log`, `file`, `other`. Also
-    /// what recordings made before the kernel classification carry.
-    #[default]
-    ProcSnapshot,
-}
-
-/// Writes (write, writev, pwrite64) of one worker to one kind of destination.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct WritesReport {
-    /// Calls (timed from their entry).
-    pub count: u64,
-    /// Bytes written.
-    pub bytes: u64,
-    /// Time in these calls, ns.
-    pub total_ns: u64,
-    /// Median latency, ns (log2-histogram estimate); None without calls, and in
-    /// recordings made before it was kept (unknown, never 0).
-    #[serde(default)]
-    pub p50_ns: Option<u64>,
-    /// 99th percentile latency, ns (log2-histogram estimate; 0 without calls).
-    pub p99_ns: u64,
-    /// `total_ns` over the worker's time in traced syscalls other than epoll waits,
-    /// 0..=1 (None when that time is 0).
-    #[serde(default)]
-    pub share_of_syscall_time: Option<f64>,
-    /// Calls per request (None without requests).
-    pub per_request: Option<f64>,
-}
-
-/// The worker's time in traced syscalls except epoll waits (waiting for events is
-/// not work), ns.
-pub fn syscall_busy_ns(stats: &SlotStats) -> u64 {
-    (0..SYSCALL_COUNT as u32)
-        .filter(|&i| i != sys::EPOLL_WAIT && i != sys::EPOLL_PWAIT && i != sys::EPOLL_PWAIT2)
-        .map(|i| stats[i as usize].total_ns)
-        .sum()
-}
-
-/// The per-destination write views of one worker's (delta) stats, by kind name: the
-/// kinds of `source` (see [`WriteSource`]), all listed even at 0.
-pub fn writes_report(
-    stats: &SlotStats,
-    requests: u64,
-    source: WriteSource,
-) -> BTreeMap<String, WritesReport> {
-    let busy = syscall_busy_ns(stats);
-    let kinds: &[u32] = match source {
-        WriteSource::FdTable => &nginx_probe_common::FD_KINDS_KERNEL,
-        WriteSource::ProcSnapshot => &nginx_probe_common::FD_KINDS_PROC,
-    };
-    let mut out = BTreeMap::new();
-    for &k in kinds {
-        let w = &stats[WRITES_IDX + k as usize];
-        out.insert(
-            FD_KIND_NAMES[k as usize].to_string(),
-            WritesReport {
-                count: w.count,
-                bytes: w.ret_sum,
-                total_ns: w.total_ns,
-                p50_ns: (w.count > 0).then(|| quantile_ns(&w.hist, 0.50, w.max_ns)),
-                p99_ns: quantile_ns(&w.hist, 0.99, w.max_ns),
-                share_of_syscall_time: (busy > 0).then(|| round3(w.total_ns as f64 / busy as f64)),
-                per_request: (requests > 0).then(|| round3(w.count as f64 / requests as f64)),
-            },
-        );
-    }
-    out
-}
-
-/// Human names of the write destinations, for renderers; unknown keys (from a newer
-/// recording) are shown as they are.
-pub fn write_destination_label(key: &str) -> &str {
-    match key {
-        "client" => "client socket",
-        "upstream" => "upstream socket",
-        "socket" => "socket (snapshot)",
-        "access_log" => "access log",
-        "error_log" => "error log",
-        "temp_file" => "temp file",
-        "other_file" => "other file",
-        "file" => "file (snapshot)",
-        "other" => "pipe/other",
-        "unknown" => "unknown",
-        k => k,
-    }
-}
-
-/// A worker's file descriptors, sampled every 500 ms from /proc.
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct FdReport {
-    /// Open fds at the last sample (`/proc/<pid>/fd`).
-    pub open: Option<u64>,
-    /// Most open fds seen at any sample since attach.
-    pub peak: Option<u64>,
-    /// Soft `RLIMIT_NOFILE` in force (`/proc/<pid>/limits`), not what the config says.
-    pub limit: Option<u64>,
-    /// Regular files open (logs, cached static files, temp files) at the last fd
-    /// classification (`/proc/<pid>/fd` links, every 2 s); most seen since attach in
-    /// `files_peak`. What `open_file_cache` holds shows here.
-    #[serde(default)]
-    pub files: Option<u64>,
-    #[serde(default)]
-    pub files_peak: Option<u64>,
-    /// Sockets open (client and upstream connections, listeners) at that classification.
-    #[serde(default)]
-    pub sockets: Option<u64>,
-    #[serde(default)]
-    pub sockets_peak: Option<u64>,
-}
-
-/// EMFILE and ENFILE returned by one fd-creating syscall of one worker.
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct FdErrors {
-    /// `EMFILE` (24): the worker's soft `RLIMIT_NOFILE` was reached.
-    #[serde(rename = "EMFILE")]
-    pub emfile: u64,
-    /// `ENFILE` (23): the system-wide file table (`fs.file-max`) was full.
-    #[serde(rename = "ENFILE")]
-    pub enfile: u64,
-}
-
-/// EMFILE/ENFILE of every fd-creating syscall (`nginx_probe_common::FD_CREATING`), by
-/// syscall name, from the syscall exit tracepoints (timed pair or exit-only program).
-pub fn fd_errors_report(stats: &SlotStats) -> BTreeMap<String, FdErrors> {
-    FD_CREATING
-        .iter()
-        .map(|&i| {
-            let s = &stats[i as usize];
-            (
-                SYSCALLS[i as usize].name.to_string(),
-                FdErrors {
-                    emfile: s.errs[nginx_probe_common::ErrClass::Emfile as usize],
-                    enfile: s.errs[nginx_probe_common::ErrClass::Enfile as usize],
-                },
-            )
-        })
-        .collect()
-}
-
-/// Upstream connections of one worker over a period: connections the worker opened
-/// itself (`socket()` + `connect()`, where client connections come from `accept4`),
-/// from syscall tracepoints on the worker's main thread (`connect`, `getsockopt`,
-/// `close`, `socket`).
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct UpstreamReport {
-    /// `connect()` calls: upstream connections opened (also resolver/syslog sockets,
-    /// which nginx connects too).
-    pub connects: u64,
-    /// Connects per second the detail layer was attached: over the period with
-    /// `--detail full`, over the in-window seconds with `--detail sampled` (see
-    /// [`detail_seconds`]).
-    pub per_s: f64,
-    /// Connects per request (None without requests); about 1.0 when upstream
-    /// keepalive is off. Uses the report's request count, whose `source` says how exact.
-    pub connects_per_request: Option<f64>,
-    /// Connects that returned `EINPROGRESS` (the non-blocking connect started; the
-    /// result comes later through `getsockopt(SO_ERROR)`).
-    pub in_progress: u64,
-    /// Connections established (connect returned 0, or SO_ERROR read 0).
-    pub established: u64,
-    /// Failed connects by errno (at the call or from SO_ERROR), every class present:
-    /// ECONNREFUSED, ETIMEDOUT, EADDRNOTAVAIL, ENETUNREACH, EHOSTUNREACH, OTHER.
-    pub errors: BTreeMap<String, u64>,
-    /// Upstream fds closed before nginx learned the connect's result (its
-    /// `proxy_connect_timeout` fired, or the client left).
-    pub abandoned: u64,
-    /// Connect latency as the worker sees it: from `connect()` to the return that
-    /// completed it, or to the `getsockopt(SO_ERROR)` exit by which nginx learned the
-    /// result. `latency_count` connects were timed; p50/p99 are log2-histogram
-    /// estimates, ns.
-    pub latency_count: u64,
-    /// Sum of the timed connect latencies, ns.
-    #[serde(default)]
-    pub latency_total_ns: u64,
-    pub latency_p50_ns: u64,
-    pub latency_p99_ns: u64,
-    pub latency_max_ns: u64,
-    /// log2 histogram of the connect latency, ns (entry `i`: `[2^i, 2^(i+1))`).
-    pub latency_hist_log2_ns: Vec<u64>,
-    /// Upstream fds closed in the period.
-    pub closed: u64,
-    /// Upstream fds open at the end of the period: connected since attach and not yet
-    /// closed (pooled keepalive connections opened before attach are not seen). None
-    /// for merged exited workers.
-    pub fds_open: Option<u64>,
-    /// `socket()` failures with EMFILE / ENFILE: "socket() failed (24: Too many open
-    /// files) while connecting to upstream".
-    pub socket_emfile: u64,
-    pub socket_enfile: u64,
-}
-
-/// The upstream view of one worker's (delta) stats; `requests` is the report's
-/// request count for the same period. `fds_open` is left None (it needs cumulative
-/// counters: see [`upstream_fds_open`]). `detail_s`: the seconds the connects were
-/// counted over ([`detail_seconds`]).
-pub fn upstream_report(stats: &SlotStats, requests: u64, detail_s: f64) -> UpstreamReport {
-    let c = &stats[UPSTREAM_IDX + UPSTREAM_CONNECT as usize];
-    let f = &stats[UPSTREAM_IDX + UPSTREAM_FDS as usize];
-    let sock = &stats[sys::SOCKET as usize];
-    UpstreamReport {
-        connects: c.count,
-        per_s: if detail_s > 0.0 {
-            round3(c.count as f64 / detail_s)
-        } else {
-            0.0
-        },
-        connects_per_request: (requests > 0).then(|| round3(c.count as f64 / requests as f64)),
-        in_progress: f.timed,
-        established: c.ret_sum,
-        errors: CONNECT_ERR_NAMES
-            .iter()
-            .zip(c.errs.iter())
-            .map(|(n, v)| (n.to_string(), *v))
-            .collect(),
-        abandoned: f.ret_sum,
-        latency_count: c.timed,
-        latency_total_ns: c.total_ns,
-        latency_p50_ns: quantile_ns(&c.hist, 0.50, c.max_ns),
-        latency_p99_ns: quantile_ns(&c.hist, 0.99, c.max_ns),
-        latency_max_ns: c.max_ns,
-        latency_hist_log2_ns: c.hist.to_vec(),
-        closed: f.errors,
-        fds_open: None,
-        socket_emfile: sock.errs[nginx_probe_common::ErrClass::Emfile as usize],
-        socket_enfile: sock.errs[nginx_probe_common::ErrClass::Enfile as usize],
-    }
-}
-
-/// Upstream fds a worker holds, from its cumulative (not delta) stats: fds connected
-/// since attach minus those closed.
-pub fn upstream_fds_open(cumulative: &SlotStats) -> u64 {
-    let f = &cumulative[UPSTREAM_IDX + UPSTREAM_FDS as usize];
-    f.count.saturating_sub(f.errors)
-}
-
 /// One worker over a period.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct WorkerReport {
@@ -672,7 +436,7 @@ pub struct WorkerReport {
     /// ...), every one present.
     #[serde(default)]
     pub fd_errors: BTreeMap<String, FdErrors>,
-    /// Reload generation, serving or shutting down, memory, exit (see [`lifecycle`]).
+    /// Reload generation, serving or shutting down, memory, exit (see [`worker_lifecycle`]).
     #[serde(flatten)]
     pub lifecycle: worker_lifecycle::WorkerLifecycle,
 }
@@ -798,7 +562,7 @@ pub struct Report {
     /// requests inside them. Absent with `--detail full` (every call counted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<sampling::DetailReport>,
-    /// Draining generations and worker exits (see [`lifecycle`]); absent when none.
+    /// Draining generations and worker exits (see [`worker_lifecycle`]); absent when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lifecycle: Option<worker_lifecycle::LifecycleReport>,
     /// nginx's configuration: effective values with file:line (`collect::config`);

@@ -100,6 +100,7 @@ pub struct ProcessHistoryReport {
     pub master_started_unix_s: u64,
     /// Bytes of the log read back before attach, and the bound on them.
     pub bytes_read_back: u64,
+    /// The bound on the bytes read back, bytes.
     pub bytes_read_back_limit: u64,
     /// False when the bound cut the read before the master's start: counts are then
     /// a lower bound.
@@ -124,6 +125,7 @@ pub struct ProcessHistoryReport {
     /// The master's soft and hard open-files limits (`/proc/<master>/limits`, Max open
     /// files); None when unlimited or unreadable.
     pub master_nofile_soft: Option<u64>,
+    /// The master's hard open-files limit; None when unlimited or unreadable.
     pub master_nofile_hard: Option<u64>,
 }
 
@@ -148,6 +150,7 @@ pub struct CpuQuotaReport {
     pub quota_cpus: f64,
     /// Runtime per period and period, us.
     pub quota_us: u64,
+    /// The quota's period, us.
     pub period_us: u64,
     /// CPUs online on the machine (what `worker_processes auto` counts).
     pub online_cpus: Option<u64>,
@@ -179,13 +182,61 @@ pub struct StubCounts {
     pub requests: u64,
     /// Gauges at the last read.
     pub active: u64,
+    /// Connections whose request header nginx is reading, at the last read.
     pub reading: u64,
+    /// Connections nginx is writing a response to, at the last read.
     pub writing: u64,
+    /// Idle keepalive connections, at the last read.
     pub waiting: u64,
     /// Times a counter's address changed or a count went backwards since attach.
     pub rebases: u64,
     /// Reads that failed since attach (the counts hold the last good read).
     pub failed_reads: u64,
+}
+
+impl StubCounts {
+    /// One read of nginx's seven counters as `collect::nginx_counters` reads them from
+    /// the master's memory, in its `SYMBOLS` order (`ngx_stat_accepted`, `_handled`,
+    /// `_requests`, `_active`, `_reading`, `_writing`, `_waiting`): raw values, counted
+    /// since nginx started, not since attach.
+    pub fn from_words(w: [u64; 7]) -> StubCounts {
+        StubCounts {
+            accepted: w[0],
+            handled: w[1],
+            requests: w[2],
+            active: w[3],
+            reading: w[4],
+            writing: w[5],
+            waiting: w[6],
+            ..StubCounts::default()
+        }
+    }
+
+    /// Adds the growth of the cumulative counters from the raw read `last` to the raw
+    /// read `raw` and takes `raw`'s gauges. When a counter's address `moved` or a
+    /// cumulative count went backwards (another build, a binary upgrade), nothing is
+    /// added and `rebases` counts it: the totals never go back.
+    pub fn advance(&mut self, last: &StubCounts, raw: &StubCounts, moved: bool) {
+        let back = raw.accepted < last.accepted
+            || raw.handled < last.handled
+            || raw.requests < last.requests;
+        if moved || back {
+            self.rebases += 1;
+        } else {
+            self.accepted += raw.accepted - last.accepted;
+            self.handled += raw.handled - last.handled;
+            self.requests += raw.requests - last.requests;
+        }
+        self.take_gauges(raw);
+    }
+
+    /// Takes the gauges (active, reading, writing, waiting) of the raw read `raw`.
+    pub fn take_gauges(&mut self, raw: &StubCounts) {
+        self.active = raw.active;
+        self.reading = raw.reading;
+        self.writing = raw.writing;
+        self.waiting = raw.waiting;
+    }
 }
 
 /// The workers' CPU quota as the tracker knows it (`collect::cgroup`), as plain data for
@@ -195,10 +246,12 @@ pub struct QuotaInputs<'a> {
     /// The cgroup holding the quota, relative to the hierarchy root, and its version
     /// (1 or 2).
     pub cgroup: &'a str,
+    /// The cgroup version, 1 or 2.
     pub version: u8,
     /// Runtime allowed per period and the period, us (`cpu.max`, or `cpu.cfs_quota_us`
     /// and `cpu.cfs_period_us`).
     pub quota_us: u64,
+    /// The quota's period, us.
     pub period_us: u64,
     /// The quota in CPUs (quota / period, `collect::cgroup::Quota::cpus`).
     pub cpus: f64,

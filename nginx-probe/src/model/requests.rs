@@ -77,8 +77,10 @@ pub struct RequestsReport {
     /// Request duration (create to free) estimates, ns; uprobes only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub p50_ns: Option<u64>,
+    /// p99 request duration, ns (log2-histogram estimate); uprobes only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub p99_ns: Option<u64>,
+    /// The longest request, ns; uprobes only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_ns: Option<u64>,
     /// Calls per request of every traced syscall that was called (the `strace -c` view);
@@ -265,8 +267,11 @@ pub struct TlsReport {
     /// Wall time of a handshake, first call to completion (client round trips
     /// included), ns: mean, p50, p99 (log2-histogram estimates), max.
     pub mean_ns: u64,
+    /// p50, ns (log2-histogram estimate).
     pub p50_ns: u64,
+    /// p99, ns (log2-histogram estimate).
     pub p99_ns: u64,
+    /// The longest handshake, ns.
     pub max_ns: u64,
     /// `SSL_do_handshake` calls (several per handshake: WANT_READ retries).
     pub calls: u64,
@@ -347,8 +352,11 @@ pub struct StubStatusReport {
     /// Gauges at the end of the period: open client connections, those reading a
     /// request header, writing a response, idle in keepalive.
     pub active: u64,
+    /// Connections reading a request header at the end of the period.
     pub reading: u64,
+    /// Connections writing a response at the end of the period.
     pub writing: u64,
+    /// Connections idle in keepalive at the end of the period.
     pub waiting: u64,
     /// Counter resets or moves seen (the growth of one read period may be missing).
     #[serde(default)]
@@ -388,20 +396,13 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::tests::stats_from;
     use crate::model::SLOT_STATS;
     use nginx_probe_common::{sys, SyscallStats};
 
-    fn stats_from(latencies: &[u64]) -> SyscallStats {
-        let mut s = SyscallStats::ZERO;
-        for &ns in latencies {
-            s.count += 1;
-            s.record_ns(ns);
-        }
-        s
-    }
-
-    #[test]
-    fn requests_per_worker_are_uprobes_or_unknown_and_totals_name_their_source() {
+    /// A worker's counters: 10 accepts and closes, 100 writev and 100 write, 80
+    /// requests of 1 ms from the uprobes.
+    fn slot() -> SlotStats {
         let mut slot: SlotStats = [SyscallStats::ZERO; SLOT_STATS];
         slot[sys::ACCEPT4 as usize].count = 10;
         slot[crate::model::ACCEPTED_IDX].count = 10;
@@ -410,6 +411,12 @@ mod tests {
         slot[sys::CLOSE as usize].count = 10;
         slot[REQUESTS_IDX] = stats_from(&[1_000_000; 80]);
         slot[REQUESTS_IDX].count = 80;
+        slot
+    }
+
+    #[test]
+    fn requests_per_worker_are_uprobes_or_unknown() {
+        let slot = slot();
         // Without uprobes, a worker's requests are unknown, not a writev count.
         let unk = requests_report(&slot, RequestSource::StubStatus, 10.0);
         assert_eq!(unk.count, None);
@@ -423,6 +430,11 @@ mod tests {
         assert_eq!(up.syscalls_per_request["writev"], 1.25);
         assert_eq!(up.max_ns, Some(1_000_000));
         assert!(up.p50_ns.unwrap() >= 524_288 && up.p50_ns.unwrap() <= 1_000_000);
+    }
+
+    #[test]
+    fn totals_name_their_source() {
+        let slot = slot();
         // Totals: nginx's counter first, then the uprobes, else unknown with the reason.
         let stub = StubStatusReport {
             accepted: 10,
@@ -459,6 +471,15 @@ mod tests {
             (RequestSource::Unknown, None, None)
         );
         assert!(t.reason.unwrap().contains("no symbols"));
+        // Older recordings said writev_estimate: read as an estimate.
+        let old: RequestSource = serde_json::from_str("\"writev_estimate\"").unwrap();
+        assert_eq!(old, RequestSource::Estimate);
+        assert!(!old.exact());
+    }
+
+    #[test]
+    fn without_the_counters_an_access_log_of_every_request_is_the_count() {
+        let slot = slot();
         // Without the counters, an access log that logs every request is the count
         // (and the per-request syscall mix is over it); one that does not says why.
         let mut log = super::super::access_log::AccessLogReport {
@@ -490,9 +511,5 @@ mod tests {
             .reason
             .unwrap()
             .ends_with("; the access log is no count either: access_log off (n.conf:9) leaves requests unlogged"));
-        // Older recordings said writev_estimate: read as an estimate.
-        let old: RequestSource = serde_json::from_str("\"writev_estimate\"").unwrap();
-        assert_eq!(old, RequestSource::Estimate);
-        assert!(!old.exact());
     }
 }

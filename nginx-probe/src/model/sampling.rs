@@ -213,7 +213,9 @@ impl Ledger {
 /// window's attach and detach cost (µs, links).
 #[derive(Clone, Debug)]
 pub struct Sampler {
+    /// When the detail windows open and close (`--detail-window`, `--detail-every`).
     pub schedule: Schedule,
+    /// The windows so far: their open time and the requests they saw.
     pub ledger: Ledger,
     /// Last window's attach µs, detach µs, links attached.
     pub cost: (u64, u64, usize),
@@ -241,6 +243,7 @@ pub struct DetailReport {
     pub mode: String,
     /// Window length and period, seconds (`--detail-window`, `--detail-every`).
     pub window_s: f64,
+    /// Period of the windows, seconds (`--detail-every`).
     pub period_s: f64,
     /// Windows that overlap the period: opened in it (one still open at its end
     /// counts), and one carried over from the previous period, open at its start.
@@ -257,6 +260,7 @@ pub struct DetailReport {
     pub requests_total: Option<u64>,
     /// What the figures sampled are (report sections), and what stays exact.
     pub sampled: Vec<String>,
+    /// What stays exact (report sections counted all the time).
     pub exact: Vec<String>,
     /// Where the workers' accepts come from: [`ACCEPTS_FROM_UPROBE`] (nothing traced on
     /// syscalls between windows) or [`ACCEPTS_FROM_TRACEPOINTS`] (accept4/accept exits
@@ -273,7 +277,9 @@ pub struct DetailReport {
     /// kernel took to release the last released window's links and perf events, µs
     /// (on nginx-probe's closer thread, off the main loop); and how many links.
     pub attach_us: u64,
+    /// Time the kernel took to release the last released window's links, µs.
     pub detach_us: u64,
+    /// Links (tracepoints, perf events) the last window attached.
     pub links: usize,
 }
 

@@ -39,6 +39,7 @@ pub struct Snapshot {
     /// listening socket's drop counter (sock_diag `SK_MEMINFO_DROPS`, by inode) at the
     /// last sample.
     pub listen_counters: Option<(u64, u64)>,
+    /// Each listening socket's drop counter (sock_diag `SK_MEMINFO_DROPS`) at the last sample, by inode.
     pub socket_drops: BTreeMap<u32, Option<u32>>,
     /// nginx's stub_status counters since attach; None when unreadable.
     pub stub: Option<StubCounts>,
@@ -49,6 +50,7 @@ pub struct Snapshot {
     /// The workers' open log files, and the configured log paths with the file found
     /// at each (None: the configuration was not read).
     pub log_files: Vec<LogFileSample>,
+    /// The configured log paths with the file found at each; None: the configuration was not read.
     pub configured_logs: Option<Vec<ConfiguredLog>>,
     /// nginx's network namespace's local ports and TIME-WAIT.
     pub local_ports: LocalPortsReport,

@@ -1,8 +1,24 @@
 //! Unit tests of the model: deltas, quantiles, per-worker figures, writes, upstream.
 
 use super::*;
+use nginx_probe_common::{FD_CREATING, UPSTREAM_CONNECT, UPSTREAM_FDS};
 
-fn stats_from(latencies: &[u64]) -> SyscallStats {
+/// A live worker `pid` of generation 0 in slot 0, with nothing sampled yet.
+fn live_worker(pid: u32) -> WorkerInfo {
+    WorkerInfo {
+        pid,
+        nspid: vec![pid as i32],
+        slot: 0,
+        generation: 0,
+        alive: true,
+        fds: FdReport::default(),
+        cpu_ticks: Samples::default(),
+        run_delay_ns: Samples::default(),
+    }
+}
+
+/// One syscall's stats with one timed call of each latency, ns.
+pub(crate) fn stats_from(latencies: &[u64]) -> SyscallStats {
     let mut s = SyscallStats::ZERO;
     for &ns in latencies {
         s.count += 1;
@@ -73,16 +89,7 @@ fn accepts_exclude_errors_and_shares_sum_to_one() {
     assert_eq!(tracepoint_accepts(&slot), 8);
     slot[ACCEPTED_IDX].count = tracepoint_accepts(&slot);
     assert_eq!(accepts_of(&slot), 8);
-    let info = WorkerInfo {
-        pid: 7,
-        nspid: vec![7],
-        slot: 0,
-        generation: 0,
-        alive: true,
-        fds: FdReport::default(),
-        cpu_ticks: Samples::default(),
-        run_delay_ns: Samples::default(),
-    };
+    let info = live_worker(7);
     let all: Vec<usize> = (0..SYSCALL_COUNT).collect();
     let r = worker_report(
         &info,
@@ -216,16 +223,7 @@ fn sampled_rates_and_busy_share_divide_by_the_in_window_seconds() {
     slot[UPSTREAM_IDX + UPSTREAM_CONNECT as usize].count = 6000;
     slot[LOOP_IDX].count = 100;
     slot[LOOP_IDX].total_ns = 1_500_000_000;
-    let info = WorkerInfo {
-        pid: 7,
-        nspid: vec![7],
-        slot: 0,
-        generation: 0,
-        alive: true,
-        fds: FdReport::default(),
-        cpu_ticks: Samples::default(),
-        run_delay_ns: Samples::default(),
-    };
+    let info = live_worker(7);
     let report = |detail_s: f64| {
         worker_report(
             &info,

@@ -110,6 +110,7 @@ pub struct DrainingGeneration {
 /// One worker still shutting down (its [`WorkerLifecycle`] figures).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct DrainingWorker {
+    /// The worker's host pid.
     pub pid: u32,
     /// [`WorkerLifecycle::shutting_down_since_unix_s`].
     pub since_unix_s: f64,
@@ -175,8 +176,11 @@ impl ExitCounts {
 /// One worker that exited on a signal in the period.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct SignalExit {
+    /// The worker's host pid.
     pub pid: u32,
+    /// The signal that ended it (`sched:sched_process_exit` exit code).
     pub signal: u8,
+    /// Whether it dumped core.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub core_dumped: bool,
     /// When the tracker saw it gone, seconds since the Unix epoch.
@@ -257,6 +261,7 @@ pub struct ExitHistory<'a> {
     /// When each of the last respawned workers' predecessors was seen gone (seconds
     /// since the Unix epoch), and how many workers nginx respawned since attach.
     pub respawns: &'a VecDeque<f64>,
+    /// Workers nginx respawned since attach.
     pub respawns_total: u64,
     /// The last [`MAX_SIGNAL_EXITS_LISTED`] signal exits since attach, oldest first.
     pub signal_exits: &'a VecDeque<SignalExit>,

@@ -19,7 +19,7 @@ use std::{
 
 use aya::programs::TracePoint;
 use log::warn;
-use nginx_probe_common::{InFlight, UpstreamCall, SYSCALLS};
+use nginx_probe_common::SYSCALLS;
 
 use super::{perf_link, Probe};
 use crate::error::ProbeError;
@@ -72,7 +72,7 @@ pub struct WindowCost {
     /// Links attached (or detached).
     pub links: usize,
     /// Wall time of all of them, including the state reset, µs. For a detach, the
-    /// time to hand the fds to the closer thread; [`Closer::last_close_us`] has how
+    /// time to hand the fds to the closer thread; `Closer::last_close_us` has how
     /// long the kernel then took to release them.
     pub us: u64,
 }
@@ -256,23 +256,8 @@ impl Probe {
     /// next: an entry or a wake-up stamped before a gap would otherwise be matched
     /// with an exit after it (a latency as long as the gap).
     fn reset_detail_state(&mut self) -> Result<(), ProbeError> {
-        let none = InFlight {
-            start_ns: 0,
-            syscall: 0,
-            fd_kind: 0,
-        };
         for slot in 0..self.main_entry.len() {
-            self.main_entry.set(slot, none, 0)?;
-            self.last_wake.set(slot, 0u64, 0)?;
-            self.up_call.set(
-                slot,
-                UpstreamCall {
-                    fd1: 0,
-                    start_ns: 0,
-                    optval: 0,
-                },
-                0,
-            )?;
+            self.clear_calls_in_progress(slot)?;
         }
         let keys: Vec<u64> = self.in_flight.keys().filter_map(Result::ok).collect();
         for k in keys {

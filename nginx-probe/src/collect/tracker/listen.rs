@@ -1,6 +1,6 @@
 //! The tracker's listening sockets: sampled from sock_diag each refresh into
-//! `model::listen::ListenState`s (a third `impl Tracker`); `model::listen::listen_reports`
-//! reports them per period.
+//! `model::listen::ListenState`s; `model::listen::listen_reports` reports them per
+//! period.
 
 use super::*;
 

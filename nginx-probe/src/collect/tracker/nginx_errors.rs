@@ -1,0 +1,61 @@
+//! The tracker's view of nginx's error log: what the reader (`collect::error_log`)
+//! counted, handed to the model as plain data ([`ErrorLogInputs`]); the model builds
+//! the report's `nginx_errors` (`model::nginx_errors::nginx_errors_report`).
+
+use super::*;
+use crate::collect::error_log::Status;
+use crate::collect::error_log_history::MAX_HISTORY_BYTES;
+use crate::model::nginx_errors::ErrorLogInputs;
+
+impl Tracker {
+    /// The error log's counts since attach (`summary`) or in the interval, the peers
+    /// they name and the history back to the master's start; the master's `nofile`
+    /// limits (`/proc/<pid>/limits`) are read now, when there is a history.
+    pub(super) fn error_log_inputs(&self, summary: bool) -> ErrorLogInputs<'_> {
+        let log = &self.error_log;
+        let (path, unknown_reason) = match &log.status {
+            Status::Reading(p) => (Some(p.clone()), None),
+            Status::Unknown(why) => (None, Some(why.clone())),
+        };
+        let peers = log.peer_counts(summary);
+        let (upstream_peers, other_peers) = peers.top();
+        ErrorLogInputs {
+            path,
+            unknown_reason,
+            counts: log.counts(summary),
+            counts_since_attach: log.counts(true),
+            lines_cut: log.tail.lines_cut,
+            bytes_skipped: log.skipped(summary),
+            truncations: log.truncated(summary),
+            upstream_peers,
+            other_peers,
+            unattributed: peers.unattributed,
+            ambiguous: peers.ambiguous,
+            history: log.history.as_ref(),
+            history_bytes_limit: MAX_HISTORY_BYTES,
+            master_nofile: match log.history {
+                Some(_) => master_nofile(self.master.pid),
+                None => (None, None),
+            },
+        }
+    }
+}
+
+/// The soft and hard open-files limits of process `pid` (`/proc/<pid>/limits`, Max
+/// open files); None when unlimited or unreadable.
+fn master_nofile(pid: u32) -> (Option<u64>, Option<u64>) {
+    use procfs::process::LimitValue;
+    let v = |x: LimitValue| match x {
+        LimitValue::Value(v) => Some(v),
+        LimitValue::Unlimited => None,
+    };
+    procfs::process::Process::new(pid as i32)
+        .and_then(|p| p.limits())
+        .map(|l| {
+            (
+                v(l.max_open_files.soft_limit),
+                v(l.max_open_files.hard_limit),
+            )
+        })
+        .unwrap_or((None, None))
+}

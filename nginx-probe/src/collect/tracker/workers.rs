@@ -1,0 +1,89 @@
+//! The tracker's worker set: children the kernel started tracking on fork sorted into
+//! workers, a new master and cache processes, and exited workers retired (their final
+//! stats kept, their slots recycled).
+
+use super::*;
+
+impl Tracker {
+    /// Sorts the children the kernel added to the filter on fork: workers stay, a new
+    /// master (a binary upgrade, decided on a second look) and cache processes leave
+    /// the filter, a child already gone is kept as an exited worker.
+    pub(super) fn adopt_forked(&mut self, probe: &mut Probe) -> Result<(), ProbeError> {
+        for (tgid, slot) in probe.filter_entries() {
+            if self.workers.contains_key(&tgid) || self.ignored.contains(&tgid) {
+                continue;
+            }
+            let role = match target::role_of(tgid) {
+                Ok(r) => r,
+                Err(e) => {
+                    // Unknown for now: it stays tracked and is looked at again.
+                    self.proc_error(&e);
+                    continue;
+                }
+            };
+            match role {
+                Some(Role::Worker) => {
+                    self.pending.remove(&tgid);
+                    let info = self.worker_info(tgid, target::nspid_of(tgid), slot, true);
+                    self.workers.insert(tgid, info);
+                    self.event(EventKind::WorkerStarted, tgid);
+                }
+                Some(Role::Master) => {
+                    // Just forked and not yet retitled, or a new master (USR2 binary
+                    // upgrade execs a new nginx in the child). Decide on a second look.
+                    if !self.pending.insert(tgid) {
+                        self.pending.remove(&tgid);
+                        self.ignored.insert(tgid);
+                        probe.untrack(tgid);
+                        probe.recycle_slot(slot)?;
+                        self.event(EventKind::NewMaster, tgid);
+                    }
+                }
+                Some(_) => {
+                    // Cache manager/loader: not a worker.
+                    self.ignored.insert(tgid);
+                    probe.untrack(tgid);
+                    probe.recycle_slot(slot)?;
+                }
+                None => {
+                    // Gone before we could look: a child of the master that lived less
+                    // than a rescan. Keep what it did, as an exited worker.
+                    let info = self.worker_info(tgid, vec![tgid as i32], slot, false);
+                    self.workers.insert(tgid, info);
+                    probe.untrack(tgid);
+                    self.retire(probe, tgid, slot)?;
+                    self.event(EventKind::WorkerStarted, tgid);
+                    self.event(EventKind::WorkerExited, tgid);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Marks the workers `/proc` says are gone as exited: their final stats are kept,
+    /// their slots zeroed and recycled.
+    pub(super) fn retire_exited(&mut self, probe: &mut Probe) -> Result<(), ProbeError> {
+        let mut exited = Vec::new();
+        let mut errors = Vec::new();
+        for info in self.workers.values_mut().filter(|w| w.alive) {
+            match target::alive(info.pid) {
+                Ok(true) => {}
+                Ok(false) => {
+                    info.alive = false;
+                    probe.untrack(info.pid);
+                    exited.push((info.pid, info.slot));
+                }
+                // Not a fact about the worker: it stays alive and is looked at again.
+                Err(e) => errors.push(e),
+            }
+        }
+        for e in errors {
+            self.proc_error(&e);
+        }
+        for (pid, slot) in exited {
+            self.retire(probe, pid, slot)?;
+            self.event(EventKind::WorkerExited, pid);
+        }
+        Ok(())
+    }
+}
