@@ -488,3 +488,103 @@ fn tls_session_cache_rule() {
     assert_eq!(j.outcome, Outcome::Inconclusive);
     assert!(j.reason.starts_with("nginx-probe counted no TLS handshake"));
 }
+
+/// A summary as nginx-probe records it, cut to what the aio_threads rule reads: `aio`
+/// in force, 10000 requests, each worker's eventfd (`writes.other`) and sendfile counts,
+/// event-loop p99 and CPU.
+fn aio_summary(aio: &str, notices: u64, sendfiles: u64, p99_ns: u64, cpu_s: f64) -> Metrics {
+    let worker = json!({
+        "accepts": 25, "cpu_s": cpu_s / 2.0,
+        "writes": {"access_log": {"count": 5000}, "other": {"count": notices / 2}},
+        "syscalls": {"sendfile": {"count": sendfiles / 2, "total_ns": 1000},
+                     "writev": {"count": 5000, "total_ns": 1000}},
+        "event_loop": {"p99_iteration_ns": p99_ns, "max_iteration_ns": p99_ns * 4}
+    });
+    let s = json!({
+        "schema": 1, "type": "summary", "duration_s": 2.0,
+        "requests": {"count": 10_000},
+        "workers": [worker.clone(), worker],
+        "config": {"values": [{"directive": "aio", "scope": "http", "value": aio, "at": "x:9"}]}
+    });
+    Metrics::from_summary(&s, &ClientRun::default(), (0, 0)).unwrap()
+}
+
+/// The four aio_threads configs: the cached file without and with aio threads (CPU
+/// `cached_cpu_s` → `aio_cpu_s`), the directio file without and with them.
+fn aio_runs(cached_cpu_s: f64, aio_cpu_s: f64) -> [Metrics; 4] {
+    [
+        aio_summary("off", 0, 10_000, 150_000, cached_cpu_s),
+        aio_summary("threads", 10_000, 10_000, 200_000, aio_cpu_s),
+        aio_summary("off", 0, 0, 2_000_000, 2.0),
+        aio_summary("threads", 80_000, 0, 400_000, 2.4),
+    ]
+}
+
+#[test]
+fn aio_threads_summary_fields() {
+    let [_, b, _, d] = aio_runs(0.5, 0.7);
+    assert_eq!(b.other_writes, 10_000);
+    assert_eq!(b.other_writes_per_request(), 1.0);
+    assert_eq!(d.other_writes_per_request(), 8.0);
+    assert_eq!((d.loop_p99_us, d.loop_max_us), (400.0, 1600.0));
+    assert_eq!(b.config_value("http", "aio"), Some("threads"));
+    assert_eq!(b.cpu_us_per_request, 70.0);
+}
+
+#[test]
+fn aio_threads_rule_outcomes() {
+    // Thread handoffs cost the cached file 40% more CPU per request: confirmed.
+    let j = judge_aio_threads(&aio_runs(0.5, 0.7));
+    assert_eq!(j.outcome, Outcome::Confirmed, "{j:?}");
+    assert_eq!(
+        j.reason,
+        "CPU per request with aio threads x1.40 on the cached file; on the directio file CPU per request x1.20, event-loop p99 iteration 2000 → 400 us (directio stands in for a file larger than the page cache)"
+    );
+    assert_eq!(
+        j.saw,
+        "aio off → threads → off → threads; thread-pool notices/req 0.00 → 1.00 → 0.00 → 8.00; sendfile/req 1.00 → 1.00 → 0.00 → 0.00; event-loop p99 us 150 → 200 → 2000 → 400; CPU us/req 50.0 → 70.0 → 200.0 → 240.0"
+    );
+    // Cheaper with aio threads: refuted; within ±5%: inconclusive.
+    assert_eq!(
+        judge_aio_threads(&aio_runs(0.5, 0.45)).outcome,
+        Outcome::Refuted
+    );
+    let j = judge_aio_threads(&aio_runs(0.5, 0.51));
+    assert_eq!(j.outcome, Outcome::Inconclusive);
+    assert!(j.reason.ends_with("within the noise (±5%)"), "{}", j.reason);
+}
+
+#[test]
+fn aio_threads_change_not_in_effect() {
+    let not_in_effect = |ms: &[Metrics], why: &str| {
+        let j = judge_aio_threads(ms);
+        assert_eq!(j.outcome, Outcome::Inconclusive);
+        assert_eq!(j.reason, format!("the change did not take effect: {why}"));
+    };
+    // A build without thread pools would refuse the directive; here: not in force.
+    let [a, _, c, d] = aio_runs(0.5, 0.7);
+    let off = aio_summary("off", 0, 10_000, 150_000, 0.7);
+    not_in_effect(
+        &[a.clone(), off, c.clone(), d.clone()],
+        "B's aio in force off (asked threads)",
+    );
+    // In force, but no task reached the thread pool.
+    let idle = aio_summary("threads", 0, 10_000, 150_000, 0.7);
+    not_in_effect(
+        &[a.clone(), idle.clone(), c.clone(), d.clone()],
+        "B wrote 0.00 thread-pool notices per request (eventfd writes)",
+    );
+    // directio not in force: the big file went out with sendfile.
+    let sent = aio_summary("off", 0, 10_000, 2_000_000, 2.0);
+    not_in_effect(
+        &[a.clone(), aio_runs(0.5, 0.7)[1].clone(), sent, d.clone()],
+        "the directio file went out with sendfile (1.00 per request): directio not in force",
+    );
+    // The configuration unread: unknown whether it took effect.
+    let mut unread = a.clone();
+    unread.config.clear();
+    let j = judge_aio_threads(&[unread, idle, c, d]);
+    assert!(j
+        .reason
+        .starts_with("nginx-probe did not report nginx's configuration"));
+}
