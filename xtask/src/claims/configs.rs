@@ -1,4 +1,4 @@
-//! The claims: each seed claim as two or three nginx configs and the load they run under.
+//! The claims: each seed claim as two to four nginx configs and the load they run under.
 
 use super::*;
 
