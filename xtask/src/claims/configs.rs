@@ -339,7 +339,7 @@ pub fn all_claims() -> Vec<Claim> {
         Claim {
             id: "aio_threads",
             source: SEED_004,
-            claim: "aio threads made it worse (004: 6107 → 5223 req/s) on a small cached file; thread pools are for reads that block on the disk",
+            claim: "aio threads made it worse on a small cached file (004: 6107 → 5223 req/s); reads that bypass the page cache shown beside, not judged",
             variants: vec![
                 v("A", "the 30-byte file (cached), sendfile on", base()),
                 v("B", "aio threads", aio_config(false, true)),
