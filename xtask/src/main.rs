@@ -82,7 +82,8 @@ enum Cmd {
         /// Only these claims (keepalive, access_log, multi_accept, nofile,
         /// worker_connections, open_file_cache, sendfile, worker_processes, backlog,
         /// keepalive_requests, upstream_keepalive, worker_connections_nofile,
-        /// accept_mutex, tcp_nopush).
+        /// accept_mutex, tcp_nopush, worker_processes_sweep, aio_threads,
+        /// tls_session_cache).
         claims: Vec<String>,
     },
     /// Release artifacts in target/dist: a static musl binary, the man page, shell

@@ -94,6 +94,16 @@ pub struct Metrics {
     pub cpu_cores: f64,
     /// The workers' `run_delay_s` (runnable, waiting for a CPU) summed, per request, us.
     pub run_delay_us_per_request: f64,
+    /// Writes to pipes, eventfds and other anonymous inodes (`writes.other.count`), all
+    /// workers: with `aio threads`, a thread-pool thread's completion notice to its
+    /// worker's event loop (an eventfd write per finished task).
+    pub other_writes: u64,
+    /// Longest p99 event-loop iteration of any worker (`event_loop.p99_iteration_ns`,
+    /// the main thread: from one epoll wait's return to the next wait), us: how long
+    /// the loop stalls, its other connections waiting.
+    pub loop_p99_us: f64,
+    /// Longest event-loop iteration of any worker (`event_loop.max_iteration_ns`), us.
+    pub loop_max_us: f64,
 }
 
 pub(super) fn ratio(a: f64, b: f64) -> f64 {
@@ -207,8 +217,9 @@ impl Metrics {
         Ok(m)
     }
 
-    /// Adds one worker's accepts, accept errors, upstream connects and closes after
-    /// accept; keeps the highest fd peak and the lowest fd limit.
+    /// Adds one worker's accepts, accept errors, upstream connects, closes after accept
+    /// and writes to anonymous inodes; keeps the highest fd peak, event-loop p99 and
+    /// longest iteration, and the lowest fd limit.
     fn add_worker_counts(&mut self, w: &Value) {
         self.accepts += count(&w["accepts"]);
         self.emfile += count(&w["accept_errors"]["EMFILE"]);
@@ -216,6 +227,10 @@ impl Metrics {
         self.upstream_connects += count(&w["upstream"]["connects"]);
         self.accepted_then_closed += count(&w["accepted_then_closed"]);
         self.fd_peak = self.fd_peak.max(count(&w["fds"]["peak"]));
+        self.other_writes += count(&w["writes"]["other"]["count"]);
+        let loop_us = |k: &str| count(&w["event_loop"][k]) as f64 / 1e3;
+        self.loop_p99_us = self.loop_p99_us.max(loop_us("p99_iteration_ns"));
+        self.loop_max_us = self.loop_max_us.max(loop_us("max_iteration_ns"));
         if let Some(l) = w["fds"]["limit"].as_u64() {
             self.fd_limit = self.fd_limit.min(l);
         }
@@ -315,6 +330,11 @@ impl Metrics {
         ratio(self.accept_eagain as f64, self.accepts as f64)
     }
 
+    /// Writes to anonymous inodes (eventfd notices of `aio threads`) per request.
+    pub fn other_writes_per_request(&self) -> f64 {
+        ratio(self.other_writes as f64, self.requests as f64)
+    }
+
     /// libssl time per completed TLS handshake, us (0 without handshakes).
     pub fn tls_us_per_handshake(&self) -> f64 {
         ratio(self.tls_call_ns as f64 / 1e3, self.tls_handshakes as f64)
@@ -337,7 +357,7 @@ impl Metrics {
     }
 
     pub(super) fn json(&self) -> Value {
-        json!({
+        let mut doc = json!({
             "rps": round(self.rps, 1), "client_errors": self.client_errors,
             "requests": self.requests, "accepts": self.accepts,
             "accepts_per_request": round(self.accepts_per_request, 4),
@@ -373,7 +393,18 @@ impl Metrics {
             "cpu_cores": round(self.cpu_cores, 3),
             "run_delay_us_per_request": round(self.run_delay_us_per_request, 2),
             "verdicts": self.verdicts,
-        })
+        });
+        // Added apart: one json! of every field passes serde_json's macro recursion limit.
+        let more = json!({
+            "other_writes": self.other_writes,
+            "other_writes_per_request": round(self.other_writes_per_request(), 4),
+            "loop_p99_us": round(self.loop_p99_us, 1),
+            "loop_max_us": round(self.loop_max_us, 1),
+        });
+        if let (Value::Object(d), Value::Object(m)) = (&mut doc, more) {
+            d.extend(m);
+        }
+        doc
     }
 }
 

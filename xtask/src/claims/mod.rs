@@ -1,5 +1,5 @@
 //! `cargo xtask claims`: the claims lab. Each tuning claim from `../shared/seeds` becomes
-//! two or three nginx configs (a throwaway nginx each: temp prefix, 127.0.0.1, free port,
+//! two to four nginx configs (a throwaway nginx each: temp prefix, 127.0.0.1, free port,
 //! 30-byte static file, 2 workers unless the claim is about workers) run under the same
 //! load, each recorded with nginx-probe. A pure rule per claim ([`Claim::judge`]) reads
 //! nginx-probe's metrics ([`Metrics`]) and says whether the claim is confirmed, refuted

@@ -101,6 +101,9 @@ pub fn median_metrics(runs: &[Metrics]) -> Metrics {
         tls_call_ns: u(&|m| m.tls_call_ns),
         cpu_cores: f(&|m| m.cpu_cores),
         run_delay_us_per_request: f(&|m| m.run_delay_us_per_request),
+        other_writes: u(&|m| m.other_writes),
+        loop_p99_us: f(&|m| m.loop_p99_us),
+        loop_max_us: f(&|m| m.loop_max_us),
     }
 }
 

@@ -498,7 +498,7 @@ fn every_claim_has_a_seed_source_and_distinct_configs() {
         assert!(seeds.iter().any(|s| c.source.contains(s)), "{}", c.id);
         assert!(c.variants.len() >= 2, "{}", c.id);
         let labels: Vec<&str> = c.variants.iter().map(|v| v.label).collect();
-        assert_eq!(labels, ["A", "B", "C"][..labels.len()], "{}", c.id);
+        assert_eq!(labels, ["A", "B", "C", "D"][..labels.len()], "{}", c.id);
     }
 }
 

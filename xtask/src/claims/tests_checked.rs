@@ -451,6 +451,8 @@ fn tls_run(cache: &str, tickets: &str, handshakes: u64, call_us: u64) -> Metrics
         x.accepts = x.requests;
         x.tls_handshakes = handshakes;
         x.tls_call_ns = call_us * 1000;
+        // The rest of a connection's CPU: 200 us beside libssl's.
+        x.cpu_us_per_request = 200.0 + x.tls_us_per_handshake();
     })
 }
 
@@ -464,7 +466,7 @@ fn tls_session_cache_rule() {
     assert_eq!(j.outcome, Outcome::Confirmed, "{j:?}");
     assert_eq!(
         j.reason,
-        "libssl time per handshake 1000 us without a cache, 100 us with it (x0.10); with tickets (C) 110 us: the clients resumed their sessions"
+        "libssl time per handshake 1000 us without a cache, 100 us with it (x0.10), CPU per connection x0.25; with tickets (C) 110 us (nginx-probe does not tell resumed handshakes from full ones: judged on their cost): the clients resumed their sessions"
     );
     let full = tls_run("shared:TLSSL:30m", "off", 40_000, 38_000_000);
     assert_eq!(
@@ -487,4 +489,161 @@ fn tls_session_cache_rule() {
     let j = judge_tls_session_cache(&[a, untraced, c]);
     assert_eq!(j.outcome, Outcome::Inconclusive);
     assert!(j.reason.starts_with("nginx-probe counted no TLS handshake"));
+}
+
+/// One worker of an aio_threads summary: (`cpu_s`, `writes.other.count`, sendfile
+/// calls, `event_loop.p99_iteration_ns`).
+type AioWorker = (f64, u64, u64, u64);
+
+/// A summary as nginx-probe records it, cut to what the aio_threads rule reads: `aio`
+/// in force, nginx's request count, and per worker CPU, eventfd writes
+/// (`writes.other`), sendfile calls and event-loop p99.
+fn aio_summary(aio: &str, requests: u64, workers: [AioWorker; 2]) -> Metrics {
+    let worker = |(cpu_s, notices, sendfiles, p99_ns): AioWorker| {
+        json!({
+            "accepts": 25, "cpu_s": cpu_s,
+            "writes": {"access_log": {"count": requests / 2}, "other": {"count": notices}},
+            "syscalls": {"sendfile": {"count": sendfiles, "total_ns": 1000},
+                         "writev": {"count": requests / 2, "total_ns": 1000}},
+            "event_loop": {"p99_iteration_ns": p99_ns, "max_iteration_ns": p99_ns * 4}
+        })
+    };
+    let s = json!({
+        "schema": 1, "type": "summary", "duration_s": 2.6,
+        "requests": {"count": requests},
+        "workers": workers.map(worker),
+        "config": {"values": [{"directive": "aio", "scope": "http", "value": aio, "at": "x:9"}]}
+    });
+    Metrics::from_summary(&s, &ClientRun::default(), (0, 0)).unwrap()
+}
+
+/// The four aio_threads configs as recorded by `cargo xtask claims --quick aio_threads`
+/// (2026-12-04, 2 cores, both workers pinned to one): the cached file without and with
+/// aio threads, the directio file without and with them; B's CPU scaled by `b_cpu`.
+fn aio_runs(b_cpu: f64) -> [Metrics; 4] {
+    [
+        aio_summary(
+            "off",
+            168_169,
+            [(0.9, 0, 86_967, 7_545_060), (0.85, 0, 81_202, 5_334_502)],
+        ),
+        aio_summary(
+            "threads",
+            96_691,
+            [
+                (0.94 * b_cpu, 48_397, 48_397, 2_055_902),
+                (0.94 * b_cpu, 48_294, 48_294, 2_014_259),
+            ],
+        ),
+        aio_summary(
+            "off",
+            3679,
+            [(0.49, 0, 0, 55_924_052), (0.49, 0, 0, 74_874_614)],
+        ),
+        aio_summary(
+            "threads",
+            6887,
+            [(0.85, 29_945, 0, 1_815_589), (0.75, 25_087, 0, 1_310_719)],
+        ),
+    ]
+}
+
+#[test]
+fn aio_threads_summary_fields() {
+    let [_, b, _, d] = aio_runs(1.0);
+    assert_eq!(b.other_writes, 96_691);
+    assert_eq!(b.other_writes_per_request(), 1.0);
+    assert_eq!(format!("{:.2}", d.other_writes_per_request()), "7.99");
+    assert_eq!((d.loop_p99_us, d.loop_max_us), (1815.589, 7262.356));
+    assert_eq!(b.config_value("http", "aio"), Some("threads"));
+    assert_eq!(format!("{:.1}", b.cpu_us_per_request), "19.4");
+}
+
+#[test]
+fn aio_threads_rule_outcomes() {
+    // As recorded: thread handoffs cost the cached file 87% more CPU per request.
+    let j = judge_aio_threads(&aio_runs(1.0));
+    assert_eq!(j.outcome, Outcome::Confirmed, "{j:?}");
+    assert_eq!(
+        j.reason,
+        "CPU per request with aio threads x1.87 on the cached file; on the directio file CPU per request x0.87, event-loop p99 iteration 74875 → 1816 us (directio stands in for a file larger than the page cache)"
+    );
+    assert_eq!(
+        j.saw,
+        "aio off → threads → off → threads; thread-pool notices/req 0.00 → 1.00 → 0.00 → 7.99; sendfile/req 1.00 → 1.00 → 0.00 → 0.00; event-loop p99 us 7545 → 2056 → 74875 → 1816; CPU us/req 10.4 → 19.4 → 266.4 → 232.3"
+    );
+    // Cheaper with aio threads (x0.93): refuted; within ±5% (x1.01): inconclusive.
+    assert_eq!(judge_aio_threads(&aio_runs(0.5)).outcome, Outcome::Refuted);
+    let j = judge_aio_threads(&aio_runs(0.54));
+    assert_eq!(j.outcome, Outcome::Inconclusive);
+    assert!(j.reason.ends_with("within the noise (±5%)"), "{}", j.reason);
+}
+
+#[test]
+fn aio_threads_change_not_in_effect() {
+    let not_in_effect = |ms: &[Metrics], why: &str| {
+        let j = judge_aio_threads(ms);
+        assert_eq!(j.outcome, Outcome::Inconclusive);
+        assert_eq!(j.reason, format!("the change did not take effect: {why}"));
+    };
+    let [a, b, c, d] = aio_runs(1.0);
+    let cached = |aio: &str, notices: u64| {
+        aio_summary(
+            aio,
+            96_691,
+            [(0.94, notices, 48_397, 0), (0.94, 0, 48_294, 0)],
+        )
+    };
+    // A build without thread pools would refuse the directive; here: not in force.
+    not_in_effect(
+        &[a.clone(), cached("off", 0), c.clone(), d.clone()],
+        "B's aio in force off (asked threads)",
+    );
+    // In force, but no task reached the thread pool.
+    not_in_effect(
+        &[a.clone(), cached("threads", 0), c.clone(), d.clone()],
+        "B wrote 0.00 thread-pool notices per request (eventfd writes)",
+    );
+    // directio not in force: the big file went out with sendfile.
+    let sent = aio_summary("off", 3679, [(0.49, 0, 1840, 0), (0.49, 0, 1839, 0)]);
+    not_in_effect(
+        &[a.clone(), b.clone(), sent, d.clone()],
+        "the directio file went out with sendfile (1.00 per request): directio not in force",
+    );
+    // The configuration unread: unknown whether it took effect.
+    let mut unread = a;
+    unread.config.clear();
+    let j = judge_aio_threads(&[unread, b, c, d]);
+    assert!(j
+        .reason
+        .starts_with("nginx-probe did not report nginx's configuration"));
+}
+
+#[test]
+fn tls_session_cache_recorded_run() {
+    // `cargo xtask claims --quick tls_session_cache` (2026-12-04, 2 cores): requests,
+    // accepts, handshakes, libssl ns and CPU s of each config's summary.
+    let run = |cache: &str, tickets: &str, [req, acc, hs, ns]: [u64; 4], cpu_s: f64| {
+        let mut x = tls_run(cache, tickets, hs, 0);
+        (x.requests, x.accepts, x.tls_call_ns) = (req, acc, ns);
+        x.cpu_us_per_request = cpu_s * 1e6 / req as f64;
+        x
+    };
+    let a = run("none", "off", [1891, 1908, 1900, 2_218_910_192], 1.04);
+    let b = run(
+        "shared:TLSSL:30m",
+        "off",
+        [10_448, 10_457, 10_448, 627_599_501],
+        1.24,
+    );
+    let c = run("none", "on", [9853, 9865, 9854, 652_847_519], 1.16);
+    let j = judge_tls_session_cache(&[a, b, c]);
+    assert_eq!(j.outcome, Outcome::Confirmed, "{j:?}");
+    assert!(
+        j.reason.starts_with(
+            "libssl time per handshake 1168 us without a cache, 60 us with it (x0.05), CPU per connection x0.22; with tickets (C) 66 us"
+        ),
+        "{}",
+        j.reason
+    );
 }
