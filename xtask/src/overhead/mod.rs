@@ -113,6 +113,19 @@ pub const MODES: &[ModeDef] = &[
         extra: true,
     },
     ModeDef {
+        name: "nginx-probe one window at attach, lifecycle from perf-event tracepoints (fallback)",
+        tracer: Tracer::Probe(&[
+            "--detail",
+            "sampled",
+            "--detail-window",
+            "100ms",
+            "--detail-every",
+            "1h",
+            "--lifecycle-from-perf-events",
+        ]),
+        extra: true,
+    },
+    ModeDef {
         name: "nginx-probe --uprobes",
         tracer: Tracer::Probe(&["--uprobes"]),
         extra: false,
