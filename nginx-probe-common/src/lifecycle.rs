@@ -7,6 +7,9 @@
 //! close). A socket is nginx's client connection when it is TCP and its local port is
 //! one of nginx's listening ports (`LC_PORTS`, filled by user space from sock_diag):
 //! attribution is by the socket, not the task, because most of these fire in softirq.
+//! By default the programs are raw tracepoints on these events (their arguments, the
+//! socket read with the BTF offsets of [`RAW_OFF_PATHS`]); perf-event tracepoint
+//! programs reading the records are the fallback. One set is attached, never both.
 //!
 //! Layout of the per-CPU `LC_STATS` array: `port_index * LC_PER_PORT + counter`, all
 //! `u64`, cumulative since attach (user space sums CPUs and differences snapshots),

@@ -115,13 +115,13 @@ pub const MODES: &[ModeDef] = &[
     ModeDef {
         name: "nginx-probe one window at attach, lifecycle from perf-event tracepoints (fallback)",
         tracer: Tracer::Probe(&[
+            "--lifecycle-from-perf-events",
             "--detail",
             "sampled",
-            "--detail-window",
-            "100ms",
             "--detail-every",
             "1h",
-            "--lifecycle-from-perf-events",
+            "--detail-window",
+            "100ms",
         ]),
         extra: true,
     },
