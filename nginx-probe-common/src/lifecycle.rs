@@ -7,6 +7,9 @@
 //! close). A socket is nginx's client connection when it is TCP and its local port is
 //! one of nginx's listening ports (`LC_PORTS`, filled by user space from sock_diag):
 //! attribution is by the socket, not the task, because most of these fire in softirq.
+//! By default the programs are raw tracepoints on these events (their arguments, the
+//! socket read with the BTF offsets of [`RAW_OFF_PATHS`]); perf-event tracepoint
+//! programs reading the records are the fallback. One set is attached, never both.
 //!
 //! Layout of the per-CPU `LC_STATS` array: `port_index * LC_PER_PORT + counter`, all
 //! `u64`, cumulative since attach (user space sums CPUs and differences snapshots),
@@ -63,6 +66,28 @@ pub const LC_PER_PORT: usize = IDLE_HIST + LC_IDLE_BUCKETS;
 /// Entries of `LC_CLOSING` (pid_tgid of a task closing a listener -> the listener).
 pub const LC_MAX_CLOSING: u32 = 64;
 
+indexed! {
+    /// Kernel struct member offsets the raw-tracepoint programs read (their arguments
+    /// are `struct sock *` and `struct sk_buff *`, not a record): bytes, from the
+    /// kernel's BTF, patched into the `LC_RAW_OFF` global; `u64::MAX` = unknown, and
+    /// then the perf-event tracepoint programs are attached instead. Each constant
+    /// indexes `LC_RAW_OFF` and [`RAW_OFF_PATHS`].
+    pub mod raw_off: usize;
+    /// Number of offsets in [`raw_off`].
+    pub const RAW_OFF_COUNT;
+    /// (struct, member path) of each offset in [`raw_off`], in index order.
+    pub const RAW_OFF_PATHS: [(&str, &str)];
+    /// `inet_sock.inet_sport`: local port, big-endian (u16), what the tracepoints'
+    /// records take (`skc_num` is already 0 when a closing socket's port was put back).
+    INET_SPORT => ("inet_sock", "inet_sport"),
+    /// `sock.__sk_common.skc_state`: TCP state (u8).
+    SK_STATE => ("sock", "__sk_common.skc_state"),
+    /// `sock.sk_protocol` (u16; a bitfield before Linux 5.6, then unknown).
+    SK_PROTOCOL => ("sock", "sk_protocol"),
+    /// `sk_buff.data`: the TCP header of the segment a reset answers.
+    SKB_DATA => ("sk_buff", "data"),
+}
+
 /// Histogram bucket of `ms`.
 #[inline(always)]
 pub const fn idle_bucket(ms: u64) -> usize {
@@ -95,12 +120,31 @@ pub mod names {
     pub const PROG_RECEIVE_RESET: &str = "lc_receive_reset";
     /// `tcp:tcp_destroy_sock`.
     pub const PROG_DESTROY: &str = "lc_destroy_sock";
-    /// (program, tracepoint category, tracepoint), for the loader and the contract test.
+    /// (program, tracepoint category, tracepoint), for the loader and the contract test:
+    /// the perf-event tracepoint set, which reads the tracepoints' records (the
+    /// fallback when [`super::RAW_OFF_PATHS`] are not all in the kernel's BTF).
     pub const PROGS: &[(&str, &str, &str)] = &[
         (PROG_STATE, "sock", "inet_sock_set_state"),
         (PROG_SEND_RESET, "tcp", "tcp_send_reset"),
         (PROG_RECEIVE_RESET, "tcp", "tcp_receive_reset"),
         (PROG_DESTROY, "tcp", "tcp_destroy_sock"),
+    ];
+    /// Raw tracepoint on `inet_sock_set_state(sk, oldstate, newstate)`.
+    pub const RAW_STATE: &str = "lc_raw_set_state";
+    /// Raw tracepoint on `tcp_send_reset(sk, skb, reason)`.
+    pub const RAW_SEND_RESET: &str = "lc_raw_send_reset";
+    /// Raw tracepoint on `tcp_receive_reset(sk)`.
+    pub const RAW_RECEIVE_RESET: &str = "lc_raw_receive_reset";
+    /// Raw tracepoint on `tcp_destroy_sock(sk)`.
+    pub const RAW_DESTROY: &str = "lc_raw_destroy_sock";
+    /// (program, raw tracepoint), for the loader and the contract test: the same
+    /// counters as [`PROGS`] from the tracepoints' arguments, without the perf record
+    /// the kernel builds per hit for a perf-event tracepoint (the default set).
+    pub const RAW_PROGS: &[(&str, &str)] = &[
+        (RAW_STATE, "inet_sock_set_state"),
+        (RAW_SEND_RESET, "tcp_send_reset"),
+        (RAW_RECEIVE_RESET, "tcp_receive_reset"),
+        (RAW_DESTROY, "tcp_destroy_sock"),
     ];
     names! {
         /// Globals, for the contract test.
@@ -115,6 +159,9 @@ pub mod names {
         /// `/proc/config.gz`, or measured from `/proc/timer_list`); 0 = unknown: idle
         /// time not measured.
         LC_HZ = "LC_HZ",
+        /// `[u64; RAW_OFF_COUNT]`: the struct offsets the raw-tracepoint programs read,
+        /// indexed by `raw_off` (from the kernel's BTF; `u64::MAX` = unknown).
+        LC_RAW_OFF = "LC_RAW_OFF",
     }
 }
 

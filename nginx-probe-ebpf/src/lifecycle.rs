@@ -3,17 +3,23 @@
 //! nginx's when it is TCP and its local port is in `LC_PORTS` (nginx's listening ports,
 //! from user space), whatever task runs. See `nginx_probe_common::lifecycle` for the
 //! counters.
+//!
+//! Two sets of programs count the same: raw tracepoints (`lc_raw_*`, the default), which
+//! get the tracepoints' arguments (`struct sock *`...) and read the socket with offsets
+//! from the kernel's BTF (`LC_RAW_OFF`), and perf-event tracepoints (`lc_*`), which read
+//! the record the kernel builds for them per hit (the fallback when an offset is
+//! unknown). User space attaches one set, never both.
 
 use aya_ebpf::{
     helpers::{bpf_get_current_pid_tgid, bpf_jiffies64, bpf_probe_read_kernel},
-    macros::tracepoint,
-    programs::TracePointContext,
+    macros::{raw_tracepoint, tracepoint},
+    programs::{RawTracePointContext, TracePointContext},
 };
-use nginx_probe_common::lifecycle as lc;
+use nginx_probe_common::lifecycle::{self as lc, raw_off};
 
 use crate::{
     helpers::{global, record_at},
-    maps::{LC_CLOSING, LC_HZ, LC_LRCVTIME_OFF, LC_LSNDTIME_OFF, LC_PORTS, LC_STATS},
+    maps::{LC_CLOSING, LC_HZ, LC_LRCVTIME_OFF, LC_LSNDTIME_OFF, LC_PORTS, LC_RAW_OFF, LC_STATS},
 };
 
 const TCP_ESTABLISHED: i32 = 1;
@@ -34,18 +40,25 @@ fn lc_base(port: u16) -> Option<u32> {
     Some(idx * lc::LC_PER_PORT as u32)
 }
 
+/// Adds `n` to a counter, atomically: a raw-tracepoint program may be interrupted on its
+/// CPU by another one (a softirq's state change inside a task's), unlike perf-event
+/// tracepoint programs, which the kernel never nests.
 #[inline(always)]
 fn lc_add(base: u32, counter: usize, n: u64) {
     if let Some(p) = LC_STATS.get_ptr_mut(base + counter as u32) {
-        // SAFETY: per-CPU element; tracepoint programs do not nest on one CPU.
-        unsafe { *p += n };
+        use core::intrinsics::{atomic_xadd, AtomicOrdering};
+        // SAFETY: a valid, aligned per-CPU u64 of the map. The old value is unused, so
+        // this is the BPF atomic add without fetch (any kernel).
+        unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(p, n) };
     }
 }
 
+/// Raises a maximum (not atomically: a nested program can lose one idle extreme, never
+/// a count).
 #[inline(always)]
 fn lc_max(base: u32, counter: usize, v: u64) {
     if let Some(p) = LC_STATS.get_ptr_mut(base + counter as u32) {
-        // SAFETY: as in lc_add.
+        // SAFETY: a valid per-CPU u64 of the map.
         unsafe {
             if v > *p {
                 *p = v;
@@ -75,23 +88,15 @@ fn lc_idle_ms(sk: u64) -> Option<u64> {
     Some(j * 1000 / hz)
 }
 
-/// `sock:inet_sock_set_state`: who closed first, established connections, listeners
-/// closed, idle time before nginx's close.
-#[tracepoint]
-pub fn lc_set_state(ctx: TracePointContext) -> u32 {
-    if record_at::<u16>(&ctx, 30) != IPPROTO_TCP {
-        return 0;
-    }
-    let Some(base) = lc_base(record_at::<u16>(&ctx, 24)) else {
-        return 0;
-    };
-    let old = record_at::<i32>(&ctx, 16);
-    let new = record_at::<i32>(&ctx, 20);
+/// A state change of a socket on one of nginx's ports (`base`): who closed first,
+/// established connections, listeners closed, idle time before nginx's close.
+#[inline(always)]
+fn on_set_state(base: u32, old: i32, new: i32, sk: u64) {
     match (old, new) {
         (TCP_SYN_RECV, TCP_ESTABLISHED) => lc_add(base, lc::ESTABLISHED, 1),
         (TCP_ESTABLISHED, TCP_FIN_WAIT1) => {
             lc_add(base, lc::CLOSED_BY_NGINX, 1);
-            if let Some(ms) = lc_idle_ms(record_at::<u64>(&ctx, 8)) {
+            if let Some(ms) = lc_idle_ms(sk) {
                 lc_add(base, lc::IDLE_COUNT, 1);
                 lc_add(base, lc::IDLE_SUM_MS, ms);
                 lc_max(base, lc::IDLE_MAX_MS, ms);
@@ -103,10 +108,58 @@ pub fn lc_set_state(ctx: TracePointContext) -> u32 {
         (TCP_ESTABLISHED, TCP_CLOSE) => lc_add(base, lc::CLOSED_BY_RESET, 1),
         (TCP_LISTEN, TCP_CLOSE) => {
             lc_add(base, lc::LISTENERS_CLOSED, 1);
-            let _ = LC_CLOSING.insert(bpf_get_current_pid_tgid(), record_at::<u64>(&ctx, 8), 0);
+            let _ = LC_CLOSING.insert(bpf_get_current_pid_tgid(), sk, 0);
         }
         _ => {}
     }
+}
+
+/// A reset sent from one of nginx's ports (`base`), by the kernel's `reason`, for the
+/// socket `sk` (0: none) in `state` (0: none).
+#[inline(always)]
+fn on_send_reset(base: u32, reason: usize, sk: u64, state: i32) {
+    lc_add(base, lc::RST_SENT, 1);
+    let r = if reason < lc::LC_REASONS {
+        reason
+    } else {
+        lc::LC_REASONS - 1
+    };
+    lc_add(base, lc::RST_BY_REASON + r, 1);
+    // SAFETY: the value is copied out at once.
+    if let Some(l) = unsafe { LC_CLOSING.get(bpf_get_current_pid_tgid()) }.copied() {
+        if sk != 0 && sk != l && state != TCP_LISTEN {
+            lc_add(base, lc::RST_CLOSED_LISTENER, 1);
+        }
+    }
+}
+
+/// `sk` of one of nginx's ports is destroyed: when it is the listener this task was
+/// closing, its later resets are not the listener's queue.
+#[inline(always)]
+fn on_destroy(sk: u64) {
+    let key = bpf_get_current_pid_tgid();
+    // SAFETY: the value is copied out at once.
+    if let Some(l) = unsafe { LC_CLOSING.get(key) }.copied() {
+        if l == sk {
+            let _ = LC_CLOSING.remove(key);
+        }
+    }
+}
+
+// ---- Perf-event tracepoints: fields from the record (offsets checked by user space
+// against the format files) ----
+
+/// `sock:inet_sock_set_state`: see [`on_set_state`].
+#[tracepoint]
+pub fn lc_set_state(ctx: TracePointContext) -> u32 {
+    if record_at::<u16>(&ctx, 30) != IPPROTO_TCP {
+        return 0;
+    }
+    let Some(base) = lc_base(record_at::<u16>(&ctx, 24)) else {
+        return 0;
+    };
+    let (old, new) = (record_at::<i32>(&ctx, 16), record_at::<i32>(&ctx, 20));
+    on_set_state(base, old, new, record_at::<u64>(&ctx, 8));
     0
 }
 
@@ -116,21 +169,13 @@ pub fn lc_set_state(ctx: TracePointContext) -> u32 {
 pub fn lc_send_reset(ctx: TracePointContext) -> u32 {
     let port = u16::from_be(record_at::<u16>(&ctx, 34));
     let Some(base) = lc_base(port) else { return 0 };
-    lc_add(base, lc::RST_SENT, 1);
     let reason = record_at::<u32>(&ctx, 28) as usize;
-    let r = if reason < lc::LC_REASONS {
-        reason
-    } else {
-        lc::LC_REASONS - 1
-    };
-    lc_add(base, lc::RST_BY_REASON + r, 1);
-    let sk = record_at::<u64>(&ctx, 16);
-    // SAFETY: the value is copied out at once.
-    if let Some(l) = unsafe { LC_CLOSING.get(bpf_get_current_pid_tgid()) }.copied() {
-        if sk != 0 && sk != l && record_at::<i32>(&ctx, 24) != TCP_LISTEN {
-            lc_add(base, lc::RST_CLOSED_LISTENER, 1);
-        }
-    }
+    on_send_reset(
+        base,
+        reason,
+        record_at::<u64>(&ctx, 16),
+        record_at::<i32>(&ctx, 24),
+    );
     0
 }
 
@@ -143,19 +188,96 @@ pub fn lc_receive_reset(ctx: TracePointContext) -> u32 {
     0
 }
 
-/// `tcp:tcp_destroy_sock`: the listener a task was closing is gone; its later resets
-/// are not the listener's queue.
+/// `tcp:tcp_destroy_sock`: see [`on_destroy`].
 #[tracepoint]
 pub fn lc_destroy_sock(ctx: TracePointContext) -> u32 {
-    if lc_base(record_at::<u16>(&ctx, 16)).is_none() {
-        return 0;
+    if lc_base(record_at::<u16>(&ctx, 16)).is_some() {
+        on_destroy(record_at::<u64>(&ctx, 8));
     }
-    let key = bpf_get_current_pid_tgid();
-    // SAFETY: the value is copied out at once.
-    if let Some(l) = unsafe { LC_CLOSING.get(key) }.copied() {
-        if l == record_at::<u64>(&ctx, 8) {
-            let _ = LC_CLOSING.remove(key);
-        }
+    0
+}
+
+// ---- Raw tracepoints: the TP_PROTO arguments, the socket read with BTF offsets ----
+
+/// A `T` at `LC_RAW_OFF[which]` bytes into the kernel object at `at`; None when the
+/// offset is unknown or the read fails.
+#[inline(always)]
+fn raw_read<T: Copy>(at: u64, which: usize) -> Option<T> {
+    let off = global(&LC_RAW_OFF[which]);
+    if at == 0 || off == u64::MAX {
+        return None;
+    }
+    // SAFETY: bpf_probe_read_kernel copes with any address.
+    unsafe { bpf_probe_read_kernel((at + off) as *const T) }.ok()
+}
+
+/// The local port of the full socket `sk`, host order, as the records take it.
+#[inline(always)]
+fn raw_port(sk: u64) -> Option<u16> {
+    raw_read::<u16>(sk, raw_off::INET_SPORT).map(u16::from_be)
+}
+
+/// The `LC_STATS` base of `sk` when its local port is one of nginx's (the cheap test,
+/// first) and it is TCP.
+#[inline(always)]
+fn raw_base(sk: u64) -> Option<u32> {
+    let base = lc_base(raw_port(sk)?)?;
+    (raw_read::<u16>(sk, raw_off::SK_PROTOCOL)? == IPPROTO_TCP).then_some(base)
+}
+
+/// Raw `inet_sock_set_state(const struct sock *sk, int oldstate, int newstate)`.
+#[raw_tracepoint(tracepoint = "inet_sock_set_state")]
+pub fn lc_raw_set_state(ctx: RawTracePointContext) -> u32 {
+    let sk: u64 = ctx.arg(0);
+    if let Some(base) = raw_base(sk) {
+        let (old, new): (u64, u64) = (ctx.arg(1), ctx.arg(2));
+        on_set_state(base, old as i32, new as i32, sk);
+    }
+    0
+}
+
+/// Raw `tcp_send_reset(const struct sock *sk, const struct sk_buff *skb, enum
+/// sk_rst_reason reason)`: the local port as the tracepoint's record takes it, from a
+/// full socket, else from the answered segment's TCP destination port (`skb->data`).
+#[raw_tracepoint(tracepoint = "tcp_send_reset")]
+pub fn lc_raw_send_reset(ctx: RawTracePointContext) -> u32 {
+    let sk: u64 = ctx.arg(0);
+    let state = raw_read::<u8>(sk, raw_off::SK_STATE).map_or(0, i32::from);
+    // Not a full socket: TCP_TIME_WAIT (6) or TCP_NEW_SYN_RECV (12).
+    let full = sk != 0 && state != 6 && state != 12;
+    let port = if full {
+        raw_port(sk)
+    } else {
+        let skb: u64 = ctx.arg(1);
+        raw_read::<u64>(skb, raw_off::SKB_DATA)
+            // SAFETY: bpf_probe_read_kernel copes with any address.
+            .and_then(|th| unsafe { bpf_probe_read_kernel((th + 2) as *const u16) }.ok())
+            .map(u16::from_be)
+    };
+    let Some(base) = port.and_then(lc_base) else {
+        return 0;
+    };
+    let reason: u64 = ctx.arg(2);
+    on_send_reset(base, reason as usize, sk, state);
+    0
+}
+
+/// Raw `tcp_receive_reset(struct sock *sk)`.
+#[raw_tracepoint(tracepoint = "tcp_receive_reset")]
+pub fn lc_raw_receive_reset(ctx: RawTracePointContext) -> u32 {
+    let sk: u64 = ctx.arg(0);
+    if let Some(base) = raw_port(sk).and_then(lc_base) {
+        lc_add(base, lc::RST_RECEIVED, 1);
+    }
+    0
+}
+
+/// Raw `tcp_destroy_sock(struct sock *sk)`.
+#[raw_tracepoint(tracepoint = "tcp_destroy_sock")]
+pub fn lc_raw_destroy_sock(ctx: RawTracePointContext) -> u32 {
+    let sk: u64 = ctx.arg(0);
+    if raw_port(sk).and_then(lc_base).is_some() {
+        on_destroy(sk);
     }
     0
 }

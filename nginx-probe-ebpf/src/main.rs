@@ -10,6 +10,10 @@
 //! structures; `helpers` holds what every family uses.
 #![cfg_attr(target_arch = "bpf", no_std)]
 #![cfg_attr(target_arch = "bpf", no_main)]
+// The lifecycle's counters are added atomically (`lifecycle::lc_add`): the BPF target
+// has no `AtomicU64::fetch_add`, its intrinsic compiles to the instruction.
+#![cfg_attr(target_arch = "bpf", feature(core_intrinsics))]
+#![cfg_attr(target_arch = "bpf", allow(internal_features))]
 
 #[cfg(target_arch = "bpf")]
 mod accept;

@@ -58,6 +58,12 @@ pub(crate) static LC_LRCVTIME_OFF: u64 = u64::MAX;
 #[no_mangle]
 pub(crate) static LC_HZ: u64 = 0;
 
+/// Struct offsets the lifecycle's raw-tracepoint programs read (`struct sock`,
+/// `struct sk_buff`), indexed by `nginx_probe_common::lifecycle::raw_off`; from BTF.
+/// `u64::MAX` = absent (the perf-event tracepoint programs are attached instead).
+#[no_mangle]
+pub(crate) static LC_RAW_OFF: [u64; lc::RAW_OFF_COUNT] = [u64::MAX; lc::RAW_OFF_COUNT];
+
 // ---- The worker filter (workers.rs) ----
 
 /// Free worker slots, a stack: the slot freed last is given first, so through

@@ -71,6 +71,9 @@ pub(super) fn attach_programs(
             warn!("accepts come from the accept4/accept tracepoints, attached all the time ({e}): every syscall of every process takes the kernel's syscall-tracing path between windows");
         }
     }
+    if args.lifecycle_from_perf_events {
+        probe.lifecycle.meta.raw_unavailable = Some("--lifecycle-from-perf-events".into());
+    }
     probe.attach(tracefs_root, &args.syscalls.0, sampled)?;
     tracker.accepts_from_uprobe = probe.accepts_from_uprobe;
     tracker.traced = args.syscalls.0.clone();
@@ -153,7 +156,7 @@ pub(super) fn banner(
     };
     let pids: Vec<String> = workers.iter().map(|w| w.pid.to_string()).collect();
     eprintln!(
-        "Tracing nginx master {}{nspid_note} `{}`: {} workers [{}], {}{}{}{}{}. Hit Ctrl-C to end.",
+        "Tracing nginx master {}{nspid_note} `{}`: {} workers [{}], {}{}{}{}{}{}. Hit Ctrl-C to end.",
         master.pid,
         safe::line(&master.title),
         workers.len(),
@@ -191,8 +194,25 @@ pub(super) fn banner(
             (true, true, false) => ", TLS handshake uprobes (nginx maps libssl; idle without TLS connections: handshakes counted by nginx's ngx_ssl_ocsp_validate, timed by libssl)",
             (true, false, _) => ", TLS handshake uprobes (nginx maps libssl; idle without TLS connections: counted and timed by libssl)",
         },
+        lifecycle_note(&probe.lifecycle),
     );
     eprintln!("{}", detail_banner(probe, tracker));
+}
+
+/// The banner's words for the connection lifecycle programs: which set is attached
+/// (raw tracepoints, or perf-event ones and why).
+fn lifecycle_note(lc: &crate::collect::lifecycle::Lifecycle) -> String {
+    match (lc.attached.is_empty(), lc.meta.raw) {
+        (true, _) => String::new(),
+        (false, true) => ", connection lifecycle from raw tracepoints".into(),
+        (false, false) => format!(
+            ", connection lifecycle from perf-event tracepoints ({})",
+            lc.meta
+                .raw_unavailable
+                .as_deref()
+                .unwrap_or("raw tracepoints not tried")
+        ),
+    }
 }
 
 /// The banner's second line: the detail mode, what it costs and what stays exact.

@@ -250,6 +250,11 @@ pub struct TraceArgs {
     /// cost of either; fds that live for one request are misfiled this way).
     #[arg(long, hide = true)]
     pub writes_from_proc: bool,
+    /// Count the connection lifecycle with the perf-event tracepoint programs (the
+    /// fallback where the kernel's BTF lacks a `struct sock` offset) instead of the raw
+    /// tracepoints (for measuring the cost of either, and testing the fallback).
+    #[arg(long, hide = true)]
+    pub lifecycle_from_perf_events: bool,
 
     /// Print only the summary at exit (no interval reports on stdout; with --record,
     /// intervals are still recorded every --interval seconds).

@@ -1,6 +1,7 @@
 //! A small reader of the kernel's BTF (`/sys/kernel/btf/vmlinux`): byte offsets of
 //! struct members, which the eBPF programs need to walk a worker's fd table at the
-//! moment of a write (see `nginx_probe_common::off`).
+//! moment of a write (see `nginx_probe_common::off`) and to read a socket in the
+//! lifecycle's raw tracepoints (`nginx_probe_common::lifecycle::raw_off`).
 //!
 //! Only what that needs is parsed: the header, the type section (every kind is sized so
 //! it can be skipped) and the string section. aya-obj parses BTF too but keeps member
@@ -19,12 +20,14 @@ const KIND_CONST: u32 = 10;
 const KIND_RESTRICT: u32 = 11;
 const KIND_TYPE_TAG: u32 = 18;
 
-/// One struct or union member: name, type id, offset in bits.
+/// One struct or union member: name, type id, offset in bits, and whether it is a
+/// bitfield.
 #[derive(Clone, Debug)]
 struct Member {
     name: String,
     type_id: u32,
     bit_offset: u32,
+    bitfield: bool,
 }
 
 /// What is kept of a type: its kind, name, referenced type and, for structs and
@@ -106,6 +109,7 @@ impl Btf {
                             name: name(u32_at(types_sec, p)?),
                             type_id: u32_at(types_sec, p + 4)?,
                             bit_offset: if kind_flag { off & 0xff_ffff } else { off },
+                            bitfield: kind_flag && off >> 24 != 0,
                         });
                     }
                     vlen * 12
@@ -151,20 +155,20 @@ impl Btf {
     }
 
     /// Bit offset of member `name` in struct/union `id`, looking into anonymous
-    /// members; with the member's type id.
-    fn find_member(&self, id: u32, name: &str, depth: u32) -> Option<(u32, u32)> {
+    /// members; with the member's type id and whether it is a bitfield.
+    fn find_member(&self, id: u32, name: &str, depth: u32) -> Option<(u32, u32, bool)> {
         if depth > 8 {
             return None;
         }
         let t = self.types.get(self.resolve(id) as usize)?;
         for m in &t.members {
             if m.name == name {
-                return Some((m.bit_offset, m.type_id));
+                return Some((m.bit_offset, m.type_id, m.bitfield));
             }
         }
         for m in t.members.iter().filter(|m| m.name.is_empty()) {
-            if let Some((off, ty)) = self.find_member(m.type_id, name, depth + 1) {
-                return Some((m.bit_offset + off, ty));
+            if let Some((off, ty, bf)) = self.find_member(m.type_id, name, depth + 1) {
+                return Some((m.bit_offset + off, ty, bf));
             }
         }
         None
@@ -172,27 +176,38 @@ impl Btf {
 
     /// Byte offset of `path` (members separated by `.`, e.g.
     /// `__sk_common.skc_num`) in struct `strukt`; None when the struct or a member is
-    /// missing, or the member is not byte-aligned (a bitfield).
+    /// missing, or the member is a bitfield or not byte-aligned.
     pub fn member_offset(&self, strukt: &str, path: &str) -> Option<u64> {
         let mut id = *self.structs.get(strukt)?;
         let mut bits: u64 = 0;
+        let mut bitfield = false;
         for part in path.split('.') {
-            let (off, ty) = self.find_member(id, part, 0)?;
+            let (off, ty, bf) = self.find_member(id, part, 0)?;
             bits += off as u64;
             id = ty;
+            bitfield = bf;
         }
-        bits.is_multiple_of(8).then_some(bits / 8)
+        (!bitfield && bits.is_multiple_of(8)).then_some(bits / 8)
     }
 }
 
 /// The offsets of `nginx_probe_common::OFF_PATHS` in `btf`, or the first missing one's
 /// `struct.member` name.
 pub fn kernel_offsets(btf: &Btf) -> Result<[u64; OFF_COUNT], String> {
-    let mut out = [u64::MAX; OFF_COUNT];
-    for (i, (s, m)) in OFF_PATHS.iter().enumerate() {
+    offsets_of(btf, &OFF_PATHS)
+}
+
+/// The byte offsets of `paths` ((struct, member path) each) in `btf`, in order, or why
+/// not: the first one missing (or a bitfield), as `struct.member`.
+pub fn offsets_of<const N: usize>(
+    btf: &Btf,
+    paths: &[(&str, &str); N],
+) -> Result<[u64; N], String> {
+    let mut out = [u64::MAX; N];
+    for (i, (s, m)) in paths.iter().enumerate() {
         out[i] = btf
             .member_offset(s, m)
-            .ok_or_else(|| format!("{s}.{m} not in the kernel's BTF"))?;
+            .ok_or_else(|| format!("{s}.{m} not in the kernel's BTF (or a bitfield)"))?;
     }
     Ok(out)
 }
@@ -291,6 +306,33 @@ mod tests {
     }
 
     #[test]
+    fn a_bitfield_has_no_byte_offset() {
+        // Strings: 1 "int", 5 "s", 7 "p", 9 "q"
+        let strs = b"\0int\0s\0p\0q\0";
+        let types = [
+            1,
+            0x0100_0000,
+            4,
+            0x20,
+            // 2: struct s (kind_flag) { int p: 8 @8 bits; int q @32 bits }
+            5,
+            (4 << 24) | 2 | (1 << 31),
+            8,
+            7,
+            1,
+            (8 << 24) | 8,
+            9,
+            1,
+            32,
+        ];
+        let btf = Btf::parse(&blob(&types, strs)).unwrap();
+        assert_eq!(btf.member_offset("s", "p"), None, "bitfield");
+        assert_eq!(btf.member_offset("s", "q"), Some(4));
+        assert!(offsets_of(&btf, &[("s", "q"), ("s", "p")]).is_err());
+        assert_eq!(offsets_of(&btf, &[("s", "q")]), Ok([4]));
+    }
+
+    #[test]
     fn garbage_is_an_error_not_a_panic() {
         assert!(Btf::parse(b"").is_err());
         assert!(Btf::parse(&[0u8; 64]).is_err());
@@ -307,6 +349,8 @@ mod tests {
         let Ok(btf) = Btf::from_kernel() else {
             return;
         };
+        let raw = offsets_of(&btf, &nginx_probe_common::lifecycle::RAW_OFF_PATHS);
+        assert!(raw.is_ok(), "lifecycle raw-tracepoint offsets: {raw:?}");
         let offs = kernel_offsets(&btf).expect("offsets");
         // fdtable.max_fds is its first member on every kernel since 2.6.
         assert_eq!(offs[nginx_probe_common::off::FDT_MAX_FDS], 0);

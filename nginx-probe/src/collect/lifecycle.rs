@@ -1,18 +1,22 @@
 //! The client connection lifecycle programs (see `nginx_probe_common::lifecycle`):
 //! what they need patched in (BTF offsets of `tcp_sock.lsndtime` and
-//! `inet_connection_sock.icsk_ack.lrcvtime`, the kernel's HZ), attaching them after
-//! checking their record layouts against tracefs, the port index map, and reading
-//! their per-CPU counters into a [`LifecycleRaw`].
+//! `inet_connection_sock.icsk_ack.lrcvtime`, the kernel's HZ, the `struct sock` and
+//! `sk_buff` offsets of the raw tracepoints), attaching one of the two program sets
+//! (the raw tracepoints, or else the perf-event tracepoints after checking their record
+//! layouts against tracefs), the port index map, and reading their per-CPU counters
+//! into a [`LifecycleRaw`].
 
 use std::{collections::BTreeMap, io::Read, path::Path};
 
 use aya::{
     maps::{Array, MapData, PerCpuArray},
-    programs::TracePoint,
+    programs::{RawTracePoint, TracePoint},
     Ebpf,
 };
 use log::warn;
-use nginx_probe_common::lifecycle::{self as lc, names, LC_MAX_PORTS, LC_PER_PORT};
+use nginx_probe_common::lifecycle::{
+    self as lc, names, LC_MAX_PORTS, LC_PER_PORT, RAW_OFF_COUNT, RAW_OFF_PATHS,
+};
 
 use crate::{
     collect::{btf::Btf, tracefs},
@@ -29,6 +33,9 @@ pub struct Globals {
     pub lrcvtime: u64,
     /// HZ (0: unknown).
     pub hz: u64,
+    /// The raw tracepoints' struct offsets (`lc::raw_off`; all `u64::MAX` when one is
+    /// unknown, and `meta.raw_unavailable` says why).
+    pub raw_off: [u64; RAW_OFF_COUNT],
     /// HZ and its source; why idle time is not measured.
     pub meta: LifecycleMeta,
 }
@@ -55,13 +62,19 @@ pub fn globals(btf: Result<&Btf, &String>) -> Globals {
             .then(|| "the kernel's HZ is unknown (no CONFIG_HZ, jiffies not readable)".into())
     });
     let (lsndtime, lrcvtime) = offs.unwrap_or((u64::MAX, u64::MAX));
+    let raw = match btf {
+        Ok(b) => crate::collect::btf::offsets_of(b, &RAW_OFF_PATHS),
+        Err(e) => Err(format!("no kernel BTF ({e})")),
+    };
     Globals {
         lsndtime,
         lrcvtime,
         hz: hz.as_ref().map(|h| h.0).unwrap_or(0),
+        raw_off: *raw.as_ref().unwrap_or(&[u64::MAX; RAW_OFF_COUNT]),
         meta: LifecycleMeta {
             hz,
             idle_unknown: why,
+            raw_unavailable: raw.err(),
             ..Default::default()
         },
     }
@@ -196,6 +209,38 @@ const LAYOUT: &[(&str, &[(&str, u64)])] = &[
     ("tcp_destroy_sock", &[("skaddr", 8), ("sport", 16)]),
 ];
 
+/// Loads and attaches every raw-tracepoint program of [`names::RAW_PROGS`], or none:
+/// on the first refusal the ones attached are unloaded (detached) again.
+///
+/// Errors: the program or the raw tracepoint missing, or the kernel refusing it (a
+/// tracepoint with fewer arguments than the program reads), as one line.
+fn attach_raw(ebpf: &mut Ebpf) -> Result<(), String> {
+    let mut done: Vec<&str> = Vec::new();
+    for &(prog, tp) in names::RAW_PROGS {
+        let res = ebpf
+            .program_mut(prog)
+            .ok_or_else(|| ProbeError::Missing(format!("program {prog}")))
+            .and_then(|p| {
+                let p: &mut RawTracePoint = p.try_into()?;
+                p.load()?;
+                p.attach(tp)?;
+                Ok(())
+            });
+        if let Err(e) = res {
+            for &d in done.iter().chain([&prog]) {
+                let p: Option<&mut RawTracePoint> =
+                    ebpf.program_mut(d).and_then(|p| p.try_into().ok());
+                if let Some(p) = p {
+                    let _ = p.unload();
+                }
+            }
+            return Err(format!("raw tracepoint {tp} refused: {e}"));
+        }
+        done.push(prog);
+    }
+    Ok(())
+}
+
 /// The lifecycle maps and what was attached.
 pub struct Lifecycle {
     ports: Array<MapData, u32>,
@@ -224,9 +269,33 @@ impl Lifecycle {
         })
     }
 
-    /// Attaches every lifecycle program whose tracepoint exists with the record layout
-    /// the program reads; returns the ones left out (as "category:event (why)").
+    /// Attaches one set of lifecycle programs: the raw tracepoints when their struct
+    /// offsets are known and the kernel takes all four, else every perf-event
+    /// tracepoint program whose tracepoint exists with the record layout it reads.
+    /// Returns the ones left out (as "category:event (why)").
     pub fn attach(&mut self, ebpf: &mut Ebpf, root: &Path) -> Vec<String> {
+        if self.meta.raw_unavailable.is_none() {
+            match attach_raw(ebpf) {
+                Ok(()) => {
+                    self.meta.raw = true;
+                    self.attached = names::RAW_PROGS.iter().map(|p| p.0).collect();
+                    let format = root.join("events/tcp/tcp_send_reset/format");
+                    if let Ok(format) = std::fs::read_to_string(format) {
+                        self.meta.reason_names = parse_reason_names(&format);
+                    }
+                    return Vec::new();
+                }
+                Err(e) => {
+                    warn!("connection lifecycle from the perf-event tracepoints ({e})");
+                    self.meta.raw_unavailable = Some(e);
+                }
+            }
+        }
+        self.attach_perf(ebpf, root)
+    }
+
+    /// Attaches the perf-event tracepoint set (see [`Lifecycle::attach`]).
+    fn attach_perf(&mut self, ebpf: &mut Ebpf, root: &Path) -> Vec<String> {
         let mut missing = Vec::new();
         for &(prog, cat, event) in names::PROGS {
             let format =

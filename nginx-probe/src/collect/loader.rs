@@ -180,6 +180,7 @@ fn load_object(
         .override_global(lc_names::LC_LSNDTIME_OFF, &lc.lsndtime, true)
         .override_global(lc_names::LC_LRCVTIME_OFF, &lc.lrcvtime, true)
         .override_global(lc_names::LC_HZ, &lc.hz, true)
+        .override_global(lc_names::LC_RAW_OFF, &lc.raw_off, true)
         .map_max_entries(map::STATS, slots * SYSCALL_COUNT as u32)
         .map_max_entries(map::FREE_SLOTS, slots)
         .map_max_entries(map::REQUESTS, slots)
@@ -848,6 +849,9 @@ mod tests {
             want.insert(names::count_exit_program(SYSCALLS[i as usize].tracepoint));
         }
         for (p, _, _) in nginx_probe_common::lifecycle::names::PROGS {
+            want.insert(p.to_string());
+        }
+        for (p, _) in nginx_probe_common::lifecycle::names::RAW_PROGS {
             want.insert(p.to_string());
         }
         assert_eq!(

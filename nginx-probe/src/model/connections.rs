@@ -37,6 +37,12 @@ pub struct LifecycleMeta {
     pub reason_names: Vec<String>,
     /// nginx ports not counted (more than `LC_MAX_PORTS`).
     pub ports_not_counted: u64,
+    /// The programs attached are the raw tracepoints ([`RAW_SOURCE`]), not the
+    /// perf-event ones ([`SOURCE`]).
+    pub raw: bool,
+    /// Why the raw-tracepoint programs are not the source (struct offsets not in the
+    /// kernel's BTF, or the kernel refused them), when they are not.
+    pub raw_unavailable: Option<String>,
 }
 
 /// Idle time before nginx closed connections that were established (kept-alive
@@ -114,14 +120,23 @@ pub struct ConnectionsReport {
     /// nginx listening ports not counted (beyond the first 16).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub ports_not_counted: u64,
+    /// Why the counts come from the perf-event tracepoints and not from the raw
+    /// tracepoints (the cheaper default), when they do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_unavailable: Option<String>,
 }
 
 fn is_zero(v: &u64) -> bool {
     *v == 0
 }
 
-/// Source line of [`ConnectionsReport::source`].
+/// Source line of [`ConnectionsReport::source`] from the perf-event tracepoints (they
+/// read the record the kernel builds per hit).
 pub const SOURCE: &str = "tracepoints sock:inet_sock_set_state, tcp:tcp_send_reset, tcp:tcp_receive_reset on sockets whose local port is one of nginx's listening ports";
+
+/// Source line of [`ConnectionsReport::source`] from the raw tracepoints (the socket
+/// read with offsets from the kernel's BTF; no record built per hit).
+pub const RAW_SOURCE: &str = "raw tracepoints inet_sock_set_state, tcp_send_reset, tcp_receive_reset on sockets whose local port is one of nginx's listening ports (struct sock read with offsets from the kernel's BTF)";
 
 impl ConnectionsReport {
     /// Sum over ports (idle: counts and histogram added, pinned kept only when every
@@ -228,12 +243,13 @@ pub fn connections_report(
         return None;
     }
     Some(ConnectionsReport {
-        source: SOURCE.to_string(),
+        source: if meta.raw { RAW_SOURCE } else { SOURCE }.to_string(),
         ports,
         hz: meta.hz.as_ref().map(|h| h.0),
         hz_source: meta.hz.as_ref().map(|h| h.1.clone()),
         idle_unknown: meta.idle_unknown.clone(),
         ports_not_counted: meta.ports_not_counted,
+        raw_unavailable: meta.raw_unavailable.clone(),
     })
 }
 

@@ -38,6 +38,28 @@ fn one_request(addr: SocketAddr) -> TcpStream {
 
 /// The summary's port entry of `ng` in `connections`.
 fn port_of(summary: &Value, ng: &Nginx) -> Value {
+    port_counted_by(summary, ng, false)
+}
+
+/// The probe's flags that make the perf-event tracepoint programs count the lifecycle
+/// (`perf`) or leave the default, the raw tracepoints.
+fn lifecycle_set(perf: bool) -> Option<&'static str> {
+    perf.then_some("--lifecycle-from-perf-events")
+}
+
+/// [`port_of`], checking which program set counted: the perf-event tracepoints when
+/// `perf`, else (where the kernel has BTF) the raw tracepoints.
+fn port_counted_by(summary: &Value, ng: &Nginx, perf: bool) -> Value {
+    let source = summary["connections"]["source"].as_str().unwrap_or("");
+    if perf {
+        assert!(source.starts_with("tracepoints "), "{source}");
+        assert_eq!(
+            summary["connections"]["raw_unavailable"],
+            "--lifecycle-from-perf-events"
+        );
+    } else if std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+        assert!(source.starts_with("raw tracepoints "), "{source}");
+    }
     let port = ng.addr().port() as u64;
     summary["connections"]["ports"]
         .as_array()
@@ -165,8 +187,19 @@ fn keepalive_off_says_nginx_closed_when_it_did() {
 /// exactly N resets received on nginx's port, N connections ended by a reset.
 #[test]
 fn client_resets_are_counted_on_nginx_port() {
+    client_resets(false);
+}
+
+/// The same counted by the perf-event tracepoint programs (the fallback set).
+#[test]
+fn client_resets_are_counted_by_the_perf_event_fallback_too() {
+    client_resets(true);
+}
+
+fn client_resets(perf: bool) {
     let ng = keepalive_2s();
-    let summary = Probe::on(&ng).json().summary_around(|| {
+    let probe = Probe::on(&ng).json().args(lifecycle_set(perf));
+    let summary = probe.summary_around(|| {
         for _ in 0..N {
             let s = one_request(ng.addr());
             let zero = libc::linger {
@@ -187,7 +220,7 @@ fn client_resets_are_counted_on_nginx_port() {
             drop(s);
         }
     });
-    let p = port_of(&summary, &ng);
+    let p = port_counted_by(&summary, &ng, perf);
     assert_eq!(p["resets_received"], N as u64, "{p}");
     assert_eq!(p["closed_by_reset"], N as u64, "{p}");
     assert_eq!(p["closed_by_client"], 0, "{p}");
@@ -207,6 +240,18 @@ fn client_resets_are_counted_on_nginx_port() {
 /// closed listener's queue are exactly the clients that were reset.
 #[test]
 fn a_reload_that_closes_a_reuseport_socket_resets_its_queue_exactly() {
+    reuseport_reload(false);
+}
+
+/// The same counted by the perf-event tracepoint programs (the fallback set).
+#[test]
+fn a_reuseport_reload_is_counted_by_the_perf_event_fallback_too() {
+    reuseport_reload(true);
+}
+
+// Long because: one scenario step by step (stop, connect, reload, kill, read every
+// client), then its assertions; split, each half would need the other's state.
+fn reuseport_reload(perf: bool) {
     use nix::{
         sys::signal::{kill, Signal},
         unistd::Pid,
@@ -222,7 +267,11 @@ fn a_reload_that_closes_a_reuseport_socket_resets_its_queue_exactly() {
         listen_extra: "reuseport".into(),
         ..NginxConfig::default()
     });
-    let run = Probe::on(&ng).json().summary_only().start();
+    let run = Probe::on(&ng)
+        .json()
+        .summary_only()
+        .args(lifecycle_set(perf))
+        .start();
     let old = ng.worker_pids();
     assert_eq!(old.len(), 2);
     let signal = |pids: &[u32], s: Signal| {
@@ -273,7 +322,7 @@ fn a_reload_that_closes_a_reuseport_socket_resets_its_queue_exactly() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let s = run.stop().summary_json();
-    let p = port_of(&s, &ng);
+    let p = port_counted_by(&s, &ng, perf);
     assert_eq!(ok + reset, M as u64);
     assert!(
         reset > 0,

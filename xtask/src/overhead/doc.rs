@@ -105,6 +105,7 @@ pub struct Row {
     /// Medians of the tracer's tracepoint and uprobe program runs per request, with
     /// their own ns per run (kernel's counts; None when not counted).
     pub tracepoint_hits: Option<(f64, Option<f64>)>,
+    pub raw_tracepoint_hits: Option<(f64, Option<f64>)>,
     pub uprobe_hits: Option<(f64, Option<f64>)>,
     /// Median requests per client connection (1 with `Connection: close`).
     pub requests_per_connection: f64,
@@ -136,12 +137,18 @@ impl Row {
         ]
     }
 
-    /// All probe hits (tracepoint + uprobe runs) per request; None when not counted.
+    /// All probe hits (tracepoint, raw tracepoint and uprobe runs) per request; None
+    /// when not counted.
     pub fn hits_per_req(&self) -> Option<f64> {
-        match (self.tracepoint_hits, self.uprobe_hits) {
-            (None, None) => None,
-            (a, b) => Some(a.map_or(0.0, |x| x.0) + b.map_or(0.0, |x| x.0)),
-        }
+        let kinds = [
+            self.tracepoint_hits,
+            self.raw_tracepoint_hits,
+            self.uprobe_hits,
+        ];
+        kinds
+            .iter()
+            .any(Option::is_some)
+            .then(|| kinds.iter().flatten().map(|x| x.0).sum())
     }
 }
 
@@ -170,7 +177,7 @@ fn hits_median(
 /// (the load generator's sockets pass the lifecycle tracepoints too).
 pub fn hits_table(rows: &[Row], cost: Option<&super::hitcost::HitCost>) -> String {
     let mut s = String::from(
-        "| mode | tracepoint hits/request | uprobe hits/request | hits/connection | program ns/hit (tracepoint, uprobe) | workers' us per hit (derived) | counted cost, us/connection (% of CPU) |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+        "| mode | tracepoint hits/request (perf-event, raw) | uprobe hits/request | hits/connection | program ns/hit (tracepoint, raw, uprobe) | workers' us per hit (derived) | counted cost, us/connection (% of CPU) |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n",
     );
     let base_per_conn = rows
         .first()
@@ -187,6 +194,7 @@ pub fn hits_table(rows: &[Row], cost: Option<&super::hitcost::HitCost>) -> Strin
                 })
             };
             (per_conn(row.tracepoint_hits, c.tracepoint_ns)
+                + per_conn(row.raw_tracepoint_hits, c.raw_tracepoint_ns)
                 + per_conn(row.uprobe_hits, c.uprobe_ns))
                 / 1e3
         });
@@ -197,12 +205,14 @@ pub fn hits_table(rows: &[Row], cost: Option<&super::hitcost::HitCost>) -> Strin
         };
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {:.2} | {}, {} | {} | {} |",
+            "| {} | {}, {} | {} | {:.2} | {}, {}, {} | {} | {} |",
             row.mode.name,
             opt(row.tracepoint_hits.map(|x| x.0), 3),
+            opt(row.raw_tracepoint_hits.map(|x| x.0), 3),
             opt(row.uprobe_hits.map(|x| x.0), 3),
             all * row.requests_per_connection,
             ns(row.tracepoint_hits),
+            ns(row.raw_tracepoint_hits),
             ns(row.uprobe_hits),
             opt(row.us_per_hit, 2),
             counted,
@@ -211,8 +221,8 @@ pub fn hits_table(rows: &[Row], cost: Option<&super::hitcost::HitCost>) -> Strin
     if let Some(c) = cost {
         let _ = writeln!(
             s,
-            "\ndispatch of one hit, measured alone (empty programs, median of repeats): uprobe {:.0} ns, tracepoint {:.0} ns",
-            c.uprobe_ns, c.tracepoint_ns
+            "\ndispatch of one hit, measured alone (empty programs, median of repeats): uprobe {:.0} ns, tracepoint {:.0} ns, raw tracepoint {:.0} ns",
+            c.uprobe_ns, c.tracepoint_ns, c.raw_tracepoint_ns
         );
     }
     s
@@ -233,12 +243,18 @@ pub fn rows(r: &WorkloadResult) -> Vec<Row> {
                 (!v.is_empty()).then(|| median_or_nan(&v))
             };
             let tracepoint_hits = hits_median(runs, |x| x.tracepoint_hits);
+            let raw_tracepoint_hits = hits_median(runs, |x| x.raw_tracepoint_hits);
             let uprobe_hits = hits_median(runs, |x| x.uprobe_hits);
-            let hits = tracepoint_hits.map_or(0.0, |x| x.0) + uprobe_hits.map_or(0.0, |x| x.0);
+            let hits = [tracepoint_hits, raw_tracepoint_hits, uprobe_hits]
+                .iter()
+                .flatten()
+                .map(|x| x.0)
+                .sum::<f64>();
             Row {
                 mode: *mode,
                 us_per_req: median_or_nan(&cpu),
                 tracepoint_hits,
+                raw_tracepoint_hits,
                 uprobe_hits,
                 requests_per_connection: median_or_nan(
                     &runs
@@ -763,6 +779,10 @@ mod tests {
                 per_req: 13.0,
                 ns_per_hit: Some(134.0),
             });
+            x.raw_tracepoint_hits = Some(super::super::Hits {
+                per_req: 10.0,
+                ns_per_hit: Some(50.0),
+            });
             x.uprobe_hits = Some(super::super::Hits {
                 per_req: 2.0,
                 ns_per_hit: Some(387.0),
@@ -771,15 +791,20 @@ mod tests {
         let cost = super::super::hitcost::HitCost {
             uprobe_ns: 750.0,
             tracepoint_ns: 150.0,
+            raw_tracepoint_ns: 30.0,
         };
         let t = hits_table(&rows(&r), Some(&cost));
+        // 13 x (150 + 134) + 10 x (30 + 50) + 2 x (750 + 387) = 6766 ns.
         assert!(
-            t.contains("| 15.00 | 134, 387 | 0.27 | 5.97 (3.0%) |"),
+            t.contains("| 13.000, 10.000 | 2.000 | 25.00 | 134, 50, 387 | 0.16 | 6.77 (3.4%) |"),
             "{t}"
         );
-        assert!(t.contains("uprobe 750 ns, tracepoint 150 ns"), "{t}");
+        assert!(
+            t.contains("uprobe 750 ns, tracepoint 150 ns, raw tracepoint 30 ns"),
+            "{t}"
+        );
         let without = hits_table(&rows(&r), None);
-        assert!(without.contains("| 0.27 | - |"), "{without}");
+        assert!(without.contains("| 0.16 | - |"), "{without}");
     }
 
     #[test]

@@ -113,6 +113,19 @@ pub const MODES: &[ModeDef] = &[
         extra: true,
     },
     ModeDef {
+        name: "nginx-probe one window at attach, lifecycle from perf-event tracepoints (fallback)",
+        tracer: Tracer::Probe(&[
+            "--lifecycle-from-perf-events",
+            "--detail",
+            "sampled",
+            "--detail-every",
+            "1h",
+            "--detail-window",
+            "100ms",
+        ]),
+        extra: true,
+    },
+    ModeDef {
         name: "nginx-probe --uprobes",
         tracer: Tracer::Probe(&["--uprobes"]),
         extra: false,
@@ -223,6 +236,8 @@ pub struct Run {
     /// Tracepoint program runs (None unless the tracer is nginx-probe or bpftrace and
     /// `--bpf-stats` is on).
     pub tracepoint_hits: Option<Hits>,
+    /// Raw tracepoint program runs, likewise.
+    pub raw_tracepoint_hits: Option<Hits>,
     /// uprobe program runs, likewise.
     pub uprobe_hits: Option<Hits>,
     /// Requests per connection of the client: 1 with `Connection: close`, else wrk's
@@ -590,8 +605,8 @@ fn measure_hit_cost() -> Option<hitcost::HitCost> {
     match hitcost::measure(5) {
         Ok(c) => {
             println!(
-                "overhead: one hit's dispatch, measured alone: uprobe {:.0} ns, tracepoint {:.0} ns",
-                c.uprobe_ns, c.tracepoint_ns
+                "overhead: one hit's dispatch, measured alone: uprobe {:.0} ns, tracepoint {:.0} ns, raw tracepoint {:.0} ns",
+                c.uprobe_ns, c.tracepoint_ns, c.raw_tracepoint_ns
             );
             Some(c)
         }

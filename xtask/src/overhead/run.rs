@@ -280,6 +280,9 @@ fn figures(m: &Measured) -> Run {
         tracepoint_hits: m
             .counted
             .then(|| per_req(b.kinds.tracepoint, a.kinds.tracepoint)),
+        raw_tracepoint_hits: m
+            .counted
+            .then(|| per_req(b.kinds.raw_tracepoint, a.kinds.raw_tracepoint)),
         uprobe_hits: m.counted.then(|| per_req(b.kinds.uprobe, a.kinds.uprobe)),
         requests_per_connection: if m.close {
             1.0

@@ -146,8 +146,10 @@ pub fn stop(mut child: Child) {
 /// run_time_ns and run_cnt of program ids, from bpftool, by kind.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ProgStats {
-    /// Tracepoint programs (tracepoint and raw tracepoint types): ns, runs.
+    /// Perf-event tracepoint programs: ns, runs.
     pub tracepoint: (u64, u64),
+    /// Raw tracepoint programs: ns, runs.
+    pub raw_tracepoint: (u64, u64),
     /// uprobe programs (the kprobe type; this project attaches no kprobe): ns, runs.
     pub uprobe: (u64, u64),
 }
@@ -159,7 +161,8 @@ pub fn prog_stats_by_kind(ids: &[u64]) -> ProgStats {
     for p in programs(ids) {
         let slot = match p["type"].as_str() {
             Some("kprobe") => &mut s.uprobe,
-            Some("tracepoint") | Some("raw_tracepoint") => &mut s.tracepoint,
+            Some("tracepoint") => &mut s.tracepoint,
+            Some("raw_tracepoint") => &mut s.raw_tracepoint,
             _ => continue,
         };
         slot.0 += p["run_time_ns"].as_u64().unwrap_or(0);
