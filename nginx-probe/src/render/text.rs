@@ -148,12 +148,48 @@ fn worker_label(w: &WorkerReport) -> String {
 /// `hist` names a syscall whose per-worker histogram is appended.
 ///
 /// Every string of the report (it may come from a recording someone sent) is shown with
-/// its control characters escaped ([`safe`]), and so is the whole text.
+/// its control characters escaped ([`safe`]), and so is the whole text. The sections,
+/// in order: the title line, verdicts, the accept table, the connection lifecycle,
+/// listen queues, connections, nginx's words, the access log, the configuration,
+/// requests, the event loop, writes, upstream, the syscall table, the optional
+/// histogram and the footer (drops, events, legends).
 pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
     let r = &safe::sanitized(r);
     let hist = hist.map(safe::line);
     let hist = hist.as_deref();
     let mut out = String::new();
+    let accepts_unknown = !crate::model::sampling::accepts_known(r.detail.as_ref());
+    let uprobe_accepts = r.detail.as_ref().is_some_and(|d| d.accepts_from_uprobe());
+    title_section(&mut out, r, clock, accepts_unknown);
+    verdicts_section(&mut out, r);
+    accepts_table(&mut out, r, accepts_unknown, uprobe_accepts);
+    out.push_str(&super::text_lifecycle::lifecycle_section(r));
+    listen_section(&mut out, r);
+    super::text_connections::connections_section(&mut out, r);
+    nginx_section(&mut out, r);
+    super::text_outcomes::access_log_section(&mut out, r);
+    super::text_config::config_section(&mut out, r);
+    requests_section(&mut out, r);
+    worker_requests_section(&mut out, r);
+    render_event_loop(&mut out, r);
+    render_writes(&mut out, r);
+    out.push_str(&upstream_section(r));
+    syscall_table(&mut out, r, uprobe_accepts);
+    if let Some(name) = hist {
+        histograms(&mut out, r, name);
+    }
+    footer(&mut out, r);
+    safe::block(&out).into_owned()
+}
+
+/// Optional figures as `12.3`, or `-` when unknown.
+fn opt1(v: Option<f64>) -> String {
+    v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into())
+}
+
+/// The title line (period, master, live workers, accepts and their rate) and the
+/// detail layer's line.
+fn title_section(out: &mut String, r: &Report, clock: &str, accepts_unknown: bool) {
     let total_accepts: u64 = r
         .workers
         .iter()
@@ -165,7 +201,6 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
     } else {
         "INTERVAL"
     };
-    let accepts_unknown = !crate::model::sampling::accepts_known(r.detail.as_ref());
     let _ = writeln!(
         out,
         "\n{clock} {title} {:.1}s  master {}  workers {}  accepts {}{} ({:.1}/s)",
@@ -187,6 +222,10 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
     if let Some(d) = &r.detail {
         let _ = writeln!(out, "{}", d.line());
     }
+}
+
+/// The verdicts, each with its severity, advice, evidence and directives.
+fn verdicts_section(out: &mut String, r: &Report) {
     if r.verdicts.is_empty() {
         let _ = writeln!(out, "verdicts: none");
     } else {
@@ -206,7 +245,11 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
             let _ = writeln!(out, "      directives: {}", v.directives.join(", "));
         }
     }
-    let uprobe_accepts = r.detail.as_ref().is_some_and(|d| d.accepts_from_uprobe());
+}
+
+/// The accept table: per worker (and the exited workers merged), accepts, share, accept
+/// errors by errno, and fds open/peak/limit.
+fn accepts_table(out: &mut String, r: &Report, accepts_unknown: bool, uprobe_accepts: bool) {
     let _ = writeln!(
         out,
         "\n{:<12} {:>9} {:>6} {:>7} {:>7} {:>13} {:>6} {:>6} {:>9} {:>18}{}",
@@ -248,7 +291,10 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
             fds_cell(&w.fds),
         );
     }
-    out.push_str(&super::text_lifecycle::lifecycle_section(r));
+}
+
+/// Listening sockets: backlog, queue now and at most, the namespace's overflows/drops.
+fn listen_section(out: &mut String, r: &Report) {
     if !r.listen.is_empty() {
         let _ = writeln!(
             out,
@@ -268,12 +314,12 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
             );
         }
     }
-    super::text_connections::connections_section(&mut out, r);
-    nginx_section(&mut out, r);
-    super::text_outcomes::access_log_section(&mut out, r);
-    super::text_config::config_section(&mut out, r);
+}
+
+/// The request total with its source, nginx's own counters, QUIC and TLS lines, and the
+/// syscalls per request.
+fn requests_section(out: &mut String, r: &Report) {
     let t = &r.requests;
-    let opt = |v: Option<f64>| v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into());
     let _ = writeln!(
         out,
         "\nREQUESTS {} ({:.1}/s)  per connection {}  source: {}{}",
@@ -281,7 +327,7 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
             .map(|c| c.to_string())
             .unwrap_or_else(|| "unknown".into()),
         t.per_s.unwrap_or(0.0),
-        opt(t.per_connection),
+        opt1(t.per_connection),
         t.source.name(),
         t.reason
             .as_deref()
@@ -322,6 +368,11 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
             }
         );
     }
+}
+
+/// Per-worker requests (uprobes), when counted: rate, per connection, p50/p99, and each
+/// worker's syscalls per request.
+fn worker_requests_section(out: &mut String, r: &Report) {
     if r.workers.iter().any(|w| w.requests.count.is_some()) {
         let _ = writeln!(
             out,
@@ -335,8 +386,8 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
                 "{:<12} {:>9} {:>9} {:>9} {:>9} {:>9}",
                 worker_label(w),
                 q.count.map(|c| c.to_string()).unwrap_or_else(|| "-".into()),
-                opt(q.per_s),
-                opt(q.per_connection),
+                opt1(q.per_s),
+                opt1(q.per_connection),
                 q.p50_ns.map(fmt_ns).unwrap_or_else(|| "-".into()),
                 q.p99_ns.map(fmt_ns).unwrap_or_else(|| "-".into()),
             );
@@ -355,9 +406,10 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
             let _ = writeln!(out, "{:<12} {}", worker_label(w), mix.join("  "));
         }
     }
-    render_event_loop(&mut out, r);
-    render_writes(&mut out, r);
-    out.push_str(&upstream_section(r));
+}
+
+/// The per-worker syscall table: count, errors, p50/p99/max, total time, bytes or events.
+fn syscall_table(out: &mut String, r: &Report, uprobe_accepts: bool) {
     let _ = writeln!(
         out,
         "\n{:<12} {:<12} {:>9} {:>8} {:>9} {:>9} {:>9} {:>10} {:>12}{}",
@@ -404,19 +456,25 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
             );
         }
     }
-    if let Some(name) = hist {
-        for w in &r.workers {
-            if let Some(s) = w.syscalls.get(name) {
-                let h = log2_hist(&s.hist_log2_ns, "nsecs");
-                let _ = writeln!(out, "\nworker {} {name} latency:", worker_label(w));
-                if h.is_empty() {
-                    let _ = writeln!(out, "  no {name} calls timed in this period");
-                } else {
-                    out.push_str(&h);
-                }
+}
+
+/// Each worker's log2 latency histogram of syscall `name`.
+fn histograms(out: &mut String, r: &Report, name: &str) {
+    for w in &r.workers {
+        if let Some(s) = w.syscalls.get(name) {
+            let h = log2_hist(&s.hist_log2_ns, "nsecs");
+            let _ = writeln!(out, "\nworker {} {name} latency:", worker_label(w));
+            if h.is_empty() {
+                let _ = writeln!(out, "  no {name} calls timed in this period");
+            } else {
+                out.push_str(&h);
             }
         }
     }
+}
+
+/// Drops, tracepoints not attached, events, the legends and why the run ended.
+fn footer(out: &mut String, r: &Report) {
     let drops: Vec<String> = r
         .drops
         .iter()
@@ -448,7 +506,6 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
     if let Some(reason) = &r.end_reason {
         let _ = writeln!(out, "ended: {reason}");
     }
-    safe::block(&out).into_owned()
 }
 
 /// `s` with control characters (escape sequences from a crafted recording) escaped as
