@@ -269,12 +269,7 @@ fn accepts_table(out: &mut String, r: &Report, accepts_unknown: bool, uprobe_acc
             (false, false) => "",
         }
     );
-    let merged = r
-        .exited_merged
-        .as_ref()
-        .map(|m| (format!("exited({})", m.workers), &m.stats));
-    let rows = r.workers.iter().map(|w| (worker_label(w), w)).chain(merged);
-    for (label, w) in rows {
+    for (label, w) in worker_rows(r) {
         let e = |k: &str| w.accept_errors.get(k).copied().unwrap_or(0);
         let _ = writeln!(
             out,
@@ -590,16 +585,7 @@ fn upstream_per_request_line(r: &Report, rows: &[(String, &WorkerReport)]) -> St
 /// socket) and the EMFILE/ENFILE of fd-creating syscalls (only the non-zero ones).
 pub fn upstream_section(r: &Report) -> String {
     let mut out = String::new();
-    let merged = r
-        .exited_merged
-        .as_ref()
-        .map(|m| (format!("exited({})", m.workers), &m.stats));
-    let rows: Vec<(String, &WorkerReport)> = r
-        .workers
-        .iter()
-        .map(|w| (worker_label(w), w))
-        .chain(merged)
-        .collect();
+    let rows = worker_rows(r);
     if rows.iter().any(|(_, w)| {
         w.upstream.connects > 0 || w.upstream.socket_emfile + w.upstream.socket_enfile > 0
     }) {
@@ -618,52 +604,7 @@ pub fn upstream_section(r: &Report) -> String {
             sampled_tag(r, &in_window_what(r, "CONN/S per second of"))
         );
         for (label, w) in &rows {
-            let u = &w.upstream;
-            let errs: Vec<String> = u
-                .errors
-                .iter()
-                .filter(|(_, &v)| v > 0)
-                .map(|(k, v)| format!("{k} {v}"))
-                .chain(
-                    (u.socket_emfile > 0).then(|| format!("socket() EMFILE {}", u.socket_emfile)),
-                )
-                .chain(
-                    (u.socket_enfile > 0).then(|| format!("socket() ENFILE {}", u.socket_enfile)),
-                )
-                .collect();
-            let dash = || "-".to_string();
-            let _ = writeln!(
-                out,
-                "{:<12} {:>9} {:>9} {:>9.1} {:>9} {:>9} {:>9} {:>9} {:>8}  {}",
-                label,
-                u.connects,
-                u.connects_per_request
-                    .map(|v| format!("{v:.2}"))
-                    .unwrap_or_else(dash),
-                u.per_s,
-                if u.latency_count > 0 {
-                    fmt_ns(u.latency_p50_ns)
-                } else {
-                    dash()
-                },
-                if u.latency_count > 0 {
-                    fmt_ns(u.latency_p99_ns)
-                } else {
-                    dash()
-                },
-                if u.latency_count > 0 {
-                    fmt_ns(u.latency_max_ns)
-                } else {
-                    dash()
-                },
-                u.fds_open.map(|v| v.to_string()).unwrap_or_else(dash),
-                u.abandoned,
-                if errs.is_empty() {
-                    "none".to_string()
-                } else {
-                    errs.join(", ")
-                }
-            );
+            upstream_row(&mut out, label, &w.upstream);
         }
         let _ = writeln!(
             out,
@@ -671,7 +612,74 @@ pub fn upstream_section(r: &Report) -> String {
         );
         let _ = writeln!(out, "  {}", upstream_per_request_line(r, &rows));
     }
-    for (label, w) in &rows {
+    fd_limit_lines(&mut out, &rows);
+    out
+}
+
+/// The rows of a per-worker table: every worker with its label (`+`/`~` marks), then
+/// the exited workers merged as `exited(N)` when there are any.
+pub(super) fn worker_rows(r: &Report) -> Vec<(String, &WorkerReport)> {
+    let merged = r
+        .exited_merged
+        .as_ref()
+        .map(|m| (format!("exited({})", m.workers), &m.stats));
+    r.workers
+        .iter()
+        .map(|w| (worker_label(w), w))
+        .chain(merged)
+        .collect()
+}
+
+/// One worker's row of the upstream table: connects, per request, per second, connect
+/// latency p50/p99/max, upstream fds open, abandoned connects, errors by errno.
+fn upstream_row(out: &mut String, label: &str, u: &crate::model::UpstreamReport) {
+    let errs: Vec<String> = u
+        .errors
+        .iter()
+        .filter(|(_, &v)| v > 0)
+        .map(|(k, v)| format!("{k} {v}"))
+        .chain((u.socket_emfile > 0).then(|| format!("socket() EMFILE {}", u.socket_emfile)))
+        .chain((u.socket_enfile > 0).then(|| format!("socket() ENFILE {}", u.socket_enfile)))
+        .collect();
+    let dash = || "-".to_string();
+    let _ = writeln!(
+        out,
+        "{:<12} {:>9} {:>9} {:>9.1} {:>9} {:>9} {:>9} {:>9} {:>8}  {}",
+        label,
+        u.connects,
+        u.connects_per_request
+            .map(|v| format!("{v:.2}"))
+            .unwrap_or_else(dash),
+        u.per_s,
+        if u.latency_count > 0 {
+            fmt_ns(u.latency_p50_ns)
+        } else {
+            dash()
+        },
+        if u.latency_count > 0 {
+            fmt_ns(u.latency_p99_ns)
+        } else {
+            dash()
+        },
+        if u.latency_count > 0 {
+            fmt_ns(u.latency_max_ns)
+        } else {
+            dash()
+        },
+        u.fds_open.map(|v| v.to_string()).unwrap_or_else(dash),
+        u.abandoned,
+        if errs.is_empty() {
+            "none".to_string()
+        } else {
+            errs.join(", ")
+        }
+    );
+}
+
+/// `fd limit hit: worker W: socket() EMFILE n, ...` for each row whose fd-creating
+/// syscalls failed with EMFILE or ENFILE.
+fn fd_limit_lines(out: &mut String, rows: &[(String, &WorkerReport)]) {
+    for (label, w) in rows {
         let failed: Vec<String> = w
             .fd_errors
             .iter()
@@ -691,7 +699,6 @@ pub fn upstream_section(r: &Report) -> String {
             let _ = writeln!(out, "fd limit hit: worker {label}: {}", failed.join(", "));
         }
     }
-    out
 }
 
 /// nginx's error log by class and the CPU quota: a few lines, omitted when there is

@@ -64,12 +64,22 @@ fn rows(out: &mut String, rows: Vec<String>) {
     }
 }
 
-/// Appends the CONFIG section of a summary report that has a configuration.
+/// Appends the CONFIG section of a summary report that has a configuration: where it was
+/// read, its problems, the values by scope, listens, access logs and upstream blocks.
 pub fn config_section(out: &mut String, r: &Report) {
     let Some(cfg) = &r.config else { return };
     if r.kind != ReportKind::Summary {
         return;
     }
+    config_header(out, cfg);
+    scoped_values(out, cfg);
+    listens_and_access_logs(out, cfg);
+    upstream_blocks(out, cfg);
+}
+
+/// The CONFIG line (main file, how found, files read, root, nginx version), files changed
+/// since the load and the reader's problems.
+fn config_header(out: &mut String, cfg: &crate::model::config::ConfigReport) {
     let _ = writeln!(
         out,
         "\nCONFIG {} (from {}; {} file{} read under {}{})",
@@ -100,6 +110,11 @@ pub fn config_section(out: &mut String, r: &Report) {
             cfg.errors.len() - MAX_ERRORS_SHOWN
         );
     }
+}
+
+/// The values of main, events and http, the error logs, then the servers' and locations'
+/// own settings (at most [`MAX_ROWS`] scopes).
+fn scoped_values(out: &mut String, cfg: &crate::model::config::ConfigReport) {
     for scope in ["main", "events", "http"] {
         let cells: Vec<String> = cfg
             .values
@@ -131,6 +146,10 @@ pub fn config_section(out: &mut String, r: &Report) {
             scoped.len() - MAX_ROWS
         );
     }
+}
+
+/// One row per `listen` (with its backlog and flags) and per `access_log`.
+fn listens_and_access_logs(out: &mut String, cfg: &crate::model::config::ConfigReport) {
     rows(
         out,
         cfg.listens
@@ -174,6 +193,10 @@ pub fn config_section(out: &mut String, r: &Report) {
             })
             .collect(),
     );
+}
+
+/// Each upstream block: its servers with max_fails/fail_timeout and its own settings.
+fn upstream_blocks(out: &mut String, cfg: &crate::model::config::ConfigReport) {
     for u in cfg.upstreams.iter().take(MAX_ROWS) {
         let scope = format!("upstream {}", u.name);
         let mut cells: Vec<String> = u
