@@ -64,6 +64,31 @@ pub fn lifecycle_section(r: &Report) -> String {
             mib(d.rss_bytes),
         );
     }
+    workers_table(&mut out, r);
+    let e = &l.exits;
+    if e.total() > 0 {
+        let signals = e.signal_lines();
+        let _ = writeln!(
+            out,
+            "  exits: {} graceful (code 0), {} other codes, {} on signals{}{}, {} unknown; {} respawned",
+            e.graceful,
+            e.exit_code,
+            e.signal,
+            if signals.is_empty() { "" } else { ": " },
+            signals.join(", "),
+            e.unknown,
+            l.respawned
+        );
+    }
+    if let Some(why) = &l.exit_status_unknown {
+        let _ = writeln!(out, "  exit status unknown: {why}");
+    }
+    out
+}
+
+/// One row per worker shutting down or exited: generation, state, since when, the
+/// connections and memory it holds, how it exited.
+fn workers_table(out: &mut String, r: &Report) {
     let rows: Vec<_> = r
         .workers
         .iter()
@@ -103,23 +128,4 @@ pub fn lifecycle_section(r: &Report) -> String {
             );
         }
     }
-    let e = &l.exits;
-    if e.total() > 0 {
-        let signals = e.signal_lines();
-        let _ = writeln!(
-            out,
-            "  exits: {} graceful (code 0), {} other codes, {} on signals{}{}, {} unknown; {} respawned",
-            e.graceful,
-            e.exit_code,
-            e.signal,
-            if signals.is_empty() { "" } else { ": " },
-            signals.join(", "),
-            e.unknown,
-            l.respawned
-        );
-    }
-    if let Some(why) = &l.exit_status_unknown {
-        let _ = writeln!(out, "  exit status unknown: {why}");
-    }
-    out
 }

@@ -55,6 +55,27 @@ pub fn access_log_section(out: &mut String, r: &Report) {
     if a.files.is_empty() && a.not_read.is_empty() {
         return;
     }
+    files_line(out, a);
+    for n in &a.not_read {
+        let _ = writeln!(out, "  not read: {n}");
+    }
+    if a.files.is_empty() {
+        return;
+    }
+    lines_line(out, r, a);
+    let _ = writeln!(
+        out,
+        "  status: {}  ({})",
+        codes(&a.classes),
+        codes(&a.statuses)
+    );
+    request_time_lines(out, a);
+    server_lines(out, a);
+    peer_lines(out, a);
+}
+
+/// The ACCESS LOG title with each file read and its formats.
+fn files_line(out: &mut String, a: &AccessLogReport) {
     let files: Vec<String> = a
         .files
         .iter()
@@ -77,19 +98,10 @@ pub fn access_log_section(out: &mut String, r: &Report) {
         if files.is_empty() { "" } else { ": " },
         files.join("; ")
     );
-    for n in &a.not_read {
-        let _ = writeln!(out, "  not read: {n}");
-    }
-    if a.files.is_empty() {
-        return;
-    }
-    lines_line(out, r, a);
-    let _ = writeln!(
-        out,
-        "  status: {}  ({})",
-        codes(&a.classes),
-        codes(&a.statuses)
-    );
+}
+
+/// `$request_time` quantiles and log2 histogram, or why there are none.
+fn request_time_lines(out: &mut String, a: &AccessLogReport) {
     match &a.request_time {
         Some(t) => {
             let _ = writeln!(out, "  request time ($request_time): {}", time_line(t));
@@ -102,6 +114,11 @@ pub fn access_log_section(out: &mut String, r: &Report) {
             );
         }
     }
+}
+
+/// Requests and status classes per server (at most [`MAX_PEERS_SHOWN`]), and how many
+/// lines the rows cover.
+fn server_lines(out: &mut String, a: &AccessLogReport) {
     let by_server: u64 = a.servers.iter().map(|s| s.requests).sum();
     if !a.servers.is_empty() && by_server < a.lines {
         let _ = writeln!(
@@ -119,6 +136,11 @@ pub fn access_log_section(out: &mut String, r: &Report) {
             codes(&s.classes)
         );
     }
+}
+
+/// Per upstream peer: tries, statuses, response and connect times; the retried
+/// requests; what the format does not log.
+fn peer_lines(out: &mut String, a: &AccessLogReport) {
     for p in a.upstreams.iter().take(MAX_PEERS_SHOWN) {
         let mut l = format!(
             "  upstream {}: {} tries, status {}",
