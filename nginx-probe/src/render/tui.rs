@@ -249,6 +249,9 @@ fn sampled_note(detail: Option<&crate::model::sampling::DetailReport>) -> String
     }
 }
 
+/// Draws one frame of the live view: the title and totals, the workers table (columns
+/// that fit `f`'s width), listen queues, verdicts and the `recent` events. `last` is the
+/// latest interval's report (None before the first), escaped before it is drawn.
 pub fn draw(f: &mut Frame, title: &Title, last: Option<&Report>, recent: &[String]) {
     let last = last.map(crate::safe::sanitized);
     let last = last.as_ref();
@@ -263,7 +266,55 @@ pub fn draw(f: &mut Frame, title: &Title, last: Option<&Report>, recent: &[Strin
         Constraint::Length(5),
     ])
     .split(area);
-    let head = match last {
+    let head = head_line(title, last);
+    f.render_widget(
+        Paragraph::new(vec![
+            Line::from(vec![
+                Span::styled("nginx-probe ", Style::new().bold()),
+                Span::raw(format!(
+                    " q: quit   master {} `{}`",
+                    title.master_pid,
+                    crate::safe::line(&title.master_title)
+                )),
+            ]),
+            Line::from(head),
+        ])
+        // A narrow terminal wraps the totals rather than cutting off the drops.
+        .wrap(Wrap { trim: false }),
+        chunks[0],
+    );
+
+    f.render_widget(workers_table(last, area.width), chunks[1]);
+    let listen = listen_lines(last);
+    f.render_widget(
+        Paragraph::new(listen)
+            .wrap(Wrap { trim: false })
+            .block(Block::new().borders(Borders::TOP).title(" listen ")),
+        chunks[2],
+    );
+
+    let verdicts = verdict_lines(last);
+    f.render_widget(
+        Paragraph::new(verdicts)
+            .wrap(Wrap { trim: false })
+            .block(Block::new().borders(Borders::TOP).title(" verdicts ")),
+        chunks[3],
+    );
+
+    let events: Vec<Line> = recent
+        .iter()
+        .map(|e| Line::from(crate::safe::line(e).into_owned()))
+        .collect();
+    f.render_widget(
+        Paragraph::new(events).block(Block::new().borders(Borders::TOP).title(" events ")),
+        chunks[4],
+    );
+}
+
+/// The totals line: time, interval, live workers, accepts and requests per second (with
+/// the requests' source), drops, and whether the detail figures are sampled.
+fn head_line(title: &Title, last: Option<&Report>) -> String {
+    match last {
         Some(r) => {
             let accepts = r
                 .workers
@@ -300,26 +351,14 @@ pub fn draw(f: &mut Frame, title: &Title, last: Option<&Report>, recent: &[Strin
             )
         }
         None => format!("waiting for the first interval ({} s)...", title.interval_s),
-    };
-    f.render_widget(
-        Paragraph::new(vec![
-            Line::from(vec![
-                Span::styled("nginx-probe ", Style::new().bold()),
-                Span::raw(format!(
-                    " q: quit   master {} `{}`",
-                    title.master_pid,
-                    crate::safe::line(&title.master_title)
-                )),
-            ]),
-            Line::from(head),
-        ])
-        // A narrow terminal wraps the totals rather than cutting off the drops.
-        .wrap(Wrap { trim: false }),
-        chunks[0],
-    );
+    }
+}
 
+/// The workers table, one row per worker (exited ones dimmed), with the columns that fit
+/// `width`.
+fn workers_table(last: Option<&Report>, width: u16) -> Table<'static> {
     let secs = last.map(|r| r.duration_s).unwrap_or(0.0);
-    let shown = visible_columns(area.width);
+    let shown = visible_columns(width);
     let rows: Vec<Row> = last
         .map(|r| {
             r.workers
@@ -340,16 +379,14 @@ pub fn draw(f: &mut Frame, title: &Title, last: Option<&Report>, recent: &[Strin
         .iter()
         .map(|&c| Constraint::Length(COLUMN_WIDTHS[c]))
         .collect();
-    f.render_widget(
-        Table::new(rows, widths)
-            .header(
-                Row::new(shown.iter().map(|&c| COLUMNS[c])).style(Style::new().bold().reversed()),
-            )
-            .block(Block::new().borders(Borders::TOP).title(" workers ")),
-        chunks[1],
-    );
+    Table::new(rows, widths)
+        .header(Row::new(shown.iter().map(|&c| COLUMNS[c])).style(Style::new().bold().reversed()))
+        .block(Block::new().borders(Borders::TOP).title(" workers "))
+}
 
-    let listen: Vec<Line> = match last {
+/// One line per listening socket (red when it overflowed or dropped), or `-`.
+fn listen_lines(last: Option<&Report>) -> Vec<Line<'static>> {
+    match last {
         Some(r) if !r.listen.is_empty() => r
             .listen
             .iter()
@@ -375,15 +412,13 @@ pub fn draw(f: &mut Frame, title: &Title, last: Option<&Report>, recent: &[Strin
             })
             .collect(),
         _ => vec![Line::from("-")],
-    };
-    f.render_widget(
-        Paragraph::new(listen)
-            .wrap(Wrap { trim: false })
-            .block(Block::new().borders(Borders::TOP).title(" listen ")),
-        chunks[2],
-    );
+    }
+}
 
-    let verdicts: Vec<Line> = match last {
+/// Two lines per verdict (severity and id coloured, directives, then the advice),
+/// `none`, or `-` before the first interval.
+fn verdict_lines(last: Option<&Report>) -> Vec<Line<'static>> {
+    match last {
         Some(r) if !r.verdicts.is_empty() => r
             .verdicts
             .iter()
@@ -405,22 +440,7 @@ pub fn draw(f: &mut Frame, title: &Title, last: Option<&Report>, recent: &[Strin
             .collect(),
         Some(_) => vec![Line::from("none")],
         None => vec![Line::from("-")],
-    };
-    f.render_widget(
-        Paragraph::new(verdicts)
-            .wrap(Wrap { trim: false })
-            .block(Block::new().borders(Borders::TOP).title(" verdicts ")),
-        chunks[3],
-    );
-
-    let events: Vec<Line> = recent
-        .iter()
-        .map(|e| Line::from(crate::safe::line(e).into_owned()))
-        .collect();
-    f.render_widget(
-        Paragraph::new(events).block(Block::new().borders(Borders::TOP).title(" events ")),
-        chunks[4],
-    );
+    }
 }
 
 #[cfg(test)]
