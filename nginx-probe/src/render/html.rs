@@ -251,28 +251,21 @@ fn join<T: std::fmt::Display>(it: impl Iterator<Item = T>) -> String {
 }
 
 fn workers_section(r: &Report) -> Markup {
-    let source = match r.workers.first().map(|w| w.requests.source) {
-        Some(RequestSource::Uprobe) => "per worker: counted by uprobes",
-        Some(RequestSource::Estimate) => {
-            "per worker: estimated from writev calls (older recording)"
-        }
-        _ => "per worker: unknown without --uprobes",
-    };
-    let per_worker_known = r.workers.iter().any(|w| w.requests.count.is_some());
-    let t = &r.requests;
-    // Columns only for the syscalls some worker called (in the traced order).
-    let per_request: Vec<&String> = r
-        .traced_syscalls
-        .iter()
-        .filter(|s| {
-            t.syscalls_per_request.contains_key(*s)
-                || r.workers
-                    .iter()
-                    .any(|w| w.requests.syscalls_per_request.contains_key(*s))
-        })
-        .collect();
     html! {
         h2 #workers { "Workers" }
+        (accepts_table(r))
+        (requests_part(r))
+        (per_request_table(r))
+        (event_loop_table(r))
+        (writes_table(r))
+        (syscalls_table(r))
+    }
+}
+
+/// The accept table: per worker, accepts and share, accept errors by errno, fds
+/// open/peak/limit, connections accepted then closed unanswered.
+fn accepts_table(r: &Report) -> Markup {
+    html! {
         h3 { "Accepts, accept errors and file descriptors" }
         table {
             thead { tr {
@@ -292,6 +285,22 @@ fn workers_section(r: &Report) -> Markup {
                 }
             }
         }
+    }
+}
+
+/// Requests: nginx's total with its source, nginx's own counters, TLS handshakes, and
+/// the per-worker requests (uprobes) when counted.
+fn requests_part(r: &Report) -> Markup {
+    let source = match r.workers.first().map(|w| w.requests.source) {
+        Some(RequestSource::Uprobe) => "per worker: counted by uprobes",
+        Some(RequestSource::Estimate) => {
+            "per worker: estimated from writev calls (older recording)"
+        }
+        _ => "per worker: unknown without --uprobes",
+    };
+    let per_worker_known = r.workers.iter().any(|w| w.requests.count.is_some());
+    let t = &r.requests;
+    html! {
         h3 { "Requests" }
         p {
             "All of nginx: " strong { (t.count.map(|c| c.to_string()).unwrap_or_else(|| "unknown".into())) }
@@ -335,6 +344,25 @@ fn workers_section(r: &Report) -> Markup {
         } @else {
             p.muted { (source) }
         }
+    }
+}
+
+/// Syscalls per request, for all workers and each, one column per syscall some worker
+/// called (in the traced order).
+fn per_request_table(r: &Report) -> Markup {
+    let t = &r.requests;
+    // Columns only for the syscalls some worker called (in the traced order).
+    let per_request: Vec<&String> = r
+        .traced_syscalls
+        .iter()
+        .filter(|s| {
+            t.syscalls_per_request.contains_key(*s)
+                || r.workers
+                    .iter()
+                    .any(|w| w.requests.syscalls_per_request.contains_key(*s))
+        })
+        .collect();
+    html! {
         h3 { "Syscalls per request" }
         table {
             thead { tr { th { "worker" } @for s in &per_request { th.n { (s) } } } }
@@ -355,6 +383,13 @@ fn workers_section(r: &Report) -> Markup {
                 }
             }
         }
+    }
+}
+
+/// The event loop per worker: iterations, busy time and share, p99 and longest
+/// iteration, CPU seconds.
+fn event_loop_table(r: &Report) -> Markup {
+    html! {
         h3 { "Event loop and CPU" }
         table {
             thead { tr {
@@ -372,6 +407,12 @@ fn workers_section(r: &Report) -> Markup {
                 }
             }
         }
+    }
+}
+
+/// Writes by destination per worker (write, writev, pwrite64, pwritev), with the access log's opens.
+fn writes_table(r: &Report) -> Markup {
+    html! {
         h3 { "Writes by destination" span.muted { " — write, writev, pwrite64, pwritev; " (match r.write_destinations {
             crate::model::WriteSource::FdTable => "classified at each write from the worker's fd table",
             crate::model::WriteSource::ProcSnapshot => "from /proc fd snapshots every 2 s: fds that live for one request may be misfiled",
@@ -400,6 +441,12 @@ fn workers_section(r: &Report) -> Markup {
                 }
             }
         }
+    }
+}
+
+/// The per-worker syscall table: calls, errors, p50/p99/max, total, bytes or events.
+fn syscalls_table(r: &Report) -> Markup {
+    html! {
         h3 { "Syscalls" }
         table {
             thead { tr {
