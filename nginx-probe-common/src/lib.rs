@@ -17,7 +17,7 @@
 //! [`workers`] (slots, the worker filter, the drop counters), [`upstream`],
 //! [`uprobes`]; [`names`], [`exits`] and [`lifecycle`] keep their own paths.
 #![cfg_attr(target_arch = "bpf", no_std)]
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 #[macro_use]
 mod table;

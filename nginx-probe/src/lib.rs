@@ -16,7 +16,7 @@
 //!
 //! Pure stages (model, analysis, render) are host-tested without root.
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 pub mod analysis;
 pub mod cli;

@@ -10,7 +10,8 @@ use crate::{
     model::recording::Recording,
     model::Severity,
     model::{bucket_bounds, Report, RequestSource, SyscallReport, WorkerReport},
-    render::text::{event_line, fmt_ns, fmt_quantile_ns, fmt_syscall_ns as sys_ns, utc_datetime},
+    render::cells::{fmt_ns, fmt_quantile_ns, fmt_syscall_ns as sys_ns},
+    render::text::{event_line, utc_datetime},
 };
 
 /// The page's style sheet: plain, light tables, numbers in a monospace face.

@@ -2,6 +2,7 @@
 //! live terminal view ([`tui`]) and Prometheus text ([`prometheus`]). Pure functions of
 //! a report, host-tested.
 
+pub mod cells;
 pub mod clock;
 pub mod html;
 mod html_outcomes;
@@ -20,4 +21,5 @@ mod text_connections;
 pub mod text_history;
 mod text_lifecycle;
 pub mod text_outcomes;
+mod text_upstream;
 pub mod tui;

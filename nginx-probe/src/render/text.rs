@@ -1,11 +1,13 @@
 //! Rendering a [`Report`] as text (per-worker tables, bcc-style log2 histograms) or JSON.
 
+use super::cells::{fds_cell, in_window_what, sampled_tag, worker_label, worker_rows};
+pub use super::cells::{fmt_ns, fmt_quantile_ns, fmt_syscall_ns};
 pub use super::clock::{clock, utc_datetime};
+pub use super::text_upstream::upstream_section;
 use std::fmt::Write as _;
 
 use crate::model::{
-    bucket_bounds, write_destination_label, Event, EventKind, FdReport, Report, ReportKind,
-    SyscallReport, WorkerReport, WriteSource,
+    bucket_bounds, write_destination_label, Event, EventKind, Report, ReportKind, WriteSource,
 };
 use crate::safe;
 
@@ -23,28 +25,6 @@ pub fn event_line(ev: &Event, master: u32) -> String {
             ev.t_s, ev.pid
         ),
         EventKind::Unknown => format!("+{:.1}s unknown event, pid {}", ev.t_s, ev.pid),
-    }
-}
-
-/// A percentile (or the max) of a histogram holding `samples` values, as [`fmt_ns`];
-/// `none` for an empty histogram, which has no percentile (never shown as `0ns`).
-pub fn fmt_quantile_ns(samples: u64, ns: u64) -> String {
-    if samples == 0 {
-        "none".into()
-    } else {
-        fmt_ns(ns)
-    }
-}
-
-/// A syscall's latency figure (`ns`: its p50, p99, max or total) for the tables: `-`
-/// when the syscall is counted, not timed ([`Report::syscall_timed`]), else
-/// [`fmt_quantile_ns`] over its timed calls (`none` when none was timed; the total as
-/// [`fmt_ns`]).
-pub fn fmt_syscall_ns(r: &Report, name: &str, s: &SyscallReport, ns: u64, total: bool) -> String {
-    match (r.syscall_timed(name), total) {
-        (false, _) => "-".into(),
-        (true, true) => fmt_ns(ns),
-        (true, false) => fmt_quantile_ns(s.timed, ns),
     }
 }
 
@@ -75,20 +55,6 @@ pub fn tls_line(h: &crate::model::TlsReport) -> String {
             .map(|s| format!(", {:.0}% of the workers' busy time", s * 100.0))
             .unwrap_or_default(),
     )
-}
-
-/// Formats a duration in ns with a unit a person reads at a glance: `850ns`, `12.3us`,
-/// `4.50ms`, `1.23s`.
-pub fn fmt_ns(ns: u64) -> String {
-    if ns < 1_000 {
-        format!("{ns}ns")
-    } else if ns < 1_000_000 {
-        format!("{:.1}us", ns as f64 / 1e3)
-    } else if ns < 1_000_000_000 {
-        format!("{:.2}ms", ns as f64 / 1e6)
-    } else {
-        format!("{:.2}s", ns as f64 / 1e9)
-    }
 }
 
 /// bcc-style log2 histogram (`nsecs : count | **** |`), from the first to the last
@@ -124,24 +90,6 @@ pub fn log2_hist(hist: &[u64], unit: &str) -> String {
         );
     }
     out
-}
-
-fn fds_cell(f: &FdReport) -> String {
-    let o = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_else(|| "-".into());
-    format!("{}/{}/{}", o(f.open), o(f.peak), o(f.limit))
-}
-
-fn worker_label(w: &WorkerReport) -> String {
-    let mut s = w.pid.to_string();
-    if w.nspid.len() > 1 {
-        let _ = write!(s, "({})", w.nspid[w.nspid.len() - 1]);
-    }
-    if !w.alive {
-        s.push('+');
-    } else if w.lifecycle.state == Some(crate::model::worker_lifecycle::WorkerState::ShuttingDown) {
-        s.push('~');
-    }
-    s
 }
 
 /// Renders a report as the text tables printed every interval and at exit.
@@ -534,173 +482,6 @@ fn render_event_loop(out: &mut String, r: &Report) {
     }
 }
 
-/// Upstream connects per request: all workers' connects over the report's exact request
-/// total (nginx's stub_status counter, or the uprobes), with its source; per worker only
-/// when the workers' own request counts are known (`--uprobes`), else why not.
-fn upstream_per_request_line(r: &Report, rows: &[(String, &WorkerReport)]) -> String {
-    let connects: u64 = rows.iter().map(|(_, w)| w.upstream.connects).sum();
-    if let Some(d) = &r.detail {
-        // Connects are counted in the detail windows only: over the windows' requests.
-        return match d.requests_in_windows {
-            Some(0) => "per request: no request in the detail windows".to_string(),
-            Some(n) => format!(
-                "per request, all workers: {connects} connects / {n} requests in the detail windows = {:.2} (SAMPLED; requests: stub_status, exact in the windows)",
-                connects as f64 / n as f64
-            ),
-            None => "per request: unknown (nginx's counters unreadable in the detail windows)".to_string(),
-        };
-    }
-    let all = match r.requests.count {
-        Some(0) => "per request: no request in the period".to_string(),
-        Some(n) => format!(
-            "per request, all workers: {connects} connects / {n} requests = {:.2} (requests: {}, exact total)",
-            connects as f64 / n as f64,
-            r.requests.source.name()
-        ),
-        None => format!(
-            "per request: unknown ({})",
-            r.requests
-                .reason
-                .as_deref()
-                .unwrap_or("no exact request count")
-        ),
-    };
-    let per_worker = if rows
-        .iter()
-        .any(|(_, w)| w.upstream.connects_per_request.is_some())
-    {
-        "per worker: the workers' own request counts (uprobe)".to_string()
-    } else {
-        format!(
-            "per worker: unknown ({})",
-            rows.iter()
-                .find_map(|(_, w)| w.requests.unknown_reason.as_deref())
-                .unwrap_or("no per-worker request count")
-        )
-    };
-    format!("{all}; {per_worker}")
-}
-
-/// The upstream connections table (only when a worker connected or failed to open a
-/// socket) and the EMFILE/ENFILE of fd-creating syscalls (only the non-zero ones).
-pub fn upstream_section(r: &Report) -> String {
-    let mut out = String::new();
-    let rows = worker_rows(r);
-    if rows.iter().any(|(_, w)| {
-        w.upstream.connects > 0 || w.upstream.socket_emfile + w.upstream.socket_enfile > 0
-    }) {
-        let _ = writeln!(
-            out,
-            "\n{:<12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}  CONNECT ERRORS{}",
-            "UPSTREAM",
-            "CONNECTS",
-            "PER REQ",
-            "CONN/S",
-            "P50",
-            "P99",
-            "MAX",
-            "FDS OPEN",
-            "ABANDON",
-            sampled_tag(r, &in_window_what(r, "CONN/S per second of"))
-        );
-        for (label, w) in &rows {
-            upstream_row(&mut out, label, &w.upstream);
-        }
-        let _ = writeln!(
-            out,
-            "  (connect latency: connect() to the return or getsockopt(SO_ERROR) by which nginx learns the result)"
-        );
-        let _ = writeln!(out, "  {}", upstream_per_request_line(r, &rows));
-    }
-    fd_limit_lines(&mut out, &rows);
-    out
-}
-
-/// The rows of a per-worker table: every worker with its label (`+`/`~` marks), then
-/// the exited workers merged as `exited(N)` when there are any.
-pub(super) fn worker_rows(r: &Report) -> Vec<(String, &WorkerReport)> {
-    let merged = r
-        .exited_merged
-        .as_ref()
-        .map(|m| (format!("exited({})", m.workers), &m.stats));
-    r.workers
-        .iter()
-        .map(|w| (worker_label(w), w))
-        .chain(merged)
-        .collect()
-}
-
-/// One worker's row of the upstream table: connects, per request, per second, connect
-/// latency p50/p99/max, upstream fds open, abandoned connects, errors by errno.
-fn upstream_row(out: &mut String, label: &str, u: &crate::model::UpstreamReport) {
-    let errs: Vec<String> = u
-        .errors
-        .iter()
-        .filter(|(_, &v)| v > 0)
-        .map(|(k, v)| format!("{k} {v}"))
-        .chain((u.socket_emfile > 0).then(|| format!("socket() EMFILE {}", u.socket_emfile)))
-        .chain((u.socket_enfile > 0).then(|| format!("socket() ENFILE {}", u.socket_enfile)))
-        .collect();
-    let dash = || "-".to_string();
-    let _ = writeln!(
-        out,
-        "{:<12} {:>9} {:>9} {:>9.1} {:>9} {:>9} {:>9} {:>9} {:>8}  {}",
-        label,
-        u.connects,
-        u.connects_per_request
-            .map(|v| format!("{v:.2}"))
-            .unwrap_or_else(dash),
-        u.per_s,
-        if u.latency_count > 0 {
-            fmt_ns(u.latency_p50_ns)
-        } else {
-            dash()
-        },
-        if u.latency_count > 0 {
-            fmt_ns(u.latency_p99_ns)
-        } else {
-            dash()
-        },
-        if u.latency_count > 0 {
-            fmt_ns(u.latency_max_ns)
-        } else {
-            dash()
-        },
-        u.fds_open.map(|v| v.to_string()).unwrap_or_else(dash),
-        u.abandoned,
-        if errs.is_empty() {
-            "none".to_string()
-        } else {
-            errs.join(", ")
-        }
-    );
-}
-
-/// `fd limit hit: worker W: socket() EMFILE n, ...` for each row whose fd-creating
-/// syscalls failed with EMFILE or ENFILE.
-fn fd_limit_lines(out: &mut String, rows: &[(String, &WorkerReport)]) {
-    for (label, w) in rows {
-        let failed: Vec<String> = w
-            .fd_errors
-            .iter()
-            .filter(|(_, e)| e.emfile + e.enfile > 0)
-            .map(|(k, e)| {
-                let mut s = format!("{k}()");
-                if e.emfile > 0 {
-                    let _ = write!(s, " EMFILE {}", e.emfile);
-                }
-                if e.enfile > 0 {
-                    let _ = write!(s, " ENFILE {}", e.enfile);
-                }
-                s
-            })
-            .collect();
-        if !failed.is_empty() {
-            let _ = writeln!(out, "fd limit hit: worker {label}: {}", failed.join(", "));
-        }
-    }
-}
-
 /// nginx's error log by class and the CPU quota: a few lines, omitted when there is
 /// nothing to say (a readable log with no lines, no quota).
 fn nginx_section(out: &mut String, r: &Report) {
@@ -834,32 +615,6 @@ fn render_writes(out: &mut String, r: &Report) {
             };
             let _ = writeln!(out, "{:<12} access-log opens {opens}{per}", worker_label(w));
         }
-    }
-}
-
-/// With `--detail sampled`: "`what` the N s in windows", naming the denominator of a
-/// table's per-second rates and busy shares (the in-window seconds); empty otherwise.
-fn in_window_what(r: &Report, what: &str) -> String {
-    r.detail
-        .as_ref()
-        .map(|d| format!("{what} the {:.3} s in windows", d.in_window_s))
-        .unwrap_or_default()
-}
-
-/// The marker after a sampled table's header: `[SAMPLED <coverage>%...]` with
-/// `--detail sampled`, nothing with `--detail full`.
-fn sampled_tag(r: &Report, what: &str) -> String {
-    match &r.detail {
-        Some(d) => format!(
-            "  [SAMPLED{}: {:.1}% of the period in detail windows]",
-            if what.is_empty() {
-                String::new()
-            } else {
-                format!(" ({what})")
-            },
-            d.coverage * 100.0
-        ),
-        None => String::new(),
     }
 }
 

@@ -20,7 +20,7 @@ use ratatui::{
 
 use crate::{
     model::{Report, WorkerReport},
-    render::text::{event_line, fmt_ns},
+    render::{cells::fmt_ns, text::event_line},
 };
 
 /// What the header of the view says about the run (fixed for the run).
