@@ -3,8 +3,10 @@
 //! a report, host-tested.
 
 pub mod clock;
+pub mod figures;
 pub mod html;
 mod html_outcomes;
+mod html_workers;
 pub mod prometheus;
 mod prometheus_conn;
 pub mod prometheus_doc;
@@ -14,10 +16,13 @@ mod prometheus_lifecycle;
 mod prometheus_outcomes;
 pub mod prometheus_series;
 mod prometheus_tls;
+pub mod sections;
 pub mod text;
 mod text_config;
 mod text_connections;
 pub mod text_history;
 mod text_lifecycle;
 pub mod text_outcomes;
+pub mod text_tables;
+mod text_upstream;
 pub mod tui;

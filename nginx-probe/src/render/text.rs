@@ -1,12 +1,12 @@
 //! Rendering a [`Report`] as text (per-worker tables, bcc-style log2 histograms) or JSON.
 
 pub use super::clock::{clock, utc_datetime};
+pub use super::figures::{fmt_ns, fmt_quantile_ns, fmt_syscall_ns};
 use std::fmt::Write as _;
 
-use crate::model::{
-    bucket_bounds, write_destination_label, Event, EventKind, FdReport, Report, ReportKind,
-    SyscallReport, WorkerReport, WriteSource,
-};
+use super::sections;
+use super::text_tables::{self, worker_label};
+use crate::model::{bucket_bounds, Event, EventKind, Report, ReportKind};
 use crate::safe;
 
 /// One line describing a worker-set event, for stderr and the summary.
@@ -23,28 +23,6 @@ pub fn event_line(ev: &Event, master: u32) -> String {
             ev.t_s, ev.pid
         ),
         EventKind::Unknown => format!("+{:.1}s unknown event, pid {}", ev.t_s, ev.pid),
-    }
-}
-
-/// A percentile (or the max) of a histogram holding `samples` values, as [`fmt_ns`];
-/// `none` for an empty histogram, which has no percentile (never shown as `0ns`).
-pub fn fmt_quantile_ns(samples: u64, ns: u64) -> String {
-    if samples == 0 {
-        "none".into()
-    } else {
-        fmt_ns(ns)
-    }
-}
-
-/// A syscall's latency figure (`ns`: its p50, p99, max or total) for the tables: `-`
-/// when the syscall is counted, not timed ([`Report::syscall_timed`]), else
-/// [`fmt_quantile_ns`] over its timed calls (`none` when none was timed; the total as
-/// [`fmt_ns`]).
-pub fn fmt_syscall_ns(r: &Report, name: &str, s: &SyscallReport, ns: u64, total: bool) -> String {
-    match (r.syscall_timed(name), total) {
-        (false, _) => "-".into(),
-        (true, true) => fmt_ns(ns),
-        (true, false) => fmt_quantile_ns(s.timed, ns),
     }
 }
 
@@ -75,20 +53,6 @@ pub fn tls_line(h: &crate::model::TlsReport) -> String {
             .map(|s| format!(", {:.0}% of the workers' busy time", s * 100.0))
             .unwrap_or_default(),
     )
-}
-
-/// Formats a duration in ns with a unit a person reads at a glance: `850ns`, `12.3us`,
-/// `4.50ms`, `1.23s`.
-pub fn fmt_ns(ns: u64) -> String {
-    if ns < 1_000 {
-        format!("{ns}ns")
-    } else if ns < 1_000_000 {
-        format!("{:.1}us", ns as f64 / 1e3)
-    } else if ns < 1_000_000_000 {
-        format!("{:.2}ms", ns as f64 / 1e6)
-    } else {
-        format!("{:.2}s", ns as f64 / 1e9)
-    }
 }
 
 /// bcc-style log2 histogram (`nsecs : count | **** |`), from the first to the last
@@ -126,34 +90,45 @@ pub fn log2_hist(hist: &[u64], unit: &str) -> String {
     out
 }
 
-fn fds_cell(f: &FdReport) -> String {
-    let o = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_else(|| "-".into());
-    format!("{}/{}/{}", o(f.open), o(f.peak), o(f.limit))
-}
-
-fn worker_label(w: &WorkerReport) -> String {
-    let mut s = w.pid.to_string();
-    if w.nspid.len() > 1 {
-        let _ = write!(s, "({})", w.nspid[w.nspid.len() - 1]);
-    }
-    if !w.alive {
-        s.push('+');
-    } else if w.lifecycle.state == Some(crate::model::worker_lifecycle::WorkerState::ShuttingDown) {
-        s.push('~');
-    }
-    s
-}
-
 /// Renders a report as the text tables printed every interval and at exit.
 /// `hist` names a syscall whose per-worker histogram is appended.
+///
+/// The sections in order: the header and verdicts, the per-worker tables of
+/// [`super::sections`] laid out by [`super::text_tables`], nginx's side (lifecycle,
+/// listen queues, connections, error log, access log, configuration), requests, the
+/// upstream section, syscalls, then what was not accounted and the worker events.
 ///
 /// Every string of the report (it may come from a recording someone sent) is shown with
 /// its control characters escaped ([`safe`]), and so is the whole text.
 pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
     let r = &safe::sanitized(r);
     let hist = hist.map(safe::line);
-    let hist = hist.as_deref();
     let mut out = String::new();
+    header_lines(&mut out, r, clock);
+    verdict_lines(&mut out, r);
+    text_tables::accepts_table(&mut out, r);
+    out.push_str(&super::text_lifecycle::lifecycle_section(r));
+    text_tables::listen_table(&mut out, r);
+    super::text_connections::connections_section(&mut out, r);
+    nginx_section(&mut out, r);
+    super::text_outcomes::access_log_section(&mut out, r);
+    super::text_config::config_section(&mut out, r);
+    requests_lines(&mut out, r);
+    text_tables::requests_table(&mut out, r);
+    text_tables::event_loop_lines(&mut out, r);
+    text_tables::writes_table(&mut out, r);
+    out.push_str(&super::text_upstream::upstream_section(r));
+    text_tables::syscalls_table(&mut out, r);
+    if let Some(name) = hist.as_deref() {
+        histograms(&mut out, r, name);
+    }
+    footer_lines(&mut out, r);
+    safe::block(&out).into_owned()
+}
+
+/// The first line (clock, INTERVAL or SUMMARY, length, master, live workers, accepts of
+/// all workers with the merged exited ones, per second) and the detail sampling line.
+fn header_lines(out: &mut String, r: &Report, clock: &str) {
     let total_accepts: u64 = r
         .workers
         .iter()
@@ -187,91 +162,32 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
     if let Some(d) = &r.detail {
         let _ = writeln!(out, "{}", d.line());
     }
+}
+
+/// `verdicts: none`, or each verdict with its severity, advice, evidence and the
+/// directives to look at.
+fn verdict_lines(out: &mut String, r: &Report) {
     if r.verdicts.is_empty() {
         let _ = writeln!(out, "verdicts: none");
-    } else {
-        let _ = writeln!(out, "VERDICTS");
-        for v in &r.verdicts {
-            let sev = serde_json::to_value(v.severity)
-                .ok()
-                .and_then(|x| x.as_str().map(str::to_string))
-                .unwrap_or_default();
-            let _ = writeln!(out, "  [{sev}] {}: {}", v.id, v.advice);
-            let ev: Vec<String> = v
-                .evidence
-                .iter()
-                .map(|(k, val)| format!("{k}={val}"))
-                .collect();
-            let _ = writeln!(out, "      evidence: {}", ev.join(" "));
-            let _ = writeln!(out, "      directives: {}", v.directives.join(", "));
-        }
+        return;
     }
-    let uprobe_accepts = r.detail.as_ref().is_some_and(|d| d.accepts_from_uprobe());
-    let _ = writeln!(
-        out,
-        "\n{:<12} {:>9} {:>6} {:>7} {:>7} {:>13} {:>6} {:>6} {:>9} {:>18}{}",
-        "WORKER",
-        "ACCEPTS",
-        "SHARE",
-        "EMFILE",
-        "ENFILE",
-        "ECONNABORTED",
-        "EINTR",
-        "OTHER",
-        "EAGAIN",
-        "FDS OPEN/PEAK/LIM",
-        match (accepts_unknown, uprobe_accepts) {
-            (true, _) => "  [ACCEPTS UNKNOWN: the uprobe disagrees with nginx's accepted counter]",
-            (false, true) => "  [accept errors SAMPLED: accept4 is traced in detail windows only; nginx's error log classes count every failure it logs]",
-            (false, false) => "",
-        }
-    );
-    let merged = r
-        .exited_merged
-        .as_ref()
-        .map(|m| (format!("exited({})", m.workers), &m.stats));
-    let rows = r.workers.iter().map(|w| (worker_label(w), w)).chain(merged);
-    for (label, w) in rows {
-        let e = |k: &str| w.accept_errors.get(k).copied().unwrap_or(0);
-        let _ = writeln!(
-            out,
-            "{:<12} {:>9} {:>5.1}% {:>7} {:>7} {:>13} {:>6} {:>6} {:>9} {:>18}",
-            label,
-            w.accepts,
-            w.accept_share * 100.0,
-            e("EMFILE"),
-            e("ENFILE"),
-            e("ECONNABORTED"),
-            e("EINTR"),
-            e("OTHER"),
-            e("EAGAIN"),
-            fds_cell(&w.fds),
-        );
+    let _ = writeln!(out, "VERDICTS");
+    for v in &r.verdicts {
+        let sev = sections::severity_name(v.severity);
+        let _ = writeln!(out, "  [{sev}] {}: {}", v.id, v.advice);
+        let ev: Vec<String> = v
+            .evidence
+            .iter()
+            .map(|(k, val)| format!("{k}={val}"))
+            .collect();
+        let _ = writeln!(out, "      evidence: {}", ev.join(" "));
+        let _ = writeln!(out, "      directives: {}", v.directives.join(", "));
     }
-    out.push_str(&super::text_lifecycle::lifecycle_section(r));
-    if !r.listen.is_empty() {
-        let _ = writeln!(
-            out,
-            "\n{:<28} {:>8} {:>10} {:>10} {:>10} {:>8}   (overflows/drops: whole network namespace)",
-            "LISTEN", "BACKLOG", "QUEUE NOW", "QUEUE MAX", "OVERFLOWS", "DROPS"
-        );
-        for l in &r.listen {
-            let _ = writeln!(
-                out,
-                "{:<28} {:>8} {:>10} {:>10} {:>10} {:>8}",
-                l.addr,
-                l.backlog,
-                l.queue_now_shown(),
-                l.queue_max,
-                l.overflows,
-                l.drops
-            );
-        }
-    }
-    super::text_connections::connections_section(&mut out, r);
-    nginx_section(&mut out, r);
-    super::text_outcomes::access_log_section(&mut out, r);
-    super::text_config::config_section(&mut out, r);
+}
+
+/// All of nginx's requests (count, per second, per connection, source), nginx's own
+/// counters, QUIC, TLS handshakes and the syscalls per request of all workers.
+fn requests_lines(out: &mut String, r: &Report) {
     let t = &r.requests;
     let opt = |v: Option<f64>| v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into());
     let _ = writeln!(
@@ -285,7 +201,7 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
         t.source.name(),
         t.reason
             .as_deref()
-            .map(|why| format!(" ({})", printable(why)))
+            .map(|why| format!(" ({})", text_tables::printable(why)))
             .unwrap_or_default(),
     );
     if let Some(n) = &r.stub_status {
@@ -302,15 +218,10 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
         let _ = writeln!(out, "{}", tls_line(h));
     }
     if !t.syscalls_per_request.is_empty() {
-        let mix: Vec<String> = t
-            .syscalls_per_request
-            .iter()
-            .map(|(k, v)| format!("{k} {v:.2}"))
-            .collect();
         let _ = writeln!(
             out,
             "syscalls per request: {}{}",
-            mix.join("  "),
+            text_tables::per_request_mix(&t.syscalls_per_request),
             match &r.detail {
                 Some(d) => format!(
                     "  [SAMPLED: detail syscalls per request of the {} requests in windows]",
@@ -322,107 +233,27 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
             }
         );
     }
-    if r.workers.iter().any(|w| w.requests.count.is_some()) {
-        let _ = writeln!(
-            out,
-            "\n{:<12} {:>9} {:>9} {:>9} {:>9} {:>9}   per worker: uprobes",
-            "WORKER", "REQUESTS", "REQ/S", "REQ/CONN", "P50", "P99"
-        );
-        for w in &r.workers {
-            let q = &w.requests;
-            let _ = writeln!(
-                out,
-                "{:<12} {:>9} {:>9} {:>9} {:>9} {:>9}",
-                worker_label(w),
-                q.count.map(|c| c.to_string()).unwrap_or_else(|| "-".into()),
-                opt(q.per_s),
-                opt(q.per_connection),
-                q.p50_ns.map(fmt_ns).unwrap_or_else(|| "-".into()),
-                q.p99_ns.map(fmt_ns).unwrap_or_else(|| "-".into()),
-            );
-        }
-        let _ = writeln!(out, "\nsyscalls per request:");
-        for w in &r.workers {
-            if w.requests.syscalls_per_request.is_empty() {
-                continue;
-            }
-            let mix: Vec<String> = w
-                .requests
-                .syscalls_per_request
-                .iter()
-                .map(|(k, v)| format!("{k} {v:.2}"))
-                .collect();
-            let _ = writeln!(out, "{:<12} {}", worker_label(w), mix.join("  "));
-        }
-    }
-    render_event_loop(&mut out, r);
-    render_writes(&mut out, r);
-    out.push_str(&upstream_section(r));
-    let _ = writeln!(
-        out,
-        "\n{:<12} {:<12} {:>9} {:>8} {:>9} {:>9} {:>9} {:>10} {:>12}{}",
-        "WORKER",
-        "SYSCALL",
-        "COUNT",
-        "ERRORS",
-        "P50",
-        "P99",
-        "MAX",
-        "TOTAL",
-        "BYTES/EVENTS",
-        sampled_tag(
-            r,
-            if uprobe_accepts {
-                "every syscall, accept4 included"
-            } else {
-                "all but accept4/accept and rare fd-creating calls"
-            }
-        )
-    );
+}
+
+/// Each worker's log2 latency histogram of syscall `name` (`--hist`).
+fn histograms(out: &mut String, r: &Report, name: &str) {
     for w in &r.workers {
-        for (name, s) in &w.syscalls {
-            if s.count == 0 {
-                continue;
-            }
-            let extra = s
-                .bytes
-                .or(s.events)
-                .map(|v| v.to_string())
-                .unwrap_or_else(|| "-".into());
-            let _ = writeln!(
-                out,
-                "{:<12} {:<12} {:>9} {:>8} {:>9} {:>9} {:>9} {:>10} {:>12}",
-                worker_label(w),
-                name,
-                s.count,
-                s.errors,
-                fmt_syscall_ns(r, name, s, s.p50_ns, false),
-                fmt_syscall_ns(r, name, s, s.p99_ns, false),
-                fmt_syscall_ns(r, name, s, s.max_ns, false),
-                fmt_syscall_ns(r, name, s, s.total_ns, true),
-                extra
-            );
-        }
-    }
-    if let Some(name) = hist {
-        for w in &r.workers {
-            if let Some(s) = w.syscalls.get(name) {
-                let h = log2_hist(&s.hist_log2_ns, "nsecs");
-                let _ = writeln!(out, "\nworker {} {name} latency:", worker_label(w));
-                if h.is_empty() {
-                    let _ = writeln!(out, "  no {name} calls timed in this period");
-                } else {
-                    out.push_str(&h);
-                }
+        if let Some(s) = w.syscalls.get(name) {
+            let h = log2_hist(&s.hist_log2_ns, "nsecs");
+            let _ = writeln!(out, "\nworker {} {name} latency:", worker_label(w));
+            if h.is_empty() {
+                let _ = writeln!(out, "  no {name} calls timed in this period");
+            } else {
+                out.push_str(&h);
             }
         }
     }
-    let drops: Vec<String> = r
-        .drops
-        .iter()
-        .filter(|(_, &v)| v > 0)
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
+}
+
+/// What was not accounted ([`sections::drops`]), tracepoints the kernel lacks, the
+/// worker events, the legend of the `+` and `~` marks, and why the run ended.
+fn footer_lines(out: &mut String, r: &Report) {
+    let drops = sections::drops(r);
     if !drops.is_empty() {
         let _ = writeln!(out, "\nnot fully accounted: {}", drops.join(" "));
     }
@@ -448,193 +279,6 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
     if let Some(reason) = &r.end_reason {
         let _ = writeln!(out, "ended: {reason}");
     }
-    safe::block(&out).into_owned()
-}
-
-/// `s` with control characters (escape sequences from a crafted recording) escaped as
-/// everywhere else ([`safe::bounded`]), at most 32 characters.
-fn printable(s: &str) -> String {
-    safe::bounded(s, 32)
-}
-
-/// One line per worker: event-loop iterations, busy share, p99 and longest iteration.
-fn render_event_loop(out: &mut String, r: &Report) {
-    if r.workers.iter().all(|w| w.event_loop.iterations == 0) {
-        return;
-    }
-    let _ = writeln!(
-        out,
-        "\nevent loop (epoll wait return to the next wait, main thread):{}",
-        sampled_tag(r, &in_window_what(r, "busy % of"))
-    );
-    for w in &r.workers {
-        let l = &w.event_loop;
-        let _ = writeln!(
-            out,
-            "{:<12} {} iterations  busy {} ({:.1}%)  p99 iteration {}  longest {}",
-            worker_label(w),
-            l.iterations,
-            fmt_ns(l.busy_ns),
-            l.busy_share * 100.0,
-            fmt_quantile_ns(l.iterations, l.p99_iteration_ns),
-            fmt_quantile_ns(l.iterations, l.max_iteration_ns),
-        );
-    }
-}
-
-/// Upstream connects per request: all workers' connects over the report's exact request
-/// total (nginx's stub_status counter, or the uprobes), with its source; per worker only
-/// when the workers' own request counts are known (`--uprobes`), else why not.
-fn upstream_per_request_line(r: &Report, rows: &[(String, &WorkerReport)]) -> String {
-    let connects: u64 = rows.iter().map(|(_, w)| w.upstream.connects).sum();
-    if let Some(d) = &r.detail {
-        // Connects are counted in the detail windows only: over the windows' requests.
-        return match d.requests_in_windows {
-            Some(0) => "per request: no request in the detail windows".to_string(),
-            Some(n) => format!(
-                "per request, all workers: {connects} connects / {n} requests in the detail windows = {:.2} (SAMPLED; requests: stub_status, exact in the windows)",
-                connects as f64 / n as f64
-            ),
-            None => "per request: unknown (nginx's counters unreadable in the detail windows)".to_string(),
-        };
-    }
-    let all = match r.requests.count {
-        Some(0) => "per request: no request in the period".to_string(),
-        Some(n) => format!(
-            "per request, all workers: {connects} connects / {n} requests = {:.2} (requests: {}, exact total)",
-            connects as f64 / n as f64,
-            r.requests.source.name()
-        ),
-        None => format!(
-            "per request: unknown ({})",
-            r.requests
-                .reason
-                .as_deref()
-                .unwrap_or("no exact request count")
-        ),
-    };
-    let per_worker = if rows
-        .iter()
-        .any(|(_, w)| w.upstream.connects_per_request.is_some())
-    {
-        "per worker: the workers' own request counts (uprobe)".to_string()
-    } else {
-        format!(
-            "per worker: unknown ({})",
-            rows.iter()
-                .find_map(|(_, w)| w.requests.unknown_reason.as_deref())
-                .unwrap_or("no per-worker request count")
-        )
-    };
-    format!("{all}; {per_worker}")
-}
-
-/// The upstream connections table (only when a worker connected or failed to open a
-/// socket) and the EMFILE/ENFILE of fd-creating syscalls (only the non-zero ones).
-pub fn upstream_section(r: &Report) -> String {
-    let mut out = String::new();
-    let merged = r
-        .exited_merged
-        .as_ref()
-        .map(|m| (format!("exited({})", m.workers), &m.stats));
-    let rows: Vec<(String, &WorkerReport)> = r
-        .workers
-        .iter()
-        .map(|w| (worker_label(w), w))
-        .chain(merged)
-        .collect();
-    if rows.iter().any(|(_, w)| {
-        w.upstream.connects > 0 || w.upstream.socket_emfile + w.upstream.socket_enfile > 0
-    }) {
-        let _ = writeln!(
-            out,
-            "\n{:<12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}  CONNECT ERRORS{}",
-            "UPSTREAM",
-            "CONNECTS",
-            "PER REQ",
-            "CONN/S",
-            "P50",
-            "P99",
-            "MAX",
-            "FDS OPEN",
-            "ABANDON",
-            sampled_tag(r, &in_window_what(r, "CONN/S per second of"))
-        );
-        for (label, w) in &rows {
-            let u = &w.upstream;
-            let errs: Vec<String> = u
-                .errors
-                .iter()
-                .filter(|(_, &v)| v > 0)
-                .map(|(k, v)| format!("{k} {v}"))
-                .chain(
-                    (u.socket_emfile > 0).then(|| format!("socket() EMFILE {}", u.socket_emfile)),
-                )
-                .chain(
-                    (u.socket_enfile > 0).then(|| format!("socket() ENFILE {}", u.socket_enfile)),
-                )
-                .collect();
-            let dash = || "-".to_string();
-            let _ = writeln!(
-                out,
-                "{:<12} {:>9} {:>9} {:>9.1} {:>9} {:>9} {:>9} {:>9} {:>8}  {}",
-                label,
-                u.connects,
-                u.connects_per_request
-                    .map(|v| format!("{v:.2}"))
-                    .unwrap_or_else(dash),
-                u.per_s,
-                if u.latency_count > 0 {
-                    fmt_ns(u.latency_p50_ns)
-                } else {
-                    dash()
-                },
-                if u.latency_count > 0 {
-                    fmt_ns(u.latency_p99_ns)
-                } else {
-                    dash()
-                },
-                if u.latency_count > 0 {
-                    fmt_ns(u.latency_max_ns)
-                } else {
-                    dash()
-                },
-                u.fds_open.map(|v| v.to_string()).unwrap_or_else(dash),
-                u.abandoned,
-                if errs.is_empty() {
-                    "none".to_string()
-                } else {
-                    errs.join(", ")
-                }
-            );
-        }
-        let _ = writeln!(
-            out,
-            "  (connect latency: connect() to the return or getsockopt(SO_ERROR) by which nginx learns the result)"
-        );
-        let _ = writeln!(out, "  {}", upstream_per_request_line(r, &rows));
-    }
-    for (label, w) in &rows {
-        let failed: Vec<String> = w
-            .fd_errors
-            .iter()
-            .filter(|(_, e)| e.emfile + e.enfile > 0)
-            .map(|(k, e)| {
-                let mut s = format!("{k}()");
-                if e.emfile > 0 {
-                    let _ = write!(s, " EMFILE {}", e.emfile);
-                }
-                if e.enfile > 0 {
-                    let _ = write!(s, " ENFILE {}", e.enfile);
-                }
-                s
-            })
-            .collect();
-        if !failed.is_empty() {
-            let _ = writeln!(out, "fd limit hit: worker {label}: {}", failed.join(", "));
-        }
-    }
-    out
 }
 
 /// nginx's error log by class and the CPU quota: a few lines, omitted when there is
@@ -710,92 +354,6 @@ fn nginx_section(out: &mut String, r: &Report) {
                 .map(|n| n.to_string())
                 .unwrap_or_else(|| "?".into()),
         );
-    }
-}
-
-/// The writes-by-destination table (rows with calls only) and access-log opens.
-fn render_writes(out: &mut String, r: &Report) {
-    if r.workers
-        .iter()
-        .all(|w| w.writes.values().all(|x| x.count == 0))
-    {
-        return;
-    }
-    let source = match r.write_destinations {
-        WriteSource::FdTable => "classified at each write from the worker's fd table",
-        WriteSource::ProcSnapshot => {
-            "from /proc fd snapshots every 2 s: fds that live for one request may be misfiled"
-        }
-    };
-    let _ = writeln!(
-        out,
-        "\n{:<12} {:<18} {:>9} {:>12} {:>9} {:>9} {:>8} {:>8}   writes: {source}{}",
-        "WORKER",
-        "DESTINATION",
-        "CALLS",
-        "BYTES",
-        "P50",
-        "P99",
-        "SYSCALL%",
-        "PER REQ",
-        sampled_tag(r, "")
-    );
-    for w in &r.workers {
-        for (dest, x) in w.writes.iter().filter(|(_, x)| x.count > 0) {
-            let _ = writeln!(
-                out,
-                "{:<12} {:<18} {:>9} {:>12} {:>9} {:>9} {:>8} {:>8}",
-                worker_label(w),
-                printable(write_destination_label(dest)),
-                x.count,
-                x.bytes,
-                x.p50_ns
-                    .map(|ns| fmt_quantile_ns(x.count, ns))
-                    .unwrap_or_else(|| "unknown".into()),
-                fmt_quantile_ns(x.count, x.p99_ns),
-                x.share_of_syscall_time
-                    .map(|v| format!("{:.1}%", v * 100.0))
-                    .unwrap_or_else(|| "-".into()),
-                x.per_request
-                    .map(|v| format!("{v:.2}"))
-                    .unwrap_or_else(|| "-".into()),
-            );
-        }
-        if let Some(opens) = w.access_log_opens.filter(|&n| n > 0) {
-            // Sampled: opens in windows over requests of the whole period would mislead.
-            let count = w.requests.count.filter(|_| r.detail.is_none());
-            let per = match count.filter(|&c| c > 0) {
-                Some(c) => format!(" ({:.2} per request)", opens as f64 / c as f64),
-                None => String::new(),
-            };
-            let _ = writeln!(out, "{:<12} access-log opens {opens}{per}", worker_label(w));
-        }
-    }
-}
-
-/// With `--detail sampled`: "`what` the N s in windows", naming the denominator of a
-/// table's per-second rates and busy shares (the in-window seconds); empty otherwise.
-fn in_window_what(r: &Report, what: &str) -> String {
-    r.detail
-        .as_ref()
-        .map(|d| format!("{what} the {:.3} s in windows", d.in_window_s))
-        .unwrap_or_default()
-}
-
-/// The marker after a sampled table's header: `[SAMPLED <coverage>%...]` with
-/// `--detail sampled`, nothing with `--detail full`.
-fn sampled_tag(r: &Report, what: &str) -> String {
-    match &r.detail {
-        Some(d) => format!(
-            "  [SAMPLED{}: {:.1}% of the period in detail windows]",
-            if what.is_empty() {
-                String::new()
-            } else {
-                format!(" ({what})")
-            },
-            d.coverage * 100.0
-        ),
-        None => String::new(),
     }
 }
 
@@ -934,34 +492,6 @@ mod tests {
         assert_eq!(row("accept4"), ["none", "none", "none", "0ns"]);
         assert!(r.syscall_timed("accept4"));
         assert!(!r.syscall_timed("eventfd2") && !r.syscall_timed("openat"));
-    }
-
-    #[test]
-    fn upstream_connects_per_request_is_global_without_uprobes() {
-        let mut r = real_summary();
-        // 300 proxied requests, each opening an upstream connection; nginx's own
-        // request counter, per-worker requests unknown (no --uprobes).
-        r.requests.count = Some(300);
-        r.requests.source = crate::model::RequestSource::StubStatus;
-        for (w, c) in r.workers.iter_mut().zip([140, 160]) {
-            w.upstream.connects = c;
-            w.upstream.connects_per_request = None;
-            w.requests.count = None;
-            w.requests.unknown_reason = Some(crate::model::PER_WORKER_UNKNOWN.into());
-        }
-        let text = upstream_section(&r);
-        assert!(
-            text.contains("per request, all workers: 300 connects / 300 requests = 1.00 (requests: stub_status, exact total); per worker: unknown (per-worker requests need --uprobes"),
-            "{text}"
-        );
-        // Requests unknown: the global figure is unknown too, with the reason.
-        r.requests.count = None;
-        r.requests.reason = Some("nginx's counters are not exported".into());
-        let text = upstream_section(&r);
-        assert!(
-            text.contains("per request: unknown (nginx's counters are not exported)"),
-            "{text}"
-        );
     }
 
     #[test]
