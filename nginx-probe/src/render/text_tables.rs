@@ -74,18 +74,20 @@ pub fn sampled_tag(r: &Report, what: &str) -> String {
 pub fn accepts_table(out: &mut String, r: &Report) {
     let accepts_unknown = !crate::model::sampling::accepts_known(r.detail.as_ref());
     let uprobe_accepts = r.detail.as_ref().is_some_and(|d| d.accepts_from_uprobe());
+    // The errno columns are headed by their labels, in the section's order.
+    let errnos = sections::ACCEPT_ERRNOS;
     let _ = writeln!(
         out,
         "\n{:<12} {:>9} {:>6} {:>7} {:>7} {:>13} {:>6} {:>6} {:>9} {:>18}{}",
         "WORKER",
         "ACCEPTS",
         "SHARE",
-        "EMFILE",
-        "ENFILE",
-        "ECONNABORTED",
-        "EINTR",
-        "OTHER",
-        "EAGAIN",
+        errnos[0],
+        errnos[1],
+        errnos[2],
+        errnos[3],
+        errnos[4],
+        errnos[5],
         "FDS OPEN/PEAK/LIM",
         match (accepts_unknown, uprobe_accepts) {
             (true, _) => "  [ACCEPTS UNKNOWN: the uprobe disagrees with nginx's accepted counter]",
@@ -102,12 +104,12 @@ pub fn accepts_table(out: &mut String, r: &Report) {
             who_label(row.who),
             c("accepts"),
             c("share"),
-            c("EMFILE"),
-            c("ENFILE"),
-            c("ECONNABORTED"),
-            c("EINTR"),
-            c("OTHER"),
-            c("EAGAIN"),
+            c(errnos[0]),
+            c(errnos[1]),
+            c(errnos[2]),
+            c(errnos[3]),
+            c(errnos[4]),
+            c(errnos[5]),
             format!("{}/{}/{}", c("fds open"), c("fds peak"), c("fd limit")),
         );
     }
