@@ -262,7 +262,7 @@ pub(super) fn has(text: &str, lines: &[&str]) {
 }
 
 #[test]
-fn renders_exact_values() {
+fn renders_exact_values_of_the_exporter_nginx_accepts_and_syscall_counts() {
     let text = render(&report());
     let v = env!("CARGO_PKG_VERSION");
     has(
@@ -300,6 +300,11 @@ fn renders_exact_values() {
             r#"nginx_probe_syscall_eagain_total{worker="0",generation="1",syscall="accept4"} 2"#,
         ],
     );
+}
+
+#[test]
+fn renders_the_syscall_histogram_cumulative_with_its_sum_and_count() {
+    let text = render(&report());
     // The histogram: 700 ns in bucket 9 (le 1023 ns), 1.5 us in 10, 3 us twice in
     // 11, 2 ms in 20 ([2^20, 2^21 - 1] ns); cumulative, +Inf last.
     let h = r#"nginx_probe_syscall_duration_seconds_bucket{worker="0",generation="1",syscall="accept4",le="#;
@@ -317,6 +322,16 @@ fn renders_exact_values() {
         &[
             r#"nginx_probe_syscall_duration_seconds_sum{worker="0",generation="1",syscall="accept4"} 0.0020082"#,
             r#"nginx_probe_syscall_duration_seconds_count{worker="0",generation="1",syscall="accept4"} 5"#,
+        ],
+    );
+}
+
+#[test]
+fn renders_exact_writes_event_loop_cpu_and_fd_values() {
+    let text = render(&report());
+    has(
+        &text,
+        &[
             r#"nginx_probe_writes_total{worker="0",generation="1",destination="access_log"} 3"#,
             r#"nginx_probe_write_bytes_total{worker="0",generation="1",destination="access_log"} 300"#,
             r#"nginx_probe_write_seconds_total{worker="0",generation="1",destination="access_log"} 0.0000045"#,
@@ -334,6 +349,11 @@ fn renders_exact_values() {
         !text.contains(r#"nginx_probe_open_fds{worker="1""#),
         "{text}"
     );
+}
+
+#[test]
+fn renders_exact_listen_drops_and_verdict_values_workers_by_slot() {
+    let text = render(&report());
     has(
         &text,
         &[
@@ -358,92 +378,6 @@ fn renders_exact_values() {
         .collect();
     assert!(order[0] < order[1] && order[1] < order[2], "{order:?}");
     assert_eq!(render(&report()), text, "pure");
-}
-
-#[test]
-fn exposition_is_well_formed_and_bounded() {
-    let text = render(&report());
-    let mut typed: BTreeMap<String, String> = BTreeMap::new();
-    let mut helped = BTreeSet::new();
-    let mut seen = BTreeSet::new();
-    let mut finished: BTreeSet<String> = BTreeSet::new();
-    let mut current = String::new();
-    let mut per_worker: BTreeMap<String, usize> = BTreeMap::new();
-    for line in text.lines() {
-        if let Some(rest) = line.strip_prefix("# HELP ") {
-            let name = rest.split(' ').next().unwrap();
-            assert!(helped.insert(name.to_string()), "HELP twice: {name}");
-            continue;
-        }
-        if let Some(rest) = line.strip_prefix("# TYPE ") {
-            let mut it = rest.split(' ');
-            let (name, kind) = (it.next().unwrap(), it.next().unwrap());
-            assert!(helped.contains(name), "TYPE before HELP: {name}");
-            assert!(
-                typed.insert(name.into(), kind.into()).is_none(),
-                "TYPE twice: {name}"
-            );
-            if !current.is_empty() {
-                finished.insert(std::mem::take(&mut current));
-            }
-            current = name.to_string();
-            assert!(name.starts_with("nginx_probe_"), "{name}");
-            match kind {
-                "counter" => assert!(name.ends_with("_total"), "{name}"),
-                "gauge" | "histogram" => assert!(!name.ends_with("_total"), "{name}"),
-                _ => panic!("unexpected type {kind}"),
-            }
-            continue;
-        }
-        let (series, value) = line.rsplit_once(' ').unwrap();
-        assert!(value.parse::<f64>().is_ok() || value == "+Inf", "{line}");
-        assert!(seen.insert(series.to_string()), "series twice: {series}");
-        let name = series.split('{').next().unwrap();
-        let family = ["_bucket", "_sum", "_count"]
-            .iter()
-            .find_map(|s| {
-                name.strip_suffix(s)
-                    .filter(|f| typed.get(*f).map(String::as_str) == Some("histogram"))
-            })
-            .unwrap_or(name);
-        assert_eq!(family, current, "{line} outside its family");
-        assert!(!finished.contains(family), "{family} split");
-        if name != "nginx_probe_worker_info" {
-            assert!(!series.contains("pid="), "pid label: {line}");
-        }
-        if let Some(i) = series.find("worker=") {
-            assert!(series.contains("generation="), "{line}");
-            let w = series[i..].split(',').take(2).collect::<Vec<_>>().join(",");
-            *per_worker
-                .entry(w.trim_end_matches('}').to_string())
-                .or_default() += 1;
-        }
-    }
-    let core_names: Vec<String> = core()
-        .iter()
-        .map(|&i| nginx_probe_common::SYSCALLS[i].name.to_string())
-        .collect();
-    let n = series_for(&core_names);
-    // 39 + 32 per timed syscall (12) + 3 per exit-only one (8) + 39 upstream + 22 fd errors.
-    assert_eq!(n, 508, "the documented bound for the core set");
-    // Worker 0 was counted by uprobes: one more (worker_requests_total).
-    assert_eq!(per_worker[r#"worker="0",generation="1""#], n + 1);
-    assert_eq!(
-        per_worker[r#"worker="1",generation="0""#],
-        n - 4,
-        "no fd gauges, no upstream_fds_open"
-    );
-    assert_eq!(
-        per_worker[r#"worker="exited",generation="merged""#],
-        n - 5,
-        "no fd gauges, no upstream_fds_open, no info"
-    );
-    assert_eq!(per_worker.len(), 3);
-    // The same from the table's rows: 12 timed and 8 exit-only core syscalls.
-    let of = |who| super::super::prometheus_series::series_of(12, 8, who);
-    assert_eq!(of(Workers::Live), n);
-    assert_eq!(of(Workers::Listed), n - 4);
-    assert_eq!(of(Workers::All), n - 5);
 }
 
 #[test]
@@ -993,6 +927,8 @@ fn lifecycle_families_have_exact_values_and_are_absent_without_states() {
     }
 }
 
+#[path = "prometheus_exposition_tests.rs"]
+mod exposition;
 #[path = "prometheus_listen_tests.rs"]
 mod listen;
 #[path = "prometheus_outcomes_tests.rs"]
