@@ -1,6 +1,7 @@
 //! Render: a report as text ([`text`]), one self-contained HTML page ([`html`]), the
 //! live terminal view ([`tui`]) and Prometheus text ([`prometheus`]). Pure functions of
-//! a report, host-tested.
+//! a report, host-tested. The text report, the HTML page and the live view lay out the
+//! same per-section facts, computed once from the report ([`sections`]).
 
 pub mod clock;
 pub mod figures;

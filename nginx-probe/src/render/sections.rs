@@ -87,6 +87,27 @@ pub enum Who<'a> {
     Nobody,
 }
 
+impl<'a> Who<'a> {
+    /// The figures of the row's worker (summed for the merged exited workers); None
+    /// for a row about no worker.
+    pub fn worker(self) -> Option<&'a WorkerReport> {
+        match self {
+            Who::Worker(w) | Who::Exited { stats: w, .. } => Some(w),
+            Who::Nobody => None,
+        }
+    }
+}
+
+/// The rows of a per-worker table that counts every worker: each listed worker (by
+/// slot), then the merged exited workers when the report has them.
+pub fn workers(r: &Report) -> impl Iterator<Item = Who<'_>> {
+    let merged = r.exited_merged.as_ref().map(|m| Who::Exited {
+        workers: m.workers,
+        stats: &m.stats,
+    });
+    r.workers.iter().map(Who::Worker).chain(merged)
+}
+
 /// One row of a section: whom it is about and its cells, in the table's column order.
 #[derive(Clone, Debug)]
 pub struct Row<'a> {
@@ -172,18 +193,12 @@ pub fn accepts(r: &Report) -> Table<'_> {
         num("fd limit"),
         num("accepted then closed"),
     ]);
-    let merged = r.exited_merged.as_ref().map(|m| Who::Exited {
-        workers: m.workers,
-        stats: &m.stats,
-    });
-    let rows = r
-        .workers
-        .iter()
-        .map(Who::Worker)
-        .chain(merged)
-        .map(|who| Row {
-            who,
-            cells: accepts_cells(worker_of(who)),
+    let rows = workers(r)
+        .filter_map(|who| {
+            Some(Row {
+                who,
+                cells: accepts_cells(who.worker()?),
+            })
         })
         .collect();
     Table {
@@ -193,16 +208,8 @@ pub fn accepts(r: &Report) -> Table<'_> {
     }
 }
 
-/// The worker figures of a row (`Nobody` rows are never built from a worker).
-fn worker_of<'a>(who: Who<'a>) -> &'a WorkerReport {
-    match who {
-        Who::Worker(w) | Who::Exited { stats: w, .. } => w,
-        Who::Nobody => unreachable!("a worker table's row is a worker's"),
-    }
-}
-
 /// The cells of one worker's row of [`accepts`].
-pub fn accepts_cells(w: &WorkerReport) -> Vec<Cell> {
+fn accepts_cells(w: &WorkerReport) -> Vec<Cell> {
     let mut cells = vec![Cell::of(w.accepts), Cell::of(pct1(w.accept_share))];
     cells.extend(ACCEPT_ERRNOS.map(|k| {
         let n = w.accept_errors.get(k).copied().unwrap_or(0);
@@ -238,7 +245,7 @@ pub fn requests(r: &Report) -> Table<'_> {
 }
 
 /// The cells of one worker's row of [`requests`].
-pub fn requests_cells(w: &WorkerReport) -> Vec<Cell> {
+fn requests_cells(w: &WorkerReport) -> Vec<Cell> {
     let q = &w.requests;
     let one = |v: Option<f64>| opt(v.map(|v| format!("{v:.1}")));
     [
@@ -294,7 +301,7 @@ pub fn busy_share_label(r: &Report) -> &'static str {
 }
 
 /// The cells of one worker's row of [`event_loop`].
-pub fn event_loop_cells(w: &WorkerReport) -> Vec<Cell> {
+fn event_loop_cells(w: &WorkerReport) -> Vec<Cell> {
     let l = &w.event_loop;
     [
         l.iterations.to_string(),

@@ -12,15 +12,8 @@ use crate::model::{Report, WorkerReport};
 /// The workers' rows as the text report names them: live workers, then the merged
 /// exited ones as `exited(N)`.
 fn worker_rows(r: &Report) -> Vec<(String, &WorkerReport)> {
-    super::sections::accepts(r)
-        .rows
-        .iter()
-        .map(|row| match row.who {
-            super::sections::Who::Worker(w) | super::sections::Who::Exited { stats: w, .. } => {
-                (who_label(row.who), w)
-            }
-            super::sections::Who::Nobody => unreachable!("the accepts table is per worker"),
-        })
+    super::sections::workers(r)
+        .filter_map(|who| Some((who_label(who), who.worker()?)))
         .collect()
 }
 
