@@ -8,8 +8,10 @@
 //! by label, at their fixed widths).
 //!
 //! Where a medium deliberately shows something else, it computes that itself and says
-//! so: the live view shows rates over its interval where the reports show totals, and
-//! the text report's accepts table keeps the three fd figures in one cell.
+//! so: the live view shows rates over its interval where the reports show totals, the
+//! text report's accepts table keeps the three fd figures in one cell and leaves a few
+//! columns to the JSON and the page to stay within a terminal's width, and the HTML
+//! page shows the merged exited workers in its accepts bars rather than in the table.
 
 use crate::model::{write_destination_label, ListenReport, Report, Severity, WorkerReport};
 
@@ -483,5 +485,60 @@ pub fn severity_name(s: Severity) -> &'static str {
     match s {
         Severity::Warning => "warning",
         Severity::Critical => "critical",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The summary of a real recording (2 workers, `--syscalls all`, 300 connections).
+    fn real_summary() -> Report {
+        let jsonl = include_str!("../testdata/two_workers_300_connections.jsonl");
+        serde_json::from_str(jsonl.lines().last().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn every_row_has_one_cell_per_column_and_labels_are_unique() {
+        let r = real_summary();
+        for t in [
+            accepts(&r),
+            requests(&r),
+            event_loop(&r),
+            syscalls(&r),
+            writes(&r),
+            listen(&r),
+        ] {
+            assert!(!t.rows.is_empty(), "{}", t.title);
+            for row in &t.rows {
+                assert_eq!(row.cells.len(), t.columns.len(), "{}", t.title);
+            }
+            let labels: std::collections::BTreeSet<_> = t.columns.iter().map(|c| c.label).collect();
+            assert_eq!(labels.len(), t.columns.len(), "{}", t.title);
+        }
+    }
+
+    #[test]
+    fn fd_limit_errors_and_overflows_are_alerts() {
+        let mut r = real_summary();
+        r.workers[0].accept_errors.insert("EMFILE".into(), 2);
+        r.workers[0].accept_errors.insert("EAGAIN".into(), 9);
+        r.listen[0].overflows = 1;
+        let t = accepts(&r);
+        let row = &t.rows[0];
+        assert!(row.get(&t, "EMFILE").alert && row.text(&t, "EMFILE") == "2");
+        assert!(
+            !row.get(&t, "EAGAIN").alert,
+            "EAGAIN is nginx's normal wakeup"
+        );
+        assert!(!t.rows[1].get(&t, "EMFILE").alert);
+        let l = listen(&r);
+        assert!(l.rows[0].get(&l, "overflows").alert);
+        assert!(!l.rows[0].get(&l, "drops").alert);
+        // Rows of one worker: its own, in order.
+        let s = syscalls(&r);
+        assert!(s
+            .rows_of(&r.workers[1])
+            .all(|row| matches!(row.who, Who::Worker(w) if w.pid == r.workers[1].pid)));
     }
 }
