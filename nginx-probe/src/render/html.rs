@@ -8,9 +8,9 @@ use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 use crate::{
     model::recording::Recording,
-    model::Severity,
-    model::{bucket_bounds, Report, RequestSource, SyscallReport, WorkerReport},
-    render::cells::{fmt_ns, fmt_quantile_ns, fmt_syscall_ns as sys_ns},
+    model::{bucket_bounds, Report, SyscallReport},
+    render::figures::fmt_syscall_ns as sys_ns,
+    render::html_workers::{cells, head, worker_name},
     render::text::{event_line, utc_datetime},
 };
 
@@ -90,7 +90,7 @@ pub fn render_html(rec: &Recording) -> String {
                 (verdicts_section(whole))
                 (accepts_section(whole))
                 (timeline_section(&rec.intervals))
-                (workers_section(whole))
+                (super::html_workers::workers_section(whole))
                 (histograms_section(whole))
                 (super::html_outcomes::access_log_section(whole))
                 (super::html_outcomes::config_section(whole.config.as_ref()))
@@ -162,7 +162,7 @@ fn verdicts_section(r: &Report) -> Markup {
             p.none data-verdicts="0" { "No verdicts: none of the rules fired for this run." }
         }
         @for v in &r.verdicts {
-            @let sev = match v.severity { Severity::Critical => "critical", Severity::Warning => "warning" };
+            @let sev = super::sections::severity_name(v.severity);
             div class={ "verdict " (sev) } data-verdict=(v.id) {
                 p { span.sev { (sev) } strong.mono { (v.id) } }
                 p { (v.advice) }
@@ -190,14 +190,6 @@ fn bar_width(share: f64) -> String {
         0.0
     };
     format!("{:.1}%", s * 100.0)
-}
-
-fn worker_name(w: &WorkerReport) -> String {
-    let mut s = w.pid.to_string();
-    if w.nspid.len() > 1 {
-        s += &format!(" ({} in its namespace)", w.nspid[w.nspid.len() - 1]);
-    }
-    s
 }
 
 fn accepts_section(r: &Report) -> Markup {
@@ -243,229 +235,8 @@ fn accepts_section(r: &Report) -> Markup {
     }
 }
 
-fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
-    v.map(|x| x.to_string()).unwrap_or_else(|| "-".into())
-}
-
 fn join<T: std::fmt::Display>(it: impl Iterator<Item = T>) -> String {
     it.map(|x| x.to_string()).collect::<Vec<_>>().join(" ")
-}
-
-fn workers_section(r: &Report) -> Markup {
-    html! {
-        h2 #workers { "Workers" }
-        (accepts_table(r))
-        (requests_part(r))
-        (per_request_table(r))
-        (event_loop_table(r))
-        (writes_table(r))
-        (syscalls_table(r))
-    }
-}
-
-/// The accept table: per worker, accepts and share, accept errors by errno, fds
-/// open/peak/limit, connections accepted then closed unanswered.
-fn accepts_table(r: &Report) -> Markup {
-    html! {
-        h3 { "Accepts, accept errors and file descriptors" }
-        table {
-            thead { tr {
-                th { "worker" } th.n { "accepts" } th.n { "share" }
-                th.n { "EMFILE" } th.n { "ENFILE" } th.n { "ECONNABORTED" } th.n { "EINTR" } th.n { "OTHER" } th.n { "EAGAIN" }
-                th.n { "fds open" } th.n { "fds peak" } th.n { "fd limit" } th.n { "accepted then closed" }
-            } }
-            @for w in &r.workers {
-                @let e = |k: &str| w.accept_errors.get(k).copied().unwrap_or(0);
-                tr {
-                    td.mono { (worker_name(w)) @if !w.alive { " (exited)" } }
-                    td.n { (w.accepts) } td.n { (format!("{:.1}%", w.accept_share * 100.0)) }
-                    td.n { (e("EMFILE")) } td.n { (e("ENFILE")) } td.n { (e("ECONNABORTED")) }
-                    td.n { (e("EINTR")) } td.n { (e("OTHER")) } td.n { (e("EAGAIN")) }
-                    td.n { (opt(w.fds.open)) } td.n { (opt(w.fds.peak)) } td.n { (opt(w.fds.limit)) }
-                    td.n { (w.accepted_then_closed) }
-                }
-            }
-        }
-    }
-}
-
-/// Requests: nginx's total with its source, nginx's own counters, TLS handshakes, and
-/// the per-worker requests (uprobes) when counted.
-fn requests_part(r: &Report) -> Markup {
-    let source = match r.workers.first().map(|w| w.requests.source) {
-        Some(RequestSource::Uprobe) => "per worker: counted by uprobes",
-        Some(RequestSource::Estimate) => {
-            "per worker: estimated from writev calls (older recording)"
-        }
-        _ => "per worker: unknown without --uprobes",
-    };
-    let per_worker_known = r.workers.iter().any(|w| w.requests.count.is_some());
-    let t = &r.requests;
-    html! {
-        h3 { "Requests" }
-        p {
-            "All of nginx: " strong { (t.count.map(|c| c.to_string()).unwrap_or_else(|| "unknown".into())) }
-            " requests (" (opt(t.per_s.map(|v| format!("{v:.1}")))) "/s, "
-            (opt(t.per_connection.map(|v| format!("{v:.1}")))) " per connection), source "
-            code { (t.source.name()) }
-            @if let Some(why) = &t.reason { span.muted { " — " (why) } }
-        }
-        @if let Some(n) = &r.stub_status {
-            p.muted { "nginx's own counters: accepted " (n.accepted) ", handled " (n.handled)
-                ", dropped " (n.dropped) ", requests " (n.requests) "; at the end: active " (n.active)
-                ", reading " (n.reading) ", writing " (n.writing) ", waiting " (n.waiting) }
-        }
-        @if r.tls.as_ref().is_some_and(|h| h.started == 0 && h.handshakes == 0 && h.abandoned == 0) {
-            p.muted { "TLS handshakes: none seen (libssl's uprobes attached: no TLS connection in the period, or no TLS listener)" }
-        } @else if let Some(h) = &r.tls {
-            p { "TLS handshakes: " strong { (h.handshakes) } " completed ("
-                @if h.libssl_sampled { "counted by nginx; in the detail windows: " }
-                (h.started) " started, "
-                (h.abandoned) " abandoned); wall time p50 " (fmt_quantile_ns(h.timed_handshakes(), h.p50_ns)) ", p99 " (fmt_quantile_ns(h.timed_handshakes(), h.p99_ns))
-                "; inside SSL_do_handshake " (opt(h.call_ns_per_handshake.map(fmt_ns))) " per handshake"
-                @if let Some(sh) = h.share_of_worker_busy { ", " (format!("{:.0}%", sh * 100.0)) " of the workers' busy time" } }
-        }
-        @if per_worker_known {
-            p.muted { (source) }
-            table {
-                thead { tr {
-                    th { "worker" } th.n { "requests" } th.n { "req/s" } th.n { "req/conn" }
-                    th.n { "p50" } th.n { "p99" } th.n { "max" }
-                } }
-                @for w in &r.workers {
-                    @let q = &w.requests;
-                    tr {
-                        td.mono { (worker_name(w)) }
-                        td.n { (opt(q.count)) } td.n { (opt(q.per_s.map(|v| format!("{v:.1}")))) }
-                        td.n { (opt(q.per_connection.map(|v| format!("{v:.1}")))) }
-                        td.n { (opt(q.p50_ns.map(fmt_ns))) } td.n { (opt(q.p99_ns.map(fmt_ns))) } td.n { (opt(q.max_ns.map(fmt_ns))) }
-                    }
-                }
-            }
-        } @else {
-            p.muted { (source) }
-        }
-    }
-}
-
-/// Syscalls per request, for all workers and each, one column per syscall some worker
-/// called (in the traced order).
-fn per_request_table(r: &Report) -> Markup {
-    let t = &r.requests;
-    // Columns only for the syscalls some worker called (in the traced order).
-    let per_request: Vec<&String> = r
-        .traced_syscalls
-        .iter()
-        .filter(|s| {
-            t.syscalls_per_request.contains_key(*s)
-                || r.workers
-                    .iter()
-                    .any(|w| w.requests.syscalls_per_request.contains_key(*s))
-        })
-        .collect();
-    html! {
-        h3 { "Syscalls per request" }
-        table {
-            thead { tr { th { "worker" } @for s in &per_request { th.n { (s) } } } }
-            @if !t.syscalls_per_request.is_empty() {
-                tr {
-                    td.mono { "all workers" }
-                    @for s in &per_request {
-                        td.n { (opt(t.syscalls_per_request.get(*s).map(|v| format!("{v:.2}")))) }
-                    }
-                }
-            }
-            @for w in r.workers.iter().filter(|w| !w.requests.syscalls_per_request.is_empty()) {
-                tr {
-                    td.mono { (worker_name(w)) }
-                    @for s in &per_request {
-                        td.n { (opt(w.requests.syscalls_per_request.get(*s).map(|v| format!("{v:.2}")))) }
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// The event loop per worker: iterations, busy time and share, p99 and longest
-/// iteration, CPU seconds.
-fn event_loop_table(r: &Report) -> Markup {
-    html! {
-        h3 { "Event loop and CPU" }
-        table {
-            thead { tr {
-                th { "worker" } th.n { "iterations" } th.n { "busy" } th.n { (if r.detail.is_some() { "busy share of the in-window seconds (sampled)" } else { "busy share" }) }
-                th.n { "p99 iteration" } th.n { "max iteration" } th.n { "CPU s" }
-            } }
-            @for w in &r.workers {
-                @let l = &w.event_loop;
-                tr {
-                    td.mono { (worker_name(w)) }
-                    td.n { (l.iterations) } td.n { (fmt_ns(l.busy_ns)) }
-                    td.n { (format!("{:.1}%", l.busy_share * 100.0)) }
-                    td.n { (fmt_quantile_ns(l.iterations, l.p99_iteration_ns)) } td.n { (fmt_quantile_ns(l.iterations, l.max_iteration_ns)) }
-                    td.n { (opt(w.cpu_s.map(|c| format!("{c:.2}")))) }
-                }
-            }
-        }
-    }
-}
-
-/// Writes by destination per worker (write, writev, pwrite64, pwritev), with the access log's opens.
-fn writes_table(r: &Report) -> Markup {
-    html! {
-        h3 { "Writes by destination" span.muted { " — write, writev, pwrite64, pwritev; " (match r.write_destinations {
-            crate::model::WriteSource::FdTable => "classified at each write from the worker's fd table",
-            crate::model::WriteSource::ProcSnapshot => "from /proc fd snapshots every 2 s: fds that live for one request may be misfiled",
-        }) } }
-        table {
-            thead { tr {
-                th { "worker" } th { "destination" } th.n { "calls" } th.n { "bytes" }
-                th.n { "time" } th.n { "p50" } th.n { "p99" } th.n { "share of syscall time" } th.n { "per request" }
-            } }
-            @for w in &r.workers {
-                @for (dest, x) in w.writes.iter().filter(|(_, x)| x.count > 0) {
-                    tr {
-                        td.mono { (worker_name(w)) } td { (crate::model::write_destination_label(dest)) }
-                        td.n { (x.count) } td.n { (x.bytes) } td.n { (fmt_ns(x.total_ns)) }
-                        td.n { (x.p50_ns.map(|ns| fmt_quantile_ns(x.count, ns)).unwrap_or_else(|| "unknown".into())) } td.n { (fmt_quantile_ns(x.count, x.p99_ns)) }
-                        td.n { (opt(x.share_of_syscall_time.map(|v| format!("{:.1}%", v * 100.0)))) }
-                        td.n { (opt(x.per_request.map(|v| format!("{v:.2}")))) }
-                    }
-                }
-                @if let Some(opens) = w.access_log_opens.filter(|&n| n > 0) {
-                    tr {
-                        td.mono { (worker_name(w)) } td { "access-log opens (openat)" }
-                        td.n { (opens) } td {} td {} td {} td {} td {}
-                        td.n { (opt(w.requests.count.filter(|&c| c > 0).map(|c| format!("{:.2}", opens as f64 / c as f64)))) }
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// The per-worker syscall table: calls, errors, p50/p99/max, total, bytes or events.
-fn syscalls_table(r: &Report) -> Markup {
-    html! {
-        h3 { "Syscalls" }
-        table {
-            thead { tr {
-                th { "worker" } th { "syscall" } th.n { "calls" } th.n { "errors" } th.n { "p50" }
-                th.n { "p99" } th.n { "max" } th.n { "total" } th.n { "bytes / events" }
-            } }
-            @for w in &r.workers {
-                @for (name, s) in w.syscalls.iter().filter(|(_, s)| s.count > 0) {
-                    tr {
-                        td.mono { (worker_name(w)) } td.mono { (name) }
-                        td.n { (s.count) } td.n { (s.errors) } td.n { (sys_ns(r, name, s, s.p50_ns, false)) }
-                        td.n { (sys_ns(r, name, s, s.p99_ns, false)) } td.n { (sys_ns(r, name, s, s.max_ns, false)) } td.n { (sys_ns(r, name, s, s.total_ns, true)) }
-                        td.n { (opt(s.bytes.or(s.events))) }
-                    }
-                }
-            }
-        }
-    }
 }
 
 /// Compact duration for histogram axes, three significant digits: `512ns`, `1.02us`,
@@ -680,18 +451,17 @@ fn timeline_section(intervals: &[Report]) -> Markup {
     }
 }
 
+/// Listening sockets ([`super::sections::listen`]), log files, worker events, and what
+/// was not accounted ([`super::sections::drops`]).
 fn other_section(r: &Report) -> Markup {
-    let drops: Vec<(&String, &u64)> = r.drops.iter().filter(|(_, &v)| v > 0).collect();
+    let drops = super::sections::drops(r);
+    let listen = super::sections::listen(r);
     html! {
         @if !r.listen.is_empty() {
             h2 #listen { "Listening sockets" }
             table {
-                thead { tr { th { "address" } th.n { "backlog" } th.n { "queue now" } th.n { "queue max" }
-                    th.n { "overflows" } th.n { "drops" } } }
-                @for l in &r.listen {
-                    tr { td.mono { (l.addr) } td.n { (l.backlog) } td.n { (l.queue_now_shown()) } td.n { (l.queue_max) }
-                        td.n { (l.overflows) } td.n { (l.drops) } }
-                }
+                thead { tr { @for c in &listen.columns { (head(c)) } } }
+                @for row in &listen.rows { tr { (cells(&listen, row)) } }
             }
             p.muted { "Overflows and drops count the whole network namespace." }
         }
@@ -709,7 +479,7 @@ fn other_section(r: &Report) -> Markup {
         @if drops.is_empty() {
             p { "Every traced event was accounted." }
         } @else {
-            p { "Not fully accounted: " span.mono { (drops.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")) } }
+            p { "Not fully accounted: " span.mono { (drops.join(" ")) } }
         }
         @if !r.missing_tracepoints.is_empty() {
             p { "Not attached (the kernel lacks them): " span.mono { (r.missing_tracepoints.join(" ")) } }

@@ -262,7 +262,7 @@ pub(super) fn has(text: &str, lines: &[&str]) {
 }
 
 #[test]
-fn renders_exact_values() {
+fn renders_exact_values_of_the_exporter_nginx_accepts_and_syscall_counts() {
     let text = render(&report());
     let v = env!("CARGO_PKG_VERSION");
     has(
@@ -286,11 +286,6 @@ fn renders_exact_values() {
         ],
     );
     assert!(!text.contains(r#"errno="EAGAIN""#), "{text}");
-}
-
-#[test]
-fn renders_exact_requests_syscalls_and_the_accept4_histogram() {
-    let text = render(&report());
     has(
         &text,
         &[
@@ -305,6 +300,11 @@ fn renders_exact_requests_syscalls_and_the_accept4_histogram() {
             r#"nginx_probe_syscall_eagain_total{worker="0",generation="1",syscall="accept4"} 2"#,
         ],
     );
+}
+
+#[test]
+fn renders_the_syscall_histogram_cumulative_with_its_sum_and_count() {
+    let text = render(&report());
     // The histogram: 700 ns in bucket 9 (le 1023 ns), 1.5 us in 10, 3 us twice in
     // 11, 2 ms in 20 ([2^20, 2^21 - 1] ns); cumulative, +Inf last.
     let h = r#"nginx_probe_syscall_duration_seconds_bucket{worker="0",generation="1",syscall="accept4",le="#;
@@ -322,6 +322,16 @@ fn renders_exact_requests_syscalls_and_the_accept4_histogram() {
         &[
             r#"nginx_probe_syscall_duration_seconds_sum{worker="0",generation="1",syscall="accept4"} 0.0020082"#,
             r#"nginx_probe_syscall_duration_seconds_count{worker="0",generation="1",syscall="accept4"} 5"#,
+        ],
+    );
+}
+
+#[test]
+fn renders_exact_writes_event_loop_cpu_and_fd_values() {
+    let text = render(&report());
+    has(
+        &text,
+        &[
             r#"nginx_probe_writes_total{worker="0",generation="1",destination="access_log"} 3"#,
             r#"nginx_probe_write_bytes_total{worker="0",generation="1",destination="access_log"} 300"#,
             r#"nginx_probe_write_seconds_total{worker="0",generation="1",destination="access_log"} 0.0000045"#,
@@ -334,16 +344,16 @@ fn renders_exact_requests_syscalls_and_the_accept4_histogram() {
             r#"nginx_probe_fd_limit{worker="0",generation="1"} 1024"#,
         ],
     );
-}
-
-#[test]
-fn renders_exact_fds_listen_drops_verdicts_in_worker_order() {
-    let text = render(&report());
     // An exited worker's last fd sample is not a current gauge.
     assert!(
         !text.contains(r#"nginx_probe_open_fds{worker="1""#),
         "{text}"
     );
+}
+
+#[test]
+fn renders_exact_listen_drops_and_verdict_values_workers_by_slot() {
+    let text = render(&report());
     has(
         &text,
         &[
@@ -368,101 +378,6 @@ fn renders_exact_fds_listen_drops_verdicts_in_worker_order() {
         .collect();
     assert!(order[0] < order[1] && order[1] < order[2], "{order:?}");
     assert_eq!(render(&report()), text, "pure");
-}
-
-/// Checks an exposition line by line (HELP before TYPE, once each; counters end in
-/// `_total`; every series once, inside its family, families never split; no `pid` label
-/// but on the info metric; `generation` beside every `worker`) and returns the series
-/// per `worker=..,generation=..` label pair.
-fn well_formed_series_per_worker(text: &str) -> BTreeMap<String, usize> {
-    let mut typed: BTreeMap<String, String> = BTreeMap::new();
-    let mut helped = BTreeSet::new();
-    let mut seen = BTreeSet::new();
-    let mut finished: BTreeSet<String> = BTreeSet::new();
-    let mut current = String::new();
-    let mut per_worker: BTreeMap<String, usize> = BTreeMap::new();
-    for line in text.lines() {
-        if let Some(rest) = line.strip_prefix("# HELP ") {
-            let name = rest.split(' ').next().unwrap();
-            assert!(helped.insert(name.to_string()), "HELP twice: {name}");
-            continue;
-        }
-        if let Some(rest) = line.strip_prefix("# TYPE ") {
-            let mut it = rest.split(' ');
-            let (name, kind) = (it.next().unwrap(), it.next().unwrap());
-            assert!(helped.contains(name), "TYPE before HELP: {name}");
-            assert!(
-                typed.insert(name.into(), kind.into()).is_none(),
-                "TYPE twice: {name}"
-            );
-            if !current.is_empty() {
-                finished.insert(std::mem::take(&mut current));
-            }
-            current = name.to_string();
-            assert!(name.starts_with("nginx_probe_"), "{name}");
-            match kind {
-                "counter" => assert!(name.ends_with("_total"), "{name}"),
-                "gauge" | "histogram" => assert!(!name.ends_with("_total"), "{name}"),
-                _ => panic!("unexpected type {kind}"),
-            }
-            continue;
-        }
-        let (series, value) = line.rsplit_once(' ').unwrap();
-        assert!(value.parse::<f64>().is_ok() || value == "+Inf", "{line}");
-        assert!(seen.insert(series.to_string()), "series twice: {series}");
-        let name = series.split('{').next().unwrap();
-        let family = ["_bucket", "_sum", "_count"]
-            .iter()
-            .find_map(|s| {
-                name.strip_suffix(s)
-                    .filter(|f| typed.get(*f).map(String::as_str) == Some("histogram"))
-            })
-            .unwrap_or(name);
-        assert_eq!(family, current, "{line} outside its family");
-        assert!(!finished.contains(family), "{family} split");
-        if name != "nginx_probe_worker_info" {
-            assert!(!series.contains("pid="), "pid label: {line}");
-        }
-        if let Some(i) = series.find("worker=") {
-            assert!(series.contains("generation="), "{line}");
-            let w = series[i..].split(',').take(2).collect::<Vec<_>>().join(",");
-            *per_worker
-                .entry(w.trim_end_matches('}').to_string())
-                .or_default() += 1;
-        }
-    }
-    per_worker
-}
-
-#[test]
-fn exposition_is_well_formed_and_bounded() {
-    let text = render(&report());
-    let per_worker = well_formed_series_per_worker(&text);
-    let core_names: Vec<String> = core()
-        .iter()
-        .map(|&i| nginx_probe_common::SYSCALLS[i].name.to_string())
-        .collect();
-    let n = series_for(&core_names);
-    // 39 + 32 per timed syscall (12) + 3 per exit-only one (8) + 39 upstream + 22 fd errors.
-    assert_eq!(n, 508, "the documented bound for the core set");
-    // Worker 0 was counted by uprobes: one more (worker_requests_total).
-    assert_eq!(per_worker[r#"worker="0",generation="1""#], n + 1);
-    assert_eq!(
-        per_worker[r#"worker="1",generation="0""#],
-        n - 4,
-        "no fd gauges, no upstream_fds_open"
-    );
-    assert_eq!(
-        per_worker[r#"worker="exited",generation="merged""#],
-        n - 5,
-        "no fd gauges, no upstream_fds_open, no info"
-    );
-    assert_eq!(per_worker.len(), 3);
-    // The same from the table's rows: 12 timed and 8 exit-only core syscalls.
-    let of = |who| super::super::prometheus_series::series_of(12, 8, who);
-    assert_eq!(of(Workers::Live), n);
-    assert_eq!(of(Workers::Listed), n - 4);
-    assert_eq!(of(Workers::All), n - 5);
 }
 
 #[test]
@@ -600,7 +515,7 @@ fn families_table_is_consistent() {
 fn every_family_renders_in_table_order_with_its_labels() {
     let mut r = report();
     r.detail = Some(sampled());
-    conn::with_lifecycle(&mut r);
+    with_lifecycle(&mut r);
     r.connections = Some(crate::model::connections::sample_report());
     r.access_log = Some(outcomes::sample());
     // The error log's per-peer lines and the master's history back to its start.
@@ -908,8 +823,112 @@ fn the_help_of_each_family_says_its_layer() {
     }
 }
 
-#[path = "prometheus_conn_tests.rs"]
-mod conn;
+#[test]
+fn tls_handshakes_render_exact_values_and_are_absent_when_not_traced() {
+    let mut r = report();
+    let text = render(&r);
+    has(
+        &text,
+        &[
+            "nginx_probe_tls_handshakes_total 3",
+            "nginx_probe_tls_handshakes_started_total 4",
+            "nginx_probe_tls_handshakes_abandoned_total 1",
+            "nginx_probe_tls_handshake_calls_total 7",
+            "nginx_probe_tls_handshake_call_seconds_total 0.0015",
+            "# TYPE nginx_probe_tls_handshakes_total counter",
+        ],
+    );
+    // The uprobes are continuous: the HELP says nothing of detail windows.
+    let help = helps(&text)
+        .into_iter()
+        .find(|l| l.starts_with("# HELP nginx_probe_tls_handshakes_total "))
+        .unwrap();
+    assert!(!help.contains("detail"), "{help}");
+    // Traced but idle: zeros, not absence.
+    r.tls = Some(model::TlsReport::default());
+    has(
+        &render(&r),
+        &[
+            "nginx_probe_tls_handshakes_total 0",
+            "nginx_probe_tls_handshakes_abandoned_total 0",
+        ],
+    );
+    // No libssl, or --no-tls: every TLS family left out, HELP and TYPE included.
+    r.tls = None;
+    let text = render(&r);
+    assert!(!text.contains("nginx_probe_tls_"), "{text}");
+}
+
+/// One worker of `r` shutting down with 3 client connections and 4 MiB, and a worker
+/// exit on SIGSEGV beside 2 graceful ones.
+fn with_lifecycle(r: &mut Report) {
+    use crate::model::worker_lifecycle::*;
+    let w = r
+        .workers
+        .iter_mut()
+        .find(|w| w.alive)
+        .expect("a live worker");
+    w.lifecycle.state = Some(WorkerState::ShuttingDown);
+    let mut exits = ExitCounts::default();
+    exits.add(Some(&WorkerExit {
+        signal: Some(11),
+        ..Default::default()
+    }));
+    for _ in 0..2 {
+        exits.add(Some(&WorkerExit {
+            code: Some(0),
+            ..Default::default()
+        }));
+    }
+    r.lifecycle = Some(LifecycleReport {
+        draining: vec![DrainingGeneration {
+            reload_generation: 0,
+            workers: vec![DrainingWorker {
+                pid: w.pid,
+                since_unix_s: 100.0,
+                client_connections: Some(3),
+                upstream_connections: Some(3),
+                rss_bytes: Some(4 << 20),
+            }],
+            since_unix_s: 100.0,
+            since_attach: false,
+            draining_s: 7.5,
+            client_connections: Some(3),
+            upstream_connections: Some(3),
+            rss_bytes: Some(4 << 20),
+        }],
+        exits,
+        ..Default::default()
+    });
+}
+
+#[test]
+fn lifecycle_families_have_exact_values_and_are_absent_without_states() {
+    let mut r = report();
+    let text = render_with(&r, &full_extras(&r.verdicts));
+    assert!(
+        !text.contains("nginx_probe_workers_shutting_down"),
+        "{text}"
+    );
+    assert!(!text.contains("nginx_probe_worker_exits_total{"), "{text}");
+    with_lifecycle(&mut r);
+    let text = render_with(&r, &full_extras(&r.verdicts));
+    for line in [
+        "nginx_probe_workers_shutting_down 1",
+        "nginx_probe_draining_generations 1",
+        "nginx_probe_draining_longest_seconds 7.5",
+        "nginx_probe_draining_client_connections 3",
+        "nginx_probe_draining_rss_bytes 4194304",
+        "nginx_probe_worker_exits_total{status=\"graceful\"} 2",
+        "nginx_probe_worker_exits_total{status=\"signal\"} 1",
+        "nginx_probe_worker_signal_exits_total{signal=\"11\"} 1",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
+    }
+}
+
+#[path = "prometheus_exposition_tests.rs"]
+mod exposition;
 #[path = "prometheus_listen_tests.rs"]
 mod listen;
 #[path = "prometheus_outcomes_tests.rs"]

@@ -1,14 +1,12 @@
 //! Rendering a [`Report`] as text (per-worker tables, bcc-style log2 histograms) or JSON.
 
-use super::cells::{fds_cell, in_window_what, sampled_tag, worker_label, worker_rows};
-pub use super::cells::{fmt_ns, fmt_quantile_ns, fmt_syscall_ns};
 pub use super::clock::{clock, utc_datetime};
-pub use super::text_upstream::upstream_section;
+pub use super::figures::{fmt_ns, fmt_quantile_ns, fmt_syscall_ns};
 use std::fmt::Write as _;
 
-use crate::model::{
-    bucket_bounds, write_destination_label, Event, EventKind, Report, ReportKind, WriteSource,
-};
+use super::sections;
+use super::text_tables::{self, worker_label};
+use crate::model::{bucket_bounds, Event, EventKind, Report, ReportKind};
 use crate::safe;
 
 /// One line describing a worker-set event, for stderr and the summary.
@@ -95,49 +93,42 @@ pub fn log2_hist(hist: &[u64], unit: &str) -> String {
 /// Renders a report as the text tables printed every interval and at exit.
 /// `hist` names a syscall whose per-worker histogram is appended.
 ///
+/// The sections in order: the header and verdicts, the per-worker tables of
+/// [`super::sections`] laid out by [`super::text_tables`], nginx's side (lifecycle,
+/// listen queues, connections, error log, access log, configuration), requests, the
+/// upstream section, syscalls, then what was not accounted and the worker events.
+///
 /// Every string of the report (it may come from a recording someone sent) is shown with
-/// its control characters escaped ([`safe`]), and so is the whole text. The sections,
-/// in order: the title line, verdicts, the accept table, the connection lifecycle,
-/// listen queues, connections, nginx's words, the access log, the configuration,
-/// requests, the event loop, writes, upstream, the syscall table, the optional
-/// histogram and the footer (drops, events, legends).
+/// its control characters escaped ([`safe`]), and so is the whole text.
 pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
     let r = &safe::sanitized(r);
     let hist = hist.map(safe::line);
-    let hist = hist.as_deref();
     let mut out = String::new();
-    let accepts_unknown = !crate::model::sampling::accepts_known(r.detail.as_ref());
-    let uprobe_accepts = r.detail.as_ref().is_some_and(|d| d.accepts_from_uprobe());
-    title_section(&mut out, r, clock, accepts_unknown);
-    verdicts_section(&mut out, r);
-    accepts_table(&mut out, r, accepts_unknown, uprobe_accepts);
+    header_lines(&mut out, r, clock);
+    verdict_lines(&mut out, r);
+    text_tables::accepts_table(&mut out, r);
     out.push_str(&super::text_lifecycle::lifecycle_section(r));
-    listen_section(&mut out, r);
+    text_tables::listen_table(&mut out, r);
     super::text_connections::connections_section(&mut out, r);
     nginx_section(&mut out, r);
     super::text_outcomes::access_log_section(&mut out, r);
     super::text_config::config_section(&mut out, r);
-    requests_section(&mut out, r);
-    worker_requests_section(&mut out, r);
-    render_event_loop(&mut out, r);
-    render_writes(&mut out, r);
-    out.push_str(&upstream_section(r));
-    syscall_table(&mut out, r, uprobe_accepts);
-    if let Some(name) = hist {
+    requests_lines(&mut out, r);
+    text_tables::requests_table(&mut out, r);
+    text_tables::event_loop_lines(&mut out, r);
+    text_tables::writes_table(&mut out, r);
+    out.push_str(&super::text_upstream::upstream_section(r));
+    text_tables::syscalls_table(&mut out, r);
+    if let Some(name) = hist.as_deref() {
         histograms(&mut out, r, name);
     }
-    footer(&mut out, r);
+    footer_lines(&mut out, r);
     safe::block(&out).into_owned()
 }
 
-/// Optional figures as `12.3`, or `-` when unknown.
-fn opt1(v: Option<f64>) -> String {
-    v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into())
-}
-
-/// The title line (period, master, live workers, accepts and their rate) and the
-/// detail layer's line.
-fn title_section(out: &mut String, r: &Report, clock: &str, accepts_unknown: bool) {
+/// The first line (clock, INTERVAL or SUMMARY, length, master, live workers, accepts of
+/// all workers with the merged exited ones, per second) and the detail sampling line.
+fn header_lines(out: &mut String, r: &Report, clock: &str) {
     let total_accepts: u64 = r
         .workers
         .iter()
@@ -149,6 +140,7 @@ fn title_section(out: &mut String, r: &Report, clock: &str, accepts_unknown: boo
     } else {
         "INTERVAL"
     };
+    let accepts_unknown = !crate::model::sampling::accepts_known(r.detail.as_ref());
     let _ = writeln!(
         out,
         "\n{clock} {title} {:.1}s  master {}  workers {}  accepts {}{} ({:.1}/s)",
@@ -172,97 +164,32 @@ fn title_section(out: &mut String, r: &Report, clock: &str, accepts_unknown: boo
     }
 }
 
-/// The verdicts, each with its severity, advice, evidence and directives.
-fn verdicts_section(out: &mut String, r: &Report) {
+/// `verdicts: none`, or each verdict with its severity, advice, evidence and the
+/// directives to look at.
+fn verdict_lines(out: &mut String, r: &Report) {
     if r.verdicts.is_empty() {
         let _ = writeln!(out, "verdicts: none");
-    } else {
-        let _ = writeln!(out, "VERDICTS");
-        for v in &r.verdicts {
-            let sev = serde_json::to_value(v.severity)
-                .ok()
-                .and_then(|x| x.as_str().map(str::to_string))
-                .unwrap_or_default();
-            let _ = writeln!(out, "  [{sev}] {}: {}", v.id, v.advice);
-            let ev: Vec<String> = v
-                .evidence
-                .iter()
-                .map(|(k, val)| format!("{k}={val}"))
-                .collect();
-            let _ = writeln!(out, "      evidence: {}", ev.join(" "));
-            let _ = writeln!(out, "      directives: {}", v.directives.join(", "));
-        }
+        return;
+    }
+    let _ = writeln!(out, "VERDICTS");
+    for v in &r.verdicts {
+        let sev = sections::severity_name(v.severity);
+        let _ = writeln!(out, "  [{sev}] {}: {}", v.id, v.advice);
+        let ev: Vec<String> = v
+            .evidence
+            .iter()
+            .map(|(k, val)| format!("{k}={val}"))
+            .collect();
+        let _ = writeln!(out, "      evidence: {}", ev.join(" "));
+        let _ = writeln!(out, "      directives: {}", v.directives.join(", "));
     }
 }
 
-/// The accept table: per worker (and the exited workers merged), accepts, share, accept
-/// errors by errno, and fds open/peak/limit.
-fn accepts_table(out: &mut String, r: &Report, accepts_unknown: bool, uprobe_accepts: bool) {
-    let _ = writeln!(
-        out,
-        "\n{:<12} {:>9} {:>6} {:>7} {:>7} {:>13} {:>6} {:>6} {:>9} {:>18}{}",
-        "WORKER",
-        "ACCEPTS",
-        "SHARE",
-        "EMFILE",
-        "ENFILE",
-        "ECONNABORTED",
-        "EINTR",
-        "OTHER",
-        "EAGAIN",
-        "FDS OPEN/PEAK/LIM",
-        match (accepts_unknown, uprobe_accepts) {
-            (true, _) => "  [ACCEPTS UNKNOWN: the uprobe disagrees with nginx's accepted counter]",
-            (false, true) => "  [accept errors SAMPLED: accept4 is traced in detail windows only; nginx's error log classes count every failure it logs]",
-            (false, false) => "",
-        }
-    );
-    for (label, w) in worker_rows(r) {
-        let e = |k: &str| w.accept_errors.get(k).copied().unwrap_or(0);
-        let _ = writeln!(
-            out,
-            "{:<12} {:>9} {:>5.1}% {:>7} {:>7} {:>13} {:>6} {:>6} {:>9} {:>18}",
-            label,
-            w.accepts,
-            w.accept_share * 100.0,
-            e("EMFILE"),
-            e("ENFILE"),
-            e("ECONNABORTED"),
-            e("EINTR"),
-            e("OTHER"),
-            e("EAGAIN"),
-            fds_cell(&w.fds),
-        );
-    }
-}
-
-/// Listening sockets: backlog, queue now and at most, the namespace's overflows/drops.
-fn listen_section(out: &mut String, r: &Report) {
-    if !r.listen.is_empty() {
-        let _ = writeln!(
-            out,
-            "\n{:<28} {:>8} {:>10} {:>10} {:>10} {:>8}   (overflows/drops: whole network namespace)",
-            "LISTEN", "BACKLOG", "QUEUE NOW", "QUEUE MAX", "OVERFLOWS", "DROPS"
-        );
-        for l in &r.listen {
-            let _ = writeln!(
-                out,
-                "{:<28} {:>8} {:>10} {:>10} {:>10} {:>8}",
-                l.addr,
-                l.backlog,
-                l.queue_now_shown(),
-                l.queue_max,
-                l.overflows,
-                l.drops
-            );
-        }
-    }
-}
-
-/// The request total with its source, nginx's own counters, QUIC and TLS lines, and the
-/// syscalls per request.
-fn requests_section(out: &mut String, r: &Report) {
+/// All of nginx's requests (count, per second, per connection, source), nginx's own
+/// counters, QUIC, TLS handshakes and the syscalls per request of all workers.
+fn requests_lines(out: &mut String, r: &Report) {
     let t = &r.requests;
+    let opt = |v: Option<f64>| v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into());
     let _ = writeln!(
         out,
         "\nREQUESTS {} ({:.1}/s)  per connection {}  source: {}{}",
@@ -270,11 +197,11 @@ fn requests_section(out: &mut String, r: &Report) {
             .map(|c| c.to_string())
             .unwrap_or_else(|| "unknown".into()),
         t.per_s.unwrap_or(0.0),
-        opt1(t.per_connection),
+        opt(t.per_connection),
         t.source.name(),
         t.reason
             .as_deref()
-            .map(|why| format!(" ({})", printable(why)))
+            .map(|why| format!(" ({})", text_tables::printable(why)))
             .unwrap_or_default(),
     );
     if let Some(n) = &r.stub_status {
@@ -291,15 +218,10 @@ fn requests_section(out: &mut String, r: &Report) {
         let _ = writeln!(out, "{}", tls_line(h));
     }
     if !t.syscalls_per_request.is_empty() {
-        let mix: Vec<String> = t
-            .syscalls_per_request
-            .iter()
-            .map(|(k, v)| format!("{k} {v:.2}"))
-            .collect();
         let _ = writeln!(
             out,
             "syscalls per request: {}{}",
-            mix.join("  "),
+            text_tables::per_request_mix(&t.syscalls_per_request),
             match &r.detail {
                 Some(d) => format!(
                     "  [SAMPLED: detail syscalls per request of the {} requests in windows]",
@@ -313,95 +235,7 @@ fn requests_section(out: &mut String, r: &Report) {
     }
 }
 
-/// Per-worker requests (uprobes), when counted: rate, per connection, p50/p99, and each
-/// worker's syscalls per request.
-fn worker_requests_section(out: &mut String, r: &Report) {
-    if r.workers.iter().any(|w| w.requests.count.is_some()) {
-        let _ = writeln!(
-            out,
-            "\n{:<12} {:>9} {:>9} {:>9} {:>9} {:>9}   per worker: uprobes",
-            "WORKER", "REQUESTS", "REQ/S", "REQ/CONN", "P50", "P99"
-        );
-        for w in &r.workers {
-            let q = &w.requests;
-            let _ = writeln!(
-                out,
-                "{:<12} {:>9} {:>9} {:>9} {:>9} {:>9}",
-                worker_label(w),
-                q.count.map(|c| c.to_string()).unwrap_or_else(|| "-".into()),
-                opt1(q.per_s),
-                opt1(q.per_connection),
-                q.p50_ns.map(fmt_ns).unwrap_or_else(|| "-".into()),
-                q.p99_ns.map(fmt_ns).unwrap_or_else(|| "-".into()),
-            );
-        }
-        let _ = writeln!(out, "\nsyscalls per request:");
-        for w in &r.workers {
-            if w.requests.syscalls_per_request.is_empty() {
-                continue;
-            }
-            let mix: Vec<String> = w
-                .requests
-                .syscalls_per_request
-                .iter()
-                .map(|(k, v)| format!("{k} {v:.2}"))
-                .collect();
-            let _ = writeln!(out, "{:<12} {}", worker_label(w), mix.join("  "));
-        }
-    }
-}
-
-/// The per-worker syscall table: count, errors, p50/p99/max, total time, bytes or events.
-fn syscall_table(out: &mut String, r: &Report, uprobe_accepts: bool) {
-    let _ = writeln!(
-        out,
-        "\n{:<12} {:<12} {:>9} {:>8} {:>9} {:>9} {:>9} {:>10} {:>12}{}",
-        "WORKER",
-        "SYSCALL",
-        "COUNT",
-        "ERRORS",
-        "P50",
-        "P99",
-        "MAX",
-        "TOTAL",
-        "BYTES/EVENTS",
-        sampled_tag(
-            r,
-            if uprobe_accepts {
-                "every syscall, accept4 included"
-            } else {
-                "all but accept4/accept and rare fd-creating calls"
-            }
-        )
-    );
-    for w in &r.workers {
-        for (name, s) in &w.syscalls {
-            if s.count == 0 {
-                continue;
-            }
-            let extra = s
-                .bytes
-                .or(s.events)
-                .map(|v| v.to_string())
-                .unwrap_or_else(|| "-".into());
-            let _ = writeln!(
-                out,
-                "{:<12} {:<12} {:>9} {:>8} {:>9} {:>9} {:>9} {:>10} {:>12}",
-                worker_label(w),
-                name,
-                s.count,
-                s.errors,
-                fmt_syscall_ns(r, name, s, s.p50_ns, false),
-                fmt_syscall_ns(r, name, s, s.p99_ns, false),
-                fmt_syscall_ns(r, name, s, s.max_ns, false),
-                fmt_syscall_ns(r, name, s, s.total_ns, true),
-                extra
-            );
-        }
-    }
-}
-
-/// Each worker's log2 latency histogram of syscall `name`.
+/// Each worker's log2 latency histogram of syscall `name` (`--hist`).
 fn histograms(out: &mut String, r: &Report, name: &str) {
     for w in &r.workers {
         if let Some(s) = w.syscalls.get(name) {
@@ -416,14 +250,10 @@ fn histograms(out: &mut String, r: &Report, name: &str) {
     }
 }
 
-/// Drops, tracepoints not attached, events, the legends and why the run ended.
-fn footer(out: &mut String, r: &Report) {
-    let drops: Vec<String> = r
-        .drops
-        .iter()
-        .filter(|(_, &v)| v > 0)
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
+/// What was not accounted ([`sections::drops`]), tracepoints the kernel lacks, the
+/// worker events, the legend of the `+` and `~` marks, and why the run ended.
+fn footer_lines(out: &mut String, r: &Report) {
+    let drops = sections::drops(r);
     if !drops.is_empty() {
         let _ = writeln!(out, "\nnot fully accounted: {}", drops.join(" "));
     }
@@ -448,37 +278,6 @@ fn footer(out: &mut String, r: &Report) {
     }
     if let Some(reason) = &r.end_reason {
         let _ = writeln!(out, "ended: {reason}");
-    }
-}
-
-/// `s` with control characters (escape sequences from a crafted recording) escaped as
-/// everywhere else ([`safe::bounded`]), at most 32 characters.
-fn printable(s: &str) -> String {
-    safe::bounded(s, 32)
-}
-
-/// One line per worker: event-loop iterations, busy share, p99 and longest iteration.
-fn render_event_loop(out: &mut String, r: &Report) {
-    if r.workers.iter().all(|w| w.event_loop.iterations == 0) {
-        return;
-    }
-    let _ = writeln!(
-        out,
-        "\nevent loop (epoll wait return to the next wait, main thread):{}",
-        sampled_tag(r, &in_window_what(r, "busy % of"))
-    );
-    for w in &r.workers {
-        let l = &w.event_loop;
-        let _ = writeln!(
-            out,
-            "{:<12} {} iterations  busy {} ({:.1}%)  p99 iteration {}  longest {}",
-            worker_label(w),
-            l.iterations,
-            fmt_ns(l.busy_ns),
-            l.busy_share * 100.0,
-            fmt_quantile_ns(l.iterations, l.p99_iteration_ns),
-            fmt_quantile_ns(l.iterations, l.max_iteration_ns),
-        );
     }
 }
 
@@ -555,66 +354,6 @@ fn nginx_section(out: &mut String, r: &Report) {
                 .map(|n| n.to_string())
                 .unwrap_or_else(|| "?".into()),
         );
-    }
-}
-
-/// The writes-by-destination table (rows with calls only) and access-log opens.
-fn render_writes(out: &mut String, r: &Report) {
-    if r.workers
-        .iter()
-        .all(|w| w.writes.values().all(|x| x.count == 0))
-    {
-        return;
-    }
-    let source = match r.write_destinations {
-        WriteSource::FdTable => "classified at each write from the worker's fd table",
-        WriteSource::ProcSnapshot => {
-            "from /proc fd snapshots every 2 s: fds that live for one request may be misfiled"
-        }
-    };
-    let _ = writeln!(
-        out,
-        "\n{:<12} {:<18} {:>9} {:>12} {:>9} {:>9} {:>8} {:>8}   writes: {source}{}",
-        "WORKER",
-        "DESTINATION",
-        "CALLS",
-        "BYTES",
-        "P50",
-        "P99",
-        "SYSCALL%",
-        "PER REQ",
-        sampled_tag(r, "")
-    );
-    for w in &r.workers {
-        for (dest, x) in w.writes.iter().filter(|(_, x)| x.count > 0) {
-            let _ = writeln!(
-                out,
-                "{:<12} {:<18} {:>9} {:>12} {:>9} {:>9} {:>8} {:>8}",
-                worker_label(w),
-                printable(write_destination_label(dest)),
-                x.count,
-                x.bytes,
-                x.p50_ns
-                    .map(|ns| fmt_quantile_ns(x.count, ns))
-                    .unwrap_or_else(|| "unknown".into()),
-                fmt_quantile_ns(x.count, x.p99_ns),
-                x.share_of_syscall_time
-                    .map(|v| format!("{:.1}%", v * 100.0))
-                    .unwrap_or_else(|| "-".into()),
-                x.per_request
-                    .map(|v| format!("{v:.2}"))
-                    .unwrap_or_else(|| "-".into()),
-            );
-        }
-        if let Some(opens) = w.access_log_opens.filter(|&n| n > 0) {
-            // Sampled: opens in windows over requests of the whole period would mislead.
-            let count = w.requests.count.filter(|_| r.detail.is_none());
-            let per = match count.filter(|&c| c > 0) {
-                Some(c) => format!(" ({:.2} per request)", opens as f64 / c as f64),
-                None => String::new(),
-            };
-            let _ = writeln!(out, "{:<12} access-log opens {opens}{per}", worker_label(w));
-        }
     }
 }
 
@@ -753,34 +492,6 @@ mod tests {
         assert_eq!(row("accept4"), ["none", "none", "none", "0ns"]);
         assert!(r.syscall_timed("accept4"));
         assert!(!r.syscall_timed("eventfd2") && !r.syscall_timed("openat"));
-    }
-
-    #[test]
-    fn upstream_connects_per_request_is_global_without_uprobes() {
-        let mut r = real_summary();
-        // 300 proxied requests, each opening an upstream connection; nginx's own
-        // request counter, per-worker requests unknown (no --uprobes).
-        r.requests.count = Some(300);
-        r.requests.source = crate::model::RequestSource::StubStatus;
-        for (w, c) in r.workers.iter_mut().zip([140, 160]) {
-            w.upstream.connects = c;
-            w.upstream.connects_per_request = None;
-            w.requests.count = None;
-            w.requests.unknown_reason = Some(crate::model::PER_WORKER_UNKNOWN.into());
-        }
-        let text = upstream_section(&r);
-        assert!(
-            text.contains("per request, all workers: 300 connects / 300 requests = 1.00 (requests: stub_status, exact total); per worker: unknown (per-worker requests need --uprobes"),
-            "{text}"
-        );
-        // Requests unknown: the global figure is unknown too, with the reason.
-        r.requests.count = None;
-        r.requests.reason = Some("nginx's counters are not exported".into());
-        let text = upstream_section(&r);
-        assert!(
-            text.contains("per request: unknown (nginx's counters are not exported)"),
-            "{text}"
-        );
     }
 
     #[test]

@@ -6,7 +6,7 @@
 use std::fmt::Write;
 
 use crate::model::{
-    config::{ConfigReport, ConfigValue},
+    config::{ConfigReport, ConfigValue, ListenValue},
     Report, ReportKind,
 };
 
@@ -64,22 +64,49 @@ fn rows(out: &mut String, rows: Vec<String>) {
     }
 }
 
-/// Appends the CONFIG section of a summary report that has a configuration: where it was
-/// read, its problems, the values by scope, listens, access logs and upstream blocks.
+/// Appends the CONFIG section of a summary report that has a configuration.
 pub fn config_section(out: &mut String, r: &Report) {
     let Some(cfg) = &r.config else { return };
     if r.kind != ReportKind::Summary {
         return;
     }
-    config_header(out, cfg);
-    scoped_values(out, cfg);
-    listens_and_access_logs(out, cfg);
-    upstream_blocks(out, cfg);
+    title_and_problems(out, cfg);
+    for scope in ["main", "events", "http"] {
+        let cells: Vec<String> = cfg
+            .values
+            .iter()
+            .filter(|v| v.scope == scope)
+            .map(|v| cell(cfg, v))
+            .collect();
+        packed(out, scope, &cells);
+    }
+    let errs: Vec<String> = cfg.error_logs.iter().map(|v| cell(cfg, v)).collect();
+    packed(out, "main", &errs);
+    servers_and_locations(out, cfg);
+    rows(
+        out,
+        cfg.listens.iter().map(|l| listen_row(cfg, l)).collect(),
+    );
+    rows(
+        out,
+        cfg.access_logs
+            .iter()
+            .map(|a| {
+                format!(
+                    "{}: access_log {} ({})",
+                    a.scope,
+                    a.spec(" unbuffered"),
+                    at(cfg, &a.at, a.not_loaded)
+                )
+            })
+            .collect(),
+    );
+    upstreams(out, cfg);
 }
 
-/// The CONFIG line (main file, how found, files read, root, nginx version), files changed
-/// since the load and the reader's problems.
-fn config_header(out: &mut String, cfg: &crate::model::config::ConfigReport) {
+/// The title (main file, how it was found, files read, nginx's version), the files
+/// changed after the last load, and the first problems met reading them.
+fn title_and_problems(out: &mut String, cfg: &ConfigReport) {
     let _ = writeln!(
         out,
         "\nCONFIG {} (from {}; {} file{} read under {}{})",
@@ -112,21 +139,9 @@ fn config_header(out: &mut String, cfg: &crate::model::config::ConfigReport) {
     }
 }
 
-/// The values of main, events and http, the error logs, then the servers' and locations'
-/// own settings (at most [`MAX_ROWS`] scopes).
-fn scoped_values(out: &mut String, cfg: &crate::model::config::ConfigReport) {
-    for scope in ["main", "events", "http"] {
-        let cells: Vec<String> = cfg
-            .values
-            .iter()
-            .filter(|v| v.scope == scope)
-            .map(|v| cell(cfg, v))
-            .collect();
-        packed(out, scope, &cells);
-    }
-    let errs: Vec<String> = cfg.error_logs.iter().map(|v| cell(cfg, v)).collect();
-    packed(out, "main", &errs);
-    // Servers and locations: explicit settings, then effective proxy settings.
+/// Servers and locations: explicit settings, then effective proxy settings, one
+/// packed line per scope in the order first met; at most [`MAX_ROWS`] scopes.
+fn servers_and_locations(out: &mut String, cfg: &ConfigReport) {
     let mut scoped: Vec<(&str, Vec<String>)> = Vec::new();
     for v in cfg.values.iter().filter(|v| {
         !matches!(v.scope.as_str(), "main" | "events" | "http") && !v.scope.starts_with("upstream ")
@@ -148,55 +163,34 @@ fn scoped_values(out: &mut String, cfg: &crate::model::config::ConfigReport) {
     }
 }
 
-/// One row per `listen` (with its backlog and flags) and per `access_log`.
-fn listens_and_access_logs(out: &mut String, cfg: &crate::model::config::ConfigReport) {
-    rows(
-        out,
-        cfg.listens
-            .iter()
-            .map(|l| {
-                let mut opts = vec![format!(
-                    "backlog={}",
-                    l.backlog.clone().unwrap_or_else(|| "511 (default)".into())
-                )];
-                for (on, name) in [
-                    (l.reuseport, "reuseport"),
-                    (l.ssl, "ssl"),
-                    (l.http2, "http2"),
-                    (l.quic, "quic"),
-                ] {
-                    if on {
-                        opts.push(name.to_string());
-                    }
-                }
-                format!(
-                    "{}: listen {} {} ({})",
-                    l.scope,
-                    l.address,
-                    opts.join(" "),
-                    at(cfg, &l.at, l.not_loaded)
-                )
-            })
-            .collect(),
-    );
-    rows(
-        out,
-        cfg.access_logs
-            .iter()
-            .map(|a| {
-                format!(
-                    "{}: access_log {} ({})",
-                    a.scope,
-                    a.spec(" unbuffered"),
-                    at(cfg, &a.at, a.not_loaded)
-                )
-            })
-            .collect(),
-    );
+/// `server: listen ADDRESS backlog=N reuseport ssl ... (file:line)`.
+fn listen_row(cfg: &ConfigReport, l: &ListenValue) -> String {
+    let mut opts = vec![format!(
+        "backlog={}",
+        l.backlog.clone().unwrap_or_else(|| "511 (default)".into())
+    )];
+    for (on, name) in [
+        (l.reuseport, "reuseport"),
+        (l.ssl, "ssl"),
+        (l.http2, "http2"),
+        (l.quic, "quic"),
+    ] {
+        if on {
+            opts.push(name.to_string());
+        }
+    }
+    format!(
+        "{}: listen {} {} ({})",
+        l.scope,
+        l.address,
+        opts.join(" "),
+        at(cfg, &l.at, l.not_loaded)
+    )
 }
 
-/// Each upstream block: its servers with max_fails/fail_timeout and its own settings.
-fn upstream_blocks(out: &mut String, cfg: &crate::model::config::ConfigReport) {
+/// One packed line per upstream block: its servers (max_fails, fail_timeout, the
+/// other parameters) and the values set in it.
+fn upstreams(out: &mut String, cfg: &ConfigReport) {
     for u in cfg.upstreams.iter().take(MAX_ROWS) {
         let scope = format!("upstream {}", u.name);
         let mut cells: Vec<String> = u

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 use super::clock::clock;
 use crate::model::{
-    worker_lifecycle::{signal_name, WorkerExit, WorkerState},
+    worker_lifecycle::{signal_name, LifecycleReport, WorkerExit, WorkerState},
     Report,
 };
 
@@ -50,6 +50,15 @@ pub fn lifecycle_section(r: &Report) -> String {
             "kernel sched:sched_process_exit"
         }
     );
+    draining_lines(&mut out, l);
+    worker_rows(&mut out, r);
+    exit_lines(&mut out, l);
+    out
+}
+
+/// One line per reload generation still draining: its workers, since when, what they
+/// hold.
+fn draining_lines(out: &mut String, l: &LifecycleReport) {
     for d in &l.draining {
         let _ = writeln!(
             out,
@@ -64,7 +73,56 @@ pub fn lifecycle_section(r: &Report) -> String {
             mib(d.rss_bytes),
         );
     }
-    workers_table(&mut out, r);
+}
+
+/// A row per worker shutting down or exited: generation, state, since when, client and
+/// upstream connections, RSS, how it exited.
+fn worker_rows(out: &mut String, r: &Report) {
+    let rows: Vec<_> = r
+        .workers
+        .iter()
+        .filter(|w| {
+            w.lifecycle.state == Some(WorkerState::ShuttingDown) || w.lifecycle.exit.is_some()
+        })
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "  {:<10} {:>4} {:<14} {:>9} {:>8} {:>10} {:>8}  EXIT",
+        "WORKER", "GEN", "STATE", "SINCE", "CLIENTS", "UPSTREAMS", "RSS MiB"
+    );
+    for w in rows {
+        let l = &w.lifecycle;
+        let state = match (w.alive, l.state) {
+            (false, _) => "exited",
+            (true, Some(WorkerState::ShuttingDown)) => "shutting down",
+            (true, Some(WorkerState::Serving)) => "serving",
+            _ => "unknown",
+        };
+        let _ = writeln!(
+            out,
+            "  {:<10} {:>4} {:<14} {:>9} {:>8} {:>10} {:>8}  {}",
+            w.pid,
+            l.reload_generation
+                .map(|g| g.to_string())
+                .unwrap_or_else(|| "-".into()),
+            state,
+            l.shutting_down_since_unix_s
+                .map(clock)
+                .unwrap_or_else(|| "-".into()),
+            opt(l.client_connections),
+            opt(l.upstream_connections),
+            mib(l.rss_bytes),
+            l.exit.as_ref().map(exit_text).unwrap_or_else(|| "-".into()),
+        );
+    }
+}
+
+/// The exits of the period by kind (graceful, other codes, signals), respawns, and why
+/// exit statuses are unknown when they are.
+fn exit_lines(out: &mut String, l: &LifecycleReport) {
     let e = &l.exits;
     if e.total() > 0 {
         let signals = e.signal_lines();
@@ -82,50 +140,5 @@ pub fn lifecycle_section(r: &Report) -> String {
     }
     if let Some(why) = &l.exit_status_unknown {
         let _ = writeln!(out, "  exit status unknown: {why}");
-    }
-    out
-}
-
-/// One row per worker shutting down or exited: generation, state, since when, the
-/// connections and memory it holds, how it exited.
-fn workers_table(out: &mut String, r: &Report) {
-    let rows: Vec<_> = r
-        .workers
-        .iter()
-        .filter(|w| {
-            w.lifecycle.state == Some(WorkerState::ShuttingDown) || w.lifecycle.exit.is_some()
-        })
-        .collect();
-    if !rows.is_empty() {
-        let _ = writeln!(
-            out,
-            "  {:<10} {:>4} {:<14} {:>9} {:>8} {:>10} {:>8}  EXIT",
-            "WORKER", "GEN", "STATE", "SINCE", "CLIENTS", "UPSTREAMS", "RSS MiB"
-        );
-        for w in rows {
-            let l = &w.lifecycle;
-            let state = match (w.alive, l.state) {
-                (false, _) => "exited",
-                (true, Some(WorkerState::ShuttingDown)) => "shutting down",
-                (true, Some(WorkerState::Serving)) => "serving",
-                _ => "unknown",
-            };
-            let _ = writeln!(
-                out,
-                "  {:<10} {:>4} {:<14} {:>9} {:>8} {:>10} {:>8}  {}",
-                w.pid,
-                l.reload_generation
-                    .map(|g| g.to_string())
-                    .unwrap_or_else(|| "-".into()),
-                state,
-                l.shutting_down_since_unix_s
-                    .map(clock)
-                    .unwrap_or_else(|| "-".into()),
-                opt(l.client_connections),
-                opt(l.upstream_connections),
-                mib(l.rss_bytes),
-                l.exit.as_ref().map(exit_text).unwrap_or_else(|| "-".into()),
-            );
-        }
     }
 }

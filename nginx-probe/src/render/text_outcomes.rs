@@ -55,10 +55,7 @@ pub fn access_log_section(out: &mut String, r: &Report) {
     if a.files.is_empty() && a.not_read.is_empty() {
         return;
     }
-    files_line(out, a);
-    for n in &a.not_read {
-        let _ = writeln!(out, "  not read: {n}");
-    }
+    files_lines(out, a);
     if a.files.is_empty() {
         return;
     }
@@ -72,10 +69,21 @@ pub fn access_log_section(out: &mut String, r: &Report) {
     request_time_lines(out, a);
     server_lines(out, a);
     peer_lines(out, a);
+    if a.retried > 0 {
+        let _ = writeln!(
+            out,
+            "  retried on another peer: {} requests, {} of them answered below 500 (slow, not failed)",
+            a.retried, a.retried_ok
+        );
+    }
+    if !a.lacks.is_empty() {
+        let _ = writeln!(out, "  not logged by the format: {}", a.lacks.join(", "));
+    }
 }
 
-/// The ACCESS LOG title with each file read and its formats.
-fn files_line(out: &mut String, a: &AccessLogReport) {
+/// The section's title with the files read (their formats, retired ones marked), and
+/// the logs not read with why.
+fn files_lines(out: &mut String, a: &AccessLogReport) {
     let files: Vec<String> = a
         .files
         .iter()
@@ -98,9 +106,12 @@ fn files_line(out: &mut String, a: &AccessLogReport) {
         if files.is_empty() { "" } else { ": " },
         files.join("; ")
     );
+    for n in &a.not_read {
+        let _ = writeln!(out, "  not read: {n}");
+    }
 }
 
-/// `$request_time` quantiles and log2 histogram, or why there are none.
+/// `$request_time`'s percentiles and log2 histogram, or that no format logs it.
 fn request_time_lines(out: &mut String, a: &AccessLogReport) {
     match &a.request_time {
         Some(t) => {
@@ -116,8 +127,8 @@ fn request_time_lines(out: &mut String, a: &AccessLogReport) {
     }
 }
 
-/// Requests and status classes per server (at most [`MAX_PEERS_SHOWN`]), and how many
-/// lines the rows cover.
+/// Status classes per server (`$server_name` or `$host`), saying how many lines they
+/// cover when some format lacks the server.
 fn server_lines(out: &mut String, a: &AccessLogReport) {
     let by_server: u64 = a.servers.iter().map(|s| s.requests).sum();
     if !a.servers.is_empty() && by_server < a.lines {
@@ -138,8 +149,8 @@ fn server_lines(out: &mut String, a: &AccessLogReport) {
     }
 }
 
-/// Per upstream peer: tries, statuses, response and connect times; the retried
-/// requests; what the format does not log.
+/// Per upstream peer (`$upstream_addr`): tries, statuses, response and connect times;
+/// at most [`MAX_PEERS_SHOWN`].
 fn peer_lines(out: &mut String, a: &AccessLogReport) {
     for p in a.upstreams.iter().take(MAX_PEERS_SHOWN) {
         let mut l = format!(
@@ -163,18 +174,10 @@ fn peer_lines(out: &mut String, a: &AccessLogReport) {
             a.upstreams.len() - MAX_PEERS_SHOWN
         );
     }
-    if a.retried > 0 {
-        let _ = writeln!(
-            out,
-            "  retried on another peer: {} requests, {} of them answered below 500 (slow, not failed)",
-            a.retried, a.retried_ok
-        );
-    }
-    if !a.lacks.is_empty() {
-        let _ = writeln!(out, "  not logged by the format: {}", a.lacks.join(", "));
-    }
 }
 
+/// The lines read against nginx's request count, what was not counted, and the notes
+/// on lines without a status, over-counting and buffered logs.
 fn lines_line(out: &mut String, r: &Report, a: &AccessLogReport) {
     let unparsed: u64 = a.files.iter().map(|f| f.unparsed).sum();
     let ambiguous: u64 = a.files.iter().map(|f| f.ambiguous).sum();

@@ -1,11 +1,21 @@
-//! The text report's upstream section: per worker, connects to upstream peers with
-//! their latency and errors, connects per request, and the fd-creating syscalls that hit
-//! the fd limit.
+//! The text report's upstream section: the upstream connections table (per worker,
+//! the merged exited workers last), connects per request, and the EMFILE/ENFILE of
+//! fd-creating syscalls. Only the text report shows these (the JSON and Prometheus
+//! carry the figures). The report was sanitized before it gets here (`render_text`).
 
 use std::fmt::Write as _;
 
-use super::cells::{fmt_ns, in_window_what, sampled_tag, worker_rows};
+use super::figures::fmt_ns;
+use super::text_tables::{in_window_what, sampled_tag, who_label};
 use crate::model::{Report, WorkerReport};
+
+/// The workers' rows as the text report names them: live workers, then the merged
+/// exited ones as `exited(N)`.
+fn worker_rows(r: &Report) -> Vec<(String, &WorkerReport)> {
+    super::sections::workers(r)
+        .filter_map(|who| Some((who_label(who), who.worker()?)))
+        .collect()
+}
 
 /// Upstream connects per request: all workers' connects over the report's exact request
 /// total (nginx's stub_status counter, or the uprobes), with its source; per worker only
@@ -62,36 +72,69 @@ pub fn upstream_section(r: &Report) -> String {
     if rows.iter().any(|(_, w)| {
         w.upstream.connects > 0 || w.upstream.socket_emfile + w.upstream.socket_enfile > 0
     }) {
-        let _ = writeln!(
-            out,
-            "\n{:<12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}  CONNECT ERRORS{}",
-            "UPSTREAM",
-            "CONNECTS",
-            "PER REQ",
-            "CONN/S",
-            "P50",
-            "P99",
-            "MAX",
-            "FDS OPEN",
-            "ABANDON",
-            sampled_tag(r, &in_window_what(r, "CONN/S per second of"))
-        );
-        for (label, w) in &rows {
-            upstream_row(&mut out, label, &w.upstream);
-        }
-        let _ = writeln!(
-            out,
-            "  (connect latency: connect() to the return or getsockopt(SO_ERROR) by which nginx learns the result)"
-        );
-        let _ = writeln!(out, "  {}", upstream_per_request_line(r, &rows));
+        upstream_table(&mut out, r, &rows);
     }
-    fd_limit_lines(&mut out, &rows);
+    for (label, w) in &rows {
+        fd_limit_line(&mut out, label, w);
+    }
     out
 }
 
-/// One worker's row of the upstream table: connects, per request, per second, connect
-/// latency p50/p99/max, upstream fds open, abandoned connects, errors by errno.
-fn upstream_row(out: &mut String, label: &str, u: &crate::model::UpstreamReport) {
+/// The upstream connections table: connects, per request and per second, connect
+/// latency, upstream fds open, abandoned connects and connect errors.
+fn upstream_table(out: &mut String, r: &Report, rows: &[(String, &WorkerReport)]) {
+    let _ = writeln!(
+        out,
+        "\n{:<12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}  CONNECT ERRORS{}",
+        "UPSTREAM",
+        "CONNECTS",
+        "PER REQ",
+        "CONN/S",
+        "P50",
+        "P99",
+        "MAX",
+        "FDS OPEN",
+        "ABANDON",
+        sampled_tag(r, &in_window_what(r, "CONN/S per second of"))
+    );
+    for (label, w) in rows {
+        let u = &w.upstream;
+        let dash = || "-".to_string();
+        let latency = |ns| {
+            if u.latency_count > 0 {
+                fmt_ns(ns)
+            } else {
+                dash()
+            }
+        };
+        let _ = writeln!(
+            out,
+            "{:<12} {:>9} {:>9} {:>9.1} {:>9} {:>9} {:>9} {:>9} {:>8}  {}",
+            label,
+            u.connects,
+            u.connects_per_request
+                .map(|v| format!("{v:.2}"))
+                .unwrap_or_else(dash),
+            u.per_s,
+            latency(u.latency_p50_ns),
+            latency(u.latency_p99_ns),
+            latency(u.latency_max_ns),
+            u.fds_open.map(|v| v.to_string()).unwrap_or_else(dash),
+            u.abandoned,
+            connect_errors(w),
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  (connect latency: connect() to the return or getsockopt(SO_ERROR) by which nginx learns the result)"
+    );
+    let _ = writeln!(out, "  {}", upstream_per_request_line(r, rows));
+}
+
+/// A worker's upstream connect errors by errno and its `socket()` EMFILE/ENFILE, or
+/// `none`.
+fn connect_errors(w: &WorkerReport) -> String {
+    let u = &w.upstream;
     let errs: Vec<String> = u
         .errors
         .iter()
@@ -100,62 +143,68 @@ fn upstream_row(out: &mut String, label: &str, u: &crate::model::UpstreamReport)
         .chain((u.socket_emfile > 0).then(|| format!("socket() EMFILE {}", u.socket_emfile)))
         .chain((u.socket_enfile > 0).then(|| format!("socket() ENFILE {}", u.socket_enfile)))
         .collect();
-    let dash = || "-".to_string();
-    let _ = writeln!(
-        out,
-        "{:<12} {:>9} {:>9} {:>9.1} {:>9} {:>9} {:>9} {:>9} {:>8}  {}",
-        label,
-        u.connects,
-        u.connects_per_request
-            .map(|v| format!("{v:.2}"))
-            .unwrap_or_else(dash),
-        u.per_s,
-        if u.latency_count > 0 {
-            fmt_ns(u.latency_p50_ns)
-        } else {
-            dash()
-        },
-        if u.latency_count > 0 {
-            fmt_ns(u.latency_p99_ns)
-        } else {
-            dash()
-        },
-        if u.latency_count > 0 {
-            fmt_ns(u.latency_max_ns)
-        } else {
-            dash()
-        },
-        u.fds_open.map(|v| v.to_string()).unwrap_or_else(dash),
-        u.abandoned,
-        if errs.is_empty() {
-            "none".to_string()
-        } else {
-            errs.join(", ")
-        }
-    );
+    if errs.is_empty() {
+        "none".to_string()
+    } else {
+        errs.join(", ")
+    }
 }
 
-/// `fd limit hit: worker W: socket() EMFILE n, ...` for each row whose fd-creating
-/// syscalls failed with EMFILE or ENFILE.
-fn fd_limit_lines(out: &mut String, rows: &[(String, &WorkerReport)]) {
-    for (label, w) in rows {
-        let failed: Vec<String> = w
-            .fd_errors
-            .iter()
-            .filter(|(_, e)| e.emfile + e.enfile > 0)
-            .map(|(k, e)| {
-                let mut s = format!("{k}()");
-                if e.emfile > 0 {
-                    let _ = write!(s, " EMFILE {}", e.emfile);
-                }
-                if e.enfile > 0 {
-                    let _ = write!(s, " ENFILE {}", e.enfile);
-                }
-                s
-            })
-            .collect();
-        if !failed.is_empty() {
-            let _ = writeln!(out, "fd limit hit: worker {label}: {}", failed.join(", "));
+/// `fd limit hit: worker W: accept4() EMFILE 3, ...`: the fd-creating syscalls that
+/// failed on the fd limit (EMFILE: the worker's, ENFILE: the system's); nothing when
+/// none did.
+fn fd_limit_line(out: &mut String, label: &str, w: &WorkerReport) {
+    let failed: Vec<String> = w
+        .fd_errors
+        .iter()
+        .filter(|(_, e)| e.emfile + e.enfile > 0)
+        .map(|(k, e)| {
+            let mut s = format!("{k}()");
+            if e.emfile > 0 {
+                let _ = write!(s, " EMFILE {}", e.emfile);
+            }
+            if e.enfile > 0 {
+                let _ = write!(s, " ENFILE {}", e.enfile);
+            }
+            s
+        })
+        .collect();
+    if !failed.is_empty() {
+        let _ = writeln!(out, "fd limit hit: worker {label}: {}", failed.join(", "));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upstream_connects_per_request_is_global_without_uprobes() {
+        // The summary of a real recording (2 workers, `--syscalls all`, 300 connections).
+        let jsonl = include_str!("../testdata/two_workers_300_connections.jsonl");
+        let mut r: Report = serde_json::from_str(jsonl.lines().last().unwrap()).unwrap();
+        // 300 proxied requests, each opening an upstream connection; nginx's own
+        // request counter, per-worker requests unknown (no --uprobes).
+        r.requests.count = Some(300);
+        r.requests.source = crate::model::RequestSource::StubStatus;
+        for (w, c) in r.workers.iter_mut().zip([140, 160]) {
+            w.upstream.connects = c;
+            w.upstream.connects_per_request = None;
+            w.requests.count = None;
+            w.requests.unknown_reason = Some(crate::model::PER_WORKER_UNKNOWN.into());
         }
+        let text = upstream_section(&r);
+        assert!(
+            text.contains("per request, all workers: 300 connects / 300 requests = 1.00 (requests: stub_status, exact total); per worker: unknown (per-worker requests need --uprobes"),
+            "{text}"
+        );
+        // Requests unknown: the global figure is unknown too, with the reason.
+        r.requests.count = None;
+        r.requests.reason = Some("nginx's counters are not exported".into());
+        let text = upstream_section(&r);
+        assert!(
+            text.contains("per request: unknown (nginx's counters are not exported)"),
+            "{text}"
+        );
     }
 }

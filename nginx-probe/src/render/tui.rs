@@ -20,7 +20,8 @@ use ratatui::{
 
 use crate::{
     model::{Report, WorkerReport},
-    render::{cells::fmt_ns, text::event_line},
+    render::sections,
+    render::text::{event_line, fmt_ns},
 };
 
 /// What the header of the view says about the run (fixed for the run).
@@ -144,9 +145,39 @@ fn pct_of(part: Option<f64>, secs: f64) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
-/// The cells of one worker's row, in [`COLUMNS`] order.
-pub fn worker_row(w: &WorkerReport, secs: f64) -> Vec<String> {
-    let o = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_else(|| "-".into());
+/// The cells of each worker's row (not the merged exited workers'), in [`COLUMNS`]
+/// order, with whether the worker is alive.
+///
+/// The share, fds, requests per connection and longest loop are the facts of
+/// [`sections`], as the reports show them. The live view deliberately shows rates over
+/// its interval where the reports show totals (accepts, requests per second; CPU and
+/// run-queue wait as % of the interval), sums EMFILE and ENFILE in one column, shows
+/// the busy share without a decimal, and `-` for an accept4 p99 not timed: the columns
+/// of a top-like view at 80 characters.
+pub fn worker_rows(r: &Report, secs: f64) -> Vec<(bool, Vec<String>)> {
+    let accepts = sections::accepts(r);
+    let requests = sections::requests(r);
+    let looped = sections::event_loop(r);
+    r.workers
+        .iter()
+        .zip(accepts.rows.iter().zip(&requests.rows).zip(&looped.rows))
+        .map(|(w, ((a, q), l))| {
+            let facts = [
+                a.text(&accepts, "share"),
+                a.text(&accepts, "fds open"),
+                a.text(&accepts, "fd limit"),
+                q.text(&requests, "req/conn"),
+                l.text(&looped, "max iteration"),
+            ];
+            (w.alive, worker_cells(w, secs, facts))
+        })
+        .collect()
+}
+
+/// One worker's row: its own rates and `facts` (share, fds open, fd limit, requests
+/// per connection, longest loop, from [`sections`]).
+fn worker_cells(w: &WorkerReport, secs: f64, facts: [&str; 5]) -> Vec<String> {
+    let [share, fds_open, fd_limit, per_conn, max_loop] = facts;
     let errs: u64 = ["EMFILE", "ENFILE"]
         .iter()
         .map(|k| w.accept_errors.get(*k).copied().unwrap_or(0))
@@ -155,29 +186,23 @@ pub fn worker_row(w: &WorkerReport, secs: f64) -> Vec<String> {
         format!("{}{}", w.pid, if w.alive { "" } else { "+" }),
         format!("{}/{}", w.slot, w.generation),
         per_s(w.accepts, secs),
-        format!("{:.1}%", w.accept_share * 100.0),
+        share.to_string(),
         errs.to_string(),
         w.requests
             .count
             .map(|n| per_s(n, secs))
             .unwrap_or_else(|| "-".into()),
-        w.requests
-            .per_connection
-            .map(|v| format!("{v:.1}"))
-            .unwrap_or_else(|| "-".into()),
+        per_conn.to_string(),
         format!("{:.0}%", w.event_loop.busy_share * 100.0),
         pct_of(w.cpu_s, secs),
         pct_of(w.run_delay_s, secs),
-        format!("{}/{}", o(w.fds.open), o(w.fds.limit)),
+        format!("{fds_open}/{fd_limit}"),
         w.syscalls
             .get("accept4")
             .filter(|s| s.timed > 0)
             .map(|s| fmt_ns(s.p99_ns))
             .unwrap_or_else(|| "-".into()),
-        crate::render::text::fmt_quantile_ns(
-            w.event_loop.iterations,
-            w.event_loop.max_iteration_ns,
-        ),
+        max_loop.to_string(),
         w.writes
             .get("access_log")
             .and_then(|x| x.per_request)
@@ -228,11 +253,6 @@ pub fn visible_columns(width: u16) -> Vec<usize> {
 /// Worker events kept on screen.
 pub const RECENT_EVENTS: usize = 4;
 
-/// Draws the view of `last` (None: waiting for the first interval) with the `recent`
-/// worker events, newest first.
-///
-/// Every string shown (the master's title, what the report holds, the events) has its
-/// control characters escaped first ([`crate::safe`]).
 /// What the live view's header says under `--detail sampled`: BUSY, LOOP and log
 /// writes per request come from the detail windows only ("" with `--detail full`).
 fn sampled_note(detail: Option<&crate::model::sampling::DetailReport>) -> String {
@@ -249,9 +269,12 @@ fn sampled_note(detail: Option<&crate::model::sampling::DetailReport>) -> String
     }
 }
 
-/// Draws one frame of the live view: the title and totals, the workers table (columns
-/// that fit `f`'s width), listen queues, verdicts and the `recent` events. `last` is the
-/// latest interval's report (None before the first), escaped before it is drawn.
+/// Draws the view of `last` (None: waiting for the first interval) with the `recent`
+/// worker events, newest first: the totals, the worker table, the listening sockets,
+/// the verdicts and the events, top to bottom.
+///
+/// Every string shown (the master's title, what the report holds, the events) has its
+/// control characters escaped first ([`crate::safe`]).
 pub fn draw(f: &mut Frame, title: &Title, last: Option<&Report>, recent: &[String]) {
     let last = last.map(crate::safe::sanitized);
     let last = last.as_ref();
@@ -266,41 +289,15 @@ pub fn draw(f: &mut Frame, title: &Title, last: Option<&Report>, recent: &[Strin
         Constraint::Length(5),
     ])
     .split(area);
-    let head = head_line(title, last);
-    f.render_widget(
-        Paragraph::new(vec![
-            Line::from(vec![
-                Span::styled("nginx-probe ", Style::new().bold()),
-                Span::raw(format!(
-                    " q: quit   master {} `{}`",
-                    title.master_pid,
-                    crate::safe::line(&title.master_title)
-                )),
-            ]),
-            Line::from(head),
-        ])
-        // A narrow terminal wraps the totals rather than cutting off the drops.
-        .wrap(Wrap { trim: false }),
-        chunks[0],
-    );
-
+    f.render_widget(header(title, last), chunks[0]);
     f.render_widget(workers_table(last, area.width), chunks[1]);
-    let listen = listen_lines(last);
-    f.render_widget(
-        Paragraph::new(listen)
+    let boxed = |lines, name| {
+        Paragraph::new(lines)
             .wrap(Wrap { trim: false })
-            .block(Block::new().borders(Borders::TOP).title(" listen ")),
-        chunks[2],
-    );
-
-    let verdicts = verdict_lines(last);
-    f.render_widget(
-        Paragraph::new(verdicts)
-            .wrap(Wrap { trim: false })
-            .block(Block::new().borders(Borders::TOP).title(" verdicts ")),
-        chunks[3],
-    );
-
+            .block(Block::new().borders(Borders::TOP).title(name))
+    };
+    f.render_widget(boxed(listen_lines(last), " listen "), chunks[2]);
+    f.render_widget(boxed(verdict_lines(last), " verdicts "), chunks[3]);
     let events: Vec<Line> = recent
         .iter()
         .map(|e| Line::from(crate::safe::line(e).into_owned()))
@@ -311,70 +308,80 @@ pub fn draw(f: &mut Frame, title: &Title, last: Option<&Report>, recent: &[Strin
     );
 }
 
-/// The totals line: time, interval, live workers, accepts and requests per second (with
-/// the requests' source), drops, and whether the detail figures are sampled.
-fn head_line(title: &Title, last: Option<&Report>) -> String {
-    match last {
-        Some(r) => {
-            let accepts = r
-                .workers
-                .iter()
-                .map(|w| w.accepts)
-                .fold(0u64, u64::saturating_add);
-            let requests = match r.requests.count {
-                Some(n) => format!(
-                    "{}/s ({})",
-                    per_s(n, r.duration_s),
-                    r.requests.source.name()
-                ),
-                None => "unknown".to_string(),
-            };
-            let dropped: Vec<String> = r
-                .drops
-                .iter()
-                .filter(|(_, n)| **n > 0)
-                .map(|(k, n)| format!("{k}={n}"))
-                .collect();
-            format!(
-                "{} UTC  {:.1}s interval  workers {}  accepts {}/s  requests {}  drops: {}{}",
-                crate::render::text::clock(r.time_unix_s),
-                r.duration_s,
-                r.workers.iter().filter(|w| w.alive).count(),
-                per_s(accepts, r.duration_s),
-                requests,
-                if dropped.is_empty() {
-                    "none".to_string()
-                } else {
-                    dropped.join(" ")
-                },
-                sampled_note(r.detail.as_ref())
-            )
-        }
+/// The top two lines: the master, and the interval's totals (or that the view waits
+/// for the first interval). A narrow terminal wraps the totals rather than cutting
+/// off the drops.
+fn header<'a>(title: &Title, last: Option<&Report>) -> Paragraph<'a> {
+    let head = match last {
+        Some(r) => totals_line(r),
         None => format!("waiting for the first interval ({} s)...", title.interval_s),
-    }
+    };
+    Paragraph::new(vec![
+        Line::from(vec![
+            Span::styled("nginx-probe ", Style::new().bold()),
+            Span::raw(format!(
+                " q: quit   master {} `{}`",
+                title.master_pid,
+                crate::safe::line(&title.master_title)
+            )),
+        ]),
+        Line::from(head),
+    ])
+    .wrap(Wrap { trim: false })
 }
 
-/// The workers table, one row per worker (exited ones dimmed), with the columns that fit
-/// `width`.
-fn workers_table(last: Option<&Report>, width: u16) -> Table<'static> {
+/// The interval's totals: time, length, live workers, accepts and requests per second,
+/// what was not accounted ([`sections::drops`]) and the sampling note. The accepts are
+/// the listed workers' (the reports add the merged exited workers' too).
+fn totals_line(r: &Report) -> String {
+    let accepts = r
+        .workers
+        .iter()
+        .map(|w| w.accepts)
+        .fold(0u64, u64::saturating_add);
+    let requests = match r.requests.count {
+        Some(n) => format!(
+            "{}/s ({})",
+            per_s(n, r.duration_s),
+            r.requests.source.name()
+        ),
+        None => "unknown".to_string(),
+    };
+    let dropped = sections::drops(r);
+    format!(
+        "{} UTC  {:.1}s interval  workers {}  accepts {}/s  requests {}  drops: {}{}",
+        crate::render::text::clock(r.time_unix_s),
+        r.duration_s,
+        r.workers.iter().filter(|w| w.alive).count(),
+        per_s(accepts, r.duration_s),
+        requests,
+        if dropped.is_empty() {
+            "none".to_string()
+        } else {
+            dropped.join(" ")
+        },
+        sampled_note(r.detail.as_ref())
+    )
+}
+
+/// The worker table ([`worker_rows`]) in the columns that fit `width`; exited workers
+/// dimmed.
+fn workers_table<'a>(last: Option<&Report>, width: u16) -> Table<'a> {
     let secs = last.map(|r| r.duration_s).unwrap_or(0.0);
     let shown = visible_columns(width);
     let rows: Vec<Row> = last
-        .map(|r| {
-            r.workers
-                .iter()
-                .map(|w| {
-                    let cells = worker_row(w, secs);
-                    let row = Row::new(shown.iter().map(|&c| cells[c].clone()));
-                    if w.alive {
-                        row
-                    } else {
-                        row.style(Style::new().add_modifier(Modifier::DIM))
-                    }
-                })
-                .collect()
+        .map(|r| worker_rows(r, secs))
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(alive, cells)| {
+            let row = Row::new(shown.iter().map(|&c| cells[c].clone()));
+            if alive {
+                row
+            } else {
+                row.style(Style::new().add_modifier(Modifier::DIM))
+            }
         })
-        .unwrap_or_default();
+        .collect();
     let widths: Vec<Constraint> = shown
         .iter()
         .map(|&c| Constraint::Length(COLUMN_WIDTHS[c]))
@@ -384,46 +391,52 @@ fn workers_table(last: Option<&Report>, width: u16) -> Table<'static> {
         .block(Block::new().borders(Borders::TOP).title(" workers "))
 }
 
-/// One line per listening socket (red when it overflowed or dropped), or `-`.
-fn listen_lines(last: Option<&Report>) -> Vec<Line<'static>> {
-    match last {
-        Some(r) if !r.listen.is_empty() => r
-            .listen
-            .iter()
-            .map(|l| {
-                // Short enough for 80 columns: the overflow counts must stay visible.
-                let line = Line::from(format!(
-                    "{:<21} backlog {} queue {} (max {}) overflows {} drops {}{}",
-                    l.addr,
-                    l.backlog,
-                    l.queue_now_shown(),
-                    l.queue_max,
-                    l.overflows,
-                    l.drops,
-                    l.socket_drops
-                        .map(|n| format!(" at nginx's socket {n}"))
-                        .unwrap_or_default()
-                ));
-                if l.overflows > 0 || l.socket_drops.unwrap_or(0) > 0 {
-                    line.fg(Color::Red)
-                } else {
-                    line
-                }
-            })
-            .collect(),
-        _ => vec![Line::from("-")],
-    }
+/// One line per listening socket ([`sections::listen`]), red on an alert (the queue
+/// overflowed, or nginx's socket dropped connections). Unlike the reports, the live
+/// view shows the drops at nginx's own socket ([`sections::listen_socket_drops`]).
+fn listen_lines<'a>(last: Option<&Report>) -> Vec<Line<'a>> {
+    let Some(r) = last.filter(|r| !r.listen.is_empty()) else {
+        return vec![Line::from("-")];
+    };
+    let t = sections::listen(r);
+    t.rows
+        .iter()
+        .zip(&r.listen)
+        .map(|(row, l)| {
+            let c = |label: &str| row.text(&t, label);
+            let socket = sections::listen_socket_drops(l);
+            // Short enough for 80 columns: the overflow counts must stay visible.
+            let line = Line::from(format!(
+                "{:<21} backlog {} queue {} (max {}) overflows {} drops {}{}",
+                c("address"),
+                c("backlog"),
+                c("queue now"),
+                c("queue max"),
+                c("overflows"),
+                c("drops"),
+                socket
+                    .as_ref()
+                    .map(|n| format!(" at nginx's socket {}", n.text))
+                    .unwrap_or_default()
+            ));
+            if row.get(&t, "overflows").alert || socket.is_some_and(|n| n.alert) {
+                line.fg(Color::Red)
+            } else {
+                line
+            }
+        })
+        .collect()
 }
 
-/// Two lines per verdict (severity and id coloured, directives, then the advice),
-/// `none`, or `-` before the first interval.
-fn verdict_lines(last: Option<&Report>) -> Vec<Line<'static>> {
+/// Two lines per verdict: severity (critical red, warning yellow), id and the
+/// directives, then the advice; `none` when none fired, `-` before the first interval.
+fn verdict_lines<'a>(last: Option<&Report>) -> Vec<Line<'a>> {
     match last {
         Some(r) if !r.verdicts.is_empty() => r
             .verdicts
             .iter()
             .flat_map(|v| {
-                let sev = format!("{:?}", v.severity).to_lowercase();
+                let sev = sections::severity_name(v.severity);
                 let color = if sev == "critical" {
                     Color::Red
                 } else {
@@ -517,7 +530,7 @@ mod tests {
     fn workers_are_rows_with_rates_over_the_interval() {
         let r = report();
         assert_eq!(
-            worker_row(&r.workers[0], 2.0),
+            worker_rows(&r, 2.0)[0].1,
             [
                 "101", "0/1", "150.0", "75.0%", "3", "300.0", "2.0", "25%", "25%", "10%", "40/64",
                 "-", "1.5us", "-"
