@@ -112,13 +112,15 @@ pub fn perf_event_fds_held_by(pid: u32) -> usize {
 
 /// The tracepoints (`sys_enter_write`...) or uprobe symbols of the perf events of
 /// process `pid` that carry a BPF program, from `bpftool perf list --json` (the kernel's
-/// `BPF_TASK_FD_QUERY` on each fd).
+/// `BPF_TASK_FD_QUERY` on each fd); raw tracepoints, which have no perf event, left out.
 pub fn perf_events_with_programs(pid: u32) -> Vec<String> {
     bpftool_json(&["perf", "list"])
         .as_array()
         .map(|a| {
             a.iter()
                 .filter(|e| e.get("pid").and_then(|p| p.as_u64()) == Some(u64::from(pid)))
+                // A raw tracepoint has no perf event (and sets no syscall's perf bit).
+                .filter(|e| e.get("fd_type").and_then(|t| t.as_str()) != Some("raw_tracepoint"))
                 .map(|e| {
                     e.get("tracepoint")
                         .or_else(|| e.get("func"))
