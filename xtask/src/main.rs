@@ -130,9 +130,10 @@ enum BenchCmd {
         #[arg(long)]
         extra_modes: bool,
         /// Leave kernel.bpf_stats_enabled alone: no probe hits per request, no ns per
-        /// program run (by default the bench turns it on for its runs and restores it:
-        /// the kernel's own timing of each program run, tens of ns, adds to every BPF
-        /// mode's cost).
+        /// program run, no hit cost (by default the measured rounds run with it off, then
+        /// one extra run per BPF mode with it on counts the hits, out of the ratios: the
+        /// kernel's own timing of each program run, tens of ns, would add to every BPF
+        /// mode's cost; it is restored after).
         #[arg(long)]
         no_bpf_stats: bool,
         /// Write the results as markdown to this file (default docs/benchmarks.md; a

@@ -221,8 +221,13 @@ pub fn hits_table(rows: &[Row], cost: Option<&super::hitcost::HitCost>) -> Strin
     if let Some(c) = cost {
         let _ = writeln!(
             s,
-            "\ndispatch of one hit, measured alone (empty programs, median of repeats): uprobe {:.0} ns, tracepoint {:.0} ns, raw tracepoint {:.0} ns",
-            c.uprobe_ns, c.tracepoint_ns, c.raw_tracepoint_ns
+            "\ndispatch of one hit, measured alone (empty programs, median of repeats, kernel.bpf_stats_enabled off): uprobe {:.0} ns, tracepoint {:.0} ns, raw tracepoint {:.0} ns{}",
+            c.uprobe_ns,
+            c.tracepoint_ns,
+            c.raw_tracepoint_ns,
+            c.bpf_stats_ns
+                .map(|n| format!("; kernel.bpf_stats_enabled's own timing adds {n:.0} ns per program run (not in the ratios: the rounds run with it off, the hits are counted in one extra run per mode)"))
+                .unwrap_or_default()
         );
     }
     s
@@ -235,16 +240,20 @@ pub fn rows(r: &WorkloadResult) -> Vec<Row> {
     r.modes
         .iter()
         .zip(&r.runs)
-        .map(|(mode, runs)| {
+        .zip(&r.counting)
+        .map(|((mode, runs), counting)| {
+            // Hits and ns per run from the counting run (bpf_stats on) when there is
+            // one, else from the rounds (an older result, or stats on all along).
+            let counted = counting.as_ref().map_or(runs.as_slice(), std::slice::from_ref);
             let cpu: Vec<f64> = runs.iter().map(|x| x.worker_us_per_req).collect();
             let ratios = paired_ratios(&cpu, &base);
             let opt = |f: &dyn Fn(&super::Run) -> Option<f64>| {
                 let v: Vec<f64> = runs.iter().filter_map(f).collect();
                 (!v.is_empty()).then(|| median_or_nan(&v))
             };
-            let tracepoint_hits = hits_median(runs, |x| x.tracepoint_hits);
-            let raw_tracepoint_hits = hits_median(runs, |x| x.raw_tracepoint_hits);
-            let uprobe_hits = hits_median(runs, |x| x.uprobe_hits);
+            let tracepoint_hits = hits_median(counted, |x| x.tracepoint_hits);
+            let raw_tracepoint_hits = hits_median(counted, |x| x.raw_tracepoint_hits);
+            let uprobe_hits = hits_median(counted, |x| x.uprobe_hits);
             let hits = [tracepoint_hits, raw_tracepoint_hits, uprobe_hits]
                 .iter()
                 .flatten()
@@ -271,7 +280,10 @@ pub fn rows(r: &WorkloadResult) -> Vec<Row> {
                 cpu_pct: opt(&|x| x.cpu_pct),
                 rss_mib: opt(&|x| x.rss_mib),
                 attach_ms: opt(&|x| x.attach_ms),
-                ns_per_run: opt(&|x| x.ns_per_event),
+                ns_per_run: {
+                    let v: Vec<f64> = counted.iter().filter_map(|x| x.ns_per_event).collect();
+                    (!v.is_empty()).then(|| median_or_nan(&v))
+                },
                 upstream_conns_per_req: opt(&|x| x.upstream_conns_per_req),
                 others_pct: runs.iter().filter_map(|x| x.others_pct).collect(),
                 log_lines_read: opt(&|x| x.log_lines_read.filter(|&n| n > 0).map(|n| n as f64)),
@@ -522,8 +534,9 @@ fn workload_section(p: &Page, r: &WorkloadResult) -> String {
     if rows.iter().any(|r| r.hits_per_req().is_some()) {
         let _ = write!(
             s,
-            "\nProbe hits, counted by the kernel (`run_cnt` of the tracer's programs, \
-             `kernel.bpf_stats_enabled` on for the bench), medians over the rounds; a \
+            "\nProbe hits, counted by the kernel (`run_cnt` of the tracer's programs) in one \
+             extra run per mode after the rounds with `kernel.bpf_stats_enabled` on (the \
+             measured rounds run with it off: its timing is not in the ratios); a \
              program's own ns per hit leaves out the uprobe trap and the tracepoint's \
              dispatch; the workers' us per hit is the mode's median CPU per request above \
              no tracer's over its hits per request, so it carries the machine's noise:\n\n{}",
@@ -743,6 +756,7 @@ mod tests {
                 base.iter().map(|&x| run(x)).collect(),
                 probe.iter().map(|&x| run(x)).collect(),
             ],
+            counting: vec![None, None],
         }
     }
 
@@ -792,6 +806,7 @@ mod tests {
             uprobe_ns: 750.0,
             tracepoint_ns: 150.0,
             raw_tracepoint_ns: 30.0,
+            bpf_stats_ns: Some(21.0),
         };
         let t = hits_table(&rows(&r), Some(&cost));
         // 13 x (150 + 134) + 10 x (30 + 50) + 2 x (750 + 387) = 6766 ns.
@@ -803,8 +818,30 @@ mod tests {
             t.contains("uprobe 750 ns, tracepoint 150 ns, raw tracepoint 30 ns"),
             "{t}"
         );
+        assert!(t.contains("bpf_stats_enabled's own timing adds 21 ns per program run"), "{t}");
         let without = hits_table(&rows(&r), None);
         assert!(without.contains("| 0.16 | - |"), "{without}");
+    }
+
+    #[test]
+    fn hits_come_from_the_counting_run_and_the_ratio_from_the_rounds() {
+        // Rounds (bpf_stats off) carry no hits; the counting run (bpf_stats on) is
+        // slower (220 us) and has 7 hits per request at 90 ns: its CPU stays out of the
+        // ratio, its hits fill the hits columns.
+        let mut r = result(&[200.0, 200.0, 200.0], &[204.0, 204.0, 204.0]);
+        let mut counting = r.runs[1][0].clone();
+        counting.worker_us_per_req = 220.0;
+        counting.raw_tracepoint_hits = Some(super::super::Hits {
+            per_req: 7.0,
+            ns_per_hit: Some(90.0),
+        });
+        counting.ns_per_event = Some(90.0);
+        r.counting[1] = Some(counting);
+        let rows = rows(&r);
+        assert!((rows[1].ratio - 1.02).abs() < 1e-9);
+        assert_eq!(rows[1].raw_tracepoint_hits, Some((7.0, Some(90.0))));
+        assert_eq!(rows[1].ns_per_run, Some(90.0));
+        assert_eq!(rows[0].raw_tracepoint_hits, None);
     }
 
     #[test]

@@ -54,6 +54,9 @@ pub struct HitCost {
     pub tracepoint_ns: f64,
     /// The same tracepoint as a raw tracepoint, empty program.
     pub raw_tracepoint_ns: f64,
+    /// What `kernel.bpf_stats_enabled` adds to one program run (the raw tracepoint's
+    /// dispatch with it on, minus with it off); None when not measured.
+    pub bpf_stats_ns: Option<f64>,
 }
 
 /// What keeps a probe attached while it lives: a bpftrace process, or bpf(2) fds (the
@@ -155,18 +158,28 @@ pub fn measure(repeats: usize) -> Result<HitCost> {
         // SAFETY: the target touches no memory but its own stack slot.
         let call = || unsafe { nginx_probe_hit_target() };
         let uprobe_ns = bpftrace_dispatch(&uprobe, repeats, 1_000_000, &call)?;
-        let rename = || {
-            // SAFETY: PR_SET_NAME with a NUL-terminated name; this thread only.
-            unsafe { libc::prctl(libc::PR_SET_NAME, c"xtask-hit".as_ptr(), 0, 0, 0) };
-        };
         let tracepoint_ns =
             bpftrace_dispatch("tracepoint:task:task_rename { }", repeats, 500_000, &rename)?;
-        let raw = || raw_tracepoint(c"task_rename");
-        let raw_tracepoint_ns = dispatch(&raw, repeats, 500_000, &rename)?;
         Ok(HitCost {
             uprobe_ns,
             tracepoint_ns,
-            raw_tracepoint_ns,
+            raw_tracepoint_ns: raw_tracepoint_ns(repeats)?,
+            bpf_stats_ns: None,
         })
     }
+}
+
+/// The dispatch of an empty raw tracepoint on `task_rename`, ns (median over
+/// `repeats`), with `kernel.bpf_stats_enabled` as it is now.
+///
+/// Errors: the kernel refusing the program or the attach.
+pub fn raw_tracepoint_ns(repeats: usize) -> Result<f64> {
+    let raw = || raw_tracepoint(c"task_rename");
+    dispatch(&raw, repeats, 500_000, &rename)
+}
+
+/// Renames this thread (`prctl(PR_SET_NAME)`): one `task:task_rename` hit.
+fn rename() {
+    // SAFETY: PR_SET_NAME with a NUL-terminated name; this thread only.
+    unsafe { libc::prctl(libc::PR_SET_NAME, c"xtask-hit".as_ptr(), 0, 0, 0) };
 }

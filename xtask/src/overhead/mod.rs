@@ -177,8 +177,9 @@ pub struct Options {
     pub pin: bool,
     /// Add the `extra` modes on the static workload.
     pub extra_modes: bool,
-    /// Turn `kernel.bpf_stats_enabled` on to count probe hits and ns per program run (its own timing
-    /// adds to every BPF mode's cost).
+    /// Count probe hits and ns per program run: one extra run per BPF mode with
+    /// `kernel.bpf_stats_enabled` on, after the rounds (its own timing adds to a mode's
+    /// cost, so the measured rounds run without it).
     pub bpf_stats: bool,
     /// Where to write the markdown page, as given (relative: under the workspace root).
     pub write_doc: Option<PathBuf>,
@@ -277,8 +278,13 @@ pub struct WorkloadResult {
     pub workload: Workload,
     /// The modes run, in table order (the baseline first).
     pub modes: Vec<ModeDef>,
-    /// Per mode, per round.
+    /// Per mode, per round: the measured rounds, run with `kernel.bpf_stats_enabled`
+    /// as the machine had it (off by default), so that its timing is not in the ratios.
     pub runs: Vec<Vec<Run>>,
+    /// Per mode, the one extra run with `kernel.bpf_stats_enabled` on that counts its
+    /// probe hits and ns per program run (None: no BPF tracer, or hits not counted).
+    /// Never in the ratios.
+    pub counting: Vec<Option<Run>>,
 }
 
 /// The tracepoints nginx-probe attaches by default, as `category:name` (duplicates
@@ -400,7 +406,7 @@ fn run_workload(
         for k in 0..modes.len() {
             let i = (k + round) % modes.len();
             let mode = &modes[i];
-            let run = one_run(mode, probe, &bed, floor, opts.secs, opts.bpf_stats)
+            let run = one_run(mode, probe, &bed, floor, opts.secs, false)
                 .with_context(|| format!("{} workload, mode {}", w.name(), mode.name))?;
             println!(
                 "  round {} {:<50} {:>8.0} req/s  p99 {:>7.2} ms  workers {:>6.2} us CPU/request{}{}{}",
@@ -424,10 +430,48 @@ fn run_workload(
             runs[i].push(run);
         }
     }
+    let counting = if opts.bpf_stats {
+        counting_runs(w, &modes, probe, &bed, floor, opts.secs)?
+    } else {
+        vec![None; modes.len()]
+    };
     Ok(WorkloadResult {
         workload: w,
         modes,
         runs,
+        counting,
+    })
+}
+
+/// One run per BPF mode of `modes` with `kernel.bpf_stats_enabled` on, after the
+/// measured rounds: the kernel's run counts and run times of the tracer's programs
+/// (probe hits per request, ns per hit). Its own timing (two clock reads per program
+/// run) would add to the mode's CPU, so these runs are kept out of the ratios.
+fn counting_runs(
+    w: Workload,
+    modes: &[ModeDef],
+    probe: &Path,
+    bed: &bed::Bed,
+    floor: &Floor,
+    secs: u64,
+) -> Result<Vec<Option<Run>>> {
+    with_bpf_stats(true, || {
+        modes
+            .iter()
+            .map(|mode| {
+                if matches!(mode.tracer, Tracer::None | Tracer::Strace) {
+                    return Ok(None);
+                }
+                let run = one_run(mode, probe, bed, floor, secs, true).with_context(|| {
+                    format!("{} workload, counting run of {}", w.name(), mode.name)
+                })?;
+                println!(
+                    "  counting run (kernel.bpf_stats_enabled on, not in the ratios) {:<50} {:>6.2} us CPU/request",
+                    mode.name, run.worker_us_per_req
+                );
+                Ok(Some(run))
+            })
+            .collect()
     })
 }
 
@@ -523,17 +567,19 @@ pub fn overhead(probe: &Path, opts: &Options, doc_path: Option<&Path>) -> Result
         floor.tracepoints.len(),
         floor.tracepoints.join(" ")
     );
-    let (results, hit_cost, started) = with_bpf_stats(opts.bpf_stats, || {
-        let hit_cost = opts.bpf_stats.then(measure_hit_cost).flatten();
-        let started = Instant::now();
-        let results = opts
-            .workload
-            .expand()
-            .into_iter()
-            .map(|w| run_workload(w, probe, opts, pin.as_ref(), &floor))
-            .collect::<Result<Vec<_>>>()?;
-        Ok((results, hit_cost, started))
-    })?;
+    if bpf_stats_on() {
+        println!(
+            "overhead: kernel.bpf_stats_enabled is already on (set outside the bench): every BPF mode's rounds carry its timing"
+        );
+    }
+    let hit_cost = opts.bpf_stats.then(measure_hit_cost).flatten();
+    let started = Instant::now();
+    let results = opts
+        .workload
+        .expand()
+        .into_iter()
+        .map(|w| run_workload(w, probe, opts, pin.as_ref(), &floor))
+        .collect::<Result<Vec<_>>>()?;
     let load_after = loadavg();
     for r in &results {
         print!(
@@ -582,19 +628,23 @@ fn pin_clients(pin: Option<&Pinning>, asked: bool) {
     }
 }
 
-/// Runs `f` with `kernel.bpf_stats_enabled` on when `on`, and restores what it was
+/// `kernel.bpf_stats_enabled`: the kernel times every BPF program run (two clock reads)
+/// and counts it while it is 1.
+const BPF_STATS_KNOB: &str = "/proc/sys/kernel/bpf_stats_enabled";
+
+/// Whether `kernel.bpf_stats_enabled` is on now.
+fn bpf_stats_on() -> bool {
+    std::fs::read_to_string(BPF_STATS_KNOB).is_ok_and(|v| v.trim() == "1")
+}
+
+/// Runs `f` with `kernel.bpf_stats_enabled` set to `on`, and restores what it was
 /// after, whatever `f` returns.
 fn with_bpf_stats<T>(on: bool, f: impl FnOnce() -> Result<T>) -> Result<T> {
-    const KNOB: &str = "/proc/sys/kernel/bpf_stats_enabled";
-    let before = std::fs::read_to_string(KNOB).ok();
-    if on {
-        let _ = std::fs::write(KNOB, "1");
-    }
+    let before = std::fs::read_to_string(BPF_STATS_KNOB).ok();
+    let _ = std::fs::write(BPF_STATS_KNOB, if on { "1" } else { "0" });
     let out = f();
-    if on {
-        if let Some(v) = before {
-            let _ = std::fs::write(KNOB, v.trim());
-        }
+    if let Some(v) = before {
+        let _ = std::fs::write(BPF_STATS_KNOB, v.trim());
     }
     out
 }
@@ -602,11 +652,21 @@ fn with_bpf_stats<T>(on: bool, f: impl FnOnce() -> Result<T>) -> Result<T> {
 /// One hit's dispatch measured alone ([`hitcost::measure`], 5 repeats); None, said
 /// so, when it cannot be.
 fn measure_hit_cost() -> Option<hitcost::HitCost> {
-    match hitcost::measure(5) {
+    let measured = with_bpf_stats(false, || hitcost::measure(5)).and_then(|mut c| {
+        // The same empty raw tracepoint with the kernel's per-run timing on: what
+        // `kernel.bpf_stats_enabled` adds to one program run.
+        let with = with_bpf_stats(true, || hitcost::raw_tracepoint_ns(5))?;
+        c.bpf_stats_ns = Some(with - c.raw_tracepoint_ns);
+        Ok(c)
+    });
+    match measured {
         Ok(c) => {
             println!(
-                "overhead: one hit's dispatch, measured alone: uprobe {:.0} ns, tracepoint {:.0} ns, raw tracepoint {:.0} ns",
-                c.uprobe_ns, c.tracepoint_ns, c.raw_tracepoint_ns
+                "overhead: one hit's dispatch, measured alone: uprobe {:.0} ns, tracepoint {:.0} ns, raw tracepoint {:.0} ns; kernel.bpf_stats_enabled adds {:.0} ns per program run",
+                c.uprobe_ns,
+                c.tracepoint_ns,
+                c.raw_tracepoint_ns,
+                c.bpf_stats_ns.unwrap_or(f64::NAN)
             );
             Some(c)
         }
