@@ -74,6 +74,9 @@ pub(super) fn attach_programs(
     if args.lifecycle_from_perf_events {
         probe.lifecycle.meta.raw_unavailable = Some("--lifecycle-from-perf-events".into());
     }
+    if args.no_lifecycle {
+        probe.lifecycle.meta.not_traced = Some("--no-lifecycle".into());
+    }
     probe.attach(tracefs_root, &args.syscalls.0, sampled)?;
     tracker.accepts_from_uprobe = probe.accepts_from_uprobe;
     tracker.traced = args.syscalls.0.clone();
@@ -202,6 +205,9 @@ pub(super) fn banner(
 /// The banner's words for the connection lifecycle programs: which set is attached
 /// (raw tracepoints, or perf-event ones and why).
 fn lifecycle_note(lc: &crate::collect::lifecycle::Lifecycle) -> String {
+    if let Some(why) = &lc.meta.not_traced {
+        return format!(", connection lifecycle not traced ({why})");
+    }
     match (lc.attached.is_empty(), lc.meta.raw) {
         (true, _) => String::new(),
         (false, true) => ", connection lifecycle from raw tracepoints".into(),

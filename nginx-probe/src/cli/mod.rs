@@ -255,6 +255,14 @@ pub struct TraceArgs {
     /// tracepoints (for measuring the cost of either, and testing the fallback).
     #[arg(long, hide = true)]
     pub lifecycle_from_perf_events: bool,
+    /// Leave the connection lifecycle tracepoints out (`sock:inet_sock_set_state`,
+    /// `tcp:tcp_*_reset`, `tcp:tcp_destroy_sock`): no who-closed, idle time, resets or
+    /// closed listeners, and verdicts that need them say unknown. They fire about 13
+    /// times per connection, on every TCP socket of the host (not per request): free
+    /// under keepalive, about 1-2 us of CPU per connection where every request opens one
+    /// (docs/detail.md).
+    #[arg(long)]
+    pub no_lifecycle: bool,
 
     /// Print only the summary at exit (no interval reports on stdout; with --record,
     /// intervals are still recorded every --interval seconds).

@@ -271,9 +271,13 @@ impl Lifecycle {
 
     /// Attaches one set of lifecycle programs: the raw tracepoints when their struct
     /// offsets are known and the kernel takes all four, else every perf-event
-    /// tracepoint program whose tracepoint exists with the record layout it reads.
-    /// Returns the ones left out (as "category:event (why)").
+    /// tracepoint program whose tracepoint exists with the record layout it reads;
+    /// nothing when the user left them out (`meta.not_traced`). Returns the ones left
+    /// out (as "category:event (why)").
     pub fn attach(&mut self, ebpf: &mut Ebpf, root: &Path) -> Vec<String> {
+        if self.meta.not_traced.is_some() {
+            return Vec::new();
+        }
         if self.meta.raw_unavailable.is_none() {
             match attach_raw(ebpf) {
                 Ok(()) => {

@@ -43,6 +43,9 @@ pub struct LifecycleMeta {
     /// Why the raw-tracepoint programs are not the source (struct offsets not in the
     /// kernel's BTF, or the kernel refused them), when they are not.
     pub raw_unavailable: Option<String>,
+    /// Why no lifecycle program is attached at all when the user left them out
+    /// (`--no-lifecycle`): nothing is counted and the report has no `connections`.
+    pub not_traced: Option<String>,
 }
 
 /// Idle time before nginx closed connections that were established (kept-alive

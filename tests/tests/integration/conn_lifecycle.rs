@@ -183,6 +183,47 @@ fn keepalive_off_says_nginx_closed_when_it_did() {
     assert!(verdict(&summary, "keepalive_timeout_closes").is_none());
 }
 
+/// `--no-lifecycle`: the same 200 one-request connections leave no `connections`
+/// section, the banner says the lifecycle is not traced and why, no verdict names who
+/// closed (it was not measured), and accepts stay exact (200 from the accept uprobe).
+#[test]
+fn without_the_lifecycle_tracepoints_no_verdict_names_who_closed() {
+    let ng = keepalive_2s();
+    let out = Probe::on(&ng)
+        .json()
+        .detail("sampled")
+        .arg("--no-lifecycle")
+        .around(|| {
+            assert_eq!(
+                nginx_probe_tests::one_request_per_connection(ng.addr(), 200),
+                200
+            );
+        });
+    let summary = out.summary_json();
+    assert!(
+        out.stderr
+            .contains("connection lifecycle not traced (--no-lifecycle)"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        summary["connections"].is_null(),
+        "{}",
+        summary["connections"]
+    );
+    assert_eq!(
+        nginx_probe_tests::total_accepts(&summary),
+        200,
+        "{}",
+        summary["workers"]
+    );
+    for v in summary["verdicts"].as_array().into_iter().flatten() {
+        assert!(v["evidence"]["closed_by"].is_null(), "{v}");
+        let advice = v["advice"].as_str().unwrap_or("");
+        assert!(!advice.contains("nginx closed 200"), "{advice}");
+    }
+}
+
 /// N clients send a request, read the response and close with SO_LINGER 0 (a RST):
 /// exactly N resets received on nginx's port, N connections ended by a reset.
 #[test]

@@ -244,7 +244,9 @@ pub fn rows(r: &WorkloadResult) -> Vec<Row> {
         .map(|((mode, runs), counting)| {
             // Hits and ns per run from the counting run (bpf_stats on) when there is
             // one, else from the rounds (an older result, or stats on all along).
-            let counted = counting.as_ref().map_or(runs.as_slice(), std::slice::from_ref);
+            let counted = counting
+                .as_ref()
+                .map_or(runs.as_slice(), std::slice::from_ref);
             let cpu: Vec<f64> = runs.iter().map(|x| x.worker_us_per_req).collect();
             let ratios = paired_ratios(&cpu, &base);
             let opt = |f: &dyn Fn(&super::Run) -> Option<f64>| {
@@ -818,7 +820,10 @@ mod tests {
             t.contains("uprobe 750 ns, tracepoint 150 ns, raw tracepoint 30 ns"),
             "{t}"
         );
-        assert!(t.contains("bpf_stats_enabled's own timing adds 21 ns per program run"), "{t}");
+        assert!(
+            t.contains("bpf_stats_enabled's own timing adds 21 ns per program run"),
+            "{t}"
+        );
         let without = hits_table(&rows(&r), None);
         assert!(without.contains("| 0.16 | - |"), "{without}");
     }

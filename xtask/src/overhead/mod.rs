@@ -113,6 +113,19 @@ pub const MODES: &[ModeDef] = &[
         extra: true,
     },
     ModeDef {
+        name: "nginx-probe --no-lifecycle, one window at attach (continuous layer without the lifecycle tracepoints)",
+        tracer: Tracer::Probe(&[
+            "--no-lifecycle",
+            "--detail",
+            "sampled",
+            "--detail-window",
+            "100ms",
+            "--detail-every",
+            "1h",
+        ]),
+        extra: true,
+    },
+    ModeDef {
         name: "nginx-probe one window at attach, lifecycle from perf-event tracepoints (fallback)",
         tracer: Tracer::Probe(&[
             "--lifecycle-from-perf-events",
@@ -719,7 +732,8 @@ mod tests {
             [
                 "no tracer",
                 "nginx-probe --detail sampled",
-                "nginx-probe --detail sampled, one window at attach (continuous layer)"
+                "nginx-probe --detail sampled, one window at attach (continuous layer)",
+                "nginx-probe --no-lifecycle, one window at attach (continuous layer without the lifecycle tracepoints)"
             ]
         );
     }
@@ -738,7 +752,7 @@ mod tests {
         let floor = select_modes(&["floor".to_string()], false);
         assert!(check_secs(&floor, 8).is_ok());
         let continuous = select_modes(&["continuous layer".to_string()], false);
-        assert_eq!(continuous.len(), 2);
+        assert_eq!(continuous.len(), 3);
         assert!(check_secs(&continuous, 8).is_ok());
     }
 
