@@ -251,7 +251,7 @@ fn sampled_cost(s: &crate::model::sampling::Schedule) -> String {
         super::plan::DETAIL_EVERY_S,
     );
     if default.as_ref() == Ok(s) {
-        "bench, this default schedule, workers' CPU per request: with keepalive within the bench's noise of no tracer (medians -5% to +5%, HTTPS and a 30-byte file); with one request per connection +8% (30-byte file, 13 probe hits per connection) to +11% (HTTPS, a full handshake each, 15 hits), docs/detail.md".into()
+        "bench, this default schedule, workers' CPU per request: with keepalive within the bench's noise of no tracer (medians -5% to +5%, HTTPS and a 30-byte file); with one request per connection, what stays attached between windows +3.6% (30-byte file) to +4.7% (HTTPS, a full handshake each), most of it its 1-2 uprobe hits per connection (accepts, TLS handshakes); the windows add their share; docs/detail.md".into()
     } else {
         format!(
             "this schedule was not benchmarked: a window costs what --detail full costs, so expect about {:.0}% of full detail's cost (full: +12-23% worker CPU per request, docs/benchmarks.md)",
