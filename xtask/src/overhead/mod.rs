@@ -115,11 +115,11 @@ pub const MODES: &[ModeDef] = &[
     ModeDef {
         name: "nginx-probe --no-lifecycle, one window at attach (continuous layer without the lifecycle tracepoints)",
         tracer: Tracer::Probe(&[
-            "--no-lifecycle",
             "--detail",
             "sampled",
             "--detail-window",
             "100ms",
+            "--no-lifecycle",
             "--detail-every",
             "1h",
         ]),
