@@ -127,6 +127,8 @@ pub struct Inputs {
     /// Client connections per port in the period (who closed, idle before nginx's
     /// close); None when nothing was counted.
     pub connections: Option<crate::model::connections::ConnectionsReport>,
+    /// Why connections are not counted at all (`Report::connections_not_traced`).
+    pub connections_not_traced: Option<String>,
     /// nginx's UDP listening sockets and QUIC connections in the period; None: no UDP
     /// listening socket.
     pub quic: Option<crate::model::quic::QuicReport>,

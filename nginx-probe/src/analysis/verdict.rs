@@ -277,16 +277,19 @@ fn accept_imbalance(inp: &Inputs, out: &mut Vec<Verdict>) {
     ));
 }
 
-/// Who ends the connections after one request, as far as nginx-probe knows. It does not
-/// read nginx's config (running `nginx -T` would run the binary), so nginx's own
-/// keepalive settings are unknown: the advice never says nginx has keepalive off, names
-/// the clients' side first (the common case: a load balancer or client without keepalive
-/// to nginx) and the two settings that would make nginx close instead.
-const WHO_CLOSES: &str = "the clients close their connections unless nginx's own keepalive is off (keepalive_timeout 0 or keepalive_requests 1: nginx's config is not read, check them): a load balancer or proxy in front without keepalive to nginx, or clients sending `Connection: close`; check the load balancer's keepalive to nginx and the clients' Connection header";
+/// Who ends the connections after one request when no close was measured (the
+/// lifecycle tracepoints not attached, or no close counted in the period): both sides
+/// are named, neither is said to be the one; `{why}` is why it is unknown and
+/// `{settings}` nginx's keepalive settings as configured (or that they are not read).
+const WHO_CLOSES: &str = "who closes them is not measured ({why}): either nginx does (keepalive_timeout 0 or keepalive_requests 1; {settings}) or the clients do (a load balancer or proxy in front without keepalive to nginx, or clients sending `Connection: close`); check both";
 
-/// Evidence value for who closes: nginx's keepalive settings are not known.
-const CLOSED_BY_UNKNOWN: &str =
-    "unknown: nginx's keepalive_timeout and keepalive_requests are not read";
+/// Why who closed is unknown, for the evidence and the advice.
+fn closed_by_unknown(inp: &Inputs) -> String {
+    match &inp.connections_not_traced {
+        Some(why) => why.clone(),
+        None => "no connection close was counted in the period by the tracepoint sock:inet_sock_set_state".into(),
+    }
+}
 
 /// How many requests a connection carries at `accepts_per_request`, in words.
 fn reuse(accepts_per_request: f64) -> String {
@@ -325,12 +328,19 @@ fn keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
     let mut evidence = keepalive_evidence(inp, accepts, requests);
     let who = super::conn_verdicts::who_closed(inp);
     let closed_by = who.as_ref().map(|w| w.0.clone());
-    evidence.insert("closed_by", closed_by.unwrap_or(CLOSED_BY_UNKNOWN.into()));
+    let why = closed_by_unknown(inp);
+    evidence.insert(
+        "closed_by",
+        closed_by.unwrap_or_else(|| format!("unknown: {why}").into()),
+    );
     let who_closes = who.map(|w| w.1).unwrap_or_else(|| {
-        match super::config_evidence::keepalive_settings(inp.config.as_ref()) {
-            Some(k) => WHO_CLOSES.replace("nginx's config is not read, check them", &k),
-            None => WHO_CLOSES.to_string(),
-        }
+        let settings = match super::config_evidence::keepalive_settings(inp.config.as_ref()) {
+            Some(k) => format!("configured: {k}"),
+            None => "nginx's config is not read, check them".into(),
+        };
+        WHO_CLOSES
+            .replace("{why}", &why)
+            .replace("{settings}", &settings)
     });
     // On a TLS listener every new connection also pays a TLS handshake: its count and
     // cost are the evidence that matters most.
@@ -846,6 +856,7 @@ pub fn judge_report(r: &crate::model::Report) -> Vec<Verdict> {
     inputs.lifecycle = r.lifecycle.clone();
     inputs.config = r.config.clone();
     inputs.connections = r.connections.clone();
+    inputs.connections_not_traced = r.connections_not_traced.clone();
     inputs.quic = r.quic.clone();
     inputs.stale_logs = r.stale_logs.clone();
     inputs.local_ports = r.local_ports.clone();

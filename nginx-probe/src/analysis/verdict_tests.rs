@@ -55,8 +55,14 @@ fn keepalive_off_on_tls_carries_the_handshake_cost() {
         v[0].advice
     );
     assert!(!v[0].advice.contains("enable keepalive"), "{}", v[0].advice);
+    // Who closed was not measured here: neither side is named as the one.
     assert!(
-        v[0].advice.contains("the clients close their connections"),
+        v[0].advice.contains("who closes them is not measured"),
+        "{}",
+        v[0].advice
+    );
+    assert!(
+        !v[0].advice.contains("the clients close their connections"),
         "{}",
         v[0].advice
     );
@@ -578,21 +584,43 @@ fn keepalive_rule_uses_accepts_per_request() {
 fn keepalive_rule_names_the_clients_side_and_the_requests_per_connection() {
     let close = one_request_per_connection();
     let k = keepalive_verdict(&close);
-    // nginx's keepalive settings are not known: never said to be off; the clients'
-    // side is named, with what to check, and nginx's settings only as what to check.
+    // No close was counted and nginx's settings are not known: neither side is said
+    // to be the one that closes; both are named as what to check, with why unknown.
     assert_eq!(
         k.evidence["closed_by"],
-        "unknown: nginx's keepalive_timeout and keepalive_requests are not read"
+        "unknown: no connection close was counted in the period by the tracepoint sock:inet_sock_set_state"
     );
     assert!(!k.advice.contains("enable keepalive"), "{}", k.advice);
+    assert!(
+        !k.advice.contains("the clients close their connections"),
+        "{}",
+        k.advice
+    );
     for needle in [
-        "the clients close their connections",
-        "load balancer's keepalive to nginx",
+        "who closes them is not measured (no connection close was counted",
+        "load balancer or proxy in front without keepalive to nginx",
         "`Connection: close`",
-        "keepalive_timeout 0 or keepalive_requests 1",
+        "keepalive_timeout 0 or keepalive_requests 1; nginx's config is not read",
+        "check both",
     ] {
         assert!(k.advice.contains(needle), "{needle}: {}", k.advice);
     }
+    // The lifecycle tracepoints left out (`--no-lifecycle`): that is the reason given.
+    let mut off = one_request_per_connection();
+    off.connections_not_traced =
+        Some("the connection lifecycle tracepoints are not attached (--no-lifecycle)".into());
+    let k_off = keepalive_verdict(&off);
+    assert_eq!(
+        k_off.evidence["closed_by"],
+        "unknown: the connection lifecycle tracepoints are not attached (--no-lifecycle)"
+    );
+    assert!(
+        k_off
+            .advice
+            .contains("(--no-lifecycle)): either nginx does"),
+        "{}",
+        k_off.advice
+    );
     assert!(k.advice.contains("one request each"), "{}", k.advice);
     // Two requests per connection: said as such, not "one request each".
     let mut two = close;

@@ -579,6 +579,10 @@ fn assemble(p: &Period, parts: Parts, missing: &[String], end_reason: Option<Str
         lifecycle: parts.lifecycle,
         config: inputs.config.cloned(),
         connections,
+        connections_not_traced: lc_meta
+            .not_traced
+            .as_ref()
+            .map(|why| format!("the connection lifecycle tracepoints are not attached ({why})")),
         quic: parts.quic,
         local_ports: Some(cur.local_ports.clone()),
         access_log,

@@ -573,6 +573,11 @@ pub struct Report {
     /// before nginx's closes, resets, listeners closed. Absent when nothing happened.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connections: Option<connections::ConnectionsReport>,
+    /// Why nginx's client connections are not counted at all, when they are not (the
+    /// lifecycle tracepoints left out with `--no-lifecycle`): who closed, resets and idle
+    /// times are then unknown, not zero.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections_not_traced: Option<String>,
     /// QUIC (HTTP/3) connections: nginx's UDP listening sockets and the connections no
     /// accept returned (stub_status accepted minus TCP accepts); absent without UDP.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -174,6 +174,7 @@ fn report_of(workers: &[Worker], merged: Option<(u64, Worker)>) -> Report {
         lifecycle: None,
         config: None,
         connections: None,
+        connections_not_traced: None,
         quic: None,
         stale_logs: Vec::new(),
         local_ports: None,
