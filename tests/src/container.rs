@@ -108,7 +108,33 @@ pub fn source_nginx_dir() -> PathBuf {
 /// The source-built nginx binary; a panic naming `cargo xtask setup` when it is
 /// missing (tests on it fail, they do not skip).
 pub fn source_nginx() -> PathBuf {
-    let bin = source_nginx_dir().join("sbin/nginx");
+    built_nginx(&source_nginx_dir())
+}
+
+/// Where `cargo xtask setup` installs the same nginx 1.26.3 source built with the SSL,
+/// HTTP/2 and stub_status modules and linked with Debian's static `libssl.a` and
+/// `libcrypto.a` (OpenSSL inside the binary, no libssl mapped);
+/// `$NGINX_PROBE_STATIC_SSL_NGINX` overrides it.
+pub const STATIC_SSL_NGINX: &str = "/var/lib/nginx-probe-tests/nginx-1.26.3-static-ssl";
+
+/// The static-OpenSSL build's install prefix: `$NGINX_PROBE_STATIC_SSL_NGINX` or
+/// [`STATIC_SSL_NGINX`].
+pub fn static_ssl_nginx_dir() -> PathBuf {
+    std::env::var_os("NGINX_PROBE_STATIC_SSL_NGINX")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(STATIC_SSL_NGINX))
+}
+
+/// The nginx binary linked with OpenSSL statically; a panic naming `cargo xtask setup`
+/// when it is missing.
+pub fn static_ssl_nginx() -> PathBuf {
+    built_nginx(&static_ssl_nginx_dir())
+}
+
+/// `DIR/sbin/nginx` when its `-v` says [`SOURCE_NGINX_VERSION`]; else a panic naming
+/// `cargo xtask setup`.
+fn built_nginx(dir: &Path) -> PathBuf {
+    let bin = dir.join("sbin/nginx");
     let v = Command::new(&bin)
         .arg("-v")
         .output()

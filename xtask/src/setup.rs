@@ -1,7 +1,8 @@
 //! `cargo xtask setup`: what building and testing need, installed when missing and
 //! checked otherwise (idempotent): Debian packages, the pinned nightly for the eBPF
 //! crate, bpf-linker, the musl target and cargo-deb, the Debian 13 root
-//! ([`crate::trixie`]) and the source-built nginx ([`crate::source_nginx`]).
+//! ([`crate::trixie`]) and the two source-built nginx ([`crate::source_nginx`]: configure's
+//! defaults, and OpenSSL linked statically).
 
 use std::process::{Command, Stdio};
 
@@ -24,6 +25,8 @@ const DEBIAN_PACKAGES: &[&str] = &[
     "libpolly-22-dev",
     "libzstd-dev",
     "zlib1g-dev",
+    // libssl.a and libcrypto.a for the nginx linked with OpenSSL statically.
+    "libssl-dev",
     "nginx",
     "wrk",
     "hey",
@@ -56,7 +59,9 @@ pub fn setup() -> Result<()> {
     // The Debian 13 root with nginx 1.26 for the nginx126 integration tests.
     trixie::ensure_root()?;
     // nginx 1.26.3 built from source with configure's defaults (no stub_status).
-    source_nginx::ensure()
+    source_nginx::ensure()?;
+    // The same source linked with OpenSSL statically (no libssl mapped).
+    source_nginx::ensure_static_ssl()
 }
 
 /// Whether dpkg has the Debian package `name` installed.

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use log::{debug, warn};
+use log::warn;
 
 use super::TraceArgs;
 use crate::{
@@ -122,23 +122,52 @@ fn attach_request_sources(
         }
     }
     if !args.no_tls {
-        match target::libssl_path(master.pid) {
-            Some((lib, shown)) => {
-                let exe = std::path::PathBuf::from(format!("/proc/{}/exe", master.pid));
-                match probe.attach_tls(&lib, &exe, sampled) {
-                    Ok(src) => {
-                        tracker.tls_attached = true;
-                        tracker.tls_from_nginx = src.handshakes_from_nginx;
-                        tracker.tls_libssl_sampled = src.libssl_sampled;
-                        if let Some(e) = &src.nginx_unavailable {
-                            warn!("TLS handshakes are counted by libssl's SSL_do_handshake, traced all the time (several uprobe hits per connection), not by nginx's ngx_ssl_ocsp_validate ({e})");
-                        }
-                    }
-                    Err(e) => warn!("TLS handshakes are not timed ({shown}: {e})"),
-                }
+        attach_tls(master, probe, tracker, sampled);
+    }
+}
+
+/// The TLS handshake uprobes: nginx's count in its binary, libssl's programs where
+/// libssl's functions are (the libssl the master maps, or the nginx binary when OpenSSL
+/// is linked into it); what cannot be had is warned about with its reason.
+fn attach_tls(master: &Master, probe: &mut Probe, tracker: &mut Tracker, sampled: bool) {
+    let exe = std::path::PathBuf::from(format!("/proc/{}/exe", master.pid));
+    let libssl = loader::find_libssl(master.pid);
+    let shown = match &libssl {
+        Ok(f) => libssl_words(&f.source),
+        Err(_) => String::new(),
+    };
+    match probe.attach_tls(libssl, &exe, sampled) {
+        Ok(src) => {
+            tracker.tls_attached = true;
+            tracker.tls_from_nginx = src.handshakes_from_nginx;
+            tracker.tls_libssl_sampled = src.libssl_sampled;
+            if let Some(e) = &src.nginx_unavailable {
+                warn!("TLS handshakes are counted by libssl's SSL_do_handshake, traced all the time (several uprobe hits per connection), not by nginx's ngx_ssl_ocsp_validate ({e})");
             }
-            None => debug!("nginx maps no libssl: TLS handshakes are not timed"),
+            if let model::LibsslSource::Unavailable(why) = &src.libssl {
+                warn!(
+                    "TLS handshakes are counted by nginx's ngx_ssl_ocsp_validate but not timed: {}",
+                    safe::line(why)
+                );
+            }
+            tracker.tls_libssl = Some(src.libssl);
         }
+        Err(e) if shown.is_empty() => warn!(
+            "TLS handshakes are neither counted nor timed: {}",
+            safe::line(&e)
+        ),
+        Err(e) => warn!("TLS handshakes are not timed ({shown}: {e})"),
+    }
+}
+
+/// Where libssl's functions are, as the banner and warnings say it.
+fn libssl_words(src: &model::LibsslSource) -> String {
+    match src {
+        model::LibsslSource::SharedLibrary(p) => format!("libssl {}", safe::line(p)),
+        model::LibsslSource::NginxBinary(p) => {
+            format!("OpenSSL linked into nginx {}", safe::line(p))
+        }
+        model::LibsslSource::Unavailable(_) => "no libssl".into(),
     }
 }
 
@@ -189,17 +218,38 @@ pub(super) fn banner(
         } else {
             ""
         },
-        // Attached whenever nginx maps libssl (TLS listener or not: the config is not
-        // read); they fire only on TLS handshakes.
-        match (tracker.tls_attached, tracker.tls_from_nginx, tracker.tls_libssl_sampled) {
-            (false, _, _) => "",
-            (true, true, true) => ", TLS handshake uprobes (nginx maps libssl; idle without TLS connections: handshakes counted by nginx's ngx_ssl_ocsp_validate, libssl's timing in detail windows)",
-            (true, true, false) => ", TLS handshake uprobes (nginx maps libssl; idle without TLS connections: handshakes counted by nginx's ngx_ssl_ocsp_validate, timed by libssl)",
-            (true, false, _) => ", TLS handshake uprobes (nginx maps libssl; idle without TLS connections: counted and timed by libssl)",
-        },
+        tls_note(tracker),
         lifecycle_note(&probe.lifecycle),
     );
     eprintln!("{}", detail_banner(probe, tracker));
+}
+
+/// The banner's words for the TLS handshake uprobes: who counts the handshakes, and
+/// where libssl's figures come from (attached whenever nginx has libssl's functions or
+/// nginx's count, TLS listener or not: the config is not read; they fire only on TLS
+/// handshakes).
+fn tls_note(tracker: &Tracker) -> String {
+    if !tracker.tls_attached {
+        return String::new();
+    }
+    let libssl = tracker
+        .tls_libssl
+        .as_ref()
+        .map(libssl_words)
+        .unwrap_or_else(|| "libssl".into());
+    let what = match (
+        tracker.tls_from_nginx,
+        tracker.tls_libssl_sampled,
+        &tracker.tls_libssl,
+    ) {
+        (true, _, Some(model::LibsslSource::Unavailable(_))) => {
+            "handshakes counted by nginx's ngx_ssl_ocsp_validate, not timed".to_string()
+        }
+        (true, true, _) => format!("handshakes counted by nginx's ngx_ssl_ocsp_validate, timed by {libssl} in detail windows"),
+        (true, false, _) => format!("handshakes counted by nginx's ngx_ssl_ocsp_validate, timed by {libssl}"),
+        (false, _, _) => format!("counted and timed by {libssl}"),
+    };
+    format!(", TLS handshake uprobes (idle without TLS connections: {what})")
 }
 
 /// The banner's words for the connection lifecycle programs: which set is attached

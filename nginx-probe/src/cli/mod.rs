@@ -240,9 +240,10 @@ pub struct TraceArgs {
     #[arg(long)]
     pub uprobes: bool,
 
-    /// Do not time TLS handshakes. By default, when nginx maps libssl, uprobes on its
-    /// `SSL_do_handshake` (entry and return) and `SSL_free` count and time every
-    /// handshake: they fire per new TLS connection, not per request.
+    /// Do not time TLS handshakes. By default uprobes on nginx's `ngx_ssl_ocsp_validate`
+    /// and libssl's `SSL_do_handshake` (entry and return) and `SSL_free`, in the libssl
+    /// nginx maps or in the nginx binary when OpenSSL is linked into it, count and time
+    /// every handshake: they fire per new TLS connection, not per request.
     #[arg(long)]
     pub no_tls: bool,
     /// Classify write destinations from /proc fd snapshots every 2 s, as on a kernel

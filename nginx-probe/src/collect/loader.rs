@@ -114,9 +114,10 @@ pub struct Probe {
 mod accept;
 mod exits;
 mod perf_link;
+mod symbols;
 mod tls;
 mod windows;
-pub use tls::TlsSources;
+pub use tls::{find_libssl, LibsslFile, TlsSources};
 pub use windows::{is_rare_tracepoint, WindowCost};
 
 /// Raises RLIMIT_MEMLOCK for kernels that still charge BPF maps to it (before 5.11);

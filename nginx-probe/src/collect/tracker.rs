@@ -84,6 +84,9 @@ pub struct Tracker {
     pub tls_from_nginx: bool,
     /// libssl's handshake figures come from the detail windows only.
     pub tls_libssl_sampled: bool,
+    /// Where libssl's uprobes are attached (a shared libssl, the nginx binary, or
+    /// nowhere and why); None when TLS is not traced.
+    pub tls_libssl: Option<model::LibsslSource>,
     /// Whether accepts come from the `ngx_get_connection` uprobe
     /// (`Probe::accepts_from_uprobe`).
     pub accepts_from_uprobe: bool,
@@ -172,6 +175,7 @@ impl Tracker {
             tls_attached: false,
             tls_from_nginx: false,
             tls_libssl_sampled: false,
+            tls_libssl: None,
             accepts_from_uprobe: false,
             write_source: model::WriteSource::ProcSnapshot,
             counts_log_opens: false,
@@ -507,6 +511,7 @@ impl Tracker {
             tls_attached: self.tls_attached,
             tls_from_nginx: self.tls_from_nginx,
             tls_libssl_sampled: self.tls_libssl_sampled,
+            tls_libssl: self.tls_libssl.as_ref(),
             accepts_from_uprobe: self.accepts_from_uprobe,
             write_source: self.write_source,
             counts_log_opens: self.counts_log_opens,

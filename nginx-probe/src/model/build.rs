@@ -61,6 +61,9 @@ pub struct PeriodInputs<'a> {
     pub tls_from_nginx: bool,
     /// libssl's handshake figures come from the detail windows only.
     pub tls_libssl_sampled: bool,
+    /// Where libssl's uprobes are attached (a shared libssl, the nginx binary, or
+    /// nowhere and why); None when TLS is not traced.
+    pub tls_libssl: Option<&'a model::LibsslSource>,
     /// Whether accepts come from the `ngx_get_connection` uprobe.
     pub accepts_from_uprobe: bool,
     /// How write destinations are classified (fd table walk with BTF, or /proc).
@@ -462,6 +465,7 @@ fn stub_status(p: &Period) -> Option<StubStatusReport> {
 fn tls(inputs: &PeriodInputs, all_stats: &SlotStats, sampled: bool) -> Option<model::TlsReport> {
     inputs.tls_attached.then(|| {
         let mut t = model::tls_report(all_stats, inputs.tls_from_nginx, inputs.tls_libssl_sampled);
+        t.set_libssl(inputs.tls_libssl);
         if sampled {
             t.share_of_worker_busy = None;
         }

@@ -67,6 +67,7 @@ fn build(
         tls_attached: false,
         tls_from_nginx: false,
         tls_libssl_sampled: false,
+        tls_libssl: None,
         accepts_from_uprobe: false,
         write_source: WriteSource::ProcSnapshot,
         counts_log_opens: false,

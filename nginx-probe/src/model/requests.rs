@@ -252,6 +252,24 @@ pub struct TlsReport {
     /// nginx's count): then they are a sample of the period, not its totals.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub libssl_sampled: bool,
+    /// Where libssl's figures (`started`, `abandoned`, `timed` and the wall times,
+    /// `calls`, `call_ns`) come from, i.e. where libssl's uprobes are attached:
+    /// `shared_library` (the libssl the master maps, `libssl_path`), `nginx_binary`
+    /// (OpenSSL linked into nginx: `SSL_do_handshake` found in the nginx binary's
+    /// symbol table, `libssl_path` the binary), or `none` (nginx's count only; why in
+    /// `libssl_unavailable`: the libssl figures are then 0, not measured). Absent in
+    /// recordings made before it was reported (then a mapped libssl).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub libssl_from: Option<String>,
+    /// The file libssl's uprobes are attached to: the libssl path as
+    /// `/proc/<master>/maps` shows it, or the nginx binary's path
+    /// (`/proc/<master>/exe`'s link). Absent with `libssl_from` `none`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub libssl_path: Option<String>,
+    /// Why libssl's uprobes are not attached (`libssl_from` `none`): nginx maps no
+    /// libssl and its binary has no `SSL_do_handshake` (stripped, or built without TLS).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub libssl_unavailable: Option<String>,
     /// Completed handshakes that libssl's programs timed (the wall-time figures are
     /// over these): all of them when libssl is traced all the time, those inside the
     /// windows when sampled.
@@ -288,7 +306,35 @@ pub struct TlsReport {
     pub share_of_worker_busy: Option<f64>,
 }
 
+/// Where libssl's uprobes are attached for one master: the origin of the libssl
+/// figures of [`TlsReport`] (see [`TlsReport::libssl_from`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LibsslSource {
+    /// The shared libssl the master maps (`libssl.so*` in `/proc/<pid>/maps`), by the
+    /// path shown there.
+    SharedLibrary(String),
+    /// OpenSSL linked statically into nginx: `SSL_do_handshake` is in the symbol table
+    /// of the nginx binary, by its path (`/proc/<pid>/exe`'s link).
+    NginxBinary(String),
+    /// Not attached (nginx's `ngx_ssl_ocsp_validate` counts the handshakes alone): why.
+    Unavailable(String),
+}
+
 impl TlsReport {
+    /// Sets `libssl_from`, `libssl_path` and `libssl_unavailable` from where libssl's
+    /// uprobes are attached; None leaves them absent.
+    pub fn set_libssl(&mut self, src: Option<&LibsslSource>) {
+        let (from, path, why) = match src {
+            None => return,
+            Some(LibsslSource::SharedLibrary(p)) => ("shared_library", Some(p), None),
+            Some(LibsslSource::NginxBinary(p)) => ("nginx_binary", Some(p), None),
+            Some(LibsslSource::Unavailable(w)) => ("none", None, Some(w)),
+        };
+        self.libssl_from = Some(from.into());
+        self.libssl_path = path.cloned();
+        self.libssl_unavailable = why.cloned();
+    }
+
     /// Completed handshakes the wall-time figures are over: [`TlsReport::timed`], or
     /// `handshakes` in a recording made before `timed` was reported (then libssl
     /// counted and timed every handshake).
@@ -321,6 +367,9 @@ pub fn tls_report(all: &SlotStats, from_nginx: bool, libssl_sampled: bool) -> Tl
             .into(),
         ),
         libssl_sampled,
+        libssl_from: None,
+        libssl_path: None,
+        libssl_unavailable: None,
         timed: h.timed,
         started: h.count,
         abandoned: h.errors,

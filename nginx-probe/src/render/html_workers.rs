@@ -130,11 +130,15 @@ fn requests_part(r: &Report) -> Markup {
     }
 }
 
-/// The TLS handshakes of the period, or that none were seen.
+/// The TLS handshakes of the period, or that none were seen, and where libssl's
+/// figures come from ([`sections::tls_libssl`]).
 fn tls_paragraph(r: &Report) -> Markup {
+    let libssl = r.tls.as_ref().and_then(sections::tls_libssl);
     html! {
         @if r.tls.as_ref().is_some_and(|h| h.started == 0 && h.handshakes == 0 && h.abandoned == 0) {
             p.muted { "TLS handshakes: none seen (libssl's uprobes attached: no TLS connection in the period, or no TLS listener)" }
+        } @else if let Some(h) = r.tls.as_ref().filter(|h| h.libssl_from.as_deref() == Some("none")) {
+            p { "TLS handshakes: " strong { (h.handshakes) } " completed (counted by nginx's ngx_ssl_ocsp_validate; not timed)" }
         } @else if let Some(h) = &r.tls {
             p { "TLS handshakes: " strong { (h.handshakes) } " completed ("
                 @if h.libssl_sampled { "counted by nginx; in the detail windows: " }
@@ -142,6 +146,9 @@ fn tls_paragraph(r: &Report) -> Markup {
                 (h.abandoned) " abandoned); wall time p50 " (fmt_quantile_ns(h.timed_handshakes(), h.p50_ns)) ", p99 " (fmt_quantile_ns(h.timed_handshakes(), h.p99_ns))
                 "; inside SSL_do_handshake " (opt(h.call_ns_per_handshake.map(fmt_ns))) " per handshake"
                 @if let Some(sh) = h.share_of_worker_busy { ", " (format!("{:.0}%", sh * 100.0)) " of the workers' busy time" } }
+        }
+        @if let Some(l) = libssl {
+            p.muted { "libssl's figures: " code { (l) } }
         }
     }
 }

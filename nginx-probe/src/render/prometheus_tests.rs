@@ -854,7 +854,25 @@ fn tls_handshakes_render_exact_values_and_are_absent_when_not_traced() {
             "nginx_probe_tls_handshakes_abandoned_total 0",
         ],
     );
-    // No libssl, or --no-tls: every TLS family left out, HELP and TYPE included.
+    // nginx's count alone (no libssl mapped, none in the binary): libssl's families
+    // left out, not zeros.
+    let mut alone = model::TlsReport {
+        handshakes: 5,
+        ..Default::default()
+    };
+    alone.set_libssl(Some(&model::LibsslSource::Unavailable("stripped".into())));
+    r.tls = Some(alone);
+    let text = render(&r);
+    has(&text, &["nginx_probe_tls_handshakes_total 5"]);
+    for gone in ["started", "abandoned", "handshake_calls", "call_seconds"] {
+        assert!(
+            !text
+                .lines()
+                .any(|l| l.starts_with("nginx_probe_tls_") && l.contains(gone)),
+            "{gone}: {text}"
+        );
+    }
+    // Without TLS, or --no-tls: every TLS family left out, HELP and TYPE included.
     r.tls = None;
     let text = render(&r);
     assert!(!text.contains("nginx_probe_tls_"), "{text}");

@@ -2,8 +2,10 @@
 //! Completed handshakes are continuous in every `--detail` mode (nginx's
 //! `ngx_ssl_ocsp_validate`, or libssl's `SSL_do_handshake` returning 1); libssl's
 //! other figures (uprobe + uretprobe on `SSL_do_handshake`, uprobe on `SSL_free`) are
-//! detail-layer figures when nginx counts the handshakes under `--detail sampled`. All
-//! left out when the uprobes are not attached (nginx without libssl, or `--no-tls`).
+//! detail-layer figures when nginx counts the handshakes under `--detail sampled`, and
+//! left out when libssl's uprobes are not attached (nginx's count alone: no libssl
+//! mapped and none in the binary). All left out when no TLS uprobe is attached (nginx
+//! without TLS, or `--no-tls`).
 //!
 //! The report sums the handshakes of all workers (no worker label), and carries their
 //! wall time as p50/p99/max estimates, not log2 buckets: no histogram family.
@@ -30,12 +32,24 @@ fn one<T: Into<super::prometheus_format::Value>>(
     o.some(&[], tls(s).map(value));
 }
 
+/// One unlabelled sample of `value` when libssl's uprobes are attached (a shared
+/// libssl, or OpenSSL in the nginx binary); absent when nginx's count is alone
+/// (`libssl_from` `none`: those figures were not measured).
+fn libssl_one<T: Into<super::prometheus_format::Value>>(
+    s: &Scrape,
+    o: &mut Sink,
+    value: fn(&TlsReport) -> T,
+) {
+    let measured = tls(s).filter(|t| t.libssl_from.as_deref() != Some("none"));
+    o.some(&[], measured.map(value));
+}
+
 /// Handshakes completed.
 pub(super) const HANDSHAKES: Family = Family::report(
     "nginx_probe_tls_handshakes_total",
     Counter,
     &[],
-    "TLS handshakes completed on the workers' client connections since attach: nginx's ngx_ssl_ocsp_validate calls (uprobe; connections nginx accepted, TCP and QUIC) where nginx exports it, else SSL_do_handshake returning 1 (uprobes on libssl). Absent when libssl is not traced (no TLS, or --no-tls).",
+    "TLS handshakes completed on the workers' client connections since attach: nginx's ngx_ssl_ocsp_validate calls (uprobe; connections nginx accepted, TCP and QUIC) where nginx exports it, else SSL_do_handshake returning 1 (uprobes on libssl). Absent when no TLS uprobe is attached (nginx without TLS, or --no-tls).",
     |s, o| one(s, o, |t| t.handshakes),
 )
 .omit_if_empty();
@@ -60,7 +74,7 @@ pub(super) const STARTED: Family = Family::report(
     Counter,
     &[],
     "TLS handshakes started by all workers since attach (first SSL_do_handshake call on an SSL object of a client connection). All the time when nginx_probe_tls_handshakes_from_nginx is 0.",
-    |s, o| one(s, o, |t| t.started),
+    |s, o| libssl_one(s, o, |t| t.started),
 )
 .layer(Detail)
 .omit_if_empty();
@@ -71,7 +85,7 @@ pub(super) const ABANDONED: Family = Family::report(
     Counter,
     &[],
     "TLS handshakes abandoned since attach: the SSL object was freed (SSL_free) before the handshake completed (client gone, protocol error, timeout). All the time when nginx_probe_tls_handshakes_from_nginx is 0.",
-    |s, o| one(s, o, |t| t.abandoned),
+    |s, o| libssl_one(s, o, |t| t.abandoned),
 )
 .layer(Detail)
 .omit_if_empty();
@@ -82,7 +96,7 @@ pub(super) const CALLS: Family = Family::report(
     Counter,
     &[],
     "SSL_do_handshake calls of all workers since attach (several per handshake: WANT_READ/WANT_WRITE retries). All the time when nginx_probe_tls_handshakes_from_nginx is 0.",
-    |s, o| one(s, o, |t| t.calls),
+    |s, o| libssl_one(s, o, |t| t.calls),
 )
 .layer(Detail)
 .omit_if_empty();
@@ -93,7 +107,7 @@ pub(super) const CALL_SECONDS: Family = Family::report(
     Counter,
     &[],
     "Time inside SSL_do_handshake calls since attach, seconds (uprobe to uretprobe): the handshakes' CPU work, since nginx's sockets are non-blocking, plus any wait for a CPU during the calls. All the time when nginx_probe_tls_handshakes_from_nginx is 0.",
-    |s, o| one(s, o, |t| secs(t.call_ns)),
+    |s, o| libssl_one(s, o, |t| secs(t.call_ns)),
 )
 .layer(Detail)
 .omit_if_empty();

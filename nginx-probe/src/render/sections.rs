@@ -13,7 +13,9 @@
 //! columns to the JSON and the page to stay within a terminal's width, and the HTML
 //! page shows the merged exited workers in its accepts bars rather than in the table.
 
-use crate::model::{write_destination_label, ListenReport, Report, Severity, WorkerReport};
+use crate::model::{
+    write_destination_label, ListenReport, Report, Severity, TlsReport, WorkerReport,
+};
 
 use super::figures::{fmt_ns, fmt_quantile_ns, fmt_syscall_ns};
 
@@ -169,6 +171,22 @@ pub fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
 /// A share (0..=1) as a percentage with one decimal: `42.5%`.
 pub fn pct1(share: f64) -> String {
     format!("{:.1}%", share * 100.0)
+}
+
+/// Where the TLS section's libssl figures (started, abandoned, wall times, time
+/// inside `SSL_do_handshake`) come from, as every medium words it: `libssl PATH` (the
+/// libssl the master maps), `OpenSSL linked into nginx PATH` (the nginx binary), or
+/// `none (why)`; None in recordings made before it was reported.
+pub fn tls_libssl(t: &TlsReport) -> Option<String> {
+    let path = t.libssl_path.as_deref().unwrap_or("?");
+    match t.libssl_from.as_deref()? {
+        "shared_library" => Some(format!("libssl {path}")),
+        "nginx_binary" => Some(format!("OpenSSL linked into nginx {path}")),
+        _ => Some(format!(
+            "none ({})",
+            t.libssl_unavailable.as_deref().unwrap_or("not attached")
+        )),
+    }
 }
 
 /// The accept errno classes of the per-worker table, in column order (nginx's

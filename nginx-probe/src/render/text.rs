@@ -27,15 +27,27 @@ pub fn event_line(ev: &Event, master: u32) -> String {
 }
 
 /// The TLS handshakes line: counts with wall-time percentiles, or that none were seen
-/// (the uprobes attach whenever nginx maps libssl, which Debian's nginx always does,
-/// TLS listener or not: nginx-probe does not read the config to know).
+/// (the uprobes attach whenever nginx has libssl's functions or its own count, TLS
+/// listener or not: nginx-probe does not read the config to know), then where libssl's
+/// figures come from (a shared libssl, OpenSSL linked into nginx, or none and why).
 pub fn tls_line(h: &crate::model::TlsReport) -> String {
+    let libssl = sections::tls_libssl(h);
+    let from = libssl
+        .as_deref()
+        .map(|l| format!("; libssl's figures: {l}"))
+        .unwrap_or_default();
     if h.started == 0 && h.handshakes == 0 && h.abandoned == 0 {
-        return "TLS handshakes: none seen (libssl's uprobes attached: no TLS connection in the period, or no TLS listener)".into();
+        return format!("TLS handshakes: none seen (libssl's uprobes attached: no TLS connection in the period, or no TLS listener){from}");
+    }
+    if h.libssl_from.as_deref() == Some("none") {
+        return format!(
+            "TLS handshakes {} (counted by nginx's ngx_ssl_ocsp_validate; not timed){from}",
+            h.handshakes
+        );
     }
     let timed = h.timed_handshakes();
     format!(
-        "TLS handshakes {} ({}started {}, abandoned {})  wall p50 {}  p99 {}  inside SSL_do_handshake {} each{}",
+        "TLS handshakes {} ({}started {}, abandoned {})  wall p50 {}  p99 {}  inside SSL_do_handshake {} each{}{from}",
         h.handshakes,
         if h.libssl_sampled {
             "counted by nginx; in the detail windows: "
@@ -418,6 +430,49 @@ mod tests {
             line.starts_with("TLS handshakes 0 (started 3, abandoned 3)  wall p50 none  p99 none"),
             "{line}"
         );
+    }
+
+    /// The TLS line says where libssl's figures come from: a shared libssl, OpenSSL
+    /// linked into nginx, or none (counted by nginx alone, with the reason).
+    #[test]
+    fn the_tls_line_names_libssls_source() {
+        use crate::model::{LibsslSource, TlsReport};
+        let mut t = TlsReport {
+            handshakes: 40,
+            timed: 40,
+            started: 40,
+            ..Default::default()
+        };
+        t.set_libssl(Some(&LibsslSource::NginxBinary(
+            "/opt/nginx/sbin/nginx".into(),
+        )));
+        let line = tls_line(&t);
+        assert!(
+            line.starts_with("TLS handshakes 40 (started 40, abandoned 0)"),
+            "{line}"
+        );
+        assert!(
+            line.ends_with("; libssl's figures: OpenSSL linked into nginx /opt/nginx/sbin/nginx"),
+            "{line}"
+        );
+        t.set_libssl(Some(&LibsslSource::SharedLibrary(
+            "/usr/lib/x86_64-linux-gnu/libssl.so.3".into(),
+        )));
+        assert!(tls_line(&t)
+            .ends_with("; libssl's figures: libssl /usr/lib/x86_64-linux-gnu/libssl.so.3"));
+        let mut nginx_only = TlsReport {
+            handshakes: 7,
+            ..Default::default()
+        };
+        nginx_only.set_libssl(Some(&LibsslSource::Unavailable("stripped".into())));
+        assert_eq!(
+            tls_line(&nginx_only),
+            "TLS handshakes 7 (counted by nginx's ngx_ssl_ocsp_validate; not timed); libssl's figures: none (stripped)"
+        );
+        let json = serde_json::to_value(&nginx_only).unwrap();
+        assert_eq!(json["libssl_from"], "none");
+        assert!(json.get("libssl_path").is_none(), "{json}");
+        assert_eq!(json["libssl_unavailable"], "stripped");
     }
 
     /// Accepts from the uprobe: accept errors and the syscall table say they are

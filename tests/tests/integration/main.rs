@@ -28,6 +28,7 @@ mod production;
 mod recording;
 mod requests;
 mod source_build;
+mod static_ssl;
 mod untrusted;
 mod upstream;
 mod verdicts;

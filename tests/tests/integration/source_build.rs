@@ -26,7 +26,15 @@ fn without_stub_status_the_request_total_is_the_access_log_when_it_logs_every_re
     assert_eq!(one_request_per_connection(ng.addr(), 20), 20);
     // The reader polls every 500 ms.
     std::thread::sleep(Duration::from_millis(1200));
-    let s = probe.stop().summary_json();
+    let out = probe.stop();
+    let s = out.summary_json();
+    // Built without TLS: no libssl mapped, none in the binary, said with the reason.
+    let no_tls = format!(
+        "TLS handshakes are neither counted nor timed: nginx maps no libssl, and its binary {}: no SSL_set_connect_state, SSL_do_handshake, SSL_free and no ngx_ssl_handshake in its symbol table: built without TLS",
+        source_nginx().display()
+    );
+    assert!(out.stderr.contains(&no_tls), "{}", out.stderr);
+    assert!(s.get("tls").is_none_or(|v| v.is_null()), "{s}");
     let r = &s["requests"];
     assert_eq!(r["source"], "access_log", "{r}");
     assert_eq!(r["count"], 170, "{r}");

@@ -5,15 +5,13 @@
 //! symbol table; without that range (a stripped symbol, a size of 0) it walks the fd
 //! table as before and needs the kernel's BTF offsets.
 
-use std::{fs::File, path::Path};
+use std::path::Path;
 
 use aya::maps::Array;
 use log::debug;
 use nginx_probe_common::names::{map, prog};
-use object::{Object as _, ObjectSection as _, ObjectSymbol as _};
 
-use super::Probe;
-use crate::collect::nginx_counters::MAX_DYN_TABLE;
+use super::{symbols::symbols_in, Probe};
 
 /// The function whose calls are the accepts.
 pub const CALLEE: &str = "ngx_get_connection";
@@ -37,29 +35,13 @@ pub fn caller_range(callee: u64, caller: (u64, u64)) -> Result<[u64; 2], String>
     Ok([lo, lo.wrapping_add(size)])
 }
 
-/// [`caller_range`] from the ELF file at `exe` (dynamic symbols first, then the full
-/// table; tables over 16 MiB are refused unread).
+/// [`caller_range`] from the ELF file at `exe`, read by [`symbols_in`] (bounded).
 ///
 /// Errors: one line (unreadable, not ELF, a symbol missing or without size).
 pub fn caller_range_in(exe: &Path) -> Result<[u64; 2], String> {
-    let f = File::open(exe).map_err(|e| format!("cannot open {} ({e})", exe.display()))?;
-    let cache = object::ReadCache::new(&f);
-    let obj = object::File::parse(&cache).map_err(|e| format!("not an ELF binary ({e})"))?;
-    for name in [".dynsym", ".dynstr", ".symtab", ".strtab"] {
-        if let Some(s) = obj.section_by_name(name) {
-            if s.size() > MAX_DYN_TABLE {
-                return Err(format!("{name} is {} bytes, too large to read", s.size()));
-            }
-        }
-    }
-    let find = |name: &str| {
-        obj.dynamic_symbols()
-            .chain(obj.symbols())
-            .find(|s| s.is_definition() && s.name() == Ok(name))
-            .map(|s| (s.address(), s.size()))
-    };
-    let callee = find(CALLEE).ok_or_else(|| format!("no symbol {CALLEE}"))?;
-    let caller = find(CALLER).ok_or_else(|| format!("no symbol {CALLER}"))?;
+    let s = symbols_in(exe, &[CALLEE, CALLER])?;
+    let callee = s.found[0].ok_or_else(|| format!("no symbol {CALLEE}"))?;
+    let caller = s.found[1].ok_or_else(|| format!("no symbol {CALLER}"))?;
     caller_range(callee.0, caller)
 }
 
@@ -124,15 +106,5 @@ mod tests {
             "ngx_event_accept has no size in the symbol table"
         );
         assert!(caller_range(0x1000, (0x2000, 2 << 20)).is_err());
-    }
-
-    #[test]
-    fn a_file_that_is_not_elf_is_one_line() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("nginx");
-        std::fs::write(&p, b"#!/bin/sh\n").unwrap();
-        let e = caller_range_in(&p).unwrap_err();
-        assert!(e.starts_with("not an ELF binary"), "{e}");
-        assert!(!e.contains('\n'));
     }
 }
