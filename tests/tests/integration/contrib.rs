@@ -1,6 +1,7 @@
 //! contrib/: the Prometheus alert rules pass `promtool check rules`, a real scrape
 //! passes `promtool check metrics`, and every metric the dashboard and the rules name
-//! is in a real scrape. Also gzip on /metrics. Run as root through `cargo xtask test`.
+//! is in a real scrape. Also gzip on /metrics. The rules under `promtool test rules` on
+//! the series of real runs are in `alert_rules`. Run as root through `cargo xtask test`.
 
 use std::{
     collections::BTreeSet,
@@ -9,6 +10,8 @@ use std::{
     process::{Command, Stdio},
     time::Duration,
 };
+
+mod alert_rules;
 
 use nginx_probe_tests::{
     free_port, metric_sum, metric_value, one_request_per_connection, scrape, scrape_text, Nginx,
