@@ -11,6 +11,7 @@ use crate::{
     analysis::inputs::Inputs,
     model::{
         connections::{fmt_ms, PortLifecycle},
+        listener_closes::ListenerClose,
         Severity, Verdict,
     },
 };
@@ -178,6 +179,11 @@ pub fn listener_closed_resets(inp: &Inputs, out: &mut Vec<Verdict>) {
     evidence.insert("listeners_closed", serde_json::json!(t.listeners_closed));
     evidence.insert("ports", serde_json::json!(ports));
     evidence.insert("tcp_migrate_req", serde_json::json!(migrate));
+    // Each close with the reload it followed (`model::listener_closes`), bounded.
+    evidence.insert("events", serde_json::json!(c.listener_closes));
+    if let Some(m) = &c.listener_closes_merged {
+        evidence.insert("events_merged", serde_json::json!(m));
+    }
     evidence.insert(
         "source",
         serde_json::json!("tracepoints sock:inet_sock_set_state (LISTEN -> CLOSE on nginx's ports) and tcp:tcp_send_reset (sent by the task closing the listener, before it was destroyed); net.ipv4.tcp_migrate_req read in nginx's network namespace"),
@@ -197,10 +203,33 @@ pub fn listener_closed_resets(inp: &Inputs, out: &mut Vec<Verdict>) {
         evidence,
         &["listen ... reuseport", "worker_processes"],
         format!(
-            "nginx closed {} listening socket(s) in the period and the kernel reset the {n} connection(s) queued on them: those clients got `connection reset` without a response (with `reuseport` each worker has its own socket, and a reload to fewer workers or changed listens closes the old ones with their accept queues); {remedy}",
-            t.listeners_closed
+            "nginx closed {} listening socket(s) in the period and the kernel reset the {n} connection(s) queued on them{}: those clients got `connection reset` without a response (with `reuseport` each worker has its own socket, and a reload to fewer workers or changed listens closes the old ones with their accept queues); {remedy}",
+            t.listeners_closed,
+            per_reload(&c.listener_closes)
         ),
     ));
+}
+
+/// " (after the reload of generation 1, port 80: 4 reset; ...)": the resets of each listed
+/// close with the reload generation it followed; empty without events.
+fn per_reload(events: &[ListenerClose]) -> String {
+    if events.is_empty() {
+        return String::new();
+    }
+    let parts: Vec<String> = events
+        .iter()
+        .map(|e| {
+            let when = match e.reload_generation {
+                Some(g) => format!("after the reload of generation {g}"),
+                None => "before any reload".into(),
+            };
+            format!(
+                "{when}, port {}: {} reset",
+                e.port, e.resets_of_queued_connections
+            )
+        })
+        .collect();
+    format!(" ({})", parts.join("; "))
 }
 
 #[cfg(test)]
@@ -284,8 +313,29 @@ mod tests {
             tcp_migrate_req: Some(0),
             ..Default::default()
         });
+        if let Some(c) = i.connections.as_mut() {
+            c.listener_closes = vec![ListenerClose {
+                seen_unix_s: 100.0,
+                port: 8080,
+                reload_generation: Some(2),
+                reloads_since_attach: 2,
+                listeners_closed: 2,
+                resets_of_queued_connections: 12,
+            }];
+        }
         listener_closed_resets(&i, &mut v);
         assert_eq!(v.len(), 1);
+        assert_eq!(v[0].evidence["events"][0]["reload_generation"], 2);
+        assert_eq!(
+            v[0].evidence["events"][0]["resets_of_queued_connections"],
+            12
+        );
+        assert!(
+            v[0].advice
+                .contains("(after the reload of generation 2, port 8080: 12 reset)"),
+            "{}",
+            v[0].advice
+        );
         assert_eq!(v[0].severity, Severity::Critical);
         assert_eq!(v[0].evidence["resets_of_closed_listener_queue"], 12);
         assert_eq!(v[0].evidence["ports"]["8080"]["listeners_closed"], 2);

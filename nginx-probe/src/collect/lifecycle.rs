@@ -363,6 +363,18 @@ impl Lifecycle {
     /// Cumulative counters of every counted port, summed over CPUs (the idle maximum
     /// and inverted minimum combined by max). Empty when nothing is attached.
     pub fn read(&self) -> Result<LifecycleRaw, ProbeError> {
+        self.read_some(|_| true)
+    }
+
+    /// [`Lifecycle::read`] of the two counters of nginx's listener closes only
+    /// (`LISTENERS_CLOSED`, `RST_CLOSED_LISTENER`; the others left 0): what the
+    /// tracker reads every refresh for `model::listener_closes`.
+    pub fn read_listener_closes(&self) -> Result<LifecycleRaw, ProbeError> {
+        self.read_some(|i| i == lc::LISTENERS_CLOSED || i == lc::RST_CLOSED_LISTENER)
+    }
+
+    /// The counters `which` picks of every counted port (the others 0).
+    fn read_some(&self, which: impl Fn(usize) -> bool) -> Result<LifecycleRaw, ProbeError> {
         let mut out = LifecycleRaw::default();
         if self.attached.is_empty() {
             return Ok(out);
@@ -372,7 +384,7 @@ impl Lifecycle {
                 continue;
             }
             let mut v = vec![0u64; LC_PER_PORT];
-            for (i, o) in v.iter_mut().enumerate() {
+            for (i, o) in v.iter_mut().enumerate().filter(|(i, _)| which(*i)) {
                 let cpus = self.stats.get(&(idx * LC_PER_PORT as u32 + i as u32), 0)?;
                 *o = if i == lc::IDLE_MAX_MS || i == lc::IDLE_INV_MIN_MS {
                     cpus.iter().copied().max().unwrap_or(0)

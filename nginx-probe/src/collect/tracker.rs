@@ -116,6 +116,11 @@ pub struct Tracker {
     listen_failed: bool,
     /// Listening sockets seen closed since attach (orders `ListenState::closed_seq`).
     listeners_closed_seen: u64,
+    /// nginx's listening sockets closed since attach, event by event, from the
+    /// lifecycle counters read every refresh after the reload generations
+    /// (`model::listener_closes`), and where it stood when the interval started.
+    listener_closes: model::listener_closes::ListenerCloseHistory,
+    listener_closes_mark: model::listener_closes::ListenerClosesMark,
     /// Classified non-socket fds per worker pid: fd -> kind.
     fd_kinds: BTreeMap<u32, BTreeMap<u32, u32>>,
     /// Inodes of the error logs given to the kernel.
@@ -190,6 +195,8 @@ impl Tracker {
             listen_base_interval: None,
             listen_failed: false,
             listeners_closed_seen: 0,
+            listener_closes: Default::default(),
+            listener_closes_mark: Default::default(),
             fd_kinds: BTreeMap::new(),
             error_log_inodes: BTreeSet::new(),
             log_paths: BTreeMap::new(),
@@ -285,8 +292,8 @@ impl Tracker {
     /// tracking on fork (workers stay; a new master or cache processes leave the
     /// filter), adds workers found only in `/proc`, and marks exited workers (their
     /// counts stay); then samples the listen queues, the error log, the CPU quota, the
-    /// workers' fds and CPU time, and the access logs. Returns the events this call
-    /// added.
+    /// workers' fds and CPU time, the access logs, the workers' reload generations and
+    /// nginx's listening sockets closed. Returns the events this call added.
     pub fn refresh(&mut self, probe: &mut Probe) -> Result<Vec<Event>, ProbeError> {
         // 1. Children the kernel added on fork.
         self.adopt_forked(probe)?;
@@ -324,6 +331,12 @@ impl Tracker {
         let addrs = self.listen.values().map(|l| l.addr.as_str());
         self.lifecycle
             .refresh(&self.workers, addrs, probe, unix_now());
+        // 8. Listening sockets closed since the last refresh, after the generation
+        //    just brought up to date: a reload's old workers close theirs 100 ms or
+        //    more after its new workers are forked.
+        let closes = probe.lifecycle.read_listener_closes()?;
+        self.listener_closes
+            .observe(&closes.ports, unix_now(), self.lifecycle.reload_seen());
         if self.log_files_at_attach.is_none() && !self.log_fds.is_empty() {
             self.log_files_at_attach = Some(self.log_files());
         }
@@ -379,6 +392,7 @@ impl Tracker {
     /// Starts a new interval for the listen-queue maxima and counters.
     pub fn start_interval(&mut self) {
         self.interval_events.clear();
+        self.listener_closes_mark = self.listener_closes.mark();
         self.error_log.start_interval();
         self.access_logs.start_interval();
         for t in &mut self.throttle {
@@ -528,6 +542,7 @@ impl Tracker {
                 .map(|&pid| (pid, self.lifecycle.of(pid)))
                 .collect(),
             exit_history: self.lifecycle.history(),
+            listener_closes: (&self.listener_closes, self.listener_closes_mark),
             listen: ListenInputs {
                 sockets: &self.listen,
                 counters_now: crate::collect::listen::listen_counters(self.master.pid),

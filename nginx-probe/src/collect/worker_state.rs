@@ -21,6 +21,7 @@ use nginx_probe_common::exits::{decode, Exit};
 use crate::{
     collect::loader::Probe,
     model::{
+        listener_closes::ReloadSeen,
         worker_lifecycle::{
             ExitCounts, ExitHistory, SignalExit, WorkerExit, WorkerLifecycle, WorkerState,
             MAX_SIGNAL_EXITS_LISTED,
@@ -79,6 +80,9 @@ struct ExitRecord {
 pub struct Lifecycle {
     lives: BTreeMap<u32, Life>,
     newest: u32,
+    /// The newest generation at the first refresh (generations before it started
+    /// before attach).
+    newest_at_attach: u32,
     newest_start: Option<u64>,
     /// Workers of the newest generation that died abnormally, awaiting a respawn.
     credit: VecDeque<u32>,
@@ -314,6 +318,7 @@ impl Lifecycle {
             }
         }
         self.newest = draining_batches;
+        self.newest_at_attach = draining_batches;
         for &(start, pid, _) in new {
             let generation = gens.get(&pid).copied().unwrap_or_else(|| {
                 if self.newest_start.is_none() {
@@ -424,6 +429,15 @@ impl Lifecycle {
         }
     }
 
+    /// The newest reload generation now (None: generation 0, no reload seen) and the
+    /// generations started since attach, for `model::listener_closes`.
+    pub fn reload_seen(&self) -> ReloadSeen {
+        ReloadSeen {
+            generation: (self.newest > 0).then_some(self.newest),
+            since_attach: self.newest.saturating_sub(self.newest_at_attach),
+        }
+    }
+
     /// One worker's lifecycle for its report.
     pub fn of(&self, pid: u32) -> WorkerLifecycle {
         let Some(l) = self.lives.get(&pid) else {
@@ -506,7 +520,33 @@ mod tests {
         assert_eq!(l.generation_of(Some(1010), 44), 0);
         assert_eq!(l.respawns_total, 1);
         // Later, with none to replace: a reload's new generation.
+        assert_eq!(l.reload_seen(), ReloadSeen::default());
         assert_eq!(l.generation_of(Some(2000), 45), 1);
+        assert_eq!(
+            l.reload_seen(),
+            ReloadSeen {
+                generation: Some(1),
+                since_attach: 1
+            }
+        );
+    }
+
+    /// Workers draining at attach make the serving ones a later generation: a reload
+    /// before attach, none since.
+    #[test]
+    fn a_reload_before_attach_is_a_generation_with_none_since() {
+        let l = Lifecycle {
+            newest: 2,
+            newest_at_attach: 2,
+            ..Default::default()
+        };
+        assert_eq!(
+            l.reload_seen(),
+            ReloadSeen {
+                generation: Some(2),
+                since_attach: 0
+            }
+        );
     }
 
     #[test]

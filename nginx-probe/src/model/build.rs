@@ -14,6 +14,7 @@ use crate::model::{
     config::ConfigReport,
     connections::connections_report,
     listen::{listen_reports, ListenInputs},
+    listener_closes::{ListenerCloseHistory, ListenerClosesMark},
     log_files::{stale_logs, LogFileSample},
     nginx::{cpu_quota_report, QuotaInputs},
     nginx_errors::{nginx_errors_report, ErrorLogInputs},
@@ -94,6 +95,10 @@ pub struct PeriodInputs<'a> {
     pub exit_history: ExitHistory<'a>,
     /// nginx's listening sockets and the netns listen counters.
     pub listen: ListenInputs<'a>,
+    /// nginx's listening sockets closed since attach, event by event
+    /// (`collect::tracker`'s, from the lifecycle counters read every refresh), and
+    /// where the list stood when the current interval started.
+    pub listener_closes: (&'a ListenerCloseHistory, ListenerClosesMark),
     /// nginx's UDP listening ports (`/proc/<pid>/net/udp{,6}` matched to the master's
     /// socket fds), read when the report is built.
     pub udp_ports: Vec<u16>,
@@ -516,6 +521,30 @@ fn listen(p: &Period) -> Vec<model::ListenReport> {
     listen
 }
 
+/// The connections part with the period's listener-close events: since attach for the
+/// summary, since the interval's start for an interval, those seen within the window
+/// for a window. A period with events and no counter change (the period before read
+/// the close's counters, a refresh saw it after) gets a part without ports for them.
+fn with_listener_closes(
+    p: &Period,
+    c: Option<model::connections::ConnectionsReport>,
+    meta: &model::connections::LifecycleMeta,
+) -> Option<model::connections::ConnectionsReport> {
+    let (history, mark) = &p.inputs.listener_closes;
+    let (events, merged) = match p.kind {
+        ReportKind::Summary => history.of_period(None),
+        ReportKind::Interval => history.of_period(Some(mark)),
+        ReportKind::Window => (history.seen_since(p.inputs.now_unix_s - p.duration_s), None),
+    };
+    if c.is_none() && events.is_empty() && merged.is_none() {
+        return None;
+    }
+    let mut c = c.unwrap_or_else(|| model::connections::empty_report(meta));
+    c.listener_closes = events;
+    c.listener_closes_merged = merged;
+    Some(c)
+}
+
 /// The parts of a report built from the deltas, for [`assemble`].
 struct Parts {
     workers: Vec<WorkerReport>,
@@ -532,7 +561,11 @@ struct Parts {
 fn assemble(p: &Period, parts: Parts, missing: &[String], end_reason: Option<String>) -> Report {
     let (cur, prev, inputs) = (p.cur, p.prev, p.inputs);
     let (lc, lc_meta) = &cur.lifecycle;
-    let connections = connections_report(lc, prev.map(|p| &p.lifecycle.0), lc_meta);
+    let connections = with_listener_closes(
+        p,
+        connections_report(lc, prev.map(|p| &p.lifecycle.0), lc_meta),
+        lc_meta,
+    );
     let access_log = inputs.access_log.clone().map(|mut a| {
         // Lines over nginx's own count of the same period (never over an estimate).
         a.share_logged = match (parts.requests.source, parts.requests.count) {

@@ -55,6 +55,18 @@ fn build(
     cur: &Snapshot,
     prev: Option<&Snapshot>,
 ) -> Report {
+    let closes = ListenerCloseHistory::default();
+    build_with(workers, merged, kind, (cur, prev), (&closes, closes.mark()))
+}
+
+/// [`build`] with the tracker's listener-close history and its interval mark.
+fn build_with(
+    workers: &BTreeMap<u32, WorkerInfo>,
+    merged: Option<MergedInputs>,
+    kind: ReportKind,
+    (cur, prev): (&Snapshot, Option<&Snapshot>),
+    listener_closes: (&ListenerCloseHistory, ListenerClosesMark),
+) -> Report {
     let (totals, respawns, signals) = (ExitCounts::default(), VecDeque::new(), VecDeque::new());
     let (sockets, log_paths) = (BTreeMap::new(), BTreeMap::new());
     let inputs = PeriodInputs {
@@ -93,6 +105,7 @@ fn build(
             base_total: None,
             base_interval: None,
         },
+        listener_closes,
         udp_ports: Vec::new(),
         nginx_errors: Default::default(),
         cpu_quota: None,
@@ -171,4 +184,74 @@ fn a_window_takes_cpu_time_from_the_two_snapshots() {
     assert!(r.exited_merged.is_none());
     let r = build(&workers, None, ReportKind::Summary, &cur, None);
     assert_eq!(r.workers[0].cpu_s, Some(9.0));
+}
+
+/// Lifecycle counters of port 80 with `closed` listeners closed and `resets` resets of
+/// their queues.
+fn closes_on_80(closed: u64, resets: u64) -> model::connections::LifecycleRaw {
+    use nginx_probe_common::lifecycle as lc;
+    let mut v = vec![0; lc::LC_PER_PORT];
+    v[lc::LISTENERS_CLOSED] = closed;
+    v[lc::RST_CLOSED_LISTENER] = resets;
+    v[lc::RST_SENT] = resets;
+    model::connections::LifecycleRaw {
+        ports: BTreeMap::from([(80, v)]),
+    }
+}
+
+#[test]
+fn the_summary_lists_every_listener_close_and_an_interval_its_own() {
+    use crate::model::listener_closes::ReloadSeen;
+    let workers = BTreeMap::new();
+    let mut h = ListenerCloseHistory::default();
+    let after = |g| ReloadSeen {
+        generation: Some(g),
+        since_attach: g,
+    };
+    h.observe(&closes_on_80(1, 4).ports, 990.0, after(1));
+    let mark = h.mark();
+    h.observe(&closes_on_80(2, 10).ports, 995.0, after(2));
+    let (mut prev, mut cur) = (snap(&[], &[], 0), snap(&[], &[], 0));
+    prev.lifecycle.0 = closes_on_80(1, 4);
+    cur.lifecycle.0 = closes_on_80(2, 10);
+    let r = build_with(
+        &workers,
+        None,
+        ReportKind::Summary,
+        (&cur, None),
+        (&h, mark),
+    );
+    let c = r.connections.expect("connections");
+    let got: Vec<(Option<u32>, u64, u64)> = c
+        .listener_closes
+        .iter()
+        .map(|e| {
+            (
+                e.reload_generation,
+                e.listeners_closed,
+                e.resets_of_queued_connections,
+            )
+        })
+        .collect();
+    assert_eq!(got, vec![(Some(1), 1, 4), (Some(2), 1, 6)]);
+    assert_eq!(c.listener_closes_merged, None);
+    let kind = ReportKind::Interval;
+    let r = build_with(&workers, None, kind, (&cur, Some(&prev)), (&h, mark));
+    let c = r.connections.expect("connections");
+    assert_eq!(c.listener_closes.len(), 1);
+    assert_eq!(c.listener_closes[0].seen_unix_s, 995.0);
+    // A window of the last 10 s (now 1000) holds both; none without the counters.
+    let kind = ReportKind::Window;
+    let r = build_with(&workers, None, kind, (&cur, Some(&prev)), (&h, mark));
+    assert_eq!(r.connections.expect("connections").listener_closes.len(), 2);
+    // The counters read by the period before, the close seen by a refresh after: the
+    // interval carries the event without ports.
+    let kind = ReportKind::Interval;
+    let r = build_with(&workers, None, kind, (&cur, Some(&cur)), (&h, mark));
+    let c = r.connections.expect("connections");
+    assert!(c.ports.is_empty());
+    assert_eq!(c.listener_closes.len(), 1);
+    // Nothing counted and no event: no connections.
+    let r = build_with(&workers, None, kind, (&cur, Some(&cur)), (&h, h.mark()));
+    assert_eq!(r.connections, None);
 }

@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 use nginx_probe_common::lifecycle::{self as lc, LC_IDLE_BUCKETS, LC_PER_PORT, LC_REASONS};
 use serde::{Deserialize, Serialize};
 
+use crate::model::listener_closes::{ListenerClose, ListenerClosesMerged};
+
 /// Idle times of nginx's closes "sit at one value" when the longest and the shortest
 /// since attach differ by at most this share of their mean (or by [`PINNED_SLACK_MS`]).
 pub const PINNED_SPREAD: f64 = 0.10;
@@ -127,6 +129,17 @@ pub struct ConnectionsReport {
     /// tracepoints (the cheaper default), when they do.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raw_unavailable: Option<String>,
+    /// nginx's listening sockets closed, one event per port and refresh that saw any
+    /// (the summary: since attach; an interval: the events its refreshes saw), with
+    /// the reload each followed and the resets of their queued connections (see
+    /// [`crate::model::listener_closes`]); at most
+    /// [`crate::model::listener_closes::MAX_LISTENER_CLOSES`] since attach.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub listener_closes: Vec<ListenerClose>,
+    /// The period's listener-close events merged away to keep the list bounded (the
+    /// oldest since attach), summed; absent when none were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listener_closes_merged: Option<ListenerClosesMerged>,
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -246,14 +259,26 @@ pub fn connections_report(
         return None;
     }
     Some(ConnectionsReport {
-        source: if meta.raw { RAW_SOURCE } else { SOURCE }.to_string(),
         ports,
+        ..empty_report(meta)
+    })
+}
+
+/// A report with no port counted in the period, how the counts are made from `meta`:
+/// what a period whose only news is a listener close seen by a refresh (its counters
+/// read by the period before) carries them in.
+pub fn empty_report(meta: &LifecycleMeta) -> ConnectionsReport {
+    ConnectionsReport {
+        source: if meta.raw { RAW_SOURCE } else { SOURCE }.to_string(),
+        ports: Vec::new(),
         hz: meta.hz.as_ref().map(|h| h.0),
         hz_source: meta.hz.as_ref().map(|h| h.1.clone()),
         idle_unknown: meta.idle_unknown.clone(),
         ports_not_counted: meta.ports_not_counted,
         raw_unavailable: meta.raw_unavailable.clone(),
-    })
+        listener_closes: Vec::new(),
+        listener_closes_merged: None,
+    }
 }
 
 /// One port's connection lifecycle over the period: the change of its counters `c`

@@ -16,6 +16,7 @@ pub mod config;
 pub mod connections;
 pub mod error_classes;
 pub mod listen;
+pub mod listener_closes;
 pub use listen::ListenReport;
 pub mod local_ports;
 pub mod log_files;

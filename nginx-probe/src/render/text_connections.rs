@@ -8,18 +8,19 @@ use std::fmt::Write as _;
 /// within it follows the response itself (`Connection: close`, keepalive off).
 const IDLE_TIMEOUT_MIN_MS: f64 = 100.0;
 
-use crate::model::{connections::fmt_ms, Report};
+use crate::model::{
+    connections::{fmt_ms, ConnectionsReport},
+    listener_closes::ListenerClose,
+    Report,
+};
+
+use super::clock::clock;
 
 /// Appends the section; nothing when the report has no `connections`.
 pub fn connections_section(out: &mut String, r: &Report) {
     let Some(c) = &r.connections else { return };
     let t = c.total();
-    let ports: Vec<String> = c.ports.iter().map(|p| p.port.to_string()).collect();
-    let _ = writeln!(
-        out,
-        "\nCONNECTIONS (port {}; tracepoints sock:inet_sock_set_state, tcp:tcp_*_reset)",
-        ports.join(", ")
-    );
+    title(out, c);
     let _ = writeln!(
         out,
         "  established {}  closed first by nginx {}  by the client {}  by a reset {}",
@@ -50,6 +51,7 @@ pub fn connections_section(out: &mut String, r: &Report) {
             t.listeners_closed, t.resets_of_closed_listener_queue
         );
     }
+    listener_close_lines(out, c);
     match &t.idle_before_nginx_close {
         Some(i) => {
             let _ = writeln!(
@@ -87,6 +89,89 @@ pub fn connections_section(out: &mut String, r: &Report) {
     }
 }
 
+/// The section's title: the ports counted, and those of listener closes seen in the
+/// period only.
+fn title(out: &mut String, c: &ConnectionsReport) {
+    let ports: std::collections::BTreeSet<u16> = c
+        .ports
+        .iter()
+        .map(|p| p.port)
+        .chain(c.listener_closes.iter().map(|e| e.port))
+        .collect();
+    let ports: Vec<String> = ports.iter().map(u16::to_string).collect();
+    let _ = writeln!(
+        out,
+        "\nCONNECTIONS (port {}; tracepoints sock:inet_sock_set_state, tcp:tcp_*_reset)",
+        ports.join(", ")
+    );
+}
+
+/// One line per listener-close event of the period (after which reload, when, the
+/// port, sockets closed and queued connections reset), then the merged ones' sums.
+fn listener_close_lines(out: &mut String, c: &ConnectionsReport) {
+    for e in &c.listener_closes {
+        let _ = writeln!(
+            out,
+            "    {} at {}: port {}, {}, {}",
+            after_reload(e),
+            clock(e.seen_unix_s),
+            e.port,
+            count(
+                e.listeners_closed,
+                "listening socket",
+                "listening sockets",
+                "closed"
+            ),
+            count(
+                e.resets_of_queued_connections,
+                "queued connection",
+                "queued connections",
+                "reset"
+            )
+        );
+    }
+    if let Some(m) = &c.listener_closes_merged {
+        let _ = writeln!(
+            out,
+            "    {} (not listed): {}, {}",
+            count(
+                m.events,
+                "older listener close",
+                "older listener closes",
+                "merged"
+            ),
+            count(
+                m.listeners_closed,
+                "listening socket",
+                "listening sockets",
+                "closed"
+            ),
+            count(
+                m.resets_of_queued_connections,
+                "queued connection",
+                "queued connections",
+                "reset"
+            )
+        );
+    }
+}
+
+/// "after reload 2 (generation 2)": the reload an event follows.
+fn after_reload(e: &ListenerClose) -> String {
+    match e.reload_generation {
+        None => "before any reload".into(),
+        Some(g) if e.reloads_since_attach == 0 => {
+            format!("after a reload before attach (generation {g})")
+        }
+        Some(g) => format!("after reload {} (generation {g})", e.reloads_since_attach),
+    }
+}
+
+/// "1 listening socket closed", "12 queued connections reset".
+fn count(n: u64, one: &str, many: &str, what: &str) -> String {
+    format!("{n} {} {what}", if n == 1 { one } else { many })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,5 +203,39 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("listening sockets closed 1"), "{out}");
+        assert!(!out.contains("after reload"), "{out}");
+    }
+
+    #[test]
+    fn each_listener_close_is_a_line_naming_its_reload() {
+        use crate::model::listener_closes::ListenerClosesMerged;
+        let mut c = crate::model::connections::sample_report();
+        let at = |g: Option<u32>, since: u32, closed: u64, resets: u64| ListenerClose {
+            seen_unix_s: 3603.0,
+            port: 8080,
+            reload_generation: g,
+            reloads_since_attach: since,
+            listeners_closed: closed,
+            resets_of_queued_connections: resets,
+        };
+        c.listener_closes = vec![
+            at(Some(1), 1, 1, 12),
+            at(Some(3), 0, 2, 1),
+            at(None, 0, 1, 0),
+        ];
+        c.listener_closes_merged = Some(ListenerClosesMerged {
+            events: 3,
+            listeners_closed: 3,
+            resets_of_queued_connections: 7,
+        });
+        let mut out = String::new();
+        listener_close_lines(&mut out, &c);
+        assert_eq!(
+            out,
+            "    after reload 1 (generation 1) at 01:00:03: port 8080, 1 listening socket closed, 12 queued connections reset\n\
+             \x20   after a reload before attach (generation 3) at 01:00:03: port 8080, 2 listening sockets closed, 1 queued connection reset\n\
+             \x20   before any reload at 01:00:03: port 8080, 1 listening socket closed, 0 queued connections reset\n\
+             \x20   3 older listener closes merged (not listed): 3 listening sockets closed, 7 queued connections reset\n"
+        );
     }
 }

@@ -290,38 +290,44 @@ fn a_reuseport_reload_is_counted_by_the_perf_event_fallback_too() {
     reuseport_reload(true);
 }
 
-// Long because: one scenario step by step (stop, connect, reload, kill, read every
-// client), then its assertions; split, each half would need the other's state.
-fn reuseport_reload(perf: bool) {
-    use nix::{
-        sys::signal::{kill, Signal},
-        unistd::Pid,
-    };
-    const M: usize = 60;
-    // A closed listener's queued requests go to another socket of the group only
-    // with net.ipv4.tcp_migrate_req (Linux 5.14, default 0).
+/// nginx with `listen ... reuseport`; this file's reload tests need
+/// net.ipv4.tcp_migrate_req 0 (Linux 5.14, the default): with 1, a closed listener's
+/// queued requests go to another socket of the group.
+fn reuseport_config() -> NginxConfig {
     let migrate = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_migrate_req")
         .map(|v| v.trim().to_string())
         .unwrap_or_else(|_| "0".into());
     assert_eq!(migrate, "0", "this test needs net.ipv4.tcp_migrate_req = 0");
-    let ng = Nginx::start(&NginxConfig {
+    NginxConfig {
         listen_extra: "reuseport".into(),
         ..NginxConfig::default()
-    });
-    let run = Probe::on(&ng)
-        .json()
-        .summary_only()
-        .args(lifecycle_set(perf))
-        .start();
+    }
+}
+
+/// After 1 s, stops `ng`'s workers (`from` of them), queues `m` clients that each send a request,
+/// reloads to `to` workers, waits for the new ones and 1.5 s more (so the probe's
+/// 500 ms refreshes see the new generation before the old one goes), kills the old
+/// workers while stopped (as a worker_shutdown_timeout or an OOM kill would: they were
+/// the closed reuseport socket's last holders, having accepted nothing), and reads
+/// every client. Returns (clients served a 200, clients reset).
+fn reload_with_queued_clients(ng: &Nginx, from: usize, to: usize, m: usize) -> (u64, u64) {
+    use nix::{
+        sys::signal::{kill, Signal},
+        unistd::Pid,
+    };
+    // The probe's refreshes (every 500 ms) see the workers as they are first: its
+    // first one numbers those it finds as generation 0, and a reload before it would
+    // leave old and new workers alike serving, one generation.
+    std::thread::sleep(Duration::from_millis(1000));
     let old = ng.worker_pids();
-    assert_eq!(old.len(), 2);
+    assert_eq!(old.len(), from);
     let signal = |pids: &[u32], s: Signal| {
         for &p in pids {
             kill(Pid::from_raw(p as i32), s).expect("signal a worker");
         }
     };
     signal(&old, Signal::SIGSTOP);
-    let mut clients: Vec<TcpStream> = (0..M)
+    let mut clients: Vec<TcpStream> = (0..m)
         .map(|_| {
             let mut s = TcpStream::connect(ng.addr()).expect("connect (queued)");
             s.write_all(b"GET / HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
@@ -332,18 +338,19 @@ fn reuseport_reload(perf: bool) {
         .collect();
     let conf = ng.prefix.join("nginx.conf");
     let text = std::fs::read_to_string(&conf).unwrap();
-    assert!(text.contains("worker_processes 2;"), "{text}");
-    std::fs::write(
-        &conf,
-        text.replace("worker_processes 2;", "worker_processes 1;"),
-    )
-    .unwrap();
+    let (was, now) = (
+        format!("worker_processes {from};"),
+        format!("worker_processes {to};"),
+    );
+    assert!(text.contains(&was), "{text}");
+    std::fs::write(&conf, text.replace(&was, &now)).unwrap();
     kill(Pid::from_raw(ng.master_pid() as i32), Signal::SIGHUP).unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !ng.worker_pids().iter().any(|p| !old.contains(p)) {
-        assert!(std::time::Instant::now() < deadline, "no new worker");
+    while ng.worker_pids().iter().filter(|p| !old.contains(p)).count() < to {
+        assert!(std::time::Instant::now() < deadline, "no new workers");
         std::thread::sleep(Duration::from_millis(20));
     }
+    std::thread::sleep(Duration::from_millis(1500));
     signal(&old, Signal::SIGKILL);
     let (mut ok, mut reset) = (0u64, 0u64);
     for c in clients.iter_mut() {
@@ -362,6 +369,21 @@ fn reuseport_reload(perf: bool) {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+    (ok, reset)
+}
+
+// Long because: one scenario (a probe around a reload), then its assertions on the
+// port, the verdict and the LISTEN table.
+fn reuseport_reload(perf: bool) {
+    const M: usize = 60;
+    let ng = Nginx::start(&reuseport_config());
+    let run = Probe::on(&ng)
+        .json()
+        .summary_only()
+        .duration("60s")
+        .args(lifecycle_set(perf))
+        .start();
+    let (ok, reset) = reload_with_queued_clients(&ng, 2, 1, M);
     let s = run.stop().summary_json();
     let p = port_counted_by(&s, &ng, perf);
     assert_eq!(ok + reset, M as u64);
@@ -371,6 +393,10 @@ fn reuseport_reload(perf: bool) {
     );
     assert_eq!(p["listeners_closed"], 1, "{p}");
     assert_eq!(p["resets_of_closed_listener_queue"], reset, "{p}");
+    let closes = &s["connections"]["listener_closes"];
+    assert_eq!(closes.as_array().map(Vec::len), Some(1), "{closes}");
+    assert_eq!(closes[0]["reload_generation"], 1, "{closes}");
+    assert_eq!(closes[0]["resets_of_queued_connections"], reset, "{closes}");
     // The verdict: exactly the clients reset, the sysctl as read in nginx's namespace
     // (this test's host: 0), the reuseport listen and the worker_processes the reload
     // loaded, each with its line.
@@ -421,4 +447,98 @@ fn reuseport_reload(perf: bool) {
         "{}",
         s["listen"]
     );
+}
+
+/// Case 20, counted around each reload: `reuseport`, 3 workers, then two reloads a few
+/// seconds apart, 3 -> 2 -> 1 workers, each with clients queued on the stopped old
+/// workers' sockets. The summary lists exactly two listener-close events, one per
+/// reload, each with one socket closed, the generation it followed (1, then 2) and
+/// exactly the clients that reload reset; the interval reports list the same two.
+#[test]
+fn listener_closes_are_counted_per_reload() {
+    const M: usize = 60;
+    let ng = Nginx::start(&NginxConfig {
+        workers: 3,
+        ..reuseport_config()
+    });
+    let rec = ng.prefix.join("closes.jsonl");
+    let run = Probe::on(&ng)
+        .json()
+        .interval("1s")
+        .duration("60s")
+        .record(&rec)
+        .start();
+    let mut per_reload = Vec::new();
+    for (from, to) in [(3, 2), (2, 1)] {
+        let (ok, reset) = reload_with_queued_clients(&ng, from, to, M);
+        assert_eq!(ok + reset, M as u64);
+        assert!(reset > 0, "no queued connection reset ({ok} served)");
+        per_reload.push(reset);
+        std::thread::sleep(Duration::from_millis(2000));
+    }
+    let out = run.stop();
+    let s = out.summary_json();
+    let events = |r: &Value| -> Vec<(u64, u64, u64, u64, f64)> {
+        r["connections"]["listener_closes"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|e| {
+                        assert_eq!(e["port"], ng.port as u64, "{e}");
+                        (
+                            e["reload_generation"].as_u64().unwrap_or(0),
+                            e["reloads_since_attach"].as_u64().unwrap_or(0),
+                            e["listeners_closed"].as_u64().unwrap_or(0),
+                            e["resets_of_queued_connections"].as_u64().unwrap_or(0),
+                            e["seen_unix_s"].as_f64().unwrap_or(0.0),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let all = events(&s);
+    let want = vec![(1, 1, 1, per_reload[0]), (2, 2, 1, per_reload[1])];
+    let got: Vec<(u64, u64, u64, u64)> = all.iter().map(|e| (e.0, e.1, e.2, e.3)).collect();
+    assert_eq!(got, want, "{}", s["connections"]);
+    assert!(all[0].4 < all[1].4, "{}", s["connections"]);
+    assert!(s["connections"].get("listener_closes_merged").is_none());
+    let p = port_of(&s, &ng);
+    assert_eq!(p["listeners_closed"], 2, "{p}");
+    assert_eq!(
+        p["resets_of_closed_listener_queue"],
+        per_reload[0] + per_reload[1],
+        "{p}"
+    );
+    // The interval reports (every line but the summary) list the same two, once each.
+    let lines: Vec<Value> = out
+        .stdout
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    let in_intervals: Vec<(u64, u64, u64, u64, f64)> =
+        lines[..lines.len() - 1].iter().flat_map(&events).collect();
+    assert_eq!(in_intervals, all);
+    let v = verdict(&s, "listener_closed_resets")
+        .unwrap_or_else(|| panic!("no listener_closed_resets in {}", s["verdicts"]));
+    assert_eq!(v["evidence"]["events"], s["connections"]["listener_closes"]);
+    // The text report of the recording: one line per reload.
+    let text = Probe::report(&rec).run().stdout;
+    for (i, reset) in per_reload.iter().enumerate() {
+        let line = format!(
+            "after reload {n} (generation {n}) at {}: port {}, 1 listening socket closed, {reset} queued connection{} reset",
+            clock(all[i].4),
+            ng.port,
+            if *reset == 1 { "" } else { "s" },
+            n = i + 1,
+        );
+        assert!(text.contains(&line), "{line} not in {text}");
+    }
+}
+
+/// HH:MM:SS (UTC) of `unix_s`, as the text report shows times.
+fn clock(unix_s: f64) -> String {
+    let day = unix_s as u64 % 86_400;
+    format!("{:02}:{:02}:{:02}", day / 3600, day / 60 % 60, day % 60)
 }
