@@ -97,6 +97,20 @@ impl Worker {
     }
 }
 
+/// The report's one listening socket: 2 queued of 511, 3 overflows, 4 drops.
+fn one_listener() -> ListenReport {
+    ListenReport {
+        addr: "127.0.0.1:8080".into(),
+        backlog: 511,
+        queue_now: 2,
+        queue_max: 7,
+        overflows: 3,
+        drops: 4,
+        socket_drops: Some(2),
+        closed: false,
+    }
+}
+
 /// A 10 s report of `workers` (in pid order, as the tracker makes it) and of
 /// `merged` exited workers summed as one: nginx's counters, one listening socket, the
 /// error log, the CPU quota, drops and a verdict.
@@ -143,16 +157,7 @@ fn report_of(workers: &[Worker], merged: Option<(u64, Worker)>) -> Report {
         }),
         // As the tracker makes it: from all workers' summed kernel counters.
         tls: Some(model::tls_report(&all_slots(workers, merged.as_ref()), false, false)),
-        listen: vec![ListenReport {
-            addr: "127.0.0.1:8080".into(),
-            backlog: 511,
-            queue_now: 2,
-            queue_max: 7,
-            overflows: 3,
-            drops: 4,
-            socket_drops: Some(2),
-            closed: false,
-        }],
+        listen: vec![one_listener()],
         logs: BTreeMap::new(),
         exited_merged: merged.map(|(n, w)| MergedReport {
             workers: n,
