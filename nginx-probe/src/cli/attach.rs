@@ -94,7 +94,7 @@ pub(super) fn attach_programs(
 }
 
 /// nginx's own counters (always), the request uprobes (`--uprobes`) and the TLS
-/// handshake uprobes (unless `--no-tls`, when nginx maps libssl); each one that cannot
+/// handshake uprobes (unless `--no-tls`: in the libssl nginx maps, or in the nginx binary when OpenSSL is linked into it); each one that cannot
 /// be had is warned about and left out of the report with its reason.
 fn attach_request_sources(
     args: &TraceArgs,

@@ -89,6 +89,7 @@ pub fn render_html(rec: &Recording) -> String {
                 }
                 (verdicts_section(whole))
                 (accepts_section(whole))
+                (connections_section(whole))
                 (timeline_section(&rec.intervals))
                 (super::html_workers::workers_section(whole))
                 (histograms_section(whole))
@@ -183,6 +184,30 @@ fn verdicts_section(r: &Report) -> Markup {
 }
 
 /// A bar width in percent of its track, from a share (0..=1): one decimal.
+/// nginx's client connections over the run: who closed first, idle time before
+/// nginx's closes, resets, listening sockets closed per reload. The same lines as the
+/// text report's CONNECTIONS section ([`super::text_connections`], one source of the
+/// facts), each escaped; or why they were not traced. Nothing when neither.
+fn connections_section(r: &Report) -> Markup {
+    let mut text = String::new();
+    super::text_connections::connections_section(&mut text, r);
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    html! {
+        @if let Some((title, rest)) = lines.split_first() {
+            section id="connections" {
+                h2 { "Connections" }
+                p.muted { (title.trim_start_matches("CONNECTIONS").trim()) }
+                ul { @for l in rest { li { (l.trim()) } } }
+            }
+        } @else if let Some(why) = &r.connections_not_traced {
+            section id="connections" {
+                h2 { "Connections" }
+                p.muted { "Not counted: " (why) }
+            }
+        }
+    }
+}
+
 fn bar_width(share: f64) -> String {
     let s = if share.is_finite() {
         share.clamp(0.0, 1.0)

@@ -339,3 +339,46 @@ fn the_access_log_and_the_configuration_have_sections_escaped() {
         "{c}"
     );
 }
+
+#[test]
+fn connections_are_shown_as_the_text_report_says_them_or_why_not() {
+    use crate::model::connections::{ConnectionsReport, PortLifecycle};
+    let mut rec = real();
+    assert!(!render_html(&rec).contains("id=\"connections\""));
+    let s = rec.summary.as_mut().unwrap();
+    s.connections = Some(ConnectionsReport {
+        source: "raw tracepoints <sock>".into(),
+        ports: vec![PortLifecycle {
+            port: 8080,
+            established: 300,
+            closed_by_nginx: 290,
+            closed_by_client: 7,
+            closed_by_reset: 3,
+            resets_received: 3,
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    let page = render_html(&rec);
+    let c = element(&page, "id=\"connections\"", "</section>");
+    assert!(
+        c.contains(
+            "<li>established 300  closed first by nginx 290  by the client 7  by a reset 3</li>"
+        ),
+        "{c}"
+    );
+    assert!(c.contains("resets received 3  sent 0"), "{c}");
+    // Not traced: said, with why, instead of zeros.
+    let s = rec.summary.as_mut().unwrap();
+    s.connections = None;
+    s.connections_not_traced =
+        Some("the connection lifecycle tracepoints are not attached (--no-lifecycle)".into());
+    let page = render_html(&rec);
+    let c = element(&page, "id=\"connections\"", "</section>");
+    assert!(
+        c.contains(
+            "Not counted: the connection lifecycle tracepoints are not attached (--no-lifecycle)"
+        ),
+        "{c}"
+    );
+}

@@ -217,11 +217,31 @@ fn without_the_lifecycle_tracepoints_no_verdict_names_who_closed() {
         "{}",
         summary["workers"]
     );
+    assert_eq!(
+        summary["connections_not_traced"],
+        "the connection lifecycle tracepoints are not attached (--no-lifecycle)"
+    );
     for v in summary["verdicts"].as_array().into_iter().flatten() {
-        assert!(v["evidence"]["closed_by"].is_null(), "{v}");
         let advice = v["advice"].as_str().unwrap_or("");
         assert!(!advice.contains("nginx closed 200"), "{advice}");
+        assert!(
+            !advice.contains("the clients close their connections"),
+            "{advice}"
+        );
     }
+    // keepalive_off fires (an accept per request) and says who closed is unknown, why.
+    let v = verdict(&summary, "keepalive_off")
+        .unwrap_or_else(|| panic!("no keepalive_off in {}", summary["verdicts"]));
+    assert_eq!(
+        v["evidence"]["closed_by"],
+        "unknown: the connection lifecycle tracepoints are not attached (--no-lifecycle)",
+        "{v}"
+    );
+    let advice = v["advice"].as_str().unwrap_or("");
+    assert!(
+        advice.contains("who closes them is not measured"),
+        "{advice}"
+    );
 }
 
 /// N clients send a request, read the response and close with SO_LINGER 0 (a RST):
