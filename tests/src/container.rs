@@ -17,9 +17,7 @@ pub const TRIXIE_NGINX_VERSION: &str = "nginx/1.26";
 
 /// The trixie root's directory: `$NGINX_PROBE_TRIXIE_ROOT` or [`TRIXIE_ROOT`].
 pub fn trixie_root_dir() -> PathBuf {
-    std::env::var_os("NGINX_PROBE_TRIXIE_ROOT")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(TRIXIE_ROOT))
+    dir_from_env("NGINX_PROBE_TRIXIE_ROOT", TRIXIE_ROOT)
 }
 
 /// Whether `dir` is a complete root: `chroot DIR /usr/sbin/nginx -v` prints
@@ -100,9 +98,14 @@ pub const SOURCE_NGINX_VERSION: &str = "nginx/1.26.3";
 
 /// The source build's install prefix: `$NGINX_PROBE_SOURCE_NGINX` or [`SOURCE_NGINX`].
 pub fn source_nginx_dir() -> PathBuf {
-    std::env::var_os("NGINX_PROBE_SOURCE_NGINX")
+    dir_from_env("NGINX_PROBE_SOURCE_NGINX", SOURCE_NGINX)
+}
+
+/// The directory `$var` names, else `default`.
+fn dir_from_env(var: &str, default: &str) -> PathBuf {
+    std::env::var_os(var)
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(SOURCE_NGINX))
+        .unwrap_or_else(|| PathBuf::from(default))
 }
 
 /// The source-built nginx binary; a panic naming `cargo xtask setup` when it is
@@ -120,9 +123,7 @@ pub const STATIC_SSL_NGINX: &str = "/var/lib/nginx-probe-tests/nginx-1.26.3-stat
 /// The static-OpenSSL build's install prefix: `$NGINX_PROBE_STATIC_SSL_NGINX` or
 /// [`STATIC_SSL_NGINX`].
 pub fn static_ssl_nginx_dir() -> PathBuf {
-    std::env::var_os("NGINX_PROBE_STATIC_SSL_NGINX")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(STATIC_SSL_NGINX))
+    dir_from_env("NGINX_PROBE_STATIC_SSL_NGINX", STATIC_SSL_NGINX)
 }
 
 /// The nginx binary linked with OpenSSL statically; a panic naming `cargo xtask setup`

@@ -138,7 +138,6 @@ fn attach_tls(master: &Master, probe: &mut Probe, tracker: &mut Tracker, sampled
     };
     match probe.attach_tls(libssl, &exe, sampled) {
         Ok(src) => {
-            tracker.tls_attached = true;
             tracker.tls_from_nginx = src.handshakes_from_nginx;
             tracker.tls_libssl_sampled = src.libssl_sampled;
             if let Some(e) = &src.nginx_unavailable {
@@ -229,20 +228,12 @@ pub(super) fn banner(
 /// nginx's count, TLS listener or not: the config is not read; they fire only on TLS
 /// handshakes).
 fn tls_note(tracker: &Tracker) -> String {
-    if !tracker.tls_attached {
+    let Some(src) = &tracker.tls_libssl else {
         return String::new();
-    }
-    let libssl = tracker
-        .tls_libssl
-        .as_ref()
-        .map(libssl_words)
-        .unwrap_or_else(|| "libssl".into());
-    let what = match (
-        tracker.tls_from_nginx,
-        tracker.tls_libssl_sampled,
-        &tracker.tls_libssl,
-    ) {
-        (true, _, Some(model::LibsslSource::Unavailable(_))) => {
+    };
+    let libssl = libssl_words(src);
+    let what = match (tracker.tls_from_nginx, tracker.tls_libssl_sampled, src) {
+        (true, _, model::LibsslSource::Unavailable(_)) => {
             "handshakes counted by nginx's ngx_ssl_ocsp_validate, not timed".to_string()
         }
         (true, true, _) => format!("handshakes counted by nginx's ngx_ssl_ocsp_validate, timed by {libssl} in detail windows"),

@@ -77,15 +77,14 @@ pub struct Tracker {
     pub counters: Option<NginxCounters>,
     /// Why `counters` is None.
     pub counters_error: Option<String>,
-    /// Whether the TLS handshake uprobes are attached (the report then has `tls`).
-    pub tls_attached: bool,
     /// Completed handshakes come from nginx's `ngx_ssl_ocsp_validate` (see
     /// `loader::TlsSources`).
     pub tls_from_nginx: bool,
     /// libssl's handshake figures come from the detail windows only.
     pub tls_libssl_sampled: bool,
     /// Where libssl's uprobes are attached (a shared libssl, the nginx binary, or
-    /// nowhere and why); None when TLS is not traced.
+    /// nowhere and why); None when the TLS handshake uprobes are not attached (the
+    /// report then has no `tls`).
     pub tls_libssl: Option<model::LibsslSource>,
     /// Whether accepts come from the `ngx_get_connection` uprobe
     /// (`Probe::accepts_from_uprobe`).
@@ -177,7 +176,6 @@ impl Tracker {
             request_source: RequestSource::Unknown,
             counters: None,
             counters_error: Some("nginx's counters were not opened".into()),
-            tls_attached: false,
             tls_from_nginx: false,
             tls_libssl_sampled: false,
             tls_libssl: None,
@@ -522,7 +520,6 @@ impl Tracker {
             }),
             request_source: self.request_source,
             counters_error: self.counters_error.as_deref(),
-            tls_attached: self.tls_attached,
             tls_from_nginx: self.tls_from_nginx,
             tls_libssl_sampled: self.tls_libssl_sampled,
             tls_libssl: self.tls_libssl.as_ref(),

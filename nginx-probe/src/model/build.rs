@@ -56,14 +56,13 @@ pub struct PeriodInputs<'a> {
     pub request_source: RequestSource,
     /// Why nginx's stub_status counters are unreadable; None when read.
     pub counters_error: Option<&'a str>,
-    /// Whether the TLS handshake uprobes are attached (the report then has `tls`).
-    pub tls_attached: bool,
     /// Completed handshakes come from nginx's `ngx_ssl_ocsp_validate` uprobe.
     pub tls_from_nginx: bool,
     /// libssl's handshake figures come from the detail windows only.
     pub tls_libssl_sampled: bool,
     /// Where libssl's uprobes are attached (a shared libssl, the nginx binary, or
-    /// nowhere and why); None when TLS is not traced.
+    /// nowhere and why); None when the TLS handshake uprobes are not attached (the
+    /// report then has no `tls`).
     pub tls_libssl: Option<&'a model::LibsslSource>,
     /// Whether accepts come from the `ngx_get_connection` uprobe.
     pub accepts_from_uprobe: bool,
@@ -468,7 +467,7 @@ fn stub_status(p: &Period) -> Option<StubStatusReport> {
 /// Sampled: handshake time is continuous, busy time only in windows; their ratio would
 /// be inflated by 1/coverage, so it is unknown.
 fn tls(inputs: &PeriodInputs, all_stats: &SlotStats, sampled: bool) -> Option<model::TlsReport> {
-    inputs.tls_attached.then(|| {
+    inputs.tls_libssl.is_some().then(|| {
         let mut t = model::tls_report(all_stats, inputs.tls_from_nginx, inputs.tls_libssl_sampled);
         t.set_libssl(inputs.tls_libssl);
         if sampled {

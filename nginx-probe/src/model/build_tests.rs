@@ -76,7 +76,6 @@ fn build_with(
         merged,
         request_source: RequestSource::Unknown,
         counters_error: Some("not opened"),
-        tls_attached: false,
         tls_from_nginx: false,
         tls_libssl_sampled: false,
         tls_libssl: None,
