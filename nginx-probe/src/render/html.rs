@@ -183,31 +183,29 @@ fn verdicts_section(r: &Report) -> Markup {
     }
 }
 
-/// A bar width in percent of its track, from a share (0..=1): one decimal.
 /// nginx's client connections over the run: who closed first, idle time before
 /// nginx's closes, resets, listening sockets closed per reload. The same lines as the
-/// text report's CONNECTIONS section ([`super::text_connections`], one source of the
-/// facts), each escaped; or why they were not traced. Nothing when neither.
+/// text report's CONNECTIONS section ([`super::text_connections::connections_lines`],
+/// one source of the facts), each escaped; or why they were not traced. Nothing when
+/// neither.
 fn connections_section(r: &Report) -> Markup {
-    let mut text = String::new();
-    super::text_connections::connections_section(&mut text, r);
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     html! {
-        @if let Some((title, rest)) = lines.split_first() {
-            section id="connections" {
+        @match super::text_connections::connections_lines(r) {
+            Some(Ok((source, lines))) => section id="connections" {
                 h2 { "Connections" }
-                p.muted { (title.trim_start_matches("CONNECTIONS").trim()) }
-                ul { @for l in rest { li { (l.trim()) } } }
-            }
-        } @else if let Some(why) = &r.connections_not_traced {
-            section id="connections" {
+                p.muted { (source) }
+                ul { @for l in &lines { li { (l) } } }
+            },
+            Some(Err(why)) => section id="connections" {
                 h2 { "Connections" }
                 p.muted { "Not counted: " (why) }
-            }
+            },
+            None => {},
         }
     }
 }
 
+/// A bar width in percent of its track, from a share (0..=1): one decimal.
 fn bar_width(share: f64) -> String {
     let s = if share.is_finite() {
         share.clamp(0.0, 1.0)

@@ -89,6 +89,27 @@ pub fn connections_section(out: &mut String, r: &Report) {
     }
 }
 
+/// The section as the HTML page and the live view show it, one source of the facts:
+/// `Ok((source, lines))` with the title's source (ports, tracepoints) and the lines
+/// trimmed, `Err(why)` when the connections were not traced
+/// (`connections_not_traced`), None when the report has neither.
+pub fn connections_lines(r: &Report) -> Option<Result<(String, Vec<String>), String>> {
+    let mut text = String::new();
+    connections_section(&mut text, r);
+    let mut lines = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_string);
+    match lines.next() {
+        Some(title) => Some(Ok((
+            title.trim_start_matches("CONNECTIONS").trim().to_string(),
+            lines.collect(),
+        ))),
+        None => r.connections_not_traced.clone().map(Err),
+    }
+}
+
 /// The section's title: the ports counted, and those of listener closes seen in the
 /// period only.
 fn title(out: &mut String, c: &ConnectionsReport) {

@@ -271,7 +271,7 @@ fn sampled_note(detail: Option<&crate::model::sampling::DetailReport>) -> String
 
 /// Draws the view of `last` (None: waiting for the first interval) with the `recent`
 /// worker events, newest first: the totals, the worker table, the listening sockets,
-/// the verdicts and the events, top to bottom.
+/// nginx's client connections, the verdicts and the events, top to bottom.
 ///
 /// Every string shown (the master's title, what the report holds, the events) has its
 /// control characters escaped first ([`crate::safe`]).
@@ -281,10 +281,12 @@ pub fn draw(f: &mut Frame, title: &Title, last: Option<&Report>, recent: &[Strin
     let area = f.area();
     let nverdicts = last.map(|r| r.verdicts.len()).unwrap_or(0) as u16;
     let nlisten = last.map(|r| r.listen.len()).unwrap_or(0) as u16;
+    let connections = connection_lines(last);
     let chunks = Layout::vertical([
         Constraint::Length(3),
         Constraint::Min(4),
         Constraint::Length(nlisten.clamp(1, 4) * 2 + 1),
+        Constraint::Length(connections.len() as u16 + 1),
         Constraint::Length((nverdicts * 2).clamp(1, 8) + 2),
         Constraint::Length(5),
     ])
@@ -297,14 +299,20 @@ pub fn draw(f: &mut Frame, title: &Title, last: Option<&Report>, recent: &[Strin
             .block(Block::new().borders(Borders::TOP).title(name))
     };
     f.render_widget(boxed(listen_lines(last), " listen "), chunks[2]);
-    f.render_widget(boxed(verdict_lines(last), " verdicts "), chunks[3]);
+    // One row per line (cut at the right edge, not wrapped): the box's height is the
+    // line count, and each line's count comes first.
+    f.render_widget(
+        Paragraph::new(connections).block(Block::new().borders(Borders::TOP).title(" connections ")),
+        chunks[3],
+    );
+    f.render_widget(boxed(verdict_lines(last), " verdicts "), chunks[4]);
     let events: Vec<Line> = recent
         .iter()
         .map(|e| Line::from(crate::safe::line(e).into_owned()))
         .collect();
     f.render_widget(
         Paragraph::new(events).block(Block::new().borders(Borders::TOP).title(" events ")),
-        chunks[4],
+        chunks[5],
     );
 }
 
@@ -426,6 +434,35 @@ fn listen_lines<'a>(last: Option<&Report>) -> Vec<Line<'a>> {
             }
         })
         .collect()
+}
+
+/// Lines of nginx's client connections in the interval shown at most
+/// ([`connection_lines`]); the rest is counted in a last line.
+const CONNECTION_LINES_SHOWN: usize = 6;
+
+/// The interval's CONNECTIONS lines of the text report
+/// ([`super::text_connections::connections_lines`]: who closed first, resets, idle
+/// time before nginx's closes, listeners closed), at most [`CONNECTION_LINES_SHOWN`];
+/// or "not counted" and why; `-` before the first interval or when neither.
+fn connection_lines<'a>(last: Option<&Report>) -> Vec<Line<'a>> {
+    match last.and_then(super::text_connections::connections_lines) {
+        Some(Ok((_, lines))) => {
+            let mut shown: Vec<Line> = lines
+                .iter()
+                .take(CONNECTION_LINES_SHOWN)
+                .map(|l| Line::from(l.clone()))
+                .collect();
+            if lines.len() > CONNECTION_LINES_SHOWN {
+                shown.push(Line::from(format!(
+                    "... {} more in the report",
+                    lines.len() - CONNECTION_LINES_SHOWN
+                )));
+            }
+            shown
+        }
+        Some(Err(why)) => vec![Line::from(format!("not counted: {why}"))],
+        None => vec![Line::from("-")],
+    }
 }
 
 /// Two lines per verdict: severity (critical red, warning yellow), id and the
@@ -612,6 +649,22 @@ mod tests {
             flat.contains("backlog 511 queue 0 (max 7) overflows 0 drops 0"),
             "{s}"
         );
+    }
+
+    #[test]
+    fn connections_are_the_reports_lines_or_why_they_were_not_counted() {
+        let mut r = report();
+        assert!(screen(Some(&r)).contains("connections ─"), "the box is always drawn");
+        r.connections = Some(crate::model::connections::sample_report());
+        let s = screen(Some(&r));
+        assert!(
+            s.contains("established 14  closed first by nginx 10  by the client 3  by a reset 1"),
+            "{s}"
+        );
+        assert!(s.contains("nginx closes idle connections after 2.0 s"), "{s}");
+        r.connections = None;
+        r.connections_not_traced = Some("--no-lifecycle".into());
+        assert!(screen(Some(&r)).contains("not counted: --no-lifecycle"));
     }
 
     #[test]
