@@ -210,8 +210,9 @@ pub fn listener_closed_resets(inp: &Inputs, out: &mut Vec<Verdict>) {
     ));
 }
 
-/// " (after the reload of generation 1, port 80: 4 reset; ...)": the resets of each listed
-/// close with the reload generation it followed; empty without events.
+/// " (after reload 1 (generation 1), port 80: 4 reset; ...)": the resets of each listed
+/// close with the reload it followed ([`ListenerClose::after_reload`]); empty without
+/// events.
 fn per_reload(events: &[ListenerClose]) -> String {
     if events.is_empty() {
         return String::new();
@@ -219,13 +220,11 @@ fn per_reload(events: &[ListenerClose]) -> String {
     let parts: Vec<String> = events
         .iter()
         .map(|e| {
-            let when = match e.reload_generation {
-                Some(g) => format!("after the reload of generation {g}"),
-                None => "before any reload".into(),
-            };
             format!(
-                "{when}, port {}: {} reset",
-                e.port, e.resets_of_queued_connections
+                "{}, port {}: {} reset",
+                e.after_reload(),
+                e.port,
+                e.resets_of_queued_connections
             )
         })
         .collect();
@@ -332,7 +331,7 @@ mod tests {
         );
         assert!(
             v[0].advice
-                .contains("(after the reload of generation 2, port 8080: 12 reset)"),
+                .contains("(after reload 2 (generation 2), port 8080: 12 reset)"),
             "{}",
             v[0].advice
         );

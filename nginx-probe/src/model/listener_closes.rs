@@ -50,6 +50,25 @@ pub struct ListenerClose {
     pub resets_of_queued_connections: u64,
 }
 
+impl ListenerClose {
+    /// The reload the close followed, as the text report, the HTML page, the live
+    /// view and the `listener_closed_resets` verdict say it: "after reload 2
+    /// (generation 2)" (the second reload seen since attach), "after a reload before
+    /// attach (generation 3)", or "before any reload".
+    pub fn after_reload(&self) -> String {
+        match self.reload_generation {
+            None => "before any reload".into(),
+            Some(g) if self.reloads_since_attach == 0 => {
+                format!("after a reload before attach (generation {g})")
+            }
+            Some(g) => format!(
+                "after reload {} (generation {g})",
+                self.reloads_since_attach
+            ),
+        }
+    }
+}
+
 /// The events merged away to keep the list bounded, summed.
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct ListenerClosesMerged {

@@ -10,7 +10,6 @@ const IDLE_TIMEOUT_MIN_MS: f64 = 100.0;
 
 use crate::model::{
     connections::{fmt_ms, ConnectionsReport},
-    listener_closes::ListenerClose,
     Report,
 };
 
@@ -134,7 +133,7 @@ fn listener_close_lines(out: &mut String, c: &ConnectionsReport) {
         let _ = writeln!(
             out,
             "    {} at {}: port {}, {}, {}",
-            after_reload(e),
+            e.after_reload(),
             clock(e.seen_unix_s),
             e.port,
             count(
@@ -174,17 +173,6 @@ fn listener_close_lines(out: &mut String, c: &ConnectionsReport) {
                 "reset"
             )
         );
-    }
-}
-
-/// "after reload 2 (generation 2)": the reload an event follows.
-fn after_reload(e: &ListenerClose) -> String {
-    match e.reload_generation {
-        None => "before any reload".into(),
-        Some(g) if e.reloads_since_attach == 0 => {
-            format!("after a reload before attach (generation {g})")
-        }
-        Some(g) => format!("after reload {} (generation {g})", e.reloads_since_attach),
     }
 }
 
@@ -229,7 +217,7 @@ mod tests {
 
     #[test]
     fn each_listener_close_is_a_line_naming_its_reload() {
-        use crate::model::listener_closes::ListenerClosesMerged;
+        use crate::model::listener_closes::{ListenerClose, ListenerClosesMerged};
         let mut c = crate::model::connections::sample_report();
         let at = |g: Option<u32>, since: u32, closed: u64, resets: u64| ListenerClose {
             seen_unix_s: 3603.0,
