@@ -73,7 +73,7 @@ pub fn curl_in_root(root: &Path, args: &[&str], url: &str) -> u16 {
         .arg(root)
         .args([
             "/usr/bin/curl",
-            "-sk",
+            "-skS",
             "-o",
             "/dev/null",
             "-w",
@@ -83,10 +83,20 @@ pub fn curl_in_root(root: &Path, args: &[&str], url: &str) -> u16 {
         .arg(url)
         .output()
         .expect("run chroot curl");
-    String::from_utf8_lossy(&out.stdout)
+    let code = String::from_utf8_lossy(&out.stdout)
         .trim()
         .parse()
-        .unwrap_or(0)
+        .unwrap_or(0);
+    if code == 0 {
+        // Why curl got no response, for the failing test's output.
+        eprintln!(
+            "curl {args:?} {url} in {}: {} {}",
+            root.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    code
 }
 
 /// Where `cargo xtask setup` installs nginx 1.26.3 built from source with configure's

@@ -43,6 +43,8 @@ pub(super) fn load_probe(
         });
     }
     tracker.add_workers(&mut probe, workers, false)?;
+    // The generations at attach, before the first refresh adopts workers forked since.
+    tracker.refresh_lifecycle(&mut probe);
     let pids: Vec<u32> = workers.iter().map(|w| w.pid).collect();
     tracker.set_config(crate::collect::config::read_for_master(master.pid, &pids));
     // Listening ports and error-log inodes before the first write is classified.

@@ -326,9 +326,7 @@ impl Tracker {
         //    again first (bounded, once): the new workers' lines may be in formats or
         //    files only it names, and the report quotes what they run.
         self.follow_access_logs(full_scan);
-        let addrs = self.listen.values().map(|l| l.addr.as_str());
-        self.lifecycle
-            .refresh(&self.workers, addrs, probe, unix_now());
+        self.refresh_lifecycle(probe);
         // 8. Listening sockets closed since the last refresh, after the generation
         //    just brought up to date: a reload's old workers close theirs 100 ms or
         //    more after its new workers are forked.
@@ -339,6 +337,17 @@ impl Tracker {
             self.log_files_at_attach = Some(self.log_files());
         }
         Ok(std::mem::take(&mut self.fresh))
+    }
+
+    /// Brings the workers' lifecycle up to date (`worker_state::Lifecycle::refresh`):
+    /// every [`Tracker::refresh`], and once at attach on the workers found then
+    /// (`cli::attach::load_probe`), so that the generations at attach are numbered
+    /// before a worker forked since is looked at: a reload while the programs load is
+    /// a reload after attach, not one before it.
+    pub fn refresh_lifecycle(&mut self, probe: &mut Probe) {
+        let addrs = self.listen.values().map(|l| l.addr.as_str());
+        self.lifecycle
+            .refresh(&self.workers, addrs, probe, unix_now());
     }
 
     /// Sets the configuration nginx runs (at attach; [`Tracker::refresh`] reads it

@@ -179,6 +179,35 @@ fn soft_nofile_64_gives_emfile() {
     assert!(total_accepts(&s) < 200, "{s}");
 }
 
+/// Seconds an HTTP/3 request may take before it counts as hung.
+const HTTP3_MAX_S: &str = "5";
+
+/// One HTTP/3 request to `url` that got a 200, from curl in the trixie root; returns how
+/// many attempts before it got no answer at all. Debian 13's curl over QUIC to nginx
+/// 1.26 sometimes waits for a response that never comes (`--max-time` expires with 0
+/// bytes), with or without nginx-probe attached: seen once in 60 to 180 requests on
+/// this machine under load. Such an attempt may or may not have reached nginx, so the
+/// caller widens its expectations by the attempts returned (exact when none hung).
+fn http3_request(root: &std::path::Path, url: &str) -> u64 {
+    for hung in 0..3 {
+        if curl_in_root(root, &["--http3-only", "--max-time", HTTP3_MAX_S], url) == 200 {
+            return hung;
+        }
+    }
+    panic!("3 HTTP/3 attempts to {url} got no response");
+}
+
+/// `field` of the summary `s` lies in `expected..=expected + hung`: exact when no
+/// HTTP/3 attempt hung (see [`http3_request`]).
+fn within_hung(s: &serde_json::Value, value: &serde_json::Value, expected: u64, hung: u64) {
+    let v = value.as_u64().unwrap_or(u64::MAX);
+    assert!(
+        (expected..=expected + hung).contains(&v),
+        "{value} not in {expected}..={} ({hung} HTTP/3 attempts hung): {s}",
+        expected + hung
+    );
+}
+
 #[test]
 fn http3_connections_are_reported_as_quic_not_as_an_accepts_disagreement() {
     let ng = start(NginxConfig {
@@ -202,25 +231,33 @@ fn http3_connections_are_reported_as_quic_not_as_an_accepts_disagreement() {
     drop(tcp);
     for detail in ["full", "sampled"] {
         let run = Probe::on(&ng).json().summary_only().detail(detail).start();
-        for _ in 0..12 {
-            assert_eq!(curl_in_root(&root, &["--http3-only"], &ng.https_url()), 200);
-        }
-        for _ in 0..7 {
-            assert_eq!(curl_in_root(&root, &["--http1.1"], &ng.https_url()), 200);
+        let hung: u64 = (0..12).map(|_| http3_request(&root, &ng.https_url())).sum();
+        for i in 0..7 {
+            let got = curl_in_root(&root, &["--http1.1"], &ng.https_url());
+            assert_eq!(got, 200, "HTTP/1.1 request {i} with --detail {detail}");
         }
         thread::sleep(Duration::from_millis(300));
         let s = run.stop().summary_json();
-        // 12 HTTP/3 + 7 HTTPS over TCP: 19 requests, 7 accepts, 12 QUIC connections.
-        assert_eq!(stub_requests(&s), 19, "{s}");
+        // 12 HTTP/3 + 7 HTTPS over TCP: 19 requests, 7 accepts, 12 QUIC connections
+        // (and up to one more request, connection and handshake per hung attempt).
+        within_hung(&s, &s["requests"]["count"], 19, hung);
+        assert_eq!(s["requests"]["source"], "stub_status", "{s}");
         assert_eq!(total_accepts(&s), 7, "{s}");
-        assert_eq!(s["stub_status"]["accepted"], 19, "{s}");
-        assert_eq!(s["quic"]["connections"], 12, "{s}");
+        within_hung(&s, &s["quic"]["connections"], 12, hung);
+        // What nginx accepted is the TCP accepts and the QUIC connections, exactly.
+        assert_eq!(
+            s["stub_status"]["accepted"].as_u64(),
+            s["quic"]["connections"].as_u64().map(|q| q + 7),
+            "{s}"
+        );
         // nginx 1.26 calls ngx_ssl_ocsp_validate for QUIC handshakes too.
-        assert_eq!(s["tls"]["handshakes"], 19, "{s}");
+        within_hung(&s, &s["tls"]["handshakes"], 19, hung);
         assert_eq!(s["tls"]["handshakes_from"], "ngx_ssl_ocsp_validate", "{s}");
-        // Per connection over TCP accepts and QUIC connections alike: 19 of each.
-        assert_eq!(s["tls"]["per_connection"], 1.0, "{s}");
-        assert_eq!(s["requests"]["per_connection"], 1.0, "{s}");
+        if hung == 0 {
+            // Per connection over TCP accepts and QUIC connections alike: 19 of each.
+            assert_eq!(s["tls"]["per_connection"], 1.0, "{s}");
+            assert_eq!(s["requests"]["per_connection"], 1.0, "{s}");
+        }
         assert_eq!(s["quic"]["udp_ports"], serde_json::json!([ng.port]), "{s}");
         if detail == "sampled" {
             assert_eq!(s["detail"]["accepts_check"]["agree"], true, "{s}");
