@@ -266,6 +266,12 @@ struct Session<'a> {
     live: Option<tui::LiveView>,
     output: Sink,
     started: Instant,
+    /// The snapshot when every program was attached, nginx's counters read with it: the
+    /// start of the summary's period (and of the first interval's, and of the verdict
+    /// window's until it is a window long). Counts the programs made while the others
+    /// were still being attached stay out of it, as nginx's counters' growth then does:
+    /// both sides of every comparison cover the same period.
+    attached: model::snapshot::Snapshot,
     /// The snapshot at the start of the current interval, and when it was taken.
     prev: Option<model::snapshot::Snapshot>,
     prev_at: Instant,
@@ -308,6 +314,9 @@ impl<'a> Session<'a> {
             &mut probe,
             &mut tracker,
         )?;
+        // The period starts here, with every program counting: taken before the first
+        // detail window opens, when the window's programs are not attached yet.
+        let attached = tracker.snapshot(&probe)?;
         // Whoever waits for the banner may signal at once: the handlers come first (a
         // SIGINT between the banner and the event loop was lost, or killed the run).
         let signals = Some([
@@ -346,7 +355,8 @@ impl<'a> Session<'a> {
             live,
             output: Sink::spawn(Box::new(std::io::stdout()), "stdout", OUTPUT_QUEUE),
             started,
-            prev: None,
+            prev: Some(attached.clone()),
+            attached,
             prev_at: started,
             signals,
             detail_next,
@@ -461,7 +471,7 @@ impl<'a> Session<'a> {
                 Some(self.judged(
                     model::ReportKind::Window,
                     &snap,
-                    base,
+                    base.or(Some(&self.attached)),
                     secs,
                     &self.probe.missing,
                     None,
@@ -531,14 +541,15 @@ impl<'a> Session<'a> {
         )
     }
 
-    /// The report since attach, from fresh kernel counters, with the output drops
+    /// The report since attach (the snapshot when every program was attached), from
+    /// fresh kernel counters, with the output drops
     /// counted; `end_reason` makes it the final summary.
     fn summary(&mut self, end_reason: Option<String>) -> Result<model::Report, ProbeError> {
         let snap = self.tracker.snapshot(&self.probe)?;
         let mut r = self.judged(
             model::ReportKind::Summary,
             &snap,
-            None,
+            Some(&self.attached),
             self.started.elapsed().as_secs_f64(),
             &self.probe.missing,
             end_reason,

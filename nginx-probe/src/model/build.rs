@@ -163,13 +163,15 @@ impl Period<'_> {
     }
 }
 
-/// Builds the report for the period between `prev` (None = attach, all zero) and `cur`,
+/// Builds the report for the period between `prev` (None = attach, all zero; a live
+/// session passes the snapshot taken when every program was attached) and `cur`,
 /// `duration_s` seconds long, stamped with `inputs.now_unix_s` (`time_unix_s`, the end
 /// of the period). `missing`: tracepoints that could not be attached; `end_reason`:
 /// why the run ended (the final summary). Verdicts are left empty: analysis judges the
 /// built report.
 ///
-/// `kind`: `summary` (since attach: `prev` is None), `interval` (since the tracker's
+/// `kind`: `summary` (since attach: `prev` is None or the snapshot at attach; every
+/// worker seen is listed), `interval` (since the tracker's
 /// last `start_interval`, which is when `prev` was taken), or `window` (any `prev`: CPU
 /// time, run delay and listen drops are taken from the two snapshots; the accept queue
 /// maximum is not known per window, so `queue_max` is the last sample).
@@ -288,7 +290,7 @@ fn deltas<'a>(p: &Period<'a>) -> (Vec<(&'a WorkerInfo, SlotStats)>, Option<SlotS
         let c = cur.workers.get(&w.pid).unwrap_or(&zero);
         let pw = prev.and_then(|p| p.workers.get(&w.pid)).unwrap_or(&zero);
         let d = model::delta_slot(c, pw);
-        if prev.is_some() && !w.alive && d.iter().all(|s| s.count == 0) {
+        if !p.summary && prev.is_some() && !w.alive && d.iter().all(|s| s.count == 0) {
             continue;
         }
         per_worker.push((w, d));
