@@ -90,6 +90,7 @@ pub fn render_html(rec: &Recording) -> String {
                 (verdicts_section(whole))
                 (accepts_section(whole))
                 (connections_section(whole))
+                (lifecycle_section(whole))
                 (timeline_section(&rec.intervals))
                 (super::html_workers::workers_section(whole))
                 (histograms_section(whole))
@@ -201,6 +202,27 @@ fn connections_section(r: &Report) -> Markup {
                 p.muted { "Not counted: " (why) }
             },
             None => {},
+        }
+    }
+}
+
+/// nginx's workers draining after reloads and the exits of the run: the text report's
+/// WORKER LIFECYCLE section ([`super::text_lifecycle::lifecycle_section`], one source of
+/// the facts), its source line as a note and the rest as preformatted rows (the
+/// worker table's columns stay aligned), escaped. Nothing when the report has no
+/// lifecycle part (nothing drained or exited).
+fn lifecycle_section(r: &Report) -> Markup {
+    let text = super::text_lifecycle::lifecycle_section(r);
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    let Some(title) = lines.next() else {
+        return html! {};
+    };
+    let rows: Vec<&str> = lines.collect();
+    html! {
+        section id="lifecycle" {
+            h2 { "Worker lifecycle" }
+            p.muted { (title.trim_start_matches("WORKER LIFECYCLE").trim()) }
+            pre { (rows.join("\n")) }
         }
     }
 }

@@ -382,3 +382,36 @@ fn connections_are_shown_as_the_text_report_says_them_or_why_not() {
         "{c}"
     );
 }
+
+#[test]
+fn draining_generations_and_exits_are_shown_as_the_text_report_says_them() {
+    use crate::model::worker_lifecycle::{DrainingGeneration, DrainingWorker, LifecycleReport};
+    let mut rec = real();
+    assert!(!render_html(&rec).contains("id=\"lifecycle\""));
+    let s = rec.summary.as_mut().unwrap();
+    s.lifecycle = Some(LifecycleReport {
+        state_source: "title".into(),
+        draining: vec![DrainingGeneration {
+            reload_generation: 0,
+            workers: vec![DrainingWorker {
+                pid: 7237,
+                since_unix_s: 3600.0,
+                client_connections: Some(2),
+                ..Default::default()
+            }],
+            since_unix_s: 3600.0,
+            draining_s: 22.9,
+            client_connections: Some(2),
+            upstream_connections: Some(0),
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    let page = render_html(&rec);
+    let c = element(&page, "id=\"lifecycle\"", "</section>");
+    assert!(
+        c.contains("generation 0: 1 workers shutting down since 01:00:00 (22.9 s), holding 2 client + 0 upstream connections"),
+        "{c}"
+    );
+    assert!(c.contains("kernel sched:sched_process_exit"), "{c}");
+}
