@@ -59,6 +59,8 @@ struct Followed {
     base: Counters,
     cut_base: u64,
     skipped_base: u64,
+    /// The reader's backlog when the interval started (`Tail::backlog`).
+    backlog_base: u64,
 }
 
 /// One file to follow, from the configuration: its path, each format that writes to
@@ -308,6 +310,7 @@ impl AccessLogs {
                     base: Counters::default(),
                     cut_base: 0,
                     skipped_base: 0,
+                    backlog_base: 0,
                 },
             };
             if !f.formats.is_empty() && !same_formats(&f.formats, &compiled) {
@@ -433,6 +436,7 @@ impl AccessLogs {
             f.base = f.counts;
             f.cut_base = f.tail.lines_cut;
             f.skipped_base = f.tail.bytes_skipped;
+            f.backlog_base = f.tail.backlog;
         }
     }
 
@@ -462,6 +466,8 @@ impl AccessLogs {
                     ambiguous: f.counts.ambiguous - b.ambiguous,
                     lines_cut: f.tail.lines_cut - cut,
                     bytes_skipped: f.tail.bytes_skipped - skipped,
+                    unread_bytes_at_end: f.tail.backlog,
+                    unread_bytes_at_start: if summary { 0 } else { f.backlog_base },
                 }
             })
             .collect();

@@ -49,6 +49,9 @@ pub struct Tail {
     /// Bytes jumped over because the reader fell [`MAX_BACKLOG`] behind, or lost when
     /// the file was truncated or replaced before being read to its end.
     pub bytes_skipped: u64,
+    /// Bytes the file held past the offset at the last read: how far the reader is
+    /// behind (at most [`MAX_BACKLOG`]; a larger backlog is skipped).
+    pub backlog: u64,
     /// Truncations seen while reading (copytruncate): what was written after the last
     /// read and before each is lost, in an unknown amount.
     pub truncations: u64,
@@ -70,6 +73,7 @@ impl Tail {
             overlong: false,
             lines_cut: 0,
             bytes_skipped: 0,
+            backlog: 0,
             truncations: 0,
             files: 0,
             since: None,
@@ -219,6 +223,7 @@ impl Tail {
             self.offset = len;
             self.partial.clear();
             self.overlong = false;
+            self.backlog = 0;
             return;
         }
         let want = (len - self.offset).min(MAX_READ_PER_POLL);
@@ -240,6 +245,7 @@ impl Tail {
             }
         });
         self.offset += read;
+        self.backlog = len.saturating_sub(self.offset);
     }
 }
 

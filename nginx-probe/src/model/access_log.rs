@@ -307,6 +307,15 @@ pub struct AccessLogFileReport {
     pub lines_cut: u64,
     /// Bytes not read (the reader fell too far behind, or the file was truncated).
     pub bytes_skipped: u64,
+    /// Bytes the file held past the reader at the period's end (its size less the
+    /// reader's offset, at the last read): lines written in the period that a later
+    /// period counts (the reader reads at most 4 MiB per 500 ms). Absent when 0.
+    #[serde(default, skip_serializing_if = "crate::model::is_zero")]
+    pub unread_bytes_at_end: u64,
+    /// The same at the period's start: lines written before the period that it counts.
+    /// Absent when 0 (and in a summary, which starts at attach).
+    #[serde(default, skip_serializing_if = "crate::model::is_zero")]
+    pub unread_bytes_at_start: u64,
     /// Present and true when the configuration nginx runs no longer names this file
     /// (a reload changed the path): read on while a worker (old ones draining) holds it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

@@ -123,7 +123,7 @@ pub struct ConnectionsReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_unknown: Option<String>,
     /// nginx listening ports not counted (beyond the first 16).
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::model::is_zero")]
     pub ports_not_counted: u64,
     /// Why the counts come from the perf-event tracepoints and not from the raw
     /// tracepoints (the cheaper default), when they do.
@@ -140,10 +140,6 @@ pub struct ConnectionsReport {
     /// oldest since attach), summed; absent when none were.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listener_closes_merged: Option<ListenerClosesMerged>,
-}
-
-fn is_zero(v: &u64) -> bool {
-    *v == 0
 }
 
 /// Source line of [`ConnectionsReport::source`] from the perf-event tracepoints (they

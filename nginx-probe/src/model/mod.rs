@@ -213,6 +213,11 @@ pub fn delta_slot(cur: &SlotStats, prev: &SlotStats) -> SlotStats {
     d
 }
 
+/// For `skip_serializing_if`: a zero count is left out.
+pub fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// Adds `x` into `acc`, element by element (counters add, max of `max_ns`).
 pub fn add_slot(acc: &mut SlotStats, x: &SlotStats) {
     for (a, x) in acc.iter_mut().zip(x.iter()) {

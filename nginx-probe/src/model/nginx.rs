@@ -55,7 +55,7 @@ pub struct NginxErrorsReport {
     /// Truncations of the file seen while reading it (copytruncate): lines written
     /// after the last read and before each were not read, in an unknown number, so
     /// counts are a lower bound. 0: none seen.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::model::is_zero")]
     pub truncations: u64,
     /// The master's history back to its start (lines written before attach too);
     /// absent when the master's start or the log could not be read.
@@ -162,11 +162,6 @@ pub struct CpuQuotaReport {
     pub throttled_periods_share: Option<f64>,
     /// Time the cgroup's tasks were stopped by the quota, seconds (`throttled_usec`).
     pub throttled_s: Option<f64>,
-}
-
-/// For `skip_serializing_if`: a zero count is left out.
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 /// nginx's stub_status counters as `collect::nginx_counters` reads them from the

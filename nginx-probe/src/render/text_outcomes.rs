@@ -60,12 +60,15 @@ pub fn access_log_section(out: &mut String, r: &Report) {
         return;
     }
     lines_line(out, r, a);
-    let _ = writeln!(
-        out,
-        "  status: {}  ({})",
-        codes(&a.classes),
-        codes(&a.statuses)
-    );
+    // No line read in the period: no status to show, not an empty one.
+    if !a.statuses.is_empty() {
+        let _ = writeln!(
+            out,
+            "  status: {}  ({})",
+            codes(&a.classes),
+            codes(&a.statuses)
+        );
+    }
     request_time_lines(out, a);
     server_lines(out, a);
     peer_lines(out, a);
@@ -187,6 +190,9 @@ fn lines_line(out: &mut String, r: &Report, a: &AccessLogReport) {
         (Some(s), RequestSource::StubStatus, Some(n)) => {
             format!(" = {:.0}% of nginx's {n} requests (stub_status)", s * 100.0)
         }
+        (_, RequestSource::StubStatus, Some(0)) => {
+            " (nginx's stub_status counted no request in the period)".to_string()
+        }
         (_, RequestSource::AccessLog, _) => {
             " = nginx's request count (every request is logged: no stub_status counter here)"
                 .to_string()
@@ -218,10 +224,23 @@ fn lines_line(out: &mut String, r: &Report, a: &AccessLogReport) {
             a.with_status()
         );
     }
-    if a.over_counted() {
+    let behind_at_start: u64 = a.files.iter().map(|f| f.unread_bytes_at_start).sum();
+    let behind_at_end: u64 = a.files.iter().map(|f| f.unread_bytes_at_end).sum();
+    if a.over_counted() && behind_at_start > 0 {
+        let _ = writeln!(
+            out,
+            "  more lines than nginx's requests: the reader was {behind_at_start} bytes behind nginx's writes when the period started and caught up in it (lines of earlier periods); these are counts of lines, not requests, and no verdict uses them"
+        );
+    } else if a.over_counted() {
         let _ = writeln!(
             out,
             "  more lines than nginx's requests: some requests are in more than one file read, or lines from before attach were flushed late (a buffered log); these are counts of lines, not requests, and no verdict uses them"
+        );
+    }
+    if behind_at_end > 0 {
+        let _ = writeln!(
+            out,
+            "  the reader is {behind_at_end} bytes behind nginx's writes at the period's end: lines written last in it are counted in the next period"
         );
     }
     for f in a.files.iter().filter(|f| f.buffered.is_some()) {
@@ -280,5 +299,66 @@ mod tests {
         let mut out = String::new();
         access_log_section(&mut out, &r);
         assert!(!out.contains("per server:"), "{out}");
+    }
+
+    /// The newcomer's heavy-load case: an interval that read lines an earlier one left
+    /// unread says the reader caught up, not that requests were logged twice; one that
+    /// ends behind says so; one with no request shows no empty status line.
+    #[test]
+    fn a_reader_behind_or_catching_up_is_said_as_such() {
+        let rec = crate::io::recording::Recording::parse(
+            "real",
+            include_str!("../testdata/two_workers_300_connections.jsonl"),
+        )
+        .expect("the recording parses");
+        let mut r = rec.whole_run().0.clone();
+        r.requests.source = RequestSource::StubStatus;
+        r.requests.count = Some(331_244);
+        let file =
+            |lines: u64, start: u64, end: u64| crate::model::access_log::AccessLogFileReport {
+                path: "/l/a.log".into(),
+                lines,
+                unread_bytes_at_start: start,
+                unread_bytes_at_end: end,
+                ..Default::default()
+            };
+        r.access_log = Some(AccessLogReport {
+            lines: 446_233,
+            statuses: [("200".to_string(), 446_233)].into_iter().collect(),
+            share_logged: Some(446_233.0 / 331_244.0),
+            files: vec![file(446_233, 9_000_000, 0)],
+            ..Default::default()
+        });
+        let mut out = String::new();
+        access_log_section(&mut out, &r);
+        assert!(out.contains("the reader was 9000000 bytes behind nginx's writes when the period started and caught up in it"), "{out}");
+        assert!(!out.contains("more than one file read"), "{out}");
+        assert!(
+            !out.contains("bytes behind nginx's writes at the period's end"),
+            "{out}"
+        );
+        if let Some(a) = r.access_log.as_mut() {
+            a.files = vec![file(446_233, 0, 4096)];
+        }
+        let mut out = String::new();
+        access_log_section(&mut out, &r);
+        assert!(out.contains("more than one file read"), "{out}");
+        assert!(
+            out.contains("the reader is 4096 bytes behind nginx's writes at the period's end"),
+            "{out}"
+        );
+        // No request in the period: said, and no empty status line.
+        r.requests.count = Some(0);
+        r.access_log = Some(AccessLogReport {
+            files: vec![file(0, 0, 0)],
+            ..Default::default()
+        });
+        let mut out = String::new();
+        access_log_section(&mut out, &r);
+        assert!(
+            out.contains("lines 0 (nginx's stub_status counted no request in the period)"),
+            "{out}"
+        );
+        assert!(!out.contains("status:"), "{out}");
     }
 }
