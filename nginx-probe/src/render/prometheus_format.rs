@@ -497,9 +497,12 @@ impl<'a> Sink<'a> {
     }
 }
 
-/// Escapes a label value: backslash, double quote and newline.
+/// Escapes a label value for the exposition: control characters first as the
+/// terminal text does (`\x1b`: a label holds paths and names others control, and
+/// `curl /metrics` prints to a terminal), then backslash and double quote as the
+/// format wants.
 pub(crate) fn escape_label(v: &str) -> String {
-    v.replace('\\', "\\\\")
+    crate::safe::line(v)
+        .replace('\\', "\\\\")
         .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }

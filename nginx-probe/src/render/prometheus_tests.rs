@@ -389,7 +389,10 @@ fn renders_exact_listen_drops_and_verdict_values_workers_by_slot() {
 #[test]
 fn labels_are_escaped() {
     assert_eq!(escape_label(r#"a"b\c"#), r#"a\"b\\c"#);
-    assert_eq!(escape_label("x\ny"), r"x\ny");
+    // Control characters as the terminal text shows them, the backslash of the
+    // escape escaped for the format: the value reads back as `x\x0ay`.
+    assert_eq!(escape_label("x\ny"), r"x\\x0ay");
+    assert_eq!(escape_label("a\u{1b}[2J\u{7}"), r"a\\x1b[2J\\x07");
     let mut r = report();
     r.listen[0].addr = "[::1]:80".into();
     has(
