@@ -214,8 +214,9 @@ pub struct TraceArgs {
     #[arg(long, allow_negative_numbers = true, value_parser = parse_seconds)]
     pub interval: Option<f64>,
 
-    /// Stop after this long (seconds, or `30s`, `5m`, `1h`) and print the summary
-    /// (default: until Ctrl-C or SIGTERM).
+    /// Stop after tracing this long (seconds, or `30s`, `5m`, `1h`), counted from
+    /// attach (the banner), and print the summary (default: until Ctrl-C, SIGTERM or
+    /// SIGHUP, or the master exiting, which --listen waits out).
     #[arg(long, allow_negative_numbers = true, value_parser = parse_seconds)]
     pub duration: Option<f64>,
 

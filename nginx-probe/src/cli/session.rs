@@ -145,8 +145,8 @@ fn tracefs_and_kernel(args: &TraceArgs) -> Result<std::path::PathBuf, ProbeError
 
 impl Carry {
     /// What the first master's session starts with: the recording opened with its
-    /// header (`--record`), the /metrics server on `listener` (`--listen`), the
-    /// --duration deadline from now.
+    /// header (`--record`), the /metrics server on `listener` (`--listen`); the
+    /// --duration deadline is set when the first session has attached.
     ///
     /// Errors: the record file cannot be created, the server cannot start.
     fn start(
@@ -170,9 +170,7 @@ impl Carry {
             record,
             record_error: None,
             restarts: 0,
-            deadline: args
-                .duration
-                .map(|d| tokio::time::Instant::now() + Duration::from_secs_f64(d)),
+            deadline: None,
         })
     }
 }
@@ -347,7 +345,12 @@ impl<'a> Session<'a> {
             record_error: carry.record_error,
             metrics: carry.metrics,
             restarts: carry.restarts,
-            deadline: carry.deadline,
+            // --duration counts from the first attach (the banner), not from the start:
+            // attaching takes seconds under load, and the run is the time traced.
+            deadline: carry.deadline.or_else(|| {
+                args.duration
+                    .map(|d| tokio::time::Instant::now() + Duration::from_secs_f64(d))
+            }),
             window: args
                 .listen
                 .map(|_| window::Window::new(args.verdict_window)),
