@@ -225,3 +225,27 @@ fn what_the_clients_got_is_compared_from_the_access_log() {
     assert!(!m.contains_key("logged_5xx_share"), "{m:?}");
     assert!(m.contains_key("logged_request_p99_ms"));
 }
+
+/// A newcomer's compare said "worker CPU per request fell from 8.96 us to 0 us (-100%)"
+/// where 0 was a run too short for a clock tick: below MIN_CPU_S_PER_WORKER a worker,
+/// the figure is not compared.
+#[test]
+fn cpu_per_request_is_left_out_below_the_clock_ticks_resolution() {
+    let real = include_str!("../testdata/two_workers_300_connections.jsonl");
+    let rec = Recording::parse("real", real).expect("the real recording parses");
+    let mut s = rec.summary.clone().expect("a summary");
+    let n = s.workers.len() as f64;
+    for w in &mut s.workers {
+        w.cpu_s = Some(MIN_CPU_S_PER_WORKER);
+    }
+    let requests = s.requests.count.expect("requests") as f64;
+    let m = metrics(&s);
+    assert!(
+        (m["cpu_us_per_request"] - MIN_CPU_S_PER_WORKER * n * 1e6 / requests).abs() < 1e-6,
+        "{m:?}"
+    );
+    for w in &mut s.workers {
+        w.cpu_s = Some(0.0);
+    }
+    assert!(!metrics(&s).contains_key("cpu_us_per_request"));
+}
