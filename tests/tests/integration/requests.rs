@@ -56,6 +56,14 @@ fn without_uprobes_requests_are_nginx_own_total_and_unknown_per_worker() {
         probe.stderr
     );
     assert_eq!(keepalive_requests(ng.addr(), 4, 250), 1000);
+    // nginx logs a request after its response has gone: the clients can have the
+    // last response before its access-log write() is made. Stop once all 1000 are
+    // written, or the summary can end between the two.
+    let logged = std::time::Instant::now();
+    while ng.access_log_lines() < 1000 && logged.elapsed() < std::time::Duration::from_secs(5) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(ng.access_log_lines(), 1000);
     let s = probe.stop().summary_json();
     assert_eq!(s["requests"]["source"], "stub_status", "{s}");
     assert_eq!(s["requests"]["count"], 1000, "{s}");
