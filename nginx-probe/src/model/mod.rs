@@ -470,6 +470,11 @@ pub enum EventKind {
     WorkerExited,
     /// A new master was forked under ours (binary upgrade, USR2).
     NewMaster,
+    /// A binary upgrade that failed: a child of the master exited with code 1 before
+    /// it was titled a worker (nginx exits 1 when `execve()` of the new binary fails,
+    /// and the new binary exits 1 when it cannot start; a worker that fails to start
+    /// exits 2). Neither a worker nor a master: not counted as one.
+    NewMasterFailed,
     /// Exporter mode attached to this master after the previous one exited.
     MasterRestart,
     /// An event this version does not know (from a newer recording): never shown

@@ -18,6 +18,10 @@ pub fn event_line(ev: &Event, master: u32) -> String {
             "+{:.1}s new nginx master {} started under master {master} (binary upgrade, USR2); this run keeps following master {master}: trace the new one with --pid {}",
             ev.t_s, ev.pid, ev.pid
         ),
+        EventKind::NewMasterFailed => format!(
+            "+{:.1}s a binary upgrade failed: master {master}'s child {} exited with code 1 before it became a master or a worker (nginx's error log says why: execve() failed, or the new binary could not start)",
+            ev.t_s, ev.pid
+        ),
         EventKind::MasterRestart => format!(
             "+{:.1}s attached to nginx master {} after the previous master exited (exporter mode)",
             ev.t_s, ev.pid

@@ -203,6 +203,47 @@ fn binary_upgrade_then_old_master_exit_gives_final_report_and_exit_0() {
     assert!(out.stderr.contains("binary upgrade"), "{}", out.stderr);
 }
 
+/// A binary upgrade whose exec fails (the binary nginx was started from is gone, as
+/// after a package upgrade that moved it): nginx's child exits with code 1 before it is
+/// a master or a worker. Said as a failed upgrade, never as a worker of a new
+/// generation that exited (a newcomer saw "worker started ... GEN 1 exited code 1").
+#[test]
+fn a_binary_upgrade_whose_exec_fails_is_no_worker_exit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let binary = dir.path().join("nginx");
+    std::fs::copy("/usr/sbin/nginx", &binary).expect("copy nginx");
+    let ng = Nginx::start(&NginxConfig {
+        daemon: true,
+        binary: Some(binary.clone()),
+        ..NginxConfig::default()
+    });
+    let master = ng.master_pid();
+    let probe = Probe::pid(master).json().start();
+    assert_eq!(one_request_per_connection(ng.addr(), 30), 30);
+    std::fs::remove_file(&binary).expect("remove the binary");
+    signal(master, Signal::SIGUSR2);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !ng.error_log().contains("execve() failed") {
+        assert!(std::time::Instant::now() < deadline, "no execve() failure");
+        thread::sleep(Duration::from_millis(20));
+    }
+    // A refresh or two after the child's exit.
+    thread::sleep(Duration::from_millis(1200));
+    let s = probe.stop().summary_json();
+    let failed = events(&s, "new_master_failed");
+    assert_eq!(failed.len(), 1, "{}", s["events"]);
+    assert!(events(&s, "worker_exited").is_empty(), "{}", s["events"]);
+    assert!(events(&s, "worker_started").is_empty(), "{}", s["events"]);
+    assert!(
+        workers(&s)
+            .iter()
+            .all(|w| w["pid"].as_u64() != Some(failed[0])),
+        "{s}"
+    );
+    assert_eq!(workers(&s).len(), 2, "{s}");
+    assert_eq!(total_accepts(&s), 30, "{s}");
+}
+
 #[test]
 fn nginx_in_its_own_pid_namespace_is_traced_by_host_pid() {
     let ng = Nginx::start(&NginxConfig {

@@ -60,6 +60,12 @@ impl Probe {
         Ok(())
     }
 
+    /// The kernel's `exit_code` of `pid` if its exit was recorded, leaving it for
+    /// [`Probe::take_exit`].
+    pub fn exit_of(&self, pid: u32) -> Option<u32> {
+        self.exits.get(&pid, 0).ok()
+    }
+
     /// The kernel's `exit_code` of worker `pid` if its exit was recorded, removing the
     /// entry (see [`exits::decode`]). None: not recorded (exits unknown, or the worker
     /// exited before the program was attached).

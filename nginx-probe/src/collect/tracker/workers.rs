@@ -45,6 +45,19 @@ impl Tracker {
                     probe.untrack(tgid);
                     probe.recycle_slot(slot)?;
                 }
+                None if probe.exit_of(tgid).map(nginx_probe_common::exits::decode)
+                    == Some(nginx_probe_common::exits::Exit::Code(1)) =>
+                {
+                    // Gone with exit code 1: no worker exits so (a worker that fails to
+                    // start exits 2), the child of a binary upgrade whose execve() or
+                    // new binary failed does (ngx_execute_proc). Not a worker.
+                    self.pending.remove(&tgid);
+                    self.ignored.insert(tgid);
+                    probe.untrack(tgid);
+                    probe.recycle_slot(slot)?;
+                    let _ = probe.take_exit(tgid);
+                    self.event(EventKind::NewMasterFailed, tgid);
+                }
                 None => {
                     // Gone before we could look: a child of the master that lived less
                     // than a rescan. Keep what it did, as an exited worker.
