@@ -2,6 +2,7 @@
 //! and the tracing session (attach, event loop, teardown). See docs/usage.md for options,
 //! output and exit codes.
 
+mod all;
 mod attach;
 pub mod compare;
 mod plan;
@@ -202,6 +203,13 @@ pub struct TraceArgs {
     #[arg(long, value_name = "FILE", conflicts_with = "pid")]
     pub pid_file: Option<PathBuf>,
 
+    /// Follow every nginx master on this host and in its containers (found in /proc
+    /// every 2 s): new masters are attached, masters that exit get their summary and
+    /// are let go. Every report, JSON document and metric names its master (pid, nginx
+    /// version, container id, pid namespace). At most 16 masters at once.
+    #[arg(long, conflicts_with_all = ["pid", "pid_file", "record"])]
+    pub all: bool,
+
     /// Record the run to FILE: a header line, one JSON line per interval (every
     /// --interval seconds, 5 by default, whatever stdout shows) and the summary; read
     /// it back with `nginx-probe report FILE` or `nginx-probe compare A B`.
@@ -372,6 +380,7 @@ pub fn main() {
         }
     };
     let result = match cli.cmd {
+        None if cli.trace.all => runtime.block_on(all::run(cli.trace)),
         None => runtime.block_on(session::run(cli.trace)),
         Some(Cmd::Report {
             file,

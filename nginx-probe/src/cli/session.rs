@@ -42,20 +42,20 @@ use crate::{
 /// counted).
 const OUTPUT_QUEUE: usize = 4;
 /// How often the worker set is brought up to date (reloads, exits), ms.
-const REFRESH_MS: u64 = 500;
+pub(super) const REFRESH_MS: u64 = 500;
 
 /// What outlives one master's session in exporter mode: the /metrics server, the
 /// recording, the restarts and the --duration deadline.
-struct Carry {
-    metrics: metrics_server::Endpoint,
+pub(super) struct Carry {
+    pub(super) metrics: metrics_server::Endpoint,
     /// The recording's writer, while it works (it ends with the first master).
-    record: Option<Sink>,
+    pub(super) record: Option<Sink>,
     /// Why the recording stopped early, when it did.
-    record_error: Option<String>,
+    pub(super) record_error: Option<String>,
     /// Masters attached after the first one exited.
-    restarts: u64,
+    pub(super) restarts: u64,
     /// When --duration ends the run.
-    deadline: Option<tokio::time::Instant>,
+    pub(super) deadline: Option<tokio::time::Instant>,
 }
 
 /// The master to trace: `--pid`, else discovery (see [`discover::find_master`]).
@@ -124,7 +124,7 @@ pub async fn run(args: TraceArgs) -> Result<(), ProbeError> {
 /// a warning when `--uprobes` needs a newer kernel. Returns tracefs's root.
 ///
 /// Errors: tracefs cannot be mounted, or a kernel feature the probe needs is missing.
-fn tracefs_and_kernel(args: &TraceArgs) -> Result<std::path::PathBuf, ProbeError> {
+pub(super) fn tracefs_and_kernel(args: &TraceArgs) -> Result<std::path::PathBuf, ProbeError> {
     let (tracefs_root, mounted) = tracefs::ensure_mounted()?;
     if mounted {
         eprintln!(
@@ -243,8 +243,12 @@ async fn wait_for_master(args: &TraceArgs, old: u32, carry: &mut Carry) -> Optio
     }
 }
 
+/// What `--all` does to each report of one master's session: names the master, and
+/// says why a figure that would mix masters is unknown (see `super::all`).
+pub(super) type Relabel = Box<dyn Fn(&mut model::Report)>;
+
 /// Everything one run holds between attach and summary.
-struct Session<'a> {
+pub(super) struct Session<'a> {
     args: &'a TraceArgs,
     plan: Plan,
     master: Master,
@@ -274,13 +278,15 @@ struct Session<'a> {
     signals: Option<[tokio::signal::unix::Signal; 3]>,
     /// With `--detail sampled`: when the detail window opens or closes next.
     detail_next: Option<tokio::time::Instant>,
+    /// Under `--all`: applied to every report built (None otherwise).
+    pub(super) relabel: Option<Relabel>,
 }
 
 impl<'a> Session<'a> {
     /// Validates the target and every output, then loads and attaches the programs,
     /// prints the banner and starts the live view. Nothing is attached when a check
     /// fails.
-    fn attach(
+    pub(super) fn attach(
         args: &'a TraceArgs,
         plan: Plan,
         master: Master,
@@ -350,12 +356,13 @@ impl<'a> Session<'a> {
             prev_at: started,
             signals,
             detail_next,
+            relabel: None,
         })
     }
 
     /// Serves signals, worker refreshes, the live view's keys, scrapes and interval
     /// reports until the run ends; returns why it ended.
-    async fn event_loop(&mut self) -> Result<String, ProbeError> {
+    pub(super) async fn event_loop(&mut self) -> Result<String, ProbeError> {
         let [mut sigint, mut sigterm, mut sighup] = match self.signals.take() {
             Some(s) => s,
             None => [
@@ -515,6 +522,9 @@ impl<'a> Session<'a> {
     ) -> model::Report {
         let inputs = self.tracker.period_inputs(kind);
         let mut r = model::build::report(&inputs, kind, cur, prev, secs, missing, end_reason);
+        if let Some(relabel) = &self.relabel {
+            relabel(&mut r);
+        }
         r.verdicts = crate::analysis::verdict::judge_report(&r);
         r
     }
@@ -581,7 +591,7 @@ impl<'a> Session<'a> {
     /// live view, writes the last partial interval (so the intervals add up to the
     /// summary) and the summary, and detaches. Returns what the next master's session
     /// carries on.
-    async fn finish(mut self, end_reason: String, keep_serving: bool) -> Result<Carry, ProbeError> {
+    pub(super) async fn finish(mut self, end_reason: String, keep_serving: bool) -> Result<Carry, ProbeError> {
         if !keep_serving {
             let metrics = std::mem::replace(&mut self.metrics, metrics_server::Endpoint::none());
             metrics.shutdown().await;

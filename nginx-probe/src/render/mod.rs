@@ -13,6 +13,7 @@ mod prometheus_conn;
 pub mod prometheus_doc;
 pub mod prometheus_families;
 pub mod prometheus_format;
+pub mod prometheus_masters;
 mod prometheus_lifecycle;
 mod prometheus_outcomes;
 pub mod prometheus_series;
