@@ -240,7 +240,12 @@ impl Supervisor {
         session.relabel = Some(relabel(info.clone(), self.listeners.clone()));
         let task = tokio::task::spawn_local(async move {
             let why = session.event_loop().await?;
-            session.finish(why, false).await.map(|_| ())
+            let exited = session.master_exited;
+            session.finish(why.clone(), false).await?;
+            if exited {
+                eprintln!("nginx-probe: {why}: its summary is printed and it is let go (--all)");
+            }
+            Ok(())
         });
         self.followed.insert(
             pid,

@@ -266,7 +266,7 @@ pub(super) struct Session<'a> {
     /// Snapshots of the recent past for the verdict gauges (with --listen).
     window: Option<window::Window>,
     /// Set when the event loop ended because the master exited.
-    master_exited: bool,
+    pub(super) master_exited: bool,
     live: Option<tui::LiveView>,
     output: Sink,
     started: Instant,
@@ -591,7 +591,11 @@ impl<'a> Session<'a> {
     /// live view, writes the last partial interval (so the intervals add up to the
     /// summary) and the summary, and detaches. Returns what the next master's session
     /// carries on.
-    pub(super) async fn finish(mut self, end_reason: String, keep_serving: bool) -> Result<Carry, ProbeError> {
+    pub(super) async fn finish(
+        mut self,
+        end_reason: String,
+        keep_serving: bool,
+    ) -> Result<Carry, ProbeError> {
         if !keep_serving {
             let metrics = std::mem::replace(&mut self.metrics, metrics_server::Endpoint::none());
             metrics.shutdown().await;

@@ -48,7 +48,8 @@ pub fn info(pid: u32) -> MasterInfo {
     let cgroup = read_bounded(&format!("/proc/{pid}/cgroup"), CGROUP_READ_MAX);
     MasterInfo {
         pid,
-        nginx_version: target::nginx_version(pid),
+        nginx_version: target::nginx_version(pid)
+            .map(|v| v.strip_prefix("nginx/").map(String::from).unwrap_or(v)),
         container_id: cgroup.as_deref().and_then(container_id),
         pid_namespace: namespace_inode(pid, "pid"),
     }
@@ -150,7 +151,10 @@ mod tests {
         assert_eq!(container_id("garbage without colons"), None);
         // Too short, not hex, control characters, too long: none is an id.
         assert_eq!(container_id("0::/docker/abc123\n"), None);
-        assert_eq!(container_id(&format!("0::/docker/{}\n", "g".repeat(64))), None);
+        assert_eq!(
+            container_id(&format!("0::/docker/{}\n", "g".repeat(64))),
+            None
+        );
         assert_eq!(
             container_id("0::/machine.slice/machine-a\x1b[2Jb.scope\n"),
             None

@@ -42,7 +42,8 @@ impl MasterInfo {
 
 /// What each followed master listens on, by host pid: its network namespace inode
 /// (None: unreadable) and its TCP listening ports.
-pub type Listeners = std::collections::BTreeMap<u32, (Option<u64>, std::collections::BTreeSet<u16>)>;
+pub type Listeners =
+    std::collections::BTreeMap<u32, (Option<u64>, std::collections::BTreeSet<u16>)>;
 
 /// The TCP ports of a report's listening sockets (`addr:port`, IPv6 as `[::]:port`).
 pub fn listen_ports(listen: &[super::ListenReport]) -> std::collections::BTreeSet<u16> {
@@ -78,7 +79,11 @@ mod tests {
 
     #[test]
     fn a_port_shared_across_namespaces_makes_connections_unknown() {
-        let ports = |p: &[u16]| p.iter().copied().collect::<std::collections::BTreeSet<u16>>();
+        let ports = |p: &[u16]| {
+            p.iter()
+                .copied()
+                .collect::<std::collections::BTreeSet<u16>>()
+        };
         let mut all = Listeners::new();
         all.insert(10, (Some(1), ports(&[80, 443])));
         all.insert(20, (Some(2), ports(&[8080])));

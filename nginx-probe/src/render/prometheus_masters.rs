@@ -179,7 +179,10 @@ mod tests {
         assert!(text.starts_with(expected), "{text}");
         assert!(text.contains("nginx_probe_master_info{master=\"20\",nginx_version=\"1.22.1\",container_id=\"c\\\"1\",pid_namespace=\"4026531836\"} 1\n"), "{text}");
         assert!(text.contains("\nnginx_probe_masters 2\n"), "{text}");
-        assert!(text.ends_with("\nnginx_probe_masters_left_out 0\n"), "{text}");
+        assert!(
+            text.ends_with("\nnginx_probe_masters_left_out 0\n"),
+            "{text}"
+        );
         // One HELP per family.
         assert_eq!(text.matches("# HELP nginx_accepts_total ").count(), 1);
     }
@@ -187,17 +190,26 @@ mod tests {
     #[test]
     fn no_master_leaves_the_process_families_and_the_counts() {
         let text = merge(OWN, &[], 3);
-        assert!(text.contains("nginx_probe_build_info{version=\"1\"} 1\n"), "{text}");
+        assert!(
+            text.contains("nginx_probe_build_info{version=\"1\"} 1\n"),
+            "{text}"
+        );
         assert!(!text.contains("nginx_probe_attached"), "{text}");
         assert!(text.contains("\nnginx_probe_masters 0\n"), "{text}");
-        assert!(text.contains("\nnginx_probe_masters_left_out 3\n"), "{text}");
+        assert!(
+            text.contains("\nnginx_probe_masters_left_out 3\n"),
+            "{text}"
+        );
     }
 
     #[test]
     fn labels_go_first() {
         assert_eq!(labelled("a 1", Some(7)), "a{master=\"7\"} 1");
         assert_eq!(labelled("a{} 1", Some(7)), "a{master=\"7\"} 1");
-        assert_eq!(labelled("a{x=\"y\"} 1", Some(7)), "a{master=\"7\",x=\"y\"} 1");
+        assert_eq!(
+            labelled("a{x=\"y\"} 1", Some(7)),
+            "a{master=\"7\",x=\"y\"} 1"
+        );
         assert_eq!(labelled("a 1", None), "a 1");
     }
 }

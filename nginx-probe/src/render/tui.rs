@@ -302,7 +302,8 @@ pub fn draw(f: &mut Frame, title: &Title, last: Option<&Report>, recent: &[Strin
     // One row per line (cut at the right edge, not wrapped): the box's height is the
     // line count, and each line's count comes first.
     f.render_widget(
-        Paragraph::new(connections).block(Block::new().borders(Borders::TOP).title(" connections ")),
+        Paragraph::new(connections)
+            .block(Block::new().borders(Borders::TOP).title(" connections ")),
         chunks[3],
     );
     f.render_widget(boxed(verdict_lines(last), " verdicts "), chunks[4]);
@@ -654,14 +655,20 @@ mod tests {
     #[test]
     fn connections_are_the_reports_lines_or_why_they_were_not_counted() {
         let mut r = report();
-        assert!(screen(Some(&r)).contains("connections ─"), "the box is always drawn");
+        assert!(
+            screen(Some(&r)).contains("connections ─"),
+            "the box is always drawn"
+        );
         r.connections = Some(crate::model::connections::sample_report());
         let s = screen(Some(&r));
         assert!(
             s.contains("established 14  closed first by nginx 10  by the client 3  by a reset 1"),
             "{s}"
         );
-        assert!(s.contains("nginx closes idle connections after 2.0 s"), "{s}");
+        assert!(
+            s.contains("nginx closes idle connections after 2.0 s"),
+            "{s}"
+        );
         r.connections = None;
         r.connections_not_traced = Some("--no-lifecycle".into());
         assert!(screen(Some(&r)).contains("not counted: --no-lifecycle"));

@@ -1,0 +1,172 @@
+//! `--all`: every nginx master on the host followed by one nginx-probe. Two throwaway
+//! masters at once, exact accepts for each in its own JSON summary and in `/metrics`
+//! under its `master` label; one stopped (its summary printed when it exits) and a
+//! third started during the run (attached by the rescan). The machine may run other
+//! nginx (other tests', CI's): `--all` follows them too, and only our masters, by pid,
+//! are asserted on.
+
+use std::{collections::BTreeMap, time::Duration};
+
+use nginx_probe_tests::{
+    free_port, one_request_per_connection, scrape_text, total_accepts, CpuCgroup, Nginx,
+    NginxConfig, Probe, ProbeRun,
+};
+
+/// The last summary of each master in `--all --json` output, by master pid.
+fn summaries(stdout: &str) -> BTreeMap<u64, serde_json::Value> {
+    let mut out = BTreeMap::new();
+    for line in stdout.lines().filter(|l| l.starts_with('{')) {
+        let doc: serde_json::Value = serde_json::from_str(line).expect("JSON line");
+        if doc["type"] == "summary" {
+            let pid = doc["master"]["pid"].as_u64().expect("master.pid");
+            assert_eq!(doc["master_pid"].as_u64(), Some(pid), "{doc}");
+            out.insert(pid, doc);
+        }
+    }
+    out
+}
+
+/// Sum of the samples of `name` labelled `master="<pid>"` in Prometheus text.
+fn master_sum(text: &str, name: &str, pid: u32) -> f64 {
+    let prefix = format!("{name}{{master=\"{pid}\"");
+    text.lines()
+        .filter(|l| l.starts_with(&prefix))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Waits until the probe says it attached to master `pid`.
+fn attached(probe: &mut ProbeRun, pid: u32) {
+    probe.wait_for_stderr(
+        &format!("Tracing nginx master {pid} "),
+        Duration::from_secs(20),
+    );
+}
+
+#[test]
+fn two_masters_at_once_then_one_stopped_and_one_started() {
+    let mut a = Nginx::start(&NginxConfig::default());
+    let b = Nginx::start(&NginxConfig::default());
+    let metrics_port = free_port();
+    // --duration bounds the run if the test fails before stopping it.
+    let mut probe = Probe::with_args(["--all", "--json", "--summary-only", "--duration", "120"])
+        .listen(metrics_port)
+        .start();
+    attached(&mut probe, a.master_pid());
+    attached(&mut probe, b.master_pid());
+    assert_eq!(one_request_per_connection(a.addr(), 30), 30);
+    assert_eq!(one_request_per_connection(b.addr(), 50), 50);
+    std::thread::sleep(Duration::from_millis(800));
+    let text = scrape_text(metrics_port);
+    assert_eq!(
+        master_sum(&text, "nginx_probe_accepts_total", a.master_pid()),
+        30.0,
+        "{text}"
+    );
+    assert_eq!(
+        master_sum(&text, "nginx_probe_accepts_total", b.master_pid()),
+        50.0,
+        "{text}"
+    );
+    for m in [&a, &b] {
+        let info = format!(
+            "nginx_probe_master_info{{master=\"{}\",nginx_version=\"",
+            m.master_pid()
+        );
+        assert!(text.contains(&info), "{info}: {text}");
+    }
+    assert_eq!(
+        text.matches("# TYPE nginx_probe_accepts_total ").count(),
+        1,
+        "{text}"
+    );
+    let a_pid = a.master_pid();
+    a.stop();
+    probe.wait_for_stderr(
+        &format!("nginx master {a_pid} exited"),
+        Duration::from_secs(10),
+    );
+    let c = Nginx::start(&NginxConfig::default());
+    attached(&mut probe, c.master_pid());
+    assert_eq!(one_request_per_connection(c.addr(), 40), 40);
+    assert_eq!(one_request_per_connection(b.addr(), 5), 5);
+    std::thread::sleep(Duration::from_millis(800));
+    let text = scrape_text(metrics_port);
+    assert_eq!(
+        master_sum(&text, "nginx_probe_accepts_total", c.master_pid()),
+        40.0,
+        "{text}"
+    );
+    assert_eq!(
+        master_sum(&text, "nginx_probe_accepts_total", a_pid),
+        0.0,
+        "a master let go has no series: {text}"
+    );
+    let out = probe.stop();
+    let s = summaries(&out.stdout);
+    let host_ns = std::fs::read_link("/proc/self/ns/pid").unwrap();
+    for (pid, n) in [(a_pid, 30), (b.master_pid(), 55), (c.master_pid(), 40)] {
+        let doc = s.get(&u64::from(pid)).unwrap_or_else(|| {
+            panic!("no summary of master {pid}: {}\n{}", out.stdout, out.stderr)
+        });
+        assert_eq!(total_accepts(doc), n, "master {pid}: {doc}");
+        let m = &doc["master"];
+        assert!(
+            m["nginx_version"]
+                .as_str()
+                .is_some_and(|v| v.starts_with("1.")),
+            "{m}"
+        );
+        assert!(m["container_id"].is_null(), "{m}");
+        assert_eq!(
+            format!("pid:[{}]", m["pid_namespace"]),
+            host_ns.to_string_lossy(),
+            "{m}"
+        );
+    }
+    let a_doc = &s[&u64::from(a_pid)];
+    assert!(
+        a_doc["end_reason"].as_str().unwrap().contains("exited"),
+        "{a_doc}"
+    );
+    assert!(s[&u64::from(c.master_pid())]["end_reason"]
+        .as_str()
+        .unwrap()
+        .contains("SIGINT"));
+}
+
+#[test]
+fn a_master_in_a_container_is_named_by_its_cgroup_and_pid_namespace() {
+    let id = "5e".repeat(32);
+    let cg = CpuCgroup::create(&format!("docker-{id}.scope"), 200_000, 100_000);
+    let inside = Nginx::start(&NginxConfig {
+        pid_namespace: true,
+        cgroup: Some(cg.dir.clone()),
+        ..Default::default()
+    });
+    let host = Nginx::start(&NginxConfig::default());
+    let mut probe =
+        Probe::with_args(["--all", "--json", "--summary-only", "--duration", "120"]).start();
+    attached(&mut probe, inside.master_pid());
+    attached(&mut probe, host.master_pid());
+    assert_eq!(one_request_per_connection(inside.addr(), 20), 20);
+    assert_eq!(one_request_per_connection(host.addr(), 10), 10);
+    std::thread::sleep(Duration::from_millis(800));
+    let out = probe.stop();
+    let s = summaries(&out.stdout);
+    let ns = std::fs::read_link(format!("/proc/{}/ns/pid", inside.master_pid())).unwrap();
+    let doc = &s[&u64::from(inside.master_pid())];
+    assert_eq!(total_accepts(doc), 20, "{doc}");
+    let m = &doc["master"];
+    assert_eq!(m["container_id"].as_str(), Some(id.as_str()), "{m}");
+    assert_eq!(
+        format!("pid:[{}]", m["pid_namespace"]),
+        ns.to_string_lossy(),
+        "{m}"
+    );
+    assert_ne!(doc["master_nspid"].as_array().unwrap().len(), 1, "{doc}");
+    let doc = &s[&u64::from(host.master_pid())];
+    assert_eq!(total_accepts(doc), 10, "{doc}");
+    assert!(doc["master"]["container_id"].is_null(), "{doc}");
+    drop(inside);
+}
