@@ -31,7 +31,7 @@ use tokio::{
 
 use super::{
     plan::Plan,
-    session::{tracefs_and_kernel, Carry, Relabel, Session},
+    session::{deadline_of, tracefs_and_kernel, Carry, Relabel, Session},
     TraceArgs,
 };
 use crate::{
@@ -133,12 +133,7 @@ impl Supervisor {
         rescan.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         rescan.tick().await;
         let until = self.deadline;
-        let deadline = async {
-            match until {
-                Some(d) => tokio::time::sleep_until(d).await,
-                None => std::future::pending().await,
-            }
-        };
+        let deadline = deadline_of(until);
         tokio::pin!(deadline);
         loop {
             tokio::select! {

@@ -177,6 +177,14 @@ impl Carry {
     }
 }
 
+/// Resolves at `until` (the --duration deadline); never without one.
+pub(super) async fn deadline_of(until: Option<tokio::time::Instant>) {
+    match until {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Exporter mode, after master `old` exited: says so, waits for a new master
 /// ([`wait_for_master`]) and counts the restart. None when the run ends first.
 async fn next_master(args: &TraceArgs, old: u32, carry: &mut Carry) -> Option<Master> {
@@ -210,12 +218,7 @@ async fn wait_for_master(args: &TraceArgs, old: u32, carry: &mut Carry) -> Optio
     let mut poll = tokio::time::interval(Duration::from_millis(REFRESH_MS));
     let mut said_several = false;
     let until = carry.deadline;
-    let deadline = async {
-        match until {
-            Some(d) => tokio::time::sleep_until(d).await,
-            None => std::future::pending().await,
-        }
-    };
+    let deadline = deadline_of(until);
     tokio::pin!(deadline);
     loop {
         tokio::select! {
@@ -379,12 +382,7 @@ impl<'a> Session<'a> {
         report_tick.tick().await; // the first tick is immediate
         let duration = self.args.duration;
         let until = self.deadline;
-        let deadline = async {
-            match until {
-                Some(d) => tokio::time::sleep_until(d).await,
-                None => std::future::pending().await,
-            }
-        };
+        let deadline = deadline_of(until);
         tokio::pin!(deadline);
         let ticking = self.plan.tick_every_s.is_some();
         let sampled = self.detail_next.is_some();

@@ -169,6 +169,6 @@ mod tests {
         assert_eq!(parse_ns_link("net:[1]"), Some(1));
         assert_eq!(parse_ns_link("pid:[x]"), None);
         assert_eq!(parse_ns_link("pid"), None);
-        assert_eq!(namespace_inode(std::process::id(), "pid").is_some(), true);
+        assert!(namespace_inode(std::process::id(), "pid").is_some());
     }
 }
