@@ -3,7 +3,8 @@
 //! sample gains a `master` label (the master's host pid) and each family keeps its one
 //! `# HELP`/`# TYPE` header, its samples from every master together. The families
 //! about the nginx-probe process itself ([`PROCESS_WIDE`]) are written once, without
-//! the label. [`MASTER_INFO`] names each master's version, container and pid namespace;
+//! the label; with no master followed, the exporter's own families are served as a
+//! waiting exporter serves them (`nginx_probe_attached 0`). [`MASTER_INFO`] names each master's version, container and pid namespace;
 //! [`MASTERS`] and [`MASTERS_LEFT_OUT`] say how many are followed and how many were
 //! not (the cap keeps the series bounded).
 
@@ -109,6 +110,11 @@ fn labelled(line: &str, master: Option<u32>) -> String {
 pub fn merge(own: &str, masters: &[(MasterInfo, String)], left_out: usize) -> String {
     let mut families = Families::default();
     families.add(own, None, true);
+    if masters.is_empty() {
+        // What a waiting exporter serves (`nginx_probe_attached 0`): the alert on it
+        // holds under --all too.
+        families.add(own, None, false);
+    }
     for (m, text) in masters {
         families.add(text, Some(m.pid), false);
     }
@@ -194,7 +200,7 @@ mod tests {
             text.contains("nginx_probe_build_info{version=\"1\"} 1\n"),
             "{text}"
         );
-        assert!(!text.contains("nginx_probe_attached"), "{text}");
+        assert!(text.contains("\nnginx_probe_attached 0\n"), "{text}");
         assert!(text.contains("\nnginx_probe_masters 0\n"), "{text}");
         assert!(
             text.contains("\nnginx_probe_masters_left_out 3\n"),
