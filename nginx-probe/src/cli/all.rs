@@ -38,7 +38,7 @@ use crate::{
     collect::{masters, selfcost, target},
     error::ProbeError,
     io::metrics_server::{self, Endpoint, Scrape},
-    model::masters::{listen_ports, shared_port, Listeners, MasterInfo},
+    model::masters::{shared_port, Listeners, MasterInfo},
     render::{prometheus, prometheus_masters},
 };
 
@@ -71,7 +71,7 @@ struct Supervisor {
     done: BTreeSet<u32>,
     /// Masters found and not followed at the last scan (the cap).
     left_out: usize,
-    /// Each followed master's network namespace and ports, from its latest report.
+    /// Each followed master's network namespace and ports, read at every scan.
     listeners: Rc<RefCell<Listeners>>,
 }
 
@@ -175,6 +175,12 @@ impl Supervisor {
         self.left_out = new.len().saturating_sub(room);
         for pid in new.into_iter().take(room) {
             self.follow(pid);
+        }
+        // Each followed master's ports, for the connection figures a shared port
+        // would mix (read here, so that each report sees every other master's).
+        let mut all = self.listeners.borrow_mut();
+        for &pid in self.followed.keys() {
+            all.insert(pid, masters::listeners(pid));
         }
     }
 
@@ -290,14 +296,13 @@ impl Supervisor {
 /// while another followed master listens on one of its ports in another network
 /// namespace ([`shared_port`]).
 fn relabel(info: MasterInfo, listeners: Rc<RefCell<Listeners>>) -> Relabel {
-    let netns = masters::namespace_inode(info.pid, "net");
+    // Once mixed, the counters since attach stay mixed: the reason sticks.
+    let mixed: RefCell<Option<String>> = RefCell::new(None);
     Box::new(move |r: &mut crate::model::Report| {
-        let why = {
-            let mut all = listeners.borrow_mut();
-            all.insert(info.pid, (netns, listen_ports(&r.listen)));
-            shared_port(info.pid, &all)
-        };
-        if let Some(why) = why {
+        if mixed.borrow().is_none() {
+            *mixed.borrow_mut() = shared_port(info.pid, &listeners.borrow());
+        }
+        if let Some(why) = mixed.borrow().clone() {
             r.connections = None;
             r.connections_not_traced = Some(why);
         }

@@ -55,6 +55,16 @@ pub fn info(pid: u32) -> MasterInfo {
     }
 }
 
+/// Master `pid`'s network namespace inode and its TCP listening ports (sock_diag in its
+/// namespace, the sockets it holds); no ports when they cannot be read.
+pub fn listeners(pid: u32) -> (Option<u64>, std::collections::BTreeSet<u16>) {
+    let inodes = crate::collect::listen::socket_inodes(pid);
+    let ports = crate::collect::listen::listen_sockets(pid, &inodes)
+        .map(|s| s.iter().map(|l| l.port).collect())
+        .unwrap_or_default();
+    (namespace_inode(pid, "net"), ports)
+}
+
 /// The inode of `/proc/<pid>/ns/<kind>` (`pid`, `net`), from its link text `pid:[N]`.
 pub fn namespace_inode(pid: u32, kind: &str) -> Option<u64> {
     let link = std::fs::read_link(format!("/proc/{pid}/ns/{kind}")).ok()?;

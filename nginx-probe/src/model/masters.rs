@@ -45,14 +45,6 @@ impl MasterInfo {
 pub type Listeners =
     std::collections::BTreeMap<u32, (Option<u64>, std::collections::BTreeSet<u16>)>;
 
-/// The TCP ports of a report's listening sockets (`addr:port`, IPv6 as `[::]:port`).
-pub fn listen_ports(listen: &[super::ListenReport]) -> std::collections::BTreeSet<u16> {
-    listen
-        .iter()
-        .filter_map(|l| l.addr.rsplit(':').next()?.parse().ok())
-        .collect()
-}
-
 /// Why master `me`'s client-connection figures (who closed, resets, idle times) are
 /// unknown under `--all`, when they are: another followed master listens on one of its
 /// ports in another network namespace (or one that could not be read), and the

@@ -8,7 +8,7 @@
 use std::{collections::BTreeMap, time::Duration};
 
 use nginx_probe_tests::{
-    free_port, one_request_per_connection, scrape_text, total_accepts, CpuCgroup, Nginx,
+    free_port, one_request_per_connection, scrape_text, total_accepts, CpuCgroup, NetNs, Nginx,
     NginxConfig, Probe, ProbeRun,
 };
 
@@ -33,6 +33,31 @@ fn master_sum(text: &str, name: &str, pid: u32) -> f64 {
         .filter(|l| l.starts_with(&prefix))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
+}
+
+/// `promtool check metrics` passes on `text`.
+fn promtool_check(text: &str) {
+    use std::io::Write as _;
+    let mut child = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("promtool (run `cargo xtask setup`)");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Waits until the probe says it attached to master `pid`.
@@ -80,6 +105,7 @@ fn two_masters_at_once_then_one_stopped_and_one_started() {
         1,
         "{text}"
     );
+    promtool_check(&text);
     let a_pid = a.master_pid();
     a.stop();
     probe.wait_for_stderr(
@@ -169,4 +195,52 @@ fn a_master_in_a_container_is_named_by_its_cgroup_and_pid_namespace() {
     assert_eq!(total_accepts(doc), 10, "{doc}");
     assert!(doc["master"]["container_id"].is_null(), "{doc}");
     drop(inside);
+}
+
+#[test]
+fn one_port_in_two_network_namespaces_makes_connections_unknown_not_mixed() {
+    let tag = std::process::id();
+    let (ns1, ns2) = (
+        NetNs::new(&format!("np-all1-{tag}"), &[]),
+        NetNs::new(&format!("np-all2-{tag}"), &[]),
+    );
+    // Both also listen on one fixed port, each in its own namespace.
+    let shared = "listen 127.0.0.1:18555;".to_string();
+    let in_ns = |ns: &NetNs| NginxConfig {
+        netns: Some(ns.name.clone()),
+        server_extra: shared.clone(),
+        ..Default::default()
+    };
+    let (one, two) = (Nginx::start(&in_ns(&ns1)), Nginx::start(&in_ns(&ns2)));
+    let host = Nginx::start(&NginxConfig::default());
+    let mut probe =
+        Probe::with_args(["--all", "--json", "--summary-only", "--duration", "120"]).start();
+    for ng in [&one, &two, &host] {
+        attached(&mut probe, ng.master_pid());
+    }
+    let (a1, a2) = (one.addr(), two.addr());
+    assert_eq!(
+        NetNs::run_in(&ns1.name, || one_request_per_connection(a1, 12)),
+        12
+    );
+    assert_eq!(
+        NetNs::run_in(&ns2.name, || one_request_per_connection(a2, 7)),
+        7
+    );
+    assert_eq!(one_request_per_connection(host.addr(), 9), 9);
+    std::thread::sleep(Duration::from_millis(800));
+    let out = probe.stop();
+    let s = summaries(&out.stdout);
+    for (ng, other, n) in [(&one, &two, 12), (&two, &one, 7)] {
+        let doc = &s[&u64::from(ng.master_pid())];
+        assert_eq!(total_accepts(doc), n, "{doc}");
+        assert!(doc.get("connections").is_none(), "{doc}");
+        let why = doc["connections_not_traced"].as_str().unwrap_or_default();
+        let want = format!("unknown: nginx master {}, also followed (--all), listens on port 18555 in another network namespace", other.master_pid());
+        assert!(why.starts_with(&want), "{why}");
+    }
+    let doc = &s[&u64::from(host.master_pid())];
+    assert_eq!(total_accepts(doc), 9, "{doc}");
+    assert!(doc["connections_not_traced"].is_null(), "{doc}");
+    assert!(doc["connections"].is_object(), "{doc}");
 }
