@@ -3,13 +3,14 @@
 //! under its `master` label; one stopped (its summary printed when it exits) and a
 //! third started during the run (attached by the rescan). The machine may run other
 //! nginx (other tests', CI's): `--all` follows them too, and only our masters, by pid,
-//! are asserted on.
+//! are asserted on. A master in a container (the trixie root's nginx 1.26, in a cgroup
+//! named like docker's) is named by its container id and pid namespace.
 
 use std::{collections::BTreeMap, time::Duration};
 
 use nginx_probe_tests::{
-    free_port, one_request_per_connection, scrape_text, total_accepts, CpuCgroup, NetNs, Nginx,
-    NginxConfig, Probe, ProbeRun,
+    container, free_port, one_request_per_connection, scrape_text, total_accepts, CpuCgroup, NetNs,
+    Nginx, NginxConfig, Probe, ProbeRun,
 };
 
 /// The last summary of each master in `--all --json` output, by master pid.
@@ -165,8 +166,10 @@ fn two_masters_at_once_then_one_stopped_and_one_started() {
 fn a_master_in_a_container_is_named_by_its_cgroup_and_pid_namespace() {
     let id = "5e".repeat(32);
     let cg = CpuCgroup::create(&format!("docker-{id}.scope"), 200_000, 100_000);
+    // nginx 1.26 of the trixie root as a container (own pid and mount namespace,
+    // chrooted) beside the host's 1.22: two binaries, each with its own programs.
     let inside = Nginx::start(&NginxConfig {
-        pid_namespace: true,
+        root: Some(container::trixie_root()),
         cgroup: Some(cg.dir.clone()),
         ..Default::default()
     });
@@ -185,6 +188,7 @@ fn a_master_in_a_container_is_named_by_its_cgroup_and_pid_namespace() {
     assert_eq!(total_accepts(doc), 20, "{doc}");
     let m = &doc["master"];
     assert_eq!(m["container_id"].as_str(), Some(id.as_str()), "{m}");
+    assert_eq!(m["nginx_version"].as_str(), Some("1.26.3"), "{m}");
     assert_eq!(
         format!("pid:[{}]", m["pid_namespace"]),
         ns.to_string_lossy(),
@@ -194,6 +198,11 @@ fn a_master_in_a_container_is_named_by_its_cgroup_and_pid_namespace() {
     let doc = &s[&u64::from(host.master_pid())];
     assert_eq!(total_accepts(doc), 10, "{doc}");
     assert!(doc["master"]["container_id"].is_null(), "{doc}");
+    assert_eq!(
+        doc["master"]["nginx_version"].as_str(),
+        Some("1.22.1"),
+        "{doc}"
+    );
     drop(inside);
 }
 
