@@ -54,6 +54,8 @@ const SCRAPE_WAIT: Duration = Duration::from_secs(5);
 /// One master being followed.
 struct Followed {
     info: MasterInfo,
+    /// Its pid and start time, as [`started`] read them at attach.
+    key: (u32, Option<u64>),
     /// Hands the session its share of each scrape.
     scrapes: mpsc::Sender<Scrape>,
     task: JoinHandle<Result<(), ProbeError>>,
@@ -67,8 +69,10 @@ struct Supervisor {
     metrics: Endpoint,
     deadline: Option<tokio::time::Instant>,
     followed: BTreeMap<u32, Followed>,
-    /// Masters whose session ended or failed to attach: not attached again.
-    done: BTreeSet<u32>,
+    /// Masters whose session ended or failed to attach, by (pid, start time in clock
+    /// ticks since boot): not attached again. The start time tells a new master that
+    /// reuses an old one's pid, which a long-running exporter will meet.
+    done: BTreeSet<(u32, Option<u64>)>,
     /// Masters found and not followed at the last scan (the cap).
     left_out: usize,
     /// Each followed master's network namespace and ports, read at every scan.
@@ -158,7 +162,7 @@ impl Supervisor {
         let new: Vec<u32> = found
             .iter()
             .copied()
-            .filter(|p| !self.followed.contains_key(p) && !self.done.contains(p))
+            .filter(|&p| !self.followed.contains_key(&p) && !self.done.contains(&started(p)))
             .collect();
         let room = MAX_MASTERS.saturating_sub(self.followed.len());
         if new.len() > room && self.left_out == 0 {
@@ -195,7 +199,7 @@ impl Supervisor {
             .collect();
         for pid in ended {
             if let Some(f) = self.followed.remove(&pid) {
-                self.done.insert(pid);
+                self.done.insert(f.key);
                 self.listeners.borrow_mut().remove(&pid);
                 if let Some(Ok(Err(e))) = futures_now(f.task) {
                     warn!("nginx master {pid}: {e}");
@@ -211,7 +215,7 @@ impl Supervisor {
             Ok(m) => m,
             Err(e) => {
                 warn!("nginx master {pid} left out: {e}");
-                self.done.insert(pid);
+                self.done.insert(started(pid));
                 return;
             }
         };
@@ -234,7 +238,7 @@ impl Supervisor {
             Ok(s) => s,
             Err(e) => {
                 warn!("nginx master {pid} left out: {e}");
-                self.done.insert(pid);
+                self.done.insert(started(pid));
                 return;
             }
         };
@@ -252,6 +256,7 @@ impl Supervisor {
             pid,
             Followed {
                 info,
+                key: started(pid),
                 scrapes: tx,
                 task,
             },
@@ -308,6 +313,15 @@ fn relabel(info: MasterInfo, listeners: Rc<RefCell<Listeners>>) -> Relabel {
         }
         r.master = Some(info.clone());
     })
+}
+
+/// A process's pid with its start time (`/proc/<pid>/stat` field 22), None once gone.
+fn started(pid: u32) -> (u32, Option<u64>) {
+    let start = procfs::process::Process::new(pid as i32)
+        .and_then(|p| p.stat())
+        .ok()
+        .map(|s| s.starttime);
+    (pid, start)
 }
 
 /// The result of a task known to be finished, without waiting.
