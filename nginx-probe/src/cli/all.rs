@@ -48,7 +48,8 @@ pub const RESCAN_MS: u64 = 2000;
 /// Most masters followed at once: each has its own programs and its own series.
 pub const MAX_MASTERS: usize = 16;
 
-/// How long a scrape waits for each master's session to answer.
+/// How long a scrape waits for the masters' sessions to answer (a session busy
+/// finishing its summary is left out of that scrape).
 const SCRAPE_WAIT: Duration = Duration::from_secs(5);
 
 /// One master being followed.
@@ -265,14 +266,19 @@ impl Supervisor {
 
     /// The `/metrics` text: every followed master's, merged and labelled.
     async fn scrape(&mut self) -> String {
-        let mut parts = Vec::new();
+        // Every session is asked first, so they render meanwhile; one deadline for all.
+        let mut waiting = Vec::new();
         for f in self.followed.values() {
             let (reply, text) = oneshot::channel();
-            if f.scrapes.try_send(reply).is_err() {
-                continue;
+            if f.scrapes.try_send(reply).is_ok() {
+                waiting.push((f.info.clone(), text));
             }
-            if let Ok(Ok(text)) = tokio::time::timeout(SCRAPE_WAIT, text).await {
-                parts.push((f.info.clone(), text));
+        }
+        let until = tokio::time::Instant::now() + SCRAPE_WAIT;
+        let mut parts = Vec::new();
+        for (info, text) in waiting {
+            if let Ok(Ok(text)) = tokio::time::timeout_at(until, text).await {
+                parts.push((info, text));
             }
         }
         let own = prometheus::render_waiting(&prometheus::Extras {
