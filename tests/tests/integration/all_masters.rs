@@ -253,3 +253,25 @@ fn one_port_in_two_network_namespaces_makes_connections_unknown_not_mixed() {
     assert!(doc["connections_not_traced"].is_null(), "{doc}");
     assert!(doc["connections"].is_object(), "{doc}");
 }
+
+#[test]
+fn all_with_one_masters_options_exits_2_with_one_line() {
+    for other in [
+        ["--pid", "1"],
+        ["--pid-file", "/run/nginx.pid"],
+        ["--record", "/tmp/x.jsonl"],
+    ] {
+        let out = Probe::with_args(["--all", "--duration", "5"])
+            .args(other)
+            .run();
+        assert_eq!(out.status.code(), Some(2), "{other:?}: {out:?}");
+        assert_eq!(out.stderr.trim().lines().count(), 1, "{}", out.stderr);
+        assert!(
+            out.stderr
+                .starts_with("nginx-probe: the argument '--all' cannot be used with"),
+            "{}",
+            out.stderr
+        );
+        assert!(out.stdout.is_empty(), "{}", out.stdout);
+    }
+}
