@@ -440,10 +440,7 @@ impl<'a> Session<'a> {
         for ev in events {
             // The live view shows them in its events pane.
             if self.live.is_none() {
-                eprintln!(
-                    "nginx-probe: {}",
-                    safe::line(&text::event_line(&ev, self.master.pid))
-                );
+                self.say_event(&ev);
             }
         }
         if self.window.as_ref().is_some_and(|w| w.due(Instant::now())) {
@@ -453,6 +450,18 @@ impl<'a> Session<'a> {
             }
         }
         Ok(None)
+    }
+
+    /// A worker event on stderr; under `--all` it names its master first.
+    fn say_event(&self, ev: &model::Event) {
+        let master = match self.relabel {
+            Some(_) => format!("master {}: ", self.master.pid),
+            None => String::new(),
+        };
+        eprintln!(
+            "nginx-probe: {master}{}",
+            safe::line(&text::event_line(ev, self.master.pid))
+        );
     }
 
     /// The /metrics text: the summary so far, the verdicts of the recent window, the
@@ -605,10 +614,7 @@ impl<'a> Session<'a> {
         // Final refresh so that workers that exited are marked.
         if let Ok(events) = self.tracker.refresh(&mut self.probe) {
             for ev in events {
-                eprintln!(
-                    "nginx-probe: {}",
-                    safe::line(&text::event_line(&ev, self.master.pid))
-                );
+                self.say_event(&ev);
             }
         }
         let tail_s = self.prev_at.elapsed().as_secs_f64();
