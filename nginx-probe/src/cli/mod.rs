@@ -2,6 +2,7 @@
 //! and the tracing session (attach, event loop, teardown). See docs/usage.md for options,
 //! output and exit codes.
 
+mod all;
 mod attach;
 pub mod compare;
 mod plan;
@@ -202,6 +203,13 @@ pub struct TraceArgs {
     #[arg(long, value_name = "FILE", conflicts_with = "pid")]
     pub pid_file: Option<PathBuf>,
 
+    /// Follow every nginx master on this host and in its containers (found in /proc
+    /// every 2 s): new masters are attached, masters that exit get their summary and
+    /// are let go. Every report, JSON document and metric names its master (pid, nginx
+    /// version, container id, pid namespace). At most 16 masters at once.
+    #[arg(long, conflicts_with_all = ["pid", "pid_file", "record"])]
+    pub all: bool,
+
     /// Record the run to FILE: a header line, one JSON line per interval (every
     /// --interval seconds, 5 by default, whatever stdout shows) and the summary; read
     /// it back with `nginx-probe report FILE` or `nginx-probe compare A B`.
@@ -373,6 +381,7 @@ pub fn main() {
         }
     };
     let result = match cli.cmd {
+        None if cli.trace.all => runtime.block_on(all::run(cli.trace)),
         None => runtime.block_on(session::run(cli.trace)),
         Some(Cmd::Report {
             file,
@@ -564,6 +573,32 @@ pub fn generate_assets(dir: &std::path::Path) -> Result<(), ProbeError> {
 
 #[cfg(test)]
 mod tests {
+    /// The command lines contrib/ ships (the systemd unit's ExecStart, the DaemonSet's
+    /// args) parse, and both follow every master.
+    #[test]
+    fn contrib_command_lines_parse_and_use_all() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../contrib/");
+        let unit = std::fs::read_to_string(format!("{dir}systemd/nginx-probe.service")).unwrap();
+        let exec = unit
+            .lines()
+            .find_map(|l| l.strip_prefix("ExecStart="))
+            .unwrap();
+        let ds = std::fs::read_to_string(format!("{dir}kubernetes/daemonset.yaml")).unwrap();
+        let args: Vec<&str> = ds
+            .lines()
+            .skip_while(|l| l.trim() != "args:")
+            .skip(1)
+            .map_while(|l| l.trim().strip_prefix("- "))
+            .collect();
+        let ds_line = std::iter::once("nginx-probe").chain(args);
+        for cli in [
+            Cli::try_parse_from(exec.split_whitespace()).unwrap(),
+            Cli::try_parse_from(ds_line).unwrap(),
+        ] {
+            assert!(cli.trace.all && cli.trace.listen.is_some() && cli.trace.summary_only);
+        }
+    }
+
     use super::*;
 
     #[test]
@@ -618,6 +653,21 @@ mod tests {
         let e = Cli::try_parse_from(["nginx-probe", "--pid", "7", "--pid-file", "/x"]).unwrap_err();
         assert!(one_line_clap_error(&e.render().to_string())
             .starts_with("the argument '--pid <PID>' cannot be used with '--pid-file <FILE>'"));
+        // --all follows every master: no pid, pid file or (one master's) recording.
+        for (other, shown) in [
+            (&["--pid", "7"][..], "'--pid <PID>'"),
+            (&["--pid-file", "/x"][..], "'--pid-file <FILE>'"),
+            (&["--record", "/x"][..], "'--record <FILE>'"),
+        ] {
+            let args = ["nginx-probe", "--all"].iter().chain(other);
+            let e = Cli::try_parse_from(args).unwrap_err();
+            let line = one_line_clap_error(&e.render().to_string());
+            assert_eq!(
+                line,
+                format!("the argument '--all' cannot be used with {shown}"),
+                "{line}"
+            );
+        }
         // Exporter-only switches need --listen.
         assert!(Cli::try_parse_from(["nginx-probe", "--skip-zero-histograms"]).is_err());
         assert!(Cli::try_parse_from(["nginx-probe", "--verdict-window", "1m"]).is_err());

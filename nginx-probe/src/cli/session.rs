@@ -42,20 +42,20 @@ use crate::{
 /// counted).
 const OUTPUT_QUEUE: usize = 4;
 /// How often the worker set is brought up to date (reloads, exits), ms.
-const REFRESH_MS: u64 = 500;
+pub(super) const REFRESH_MS: u64 = 500;
 
 /// What outlives one master's session in exporter mode: the /metrics server, the
 /// recording, the restarts and the --duration deadline.
-struct Carry {
-    metrics: metrics_server::Endpoint,
+pub(super) struct Carry {
+    pub(super) metrics: metrics_server::Endpoint,
     /// The recording's writer, while it works (it ends with the first master).
-    record: Option<Sink>,
+    pub(super) record: Option<Sink>,
     /// Why the recording stopped early, when it did.
-    record_error: Option<String>,
+    pub(super) record_error: Option<String>,
     /// Masters attached after the first one exited.
-    restarts: u64,
+    pub(super) restarts: u64,
     /// When --duration ends the run.
-    deadline: Option<tokio::time::Instant>,
+    pub(super) deadline: Option<tokio::time::Instant>,
 }
 
 /// The master to trace: `--pid`, else discovery (see [`discover::find_master`]).
@@ -124,7 +124,7 @@ pub async fn run(args: TraceArgs) -> Result<(), ProbeError> {
 /// a warning when `--uprobes` needs a newer kernel. Returns tracefs's root.
 ///
 /// Errors: tracefs cannot be mounted, or a kernel feature the probe needs is missing.
-fn tracefs_and_kernel(args: &TraceArgs) -> Result<std::path::PathBuf, ProbeError> {
+pub(super) fn tracefs_and_kernel(args: &TraceArgs) -> Result<std::path::PathBuf, ProbeError> {
     let (tracefs_root, mounted) = tracefs::ensure_mounted()?;
     if mounted {
         eprintln!(
@@ -175,6 +175,14 @@ impl Carry {
     }
 }
 
+/// Resolves at `until` (the --duration deadline); never without one.
+pub(super) async fn deadline_of(until: Option<tokio::time::Instant>) {
+    match until {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Exporter mode, after master `old` exited: says so, waits for a new master
 /// ([`wait_for_master`]) and counts the restart. None when the run ends first.
 async fn next_master(args: &TraceArgs, old: u32, carry: &mut Carry) -> Option<Master> {
@@ -208,12 +216,7 @@ async fn wait_for_master(args: &TraceArgs, old: u32, carry: &mut Carry) -> Optio
     let mut poll = tokio::time::interval(Duration::from_millis(REFRESH_MS));
     let mut said_several = false;
     let until = carry.deadline;
-    let deadline = async {
-        match until {
-            Some(d) => tokio::time::sleep_until(d).await,
-            None => std::future::pending().await,
-        }
-    };
+    let deadline = deadline_of(until);
     tokio::pin!(deadline);
     loop {
         tokio::select! {
@@ -241,8 +244,12 @@ async fn wait_for_master(args: &TraceArgs, old: u32, carry: &mut Carry) -> Optio
     }
 }
 
+/// What `--all` does to each report of one master's session: names the master, and
+/// says why a figure that would mix masters is unknown (see `super::all`).
+pub(super) type Relabel = Box<dyn Fn(&mut model::Report)>;
+
 /// Everything one run holds between attach and summary.
-struct Session<'a> {
+pub(super) struct Session<'a> {
     args: &'a TraceArgs,
     plan: Plan,
     master: Master,
@@ -260,7 +267,7 @@ struct Session<'a> {
     /// Snapshots of the recent past for the verdict gauges (with --listen).
     window: Option<window::Window>,
     /// Set when the event loop ended because the master exited.
-    master_exited: bool,
+    pub(super) master_exited: bool,
     live: Option<tui::LiveView>,
     output: Sink,
     started: Instant,
@@ -278,13 +285,15 @@ struct Session<'a> {
     signals: Option<[tokio::signal::unix::Signal; 3]>,
     /// With `--detail sampled`: when the detail window opens or closes next.
     detail_next: Option<tokio::time::Instant>,
+    /// Under `--all`: applied to every report built (None otherwise).
+    pub(super) relabel: Option<Relabel>,
 }
 
 impl<'a> Session<'a> {
     /// Validates the target and every output, then loads and attaches the programs,
     /// prints the banner and starts the live view. Nothing is attached when a check
     /// fails.
-    fn attach(
+    pub(super) fn attach(
         args: &'a TraceArgs,
         plan: Plan,
         master: Master,
@@ -363,12 +372,13 @@ impl<'a> Session<'a> {
             prev_at: started,
             signals,
             detail_next,
+            relabel: None,
         })
     }
 
     /// Serves signals, worker refreshes, the live view's keys, scrapes and interval
     /// reports until the run ends; returns why it ended.
-    async fn event_loop(&mut self) -> Result<String, ProbeError> {
+    pub(super) async fn event_loop(&mut self) -> Result<String, ProbeError> {
         let [mut sigint, mut sigterm, mut sighup] = match self.signals.take() {
             Some(s) => s,
             None => [
@@ -385,12 +395,7 @@ impl<'a> Session<'a> {
         report_tick.tick().await; // the first tick is immediate
         let duration = self.args.duration;
         let until = self.deadline;
-        let deadline = async {
-            match until {
-                Some(d) => tokio::time::sleep_until(d).await,
-                None => std::future::pending().await,
-            }
-        };
+        let deadline = deadline_of(until);
         tokio::pin!(deadline);
         let ticking = self.plan.tick_every_s.is_some();
         let sampled = self.detail_next.is_some();
@@ -448,10 +453,7 @@ impl<'a> Session<'a> {
         for ev in events {
             // The live view shows them in its events pane.
             if self.live.is_none() {
-                eprintln!(
-                    "nginx-probe: {}",
-                    safe::line(&text::event_line(&ev, self.master.pid))
-                );
+                self.say_event(&ev);
             }
         }
         if self.window.as_ref().is_some_and(|w| w.due(Instant::now())) {
@@ -461,6 +463,18 @@ impl<'a> Session<'a> {
             }
         }
         Ok(None)
+    }
+
+    /// A worker event on stderr; under `--all` it names its master first.
+    fn say_event(&self, ev: &model::Event) {
+        let master = match self.relabel {
+            Some(_) => format!("master {}: ", self.master.pid),
+            None => String::new(),
+        };
+        eprintln!(
+            "nginx-probe: {master}{}",
+            safe::line(&text::event_line(ev, self.master.pid))
+        );
     }
 
     /// The /metrics text: the summary so far, the verdicts of the recent window, the
@@ -528,6 +542,9 @@ impl<'a> Session<'a> {
     ) -> model::Report {
         let inputs = self.tracker.period_inputs(kind);
         let mut r = model::build::report(&inputs, kind, cur, prev, secs, missing, end_reason);
+        if let Some(relabel) = &self.relabel {
+            relabel(&mut r);
+        }
         r.verdicts = crate::analysis::verdict::judge_report(&r);
         r
     }
@@ -595,7 +612,11 @@ impl<'a> Session<'a> {
     /// live view, writes the last partial interval (so the intervals add up to the
     /// summary) and the summary, and detaches. Returns what the next master's session
     /// carries on.
-    async fn finish(mut self, end_reason: String, keep_serving: bool) -> Result<Carry, ProbeError> {
+    pub(super) async fn finish(
+        mut self,
+        end_reason: String,
+        keep_serving: bool,
+    ) -> Result<Carry, ProbeError> {
         if !keep_serving {
             let metrics = std::mem::replace(&mut self.metrics, metrics_server::Endpoint::none());
             metrics.shutdown().await;
@@ -607,10 +628,7 @@ impl<'a> Session<'a> {
         // Final refresh so that workers that exited are marked.
         if let Ok(events) = self.tracker.refresh(&mut self.probe) {
             for ev in events {
-                eprintln!(
-                    "nginx-probe: {}",
-                    safe::line(&text::event_line(&ev, self.master.pid))
-                );
+                self.say_event(&ev);
             }
         }
         let tail_s = self.prev_at.elapsed().as_secs_f64();

@@ -1,6 +1,7 @@
 //! Collect: what the kernel and /proc say about one nginx. Loading and attaching the
 //! eBPF programs and reading their maps ([`loader`]), tracefs ([`tracefs`]), the master
-//! and its workers in /proc ([`target`]), finding the master without `--pid`
+//! and its workers in /proc ([`target`]), every master on the host for `--all`
+//! ([`masters`]), finding the master without `--pid`
 //! ([`discover`]), the kernel features the programs need ([`kernel`]), nginx's
 //! listening sockets over sock_diag ([`listen`]), nginx's error log counted by message
 //! class ([`error_log`], nginx's wording read by [`error_log_classes`]), the workers'
@@ -25,6 +26,7 @@ pub mod lifecycle;
 pub mod listen;
 pub mod loader;
 pub mod log_files;
+pub mod masters;
 pub mod netns;
 pub mod nginx_counters;
 pub mod selfcost;

@@ -130,6 +130,26 @@ impl Endpoint {
         })
     }
 
+    /// An endpoint with no server of its own, fed by the returned sender: under
+    /// `--all` the one server hands each scrape to every master's session this way.
+    /// Must be called inside the tokio runtime.
+    pub fn relay() -> (mpsc::Sender<Scrape>, Endpoint) {
+        let (tx, scrapes) = mpsc::channel::<Scrape>(SCRAPE_QUEUE);
+        let (stop, _) = oneshot::channel::<()>();
+        let task = tokio::spawn(async {});
+        let running = Running {
+            scrapes,
+            stop,
+            task,
+        };
+        (
+            tx,
+            Endpoint {
+                running: Some(running),
+            },
+        )
+    }
+
     /// The next scrape to answer; never resolves without a server.
     pub async fn next_scrape(&mut self) -> Option<Scrape> {
         match &mut self.running {

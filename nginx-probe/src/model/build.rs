@@ -624,6 +624,7 @@ fn assemble(p: &Period, parts: Parts, missing: &[String], end_reason: Option<Str
         quic: parts.quic,
         local_ports: Some(cur.local_ports.clone()),
         access_log,
+        master: None,
         stale_logs: stale_logs(
             &cur.log_files,
             prev.map(|p| p.log_files.as_slice())

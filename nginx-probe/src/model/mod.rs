@@ -20,6 +20,7 @@ pub mod listener_closes;
 pub use listen::ListenReport;
 pub mod local_ports;
 pub mod log_files;
+pub mod masters;
 pub mod nginx;
 pub mod nginx_errors;
 pub mod recording;
@@ -604,6 +605,10 @@ pub struct Report {
     /// What the clients got, per nginx's access log ([`access_log`]); absent: not read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub access_log: Option<access_log::AccessLogReport>,
+    /// The master this report is about, under `--all` only (see [`masters`]); absent
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub master: Option<masters::MasterInfo>,
 }
 
 impl Report {

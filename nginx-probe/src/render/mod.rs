@@ -14,6 +14,7 @@ pub mod prometheus_doc;
 pub mod prometheus_families;
 pub mod prometheus_format;
 mod prometheus_lifecycle;
+pub mod prometheus_masters;
 mod prometheus_outcomes;
 pub mod prometheus_series;
 mod prometheus_tls;

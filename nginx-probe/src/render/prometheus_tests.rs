@@ -184,6 +184,7 @@ fn report_of(workers: &[Worker], merged: Option<(u64, Worker)>) -> Report {
         stale_logs: Vec::new(),
         local_ports: None,
         access_log: None,
+        master: None,
     }
 }
 

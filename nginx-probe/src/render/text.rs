@@ -120,6 +120,11 @@ pub fn render_text(r: &Report, hist: Option<&str>, clock: &str) -> String {
     let r = &safe::sanitized(r);
     let hist = hist.map(safe::line);
     let mut out = String::new();
+    // Under --all, each master's report opens with the line naming it.
+    if let Some(m) = &r.master {
+        out.push_str(&m.header());
+        out.push('\n');
+    }
     header_lines(&mut out, r, clock);
     verdict_lines(&mut out, r);
     text_tables::accepts_table(&mut out, r);

@@ -5,6 +5,7 @@
 //! <module>::`.
 
 mod accepts;
+mod all_masters;
 mod bad_input;
 mod claims;
 mod config;
