@@ -1,5 +1,6 @@
-//! Fixtures for proxy and fd-limit tests: a slow plain-HTTP backend, many clients at
-//! once, and a client that fetches a list of paths on keepalive connections.
+//! Fixtures for proxy and fd-limit tests: a slow plain-HTTP backend, a peer that resets
+//! every connection, many clients at once, and a client that fetches a list of paths on
+//! keepalive connections.
 
 use std::{
     io::{BufReader, Read, Write},
@@ -64,6 +65,80 @@ impl SlowBackend {
 }
 
 impl Drop for SlowBackend {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        // Wake the accept loop so it sees the flag.
+        let _ = TcpStream::connect(self.addr);
+    }
+}
+
+/// A peer that resets every connection: a thread per connection on 127.0.0.1 that
+/// reads one request to its blank line, then closes with `SO_LINGER` 0, which sends a
+/// RST instead of a FIN (nginx: "recv() failed (104: Connection reset by peer)").
+/// Dropping it stops accepting.
+pub struct ResetBackend {
+    addr: SocketAddr,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Connections reset so far.
+    pub reset: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl ResetBackend {
+    /// Starts the peer on a free loopback port.
+    pub fn start() -> ResetBackend {
+        use std::os::fd::AsRawFd;
+        use std::sync::{atomic::*, Arc};
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind reset peer");
+        let addr = listener.local_addr().expect("reset peer addr");
+        let stop = Arc::new(AtomicBool::new(false));
+        let reset = Arc::new(AtomicUsize::new(0));
+        let (st, rs) = (stop.clone(), reset.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if st.load(Ordering::Relaxed) {
+                    break;
+                }
+                let Ok(mut c) = conn else { continue };
+                let rs = rs.clone();
+                std::thread::spawn(move || {
+                    let mut req = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match c.read(&mut buf) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => req.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let linger = libc::linger {
+                        l_onoff: 1,
+                        l_linger: 0,
+                    };
+                    // SAFETY: a valid socket fd and a linger struct of the size given.
+                    let rc = unsafe {
+                        libc::setsockopt(
+                            c.as_raw_fd(),
+                            libc::SOL_SOCKET,
+                            libc::SO_LINGER,
+                            &linger as *const libc::linger as *const libc::c_void,
+                            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+                        )
+                    };
+                    assert_eq!(rc, 0, "SO_LINGER");
+                    drop(c);
+                    rs.fetch_add(1, Ordering::Relaxed);
+                });
+            }
+        });
+        ResetBackend { addr, stop, reset }
+    }
+
+    /// `127.0.0.1:port`.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for ResetBackend {
     fn drop(&mut self) {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
         // Wake the accept loop so it sees the flag.

@@ -427,13 +427,7 @@ mod tests {
     };
 
     fn v(directive: &str, scope: &str, value: &str, at: &str) -> ConfigValue {
-        ConfigValue {
-            directive: directive.into(),
-            scope: scope.into(),
-            value: value.into(),
-            at: at.into(),
-            not_loaded: false,
-        }
+        ConfigValue::of(directive, scope, value, at)
     }
 
     fn verdict(id: &str) -> Verdict {

@@ -14,6 +14,13 @@ pub const UPSTREAM_MIN_REQUESTS: u64 = 200;
 /// kept alive) per request at or above which upstream connections are not reused (1.0 when every proxied request opens one; mixed static/proxied traffic
 /// at half proxied still reaches 0.5).
 pub const UPSTREAM_CONNECTS_PER_REQUEST: f64 = 0.5;
+/// Share of the established upstream connections that failed at the peer (error-log
+/// lines of [`super::upstream_failures::PEER_FAILED_CLASSES`]: reset, closed before
+/// answering, timed out, an unusable answer) at or above which `upstream_keepalive_off`
+/// stays silent: keepalive cannot keep a connection the peer fails (nginx closes it),
+/// and a reset leaves no TIME-WAIT; the outage is `upstream_errors`'. Failures keepalive
+/// causes or cures (EADDRNOTAVAIL: ports held in TIME-WAIT) are not counted here.
+pub const UPSTREAM_PEER_FAILED_SHARE: f64 = 0.5;
 /// fd headroom (free / limit) under which the fd limit is about to bind.
 pub const FD_HEADROOM_MIN: f64 = 0.10;
 /// Regular files open, as a share of the fd limit, from which open files (e.g.
@@ -87,6 +94,10 @@ struct UpstreamConnects {
     ports_out: u64,
     /// Failed connects by errno name.
     errors: BTreeMap<String, u64>,
+    /// Established connections the peer failed (error-log lines of
+    /// [`super::upstream_failures::PEER_FAILED_CLASSES`]), scaled to the requests the
+    /// connects were counted over; None when the error log is not read.
+    peer_failed: Option<f64>,
 }
 
 impl UpstreamConnects {
@@ -97,13 +108,31 @@ impl UpstreamConnects {
                 *errors.entry(k.clone()).or_default() += v;
             }
         }
+        // The error log counts the whole period; under sampled detail the connects are
+        // the windows': the lines are scaled by the windows' requests over the period's.
+        let scale = match inp.detail.as_ref().map(|d| d.requests_total) {
+            None => Some(1.0),
+            Some(Some(total)) if total > 0 => Some(requests as f64 / total as f64),
+            Some(_) => None,
+        };
         UpstreamConnects {
             requests,
             connects: inp.workers.iter().map(|w| w.upstream_connects).sum(),
             established: inp.workers.iter().map(|w| w.upstream_established).sum(),
             ports_out: errors.get("EADDRNOTAVAIL").copied().unwrap_or(0),
             errors,
+            peer_failed: super::upstream_failures::peer_failed_lines(inp)
+                .zip(scale)
+                .map(|(n, s)| n as f64 * s),
         }
+    }
+
+    /// Share of the established connections the peer failed (capped at 1); None when
+    /// unknown (error log not read) or nothing was established.
+    fn peer_failed_share(&self) -> Option<f64> {
+        self.peer_failed
+            .filter(|_| self.established > 0)
+            .map(|f| (f / self.established as f64).min(1.0))
     }
 
     /// Established connections per request.
@@ -142,6 +171,15 @@ pub(crate) fn upstream_keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
     // to a dead upstream, timeouts) say nothing about keepalive.
     let c = UpstreamConnects::of(inp, requests);
     if c.attempts_per_request() < UPSTREAM_CONNECTS_PER_REQUEST {
+        return;
+    }
+    // Connections the peer failed (reset, closed before answering, timed out) could not
+    // have been kept alive either: when they are most of those established, the
+    // problem is the peer (upstream_errors says so), not keepalive. EADDRNOTAVAIL is
+    // not among them: keepalive cures it (case 18).
+    if c.peer_failed_share()
+        .is_some_and(|s| s >= UPSTREAM_PEER_FAILED_SHARE)
+    {
         return;
     }
     let p50 = connect_quantile(inp, 0.50);
@@ -193,6 +231,13 @@ fn keepalive_off_evidence(
     evidence.insert("connect_p50_us", round3(p50 as f64 / 1e3));
     evidence.insert("connect_p99_us", round3(p99 as f64 / 1e3));
     evidence.insert("connect_errors", serde_json::json!(c.errors));
+    evidence.insert(
+        "failed_at_peer",
+        match c.peer_failed {
+            Some(f) => round3(f),
+            None => serde_json::json!("unknown: nginx's error log is not read"),
+        },
+    );
     let ports = inp
         .local_ports
         .as_ref()
@@ -212,8 +257,16 @@ fn keepalive_off_evidence(
 /// saved, the connect latency (`p50`, `p99` in ns), the ports run out, and the fix.
 fn keepalive_off_advice(inp: &Inputs, c: &UpstreamConnects, p50: u64, p99: u64) -> String {
     let ports_out = c.ports_out;
+    // Below the threshold, the connections the peer failed are said apart.
+    let failed = match c.peer_failed_share() {
+        Some(s) if s > 0.0 => format!(
+            "; {:.0}% of the established ones the peer failed (reset, closed or timed out: nginx's error log), which keepalive would not have kept",
+            s * 100.0
+        ),
+        _ => String::new(),
+    };
     format!(
-        "{:.2} new upstream connections per request that keepalive could have saved ({:.2} established, plus connects that found no local port; {:.2} connect() calls per request in all, failures included; connect p50 {:.0} us, p99 {:.0} us): nginx opens and closes a TCP connection to the upstream for every proxied request, each leaves a socket in TIME_WAIT, and under load the local ports run out (EADDRNOTAVAIL{}); reuse them: `keepalive 32;` in the `upstream` block of the peer (a proxy_pass to a bare address has no connection pool: give it one), with `proxy_http_version 1.1;` and `proxy_set_header Connection \"\";` where it is proxied",
+        "{:.2} new upstream connections per request that keepalive could have saved ({:.2} established, plus connects that found no local port; {:.2} connect() calls per request in all, failures included; connect p50 {:.0} us, p99 {:.0} us{failed}): nginx opens and closes a TCP connection to the upstream for every proxied request, each leaves a socket in TIME_WAIT, and under load the local ports run out (EADDRNOTAVAIL{}); reuse them: `keepalive 32;` in the `upstream` block of the peer (a proxy_pass to a bare address has no connection pool: give it one), with `proxy_http_version 1.1;` and `proxy_set_header Connection \"\";` where it is proxied",
         c.attempts_per_request(),
         c.per_request(),
         c.connects_per_request(),
@@ -581,6 +634,7 @@ mod tests {
                 upstream_peers: vec![crate::model::PeerErrorsReport {
                     peer: "http://127.0.0.1:8080".into(),
                     lines: 960,
+                    ..Default::default()
                 }],
                 ..Default::default()
             }),

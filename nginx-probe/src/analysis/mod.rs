@@ -4,6 +4,7 @@
 //! decided itself (refusals and upstream errors from its error log, keepalive_requests,
 //! the CPU quota), [`fd_upstream`] (upstream keepalive and fd-limit rules), [`conn_verdicts`] (who closed client connections),
 //! [`outcome_rules`] (what the clients got, from nginx's access log),
+//! [`upstream_failures`] (which peer failed how, and whether a pool was kept),
 //! [`process_history`] (workers the master failed to spawn or that crashed, from its
 //! error log back to its start), and [`compare`] (what changed between two recordings, beyond the
 //! noise).
@@ -18,6 +19,7 @@ pub mod log_verdicts;
 pub mod nginx_rules;
 pub mod outcome_rules;
 pub mod process_history;
+pub mod upstream_failures;
 pub mod verdict;
 pub mod worker_rules;
 

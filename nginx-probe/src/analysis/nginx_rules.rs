@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::analysis::inputs::Inputs;
+use crate::analysis::inputs::{log_count, Inputs};
 use crate::model::{NginxErrorsReport, Severity, Verdict};
 
 /// Lines needed before refusals or upstream errors are judged.
@@ -51,21 +51,61 @@ fn error_share_rule(
     inp: &Inputs,
     group: &str,
     id: &str,
-    advice: impl Fn(f64, u64, u64, &str) -> String,
+    advice: impl Fn(f64, u64, u64, &Top) -> String,
     out: &mut Vec<Verdict>,
 ) {
     error_share_rule_with(inp, group, id, advice, |_| None, out)
 }
 
-/// [`error_share_rule`], with `retried`: given the top cause, Some(evidence) when the
+/// The causes with the most lines: one, or several tied.
+pub(crate) struct Top<'a> {
+    /// The classes with the most lines, by name; empty when no line.
+    pub classes: Vec<&'a str>,
+    /// Lines of each.
+    pub lines: u64,
+}
+
+impl<'a> Top<'a> {
+    /// The causes of `causes` (class, lines, directive) with the most lines.
+    fn of(causes: &[(&'a str, u64, &str)]) -> Top<'a> {
+        let lines = causes.iter().map(|c| c.1).max().unwrap_or(0);
+        Top {
+            classes: causes
+                .iter()
+                .filter(|c| lines > 0 && c.1 == lines)
+                .map(|c| c.0)
+                .collect(),
+            lines,
+        }
+    }
+
+    /// `most: {how}` for one cause, `most, tied at N lines each: {how}; and {how}` for
+    /// several (a tie said as a tie), `{none}` without any.
+    pub fn said(&self, how: impl Fn(&str) -> String, none: &str) -> String {
+        match self.classes.as_slice() {
+            [] => none.to_string(),
+            [one] => format!("most: {}", how(one)),
+            many => format!(
+                "most, tied at {} lines each: {}",
+                self.lines,
+                many.iter()
+                    .map(|c| how(c))
+                    .collect::<Vec<_>>()
+                    .join("; and ")
+            ),
+        }
+    }
+}
+
+/// [`error_share_rule`], with `retried`: given the top causes, Some(evidence) when the
 /// requests behind the lines were measured to have reached a peer anyway (nginx
 /// retried them elsewhere): the verdict is then a warning, never critical.
 fn error_share_rule_with(
     inp: &Inputs,
     group: &str,
     id: &str,
-    advice: impl Fn(f64, u64, u64, &str) -> String,
-    retried: impl Fn(&str) -> Option<serde_json::Value>,
+    advice: impl Fn(f64, u64, u64, &Top) -> String,
+    retried: impl Fn(&Top) -> Option<serde_json::Value>,
     out: &mut Vec<Verdict>,
 ) {
     let Some(e) = inp.nginx_errors.as_ref().filter(|e| e.readable) else {
@@ -88,11 +128,7 @@ fn error_share_rule_with(
     if share < REFUSED_MIN_SHARE {
         return;
     }
-    let (top, top_n, _) = causes
-        .iter()
-        .max_by_key(|c| c.1)
-        .copied()
-        .unwrap_or(("", 0, ""));
+    let top = Top::of(&causes);
     let mut evidence = BTreeMap::new();
     evidence.insert(
         if group == "refused" {
@@ -122,7 +158,7 @@ fn error_share_rule_with(
             directives.push(d);
         }
     }
-    let retried = retried(top);
+    let retried = retried(&top);
     let critical = share >= REFUSED_CRITICAL_SHARE && retried.is_none();
     if let Some(r) = retried {
         evidence.insert("retried", r);
@@ -136,7 +172,7 @@ fn error_share_rule_with(
         },
         evidence,
         &directives,
-        advice(share, n, requests, if top_n > 0 { top } else { "" }),
+        advice(share, n, requests, &top),
     ));
 }
 
@@ -148,13 +184,20 @@ pub fn requests_refused(inp: &Inputs, out: &mut Vec<Verdict>) {
         "refused",
         "requests_refused",
         |share, n, requests, top| {
-            let how = match top {
+            let how = |c: &str| {
+                match c {
                 "limit_req" => "by limit_req (\"limiting requests\" in nginx's error log; answered with limit_req_status, 503 by default): a client over the zone's rate, or bursty under it, with no burst allowed is refused at once; allow bursts with `limit_req zone=... burst=N nodelay`, or raise the zone's rate",
                 "limit_conn" => "by limit_conn (\"limiting connections\" in nginx's error log; answered with limit_conn_status, 503 by default): raise the limit_conn number or the zone's key granularity",
                 _ => "by nginx's own limits",
+            }
+            .to_string()
             };
+            // "most by limit_req", as before; a tie says so.
+            let most = top
+                .said(how, "most by nginx's own limits")
+                .replacen("most: ", "most ", 1);
             format!(
-                "{:.0}% of the {requests} requests ({n}) were refused by nginx itself, most {how}",
+                "{:.0}% of the {requests} requests ({n}) were refused by nginx itself, {most}",
                 share * 100.0
             )
         },
@@ -167,61 +210,103 @@ pub fn requests_refused(inp: &Inputs, out: &mut Vec<Verdict>) {
 pub fn upstream_errors(inp: &Inputs, out: &mut Vec<Verdict>) {
     // Measured first from what the clients got (the access log), else from the
     // connects the kernel counted.
-    let retried = |top: &str| {
+    let retried = |top: &Top| {
         super::outcome_rules::clients_unharmed(inp).or_else(|| connects_retried(inp, top))
     };
     error_share_rule_with(
         inp,
         "upstream",
         "upstream_errors",
-        |share, n, requests, top| {
-            let how = match top {
-                "upstream_read_timeout" => "upstream timed out reading the response (504): the upstream is slow; proxy_read_timeout bounds the wait",
-                "upstream_connect_timeout" => "upstream timed out while connecting (a 504 unless another peer answered): proxy_connect_timeout; the upstream is not accepting",
-                "upstream_send_timeout" => "upstream timed out while sending the request (504): proxy_send_timeout",
-                "upstream_connect_failed" => "connect() to the upstream failed (a 502 unless another peer answered): it is down or refusing connections",
-                "no_live_upstreams" => "no live upstreams (502): every server of the upstream block is marked failed (max_fails/fail_timeout)",
-                "upstream_prematurely_closed" => "upstream closed the connection before answering (502)",
-                "upstream_header_too_big" => "upstream sent a header larger than proxy_buffer_size (502)",
-                "resolver" => "the upstream's name could not be resolved (502): check resolver and resolver_timeout",
-                "upstream_addr_unavailable" => "connect() to the upstream failed with EADDRNOTAVAIL (502): the local ports for it are used up by connections in TIME-WAIT; keep upstream connections alive (`keepalive` in the upstream block, proxy_http_version 1.1, proxy_set_header Connection \"\") or widen net.ipv4.ip_local_port_range",
-                "upstream_reset" => "the upstream reset the connection (502): it closed a connection nginx was using (its keepalive timeout shorter than nginx's, or it crashed)",
-                "upstream_invalid_response" => "the upstream sent an invalid response (502)",
-                "upstream_ssl" => "the upstream's TLS certificate failed verification (502)",
-                _ => "errors talking to the upstream (502/504)",
-            };
-            // Connects that found no local port are counted against the peers too
-            // (max_fails): disabled servers and "no live upstreams" can follow from
-            // them while the peers are healthy. Said whenever they are there.
-            let ports_out = inp
-                .nginx_errors
-                .as_ref()
-                .map_or(0, |e| e.count("upstream_addr_unavailable"));
-            let chain = if ports_out > 0 && top != "upstream_addr_unavailable" {
-                format!(
-                    "; {ports_out} of them were connects that failed with EADDRNOTAVAIL (no local port left): nginx counts those failures against the peers (max_fails), so disabled servers and `no live upstreams` can follow while the peers are healthy; keep upstream connections alive (`keepalive` in the upstream block, proxy_http_version 1.1, proxy_set_header Connection \"\") or widen net.ipv4.ip_local_port_range"
-                )
-            } else {
-                String::new()
-            };
-            let outcome = match super::outcome_rules::clients_saw(inp) {
-                Some(saw) => saw,
-                None => match connects_retried(inp, top) {
-                Some(_) => format!(
-                    "; yet the workers established at least as many upstream connections as there were requests ({}, connect() and SO_ERROR in the kernel): consistent with nginx having retried the failed connects on another peer (proxy_next_upstream), which makes these lines slow requests, not failed ones (not proven per request: subrequests such as auth_request also connect); the failing peer costs each retried request a connect attempt",
-                    established(inp)
-                ),
-                None => "; how many clients got an error response is not measured (nginx logs the same line when proxy_next_upstream retries the request on another peer; an access log with $status holding every request would tell)".to_string(),
-            }};
-            format!(
-                "nginx logged {n} upstream errors for {requests} requests ({:.0}%), most: {how}{chain}{outcome}{}",
-                share * 100.0,
-                super::fd_upstream::ports_and_peers(inp, ports_out > 0)
-            )
-        },
+        |share, n, requests, top| upstream_errors_advice(inp, share, n, requests, top),
         retried,
         out,
     );
+    let Some(v) = out.last_mut().filter(|v| v.id == "upstream_errors") else {
+        return;
+    };
+    if let Some(by_peer) = super::upstream_failures::by_peer_evidence(inp) {
+        v.evidence.insert("by_peer".into(), by_peer);
+    }
+    // A reset with no pool kept is the peer's doing: its keepalive_timeout is not named.
+    let peers = super::upstream_failures::peers_of(inp, "upstream_reset");
+    let names: Vec<&str> = peers
+        .iter()
+        .map(|p| p.split(" (").next().unwrap_or(p))
+        .collect();
+    if log_count(inp, "upstream_reset") > 0
+        && matches!(
+            super::upstream_failures::pool(inp, &names),
+            super::upstream_failures::Pool::None(_)
+        )
+    {
+        for d in v.directives.iter_mut() {
+            if d == "upstream server / keepalive_timeout" {
+                *d = "upstream server".into();
+            }
+        }
+    }
+}
+
+/// What one upstream error class means (502/504), with the peers nginx's error log
+/// names for it.
+fn upstream_how(inp: &Inputs, class: &str) -> String {
+    let how = match class {
+        "upstream_read_timeout" => "upstream timed out reading the response (504): the upstream is slow; proxy_read_timeout bounds the wait",
+        "upstream_connect_timeout" => "upstream timed out while connecting (a 504 unless another peer answered): proxy_connect_timeout; the upstream is not accepting",
+        "upstream_send_timeout" => "upstream timed out while sending the request (504): proxy_send_timeout",
+        "upstream_connect_failed" => "connect() to the upstream failed (a 502 unless another peer answered): it is down or refusing connections",
+        "no_live_upstreams" => "no live upstreams (502): every server of the upstream block is marked failed (max_fails/fail_timeout)",
+        "upstream_prematurely_closed" => "upstream closed the connection before answering (502)",
+        "upstream_header_too_big" => "upstream sent a header larger than proxy_buffer_size (502)",
+        "resolver" => "the upstream's name could not be resolved (502): check resolver and resolver_timeout",
+        "upstream_addr_unavailable" => "connect() to the upstream failed with EADDRNOTAVAIL (502): the local ports for it are used up by connections in TIME-WAIT; keep upstream connections alive (`keepalive` in the upstream block, proxy_http_version 1.1, proxy_set_header Connection \"\") or widen net.ipv4.ip_local_port_range",
+        // Names its peers itself.
+        "upstream_reset" => return super::upstream_failures::reset_said(inp),
+        "upstream_invalid_response" => "the upstream sent an invalid response (502)",
+        "upstream_ssl" => "the upstream's TLS certificate failed verification (502)",
+        _ => "errors talking to the upstream (502/504)",
+    };
+    let peers = super::upstream_failures::peers_of(inp, class);
+    if peers.is_empty() {
+        how.to_string()
+    } else {
+        format!("{how} (peer: {})", peers.join(", "))
+    }
+}
+
+/// upstream_errors' advice: the lines against the requests, the top cause (or the tied
+/// ones) with their peers, the EADDRNOTAVAIL chain, what the clients got.
+fn upstream_errors_advice(inp: &Inputs, share: f64, n: u64, requests: u64, top: &Top) -> String {
+    let most = top.said(
+        |c| upstream_how(inp, c),
+        "most: errors talking to the upstream (502/504)",
+    );
+    // Connects that found no local port are counted against the peers too
+    // (max_fails): disabled servers and "no live upstreams" can follow from
+    // them while the peers are healthy. Said whenever they are there.
+    let ports_out = log_count(inp, "upstream_addr_unavailable");
+    let chain = if ports_out > 0 && !top.classes.contains(&"upstream_addr_unavailable") {
+        format!(
+            "; {ports_out} of them were connects that failed with EADDRNOTAVAIL (no local port left): nginx counts those failures against the peers (max_fails), so disabled servers and `no live upstreams` can follow while the peers are healthy; keep upstream connections alive (`keepalive` in the upstream block, proxy_http_version 1.1, proxy_set_header Connection \"\") or widen net.ipv4.ip_local_port_range"
+        )
+    } else {
+        String::new()
+    };
+    let outcome = match super::outcome_rules::clients_saw(inp) {
+        Some(saw) => saw,
+        None => match connects_retried(inp, top) {
+            Some(_) => format!(
+                "; yet the workers established at least as many upstream connections as there were requests ({}, connect() and SO_ERROR in the kernel): consistent with nginx having retried the failed connects on another peer (proxy_next_upstream), which makes these lines retried requests, not failed ones (not proven per request: subrequests such as auth_request also connect); the failing peer costs each retried request a connect attempt",
+                established(inp)
+            ),
+            None => "; how many clients got an error response is not measured (nginx logs the same line when proxy_next_upstream retries the request on another peer; an access log with $status holding every request would tell)".to_string(),
+        },
+    };
+    format!(
+        "nginx logged {n} upstream errors for {requests} requests ({:.0}%), {most}{chain}{outcome}{}",
+        share * 100.0,
+        super::fd_upstream::ports_and_peers(inp, ports_out > 0)
+    )
 }
 
 /// Upstream connections the workers established in the period (kernel-counted).
@@ -230,14 +315,17 @@ fn established(inp: &Inputs) -> u64 {
 }
 
 /// Whether the connect failures behind `top` were measured to have been retried: the
-/// cause is a connect failure, connects are counted all the time (`--detail full`),
+/// top causes are connect failures, connects are counted all the time (`--detail full`),
 /// and the workers established at least as many upstream connections as there were
 /// requests (each request reached a peer; reuse from a keepalive pool only makes the
 /// established count smaller, so it cannot fake this). Some(evidence) then.
-fn connects_retried(inp: &Inputs, top: &str) -> Option<serde_json::Value> {
-    if !matches!(top, "upstream_connect_failed" | "upstream_connect_timeout")
-        || inp.detail.is_some()
-    {
+fn connects_retried(inp: &Inputs, top: &Top) -> Option<serde_json::Value> {
+    let connect_failures = !top.classes.is_empty()
+        && top
+            .classes
+            .iter()
+            .all(|c| matches!(*c, "upstream_connect_failed" | "upstream_connect_timeout"));
+    if !connect_failures || inp.detail.is_some() {
         return None;
     }
     let requests = inp.requests?;

@@ -386,7 +386,7 @@ fn connect_failures_retried_on_another_peer_are_not_failed_requests() {
     let u = v.iter().find(|v| v.id == "upstream_errors").expect("fires");
     assert_eq!(u.severity, Severity::Warning);
     assert!(
-        u.advice.contains("consistent with nginx having retried the failed connects on another peer (proxy_next_upstream), which makes these lines slow requests, not failed ones (not proven per request"),
+        u.advice.contains("consistent with nginx having retried the failed connects on another peer (proxy_next_upstream), which makes these lines retried requests, not failed ones (not proven per request"),
         "{}",
         u.advice
     );
@@ -402,4 +402,76 @@ fn connect_failures_retried_on_another_peer_are_not_failed_requests() {
         u.advice
     );
     assert!(!u.evidence.contains_key("retried"));
+}
+
+/// Newcomer trial: a dead peer (refused) and a peer that resets every connection, 300
+/// requests each, behind `upstream be` without keepalive. The lines tie: said as a
+/// tie, each cause with the peer the error log names for it; the reset is fresh
+/// connections (no pool: no keepalive timeout named, nor its directive), and the
+/// evidence holds each peer's lines by class.
+#[test]
+fn a_tie_is_said_as_a_tie_with_each_peer() {
+    let mut e = errors(&[
+        (
+            "upstream_connect_failed",
+            300,
+            "upstream server / proxy_next_upstream",
+            "upstream",
+        ),
+        (
+            "upstream_reset",
+            300,
+            "upstream server / keepalive_timeout",
+            "upstream",
+        ),
+    ]);
+    e.upstream_peers = [
+        ("http://127.0.0.1:18901", "upstream_connect_failed"),
+        ("http://127.0.0.1:18902", "upstream_reset"),
+    ]
+    .iter()
+    .map(|(p, c)| crate::model::PeerErrorsReport {
+        peer: p.to_string(),
+        lines: 300,
+        by_class: [(c.to_string(), 300)].into(),
+    })
+    .collect();
+    let inp = Inputs {
+        workers: vec![w(1, 600, 600)],
+        nginx_errors: Some(e),
+        requests: Some(600),
+        config: Some(crate::analysis::upstream_failures::upstream_be(
+            &[18901, 18902],
+            None,
+        )),
+        ..Inputs::default()
+    };
+    let v = judge(&inp);
+    let u = v.iter().find(|v| v.id == "upstream_errors").expect("fires");
+    assert!(
+        u.advice.starts_with("nginx logged 600 upstream errors for 600 requests (100%), most, tied at 300 lines each: connect() to the upstream failed (a 502 unless another peer answered): it is down or refusing connections (peer: http://127.0.0.1:18901 (300 lines)); and the upstream reset fresh connections (502) (peer: http://127.0.0.1:18902 (300 lines)): nginx keeps no idle connections to it (127.0.0.1:18902 is a server of upstream be, which sets no keepalive), so none was closed under it: the peer crashed or refused the request, or a proxy or firewall in between reset the connection"),
+        "{}",
+        u.advice
+    );
+    assert!(!u.advice.contains("shorter"), "{}", u.advice);
+    assert_eq!(
+        u.directives,
+        ["upstream server / proxy_next_upstream", "upstream server"]
+    );
+    assert_eq!(
+        u.evidence["by_peer"]["http://127.0.0.1:18902"]["upstream_reset"],
+        300
+    );
+    // One cause ahead: "most:", no tie.
+    let mut one = inp.clone();
+    let e = one.nginx_errors.as_mut().unwrap();
+    e.classes.get_mut("upstream_reset").unwrap().count = 301;
+    let v = judge(&one);
+    let u = v.iter().find(|v| v.id == "upstream_errors").expect("fires");
+    assert!(
+        u.advice
+            .contains("(100%), most: the upstream reset fresh connections (502) (peer: http://127.0.0.1:18902 (300 lines))"),
+        "{}",
+        u.advice
+    );
 }

@@ -112,7 +112,7 @@ fn read_timeouts_for(cfg: &ConfigReport, peer: &str) -> (Vec<(f64, String)>, boo
 
 /// The access log, when it holds the clients' statuses for (almost) every request
 /// nginx counted.
-fn complete_log(inp: &Inputs) -> Option<&AccessLogReport> {
+pub(crate) fn complete_log(inp: &Inputs) -> Option<&AccessLogReport> {
     inp.access_log
         .as_ref()
         .filter(|a| a.lines > 0 && a.with_status() == a.lines)
@@ -423,8 +423,8 @@ pub fn clients_5xx(inp: &Inputs, out: &mut Vec<Verdict>) {
 }
 
 /// For `upstream_errors`: Some(evidence) when the access log holds every request and
-/// none was answered 5xx: the upstream errors nginx logged were retried and answered
-/// (slow requests, not failed ones).
+/// none was answered 5xx: the upstream errors nginx logged were retried on another
+/// peer and answered (retried requests, not failed ones).
 pub fn clients_unharmed(inp: &Inputs) -> Option<serde_json::Value> {
     let a = complete_log(inp)?;
     (a.status_5xx() == 0).then(|| {
@@ -453,19 +453,10 @@ pub fn clients_saw(inp: &Inputs) -> Option<String> {
             fives.join(", ")
         )
     };
-    let retried = if a.retried > 0 {
-        let cost = a
-            .retried_time
-            .as_ref()
-            .map(|t| format!(", taking {:.3} s at the median ($request_time)", t.p50_s))
-            .unwrap_or_default();
-        format!(
-            "; {} requests tried more than one peer and {} of them were answered below 500 (slow, not failed){cost}",
-            a.retried, a.retried_ok
-        )
-    } else {
-        String::new()
-    };
+    let retried = a
+        .retried_said()
+        .map(|r| format!("; {r}"))
+        .unwrap_or_default();
     Some(format!(
         "; nginx's access log shows what the clients got: of its {} requests, {got}{retried}",
         a.lines
@@ -579,7 +570,28 @@ mod tests {
         assert_eq!(clients_unharmed(&i).unwrap()["retried_answered"], 30);
         assert!(clients_saw(&i)
             .unwrap()
-            .contains("none was answered with a 5xx; 30 requests tried more than one peer and 30"));
+            .contains("none was answered with a 5xx; 30 requests retried on another peer (more than one peer in $upstream_addr), 30 of them answered below 500"));
+        // Answered within a millisecond: said as measured, never "slow".
+        i.access_log.as_mut().unwrap().retried_time = Some(TimeReport {
+            source: "$request_time".into(),
+            count: 30,
+            log2_ms: vec![],
+            ..Default::default()
+        });
+        let saw = clients_saw(&i).unwrap();
+        assert!(
+            saw.ends_with("30 of them answered below 500; they took under 1 ms at the median, p99 under 1 ms ($request_time, the failed tries included)"),
+            "{saw}"
+        );
+        assert!(!saw.contains("slow"), "{saw}");
+        i.access_log
+            .as_mut()
+            .unwrap()
+            .retried_time
+            .as_mut()
+            .unwrap()
+            .p99_s = 1.5;
+        assert!(clients_saw(&i).unwrap().contains("p99 1.50 s ("));
         let a = i.access_log.as_mut().unwrap();
         a.lines = 104;
         a.statuses.insert("502".into(), 4);

@@ -72,6 +72,7 @@ pub use crate::analysis::inputs::{log_count, Inputs, WorkerInput};
 // The fd-limit and upstream thresholds live with their rules; named here as well.
 pub use crate::analysis::fd_upstream::{
     FD_HEADROOM_MIN, FILES_SHARE_OF_LIMIT, UPSTREAM_CONNECTS_PER_REQUEST, UPSTREAM_MIN_REQUESTS,
+    UPSTREAM_PEER_FAILED_SHARE,
 };
 
 /// Jain's fairness index of `xs`: 1.0 when all equal, 1/n when one has everything.

@@ -114,7 +114,7 @@ impl ErrorLogReader {
                 if super::error_log_classes::class(class)
                     .is_some_and(|c| c.group == Group::Upstream)
                 {
-                    peers.add(&String::from_utf8_lossy(l));
+                    peers.add(&String::from_utf8_lossy(l), class);
                 }
             }
         };

@@ -1,6 +1,7 @@
 //! The upstream peer of an error-log line: the `upstream: "scheme://host:port/..."`
 //! field nginx writes from its own configuration after `, client: ...`
-//! (`ngx_http_log_error_handler`), counted per peer with bounded cardinality.
+//! (`ngx_http_log_error_handler`), counted per peer and message class with bounded
+//! cardinality.
 //!
 //! The client chose the request line before that field and the host and referrer
 //! after it, and either may hold a fake `, upstream: "..."`: a line is attributed to a
@@ -9,6 +10,8 @@
 //! dropped), at most [`MAX_PEER_LEN`] bytes of `[A-Za-z0-9.:_-[]]`.
 
 use std::collections::BTreeMap;
+
+use crate::model::PeerErrorsReport;
 
 /// Longest peer name kept, bytes.
 pub const MAX_PEER_LEN: usize = 96;
@@ -61,8 +64,9 @@ pub fn peer_of(line: &str) -> Result<Option<String>, ()> {
 /// Upstream-class lines per peer since attach, bounded.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PeerCounts {
-    /// Lines by peer (at most [`MAX_PEERS_TRACKED`] peers).
-    pub peers: BTreeMap<String, u64>,
+    /// Lines by peer (at most [`MAX_PEERS_TRACKED`] peers), by message class (the
+    /// classes are nginx's fixed set, `error_log_classes`: bounded too).
+    pub peers: BTreeMap<String, BTreeMap<&'static str, u64>>,
     /// Lines of peers past the bound.
     pub overflow: u64,
     /// Lines with two or more `upstream:` fields (not attributed).
@@ -72,16 +76,16 @@ pub struct PeerCounts {
 }
 
 impl PeerCounts {
-    /// Counts one upstream-class line.
-    pub fn add(&mut self, line: &str) {
+    /// Counts one upstream-class line of message class `class`.
+    pub fn add(&mut self, line: &str, class: &'static str) {
         match peer_of(line) {
             Err(()) => self.ambiguous += 1,
             Ok(None) => self.unattributed += 1,
             Ok(Some(p)) => {
                 if let Some(n) = self.peers.get_mut(&p) {
-                    *n += 1;
+                    *n.entry(class).or_default() += 1;
                 } else if self.peers.len() < MAX_PEERS_TRACKED {
-                    self.peers.insert(p, 1);
+                    self.peers.insert(p, BTreeMap::from([(class, 1)]));
                 } else {
                     self.overflow += 1;
                 }
@@ -95,13 +99,19 @@ impl PeerCounts {
             peers: self
                 .peers
                 .iter()
-                .map(|(p, n)| {
-                    (
-                        p.clone(),
-                        n - base.peers.get(p).copied().unwrap_or(0).min(*n),
-                    )
+                .map(|(p, classes)| {
+                    let was = base.peers.get(p);
+                    let d: BTreeMap<&'static str, u64> = classes
+                        .iter()
+                        .map(|(c, n)| {
+                            let b = was.and_then(|w| w.get(c)).copied().unwrap_or(0);
+                            (*c, n - b.min(*n))
+                        })
+                        .filter(|(_, n)| *n > 0)
+                        .collect();
+                    (p.clone(), d)
                 })
-                .filter(|(_, n)| *n > 0)
+                .filter(|(_, d)| !d.is_empty())
                 .collect(),
             overflow: self.overflow - base.overflow.min(self.overflow),
             ambiguous: self.ambiguous - base.ambiguous.min(self.ambiguous),
@@ -109,12 +119,20 @@ impl PeerCounts {
         }
     }
 
-    /// The [`TOP_PEERS`] largest peers by lines (ties by name), and the lines of all
-    /// others (past the bound included).
-    pub fn top(&self) -> (Vec<(String, u64)>, u64) {
-        let mut v: Vec<(String, u64)> = self.peers.iter().map(|(p, n)| (p.clone(), *n)).collect();
-        v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-        let rest: u64 = v.iter().skip(TOP_PEERS).map(|(_, n)| n).sum::<u64>() + self.overflow;
+    /// The [`TOP_PEERS`] largest peers by lines (ties by name), each with its lines
+    /// by class, and the lines of all others (past the bound included).
+    pub fn top(&self) -> (Vec<PeerErrorsReport>, u64) {
+        let mut v: Vec<PeerErrorsReport> = self
+            .peers
+            .iter()
+            .map(|(p, classes)| PeerErrorsReport {
+                peer: p.clone(),
+                lines: classes.values().sum(),
+                by_class: classes.iter().map(|(c, n)| (c.to_string(), *n)).collect(),
+            })
+            .collect();
+        v.sort_by(|a, b| b.lines.cmp(&a.lines).then(a.peer.cmp(&b.peer)));
+        let rest: u64 = v.iter().skip(TOP_PEERS).map(|p| p.lines).sum::<u64>() + self.overflow;
         v.truncate(TOP_PEERS);
         (v, rest)
     }
@@ -153,11 +171,14 @@ mod tests {
         let mut c = PeerCounts::default();
         for i in 0..(MAX_PEERS_TRACKED + 5) {
             for _ in 0..=(i % 3) {
-                c.add(&format!(
-                    "x, client: 1, upstream: \"http://10.0.{}.{}:80/\"",
-                    i / 256,
-                    i % 256
-                ));
+                c.add(
+                    &format!(
+                        "x, client: 1, upstream: \"http://10.0.{}.{}:80/\"",
+                        i / 256,
+                        i % 256
+                    ),
+                    "upstream_reset",
+                );
             }
         }
         assert_eq!(c.peers.len(), MAX_PEERS_TRACKED);
@@ -166,12 +187,43 @@ mod tests {
             .sum();
         let (top, rest) = c.top();
         assert_eq!(top.len(), TOP_PEERS);
-        assert!(top.iter().all(|(_, n)| *n == 3));
-        assert_eq!(top.iter().map(|(_, n)| n).sum::<u64>() + rest, total);
+        assert!(top.iter().all(|p| p.lines == 3));
+        assert_eq!(top.iter().map(|p| p.lines).sum::<u64>() + rest, total);
         let base = c.clone();
-        c.add(L);
+        c.add(L, "upstream_addr_unavailable");
         let d = c.since(&base);
         assert_eq!(d.peers.len(), 0, "bound reached: overflow");
         assert_eq!(d.overflow, 1);
+    }
+
+    /// A refusing peer and a resetting one: each peer's lines by class, and an
+    /// interval's by class too.
+    #[test]
+    fn counts_each_peer_by_class() {
+        let line = |port: u16| format!("x, client: 1, upstream: \"http://127.0.0.1:{port}/\"");
+        let mut c = PeerCounts::default();
+        for _ in 0..3 {
+            c.add(&line(18901), "upstream_connect_failed");
+            c.add(&line(18902), "upstream_reset");
+        }
+        let base = c.clone();
+        c.add(&line(18902), "upstream_reset");
+        c.add(&line(18902), "upstream_prematurely_closed");
+        let (top, rest) = c.top();
+        assert_eq!(rest, 0);
+        assert_eq!(top[0].peer, "http://127.0.0.1:18902");
+        assert_eq!(top[0].lines, 5);
+        assert_eq!(
+            top[0].by_class,
+            BTreeMap::from([
+                ("upstream_prematurely_closed".to_string(), 1),
+                ("upstream_reset".to_string(), 4)
+            ])
+        );
+        assert_eq!(top[1].by_class["upstream_connect_failed"], 3);
+        let d = c.since(&base).top().0;
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(d[0].lines, 2);
+        assert_eq!(d[0].by_class["upstream_reset"], 1);
     }
 }

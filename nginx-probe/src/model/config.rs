@@ -77,6 +77,18 @@ impl ConfigValue {
     pub fn is_default(&self) -> bool {
         self.at == DEFAULT
     }
+
+    /// A loaded value as the evaluator writes it (unit tests).
+    #[cfg(test)]
+    pub(crate) fn of(directive: &str, scope: &str, value: &str, at: &str) -> ConfigValue {
+        ConfigValue {
+            directive: directive.into(),
+            scope: scope.into(),
+            value: value.into(),
+            at: at.into(),
+            not_loaded: false,
+        }
+    }
 }
 
 /// One `listen` of a server.

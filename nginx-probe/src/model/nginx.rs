@@ -78,6 +78,10 @@ pub struct PeerErrorsReport {
     pub peer: String,
     /// Lines of upstream classes naming it in the period.
     pub lines: u64,
+    /// The same lines by message class (`upstream_reset`, `upstream_connect_failed`,
+    /// ...), non-zero only; empty in recordings made before it was counted.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_class: BTreeMap<String, u64>,
 }
 
 /// Upstream-class lines not in [`NginxErrorsReport::upstream_peers`].

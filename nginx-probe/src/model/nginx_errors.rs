@@ -52,8 +52,8 @@ pub struct ErrorLogInputs<'a> {
     /// Truncations of the file seen in the period (copytruncate).
     pub truncations: u64,
     /// Upstream-class lines of the largest peers in the period (`scheme://host:port`,
-    /// most lines first), and the lines of every other peer.
-    pub upstream_peers: Vec<(String, u64)>,
+    /// most lines first), each with its lines by class.
+    pub upstream_peers: Vec<PeerErrorsReport>,
     /// Upstream-class lines of every peer not in `upstream_peers` in the period.
     pub other_peers: u64,
     /// Upstream-class lines with no readable `upstream:` field, and with two or more
@@ -93,14 +93,7 @@ pub fn nginx_errors_report(e: &ErrorLogInputs) -> NginxErrorsReport {
         bytes_skipped: e.bytes_skipped,
         truncations: e.truncations,
         history: e.history.map(|h| history_report(e, h)),
-        upstream_peers: e
-            .upstream_peers
-            .iter()
-            .map(|(peer, lines)| PeerErrorsReport {
-                peer: peer.clone(),
-                lines: *lines,
-            })
-            .collect(),
+        upstream_peers: e.upstream_peers.clone(),
         upstream_peers_rest: (e.other_peers + e.unattributed + e.ambiguous > 0).then_some(
             PeerRestReport {
                 other_peers: e.other_peers,
@@ -200,7 +193,11 @@ mod tests {
             path: Some("/var/log/nginx/error.log".into()),
             counts,
             counts_since_attach: since_attach,
-            upstream_peers: vec![("http://10.0.0.1:80".into(), 3)],
+            upstream_peers: vec![PeerErrorsReport {
+                peer: "http://10.0.0.1:80".into(),
+                lines: 3,
+                by_class: [("upstream_reset".to_string(), 3)].into(),
+            }],
             unattributed: 1,
             history: Some(&history),
             history_bytes_limit: 16 << 20,
@@ -217,6 +214,7 @@ mod tests {
         assert_eq!(r.most_verbose_level_seen.as_deref(), Some("notice"));
         assert_eq!(r.refusals_visible, Some(true));
         assert_eq!(r.upstream_peers[0].lines, 3);
+        assert_eq!(r.upstream_peers[0].by_class["upstream_reset"], 3);
         assert_eq!(
             r.upstream_peers_rest.as_ref().map(|p| p.unattributed),
             Some(1)

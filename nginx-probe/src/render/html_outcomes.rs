@@ -92,9 +92,8 @@ pub fn access_log_section(r: &Report) -> Markup {
                     }
                 }
             }
-            @if a.retried > 0 {
-                p { "Retried on another peer: " (a.retried) " requests, " (a.retried_ok)
-                    " of them answered below 500 (slow, not failed)." }
+            @if let Some(r) = a.retried_said() {
+                p { "Retried: " (r) "." }
             }
             @if !a.lacks.is_empty() {
                 p.muted { "Not logged by the format: " (a.lacks.join(", ")) " (unknown, not zero)." }

@@ -94,4 +94,4 @@ pub fn render_with(report: &Report, extras: &Extras) -> String {
 
 #[cfg(test)]
 #[path = "prometheus_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -244,7 +244,7 @@ fn tls_handshakes(s: &mut model::SlotStats) {
 
 /// The busy worker, an exited one (slot 1, pid 1100, 0.25 s of CPU), and 20 exited
 /// workers merged (40 accepts, 12.5 s of CPU kept by the tracker).
-pub(super) fn report() -> Report {
+pub(crate) fn report() -> Report {
     report_of(
         &[Worker::new(1100, 1, 0).exited().cpu(0.25), busy_worker()],
         Some((
@@ -533,6 +533,7 @@ fn every_family_renders_in_table_order_with_its_labels() {
     e.upstream_peers = vec![model::PeerErrorsReport {
         peer: "http://127.0.0.2:8602".into(),
         lines: 3,
+        ..Default::default()
     }];
     e.history = Some(model::ProcessHistoryReport {
         workers_failed_to_spawn: 38,

@@ -48,7 +48,9 @@ pub fn history_lines(out: &mut String, r: &Report) {
     }
 }
 
-/// "upstream errors by peer: http://127.0.0.2:8602 37, ..., others 3" (error log).
+/// "upstream error lines by peer (error log): http://127.0.0.2:8602 37
+/// (upstream_reset 37), ..., other peers 3, ..." (error log): each peer's lines, by
+/// class where they were counted so (which peer refused, which reset).
 pub fn peer_line(out: &mut String, r: &Report) {
     let Some(e) = r.nginx_errors.as_ref() else {
         return;
@@ -59,7 +61,23 @@ pub fn peer_line(out: &mut String, r: &Report) {
     let mut parts: Vec<String> = e
         .upstream_peers
         .iter()
-        .map(|p| format!("{} {}", crate::safe::line(&p.peer), p.lines))
+        .map(|p| {
+            let classes: Vec<String> = p
+                .by_class
+                .iter()
+                .map(|(c, n)| format!("{} {n}", crate::safe::line(c)))
+                .collect();
+            if classes.is_empty() {
+                format!("{} {}", crate::safe::line(&p.peer), p.lines)
+            } else {
+                format!(
+                    "{} {} ({})",
+                    crate::safe::line(&p.peer),
+                    p.lines,
+                    classes.join(", ")
+                )
+            }
+        })
         .collect();
     if let Some(rest) = &e.upstream_peers_rest {
         parts.push(format!(
@@ -72,4 +90,34 @@ pub fn peer_line(out: &mut String, r: &Report) {
         "upstream error lines by peer (error log): {}",
         parts.join(", ")
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Which peer refused and which reset: each peer's lines by class.
+    #[test]
+    fn the_peer_line_gives_each_peer_by_class() {
+        let mut r = crate::render::prometheus::tests::report();
+        let peer = |p: &str, class: &str| crate::model::PeerErrorsReport {
+            peer: p.into(),
+            lines: 300,
+            by_class: [(class.to_string(), 300)].into(),
+        };
+        r.nginx_errors = Some(crate::model::NginxErrorsReport {
+            readable: true,
+            upstream_peers: vec![
+                peer("http://127.0.0.1:18901", "upstream_connect_failed"),
+                peer("http://127.0.0.1:18902", "upstream_reset"),
+            ],
+            ..Default::default()
+        });
+        let mut out = String::new();
+        peer_line(&mut out, &r);
+        assert_eq!(
+            out,
+            "upstream error lines by peer (error log): http://127.0.0.1:18901 300 (upstream_connect_failed 300), http://127.0.0.1:18902 300 (upstream_reset 300)\n"
+        );
+    }
 }

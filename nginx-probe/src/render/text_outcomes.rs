@@ -72,12 +72,8 @@ pub fn access_log_section(out: &mut String, r: &Report) {
     request_time_lines(out, a);
     server_lines(out, a);
     peer_lines(out, a);
-    if a.retried > 0 {
-        let _ = writeln!(
-            out,
-            "  retried on another peer: {} requests, {} of them answered below 500 (slow, not failed)",
-            a.retried, a.retried_ok
-        );
+    if let Some(r) = a.retried_said() {
+        let _ = writeln!(out, "  retried: {r}");
     }
     if !a.lacks.is_empty() {
         let _ = writeln!(out, "  not logged by the format: {}", a.lacks.join(", "));

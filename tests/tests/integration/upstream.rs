@@ -166,6 +166,76 @@ fn refused_upstream_connects_are_counted_by_errno() {
     assert_eq!(sum_workers(&s, &["upstream", "established"]), 0);
 }
 
+/// Newcomer trial: a peer that resets every connection after reading the request,
+/// behind `upstream be` without keepalive (nginx's defaults: HTTP/1.0, `Connection:
+/// close`). 300 requests (`UPSTREAM_MIN_REQUESTS` is 200: with fewer the keepalive rule
+/// would be silent anyway), 100 clients at a time: every client gets a 502, nginx
+/// established 300 upstream connections and logged 300 resets naming the peer.
+/// `upstream_errors` says the peer reset fresh connections (nginx kept none idle: no
+/// keepalive timeout mismatch) and names it; `upstream_keepalive_off` stays silent
+/// (keepalive cannot keep connections the peer resets, and a reset leaves no
+/// TIME-WAIT).
+#[test]
+fn a_peer_resetting_every_connection_is_the_peer_not_keepalive() {
+    let peer = ResetBackend::start();
+    let ng = proxy(peer.addr(), "", "");
+    let probe = Probe::on(&ng).json().summary_only().start();
+    let mut codes = Vec::new();
+    for _ in 0..3 {
+        codes.extend(concurrent_requests(ng.addr(), 100, "/"));
+    }
+    let out = probe.stop();
+    let s = out.summary_json();
+    assert_eq!(codes.len(), 300);
+    assert!(codes.iter().all(|&c| c == 502), "{codes:?}");
+    assert_eq!(s["requests"]["count"], 300, "{s}");
+    assert_eq!(
+        peer.reset.load(std::sync::atomic::Ordering::Relaxed),
+        300,
+        "one connection per request, each reset"
+    );
+    assert_eq!(sum_workers(&s, &["upstream", "established"]), 300);
+    let e = &s["nginx_errors"];
+    assert_eq!(e["classes"]["upstream_reset"]["count"], 300, "{e}");
+    let name = format!("http://{}", peer.addr());
+    assert_eq!(e["upstream_peers"][0]["peer"], name.as_str(), "{e}");
+    assert_eq!(
+        e["upstream_peers"][0]["by_class"]["upstream_reset"], 300,
+        "{e}"
+    );
+    let v = verdict(&s, "upstream_errors").expect("upstream_errors fires");
+    assert_eq!(v["severity"], "critical", "{v}");
+    let advice = v["advice"].as_str().unwrap();
+    assert!(
+        advice.contains(&format!(
+            "most: the upstream reset fresh connections (502) (peer: {name} (300 lines)): nginx keeps no idle connections to it ({} is a server of upstream be, which sets no keepalive)",
+            peer.addr()
+        )),
+        "{advice}"
+    );
+    assert!(
+        !advice.contains("keepalive timeout") && !advice.contains("shorter"),
+        "no keepalive mismatch without a pool: {advice}"
+    );
+    assert_eq!(
+        v["evidence"]["by_peer"][&name]["upstream_reset"], 300,
+        "{v}"
+    );
+    assert!(
+        !v["directives"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d.as_str().unwrap().contains("keepalive_timeout")),
+        "{v}"
+    );
+    assert!(
+        verdict(&s, "upstream_keepalive_off").is_none(),
+        "{}",
+        s["verdicts"]
+    );
+}
+
 /// Count of error-log lines containing `needle`.
 fn log_lines(ng: &Nginx, needle: &str) -> u64 {
     ng.error_log()

@@ -1,0 +1,442 @@
+//! What the upstream rules say about failures of the peers themselves, from nginx's
+//! error log: which peer failed how (its lines by class), how many established
+//! connections a peer failed (reset, closed before answering, timed out), and whether
+//! nginx kept a pool of idle upstream connections that a peer could have closed under
+//! it (the configuration's `keepalive`, or reuse measured). Used by `upstream_errors`
+//! ([`super::nginx_rules`]) and `upstream_keepalive_off` ([`super::fd_upstream`]).
+
+use std::collections::BTreeMap;
+
+use super::inputs::Inputs;
+
+/// Error-log classes of a failure on a connection nginx had established: the peer reset
+/// it, closed it before answering, did not read or answer in time, or answered what
+/// nginx could not use. nginx closes such a connection; keepalive could not have kept
+/// it, and a reset leaves no socket in TIME-WAIT. Failures keepalive causes or cures
+/// (`upstream_addr_unavailable`: no local port left) and failed connects (refused,
+/// timed out: never established) are not among them.
+pub const PEER_FAILED_CLASSES: &[&str] = &[
+    "upstream_reset",
+    "upstream_prematurely_closed",
+    "upstream_read_timeout",
+    "upstream_send_timeout",
+    "upstream_invalid_response",
+    "upstream_header_too_big",
+    "upstream_ssl",
+];
+
+/// Error-log lines of [`PEER_FAILED_CLASSES`] in the period; None when the error log
+/// is not read.
+pub fn peer_failed_lines(inp: &Inputs) -> Option<u64> {
+    let e = inp.nginx_errors.as_ref().filter(|e| e.readable)?;
+    Some(PEER_FAILED_CLASSES.iter().map(|c| e.count(c)).sum())
+}
+
+/// The peers whose error-log lines of `class` nginx wrote, most first, at most 3:
+/// `http://127.0.0.1:18902 (300 lines)`; empty when the log names none (or was
+/// recorded before lines were counted by class).
+pub fn peers_of(inp: &Inputs, class: &str) -> Vec<String> {
+    let Some(e) = inp.nginx_errors.as_ref().filter(|e| e.readable) else {
+        return Vec::new();
+    };
+    let mut v: Vec<(&str, u64)> = e
+        .upstream_peers
+        .iter()
+        .filter_map(|p| p.by_class.get(class).map(|n| (p.peer.as_str(), *n)))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    v.iter()
+        .take(3)
+        .map(|(p, n)| format!("{p} ({n} lines)"))
+        .collect()
+}
+
+/// Each named peer's upstream-class lines by class, for evidence: `{peer: {class:
+/// lines}}`; None when no peer's lines were counted by class.
+pub fn by_peer_evidence(inp: &Inputs) -> Option<serde_json::Value> {
+    let e = inp.nginx_errors.as_ref().filter(|e| e.readable)?;
+    let m: BTreeMap<&str, &BTreeMap<String, u64>> = e
+        .upstream_peers
+        .iter()
+        .filter(|p| !p.by_class.is_empty())
+        .map(|p| (p.peer.as_str(), &p.by_class))
+        .collect();
+    (!m.is_empty()).then(|| serde_json::json!(m))
+}
+
+/// Whether nginx may have handed a request an idle upstream connection a peer then
+/// closed under it (the only case where a keepalive-timeout mismatch explains a reset).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Pool {
+    /// It may: the configuration keeps idle connections for the peer, or reuse was
+    /// measured; the clause says which.
+    Kept(String),
+    /// It did not: the configuration was read and keeps none for the peer; the clause
+    /// says where.
+    None(String),
+    /// Not known: the configuration was not read and reuse not measured.
+    Unknown,
+}
+
+/// `scheme://host:port` -> `host:port`.
+fn authority(peer: &str) -> &str {
+    peer.split_once("://").map_or(peer, |(_, a)| a)
+}
+
+/// The pool of idle upstream connections behind the `peers` (error-log names, e.g.
+/// `http://127.0.0.1:18902`) as measured or configured: reuse measured (the access log
+/// holds every request and its peers were tried more often than the workers
+/// established upstream connections, `--detail full`), else the `keepalive` of the
+/// upstream blocks listing those peers as servers (a peer no block lists, proxied to by
+/// address, has no pool), else of any upstream block when no peer is placed.
+pub fn pool(inp: &Inputs, peers: &[&str]) -> Pool {
+    if let Some(said) = reuse_measured(inp) {
+        return Pool::Kept(said);
+    }
+    let Some(cfg) = inp.config.as_ref() else {
+        return Pool::Unknown;
+    };
+    let kept = |block: &str| {
+        cfg.values.iter().find(|v| {
+            v.directive == "keepalive"
+                && v.scope == format!("upstream {block}")
+                && v.at != crate::model::config::DEFAULT
+        })
+    };
+    // The blocks that list each peer; a peer in none is proxied to by address.
+    let mut placed = false;
+    let mut none = Vec::new();
+    for p in peers {
+        let a = authority(p);
+        let blocks: Vec<&str> = cfg
+            .upstreams
+            .iter()
+            .filter(|u| u.servers.iter().any(|s| s.address == a))
+            .map(|u| u.name.as_str())
+            .collect();
+        if let Some(k) = blocks.iter().find_map(|b| kept(b)) {
+            return Pool::Kept(format!("`keepalive {}` in {} ({})", k.value, k.scope, k.at));
+        }
+        if !blocks.is_empty() {
+            placed = true;
+            none.push(format!(
+                "{a} is a server of upstream {}, which sets no keepalive",
+                blocks.join(", ")
+            ));
+        } else if cfg
+            .values
+            .iter()
+            .any(|v| v.directive == "proxy_pass" && authority(&v.value).starts_with(a))
+        {
+            placed = true;
+            none.push(format!(
+                "{a} is proxied to by address (no upstream block, no pool)"
+            ));
+        }
+    }
+    if !placed {
+        if let Some(k) = cfg.values.iter().find(|v| {
+            v.directive == "keepalive"
+                && v.scope.starts_with("upstream ")
+                && v.at != crate::model::config::DEFAULT
+        }) {
+            return Pool::Kept(format!("`keepalive {}` in {} ({})", k.value, k.scope, k.at));
+        }
+        none.push(if cfg.upstreams.is_empty() {
+            "no upstream block (a proxy_pass to an address keeps no idle connections)".to_string()
+        } else {
+            "no upstream block sets keepalive".to_string()
+        });
+    }
+    Pool::None(none.join("; "))
+}
+
+/// Some(clause) when reuse of upstream connections was measured: the access log holds
+/// every request, logs `$upstream_addr`, and its peers were tried more often than the
+/// workers established upstream connections (connects counted all the time).
+fn reuse_measured(inp: &Inputs) -> Option<String> {
+    if inp.detail.is_some() {
+        return None;
+    }
+    let a = super::outcome_rules::complete_log(inp)?;
+    let tries: u64 = a.upstreams.iter().map(|p| p.tries).sum();
+    let est: u64 = inp.workers.iter().map(|w| w.upstream_established).sum();
+    (tries > est).then(|| {
+        format!(
+            "nginx reused upstream connections: {tries} tries of peers in its access log, {est} connections established (connect() and SO_ERROR in the kernel)"
+        )
+    })
+}
+
+/// `upstream_errors`' words for `upstream_reset`, with the peers that reset: a
+/// keepalive-timeout mismatch only when nginx may have reused an idle connection
+/// ([`pool`]), fresh connections reset by the peer when it kept none, both when unknown.
+pub fn reset_said(inp: &Inputs) -> String {
+    let peers: Vec<String> = peers_of(inp, "upstream_reset");
+    let names: Vec<&str> = peers
+        .iter()
+        .map(|p| p.split(" (").next().unwrap_or(p))
+        .collect();
+    let named = if peers.is_empty() {
+        String::new()
+    } else {
+        format!(" (peer: {})", peers.join(", "))
+    };
+    match pool(inp, &names) {
+        Pool::None(why) => format!(
+            "the upstream reset fresh connections (502){named}: nginx keeps no idle connections to it ({why}), so none was closed under it: the peer crashed or refused the request, or a proxy or firewall in between reset the connection"
+        ),
+        Pool::Kept(why) => format!(
+            "the upstream reset the connection (502){named}: it closed a connection nginx was using: an idle one from the pool ({why}) when its keepalive timeout is shorter than nginx's upstream keepalive_timeout, or it crashed or refused the request"
+        ),
+        Pool::Unknown => format!(
+            "the upstream reset the connection (502){named}: an idle pooled connection it had closed (its keepalive timeout shorter than nginx's upstream keepalive_timeout) if nginx keeps upstream keepalive connections, else fresh connections it reset (it crashed or refused the request, or a proxy or firewall in between reset them); the configuration was not read and reuse not measured, so which is unknown"
+        ),
+    }
+}
+
+/// `upstream be` with a server on 127.0.0.1 at each of `ports`, `keepalive` set to the
+/// value given (unset when None), proxied to from `server a location /` (unit tests).
+#[cfg(test)]
+pub(crate) fn upstream_be(
+    ports: &[u16],
+    keepalive: Option<&str>,
+) -> crate::model::config::ConfigReport {
+    use crate::model::config::{ConfigReport, ConfigValue, UpstreamServer, UpstreamValue};
+    let pool = match keepalive {
+        Some(k) => ConfigValue::of("keepalive", "upstream be", k, "/e/a.conf:3"),
+        None => ConfigValue::of(
+            "keepalive",
+            "upstream be",
+            "unset (no idle upstream connections kept)",
+            crate::model::config::DEFAULT,
+        ),
+    };
+    let server = |port: &u16| UpstreamServer {
+        address: format!("127.0.0.1:{port}"),
+        max_fails: "1".into(),
+        fail_timeout: "10s".into(),
+        other: String::new(),
+        at: "/e/a.conf:2".into(),
+    };
+    ConfigReport {
+        values: vec![
+            ConfigValue::of(
+                "proxy_pass",
+                "server a location /",
+                "http://be",
+                "/e/a.conf:9",
+            ),
+            pool,
+        ],
+        upstreams: vec![UpstreamValue {
+            name: "be".into(),
+            servers: ports.iter().map(server).collect(),
+            at: "/e/a.conf:1".into(),
+        }],
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::fd_upstream::upstream_keepalive_off;
+    use crate::analysis::inputs::w;
+    use crate::model::config::{ConfigReport, ConfigValue};
+    use crate::model::{NginxErrorsReport, PeerErrorsReport};
+
+    fn inputs(config: Option<ConfigReport>) -> Inputs {
+        Inputs {
+            nginx_errors: Some(NginxErrorsReport {
+                readable: true,
+                upstream_peers: vec![
+                    PeerErrorsReport {
+                        peer: "http://127.0.0.1:18902".into(),
+                        lines: 300,
+                        by_class: [("upstream_reset".to_string(), 300)].into(),
+                    },
+                    PeerErrorsReport {
+                        peer: "http://127.0.0.1:18901".into(),
+                        lines: 300,
+                        by_class: [("upstream_connect_failed".to_string(), 300)].into(),
+                    },
+                ],
+                ..Default::default()
+            }),
+            config,
+            ..Inputs::default()
+        }
+    }
+
+    fn upstream(keepalive: Option<&str>) -> ConfigReport {
+        upstream_be(&[18902], keepalive)
+    }
+
+    #[test]
+    fn names_each_peer_by_class() {
+        let inp = inputs(None);
+        assert_eq!(
+            peers_of(&inp, "upstream_reset"),
+            ["http://127.0.0.1:18902 (300 lines)"]
+        );
+        assert_eq!(
+            peers_of(&inp, "upstream_connect_failed"),
+            ["http://127.0.0.1:18901 (300 lines)"]
+        );
+        assert!(peers_of(&inp, "upstream_read_timeout").is_empty());
+        assert_eq!(
+            by_peer_evidence(&inp).unwrap()["http://127.0.0.1:18902"]["upstream_reset"],
+            300
+        );
+    }
+
+    /// No pool configured for the resetting peer: fresh connections, never a keepalive
+    /// timeout; a pool: the mismatch may be it; no configuration: both, and unknown.
+    #[test]
+    fn a_reset_is_a_keepalive_mismatch_only_with_a_pool() {
+        let fresh = reset_said(&inputs(Some(upstream(None))));
+        assert!(
+            fresh.starts_with("the upstream reset fresh connections (502) (peer: http://127.0.0.1:18902 (300 lines)): nginx keeps no idle connections to it (127.0.0.1:18902 is a server of upstream be, which sets no keepalive), so none was closed under it: the peer crashed"),
+            "{fresh}"
+        );
+        assert!(!fresh.contains("shorter"), "{fresh}");
+        // Proxied to by address: no upstream block.
+        let bare = ConfigReport {
+            values: vec![ConfigValue::of(
+                "proxy_pass",
+                "server a location /",
+                "http://127.0.0.1:18902",
+                "/e/a.conf:9",
+            )],
+            ..Default::default()
+        };
+        let said = reset_said(&inputs(Some(bare)));
+        assert!(
+            said.contains(
+                "(127.0.0.1:18902 is proxied to by address (no upstream block, no pool))"
+            ),
+            "{said}"
+        );
+        let kept = reset_said(&inputs(Some(upstream(Some("32")))));
+        assert!(
+            kept.contains("an idle one from the pool (`keepalive 32` in upstream be (/e/a.conf:3)) when its keepalive timeout is shorter"),
+            "{kept}"
+        );
+        let unknown = reset_said(&inputs(None));
+        assert!(unknown.contains("so which is unknown"), "{unknown}");
+    }
+
+    /// Error-log lines of `class` in a readable log.
+    fn log_of(class: &str, n: u64) -> crate::model::NginxErrorsReport {
+        crate::model::NginxErrorsReport {
+            readable: true,
+            classes: [(
+                class.to_string(),
+                crate::model::ErrorClassReport {
+                    count: n,
+                    group: "upstream".into(),
+                    ..Default::default()
+                },
+            )]
+            .into(),
+            ..Default::default()
+        }
+    }
+
+    /// A peer that resets every connection (newcomer trial): 400 requests, 400
+    /// connects all established, then reset. Keepalive cannot keep them and a reset
+    /// leaves no TIME-WAIT: silent from [`UPSTREAM_PEER_FAILED_SHARE`](super::super::fd_upstream::UPSTREAM_PEER_FAILED_SHARE) of the
+    /// established connections failed at the peer (200 of 400), firing below it (199),
+    /// with the failed share said.
+    #[test]
+    fn connections_the_peer_fails_are_not_keepalive_off() {
+        let mut a = w(1, 400, 400);
+        a.upstream_connects = 400;
+        a.upstream_established = 400;
+        let inp = |reset: u64| Inputs {
+            workers: vec![a.clone()],
+            requests: Some(400),
+            nginx_errors: Some(log_of("upstream_reset", reset)),
+            ..Inputs::default()
+        };
+        for (reset, fires) in [(400, false), (200, false), (199, true), (0, true)] {
+            let mut out = Vec::new();
+            upstream_keepalive_off(&inp(reset), &mut out);
+            assert_eq!(out.len(), fires as usize, "{reset} resets: {out:?}");
+        }
+        let mut out = Vec::new();
+        upstream_keepalive_off(&inp(199), &mut out);
+        assert_eq!(out[0].evidence["failed_at_peer"], serde_json::json!(199.0));
+        assert!(
+            out[0].advice.contains("; 50% of the established ones the peer failed (reset, closed or timed out: nginx's error log), which keepalive would not have kept):"),
+            "{}",
+            out[0].advice
+        );
+        // Closed before answering and read timeouts are the peer's too.
+        for class in ["upstream_prematurely_closed", "upstream_read_timeout"] {
+            let mut out = Vec::new();
+            upstream_keepalive_off(
+                &Inputs {
+                    nginx_errors: Some(log_of(class, 400)),
+                    ..inp(0)
+                },
+                &mut out,
+            );
+            assert!(out.is_empty(), "{class}: {out:?}");
+        }
+        // The log not read: the failures are unknown, the connects judged as before.
+        let mut out = Vec::new();
+        upstream_keepalive_off(
+            &Inputs {
+                nginx_errors: None,
+                ..inp(0)
+            },
+            &mut out,
+        );
+        assert_eq!(
+            out[0].evidence["failed_at_peer"],
+            serde_json::json!("unknown: nginx's error log is not read")
+        );
+    }
+
+    /// A dead peer beside a resetting one (300 requests each: 300 refused, 300
+    /// established and reset; 0.50 established per request) is silent; ports run out
+    /// (case 18) still fire: EADDRNOTAVAIL is keepalive's, not the peer's.
+    #[test]
+    fn a_dead_and_a_resetting_peer_are_not_keepalive_off_but_ports_out_is() {
+        let mut b = w(1, 600, 600);
+        b.upstream_connects = 600;
+        b.upstream_established = 300;
+        b.upstream_errors.insert("ECONNREFUSED".into(), 300);
+        let mut out = Vec::new();
+        upstream_keepalive_off(
+            &Inputs {
+                workers: vec![b],
+                requests: Some(600),
+                nginx_errors: Some(log_of("upstream_reset", 300)),
+                ..Inputs::default()
+            },
+            &mut out,
+        );
+        assert!(out.is_empty(), "{out:?}");
+        // Ports run out (case 18): the EADDRNOTAVAIL lines are keepalive's, it fires.
+        let mut c = w(1, 1000, 1000);
+        c.upstream_connects = 1000;
+        c.upstream_established = 40;
+        c.upstream_errors.insert("EADDRNOTAVAIL".into(), 960);
+        let mut out = Vec::new();
+        upstream_keepalive_off(
+            &Inputs {
+                workers: vec![c],
+                requests: Some(1000),
+                nginx_errors: Some(log_of("upstream_addr_unavailable", 960)),
+                ..Inputs::default()
+            },
+            &mut out,
+        );
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].evidence["failed_at_peer"], serde_json::json!(0.0));
+    }
+}
