@@ -110,7 +110,11 @@ fn title_and_problems(out: &mut String, cfg: &ConfigReport) {
     let _ = writeln!(
         out,
         "\nCONFIG {} (from {}; {} file{} read under {}{})",
-        cfg.main_file,
+        if cfg.main_file.is_empty() {
+            "?"
+        } else {
+            &cfg.main_file
+        },
         cfg.found_by,
         cfg.files.len(),
         if cfg.files.len() == 1 { "" } else { "s" },
@@ -135,6 +139,12 @@ fn title_and_problems(out: &mut String, cfg: &ConfigReport) {
             out,
             "  ! ... {} more problems (JSON `config.errors`)",
             cfg.errors.len() - MAX_ERRORS_SHOWN
+        );
+    }
+    if let Some(why) = &cfg.unknown {
+        let _ = writeln!(
+            out,
+            "  every setting UNKNOWN (nginx's defaults are not assumed): {why}"
         );
     }
 }
