@@ -657,6 +657,9 @@ fn a_prefix_with_spaces_is_found_and_g_is_read_on_top_of_the_file() {
         ka["evidence"]["config_keepalive_timeout"],
         format!("0 ({ka_at})")
     );
+    // The advice names the setting with where it is set.
+    let advice = ka["advice"].to_string();
+    assert!(advice.contains(&format!("0 ({ka_at})")), "{ka:#}");
 }
 
 #[test]
@@ -698,6 +701,12 @@ fn a_main_file_that_cannot_be_found_leaves_every_setting_unknown() {
     let evidence = ka["evidence"].as_object().unwrap();
     assert!(evidence.keys().all(|k| !k.starts_with("config_")), "{ka:#}");
     let text = ka.to_string();
-    assert!(text.contains("config is not read"), "{ka:#}");
+    assert!(
+        ka["advice"]
+            .as_str()
+            .unwrap()
+            .contains("config is not read"),
+        "{ka:#}"
+    );
     assert!(!text.contains("(default)"), "{ka:#}");
 }
