@@ -32,6 +32,8 @@ mod proxy;
 pub use proxy::{concurrent_requests, get_paths, ResetBackend, SlowBackend};
 mod probe;
 pub use probe::*;
+mod cgroup;
+pub use cgroup::CpuCgroup;
 
 /// Body of the static file every fixture nginx serves at `/` (30 bytes, as in the seeds'
 /// benchmarks).
@@ -110,6 +112,10 @@ pub struct NginxConfig {
     /// Run nginx in this network namespace (see [`NetNs`]): the master enters it before
     /// it execs; readiness is checked from inside it.
     pub netns: Option<String>,
+    /// nginx's `-g` (main-context directives on top of the file), after `-c`; empty:
+    /// no `-g`. A `worker_processes` in it replaces the file's (nginx refuses a
+    /// duplicate): set `workers` to the same number.
+    pub globals: String,
 }
 
 impl Default for NginxConfig {
@@ -140,6 +146,7 @@ impl Default for NginxConfig {
             root: None,
             quic: false,
             netns: None,
+            globals: String::new(),
         }
     }
 }
@@ -232,7 +239,7 @@ impl Nginx {
             Some(s) => format!("access_log \"{p}/logs/access.log\" {s};"),
         };
         let conf = format!(
-            "worker_processes {workers};
+            "{workers}
 daemon {daemon};
 pid \"{p}/logs/nginx.pid\";
 error_log \"{p}/logs/error.log\" {error_log_level};
@@ -259,10 +266,12 @@ http {{
     }}
 }}
 ",
-            workers = if cfg.workers_auto {
-                "auto".to_string()
+            workers = if cfg.globals.contains("worker_processes") {
+                String::new()
+            } else if cfg.workers_auto {
+                "worker_processes auto;".to_string()
             } else {
-                cfg.workers.to_string()
+                format!("worker_processes {};", cfg.workers)
             },
             daemon = if cfg.daemon { "on" } else { "off" },
             wc = cfg.worker_connections,
@@ -348,6 +357,12 @@ http {{
             .arg(prefix.join("logs/error.log"))
             .arg("-c")
             .arg(prefix.join("nginx.conf"))
+            .args(
+                Some(["-g", cfg.globals.as_str()])
+                    .filter(|_| !cfg.globals.is_empty())
+                    .into_iter()
+                    .flatten(),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
@@ -849,59 +864,6 @@ pub fn paced_requests(
         opened += o;
     }
     (all, opened)
-}
-
-/// A throwaway cgroup with a CPU quota: cgroup v2 (`cpu.max`) when the unified
-/// hierarchy has the cpu controller, else v1's `cpu` controller
-/// (`cpu.cfs_quota_us`/`cpu.cfs_period_us`). Dropping it removes the directory (stop
-/// the processes in it first).
-pub struct CpuCgroup {
-    /// The cgroup's directory.
-    pub dir: PathBuf,
-    /// 1 or 2.
-    pub version: u8,
-}
-
-impl CpuCgroup {
-    /// Creates `name` with a quota of `quota_us` per `period_us`.
-    pub fn create(name: &str, quota_us: u64, period_us: u64) -> CpuCgroup {
-        let v2 = fs::read_to_string("/sys/fs/cgroup/cgroup.subtree_control")
-            .map(|c| c.split_whitespace().any(|x| x == "cpu"))
-            .unwrap_or(false);
-        let (dir, version) = if v2 {
-            (PathBuf::from("/sys/fs/cgroup").join(name), 2)
-        } else {
-            (PathBuf::from("/sys/fs/cgroup/cpu").join(name), 1)
-        };
-        let _ = fs::remove_dir(&dir);
-        fs::create_dir(&dir).expect("mkdir cgroup (root, cgroup fs mounted?)");
-        if v2 {
-            fs::write(dir.join("cpu.max"), format!("{quota_us} {period_us}")).expect("cpu.max");
-        } else {
-            fs::write(dir.join("cpu.cfs_period_us"), period_us.to_string()).expect("period");
-            fs::write(dir.join("cpu.cfs_quota_us"), quota_us.to_string()).expect("quota");
-        }
-        CpuCgroup { dir, version }
-    }
-
-    /// `nr_throttled` of the cgroup's `cpu.stat`.
-    pub fn nr_throttled(&self) -> u64 {
-        fs::read_to_string(self.dir.join("cpu.stat"))
-            .expect("cpu.stat")
-            .lines()
-            .find_map(|l| l.strip_prefix("nr_throttled "))
-            .and_then(|v| v.trim().parse().ok())
-            .expect("nr_throttled")
-    }
-}
-
-impl Drop for CpuCgroup {
-    fn drop(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while fs::remove_dir(&self.dir).is_err() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
 }
 
 /// A network namespace of our own (`ip netns add`), with loopback up and the given

@@ -121,8 +121,9 @@ pub struct Inputs {
     pub detail: Option<crate::model::sampling::DetailReport>,
     /// Draining generations and worker exits in the period (None: none, or unknown).
     pub lifecycle: Option<crate::model::worker_lifecycle::LifecycleReport>,
-    /// nginx's configuration (effective values, file:line); None when not read: the
-    /// verdicts then quote no directive.
+    /// nginx's configuration (effective values, file:line); None when not read, its
+    /// main file included (`ConfigReport::is_read`): the verdicts then quote no
+    /// directive.
     pub config: Option<crate::model::config::ConfigReport>,
     /// Client connections per port in the period (who closed, idle before nginx's
     /// close); None when nothing was counted.

@@ -855,7 +855,9 @@ pub fn judge_report(r: &crate::model::Report) -> Vec<Verdict> {
     inputs.access_log = r.access_log.clone();
     inputs.cpu_quota = r.cpu_quota.clone();
     inputs.lifecycle = r.lifecycle.clone();
-    inputs.config = r.config.clone();
+    // A configuration whose main file was not read says nothing of the settings in
+    // force: the verdicts see none and use their "not read" wording.
+    inputs.config = r.config.clone().filter(|c| c.is_read());
     inputs.connections = r.connections.clone();
     inputs.connections_not_traced = r.connections_not_traced.clone();
     inputs.quic = r.quic.clone();

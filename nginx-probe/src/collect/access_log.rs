@@ -106,6 +106,10 @@ fn one_file_per_scope(cfg: &ConfigReport) -> (Vec<&str>, Vec<(&str, &str)>) {
 /// for each access log not read.
 fn wanted_files(cfg: &ConfigReport) -> (Vec<Wanted>, Vec<String>) {
     let (mut wanted, mut not_read): (Vec<Wanted>, Vec<String>) = (Vec::new(), Vec::new());
+    if let Some(why) = &cfg.unknown {
+        not_read.push(format!("which access logs nginx writes is unknown: {why}"));
+        return (wanted, not_read);
+    }
     let (read_once, skipped) = one_file_per_scope(cfg);
     for a in &cfg.access_logs {
         let p = a.path.as_str();

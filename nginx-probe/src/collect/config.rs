@@ -1,6 +1,8 @@
 //! Finds and reads the configuration a running nginx master loaded: the main file from
-//! the master's `-c`/`-p` (its title in `/proc/<pid>/cmdline` keeps its arguments),
-//! else `--conf-path=`/`--prefix=` from the configure arguments compiled into its
+//! the master's `-c`/`-p` and its `-g` directives (read back from its title in
+//! `/proc/<pid>/cmdline`, which joins its arguments with spaces: see [`title`]; when
+//! the title does not say where the main file is, every setting is unknown), else
+//! `--conf-path=`/`--prefix=` from the configure arguments compiled into its
 //! binary (a bounded scan of `/proc/<pid>/exe`; the binary is never run). Every path is
 //! opened with `openat2(RESOLVE_IN_ROOT)` under the master's own root
 //! (`/proc/<pid>/root`: nginx in a container or chroot), so no symlink leads out of it.
@@ -22,6 +24,8 @@ use crate::model::config::{self, BuildDefaults, ConfigFile, ConfigReport, Direct
 #[path = "config_exe.rs"]
 mod exe;
 pub use exe::{scan_binary, BinaryFacts};
+#[path = "config_title.rs"]
+pub mod title;
 
 /// Bounds on what a config may make the probe read.
 #[derive(Clone, Copy, Debug)]
@@ -59,39 +63,6 @@ impl Default for Limits {
 /// Errors kept, one line each.
 pub const MAX_ERRORS: usize = 32;
 
-/// The master's `-c`, `-p` (and `-cFILE` forms) from its title or command line.
-/// nginx retitles its master `nginx: master process <argv joined by spaces>`, so
-/// arguments with spaces are split; `-c` and `-p` paths with spaces are not found.
-pub fn args_from_cmdline(cmdline: &str) -> (Option<String>, Option<String>) {
-    let rest = cmdline
-        .split_once("master process ")
-        .map(|(_, r)| r)
-        .unwrap_or(cmdline);
-    let words: Vec<&str> = rest.split(['\0', ' ']).filter(|w| !w.is_empty()).collect();
-    let (mut conf, mut prefix) = (None, None);
-    let mut i = 1; // words[0] is the binary
-    while i < words.len() {
-        let w = words[i];
-        let next = words.get(i + 1).map(|s| s.to_string());
-        match w {
-            "-c" => {
-                conf = next;
-                i += 1;
-            }
-            "-p" => {
-                prefix = next;
-                i += 1;
-            }
-            "-g" => i += 1,
-            _ if w.starts_with("-c") && w.len() > 2 => conf = Some(w[2..].to_string()),
-            _ if w.starts_with("-p") && w.len() > 2 => prefix = Some(w[2..].to_string()),
-            _ => {}
-        }
-        i += 1;
-    }
-    (conf, prefix)
-}
-
 /// nginx's `ngx_conf_full_name`: `name` as is when absolute, else under `prefix`.
 fn full_name(prefix: &str, name: &str) -> String {
     if name.starts_with('/') {
@@ -108,18 +79,32 @@ fn with_slash(mut s: String) -> String {
     s
 }
 
-/// Where the main file is: (path, found_by, prefix, build defaults), nginx's rules:
-/// the prefix is `-p`, else the binary's `--prefix=`, else `/usr/local/nginx/`; the
-/// main file is `-c`, else the binary's `--conf-path=`, else `conf/nginx.conf`, either
-/// relative to the prefix.
-pub fn locate(cmdline: &str, bin: &BinaryFacts) -> (String, &'static str, BuildDefaults) {
-    let (conf, p) = args_from_cmdline(cmdline);
+/// Where the main file is, as nginx finds it from its command line and its binary.
+#[derive(Clone, Debug)]
+pub struct Located {
+    /// The main file inside the master's root; Err: why it is not known.
+    pub main: Result<String, String>,
+    /// `-c`, `--conf-path`, `default`, or `unknown` (see [`ConfigReport::found_by`]).
+    pub found_by: &'static str,
+    /// The prefix and the compiled-in log paths.
+    pub build: BuildDefaults,
+    /// The master's `-g`.
+    pub globals: Option<String>,
+}
+
+/// The main file, how it was found and the build defaults of one reading of the
+/// command line, nginx's rules: the prefix is `-p`, else the binary's `--prefix=`,
+/// else `/usr/local/nginx/`; the main file is `-c`, else the binary's `--conf-path=`,
+/// else `conf/nginx.conf`, either relative to the prefix.
+fn place(r: &title::Reading, bin: &BinaryFacts) -> (String, &'static str, BuildDefaults) {
     let prefix = with_slash(
-        p.or_else(|| bin.prefix.clone())
+        r.prefix
+            .clone()
+            .or_else(|| bin.prefix.clone())
             .unwrap_or_else(|| "/usr/local/nginx/".to_string()),
     );
-    let (conf, found_by) = match conf {
-        Some(c) => (c, "-c"),
+    let (conf, found_by) = match &r.conf {
+        Some(c) => (c.clone(), "-c"),
         None => match &bin.conf_path {
             Some(c) => (c.clone(), "--conf-path"),
             None => ("conf/nginx.conf".to_string(), "default"),
@@ -131,6 +116,35 @@ pub fn locate(cmdline: &str, bin: &BinaryFacts) -> (String, &'static str, BuildD
         http_log: bin.http_log_path.as_ref().map(|p| full_name(&prefix, p)),
     };
     (full_name(&prefix, &conf), found_by, build)
+}
+
+/// Where the main file of the master with `cmdline` is ([`place`]). The title joins
+/// nginx's arguments with spaces: of its readings ([`title::pick`]), the one whose
+/// `-p` directory and main file exist (`exists(prefix from -p, main file)`), checked
+/// in the master's root; none or several: the main file is unknown, and why.
+pub fn locate(
+    cmdline: &str,
+    bin: &BinaryFacts,
+    exists: impl Fn(Option<&str>, &str) -> bool,
+) -> Located {
+    let picked = title::pick(cmdline, |r| exists(r.prefix.as_deref(), &place(r, bin).0));
+    match picked {
+        Ok(r) => {
+            let (main, found_by, build) = place(&r, bin);
+            Located {
+                main: Ok(main),
+                found_by,
+                build,
+                globals: r.globals,
+            }
+        }
+        Err(why) => Located {
+            main: Err(why),
+            found_by: "unknown",
+            build: place(&title::Reading::default(), bin).2,
+            globals: None,
+        },
+    }
 }
 
 /// The boot time, seconds since the Unix epoch: `CLOCK_REALTIME - CLOCK_BOOTTIME`
@@ -186,7 +200,6 @@ pub fn read_config(
     loaded_unix_s: Option<f64>,
     limits: Limits,
 ) -> ConfigReport {
-    let (main, found_by, build) = locate(cmdline, bin);
     let mut r = Reader {
         root: None,
         limits,
@@ -195,10 +208,7 @@ pub fn read_config(
         total_bytes: 0,
         directives: 0,
         stack: Vec::new(),
-        conf_prefix: main
-            .rsplit_once('/')
-            .map(|(d, _)| format!("{d}/"))
-            .unwrap_or_default(),
+        conf_prefix: String::new(),
         loaded_unix_s,
     };
     match nix::fcntl::open(
@@ -212,14 +222,39 @@ pub fn read_config(
             root.display()
         )),
     }
-    let tree = if r.root.is_some() {
-        r.file(&main, 0, None).unwrap_or_default()
-    } else {
-        Vec::new()
+    let loc = locate(cmdline, bin, |prefix, main| r.exists(prefix, main));
+    let main = loc.main.clone().unwrap_or_default();
+    r.conf_prefix = main
+        .rsplit_once('/')
+        .map(|(d, _)| format!("{d}/"))
+        .unwrap_or_default();
+    let mut tree = match &loc.globals {
+        Some(g) => r.globals(g),
+        None => Vec::new(),
     };
-    let mut report = config::evaluate(&tree, &r.files, &build);
+    let errors_before = r.errors.len();
+    let main_tree = match &loc.main {
+        Ok(m) if r.root.is_some() => r.file(m, 0, None),
+        _ => None,
+    };
+    let mut report = match (main_tree, &loc.main) {
+        (Some(t), _) => {
+            tree.extend(t);
+            config::evaluate(&tree, &r.files, &loc.build)
+        }
+        (None, Err(why)) => config::evaluate_unread(&tree, &r.files, &loc.build, why.clone()),
+        (None, Ok(_)) => {
+            let why = r.errors.get(errors_before).or(r.errors.first());
+            let why = format!(
+                "the main file was not read ({})",
+                why.map_or("no reason recorded", |e| e.as_str())
+            );
+            config::evaluate_unread(&tree, &r.files, &loc.build, why)
+        }
+    };
     report.main_file = main;
-    report.found_by = found_by.to_string();
+    report.found_by = loc.found_by.to_string();
+    report.globals = loc.globals;
     report.root = root.display().to_string();
     report.nginx_version = bin.version.clone();
     report.loaded_unix_s = loaded_unix_s;
@@ -317,25 +352,58 @@ impl Reader {
             changed_since_load: changed,
         });
         let text = String::from_utf8_lossy(&bytes);
-        if nesting(&text) > self.limits.max_nesting {
-            self.error(format!(
-                "{path}: not parsed: blocks nested deeper than {}",
-                self.limits.max_nesting
-            ));
-            return None;
-        }
-        let ast = match nginx_lint_parser::parse_string(&text) {
-            Ok(a) => a,
-            Err(e) => {
-                let line = e.position().map(|p| p.line).unwrap_or(0);
-                self.error(format!("{path}:{line}: not parsed: {e}"));
-                return None;
-            }
-        };
+        let ast = self.parse(path, &text)?;
         self.stack.push(id);
         let out = self.convert(ast.directives(), index, depth);
         self.stack.pop();
         Some(out)
+    }
+
+    /// `text` (of `label`: a file's path, or `-g`) parsed; None, with the error
+    /// kept, when nested too deep or not parsed.
+    fn parse(&mut self, label: &str, text: &str) -> Option<nginx_lint_parser::ast::Config> {
+        if nesting(text) > self.limits.max_nesting {
+            self.error(format!(
+                "{label}: not parsed: blocks nested deeper than {}",
+                self.limits.max_nesting
+            ));
+            return None;
+        }
+        match nginx_lint_parser::parse_string(text) {
+            Ok(a) => Some(a),
+            Err(e) => {
+                let line = e.position().map(|p| p.line).unwrap_or(0);
+                self.error(format!("{label}:{line}: not parsed: {e}"));
+                None
+            }
+        }
+    }
+
+    /// The master's `-g` directives, parsed as a file is (their `at` is `-g`).
+    fn globals(&mut self, text: &str) -> Vec<Directive> {
+        match self.parse(config::FROM_G, text) {
+            Some(ast) => self.convert(ast.directives(), config::G_FILE, 0),
+            None => Vec::new(),
+        }
+    }
+
+    /// Whether the prefix directory `prefix` (when given) and the regular file `main`
+    /// exist inside the root (symlinks resolved inside it; nothing is read).
+    fn exists(&self, prefix: Option<&str>, main: &str) -> bool {
+        let is = |path: &str, dir: bool| {
+            self.open(path, OFlag::O_PATH)
+                .ok()
+                .and_then(|fd| std::fs::File::from(fd).metadata().ok())
+                .is_some_and(|m| if dir { m.is_dir() } else { m.is_file() })
+        };
+        prefix.is_none_or(|p| is(p, true)) && is(main, false)
+    }
+
+    /// Where directives of `file` are written: its path, or `-g`.
+    fn label(&self, file: usize) -> String {
+        self.files
+            .get(file)
+            .map_or_else(|| config::FROM_G.to_string(), |f| f.path.clone())
     }
 
     /// Opens and reads `path` within the limits; else why not (a one-line reason).
@@ -387,7 +455,8 @@ impl Reader {
             if self.directives >= self.limits.max_directives {
                 self.error(format!(
                     "{}: directives past {} not read",
-                    self.files[file].path, self.limits.max_directives
+                    self.label(file),
+                    self.limits.max_directives
                 ));
                 break;
             }
@@ -395,7 +464,7 @@ impl Reader {
             let args = words(&d.args);
             let line = d.span.start.line;
             if d.name == "include" && d.block.is_none() {
-                let at = format!("{}:{line}", self.files[file].path);
+                let at = format!("{}:{line}", self.label(file));
                 if let Some(pattern) = args.first() {
                     out.extend(self.include(pattern, depth + 1, &at));
                 }

@@ -30,39 +30,114 @@ fn val<'a>(r: &'a ConfigReport, d: &str, scope: &str) -> &'a config::ConfigValue
         .unwrap_or_else(|| panic!("{d} in {scope}: {:#?}", r.values))
 }
 
-#[test]
-fn cmdline_gives_c_and_p_in_both_forms() {
-    assert_eq!(
-        args_from_cmdline("nginx: master process /usr/sbin/nginx -c /x/n.conf -p /pre"),
-        (Some("/x/n.conf".into()), Some("/pre".into()))
-    );
-    assert_eq!(
-        args_from_cmdline("nginx: master process nginx -cconf/a.conf -g daemon off;"),
-        (Some("conf/a.conf".into()), None)
-    );
-    assert_eq!(
-        args_from_cmdline("nginx: master process /usr/sbin/nginx"),
-        (None, None)
-    );
+/// `locate` with no file existing (the plain reading): (main, found_by, prefix).
+fn located(cmdline: &str, bin: &BinaryFacts) -> (String, &'static str, String) {
+    let l = locate(cmdline, bin, |_, _| false);
+    (l.main.unwrap(), l.found_by, l.build.prefix)
 }
 
 #[test]
 fn a_relative_c_is_under_the_prefix_and_the_binary_gives_the_rest() {
-    let (p, by, b) = locate(
-        "nginx: master process nginx -p /srv/n -c conf/x.conf",
-        &bin(),
-    );
     assert_eq!(
-        (p.as_str(), by, b.prefix.as_str()),
-        ("/srv/n/conf/x.conf", "-c", "/srv/n/")
+        located(
+            "nginx: master process nginx -p /srv/n -c conf/x.conf",
+            &bin()
+        ),
+        ("/srv/n/conf/x.conf".into(), "-c", "/srv/n/".into())
     );
-    let (p, by, _) = locate("nginx: master process /usr/sbin/nginx", &bin());
+    let (p, by, _) = located("nginx: master process /usr/sbin/nginx", &bin());
     assert_eq!((p.as_str(), by), ("/etc/nginx/nginx.conf", "--conf-path"));
-    let (p, by, _) = locate("nginx: master process nginx", &BinaryFacts::default());
+    let (p, by, _) = located("nginx: master process nginx", &BinaryFacts::default());
     assert_eq!(
         (p.as_str(), by),
         ("/usr/local/nginx/conf/nginx.conf", "default")
     );
+}
+
+/// The newcomer's case: a prefix and main file with a space, `-g` on top. The title
+/// joins the arguments with spaces; the reading whose files exist in the root is the
+/// one read, and `-g`'s directives are quoted as `-g`.
+#[test]
+fn a_path_with_spaces_is_found_in_the_root_and_g_applies_on_top() {
+    let main = "events { worker_connections 777; }\nhttp {\n  keepalive_timeout 0;\n}\n";
+    let d = root(&[("/tmp/x/my site/nginx.conf", main), ("/tmp/x/my", "decoy")]);
+    let title = "nginx: master process /usr/sbin/nginx -p /tmp/x/my site/ -c /tmp/x/my site/nginx.conf -g daemon on; worker_processes 3;\0\0";
+    let r = read(&d, title);
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert_eq!(r.unknown, None);
+    assert_eq!(r.main_file, "/tmp/x/my site/nginx.conf");
+    assert_eq!(r.prefix, "/tmp/x/my site/");
+    assert_eq!(r.globals.as_deref(), Some("daemon on; worker_processes 3;"));
+    let v = |d: &str, s: &str| {
+        let v = val(&r, d, s);
+        (v.value.clone(), v.at.clone())
+    };
+    assert_eq!(v("worker_processes", "main"), ("3".into(), "-g".into()));
+    assert_eq!(
+        v("worker_connections", "events"),
+        ("777".into(), "/tmp/x/my site/nginx.conf:1".into())
+    );
+    assert_eq!(
+        v("keepalive_timeout", "http"),
+        ("0".into(), "/tmp/x/my site/nginx.conf:3".into())
+    );
+    // Several spaces in a row, relative -c under the prefix, -g first.
+    let d = root(&[("/srv/a  b/conf/n.conf", "worker_processes 2;\n")]);
+    let r = read(
+        &d,
+        "nginx: master process nginx -g pid '/run/a b.pid'; -p /srv/a  b -c conf/n.conf",
+    );
+    assert_eq!(r.unknown, None, "{:?}", r.errors);
+    assert_eq!(r.main_file, "/srv/a  b/conf/n.conf");
+    assert_eq!(val(&r, "worker_processes", "main").value, "2");
+}
+
+/// When the main file is not read, nothing is shown as a default in force: every
+/// setting is unknown and says why; `-g`'s are still known.
+#[test]
+fn an_unread_main_file_leaves_every_setting_unknown_never_a_default() {
+    // The file is gone: one reading, opened, not found.
+    let d = root(&[("/srv/other.conf", "worker_processes 2;\n")]);
+    let r = read(
+        &d,
+        "nginx: master process nginx -c /srv/gone.conf -g worker_processes 3;",
+    );
+    let why = r.unknown.clone().expect("unknown");
+    assert!(
+        why.starts_with("the main file was not read (/srv/gone.conf: cannot open"),
+        "{why}"
+    );
+    assert!(r.values.iter().all(|v| !v.is_default()), "{:#?}", r.values);
+    assert_eq!(r.values.len(), 1);
+    assert_eq!(
+        (r.values[0].value.as_str(), r.values[0].at.as_str()),
+        ("3", "-g")
+    );
+    assert!(r.access_logs.is_empty() && r.error_logs.is_empty() && r.listens.is_empty());
+    assert!(r.log_paths.is_empty());
+    // Spaces, and both readings name files that exist: the title does not say which
+    // nginx runs; no file is opened.
+    let d = root(&[
+        ("/tmp/x/my site/nginx.conf", "worker_processes 2;\n"),
+        ("/tmp/x/my site/ -c /tmp/x/my site/nginx.conf/f", ""),
+        ("/etc/nginx/nginx.conf", "worker_processes 4;\n"),
+    ]);
+    let r = read(
+        &d,
+        "nginx: master process nginx -p /tmp/x/my site/ -c /tmp/x/my site/nginx.conf",
+    );
+    let why = r.unknown.clone().expect("unknown");
+    assert!(
+        why.starts_with("the master's title does not say where its configuration is: its arguments were joined with spaces, and 2 readings name files that exist"),
+        "{why}"
+    );
+    assert_eq!((r.main_file.as_str(), r.found_by.as_str()), ("", "unknown"));
+    assert!(r.files.is_empty() && r.values.is_empty());
+    // A main file that does not parse is not read either.
+    let d = root(&[("/etc/nginx/nginx.conf", "http {\n")]);
+    let r = read(&d, "nginx: master process /usr/sbin/nginx");
+    assert!(r.unknown.expect("unknown").contains("not parsed"));
+    assert!(r.values.is_empty());
 }
 
 #[test]

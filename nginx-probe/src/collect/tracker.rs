@@ -506,6 +506,7 @@ impl Tracker {
             configured_logs: self
                 .config
                 .as_ref()
+                .filter(|c| c.is_read())
                 .map(|c| crate::collect::log_files::configured(self.master.pid, c)),
         })
     }

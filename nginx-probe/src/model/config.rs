@@ -8,6 +8,11 @@ use serde::{Deserialize, Serialize};
 
 /// `at` of a value nginx would use because no directive sets it.
 pub const DEFAULT: &str = "default";
+/// `at` of a value set by the master's `-g` (main-context directives nginx applies on
+/// top of the file).
+pub const FROM_G: &str = "-g";
+/// [`Directive::file`] of a directive from the master's `-g`.
+pub const G_FILE: usize = usize::MAX;
 
 /// One directive of the tree `collect::config` read, includes already expanded.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -16,7 +21,8 @@ pub struct Directive {
     pub name: String,
     /// Its arguments, quotes removed.
     pub args: Vec<String>,
-    /// Index into [`ConfigReport::files`] of the file it is written in.
+    /// Index into [`ConfigReport::files`] of the file it is written in; [`G_FILE`]
+    /// for the master's `-g`.
     pub file: usize,
     /// 1-based line in that file.
     pub line: usize,
@@ -48,7 +54,7 @@ pub struct ConfigValue {
     pub scope: String,
     /// Its arguments joined with spaces (for a default: nginx's documented default).
     pub value: String,
-    /// `file:line` of the directive, or [`DEFAULT`].
+    /// `file:line` of the directive, [`FROM_G`] (the master's `-g`), or [`DEFAULT`].
     pub at: String,
     /// The file was modified after the last load: the value is on disk, possibly not
     /// loaded.
@@ -205,8 +211,19 @@ pub struct ConfigReport {
     /// The main file, inside the master's root.
     pub main_file: String,
     /// How it was found: `-c` (the master's command line), `--conf-path` (the
-    /// binary's configure arguments) or `default` (nginx's compiled-in default).
+    /// binary's configure arguments), `default` (nginx's compiled-in default), or
+    /// `unknown` (the master's title does not say: `main_file` is empty, `unknown`
+    /// says why).
     pub found_by: String,
+    /// Why every setting is unknown: the main file was not found or not read. Then no
+    /// value is a default: `values` and the lists hold only what `-g` sets. None when
+    /// the main file was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unknown: Option<String>,
+    /// The master's `-g` as its title gives it (directives nginx applies on top of the
+    /// main file; their values are at [`FROM_G`]). None without `-g`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub globals: Option<String>,
     /// nginx's prefix (`-p`, `--prefix=` of the binary, or `/usr/local/nginx/`).
     pub prefix: String,
     /// The directory files were read in: `/proc/<pid>/root` (the master's own root).
@@ -305,6 +322,12 @@ impl ConfigReport {
                 .rev()
                 .find(|v| v.directive == directive && v.scope == s)
         })
+    }
+
+    /// Whether the main file was read: the values are the configuration's (else every
+    /// setting is unknown, [`ConfigReport::unknown`] says why).
+    pub fn is_read(&self) -> bool {
+        self.unknown.is_none()
     }
 
     /// Whether any file read was modified after the last load.
@@ -424,6 +447,7 @@ struct Eval<'a> {
 fn at(files: &[ConfigFile], d: &Directive) -> (String, bool) {
     match files.get(d.file) {
         Some(f) => (format!("{}:{}", f.path, d.line), f.changed_since_load),
+        None if d.file == G_FILE => (FROM_G.to_string(), false),
         None => (format!("?:{}", d.line), false),
     }
 }
@@ -813,6 +837,24 @@ pub fn evaluate(main: &[Directive], files: &[ConfigFile], build: &BuildDefaults)
     e.out.log_paths = log_paths_and_defaults(files, main, &e.out);
     e.out.prefix = build.prefix.clone();
     e.out
+}
+
+/// The configuration when the main file was not read (`why`): every setting unknown,
+/// never nginx's default; only what the master's `-g` (`globals`) sets is known.
+pub fn evaluate_unread(
+    globals: &[Directive],
+    files: &[ConfigFile],
+    build: &BuildDefaults,
+    why: String,
+) -> ConfigReport {
+    let mut r = evaluate(globals, files, build);
+    r.values.retain(|v| !v.is_default());
+    r.error_logs.retain(|v| !v.is_default());
+    r.access_logs.retain(|a| a.at != DEFAULT);
+    r.listens.retain(|l| l.at != DEFAULT);
+    r.log_paths.retain(|l| l.at != DEFAULT);
+    r.unknown = Some(why);
+    r
 }
 
 /// One `log_format` directive `d` as a value: its name, `escape=`, and its strings

@@ -123,6 +123,9 @@ pub fn config_section(cfg: Option<&ConfigReport>) -> Markup {
         @if !c.errors.is_empty() {
             ul { @for e in &c.errors { li.mono { (e) } } }
         }
+        @if let Some(why) = &c.unknown {
+            p.note { "Every setting is UNKNOWN (nginx's defaults are not assumed): " span.mono { (why) } }
+        }
         table {
             thead { tr { th { "directive" } th { "scope" } th { "value" } th { "set at" } } }
             @for v in c.values.iter().take(MAX_ROWS * 4) {

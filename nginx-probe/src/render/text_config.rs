@@ -70,6 +70,11 @@ pub fn config_section(out: &mut String, r: &Report) {
     if r.kind != ReportKind::Summary {
         return;
     }
+    config_lines(out, cfg);
+}
+
+/// The CONFIG section of `cfg`.
+fn config_lines(out: &mut String, cfg: &ConfigReport) {
     title_and_problems(out, cfg);
     for scope in ["main", "events", "http"] {
         let cells: Vec<String> = cfg
@@ -110,7 +115,11 @@ fn title_and_problems(out: &mut String, cfg: &ConfigReport) {
     let _ = writeln!(
         out,
         "\nCONFIG {} (from {}; {} file{} read under {}{})",
-        cfg.main_file,
+        if cfg.main_file.is_empty() {
+            "?"
+        } else {
+            &cfg.main_file
+        },
         cfg.found_by,
         cfg.files.len(),
         if cfg.files.len() == 1 { "" } else { "s" },
@@ -135,6 +144,12 @@ fn title_and_problems(out: &mut String, cfg: &ConfigReport) {
             out,
             "  ! ... {} more problems (JSON `config.errors`)",
             cfg.errors.len() - MAX_ERRORS_SHOWN
+        );
+    }
+    if let Some(why) = &cfg.unknown {
+        let _ = writeln!(
+            out,
+            "  every setting UNKNOWN (nginx's defaults are not assumed): {why}"
         );
     }
 }
@@ -216,5 +231,34 @@ fn upstreams(out: &mut String, cfg: &ConfigReport) {
                 .map(|v| cell(cfg, v)),
         );
         packed(out, &scope, &cells);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Unread: the reason, what -g sets, and no default shown as in force.
+    #[test]
+    fn an_unread_configuration_says_every_setting_is_unknown() {
+        let cfg = ConfigReport {
+            found_by: "unknown".into(),
+            root: "/proc/7/root".into(),
+            unknown: Some("the master's title does not say where its configuration is: x".into()),
+            values: vec![ConfigValue {
+                directive: "worker_processes".into(),
+                scope: "main".into(),
+                value: "3".into(),
+                at: "-g".into(),
+                not_loaded: false,
+            }],
+            ..Default::default()
+        };
+        let mut out = String::new();
+        config_lines(&mut out, &cfg);
+        assert_eq!(
+            out,
+            "\nCONFIG ? (from unknown; 0 files read under /proc/7/root)\n  every setting UNKNOWN (nginx's defaults are not assumed): the master's title does not say where its configuration is: x\n  main: worker_processes 3 (-g)\n"
+        );
     }
 }

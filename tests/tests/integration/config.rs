@@ -1,7 +1,9 @@
 //! nginx's configuration as nginx-probe reads it from a running master: the main file
 //! from its `-c`, includes (one through a glob) with each directive's file:line, a file
 //! edited after the master started flagged, a master in its own pid and mount namespace
-//! under a chroot read through `/proc/<pid>/root`, and a hostile config bounded.
+//! under a chroot read through `/proc/<pid>/root`, a hostile config bounded, a prefix
+//! with spaces (the title joins the arguments) and `-g` read, and a main file gone:
+//! every setting unknown.
 
 use std::{
     fs,
@@ -585,4 +587,126 @@ fn epoll_fds_watched(pid: u32) -> usize {
         }
     }
     panic!("worker {pid} has no epoll fd");
+}
+
+/// A master whose prefix and main file have a space (its title joins its arguments
+/// with spaces) and `-g 'worker_processes 3;'`, under 300 one-request connections
+/// with `keepalive_timeout 0`: the summary's JSON.
+fn spaced_master_summary(ng: &Nginx) -> Value {
+    Probe::on(ng)
+        .json()
+        .summary_around(|| assert_eq!(one_request_per_connection(ng.addr(), 300), 300))
+}
+
+fn spaced_config() -> NginxConfig {
+    NginxConfig {
+        prefix_tag: "my  site ".into(),
+        globals: "worker_processes 3;".into(),
+        workers: 3,
+        http_extra: "keepalive_timeout 0;".into(),
+        ..NginxConfig::default()
+    }
+}
+
+fn verdict(s: &Value, id: &str) -> Value {
+    s["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["id"] == id)
+        .unwrap_or_else(|| panic!("no {id}: {}", s["verdicts"]))
+        .clone()
+}
+
+#[test]
+fn a_prefix_with_spaces_is_found_and_g_is_read_on_top_of_the_file() {
+    let ng = Nginx::start(&spaced_config());
+    let main = ng.prefix.join("nginx.conf");
+    assert!(main.to_str().unwrap().contains("my  site "), "{main:?}");
+    let s = spaced_master_summary(&ng);
+    let cfg = &s["config"];
+    assert_eq!(cfg["main_file"], main.to_str().unwrap(), "{cfg:#}");
+    assert_eq!(cfg["found_by"], "-c");
+    assert!(cfg.get("unknown").is_none(), "{cfg:#}");
+    // The main file, read (no include).
+    assert_eq!(cfg["files"].as_array().unwrap().len(), 1, "{cfg:#}");
+    assert_eq!(cfg["globals"], "worker_processes 3;");
+    assert_eq!(
+        va(value(cfg, "worker_processes", "main")),
+        ("3".into(), "-g".into())
+    );
+    let ka_at = ng.conf_at("keepalive_timeout 0");
+    assert_eq!(
+        va(value(cfg, "keepalive_timeout", "http")),
+        ("0".into(), ka_at.clone())
+    );
+    assert_eq!(
+        va(value(cfg, "worker_connections", "events")),
+        ("1024".into(), ng.conf_at("worker_connections"))
+    );
+    // The access log configured under the prefix is the one read.
+    let log = ng.prefix.join("logs/access.log");
+    assert_eq!(
+        s["access_log"]["files"][0]["path"],
+        log.to_str().unwrap(),
+        "{}",
+        s["access_log"]
+    );
+    let ka = verdict(&s, "keepalive_off");
+    assert_eq!(
+        ka["evidence"]["config_keepalive_timeout"],
+        format!("0 ({ka_at})")
+    );
+    // The advice names the setting with where it is set.
+    let advice = ka["advice"].to_string();
+    assert!(advice.contains(&format!("0 ({ka_at})")), "{ka:#}");
+}
+
+#[test]
+fn a_main_file_that_cannot_be_found_leaves_every_setting_unknown() {
+    let ng = Nginx::start(&spaced_config());
+    let main = ng.prefix.join("nginx.conf");
+    // Gone after nginx loaded it (a deploy that moved it): nothing to read.
+    fs::rename(&main, ng.prefix.join("moved.conf")).unwrap();
+    let s = spaced_master_summary(&ng);
+    let cfg = &s["config"];
+    let why = cfg["unknown"].as_str().unwrap_or_else(|| panic!("{cfg:#}"));
+    assert!(
+        why.starts_with(&format!(
+            "the main file was not read ({}: cannot open",
+            main.display()
+        )),
+        "{why}"
+    );
+    // No setting is shown as nginx's default in force; -g's is known.
+    let values = cfg["values"].as_array().unwrap();
+    assert!(values.iter().all(|v| v["at"] != "default"), "{cfg:#}");
+    assert_eq!(
+        va(value(cfg, "worker_processes", "main")),
+        ("3".into(), "-g".into())
+    );
+    for list in ["access_logs", "error_logs", "listens"] {
+        assert_eq!(cfg[list], serde_json::json!([]), "{list}: {cfg:#}");
+    }
+    // The access log section says why it is not read.
+    let not_read = s["access_log"]["not_read"][0].as_str().unwrap_or_default();
+    assert!(
+        not_read
+            .starts_with("which access logs nginx writes is unknown: the main file was not read"),
+        "{}",
+        s["access_log"]
+    );
+    // The verdict quotes no directive and uses its "not read" wording.
+    let ka = verdict(&s, "keepalive_off");
+    let evidence = ka["evidence"].as_object().unwrap();
+    assert!(evidence.keys().all(|k| !k.starts_with("config_")), "{ka:#}");
+    let text = ka.to_string();
+    assert!(
+        ka["advice"]
+            .as_str()
+            .unwrap()
+            .contains("config is not read"),
+        "{ka:#}"
+    );
+    assert!(!text.contains("(default)"), "{ka:#}");
 }
