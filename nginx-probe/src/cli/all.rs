@@ -24,7 +24,6 @@ use std::{
 
 use log::warn;
 use tokio::{
-    signal::unix::{signal, SignalKind},
     sync::{mpsc, oneshot},
     task::JoinHandle,
 };
@@ -131,9 +130,7 @@ impl Supervisor {
     /// Rescans, answers scrapes and reaps ended sessions until a signal or the
     /// deadline. The sessions see the same signal and deadline and end on their own.
     async fn event_loop(&mut self) -> Result<(), ProbeError> {
-        let mut sigint = signal(SignalKind::interrupt())?;
-        let mut sigterm = signal(SignalKind::terminate())?;
-        let mut sighup = signal(SignalKind::hangup())?;
+        let [mut sigint, mut sigterm, mut sighup] = super::session::end_signals()?;
         let mut rescan = tokio::time::interval(Duration::from_millis(RESCAN_MS));
         rescan.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         rescan.tick().await;

@@ -202,15 +202,22 @@ async fn next_master(args: &TraceArgs, old: u32, carry: &mut Carry) -> Option<Ma
     Some(m)
 }
 
+/// SIGINT, SIGTERM and SIGHUP, which end a run (in that order).
+///
+/// Errors: a handler cannot be installed.
+pub(super) fn end_signals() -> std::io::Result<[tokio::signal::unix::Signal; 3]> {
+    Ok([
+        signal(SignalKind::interrupt())?,
+        signal(SignalKind::terminate())?,
+        signal(SignalKind::hangup())?,
+    ])
+}
+
 /// Exporter mode between masters: looks for a new master every 500 ms (the pid file,
 /// else the only master in /proc) while answering scrapes with the probe's own metrics
 /// and `nginx_probe_attached 0`. None when a signal or --duration ends the run first.
 async fn wait_for_master(args: &TraceArgs, old: u32, carry: &mut Carry) -> Option<Master> {
-    let (Ok(mut sigint), Ok(mut sigterm), Ok(mut sighup)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-        signal(SignalKind::hangup()),
-    ) else {
+    let Ok([mut sigint, mut sigterm, mut sighup]) = end_signals() else {
         return None;
     };
     let mut poll = tokio::time::interval(Duration::from_millis(REFRESH_MS));
@@ -326,11 +333,7 @@ impl<'a> Session<'a> {
         let attached = tracker.snapshot(&probe)?;
         // Whoever waits for the banner may signal at once: the handlers come first (a
         // SIGINT between the banner and the event loop was lost, or killed the run).
-        let signals = Some([
-            signal(SignalKind::interrupt())?,
-            signal(SignalKind::terminate())?,
-            signal(SignalKind::hangup())?,
-        ]);
+        let signals = Some(end_signals()?);
         // The first detail window opens at once (t = 0 of the schedule).
         let detail_next = match schedule {
             Some(s) => {
@@ -381,11 +384,7 @@ impl<'a> Session<'a> {
     pub(super) async fn event_loop(&mut self) -> Result<String, ProbeError> {
         let [mut sigint, mut sigterm, mut sighup] = match self.signals.take() {
             Some(s) => s,
-            None => [
-                signal(SignalKind::interrupt())?,
-                signal(SignalKind::terminate())?,
-                signal(SignalKind::hangup())?,
-            ],
+            None => end_signals()?,
         };
         let mut refresh = tokio::time::interval(Duration::from_millis(REFRESH_MS));
         refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
