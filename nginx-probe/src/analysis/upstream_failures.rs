@@ -154,17 +154,20 @@ pub fn pool(inp: &Inputs, peers: &[&str]) -> Pool {
 
 /// Some(clause) when reuse of upstream connections was measured: the access log holds
 /// every request, logs `$upstream_addr`, and its peers were tried more often than the
-/// workers established upstream connections (connects counted all the time).
+/// workers called `connect()` (counted all the time; a try of a refused peer is a
+/// connect() that failed, not a reuse).
 fn reuse_measured(inp: &Inputs) -> Option<String> {
     if inp.detail.is_some() {
         return None;
     }
     let a = super::outcome_rules::complete_log(inp)?;
+    // Every try either calls connect() (a fresh connection, established or failed:
+    // a refused peer is tried without ever connecting) or reuses a pooled one.
     let tries: u64 = a.upstreams.iter().map(|p| p.tries).sum();
-    let est: u64 = inp.workers.iter().map(|w| w.upstream_established).sum();
-    (tries > est).then(|| {
+    let connects: u64 = inp.workers.iter().map(|w| w.upstream_connects).sum();
+    (tries > connects).then(|| {
         format!(
-            "nginx reused upstream connections: {tries} tries of peers in its access log, {est} connections established (connect() and SO_ERROR in the kernel)"
+            "nginx reused upstream connections: {tries} tries of peers in its access log, {connects} connect() calls (the kernel's)"
         )
     })
 }

@@ -314,6 +314,13 @@ impl Tracker {
         }
         self.error_log.poll();
         self.sample_quota();
+        // nginx's counters every refresh, not only at reports: when the master exits,
+        // its memory can no longer be read and a report keeps the last good read, at
+        // most a refresh old (read only at reports, a --summary-only run whose master
+        // quit showed 0 requests).
+        if let Some(c) = self.counters.as_mut() {
+            c.read();
+        }
         // 5. What the workers' fds are (logs, files, pipes), every 2 s and for new
         //    workers at once; exited workers' entries are dropped.
         self.refreshes += 1;
