@@ -8,32 +8,30 @@ use std::{
     time::Duration,
 };
 
-/// A plain HTTP backend for proxy tests: a thread per connection on 127.0.0.1 that
-/// reads one request, waits `delay`, answers `200 ok` with `Connection: close` and
-/// closes. Dropping it stops accepting.
-pub struct SlowBackend {
+/// A peer on a free loopback port: a thread per connection that reads one request to
+/// its blank line, then hands the connection to `answer` and counts it. The accept
+/// loop ends when `stop` is set (and a connection wakes it: see [`Peer::drop`]).
+struct Peer {
     addr: SocketAddr,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    /// Requests answered so far.
-    pub answered: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    served: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
-impl SlowBackend {
-    /// Starts the backend on a free loopback port.
-    pub fn start(delay: Duration) -> SlowBackend {
+impl Peer {
+    fn start(answer: fn(TcpStream, Duration), delay: Duration) -> Peer {
         use std::sync::{atomic::*, Arc};
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind backend");
-        let addr = listener.local_addr().expect("backend addr");
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind peer");
+        let addr = listener.local_addr().expect("peer addr");
         let stop = Arc::new(AtomicBool::new(false));
-        let answered = Arc::new(AtomicUsize::new(0));
-        let (st, an) = (stop.clone(), answered.clone());
+        let served = Arc::new(AtomicUsize::new(0));
+        let (st, sv) = (stop.clone(), served.clone());
         std::thread::spawn(move || {
             for conn in listener.incoming() {
                 if st.load(Ordering::Relaxed) {
                     break;
                 }
                 let Ok(mut c) = conn else { continue };
-                let an = an.clone();
+                let sv = sv.clone();
                 std::thread::spawn(move || {
                     let mut req = Vec::new();
                     let mut buf = [0u8; 4096];
@@ -43,32 +41,69 @@ impl SlowBackend {
                             Ok(n) => req.extend_from_slice(&buf[..n]),
                         }
                     }
-                    std::thread::sleep(delay);
-                    let _ = c.write_all(
-                        b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n",
-                    );
-                    an.fetch_add(1, Ordering::Relaxed);
+                    answer(c, delay);
+                    sv.fetch_add(1, Ordering::Relaxed);
                 });
             }
         });
-        SlowBackend {
-            addr,
-            stop,
-            answered,
-        }
-    }
-
-    /// `127.0.0.1:port`.
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
+        Peer { addr, stop, served }
     }
 }
 
-impl Drop for SlowBackend {
+impl Drop for Peer {
     fn drop(&mut self) {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
         // Wake the accept loop so it sees the flag.
         let _ = TcpStream::connect(self.addr);
+    }
+}
+
+/// Sets `SO_LINGER` 0 on `s`: its close sends a RST instead of a FIN.
+pub fn reset_on_close(s: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    let zero = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: a valid socket fd and a linger struct of the size given.
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            &zero as *const libc::linger as *const libc::c_void,
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(rc, 0, "SO_LINGER 0");
+}
+
+/// A plain HTTP backend for proxy tests: a thread per connection on 127.0.0.1 that
+/// reads one request, waits `delay`, answers `200 ok` with `Connection: close` and
+/// closes. Dropping it stops accepting.
+pub struct SlowBackend {
+    peer: Peer,
+    /// Requests answered so far.
+    pub answered: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl SlowBackend {
+    /// Starts the backend on a free loopback port.
+    pub fn start(delay: Duration) -> SlowBackend {
+        let answer = |mut c: TcpStream, delay: Duration| {
+            std::thread::sleep(delay);
+            let _ = c.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n",
+            );
+        };
+        let peer = Peer::start(answer, delay);
+        let answered = peer.served.clone();
+        SlowBackend { peer, answered }
+    }
+
+    /// `127.0.0.1:port`.
+    pub fn addr(&self) -> SocketAddr {
+        self.peer.addr
     }
 }
 
@@ -77,8 +112,7 @@ impl Drop for SlowBackend {
 /// RST instead of a FIN (nginx: "recv() failed (104: Connection reset by peer)").
 /// Dropping it stops accepting.
 pub struct ResetBackend {
-    addr: SocketAddr,
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    peer: Peer,
     /// Connections reset so far.
     pub reset: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
@@ -86,63 +120,14 @@ pub struct ResetBackend {
 impl ResetBackend {
     /// Starts the peer on a free loopback port.
     pub fn start() -> ResetBackend {
-        use std::os::fd::AsRawFd;
-        use std::sync::{atomic::*, Arc};
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind reset peer");
-        let addr = listener.local_addr().expect("reset peer addr");
-        let stop = Arc::new(AtomicBool::new(false));
-        let reset = Arc::new(AtomicUsize::new(0));
-        let (st, rs) = (stop.clone(), reset.clone());
-        std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                if st.load(Ordering::Relaxed) {
-                    break;
-                }
-                let Ok(mut c) = conn else { continue };
-                let rs = rs.clone();
-                std::thread::spawn(move || {
-                    let mut req = Vec::new();
-                    let mut buf = [0u8; 4096];
-                    while !req.windows(4).any(|w| w == b"\r\n\r\n") {
-                        match c.read(&mut buf) {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => req.extend_from_slice(&buf[..n]),
-                        }
-                    }
-                    let linger = libc::linger {
-                        l_onoff: 1,
-                        l_linger: 0,
-                    };
-                    // SAFETY: a valid socket fd and a linger struct of the size given.
-                    let rc = unsafe {
-                        libc::setsockopt(
-                            c.as_raw_fd(),
-                            libc::SOL_SOCKET,
-                            libc::SO_LINGER,
-                            &linger as *const libc::linger as *const libc::c_void,
-                            std::mem::size_of::<libc::linger>() as libc::socklen_t,
-                        )
-                    };
-                    assert_eq!(rc, 0, "SO_LINGER");
-                    drop(c);
-                    rs.fetch_add(1, Ordering::Relaxed);
-                });
-            }
-        });
-        ResetBackend { addr, stop, reset }
+        let peer = Peer::start(|c, _| reset_on_close(&c), Duration::ZERO);
+        let reset = peer.served.clone();
+        ResetBackend { peer, reset }
     }
 
     /// `127.0.0.1:port`.
     pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-}
-
-impl Drop for ResetBackend {
-    fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        // Wake the accept loop so it sees the flag.
-        let _ = TcpStream::connect(self.addr);
+        self.peer.addr
     }
 }
 

@@ -5,11 +5,10 @@
 use std::{
     io::{Read, Write},
     net::{SocketAddr, TcpStream},
-    os::fd::AsRawFd,
     time::Duration,
 };
 
-use nginx_probe_tests::{Nginx, NginxConfig, Probe, INDEX_BODY};
+use nginx_probe_tests::{reset_on_close, Nginx, NginxConfig, Probe, INDEX_BODY};
 use serde_json::Value;
 
 const N: usize = 10;
@@ -263,21 +262,7 @@ fn client_resets(perf: bool) {
     let summary = probe.summary_around(|| {
         for _ in 0..N {
             let s = one_request(ng.addr());
-            let zero = libc::linger {
-                l_onoff: 1,
-                l_linger: 0,
-            };
-            // SAFETY: a valid fd and a linger struct of the size passed.
-            let rc = unsafe {
-                libc::setsockopt(
-                    s.as_raw_fd(),
-                    libc::SOL_SOCKET,
-                    libc::SO_LINGER,
-                    &zero as *const libc::linger as *const libc::c_void,
-                    std::mem::size_of::<libc::linger>() as libc::socklen_t,
-                )
-            };
-            assert_eq!(rc, 0, "SO_LINGER 0");
+            reset_on_close(&s);
             drop(s);
         }
     });
