@@ -488,15 +488,7 @@ fn verdicts_quote_the_effective_directive_with_its_file_and_line() {
         assert_eq!(one_request_per_connection(ng.addr(), 4000), 4000);
         kill(stopped, Signal::SIGCONT).unwrap();
     });
-    let find = |id: &str| {
-        s["verdicts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|v| v["id"] == id)
-            .unwrap_or_else(|| panic!("no {id}: {}", s["verdicts"]))
-            .clone()
-    };
+    let find = |id: &str| verdict(&s, id);
     let ka = find("keepalive_off");
     assert_eq!(
         ka["evidence"]["config_keepalive_timeout"],
