@@ -236,6 +236,79 @@ fn a_peer_resetting_every_connection_is_the_peer_not_keepalive() {
     );
 }
 
+/// Newcomer trial: a dead peer and a resetting one in one `upstream` without
+/// keepalive, `max_fails=0` so neither is ever marked down: every request tries both
+/// (one refused connect, one connection reset after the request), and every client gets
+/// a 502. 300 requests: 600 tries in the access log, 600 `connect()` calls (300
+/// ECONNREFUSED, 300 established and reset). Tries equal connect() calls, so nothing
+/// was reused: `upstream_errors` names the peers and gives no keepalive-timeout advice,
+/// and `upstream_keepalive_off` stays silent. The old measure (tries against
+/// established connects: 600 > 300) took the refused tries for reuse and advised a
+/// keepalive timeout for a pool nginx never had.
+#[test]
+fn a_dead_and_a_resetting_peer_get_no_pool_advice() {
+    let peer = ResetBackend::start();
+    let dead = free_port();
+    let ng = Nginx::start(&NginxConfig {
+        http_extra: format!(
+            "log_format up '$status $upstream_addr $upstream_status'; \
+             upstream be {{ server 127.0.0.1:{dead} max_fails=0; server {} max_fails=0; }}",
+            peer.addr()
+        ),
+        access_log: Some("off".into()),
+        server_extra: "access_log logs/up.log up; location / { proxy_pass http://be; }".into(),
+        ..NginxConfig::default()
+    });
+    let probe = Probe::on(&ng).json().summary_only().start();
+    let mut codes = Vec::new();
+    for _ in 0..3 {
+        codes.extend(concurrent_requests(ng.addr(), 100, "/"));
+    }
+    // The access-log reader polls every 500 ms.
+    std::thread::sleep(Duration::from_millis(1200));
+    let s = probe.stop().summary_json();
+    assert_eq!(codes, vec![502; 300]);
+    assert_eq!(peer.reset.load(std::sync::atomic::Ordering::Relaxed), 300);
+    assert_eq!(sum_workers(&s, &["upstream", "connects"]), 600, "{s}");
+    assert_eq!(
+        sum_workers(&s, &["upstream", "errors", "ECONNREFUSED"]),
+        300
+    );
+    assert_eq!(sum_workers(&s, &["upstream", "established"]), 300);
+    let tries: u64 = s["access_log"]["upstreams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["tries"].as_u64().unwrap())
+        .sum();
+    assert_eq!(tries, 600, "{}", s["access_log"]);
+    let classes = &s["nginx_errors"]["classes"];
+    assert_eq!(classes["upstream_reset"]["count"], 300, "{classes}");
+    assert_eq!(
+        classes["upstream_connect_failed"]["count"], 300,
+        "{classes}"
+    );
+    let v = verdict(&s, "upstream_errors").expect("upstream_errors fires");
+    let advice = v["advice"].as_str().unwrap();
+    assert!(
+        !advice.contains("keepalive timeout") && !advice.contains("shorter"),
+        "tries = connect() calls: nothing reused, no pool to blame: {advice}"
+    );
+    assert!(
+        advice.contains(&format!("http://{}", peer.addr())),
+        "{advice}"
+    );
+    assert!(
+        advice.contains(&format!("http://127.0.0.1:{dead}")),
+        "{advice}"
+    );
+    assert!(
+        verdict(&s, "upstream_keepalive_off").is_none(),
+        "{}",
+        s["verdicts"]
+    );
+}
+
 /// Count of error-log lines containing `needle`.
 fn log_lines(ng: &Nginx, needle: &str) -> u64 {
     ng.error_log()
