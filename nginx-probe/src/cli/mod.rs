@@ -5,6 +5,7 @@
 mod all;
 mod attach;
 pub mod compare;
+mod master_tag;
 mod plan;
 mod session;
 
@@ -356,16 +357,10 @@ pub fn main() {
     };
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
         .format(|buf, record| {
-            let level = match record.level() {
-                log::Level::Error => "error: ",
-                log::Level::Warn => "warning: ",
-                _ => "",
-            };
-            // Warnings quote paths, titles and kernel errors: one line, escaped.
             writeln!(
                 buf,
-                "nginx-probe: {level}{}",
-                safe::line(&record.args().to_string())
+                "{}",
+                log_line(record.level(), &record.args().to_string())
             )
         })
         .init();
@@ -411,6 +406,23 @@ pub fn main() {
             std::process::exit(e.exit_code());
         }
     }
+}
+
+/// A log record as its stderr line: `nginx-probe: `, under `--all` the master whose
+/// session logs it (`master <pid>: `, [`master_tag`]), the level (`warning: `, `error: `)
+/// and the message on one line, escaped (warnings quote paths, titles and kernel
+/// errors).
+fn log_line(level: log::Level, message: &str) -> String {
+    let level = match level {
+        log::Level::Error => "error: ",
+        log::Level::Warn => "warning: ",
+        _ => "",
+    };
+    format!(
+        "nginx-probe: {}{level}{}",
+        master_tag::tag(),
+        safe::line(message)
+    )
 }
 
 /// clap's error on one line ([`one_line_clap_error`]). A stray word after tracing
@@ -600,6 +612,22 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn a_log_line_names_its_master_under_all_only_and_is_escaped() {
+        assert_eq!(
+            log_line(log::Level::Warn, "a\x1b]0;t\x07 b\nc"),
+            "nginx-probe: warning: a\\x1b]0;t\\x07 b\\x0ac"
+        );
+        assert_eq!(
+            master_tag::sync_scope(31, || log_line(log::Level::Warn, "no workers")),
+            "nginx-probe: master 31: warning: no workers"
+        );
+        assert_eq!(
+            master_tag::sync_scope(31, || log_line(log::Level::Error, "x")),
+            "nginx-probe: master 31: error: x"
+        );
+    }
 
     #[test]
     fn listen_option_defaults_to_loopback() {
