@@ -210,6 +210,52 @@ fn every_master_ends_at_the_deadline_together() {
     let spread = ends[ends.len() - 1].0 - ends[0].0;
     assert!(spread <= 0.25, "the periods end {spread} s apart: {ends:?}");
     session_lines_name_their_master(&out.stderr, &ngs);
+    report_and_compare_choose_one_master(&out.stdout, &ngs);
+}
+
+/// `report` and `compare` on that real `--all --json` stdout: refused without
+/// `--master` (exit 2, one line naming the masters), one master's summary with it.
+fn report_and_compare_choose_one_master(stdout: &str, ngs: &[Nginx]) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("all.json");
+    std::fs::write(&file, stdout).unwrap();
+    for args in [vec!["report"], vec!["compare", file.to_str().unwrap()]] {
+        let out = Probe::with_args(&args).arg(&file).run();
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        assert_eq!(out.stderr.trim().lines().count(), 1, "{}", out.stderr);
+        assert!(out.stderr.contains("nginx masters ("), "{}", out.stderr);
+        assert!(out
+            .stderr
+            .trim_end()
+            .ends_with("choose one with --master <PID>"));
+        for ng in ngs {
+            assert!(
+                out.stderr.contains(&ng.master_pid().to_string()),
+                "{}",
+                out.stderr
+            );
+        }
+        assert!(out.stdout.is_empty(), "{}", out.stdout);
+    }
+    let (a, b) = (ngs[1].master_pid(), ngs[3].master_pid());
+    let out = Probe::report(&file)
+        .args(["--json", "--master", &a.to_string()])
+        .run();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let doc = out.summary_json();
+    assert_eq!(
+        (doc["master_pid"].as_u64(), total_accepts(&doc)),
+        (Some(a.into()), 11)
+    );
+    let pair = format!("{a}:{b}");
+    let out = Probe::compare(&file, &file)
+        .args(["--json", "--master", &pair])
+        .run();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let c: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    let f = file.display();
+    let want = format!("different nginx masters: pid {a} in {f}, pid {b} in {f} (a restart or another nginx: its start, binary and configuration may differ)");
+    assert_eq!(c["caveats"][0], want.as_str(), "{c}");
 }
 
 /// Every stderr line of our masters' sessions under `--all` starts with its master:
