@@ -332,6 +332,27 @@ pub enum RecordingError {
         /// The recording, as given.
         path: String,
     },
+    /// The file holds the reports of several nginx masters (an `--all --json` stdout,
+    /// or an exporter's stdout across a restart) and none was chosen.
+    #[error("{path} holds the reports of {count} nginx masters ({masters}): choose one with --master <PID>")]
+    SeveralMasters {
+        /// The recording, as given.
+        path: String,
+        /// How many masters' reports it holds.
+        count: usize,
+        /// Their pids, as the reports' `master_pid` gives them (the first ones).
+        masters: String,
+    },
+    /// `--master` names a master whose reports the file does not hold.
+    #[error("{path} holds no report of nginx master {master} (it holds {masters})")]
+    NoSuchMaster {
+        /// The recording, as given.
+        path: String,
+        /// The pid asked for with `--master`.
+        master: u32,
+        /// The pids it holds.
+        masters: String,
+    },
 }
 
 #[cfg(test)]

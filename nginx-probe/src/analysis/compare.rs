@@ -707,7 +707,14 @@ pub fn compare_runs(before: &[(&str, &Recording)], after: &[(&str, &Recording)])
     } else {
         NoiseSource::Intervals
     };
-    let caveats = caveats(before, after, before_name == after_name);
+    // One file is itself on both sides unless --master chose another master in it.
+    let pid = |r: &&Recording| r.whole_run().0.master_pid;
+    let same = before_name == after_name
+        && before
+            .iter()
+            .zip(after)
+            .all(|((_, b), (_, a))| pid(b) == pid(a));
+    let caveats = caveats(before, after, same);
     let (b, a) = (side(before), side(after));
     let metrics: Vec<MetricChange> = metric_keys(&b.whole, &a.whole)
         .into_iter()
@@ -768,14 +775,9 @@ fn caveats(before: &[(&str, &Recording)], after: &[(&str, &Recording)], same: bo
                 h0.host, h0.kernel, h.host, h.kernel
             ));
         }
-        if let Some(h) = headers.iter().find(|h| h.nginx_version != h0.nginx_version) {
-            caveats.push(format!(
-                "different nginx versions: {} and {}",
-                h0.nginx_version.as_deref().unwrap_or("unknown"),
-                h.nginx_version.as_deref().unwrap_or("unknown")
-            ));
-        }
     }
+    let runs: Vec<(&str, &Recording)> = before.iter().chain(after).copied().collect();
+    caveats.extend(super::compare_setup::setup_caveats(&runs));
     let traced: Vec<Vec<String>> = before
         .iter()
         .chain(after)

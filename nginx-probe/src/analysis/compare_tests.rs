@@ -249,3 +249,65 @@ fn cpu_per_request_is_left_out_below_the_clock_ticks_resolution() {
     }
     assert!(!metrics(&s).contains_key("cpu_us_per_request"));
 }
+
+/// The setups' caveats, from what the recordings hold: another master, version,
+/// configuration and number of workers said with both values; a fact a recording lacks
+/// said unknown.
+#[test]
+fn caveats_name_what_differs_between_the_setups_and_what_is_unknown() {
+    use crate::model::{
+        config::{ConfigReport, ConfigValue},
+        masters::MasterInfo,
+    };
+    let real = include_str!("../testdata/two_workers_300_connections.jsonl");
+    let rec = Recording::parse("real", real).expect("the real recording parses");
+    // This recording predates the configuration reader.
+    let c = compare_runs(&[("a", &rec)], &[("b", &rec)]);
+    assert_eq!(
+        c.caveats,
+        vec!["whether nginx's configuration differs is unknown: a: the recording holds no configuration"]
+    );
+    let cfg = |v: &str| ConfigReport {
+        values: vec![ConfigValue {
+            directive: "keepalive_timeout".into(),
+            scope: "http".into(),
+            value: v.into(),
+            at: "/etc/nginx/nginx.conf:12".into(),
+            not_loaded: false,
+        }],
+        ..Default::default()
+    };
+    let mut a = rec.clone();
+    a.summary.as_mut().unwrap().config = Some(cfg("65"));
+    // An --all capture of another master: no header, the version in `master`.
+    let mut b = rec.clone();
+    b.header = None;
+    let s = b.summary.as_mut().unwrap();
+    s.config = Some(cfg("0"));
+    s.master_pid = 5000;
+    s.workers[1].alive = false;
+    s.master = Some(MasterInfo {
+        pid: 5000,
+        nginx_version: Some("1.26.3".into()),
+        ..Default::default()
+    });
+    let c = compare_runs(&[("before", &a)], &[("after", &b)]);
+    assert_eq!(
+        c.caveats,
+        vec![
+            "different nginx masters: pid 4841 in before, pid 5000 in after (a restart or another nginx: its start, binary and configuration may differ)",
+            "different nginx versions: 1.22.1 in before, 1.26.3 in after",
+            "different nginx configurations in before and after: 1 effective values differ: keepalive_timeout (http): 65 -> 0",
+            "different numbers of workers: 2 alive at the end in before, 1 in after",
+        ]
+    );
+    b.summary.as_mut().unwrap().master = None;
+    let c = compare_runs(&[("before", &a)], &[("after", &b)]);
+    assert_eq!(
+        c.caveats[1],
+        "nginx version unknown in after (the recording does not hold it): whether it is 1.22.1 on both sides is unknown"
+    );
+    // The same setup: no caveat.
+    let c = compare_runs(&[("before", &a)], &[("after", &a.clone())]);
+    assert!(c.caveats.is_empty(), "{:?}", c.caveats);
+}

@@ -7,9 +7,10 @@
 //! [`upstream_failures`] (which peer failed how, and whether a pool was kept),
 //! [`process_history`] (workers the master failed to spawn or that crashed, from its
 //! error log back to its start), and [`compare`] (what changed between two recordings, beyond the
-//! noise).
+//! noise; [`compare_setup`] its caveats on setups that differ).
 
 pub mod compare;
+pub mod compare_setup;
 pub mod config_evidence;
 pub mod conn_verdicts;
 pub mod fd_upstream;

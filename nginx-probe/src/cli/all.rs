@@ -29,6 +29,7 @@ use tokio::{
 };
 
 use super::{
+    master_tag,
     plan::Plan,
     session::{deadline_of, tracefs_and_kernel, Carry, Relabel, Session},
     TraceArgs,
@@ -200,19 +201,25 @@ impl Supervisor {
                 self.done.insert(f.key);
                 self.listeners.borrow_mut().remove(&pid);
                 if let Some(Ok(Err(e))) = futures_now(f.task) {
-                    warn!("nginx master {pid}: {e}");
+                    master_tag::sync_scope(pid, || warn!("{e}"));
                 }
             }
         }
     }
 
     /// Attaches a session to master `pid` and runs it as a local task; a master that
-    /// cannot be attached is warned about and not tried again.
+    /// cannot be attached is warned about and not tried again. Every line printed for
+    /// it starts with `master <pid>: ` ([`master_tag`]).
     fn follow(&mut self, pid: u32) {
+        master_tag::sync_scope(pid, || self.follow_tagged(pid));
+    }
+
+    /// [`Supervisor::follow`], inside master `pid`'s tag.
+    fn follow_tagged(&mut self, pid: u32) {
         let master = match target::validate_master(pid) {
             Ok(m) => m,
             Err(e) => {
-                warn!("nginx master {pid} left out: {e}");
+                warn!("left out: {e}");
                 self.done.insert(started(pid));
                 return;
             }
@@ -235,21 +242,13 @@ impl Supervisor {
         ) {
             Ok(s) => s,
             Err(e) => {
-                warn!("nginx master {pid} left out: {e}");
+                warn!("left out: {e}");
                 self.done.insert(started(pid));
                 return;
             }
         };
         session.relabel = Some(relabel(info.clone(), self.listeners.clone()));
-        let task = tokio::task::spawn_local(async move {
-            let why = session.event_loop().await?;
-            let exited = session.master_exited;
-            session.finish(why.clone(), false).await?;
-            if exited {
-                eprintln!("nginx-probe: {why}: its summary is printed and it is let go (--all)");
-            }
-            Ok(())
-        });
+        let task = tokio::task::spawn_local(master_tag::scope(pid, run_session(session, pid)));
         self.followed.insert(
             pid,
             Followed {
@@ -289,14 +288,43 @@ impl Supervisor {
     /// then stops the server.
     async fn wind_down(mut self) {
         for (pid, f) in std::mem::take(&mut self.followed) {
-            match f.task.await {
-                Ok(Err(e)) => warn!("nginx master {pid}: {e}"),
-                Err(e) => warn!("nginx master {pid}: its session stopped ({e})"),
+            let ended = f.task.await;
+            master_tag::sync_scope(pid, || match ended {
+                Ok(Err(e)) => warn!("{e}"),
+                Err(e) => warn!("its session stopped ({e})"),
                 Ok(Ok(())) => {}
-            }
+            });
         }
         self.metrics.shutdown().await;
     }
+}
+
+/// One master's session under `--all`, from its event loop to its programs detached.
+///
+/// The end of a run (a signal, `--duration`) reaches every session in the same turn of
+/// the runtime; each takes its final snapshot ([`Session::conclude`], about a ms) and
+/// yields before writing its summary, so no master's period runs on while another's is
+/// written. Detaching (dropping the probe) took 1.9-3.2 s per master on this machine
+/// (each tracepoint's perf event waits for the kernel, see `collect::loader`), 99.9% of
+/// a session's end: it runs on a blocking thread, every master's in parallel, and is
+/// awaited before the run exits.
+async fn run_session(mut session: Session<'static>, pid: u32) -> Result<(), ProbeError> {
+    let why = session.event_loop().await?;
+    let exited = session.master_exited;
+    let concluded = session.conclude(why.clone(), false).await?;
+    tokio::task::yield_now().await;
+    let (_, probe) = concluded.deliver()?;
+    if exited {
+        eprintln!(
+            "nginx-probe: {}{why}: its summary is printed and it is let go (--all)",
+            master_tag::tag()
+        );
+    }
+    let detach = move || master_tag::sync_scope(pid, || drop(probe));
+    if let Err(e) = tokio::task::spawn_blocking(detach).await {
+        warn!("its programs' detach stopped ({e}); they are released when nginx-probe exits");
+    }
+    Ok(())
 }
 
 /// What `--all` does to every report of master `info.pid`: names the master, records

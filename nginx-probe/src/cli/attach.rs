@@ -188,8 +188,9 @@ pub(super) fn banner(
         String::new()
     };
     let pids: Vec<String> = workers.iter().map(|w| w.pid.to_string()).collect();
+    let start = super::master_tag::line_start();
     eprintln!(
-        "Tracing nginx master {}{nspid_note} `{}`: {} workers [{}], {}{}{}{}{}{}. Hit Ctrl-C to end.",
+        "{start}Tracing nginx master {}{nspid_note} `{}`: {} workers [{}], {}{}{}{}{}{}. Hit Ctrl-C to end.",
         master.pid,
         safe::line(&master.title),
         workers.len(),
@@ -222,7 +223,7 @@ pub(super) fn banner(
         tls_note(tracker),
         lifecycle_note(&probe.lifecycle),
     );
-    eprintln!("{}", detail_banner(probe, tracker));
+    eprintln!("{start}{}", detail_banner(probe, tracker));
 }
 
 /// The banner's words for the TLS handshake uprobes: who counts the handshakes, and

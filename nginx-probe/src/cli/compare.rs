@@ -23,6 +23,7 @@ pub(super) fn compare_command(
     files: &[PathBuf],
     after_runs: &[PathBuf],
     json: bool,
+    master: Option<(u32, u32)>,
 ) -> Result<(), ProbeError> {
     let (before, after) = if after_runs.is_empty() {
         match files {
@@ -35,7 +36,10 @@ pub(super) fn compare_command(
     } else {
         (side_files(files)?, side_files(after_runs)?)
     };
-    let (b, a) = (load_all(&before)?, load_all(&after)?);
+    let (b, a) = (
+        load_all(&before, master.map(|m| m.0))?,
+        load_all(&after, master.map(|m| m.1))?,
+    );
     let bv: Vec<(&str, &Recording)> = b.iter().map(|(n, r)| (n.as_str(), r)).collect();
     let av: Vec<(&str, &Recording)> = a.iter().map(|(n, r)| (n.as_str(), r)).collect();
     let c = compare::compare_runs(&bv, &av);
@@ -45,6 +49,20 @@ pub(super) fn compare_command(
         render_text(&c)
     };
     print_all(&out)
+}
+
+/// `--master`: `PID` (the same master on both sides) or `BEFORE_PID:AFTER_PID`.
+pub(super) fn parse_masters(s: &str) -> Result<(u32, u32), String> {
+    let pid = |p: &str| match p.trim().parse::<u32>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!(
+            "`{p}` is not a pid: give PID or BEFORE_PID:AFTER_PID"
+        )),
+    };
+    match s.split_once(':') {
+        Some((b, a)) => Ok((pid(b)?, pid(a)?)),
+        None => pid(s).map(|p| (p, p)),
+    }
 }
 
 /// The comparison as text: caveats, the sentence, then a table of every metric.
@@ -134,6 +152,15 @@ pub fn render_text(c: &Comparison) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn master_is_one_pid_for_both_sides_or_one_each() {
+        assert_eq!(parse_masters("101"), Ok((101, 101)));
+        assert_eq!(parse_masters("101:202"), Ok((101, 202)));
+        for bad in ["0", "x", "101:", ":202", "1:2:3", "-4"] {
+            assert!(parse_masters(bad).is_err(), "{bad}");
+        }
+    }
     use crate::analysis::compare::VerdictChanges;
 
     #[test]

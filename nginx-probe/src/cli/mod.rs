@@ -5,6 +5,7 @@
 mod all;
 mod attach;
 pub mod compare;
+mod master_tag;
 mod plan;
 mod session;
 
@@ -163,6 +164,11 @@ pub enum Cmd {
         /// accept shares, latency histograms, per-worker tables, the interval timeline).
         #[arg(long, value_name = "OUT", conflicts_with_all = ["json", "intervals", "hist"])]
         html: Option<PathBuf>,
+        /// Only the reports of this nginx master (its host pid, the reports'
+        /// `master_pid`): needed for a file that holds several masters' reports (an
+        /// `--all --json` stdout), which is refused without it, naming them.
+        #[arg(long, value_name = "PID", value_parser = clap::value_parser!(u32).range(1..))]
+        master: Option<u32>,
     },
     /// Compare two recordings: each metric's change with its noise across intervals,
     /// verdicts that appeared or went away, and a sentence for a ticket. With several
@@ -179,6 +185,12 @@ pub enum Cmd {
         /// Print the comparison as one JSON document.
         #[arg(long)]
         json: bool,
+        /// Only the reports of this nginx master in every file (its host pid): needed
+        /// for files that hold several masters' reports (`--all --json` stdouts), which
+        /// are refused without it. `BEFORE_PID:AFTER_PID` when the master's pid changed
+        /// between the two sides (a restart).
+        #[arg(long, value_name = "PID[:PID]", value_parser = compare::parse_masters)]
+        master: Option<(u32, u32)>,
     },
     /// Write the man page (`nginx-probe.8`) and the bash, zsh and fish completions
     /// into DIR (used by `cargo xtask dist`).
@@ -356,16 +368,10 @@ pub fn main() {
     };
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
         .format(|buf, record| {
-            let level = match record.level() {
-                log::Level::Error => "error: ",
-                log::Level::Warn => "warning: ",
-                _ => "",
-            };
-            // Warnings quote paths, titles and kernel errors: one line, escaped.
             writeln!(
                 buf,
-                "nginx-probe: {level}{}",
-                safe::line(&record.args().to_string())
+                "{}",
+                log_line(record.level(), &record.args().to_string())
             )
         })
         .init();
@@ -386,20 +392,23 @@ pub fn main() {
         Some(Cmd::Report {
             file,
             html: Some(out),
+            master,
             ..
-        }) => html_command(&file, &out),
+        }) => html_command(&file, &out, master),
         Some(Cmd::Report {
             file,
             json,
             intervals,
             hist,
             html: None,
-        }) => report_command(&file, json, intervals, hist.as_deref()),
+            master,
+        }) => report_command(&file, json, intervals, hist.as_deref(), master),
         Some(Cmd::Compare {
             files,
             after_runs,
             json,
-        }) => compare::compare_command(&files, &after_runs, json),
+            master,
+        }) => compare::compare_command(&files, &after_runs, json, master),
         Some(Cmd::GenerateAssets { dir }) => generate_assets(&dir),
     };
     match result {
@@ -411,6 +420,23 @@ pub fn main() {
             std::process::exit(e.exit_code());
         }
     }
+}
+
+/// A log record as its stderr line: `nginx-probe: `, under `--all` the master whose
+/// session logs it (`master <pid>: `, [`master_tag`]), the level (`warning: `, `error: `)
+/// and the message on one line, escaped (warnings quote paths, titles and kernel
+/// errors).
+fn log_line(level: log::Level, message: &str) -> String {
+    let level = match level {
+        log::Level::Error => "error: ",
+        log::Level::Warn => "warning: ",
+        _ => "",
+    };
+    format!(
+        "nginx-probe: {}{level}{}",
+        master_tag::tag(),
+        safe::line(message)
+    )
 }
 
 /// clap's error on one line ([`one_line_clap_error`]). A stray word after tracing
@@ -468,8 +494,12 @@ fn one_line_clap_error(rendered: &str) -> String {
 /// `nginx-probe report FILE --html OUT`: reads the recording, writes its page
 /// atomically ([`crate::io::files::write_atomic`]), and says so on stderr (with the note
 /// of a recording cut short).
-fn html_command(file: &std::path::Path, out: &std::path::Path) -> Result<(), ProbeError> {
-    let rec = Recording::load(file, recording::Keep::All)?;
+fn html_command(
+    file: &std::path::Path,
+    out: &std::path::Path,
+    master: Option<u32>,
+) -> Result<(), ProbeError> {
+    let rec = Recording::load_master(file, recording::Keep::All, master)?;
     if let (_, Some(note)) = rec.whole_run() {
         eprintln!("nginx-probe: {}", safe::line(&note));
     }
@@ -487,6 +517,7 @@ fn report_command(
     json: bool,
     intervals: bool,
     hist: Option<&str>,
+    master: Option<u32>,
 ) -> Result<(), ProbeError> {
     // Without --intervals only the last interval is needed: flat memory for any length.
     let keep = if intervals {
@@ -494,7 +525,7 @@ fn report_command(
     } else {
         recording::Keep::Last
     };
-    let rec = Recording::load(file, keep)?;
+    let rec = Recording::load_master(file, keep, master)?;
     let (whole, note) = rec.whole_run();
     let mut out = String::new();
     let render = |r: &model::Report| {
@@ -600,6 +631,22 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn a_log_line_names_its_master_under_all_only_and_is_escaped() {
+        assert_eq!(
+            log_line(log::Level::Warn, "a\x1b]0;t\x07 b\nc"),
+            "nginx-probe: warning: a\\x1b]0;t\\x07 b\\x0ac"
+        );
+        assert_eq!(
+            master_tag::sync_scope(31, || log_line(log::Level::Warn, "no workers")),
+            "nginx-probe: master 31: warning: no workers"
+        );
+        assert_eq!(
+            master_tag::sync_scope(31, || log_line(log::Level::Error, "x")),
+            "nginx-probe: master 31: error: x"
+        );
+    }
 
     #[test]
     fn listen_option_defaults_to_loopback() {

@@ -466,13 +466,14 @@ impl<'a> Session<'a> {
 
     /// A worker event on stderr; under `--all` it names its master first.
     fn say_event(&self, ev: &model::Event) {
-        let master = match self.relabel {
-            Some(_) => format!("master {}: ", self.master.pid),
-            None => String::new(),
-        };
         eprintln!(
-            "nginx-probe: {master}{}",
-            safe::line(&text::event_line(ev, self.master.pid))
+            "nginx-probe: {}{}",
+            super::master_tag::tag(),
+            safe::line(&text::event_line(
+                ev,
+                self.master.pid,
+                self.relabel.is_some()
+            ))
         );
     }
 
@@ -612,10 +613,25 @@ impl<'a> Session<'a> {
     /// summary) and the summary, and detaches. Returns what the next master's session
     /// carries on.
     pub(super) async fn finish(
-        mut self,
+        self,
         end_reason: String,
         keep_serving: bool,
     ) -> Result<Carry, ProbeError> {
+        let (carry, probe) = self.conclude(end_reason, keep_serving).await?.deliver()?;
+        drop(probe);
+        Ok(carry)
+    }
+
+    /// The end of the run up to the summary's snapshot, nothing printed after the last
+    /// partial interval: stops the server (unless `keep_serving`) and the live view,
+    /// marks the workers that exited (a final refresh), writes the last partial interval
+    /// and builds the summary from fresh kernel counters. The programs stay attached
+    /// until [`Concluded::deliver`]'s caller drops the probe.
+    pub(super) async fn conclude(
+        mut self,
+        end_reason: String,
+        keep_serving: bool,
+    ) -> Result<Concluded<'a>, ProbeError> {
         if !keep_serving {
             let metrics = std::mem::replace(&mut self.metrics, metrics_server::Endpoint::none());
             metrics.shutdown().await;
@@ -641,28 +657,52 @@ impl<'a> Session<'a> {
                 let _ = self.output.interval(self.render(&r));
             }
         }
-        let mut r = self.summary(Some(end_reason))?;
-        if self.args.record.is_some() {
+        let summary = self.summary(Some(end_reason))?;
+        Ok(Concluded {
+            session: self,
+            summary,
+        })
+    }
+}
+
+/// A session whose summary is built ([`Session::conclude`]) and not yet written; its
+/// programs are still attached.
+pub(super) struct Concluded<'a> {
+    session: Session<'a>,
+    summary: model::Report,
+}
+
+impl Concluded<'_> {
+    /// Writes the summary to the recording and stdout, and hands back what the next
+    /// master's session carries on and the probe: dropping it detaches every program
+    /// (seconds: each tracepoint's perf event waits for the kernel), which `--all` does
+    /// on a blocking thread per master, in parallel.
+    pub(super) fn deliver(self) -> Result<(Carry, Probe), ProbeError> {
+        let Concluded {
+            session: mut s,
+            summary: mut r,
+        } = self;
+        if s.args.record.is_some() {
             r.drops.insert(
                 "record_lines_dropped".into(),
-                self.record.as_ref().map(|s| s.dropped).unwrap_or(0),
+                s.record.as_ref().map(|s| s.dropped).unwrap_or(0),
             );
         }
-        if let Some(sink) = self.record.take() {
+        if let Some(sink) = s.record.take() {
             if let Err(e) = sink.finish(json_line(&r)) {
-                self.record_error = Some(e.to_string());
+                s.record_error = Some(e.to_string());
             }
         }
-        let text = self.render(&r);
-        self.output.finish(text)?;
-        drop(self.probe);
-        Ok(Carry {
-            metrics: self.metrics,
-            record: self.record,
-            record_error: self.record_error,
-            restarts: self.restarts,
-            deadline: self.deadline,
-        })
+        let text = s.render(&r);
+        s.output.finish(text)?;
+        let carry = Carry {
+            metrics: s.metrics,
+            record: s.record,
+            record_error: s.record_error,
+            restarts: s.restarts,
+            deadline: s.deadline,
+        };
+        Ok((carry, s.probe))
     }
 }
 

@@ -132,12 +132,55 @@ impl<'de> serde::de::Visitor<'de> for NumberScan {
     }
 }
 
-/// The two fields every line is sorted by (the rest is skipped without being kept).
+/// The fields every line is sorted by (the rest is skipped without being kept).
 #[derive(Deserialize)]
 struct LineKind {
     #[serde(rename = "type")]
     kind: Option<String>,
     schema: Option<SchemaField>,
+    /// A report's master (every report has one; a header's is the run's).
+    master_pid: Option<u32>,
+}
+
+/// Most masters' pids an error lists (the count says how many there were).
+const MASTERS_LISTED: usize = 16;
+
+/// The masters whose reports a read met, for [`Recording::parse_master`]: the one kept
+/// and how many there were, the first [`MASTERS_LISTED`] by pid.
+#[derive(Default)]
+struct MastersSeen {
+    /// The first master met: the one kept without `--master`.
+    first: Option<u32>,
+    listed: std::collections::BTreeSet<u32>,
+    count: usize,
+    /// A report of the master asked for was met.
+    chosen_met: bool,
+}
+
+impl MastersSeen {
+    /// Counts master `pid`; whether its report is kept (it is `chosen`'s, or without
+    /// a choice the first master's).
+    fn see(&mut self, pid: u32, chosen: Option<u32>) -> bool {
+        let first = *self.first.get_or_insert(pid);
+        let keep = chosen.unwrap_or(first) == pid;
+        self.chosen_met |= keep && chosen.is_some();
+        if self.listed.contains(&pid) || (pid == first && self.count > 0) {
+            return keep;
+        }
+        self.count += 1;
+        if self.listed.len() < MASTERS_LISTED {
+            self.listed.insert(pid);
+        }
+        keep
+    }
+
+    fn words(&self) -> String {
+        let mut s: Vec<String> = self.listed.iter().map(|p| p.to_string()).collect();
+        if self.count > self.listed.len() {
+            s.push(format!("and {} more", self.count - self.listed.len()));
+        }
+        s.join(", ")
+    }
 }
 
 /// A line's `schema`: a number, or anything else (then the typed parse says why).
@@ -300,9 +343,28 @@ impl Recording {
     /// [`MAX_KEPT_BYTES`] with [`Keep::All`].
     pub fn parse_from(
         path: &str,
-        mut reader: impl std::io::BufRead,
+        reader: impl std::io::BufRead,
         keep: Keep,
     ) -> Result<Recording, RecordingError> {
+        Recording::parse_master(path, reader, keep, None)
+    }
+
+    /// [`Recording::parse_from`], keeping only the reports of nginx master `master`
+    /// (`--master`; their `master_pid`). A file may hold several masters' reports (an
+    /// `--all --json` stdout, an exporter's across a restart): without `master` it is
+    /// refused when it does, naming them, so that one master's figures are never
+    /// mixed with another's or another's silently shown.
+    ///
+    /// Errors: those of [`Recording::parse_from`];
+    /// [`RecordingError::SeveralMasters`] without `master` in a file of several;
+    /// [`RecordingError::NoSuchMaster`] when `master` has no report in it.
+    pub fn parse_master(
+        path: &str,
+        mut reader: impl std::io::BufRead,
+        keep: Keep,
+        master: Option<u32>,
+    ) -> Result<Recording, RecordingError> {
+        let mut seen = MastersSeen::default();
         let mut rec = Recording {
             header: None,
             intervals: Vec::new(),
@@ -348,8 +410,17 @@ impl Recording {
                     found: schema,
                 });
             }
+            let report = kind.kind.as_deref() != Some("header");
+            // Without --master the first master's reports are kept and the others
+            // only counted (the read is refused at the end when there were others).
+            if let (true, Some(pid)) = (report, kind.master_pid) {
+                if !seen.see(pid, master) {
+                    continue;
+                }
+            }
             add_line(&mut rec, kind.kind.as_deref(), &line, keep, &mut kept_bytes).map_err(bad)?;
         }
+        check_masters(path, &seen, master)?;
         if rec.interval_count == 0 && rec.summary.is_none() {
             return Err(RecordingError::Empty {
                 path: path.to_string(),
@@ -358,13 +429,24 @@ impl Recording {
         Ok(rec)
     }
 
-    /// Reads and parses the recording at `path`, keeping what `keep` says.
+    /// Reads and parses the recording at `path`, keeping what `keep` says, refusing a
+    /// file of several masters ([`Recording::load_master`] with None).
+    pub fn load(path: &std::path::Path, keep: Keep) -> Result<Recording, RecordingError> {
+        Recording::load_master(path, keep, None)
+    }
+
+    /// Reads and parses the recording at `path`, keeping what `keep` says and only
+    /// master `master`'s reports ([`Recording::parse_master`]).
     ///
     /// Errors: a path that is not a regular file (a directory, a FIFO, a device such as
     /// `/dev/zero`, a socket) is refused before it is opened, and it is opened with
     /// `O_NONBLOCK` so that a FIFO swapped in meanwhile cannot block; then as
     /// [`Recording::parse_from`].
-    pub fn load(path: &std::path::Path, keep: Keep) -> Result<Recording, RecordingError> {
+    pub fn load_master(
+        path: &std::path::Path,
+        keep: Keep,
+        master: Option<u32>,
+    ) -> Result<Recording, RecordingError> {
         use std::os::unix::fs::OpenOptionsExt as _;
         let shown = path.display().to_string();
         let not_regular = |ft: &std::fs::FileType| RecordingError::Read {
@@ -395,7 +477,30 @@ impl Recording {
         if !meta.is_file() {
             return Err(not_regular(&meta.file_type()));
         }
-        Recording::parse_from(&shown, std::io::BufReader::new(f), keep)
+        Recording::parse_master(&shown, std::io::BufReader::new(f), keep, master)
+    }
+}
+
+/// After a read: one master's reports, or the one `master` asked for.
+///
+/// Errors: several masters and none asked for; `master` not among them.
+fn check_masters(
+    path: &str,
+    seen: &MastersSeen,
+    master: Option<u32>,
+) -> Result<(), RecordingError> {
+    match master {
+        None if seen.count > 1 => Err(RecordingError::SeveralMasters {
+            path: path.to_string(),
+            count: seen.count,
+            masters: seen.words(),
+        }),
+        Some(m) if seen.count > 0 && !seen.chosen_met => Err(RecordingError::NoSuchMaster {
+            path: path.to_string(),
+            master: m,
+            masters: seen.words(),
+        }),
+        _ => Ok(()),
     }
 }
 
@@ -436,14 +541,23 @@ pub fn side_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ProbeError> {
     Ok(out)
 }
 
-/// The recordings at `paths`, every interval kept ([`Keep::All`]), each with its path
-/// as shown.
+/// The recordings at `paths`, every interval kept ([`Keep::All`]), only master
+/// `master`'s reports when given ([`Recording::load_master`]), each with its path as
+/// shown.
 ///
-/// Errors: the first that does not load ([`Recording::load`]).
-pub fn load_all(paths: &[PathBuf]) -> Result<Vec<(String, Recording)>, ProbeError> {
+/// Errors: the first that does not load.
+pub fn load_all(
+    paths: &[PathBuf],
+    master: Option<u32>,
+) -> Result<Vec<(String, Recording)>, ProbeError> {
     paths
         .iter()
-        .map(|p| Ok((p.display().to_string(), Recording::load(p, Keep::All)?)))
+        .map(|p| {
+            Ok((
+                p.display().to_string(),
+                Recording::load_master(p, Keep::All, master)?,
+            ))
+        })
         .collect()
 }
 
@@ -549,6 +663,54 @@ mod tests {
         let (whole, note) = r.whole_run();
         assert_eq!(whole.workers[0].accepts, 3);
         assert!(note.unwrap().contains("no summary"));
+    }
+
+    /// An `--all --json` stdout: two masters' intervals and summaries interleaved.
+    #[test]
+    fn a_file_of_several_masters_is_refused_unless_one_is_chosen() {
+        let of = |kind: &str, accepts: u64, pid: u32| {
+            report_line(kind, accepts).replace("\"master_pid\":9", &format!("\"master_pid\":{pid}"))
+        };
+        let text = of("interval", 1, 202)
+            + &of("interval", 2, 101)
+            + &of("summary", 3, 202)
+            + &of("summary", 4, 101);
+        let e = Recording::parse("all.json", &text).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "all.json holds the reports of 2 nginx masters (101, 202): choose one with --master <PID>"
+        );
+        for (pid, interval, summary) in [(101, 2, 4), (202, 1, 3)] {
+            let r =
+                Recording::parse_master("all.json", text.as_bytes(), Keep::All, Some(pid)).unwrap();
+            assert_eq!(r.interval_count, 1);
+            assert_eq!(r.intervals[0].workers[0].accepts, interval);
+            let s = r.summary.unwrap();
+            assert_eq!((s.master_pid, s.workers[0].accepts), (pid, summary));
+        }
+        let e = Recording::parse_master("all.json", text.as_bytes(), Keep::Last, Some(303))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "all.json holds no report of nginx master 303 (it holds 101, 202)"
+        );
+        // One master's file reads as before, with or without --master.
+        let one = of("interval", 1, 101) + &of("summary", 4, 101);
+        assert!(Recording::parse("one", &one).is_ok());
+        assert!(Recording::parse_master("one", one.as_bytes(), Keep::All, Some(101)).is_ok());
+        let e = Recording::parse_master("one", one.as_bytes(), Keep::All, Some(202))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "one holds no report of nginx master 202 (it holds 101)");
+        // Many masters: the first 16 listed, the rest counted.
+        let many: String = (1..=20).map(|p| of("summary", 1, p)).collect();
+        let e = Recording::parse("many", &many).unwrap_err().to_string();
+        assert!(
+            e.starts_with("many holds the reports of 20 nginx masters (1, 2, 3, ")
+                && e.contains(", 16, and 4 more)"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -487,7 +487,7 @@ fn timeline_section(intervals: &[Report]) -> Markup {
                             td.n { (a) } td.n { (format!("{:.1}", rate(a, d))) }
                             td.n { (q) } td.n { (format!("{:.1}", rate(q, d))) }
                             td.mono { (r.verdicts.iter().map(|v| v.id.as_str()).collect::<Vec<_>>().join(" ")) }
-                            td { (r.events.iter().map(|e| event_line(e, r.master_pid)).collect::<Vec<_>>().join("; ")) }
+                            td { (r.events.iter().map(|e| event_line(e, r.master_pid, r.master.is_some())).collect::<Vec<_>>().join("; ")) }
                         }
                     }
                 }
@@ -518,7 +518,7 @@ fn other_section(r: &Report) -> Markup {
         }
         @if !r.events.is_empty() {
             h2 #events { "Events" }
-            ul { @for e in &r.events { li { (event_line(e, r.master_pid)) } } }
+            ul { @for e in &r.events { li { (event_line(e, r.master_pid, r.master.is_some())) } } }
         }
         h2 #accounting { "Accounting" }
         @if drops.is_empty() {

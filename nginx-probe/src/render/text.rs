@@ -9,11 +9,17 @@ use super::text_tables::{self, worker_label};
 use crate::model::{bucket_bounds, Event, EventKind, Report, ReportKind};
 use crate::safe;
 
-/// One line describing a worker-set event, for stderr and the summary.
-pub fn event_line(ev: &Event, master: u32) -> String {
+/// One line describing a worker-set event of master `master`'s run, for stderr and the
+/// summary; `all`: the run follows every master (`--all`, the report's `master` is set),
+/// which changes what a binary upgrade's new master gets.
+pub fn event_line(ev: &Event, master: u32, all: bool) -> String {
     match ev.event {
         EventKind::WorkerStarted => format!("+{:.1}s worker {} started (forked by master {master}); tracing it", ev.t_s, ev.pid),
         EventKind::WorkerExited => format!("+{:.1}s worker {} exited", ev.t_s, ev.pid),
+        EventKind::NewMaster if all => format!(
+            "+{:.1}s new nginx master {} started under master {master} (binary upgrade, USR2); --all follows it as a master of its own, with its own summary, from the first /proc scan after master {master} exits; until then its workers are not traced",
+            ev.t_s, ev.pid
+        ),
         EventKind::NewMaster => format!(
             "+{:.1}s new nginx master {} started under master {master} (binary upgrade, USR2); this run keeps following master {master}: trace the new one with --pid {}",
             ev.t_s, ev.pid, ev.pid
@@ -288,7 +294,11 @@ fn footer_lines(out: &mut String, r: &Report) {
     if !r.events.is_empty() {
         let _ = writeln!(out, "\nevents:");
         for ev in &r.events {
-            let _ = writeln!(out, "  {}", event_line(ev, r.master_pid));
+            let _ = writeln!(
+                out,
+                "  {}",
+                event_line(ev, r.master_pid, r.master.is_some())
+            );
         }
     }
     if r.workers.iter().any(|w| !w.alive) {
@@ -381,6 +391,25 @@ fn nginx_section(out: &mut String, r: &Report) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_binary_upgrade_says_what_this_run_does_with_the_new_master() {
+        let ev = Event {
+            t_s: 1.25,
+            event: EventKind::NewMaster,
+            pid: 202,
+        };
+        assert_eq!(
+            event_line(&ev, 101, false),
+            "+1.2s new nginx master 202 started under master 101 (binary upgrade, USR2); this run keeps following master 101: trace the new one with --pid 202"
+        );
+        let all = event_line(&ev, 101, true);
+        assert_eq!(
+            all,
+            "+1.2s new nginx master 202 started under master 101 (binary upgrade, USR2); --all follows it as a master of its own, with its own summary, from the first /proc scan after master 101 exits; until then its workers are not traced"
+        );
+        assert!(!all.contains("--pid"), "{all}");
+    }
 
     #[test]
     fn times_out_of_range_do_not_panic() {

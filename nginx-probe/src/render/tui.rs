@@ -77,7 +77,8 @@ impl LiveView {
     /// Shows an interval report.
     pub fn show(&mut self, r: &Report) -> io::Result<()> {
         for e in &r.events {
-            self.recent.insert(0, event_line(e, r.master_pid));
+            self.recent
+                .insert(0, event_line(e, r.master_pid, r.master.is_some()));
         }
         self.recent.truncate(RECENT_EVENTS);
         self.last = Some(r.clone());
@@ -548,7 +549,7 @@ mod tests {
             .map(|r| {
                 r.events
                     .iter()
-                    .map(|e| event_line(e, r.master_pid))
+                    .map(|e| event_line(e, r.master_pid, r.master.is_some()))
                     .collect()
             })
             .unwrap_or_default();

@@ -162,6 +162,123 @@ fn two_masters_at_once_then_one_stopped_and_one_started() {
         .contains("SIGINT"));
 }
 
+/// The end of an `--all` run reaches every master at once. Four masters under
+/// `--duration 6`: each summary's final snapshot is taken at the deadline (the ends of
+/// their periods within 0.25 s of one another, no period longer than the 6 s), and 7
+/// connections made to each master a second after the deadline, while the programs are
+/// being detached, are counted by none (they were, by every master after the first,
+/// when each session detached before the next took its snapshot: 2 s apiece). Every
+/// line a master's session prints on stderr starts with that master.
+#[test]
+fn every_master_ends_at_the_deadline_together() {
+    let ngs: Vec<Nginx> = (0..4)
+        .map(|_| Nginx::start(&NginxConfig::default()))
+        .collect();
+    let mut probe =
+        Probe::with_args(["--all", "--json", "--summary-only", "--duration", "6"]).start();
+    for ng in &ngs {
+        attached(&mut probe, ng.master_pid());
+    }
+    // Printed after the first scan: the deadline was set before it, so it is at most
+    // 6 s after this line.
+    probe.wait_for_stderr("Following every nginx master", Duration::from_secs(20));
+    let followed = std::time::Instant::now();
+    for (i, ng) in ngs.iter().enumerate() {
+        assert_eq!(one_request_per_connection(ng.addr(), 10 + i), 10 + i);
+    }
+    let late = followed + Duration::from_secs(7);
+    std::thread::sleep(late.saturating_duration_since(std::time::Instant::now()));
+    for ng in &ngs {
+        assert_eq!(one_request_per_connection(ng.addr(), 7), 7);
+    }
+    let out = probe.wait();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let s = summaries(&out.stdout);
+    let mut ends = Vec::new();
+    for (i, ng) in ngs.iter().enumerate() {
+        let pid = ng.master_pid();
+        let doc = s.get(&u64::from(pid)).unwrap_or_else(|| {
+            panic!("no summary of master {pid}: {}\n{}", out.stdout, out.stderr)
+        });
+        assert_eq!(total_accepts(doc), 10 + i as u64, "master {pid}: {doc}");
+        assert_eq!(doc["end_reason"], "--duration 6 s elapsed", "{doc}");
+        let period = doc["duration_s"].as_f64().unwrap();
+        assert!(period <= 6.0, "master {pid}: a {period} s period: {doc}");
+        ends.push((doc["time_unix_s"].as_f64().unwrap(), pid));
+    }
+    ends.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let spread = ends[ends.len() - 1].0 - ends[0].0;
+    assert!(spread <= 0.25, "the periods end {spread} s apart: {ends:?}");
+    session_lines_name_their_master(&out.stderr, &ngs);
+    report_and_compare_choose_one_master(&out.stdout, &ngs);
+}
+
+/// `report` and `compare` on that real `--all --json` stdout: refused without
+/// `--master` (exit 2, one line naming the masters), one master's summary with it.
+fn report_and_compare_choose_one_master(stdout: &str, ngs: &[Nginx]) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("all.json");
+    std::fs::write(&file, stdout).unwrap();
+    for args in [vec!["report"], vec!["compare", file.to_str().unwrap()]] {
+        let out = Probe::with_args(&args).arg(&file).run();
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        assert_eq!(out.stderr.trim().lines().count(), 1, "{}", out.stderr);
+        assert!(out.stderr.contains("nginx masters ("), "{}", out.stderr);
+        assert!(out
+            .stderr
+            .trim_end()
+            .ends_with("choose one with --master <PID>"));
+        for ng in ngs {
+            assert!(
+                out.stderr.contains(&ng.master_pid().to_string()),
+                "{}",
+                out.stderr
+            );
+        }
+        assert!(out.stdout.is_empty(), "{}", out.stdout);
+    }
+    let (a, b) = (ngs[1].master_pid(), ngs[3].master_pid());
+    let out = Probe::report(&file)
+        .args(["--json", "--master", &a.to_string()])
+        .run();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let doc = out.summary_json();
+    assert_eq!(
+        (doc["master_pid"].as_u64(), total_accepts(&doc)),
+        (Some(a.into()), 11)
+    );
+    let pair = format!("{a}:{b}");
+    let out = Probe::compare(&file, &file)
+        .args(["--json", "--master", &pair])
+        .run();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let c: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    let f = file.display();
+    let want = format!("different nginx masters: pid {a} in {f}, pid {b} in {f} (a restart or another nginx: its start, binary and configuration may differ)");
+    assert_eq!(c["caveats"][0], want.as_str(), "{c}");
+}
+
+/// Every stderr line of our masters' sessions under `--all` starts with its master:
+/// the banner's two lines, and no warning or event line of a session without one.
+fn session_lines_name_their_master(stderr: &str, ngs: &[Nginx]) {
+    for ng in ngs {
+        let pid = ng.master_pid();
+        let tag = format!("nginx-probe: master {pid}: ");
+        let banner = format!("{tag}Tracing nginx master {pid} ");
+        assert_eq!(stderr.matches(&banner).count(), 1, "{stderr}");
+        let detail = format!("{tag}Detail: ");
+        assert_eq!(stderr.matches(&detail).count(), 1, "{stderr}");
+    }
+    for line in stderr.lines() {
+        let untagged = line.starts_with("Tracing")
+            || line.starts_with("Detail")
+            || (line.starts_with("nginx-probe: warning")
+                && !line.contains("--all follows at most"))
+            || line.starts_with("nginx-probe: +");
+        assert!(!untagged, "a session's line without its master: {line}");
+    }
+}
+
 #[test]
 fn a_master_in_a_container_is_named_by_its_cgroup_and_pid_namespace() {
     let id = "5e".repeat(32);
@@ -274,4 +391,63 @@ fn all_with_one_masters_options_exits_2_with_one_line() {
         );
         assert!(out.stdout.is_empty(), "{}", out.stdout);
     }
+}
+
+/// A binary upgrade (USR2) under `--all`: the event line says what `--all` does (the new
+/// master followed on its own once the old one exits, its workers untraced until then),
+/// not "trace it with --pid"; and that is what happens. With the old master's workers
+/// gone (WINCH), 9 connections reach only the new master's workers: counted by no
+/// summary; once the old master quits, the new one is attached and its 6 are counted.
+#[test]
+fn a_binary_upgrade_under_all_is_followed_once_the_old_master_exits() {
+    use nix::{
+        sys::signal::{kill, Signal},
+        unistd::Pid,
+    };
+    let signal = |pid: u32, sig| kill(Pid::from_raw(pid as i32), sig).unwrap();
+    // nginx refuses USR2 unless daemonized.
+    let ng = Nginx::start(&NginxConfig {
+        daemon: true,
+        ..NginxConfig::default()
+    });
+    let old = ng.master_pid();
+    let mut probe =
+        Probe::with_args(["--all", "--json", "--summary-only", "--duration", "120"]).start();
+    attached(&mut probe, old);
+    assert_eq!(one_request_per_connection(ng.addr(), 5), 5);
+    signal(old, Signal::SIGUSR2);
+    // The old workers leave gracefully (WINCH); the new master's workers accept alone.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let new = loop {
+        let kids = nginx_probe_tests::children_of(old);
+        let masters: Vec<u32> = kids
+            .iter()
+            .copied()
+            .filter(|&c| !nginx_probe_tests::children_of(c).is_empty())
+            .collect();
+        match (masters.as_slice(), kids.len()) {
+            ([m], 1) => break *m,
+            ([_], _) => signal(old, Signal::SIGWINCH),
+            _ => {}
+        }
+        assert!(std::time::Instant::now() < deadline, "{kids:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(one_request_per_connection(ng.addr(), 9), 9);
+    std::thread::sleep(Duration::from_millis(800));
+    signal(old, Signal::SIGQUIT);
+    let line = probe.wait_for_stderr("binary upgrade, USR2", Duration::from_secs(10));
+    assert!(
+        line.starts_with(&format!("nginx-probe: master {old}: +")),
+        "{line}"
+    );
+    assert!(line.ends_with(&format!("new nginx master {new} started under master {old} (binary upgrade, USR2); --all follows it as a master of its own, with its own summary, from the first /proc scan after master {old} exits; until then its workers are not traced")), "{line}");
+    attached(&mut probe, new);
+    assert_eq!(one_request_per_connection(ng.addr(), 6), 6);
+    std::thread::sleep(Duration::from_millis(800));
+    let out = probe.stop();
+    let _ = kill(Pid::from_raw(new as i32), Signal::SIGQUIT);
+    let s = summaries(&out.stdout);
+    assert_eq!(total_accepts(&s[&u64::from(old)]), 5, "{}", out.stdout);
+    assert_eq!(total_accepts(&s[&u64::from(new)]), 6, "{}", out.stdout);
 }
