@@ -88,15 +88,22 @@ pub fn stale_logs(
 ) -> Vec<StaleLogReport> {
     let mut out = Vec::new();
     let all = configured.unwrap_or_default();
+    let (unheld, unmatched) = unpaired(cur, all);
     for s in cur {
         if all.iter().any(|c| c.found == Some((s.dev, s.ino))) {
             continue;
         }
-        // Configured logs this file was rotated away from: its name continues theirs.
-        let origins: Vec<&ConfiguredLog> = all
+        // Configured logs this file was rotated away from: its name continues theirs;
+        // else, whatever its new name, the one configured log no worker holds when this
+        // is the one open log at no configured path (every worker opens every
+        // configured log at start, so the pair is forced).
+        let mut origins: Vec<&ConfiguredLog> = all
             .iter()
             .filter(|c| base(&s.path).starts_with(base(&c.path)))
             .collect();
+        if origins.is_empty() && s.nlink > 0 && unheld.len() == 1 && unmatched == 1 {
+            origins = unheld.clone();
+        }
         let kind = origins.first().map_or(s.kind, |c| c.kind);
         let state = if s.nlink == 0 {
             "deleted"
@@ -131,6 +138,24 @@ pub fn stale_logs(
         });
     }
     out
+}
+
+/// The configured logs whose file at the configured path no worker holds open (moved,
+/// deleted or replaced since nginx opened it), and how many open logs that still have
+/// a name (not deleted) are at no configured path.
+fn unpaired<'a>(
+    cur: &[LogFileSample],
+    all: &'a [ConfiguredLog],
+) -> (Vec<&'a ConfiguredLog>, usize) {
+    let unheld = all
+        .iter()
+        .filter(|c| !cur.iter().any(|s| c.found == Some((s.dev, s.ino))))
+        .collect();
+    let unmatched = cur
+        .iter()
+        .filter(|s| s.nlink > 0 && !all.iter().any(|c| c.found == Some((s.dev, s.ino))))
+        .count();
+    (unheld, unmatched)
 }
 
 #[cfg(test)]
@@ -220,5 +245,45 @@ mod tests {
             v[0].configured,
             ["/l/vhost-error.log (nginx.conf:9): absent"]
         );
+    }
+
+    #[test]
+    fn a_log_renamed_to_any_name_is_paired_with_the_configured_log_no_worker_holds() {
+        // mv access.log "x\x1b[2Jy": no name continues access.log, but it is the one
+        // open log at no configured path, and access.log is the one configured log no
+        // worker holds.
+        let cur = [
+            sample("access_log", "/l/x\x1b[2Jy", 5, 1, 4096),
+            sample("error_log", "/l/error.log", 7, 1, 10),
+        ];
+        let configured = [
+            conf("access_log", "/l/access.log", None),
+            conf("error_log", "/l/error.log", Some(7)),
+        ];
+        let v = stale_logs(&cur, None, Some(&configured), false);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!(
+            (v[0].kind.as_str(), v[0].state.as_str()),
+            ("access_log", "renamed")
+        );
+        assert_eq!(v[0].configured, ["/l/access.log (nginx.conf:9): absent"]);
+        // Two open logs at no configured path: which one moved is not known.
+        let two = [
+            cur[0].clone(),
+            sample("access_log", "/l/other", 8, 1, 1),
+            cur[1].clone(),
+        ];
+        assert!(stale_logs(&two, None, Some(&configured), false).is_empty());
+        // Every configured log held: an appended file at another path is not a log moved.
+        let held = [
+            conf("access_log", "/l/access.log", Some(5)),
+            configured[1].clone(),
+        ];
+        let extra = [
+            cur[0].clone(),
+            cur[1].clone(),
+            sample("access_log", "/l/m.out", 9, 1, 1),
+        ];
+        assert!(stale_logs(&extra, None, Some(&held), false).is_empty());
     }
 }

@@ -117,10 +117,16 @@ fn request_time_lines(out: &mut String, a: &AccessLogReport) {
             let _ = writeln!(out, "  request time ($request_time): {}", time_line(t));
             let _ = writeln!(out, "    log2 histogram: {}", log2_line(t));
         }
-        None => {
+        None if a.lacks.iter().any(|l| l == "$request_time") => {
             let _ = writeln!(
                 out,
                 "  request time: not logged (the format has no $request_time)"
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "  request time: none read (no line with $request_time in the period)"
             );
         }
     }
@@ -212,6 +218,12 @@ fn lines_line(out: &mut String, r: &Report, a: &AccessLogReport) {
         );
     }
     let _ = writeln!(out, "{l}");
+    // Fewer lines than requests: why, when the configuration or the reader knows.
+    if let (Some(why), Some(s)) = (&a.not_every_request, a.share_logged) {
+        if s < 1.0 {
+            let _ = writeln!(out, "  not every request is read: {why}");
+        }
+    }
     if a.with_status() < a.lines {
         let _ = writeln!(
             out,

@@ -107,6 +107,33 @@ fn a_renamed_access_log_is_said_with_the_bytes_written_there() {
     assert!(verdict(&s, "log_not_reopened").is_none(), "{s}");
 }
 
+/// Newcomer trial: a log renamed to a name that does not continue its own (here with an
+/// ESC and a newline in it) was missed silently. It is the one open log at no
+/// configured path and `access.log` the one configured log no worker holds: renamed,
+/// with its bytes, and the name escaped in the text.
+#[test]
+fn a_log_renamed_to_any_name_is_still_said_renamed() {
+    let (s, grew, ng) = rotated(|log| {
+        let to = log.with_file_name("old\x1b[2J\nlog");
+        fs::rename(log, &to).unwrap();
+        Some(to)
+    });
+    let st = only_stale(&s);
+    assert_eq!(
+        (&st["kind"], &st["state"]),
+        (&"access_log".into(), &"renamed".into()),
+        "{st}"
+    );
+    let moved = ng.prefix.join("logs/old\x1b[2J\nlog");
+    assert_eq!(st["path_now"], moved.display().to_string(), "{st}");
+    assert_eq!(st["bytes_in_period"], grew, "{st}");
+    assert!(
+        verdict(&s, "log_not_reopened").is_some(),
+        "{:?}",
+        verdict_ids(&s)
+    );
+}
+
 #[test]
 fn a_deleted_access_log_is_critical_with_the_bytes_written_there() {
     let (s, grew, _ng) = rotated(|log| {
