@@ -63,6 +63,19 @@ pub fn log_not_reopened(stale: &[StaleLogReport], out: &mut Vec<Verdict>) {
     if stale.len() > MAX_LISTED {
         parts.push(format!("{} more files", stale.len() - MAX_LISTED));
     }
+    // The directives of the kinds of log that are stale, and what happened to them as
+    // measured (moved, deleted, or both), never a rotation assumed.
+    let mut directives: Vec<&str> = ["access_log", "error_log"]
+        .into_iter()
+        .filter(|k| stale.iter().any(|s| s.kind == *k))
+        .collect();
+    directives.push("nginx -s reopen (logrotate postrotate)");
+    let renamed = stale.iter().any(|s| s.state != "deleted");
+    let happened = match (renamed, deleted) {
+        (true, true) => "Its logs were moved and deleted",
+        (false, true) => "The log was deleted",
+        _ => "The log was moved",
+    };
     out.push(Verdict::new(
         "log_not_reopened",
         if deleted {
@@ -71,9 +84,9 @@ pub fn log_not_reopened(stale: &[StaleLogReport], out: &mut Vec<Verdict>) {
             Severity::Warning
         },
         evidence,
-        &["access_log", "error_log", "nginx -s reopen (logrotate postrotate)"],
+        &directives,
         format!(
-            "{}. A rotation moved the log without telling nginx: run `nginx -s reopen` (SIGUSR1 to the master) now, and in the rotation's postrotate step (logrotate: `postrotate` ... `nginx -s reopen` ... `endscript`), or rotate with `copytruncate`",
+            "{}. {happened} while nginx held it open, and nginx was not told to reopen: run `nginx -s reopen` (SIGUSR1 to the master) now; where a rotation does this, reopen in its postrotate step (logrotate: `postrotate` ... `nginx -s reopen` ... `endscript`), or rotate with `copytruncate`",
             parts.join("; ")
         ),
     ));
@@ -119,5 +132,23 @@ mod tests {
         assert_eq!(out[0].severity, Severity::Critical);
         assert!(out[0].advice.contains("a deleted file"));
         assert!(out[0].advice.contains("unknown"), "{}", out[0].advice);
+        assert!(out[0]
+            .advice
+            .contains(". The log was deleted while nginx held it open"));
+        assert_eq!(out[0].directives[0], "access_log");
+        // Only the error log was deleted: no access_log directive, no rotation assumed.
+        let mut err = stale("deleted", Some(11845), &[]);
+        err.kind = "error_log".into();
+        let mut out = Vec::new();
+        log_not_reopened(&[err], &mut out);
+        assert_eq!(
+            out[0].directives,
+            ["error_log", "nginx -s reopen (logrotate postrotate)"]
+        );
+        assert!(
+            !out[0].advice.contains("A rotation moved"),
+            "{}",
+            out[0].advice
+        );
     }
 }
