@@ -492,6 +492,49 @@ fn even_accepts_with_uneven_work_are_not_balanced() {
 }
 
 #[test]
+fn imbalance_is_judged_from_a_count_that_measures_the_share() {
+    // The binomial count: the share known to 10% of the mean share at 95%.
+    assert_eq!(imbalance_min_accepts(2), 385);
+    assert_eq!(imbalance_min_accepts(3), 769);
+    assert_eq!(imbalance_min_accepts(4), 1153);
+    // A short run: 300 accepts, all on one of 2 workers: too few to judge (fired before).
+    let short = Inputs {
+        workers: vec![w(1, 300, 0), w(2, 0, 0)],
+        ..Inputs::default()
+    };
+    assert!(judge(&short).is_empty(), "{:?}", judge(&short));
+    // One accept short of the count: silent; at it: judged, the count in the evidence.
+    let below = Inputs {
+        workers: vec![w(1, 384, 0), w(2, 0, 0)],
+        ..Inputs::default()
+    };
+    assert!(judge(&below).is_empty());
+    let at = Inputs {
+        workers: vec![w(1, 385, 0), w(2, 0, 0)],
+        ..Inputs::default()
+    };
+    let v = judge(&at);
+    assert_eq!(v[0].id, "accept_imbalance");
+    assert_eq!(v[0].evidence["min_accepts"], serde_json::json!(385));
+    assert_eq!(v[0].evidence["accepts"], serde_json::json!(385));
+    // 3 workers need more: 700 accepts on one of them is not judged.
+    let three = Inputs {
+        workers: vec![w(1, 700, 0), w(2, 0, 0), w(3, 0, 0)],
+        ..Inputs::default()
+    };
+    assert!(judge(&three).is_empty());
+    // Uneven busy time below the count is not judged either.
+    let (mut a, mut b) = (w(1, 150, 0), w(2, 150, 0));
+    a.busy_ns = Some(900_000_000);
+    b.busy_ns = Some(100_000_000);
+    assert!(judge(&Inputs {
+        workers: vec![a, b],
+        ..Inputs::default()
+    })
+    .is_empty());
+}
+
+#[test]
 fn jain_index_bounds() {
     assert_eq!(jain_index(&[1.0, 1.0, 1.0]), 1.0);
     assert!((jain_index(&[1.0, 0.0]) - 0.5).abs() < 1e-12);
