@@ -105,7 +105,10 @@ pub const CLASSES: &[Class] = &[
         "upstream keepalive / net.ipv4.ip_local_port_range",
         U,
     ),
-    c("upstream_reset", "upstream server / keepalive_timeout", U),
+    // The peer only: a keepalive-timeout mismatch needs a pool of idle upstream
+    // connections, which the error log cannot tell; `upstream_errors` names
+    // keepalive_timeout when the configuration keeps one or reuse was measured.
+    c("upstream_reset", "upstream server", U),
     // Once per peer marked failed, not per request: not in the upstream group, whose
     // lines are judged as a share of the requests.
     c(
