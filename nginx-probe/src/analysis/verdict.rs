@@ -669,7 +669,12 @@ fn accept_queue_overflow(inp: &Inputs, out: &mut Vec<Verdict>) {
         .listen
         .iter()
         .any(|l| l.backlog > 0 && l.queue_max >= l.backlog);
-    let netns = first.overflows + first.drops;
+    // Namespace-wide, once (unknown: 0, nothing lost is claimed from it).
+    let (overflows, drops) = inp
+        .listen_namespace
+        .as_ref()
+        .map_or((0, 0), |n| (n.overflows, n.drops));
+    let netns = overflows + drops;
     let lost = match own {
         Some(n) => n.min(netns),
         None if waited => netns,
@@ -687,8 +692,15 @@ fn accept_queue_overflow(inp: &Inputs, out: &mut Vec<Verdict>) {
             .map(|l| serde_json::json!({"addr": l.addr, "backlog": l.backlog, "queue_max": l.queue_max}))
             .collect::<Vec<_>>()),
     );
-    evidence.insert("listen_overflows", serde_json::json!(first.overflows));
-    evidence.insert("listen_drops", serde_json::json!(first.drops));
+    evidence.insert("listen_overflows", serde_json::json!(overflows));
+    evidence.insert("listen_drops", serde_json::json!(drops));
+    evidence.insert(
+        "listen_counters",
+        serde_json::json!(match &inp.listen_namespace {
+            Some(n) => n.source.clone(),
+            None => "unknown: the network namespace's TcpExt counters were not readable".into(),
+        }),
+    );
     if let Some(n) = own {
         evidence.insert("socket_drops", serde_json::json!(n));
     }
@@ -864,6 +876,7 @@ pub fn judge_report(r: &crate::model::Report) -> Vec<Verdict> {
     let close_traced = r.traced_syscalls.iter().any(|s| s == "close");
     let mut inputs = verdict_inputs(&all, close_traced);
     inputs.listen = r.listen.clone();
+    inputs.listen_namespace = r.listen_namespace.clone();
     inputs.requests = r.requests.count.filter(|_| r.requests.source.exact());
     inputs.requests_source = r.requests.source;
     inputs.stub_dropped = r.stub_status.as_ref().map(|s| s.dropped);

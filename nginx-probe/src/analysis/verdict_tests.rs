@@ -240,6 +240,15 @@ fn stall_rule_fires_at_100_ms() {
     assert!(v[0].directives.iter().any(|d| d == "gzip"));
 }
 
+/// The namespace's listen counters (TcpExt), as the report carries them once.
+fn ns(overflows: u64, drops: u64) -> Option<crate::model::ListenNamespaceReport> {
+    Some(crate::model::ListenNamespaceReport {
+        overflows,
+        drops,
+        source: crate::model::listen::LISTEN_NAMESPACE_SOURCE.into(),
+    })
+}
+
 #[test]
 fn queue_rule_needs_nginx_queue_to_have_held_connections() {
     let l = |queue_max, backlog, overflows| crate::model::ListenReport {
@@ -255,24 +264,50 @@ fn queue_rule_needs_nginx_queue_to_have_held_connections() {
     // Someone else's overflows, nginx's queue always empty: no verdict.
     let other = Inputs {
         listen: vec![l(0, 511, 40)],
+        listen_namespace: ns(40, 0),
         ..Inputs::default()
     };
     assert!(judge(&other).is_empty());
     let dropped = Inputs {
         listen: vec![l(16, 16, 40)],
+        listen_namespace: ns(40, 0),
         ..Inputs::default()
     };
     let v = judge(&dropped);
     assert_eq!(v[0].id, "accept_queue_overflow");
     assert_eq!(v[0].severity, Severity::Critical);
     assert_eq!(v[0].evidence["listen_overflows"], serde_json::json!(40));
+    assert_eq!(
+        v[0].evidence["listen_counters"],
+        serde_json::json!(crate::model::listen::LISTEN_NAMESPACE_SOURCE)
+    );
+    assert!(
+        v[0].advice.contains("in this network namespace"),
+        "{}",
+        v[0].advice
+    );
+    // Two sockets, one namespace: the counters are said once, not per socket.
+    let two = Inputs {
+        listen: vec![l(16, 16, 40), l(16, 16, 40)],
+        listen_namespace: ns(40, 0),
+        ..Inputs::default()
+    };
+    let v = judge(&two);
+    assert_eq!(v[0].evidence["listen_overflows"], serde_json::json!(40));
+    assert!(
+        v[0].advice.contains("dropped 40 in this network namespace"),
+        "{}",
+        v[0].advice
+    );
     let full = Inputs {
         listen: vec![l(511, 511, 0)],
+        listen_namespace: ns(0, 0),
         ..Inputs::default()
     };
     assert_eq!(judge(&full)[0].severity, Severity::Warning);
     let waiting = Inputs {
         listen: vec![l(100, 511, 0)],
+        listen_namespace: ns(0, 0),
         ..Inputs::default()
     };
     assert!(judge(&waiting).is_empty());
@@ -294,6 +329,7 @@ fn queue_rule_trusts_nginx_socket_drops_over_the_namespace_counters() {
     // dropped 1838, though no sample saw a connection waiting.
     let v = judge(&Inputs {
         listen: vec![l(0, 1838, 1838)],
+        listen_namespace: ns(1838, 1838),
         ..Inputs::default()
     });
     assert_eq!(v[0].id, "accept_queue_overflow");
@@ -306,6 +342,7 @@ fn queue_rule_trusts_nginx_socket_drops_over_the_namespace_counters() {
     // even though nginx's queue held connections.
     assert!(judge(&Inputs {
         listen: vec![l(5, 40, 0)],
+        listen_namespace: ns(40, 40),
         ..Inputs::default()
     })
     .is_empty());
@@ -313,6 +350,7 @@ fn queue_rule_trusts_nginx_socket_drops_over_the_namespace_counters() {
     // TLS load with Connection: close): no connection was lost at the queue.
     assert!(judge(&Inputs {
         listen: vec![l(1, 0, 37)],
+        listen_namespace: ns(0, 0),
         ..Inputs::default()
     })
     .is_empty());
