@@ -142,7 +142,15 @@ pub const CLASSES: &[Class] = &[
         "worker_processes / the master's nofile limit (LimitNOFILE)",
         P,
     ),
-    c("process_other", "- (master: signals, binary upgrade, respawn)", P),
+    c("process_other", "- (master: signals, respawn)", P),
+    // A binary upgrade (USR2) that did not take place: the new binary's execve()
+    // failed, the pid file's rename around it failed, the new binary's master exited
+    // with an error, or the signal was ignored (an upgrade already under way).
+    c(
+        "binary_upgrade_failed",
+        "- (binary upgrade, USR2: the new binary did not take over and the old master keeps serving; the line's path and errno say why)",
+        P,
+    ),
     c(
         "worker_connections_over_nofile",
         "worker_connections / worker_rlimit_nofile",
@@ -182,6 +190,7 @@ pub const HISTORY_CLASSES: &[&str] = &[
     "worker_exited",
     "worker_exited_fatal",
     "process_other",
+    "binary_upgrade_failed",
     "rlimit",
     "worker_connections_over_nofile",
     "emfile",
