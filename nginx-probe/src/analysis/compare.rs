@@ -91,7 +91,7 @@ pub const METRICS: &[MetricDef] = &[
     ),
     def(
         "listen_overflows_per_s",
-        "accept-queue overflows per second",
+        "listen overflows per second in nginx's network namespace (TcpExt, namespace-wide)",
         "/s",
     ),
     def("request_p99_us", "request p99", "us"),
@@ -271,9 +271,9 @@ fn rates(c: &Counts, m: &mut MetricMap) {
             c.sum(|w| w.accepted_then_closed) as f64 / detail_s,
         );
     }
-    let overflows: u64 = r.listen.iter().map(|l| l.overflows).sum();
-    if !r.listen.is_empty() {
-        m.put("listen_overflows_per_s", overflows as f64 / dur);
+    // Namespace-wide (TcpExt), once: never summed over the listening sockets.
+    if let Some(n) = &r.listen_namespace {
+        m.put("listen_overflows_per_s", n.overflows as f64 / dur);
     }
 }
 

@@ -311,3 +311,28 @@ fn caveats_name_what_differs_between_the_setups_and_what_is_unknown() {
     let c = compare_runs(&[("before", &a)], &[("after", &a.clone())]);
     assert!(c.caveats.is_empty(), "{:?}", c.caveats);
 }
+
+/// Listen overflows are the network namespace's (TcpExt), counted once: two listening
+/// sockets do not double them (they were summed over the sockets' rows).
+#[test]
+fn listen_overflows_are_the_namespace_s_once() {
+    let real = include_str!("../testdata/two_workers_300_connections.jsonl");
+    let rec = Recording::parse("real", real).expect("the real recording parses");
+    let mut s = rec.summary.clone().expect("a summary");
+    let mut second = s.listen[0].clone();
+    second.addr = "127.0.0.1:8443".into();
+    s.listen.push(second);
+    for l in s.listen.iter_mut() {
+        (l.overflows, l.drops) = (40, 40);
+    }
+    s.listen_namespace = Some(crate::model::ListenNamespaceReport {
+        overflows: 40,
+        drops: 40,
+        source: crate::model::listen::LISTEN_NAMESPACE_SOURCE.into(),
+    });
+    s.duration_s = 4.0;
+    assert_eq!(metrics(&s)["listen_overflows_per_s"], 10.0);
+    // Unreadable counters: no rate, not 0.
+    s.listen_namespace = None;
+    assert!(!metrics(&s).contains_key("listen_overflows_per_s"));
+}

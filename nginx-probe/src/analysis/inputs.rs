@@ -97,6 +97,9 @@ pub struct Inputs {
     pub close_traced: bool,
     /// nginx's listening sockets over the period.
     pub listen: Vec<crate::model::ListenReport>,
+    /// The listen overflows and drops of nginx's network namespace in the period
+    /// (TcpExt, namespace-wide); None when unreadable.
+    pub listen_namespace: Option<crate::model::ListenNamespaceReport>,
     /// Length of the period judged, seconds.
     pub period_s: f64,
     /// nginx's error log in the period (None: not looked at).

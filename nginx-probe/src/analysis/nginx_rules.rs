@@ -227,22 +227,36 @@ pub fn upstream_errors(inp: &Inputs, out: &mut Vec<Verdict>) {
     if let Some(by_peer) = super::upstream_failures::by_peer_evidence(inp) {
         v.evidence.insert("by_peer".into(), by_peer);
     }
-    // A reset with no pool kept is the peer's doing: its keepalive_timeout is not named.
+    reset_directive(inp, &mut v.directives);
+}
+
+/// The reset class's directive (the peer's `upstream server`) with `keepalive_timeout`
+/// added only when nginx may have reused an idle pooled connection (the same evidence
+/// as the advice: [`super::upstream_failures::pool`] kept or unknown): a reset with no
+/// pool kept is the peer's doing. A directive recorded with keepalive_timeout in it
+/// (recordings made before the class row dropped it) is said the same way.
+fn reset_directive(inp: &Inputs, directives: &mut [String]) {
+    let Some(class) = inp
+        .nginx_errors
+        .as_ref()
+        .and_then(|e| e.classes.get("upstream_reset"))
+        .filter(|c| c.count > 0)
+    else {
+        return;
+    };
     let peers = super::upstream_failures::peers_of(inp, "upstream_reset");
     let names: Vec<&str> = peers
         .iter()
         .map(|p| p.split(" (").next().unwrap_or(p))
         .collect();
-    if log_count(inp, "upstream_reset") > 0
-        && matches!(
-            super::upstream_failures::pool(inp, &names),
-            super::upstream_failures::Pool::None(_)
-        )
-    {
-        for d in v.directives.iter_mut() {
-            if d == "upstream server / keepalive_timeout" {
-                *d = "upstream server".into();
-            }
+    let bare = class.directive.replace(" / keepalive_timeout", "");
+    let said = match super::upstream_failures::pool(inp, &names) {
+        super::upstream_failures::Pool::None(_) => bare,
+        _ => format!("{bare} / keepalive_timeout"),
+    };
+    for d in directives.iter_mut() {
+        if *d == class.directive {
+            *d = said.clone();
         }
     }
 }

@@ -421,7 +421,9 @@ fn a_tie_is_said_as_a_tie_with_each_peer() {
         (
             "upstream_reset",
             300,
-            "upstream server / keepalive_timeout",
+            crate::model::error_classes::class("upstream_reset")
+                .unwrap()
+                .directive,
             "upstream",
         ),
     ]);
@@ -474,4 +476,48 @@ fn a_tie_is_said_as_a_tie_with_each_peer() {
         "{}",
         u.advice
     );
+}
+
+/// The reset class's row names the peer only (`upstream server`): keepalive_timeout is
+/// named by `upstream_errors` alone, on the evidence its advice uses (a pool configured
+/// or reuse measured; unknown: both), never by the class row (newcomer trial: the row
+/// named keepalive_timeout for a peer that reset fresh connections).
+#[test]
+fn keepalive_timeout_is_named_only_where_a_pool_may_be() {
+    let row = crate::model::error_classes::class("upstream_reset").unwrap();
+    assert_eq!(row.directive, "upstream server");
+    let mut e = errors(&[("upstream_reset", 300, row.directive, "upstream")]);
+    e.upstream_peers = vec![crate::model::PeerErrorsReport {
+        peer: "http://127.0.0.1:18902".into(),
+        lines: 300,
+        by_class: [("upstream_reset".to_string(), 300)].into(),
+    }];
+    let directives = |e: &NginxErrorsReport, keepalive: Option<Option<&str>>| {
+        let inp = Inputs {
+            workers: vec![w(1, 300, 300)],
+            nginx_errors: Some(e.clone()),
+            requests: Some(300),
+            config: keepalive.map(|k| crate::analysis::upstream_failures::upstream_be(&[18902], k)),
+            ..Inputs::default()
+        };
+        let v = judge(&inp);
+        let u = v.iter().find(|v| v.id == "upstream_errors").expect("fires");
+        u.directives.clone()
+    };
+    // No pool for the peer: the peer only.
+    assert_eq!(directives(&e, Some(None)), ["upstream server"]);
+    // `keepalive 32` in its upstream block: a pooled connection may have been closed.
+    assert_eq!(
+        directives(&e, Some(Some("32"))),
+        ["upstream server / keepalive_timeout"]
+    );
+    // Configuration not read, reuse not measured: both, as the advice says.
+    assert_eq!(
+        directives(&e, None),
+        ["upstream server / keepalive_timeout"]
+    );
+    // A recording made when the row named keepalive_timeout: said the same way.
+    e.classes.get_mut("upstream_reset").unwrap().directive =
+        "upstream server / keepalive_timeout".into();
+    assert_eq!(directives(&e, Some(None)), ["upstream server"]);
 }

@@ -9,8 +9,26 @@ use crate::{
     model::{Severity, Verdict, WorkerReport},
 };
 
-/// Accepts needed before accept balance is judged (fewer is noise).
-pub const IMBALANCE_MIN_ACCEPTS: u64 = 200;
+/// Relative precision at which a worker's accept share is known before accept balance is
+/// judged: the 95% binomial interval of a fair split's share (`1.96 * sqrt(p (1 - p) /
+/// N)` at `p = 1 / workers`) within this fraction of the mean share. See
+/// [`imbalance_min_accepts`].
+pub const IMBALANCE_SHARE_PRECISION: f64 = 0.1;
+
+/// Accepts needed before accept balance is judged with `workers` live workers: the
+/// smallest count at which a fair split's share of one worker is known to within
+/// [`IMBALANCE_SHARE_PRECISION`] of the mean share at 95% (binomial: `N` at least
+/// `1.96^2 (n - 1) / 0.1^2` with `n` workers): 385 with 2 workers, 769 with 3, 1153
+/// with 4. Fewer accepts measure a share too loosely to judge (newcomer trial: 300
+/// accepts on 2 workers fired on a short run). From that count a 1.5x share is beyond a
+/// fair split's chance by more than 9 standard deviations, whatever the number of
+/// workers.
+pub fn imbalance_min_accepts(workers: usize) -> u64 {
+    let n = workers.max(2) as f64;
+    let z = 1.96_f64;
+    (z * z * (n - 1.0) / (IMBALANCE_SHARE_PRECISION * IMBALANCE_SHARE_PRECISION)).ceil() as u64
+}
+
 /// Busiest worker's share over the mean share at which accepts are "imbalanced" (with 2
 /// workers: 75% / 25%).
 pub const IMBALANCE_MAX_OVER_MEAN: f64 = 1.5;
@@ -208,7 +226,8 @@ fn accept_imbalance(inp: &Inputs, out: &mut Vec<Verdict>) {
     let live: Vec<&WorkerInput> = inp.workers.iter().filter(|w| w.alive).collect();
     let n = live.len();
     let total: u64 = live.iter().map(|w| w.accepts).sum();
-    if n < 2 || total < IMBALANCE_MIN_ACCEPTS || !inp.accepts_known() {
+    let min_accepts = imbalance_min_accepts(n);
+    if n < 2 || total < min_accepts || !inp.accepts_known() {
         return;
     }
     let pids: Vec<u32> = live.iter().map(|w| w.pid).collect();
@@ -239,6 +258,7 @@ fn accept_imbalance(inp: &Inputs, out: &mut Vec<Verdict>) {
     }
     let mut evidence = BTreeMap::new();
     evidence.insert("accepts", serde_json::json!(total));
+    evidence.insert("min_accepts", serde_json::json!(min_accepts));
     evidence.insert("accept_shares", share_map(&pids, &accept_shares));
     evidence.insert("max_over_mean", round3(accept_skew));
     evidence.insert("jain_index", round3(jain_index(&accept_shares)));
@@ -649,7 +669,12 @@ fn accept_queue_overflow(inp: &Inputs, out: &mut Vec<Verdict>) {
         .listen
         .iter()
         .any(|l| l.backlog > 0 && l.queue_max >= l.backlog);
-    let netns = first.overflows + first.drops;
+    // Namespace-wide, once (unknown: 0, nothing lost is claimed from it).
+    let (overflows, drops) = inp
+        .listen_namespace
+        .as_ref()
+        .map_or((0, 0), |n| (n.overflows, n.drops));
+    let netns = overflows + drops;
     let lost = match own {
         Some(n) => n.min(netns),
         None if waited => netns,
@@ -667,8 +692,15 @@ fn accept_queue_overflow(inp: &Inputs, out: &mut Vec<Verdict>) {
             .map(|l| serde_json::json!({"addr": l.addr, "backlog": l.backlog, "queue_max": l.queue_max}))
             .collect::<Vec<_>>()),
     );
-    evidence.insert("listen_overflows", serde_json::json!(first.overflows));
-    evidence.insert("listen_drops", serde_json::json!(first.drops));
+    evidence.insert("listen_overflows", serde_json::json!(overflows));
+    evidence.insert("listen_drops", serde_json::json!(drops));
+    evidence.insert(
+        "listen_counters",
+        serde_json::json!(match &inp.listen_namespace {
+            Some(n) => n.source.clone(),
+            None => "unknown: the network namespace's TcpExt counters were not readable".into(),
+        }),
+    );
     if let Some(n) = own {
         evidence.insert("socket_drops", serde_json::json!(n));
     }
@@ -844,6 +876,7 @@ pub fn judge_report(r: &crate::model::Report) -> Vec<Verdict> {
     let close_traced = r.traced_syscalls.iter().any(|s| s == "close");
     let mut inputs = verdict_inputs(&all, close_traced);
     inputs.listen = r.listen.clone();
+    inputs.listen_namespace = r.listen_namespace.clone();
     inputs.requests = r.requests.count.filter(|_| r.requests.source.exact());
     inputs.requests_source = r.requests.source;
     inputs.stub_dropped = r.stub_status.as_ref().map(|s| s.dropped);

@@ -240,6 +240,15 @@ fn stall_rule_fires_at_100_ms() {
     assert!(v[0].directives.iter().any(|d| d == "gzip"));
 }
 
+/// The namespace's listen counters (TcpExt), as the report carries them once.
+fn ns(overflows: u64, drops: u64) -> Option<crate::model::ListenNamespaceReport> {
+    Some(crate::model::ListenNamespaceReport {
+        overflows,
+        drops,
+        source: crate::model::listen::LISTEN_NAMESPACE_SOURCE.into(),
+    })
+}
+
 #[test]
 fn queue_rule_needs_nginx_queue_to_have_held_connections() {
     let l = |queue_max, backlog, overflows| crate::model::ListenReport {
@@ -255,24 +264,50 @@ fn queue_rule_needs_nginx_queue_to_have_held_connections() {
     // Someone else's overflows, nginx's queue always empty: no verdict.
     let other = Inputs {
         listen: vec![l(0, 511, 40)],
+        listen_namespace: ns(40, 0),
         ..Inputs::default()
     };
     assert!(judge(&other).is_empty());
     let dropped = Inputs {
         listen: vec![l(16, 16, 40)],
+        listen_namespace: ns(40, 0),
         ..Inputs::default()
     };
     let v = judge(&dropped);
     assert_eq!(v[0].id, "accept_queue_overflow");
     assert_eq!(v[0].severity, Severity::Critical);
     assert_eq!(v[0].evidence["listen_overflows"], serde_json::json!(40));
+    assert_eq!(
+        v[0].evidence["listen_counters"],
+        serde_json::json!(crate::model::listen::LISTEN_NAMESPACE_SOURCE)
+    );
+    assert!(
+        v[0].advice.contains("in this network namespace"),
+        "{}",
+        v[0].advice
+    );
+    // Two sockets, one namespace: the counters are said once, not per socket.
+    let two = Inputs {
+        listen: vec![l(16, 16, 40), l(16, 16, 40)],
+        listen_namespace: ns(40, 0),
+        ..Inputs::default()
+    };
+    let v = judge(&two);
+    assert_eq!(v[0].evidence["listen_overflows"], serde_json::json!(40));
+    assert!(
+        v[0].advice.contains("dropped 40 in this network namespace"),
+        "{}",
+        v[0].advice
+    );
     let full = Inputs {
         listen: vec![l(511, 511, 0)],
+        listen_namespace: ns(0, 0),
         ..Inputs::default()
     };
     assert_eq!(judge(&full)[0].severity, Severity::Warning);
     let waiting = Inputs {
         listen: vec![l(100, 511, 0)],
+        listen_namespace: ns(0, 0),
         ..Inputs::default()
     };
     assert!(judge(&waiting).is_empty());
@@ -294,6 +329,7 @@ fn queue_rule_trusts_nginx_socket_drops_over_the_namespace_counters() {
     // dropped 1838, though no sample saw a connection waiting.
     let v = judge(&Inputs {
         listen: vec![l(0, 1838, 1838)],
+        listen_namespace: ns(1838, 1838),
         ..Inputs::default()
     });
     assert_eq!(v[0].id, "accept_queue_overflow");
@@ -306,6 +342,7 @@ fn queue_rule_trusts_nginx_socket_drops_over_the_namespace_counters() {
     // even though nginx's queue held connections.
     assert!(judge(&Inputs {
         listen: vec![l(5, 40, 0)],
+        listen_namespace: ns(40, 40),
         ..Inputs::default()
     })
     .is_empty());
@@ -313,6 +350,7 @@ fn queue_rule_trusts_nginx_socket_drops_over_the_namespace_counters() {
     // TLS load with Connection: close): no connection was lost at the queue.
     assert!(judge(&Inputs {
         listen: vec![l(1, 0, 37)],
+        listen_namespace: ns(0, 0),
         ..Inputs::default()
     })
     .is_empty());
@@ -484,6 +522,49 @@ fn even_accepts_with_uneven_work_are_not_balanced() {
     b.busy_ns = Some(1_000_000);
     a.cpu_s = Some(0.01);
     b.cpu_s = Some(0.0);
+    assert!(judge(&Inputs {
+        workers: vec![a, b],
+        ..Inputs::default()
+    })
+    .is_empty());
+}
+
+#[test]
+fn imbalance_is_judged_from_a_count_that_measures_the_share() {
+    // The binomial count: the share known to 10% of the mean share at 95%.
+    assert_eq!(imbalance_min_accepts(2), 385);
+    assert_eq!(imbalance_min_accepts(3), 769);
+    assert_eq!(imbalance_min_accepts(4), 1153);
+    // A short run: 300 accepts, all on one of 2 workers: too few to judge (fired before).
+    let short = Inputs {
+        workers: vec![w(1, 300, 0), w(2, 0, 0)],
+        ..Inputs::default()
+    };
+    assert!(judge(&short).is_empty(), "{:?}", judge(&short));
+    // One accept short of the count: silent; at it: judged, the count in the evidence.
+    let below = Inputs {
+        workers: vec![w(1, 384, 0), w(2, 0, 0)],
+        ..Inputs::default()
+    };
+    assert!(judge(&below).is_empty());
+    let at = Inputs {
+        workers: vec![w(1, 385, 0), w(2, 0, 0)],
+        ..Inputs::default()
+    };
+    let v = judge(&at);
+    assert_eq!(v[0].id, "accept_imbalance");
+    assert_eq!(v[0].evidence["min_accepts"], serde_json::json!(385));
+    assert_eq!(v[0].evidence["accepts"], serde_json::json!(385));
+    // 3 workers need more: 700 accepts on one of them is not judged.
+    let three = Inputs {
+        workers: vec![w(1, 700, 0), w(2, 0, 0), w(3, 0, 0)],
+        ..Inputs::default()
+    };
+    assert!(judge(&three).is_empty());
+    // Uneven busy time below the count is not judged either.
+    let (mut a, mut b) = (w(1, 150, 0), w(2, 150, 0));
+    a.busy_ns = Some(900_000_000);
+    b.busy_ns = Some(100_000_000);
     assert!(judge(&Inputs {
         workers: vec![a, b],
         ..Inputs::default()

@@ -112,7 +112,12 @@ fn place(r: &title::Reading, bin: &BinaryFacts) -> (String, &'static str, BuildD
     };
     let build = BuildDefaults {
         prefix: prefix.clone(),
-        error_log: bin.error_log_path.as_ref().map(|p| full_name(&prefix, p)),
+        // `--error-log-path=stderr` is nginx's standard error, not a file under the
+        // prefix (auto/options empties the path; ngx_log_init then logs to stderr).
+        error_log: bin.error_log_path.as_ref().map(|p| match p.as_str() {
+            config::STDERR => p.clone(),
+            _ => full_name(&prefix, p),
+        }),
         http_log: bin.http_log_path.as_ref().map(|p| full_name(&prefix, p)),
     };
     (full_name(&prefix, &conf), found_by, build)

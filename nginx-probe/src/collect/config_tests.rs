@@ -455,3 +455,52 @@ fn include_globs_read_brackets_as_glob3_does() {
     );
     assert_eq!(val(&r, "tcp_nodelay", "http").value, "off");
 }
+
+/// Debian 13's nginx 1.26 is built `--error-log-path=stderr`: without an `error_log`
+/// it logs to its standard error (auto/options empties the path), not to a file
+/// `<prefix>/stderr`. Said as nginx means it, and never looked up as a log file; an
+/// `error_log stderr` directive likewise.
+#[test]
+fn an_error_log_path_of_stderr_is_the_standard_error() {
+    let stderr_bin = BinaryFacts {
+        error_log_path: Some("stderr".into()),
+        ..bin()
+    };
+    let l = locate(
+        "nginx: master process /usr/sbin/nginx",
+        &stderr_bin,
+        |_, _| false,
+    );
+    assert_eq!(l.build.error_log.as_deref(), Some("stderr"));
+    let d = root(&[("/etc/nginx/nginx.conf", "events {}\nhttp {}\n")]);
+    let r = read_config(
+        d.path(),
+        "nginx: master process /usr/sbin/nginx",
+        &stderr_bin,
+        None,
+        Limits::default(),
+    );
+    assert_eq!(r.error_logs.len(), 1, "{:?}", r.error_logs);
+    assert_eq!(
+        r.error_logs[0].value,
+        "stderr (the standard error nginx was started with, not a file) error"
+    );
+    assert_eq!(r.error_logs[0].at, config::DEFAULT);
+    let paths: Vec<(&str, &str)> = r
+        .log_paths
+        .iter()
+        .map(|l| (l.kind, l.path.as_str()))
+        .collect();
+    assert!(paths.contains(&("error_log", "stderr")), "{paths:?}");
+    // Written in the configuration: the same words, at its file:line.
+    let d = root(&[(
+        "/etc/nginx/nginx.conf",
+        "error_log stderr warn;\nevents {}\n",
+    )]);
+    let r = read(&d, "nginx: master process /usr/sbin/nginx");
+    assert_eq!(
+        r.error_logs[0].value,
+        "stderr (the standard error nginx was started with, not a file) warn"
+    );
+    assert_eq!(r.error_logs[0].at, "/etc/nginx/nginx.conf:1");
+}

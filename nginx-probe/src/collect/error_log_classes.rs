@@ -182,13 +182,26 @@ const WORDING: &[(Wording, &str)] = &[
     (SpawnFailed, "worker_spawn_failed"),
     // A configuration error at start or reload ends with the file and line.
     (ConfigFileLine, "config"),
+    // A binary upgrade (USR2) that did not take place, worded alike by 1.22.1 and
+    // 1.26.3: "execve() failed while executing %s \"%s\"" (alert, ngx_execute_proc;
+    // its only caller names the process "new binary process"), "rename() %s to %s
+    // failed before executing new binary process \"%s\"", "rename() %s back to %s
+    // failed after an attempt to execute new binary process \"%s\"" / "... after the
+    // new binary process \"%s\" exited" (alert), "the changing binary signal is
+    // ignored: ..." (crit: an upgrade already under way). The new binary's own exit
+    // line is read by `process_exit`.
+    (
+        Any(&[
+            Starts("execve() failed while executing "),
+            All(&[Starts("rename() "), Has(" new binary process ")]),
+            Starts("the changing binary signal is ignored"),
+        ]),
+        "binary_upgrade_failed",
+    ),
     (
         Any(&[
             Starts("could not respawn "),
             Starts("no more than "),
-            Has("new binary process"),
-            Starts("execve() failed while executing"),
-            Starts("the changing binary signal is ignored"),
             Starts("kill("),
             Starts("waitpid()"),
         ]),
@@ -647,11 +660,15 @@ const PROCESS_NAMES: [&str; 5] = [
 /// `worker_exited_fatal`. Only at the message's start (a URI elsewhere in a line
 /// cannot fake one).
 pub fn process_exit(msg: &str) -> Option<&'static str> {
-    let rest = PROCESS_NAMES.iter().find_map(|n| msg.strip_prefix(n))?;
+    let name = PROCESS_NAMES.iter().find(|n| msg.starts_with(*n))?;
+    let rest = &msg[name.len()..];
     let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
     let rest = rest[digits..].strip_prefix(" exited ")?;
     if digits == 0 {
         return None;
+    }
+    if *name == "new binary process " {
+        return Some(new_binary_exit(rest));
     }
     if rest.starts_with("on signal ") {
         return Some("worker_crashed");
@@ -666,6 +683,21 @@ pub fn process_exit(msg: &str) -> Option<&'static str> {
     }
     rest.starts_with("with fatal code ")
         .then_some("worker_exited_fatal")
+}
+
+/// The class of the old master's line for its new binary's exit (`new binary process
+/// <pid> exited ...`, after `exited `): code 0 is the new master quitting cleanly (a
+/// rollback's QUIT: `process_other`); any other code or a signal is an upgrade that
+/// did not take over (`binary_upgrade_failed`: a failed execve() exits 1), never a
+/// worker's exit.
+fn new_binary_exit(rest: &str) -> &'static str {
+    let code = rest.strip_prefix("with code ").unwrap_or("");
+    let n = code.bytes().take_while(u8::is_ascii_digit).count();
+    if n > 0 && code[..n].bytes().all(|b| b == b'0') {
+        "process_other"
+    } else {
+        "binary_upgrade_failed"
+    }
 }
 
 /// Whether `msg` is the master's `<call>() failed while spawning "<name>"` (alert,

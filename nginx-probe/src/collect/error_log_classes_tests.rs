@@ -90,7 +90,7 @@ fn every_nginx_format_gets_its_class() {
         wrong.join("\n")
     );
     // The fixture's size, so that a shortened file fails.
-    assert_eq!((rows.len(), v122, v126), (703, 624, 696));
+    assert_eq!((rows.len(), v122, v126), (707, 628, 700));
 }
 
 #[test]
@@ -196,4 +196,49 @@ fn a_uri_cannot_fake_the_masters_lines() {
         ),
         Some((1, "worker_crashed"))
     );
+}
+
+/// Newcomer trial: a binary upgrade (USR2) whose new binary is gone logs the execve()
+/// failure and the new binary's exit with code 1: both are the failed upgrade, not
+/// `process_other` nor a worker's exit. A clean exit of the new master (a rollback's
+/// QUIT) is not a failure.
+#[test]
+fn a_failed_binary_upgrade_is_its_own_class() {
+    let class = |msg: &str| {
+        let line = format!("2026/12/04 10:00:00 [alert] 4841#4841: {msg}");
+        classify(line.as_bytes()).map(|(_, c)| c)
+    };
+    assert_eq!(
+        class("execve() failed while executing new binary process \"/usr/sbin/nginx\" (2: No such file or directory)"),
+        Some("binary_upgrade_failed")
+    );
+    assert_eq!(
+        class("new binary process 4900 exited with code 1"),
+        Some("binary_upgrade_failed")
+    );
+    assert_eq!(
+        class("new binary process 4900 exited on signal 11 (core dumped)"),
+        Some("binary_upgrade_failed")
+    );
+    assert_eq!(
+        class("new binary process 4900 exited with code 0"),
+        Some("process_other")
+    );
+    assert_eq!(
+        class("the changing binary signal is ignored: you should shutdown or terminate before either old or new binary's process"),
+        Some("binary_upgrade_failed")
+    );
+    // A worker's exit stays a worker's.
+    assert_eq!(
+        class("worker process 4843 exited with code 1"),
+        Some("worker_exited")
+    );
+    let c = class_of("binary_upgrade_failed");
+    assert_eq!(c.group, Group::Process);
+    assert!(c.directive.contains("USR2"), "{}", c.directive);
+    assert!(crate::model::error_classes::HISTORY_CLASSES.contains(&"binary_upgrade_failed"));
+}
+
+fn class_of(name: &str) -> &'static Class {
+    class(name).unwrap()
 }

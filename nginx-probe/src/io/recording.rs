@@ -288,6 +288,7 @@ fn add_line(
         let mut r: Report = serde_json::from_slice(line).map_err(|e| e.to_string())?;
         check_report(&r)?;
         r.fill_legacy_requests();
+        r.fill_legacy_listen_namespace();
         Ok(r)
     };
     match kind {

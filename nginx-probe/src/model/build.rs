@@ -496,6 +496,17 @@ fn drops(p: &Period) -> BTreeMap<String, u64> {
     drops
 }
 
+/// The namespace-wide listen counters over the period (a window's from its two
+/// snapshots); None when unreadable at either end.
+fn listen_namespace(p: &Period) -> Option<model::ListenNamespaceReport> {
+    match (p.window, p.prev) {
+        (true, Some(prev)) => {
+            model::ListenNamespaceReport::between(p.cur.listen_counters, prev.listen_counters)
+        }
+        _ => super::listen::listen_namespace(&p.inputs.listen, p.summary || p.window),
+    }
+}
+
 /// The listening sockets over the period; a window takes the netns counters and each
 /// socket's drops from the two snapshots, and its last queue sample as `queue_max`.
 fn listen(p: &Period) -> Vec<model::ListenReport> {
@@ -591,6 +602,7 @@ fn assemble(p: &Period, parts: Parts, missing: &[String], end_reason: Option<Str
         stub_status: parts.stub_status,
         tls: parts.tls,
         listen: listen(p),
+        listen_namespace: listen_namespace(p),
         write_destinations: inputs.write_source,
         logs: inputs
             .log_paths

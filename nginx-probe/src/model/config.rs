@@ -373,6 +373,24 @@ fn log_paths(files: &[ConfigFile], block: &[Directive], out: &mut Vec<LogPath>) 
     }
 }
 
+/// The error-log target nginx reads as its standard error, not a file: the value of
+/// `error_log stderr` and of a binary built `--error-log-path=stderr` (ngx_log.c,
+/// auto/options).
+pub const STDERR: &str = "stderr";
+
+/// How [`STDERR`] is said in a value: what nginx means by it.
+pub const STDERR_SAID: &str = "stderr (the standard error nginx was started with, not a file)";
+
+/// An error-log target as nginx means it: [`STDERR`] said as [`STDERR_SAID`], any other
+/// path as given.
+fn error_log_said(target: &str) -> &str {
+    if target == STDERR {
+        STDERR_SAID
+    } else {
+        target
+    }
+}
+
 /// What the binary and the command line say where the files do not.
 #[derive(Clone, Debug, Default)]
 pub struct BuildDefaults {
@@ -509,7 +527,8 @@ impl Eval<'_> {
                 .get(1)
                 .cloned()
                 .unwrap_or_else(|| "error".to_string());
-            v.value = format!("{} {level}", d.args.first().cloned().unwrap_or_default());
+            let target = d.args.first().map_or("", String::as_str);
+            v.value = format!("{} {level}", error_log_said(target));
             self.out.error_logs.push(v);
         }
         if self.out.error_logs.is_empty() {
@@ -520,7 +539,7 @@ impl Eval<'_> {
             self.out.error_logs.push(self.default_value(
                 "error_log",
                 "main",
-                &format!("{path} error"),
+                &format!("{} error", error_log_said(&path)),
             ));
         }
     }
@@ -899,10 +918,13 @@ fn log_paths_and_defaults(
         .filter(|a| a.at == DEFAULT)
         .map(|a| ("access_log", a.path.clone()))
         .chain(out.error_logs.iter().filter(|v| v.at == DEFAULT).map(|v| {
-            let path = v
-                .value
-                .rsplit_once(' ')
-                .map_or(v.value.as_str(), |(p, _)| p);
+            let path = match v.value.strip_prefix(STDERR_SAID) {
+                Some(_) => STDERR,
+                None => v
+                    .value
+                    .rsplit_once(' ')
+                    .map_or(v.value.as_str(), |(p, _)| p),
+            };
             ("error_log", path.to_string())
         }));
     for (kind, path) in defaults {

@@ -105,7 +105,10 @@ pub const CLASSES: &[Class] = &[
         "upstream keepalive / net.ipv4.ip_local_port_range",
         U,
     ),
-    c("upstream_reset", "upstream server / keepalive_timeout", U),
+    // The peer only: a keepalive-timeout mismatch needs a pool of idle upstream
+    // connections, which the error log cannot tell; `upstream_errors` names
+    // keepalive_timeout when the configuration keeps one or reuse was measured.
+    c("upstream_reset", "upstream server", U),
     // Once per peer marked failed, not per request: not in the upstream group, whose
     // lines are judged as a share of the requests.
     c(
@@ -139,7 +142,15 @@ pub const CLASSES: &[Class] = &[
         "worker_processes / the master's nofile limit (LimitNOFILE)",
         P,
     ),
-    c("process_other", "- (master: signals, binary upgrade, respawn)", P),
+    c("process_other", "- (master: signals, respawn)", P),
+    // A binary upgrade (USR2) that did not take place: the new binary's execve()
+    // failed, the pid file's rename around it failed, the new binary's master exited
+    // with an error, or the signal was ignored (an upgrade already under way).
+    c(
+        "binary_upgrade_failed",
+        "- (binary upgrade, USR2: the new binary did not take over and the old master keeps serving; the line's path and errno say why)",
+        P,
+    ),
     c(
         "worker_connections_over_nofile",
         "worker_connections / worker_rlimit_nofile",
@@ -179,6 +190,7 @@ pub const HISTORY_CLASSES: &[&str] = &[
     "worker_exited",
     "worker_exited_fatal",
     "process_other",
+    "binary_upgrade_failed",
     "rlimit",
     "worker_connections_over_nofile",
     "emfile",

@@ -15,10 +15,12 @@ pub struct ListenReport {
     pub queue_now: u32,
     /// Most connections seen waiting at any sample in the period.
     pub queue_max: u32,
-    /// Listen overflows in the master's network namespace during the period
-    /// (`/proc/<pid>/net/netstat` TcpExt ListenOverflows; namespace-wide, not only nginx).
+    /// Kept for schema-1 readers only: the namespace-wide TcpExt ListenOverflows of
+    /// [`ListenNamespaceReport::overflows`], the same number on every row (0 when
+    /// unknown), not this socket's. Never shown per socket nor summed over rows: read
+    /// the report's `listen_namespace`.
     pub overflows: u64,
-    /// Listen drops, likewise (TcpExt ListenDrops).
+    /// Kept for schema-1 readers only, likewise: the namespace-wide TcpExt ListenDrops.
     pub drops: u64,
     /// Connections this socket itself dropped in the period (a full accept queue, other
     /// listen drops): sock_diag `SK_MEMINFO_DROPS` of nginx's socket, sampled every
@@ -43,6 +45,64 @@ impl ListenReport {
             self.queue_now.to_string()
         }
     }
+}
+
+/// Where the namespace-wide listen counters come from, as said in reports.
+pub const LISTEN_NAMESPACE_SOURCE: &str = "/proc/<master>/net/netstat TcpExt ListenOverflows, ListenDrops: the kernel's counters of the whole network namespace, every listening socket in it, nginx's or not";
+
+/// The listen overflows and drops of nginx's network namespace over a period, once per
+/// report: the kernel counts them per network namespace (TcpExt), not per socket, so
+/// they belong to no row of `listen`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ListenNamespaceReport {
+    /// Growth of TcpExt ListenOverflows in the period (connections that found an accept
+    /// queue full, on any listening socket of the namespace).
+    pub overflows: u64,
+    /// Growth of TcpExt ListenDrops in the period (overflows and other listen drops,
+    /// likewise namespace-wide).
+    pub drops: u64,
+    /// Where they come from ([`LISTEN_NAMESPACE_SOURCE`]).
+    pub source: String,
+}
+
+impl ListenNamespaceReport {
+    /// The growth from `base` to `now` of (ListenOverflows, ListenDrops); None when
+    /// either reading is unknown.
+    pub fn between(now: Option<(u64, u64)>, base: Option<(u64, u64)>) -> Option<Self> {
+        let ((o, d), (bo, bd)) = (now?, base?);
+        Some(ListenNamespaceReport {
+            overflows: o.saturating_sub(bo),
+            drops: d.saturating_sub(bd),
+            source: LISTEN_NAMESPACE_SOURCE.into(),
+        })
+    }
+}
+
+impl super::Report {
+    /// A report recorded before `listen_namespace` existed: its figures from the first
+    /// listening socket's row (where they were repeated), the source saying so (0
+    /// there was also what an unreadable counter gave). Leaves other reports alone.
+    pub fn fill_legacy_listen_namespace(&mut self) {
+        if self.listen_namespace.is_some() {
+            return;
+        }
+        self.listen_namespace = self.listen.first().map(|l| ListenNamespaceReport {
+            overflows: l.overflows,
+            drops: l.drops,
+            source: format!("{LISTEN_NAMESPACE_SOURCE}; recorded before listen_namespace: read from the sockets' rows, where an unreadable counter also gave 0"),
+        });
+    }
+}
+
+/// The namespace's counters over a period since attach (`summary`) or since the
+/// interval started; None when unreadable at either end.
+pub fn listen_namespace(l: &ListenInputs, summary: bool) -> Option<ListenNamespaceReport> {
+    let base = if summary {
+        l.base_total
+    } else {
+        l.base_interval
+    };
+    ListenNamespaceReport::between(l.counters_now, base)
 }
 
 /// What the tracker knows of one listening socket, sampled from sock_diag every refresh
@@ -96,10 +156,9 @@ pub fn listen_reports(l: &ListenInputs, summary: bool) -> Vec<ListenReport> {
     } else {
         l.base_interval
     };
-    let (overflows, drops) = match (l.counters_now, base) {
-        (Some((o, d)), Some((bo, bd))) => (o.saturating_sub(bo), d.saturating_sub(bd)),
-        _ => (0, 0),
-    };
+    // The schema-1 row fields repeat the namespace's figures (0 when unknown).
+    let (overflows, drops) = ListenNamespaceReport::between(l.counters_now, base)
+        .map_or((0, 0), |n| (n.overflows, n.drops));
     l.sockets
         .values()
         .map(|st| ListenReport {

@@ -17,7 +17,7 @@ pub mod connections;
 pub mod error_classes;
 pub mod listen;
 pub mod listener_closes;
-pub use listen::ListenReport;
+pub use listen::{ListenNamespaceReport, ListenReport};
 pub mod local_ports;
 pub mod log_files;
 pub mod masters;
@@ -537,8 +537,12 @@ pub struct Report {
     /// attached (nginx without TLS, or `--no-tls`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsReport>,
-    /// nginx's listening sockets: accept queue against backlog, overflows.
+    /// nginx's listening sockets: accept queue against backlog, the socket's own drops.
     pub listen: Vec<ListenReport>,
+    /// Listen overflows and drops of nginx's network namespace in the period, once
+    /// (TcpExt: namespace-wide, not per socket); absent when unreadable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listen_namespace: Option<listen::ListenNamespaceReport>,
     /// How `writes` destinations were classified (absent in old recordings:
     /// `proc_snapshot`).
     #[serde(default)]

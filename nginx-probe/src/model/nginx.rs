@@ -110,7 +110,7 @@ pub struct ProcessHistoryReport {
     /// a lower bound.
     pub reached_master_start: bool,
     /// Lines by class since the master's start (worker_spawn_failed, worker_crashed,
-    /// worker_exited, process_other, rlimit, worker_connections_over_nofile, emfile),
+    /// worker_exited, process_other, binary_upgrade_failed, rlimit, worker_connections_over_nofile, emfile),
     /// non-zero only.
     pub classes: BTreeMap<String, u64>,
     /// `<call>() failed while spawning "worker process"` lines since the master's

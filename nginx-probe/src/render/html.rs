@@ -508,7 +508,9 @@ fn other_section(r: &Report) -> Markup {
                 thead { tr { @for c in &listen.columns { (head(c)) } } }
                 @for row in &listen.rows { tr { (cells(&listen, row)) } }
             }
-            p.muted { "Overflows and drops count the whole network namespace." }
+            @if let Some(n) = super::sections::listen_namespace(r) {
+                p.muted { (n.text) }
+            }
         }
         @if !r.logs.is_empty() {
             h2 #logs { "Log files" }

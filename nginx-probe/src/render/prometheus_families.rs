@@ -507,16 +507,16 @@ pub static FAMILIES: &[Family] = &[
         "nginx_probe_listen_overflows_total",
         Counter,
         &[],
-        "Listen queue overflows in nginx's network namespace since attach (TcpExt ListenOverflows: namespace-wide, not only nginx).",
-        |s, o| o.some(&[], s.report.listen.first().map(|l| l.overflows)),
+        "Listen queue overflows in nginx's network namespace since attach (/proc/<master>/net/netstat TcpExt ListenOverflows: namespace-wide, every listening socket in it, nginx's or not; one series, no addr).",
+        |s, o| o.some(&[], s.report.listen_namespace.as_ref().map(|n| n.overflows)),
     )
     .omit_if_empty(),
     Family::report(
         "nginx_probe_listen_drops_total",
         Counter,
         &[],
-        "Listen drops in nginx's network namespace since attach (TcpExt ListenDrops: namespace-wide).",
-        |s, o| o.some(&[], s.report.listen.first().map(|l| l.drops)),
+        "Listen drops in nginx's network namespace since attach (/proc/<master>/net/netstat TcpExt ListenDrops: namespace-wide, every listening socket in it, nginx's or not; one series, no addr).",
+        |s, o| o.some(&[], s.report.listen_namespace.as_ref().map(|n| n.drops)),
     )
     .omit_if_empty(),
     // What each of nginx's own sockets dropped is known exactly (sk_drops).

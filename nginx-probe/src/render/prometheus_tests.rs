@@ -158,6 +158,11 @@ fn report_of(workers: &[Worker], merged: Option<(u64, Worker)>) -> Report {
         // As the tracker makes it: from all workers' summed kernel counters.
         tls: Some(model::tls_report(&all_slots(workers, merged.as_ref()), false, false)),
         listen: vec![one_listener()],
+        listen_namespace: Some(model::ListenNamespaceReport {
+            overflows: 3,
+            drops: 4,
+            source: model::listen::LISTEN_NAMESPACE_SOURCE.into(),
+        }),
         logs: BTreeMap::new(),
         exited_merged: merged.map(|(n, w)| MergedReport {
             workers: n,
@@ -395,12 +400,32 @@ fn labels_are_escaped() {
     assert_eq!(escape_label("x\ny"), r"x\\x0ay");
     assert_eq!(escape_label("a\u{1b}[2J\u{7}"), r"a\\x1b[2J\\x07");
     let mut r = report();
+    // Two sockets in one namespace: its counters once, not per socket nor doubled.
+    let mut two = report();
+    two.listen.push(ListenReport {
+        addr: "127.0.0.1:8443".into(),
+        ..one_listener()
+    });
+    let text = render(&two);
+    has(
+        &text,
+        &[
+            "nginx_probe_listen_overflows_total 3",
+            "nginx_probe_listen_drops_total 4",
+        ],
+    );
+    assert_eq!(
+        text.matches("nginx_probe_listen_overflows_total").count(),
+        3,
+        "{text}"
+    );
     r.listen[0].addr = "[::1]:80".into();
     has(
         &render(&r),
         &[r#"nginx_probe_listen_queue{addr="[::1]:80"} 2"#],
     );
     r.listen.clear();
+    r.listen_namespace = None;
     let text = render(&r);
     assert!(
         !text.contains("nginx_probe_listen_overflows_total"),
@@ -622,6 +647,8 @@ fn a_waiting_exporter_serves_the_exporter_families_only() {
 fn absent_sources_leave_their_families_out() {
     let mut r = report();
     r.listen.clear();
+    // The namespace's counters unreadable: no overflow series, not 0.
+    r.listen_namespace = None;
     r.stub_status = None;
     r.requests.count = None;
     r.nginx_errors.as_mut().unwrap().readable = false;

@@ -448,17 +448,17 @@ pub fn writes(r: &Report) -> Table<'_> {
 }
 
 /// The listening sockets table (sock_diag of nginx's network namespace): address,
-/// backlog, accept queue now (`closed` once nginx closed it) and at its peak, and the
-/// whole namespace's TcpExt ListenOverflows and ListenDrops in the period (an
-/// overflow is an alert). Drops at nginx's own socket are [`listen_socket_drops`]:
-/// only the live view shows them beside the table; the text and HTML reports leave
-/// them to the JSON and Prometheus.
+/// backlog, accept queue now (`closed` once nginx closed it) and at its peak. The
+/// namespace's TcpExt ListenOverflows and ListenDrops are no socket's: said once under
+/// the table ([`listen_namespace`]). Drops at nginx's own socket are
+/// [`listen_socket_drops`]: only the live view shows them beside the table; the text
+/// and HTML reports leave them to the JSON and Prometheus.
 pub fn listen(r: &Report) -> Table<'_> {
     let mut columns = vec![Column {
         label: "address",
         kind: Kind::Code,
     }];
-    columns.extend(["backlog", "queue now", "queue max", "overflows", "drops"].map(num));
+    columns.extend(["backlog", "queue now", "queue max"].map(num));
     let rows = r
         .listen
         .iter()
@@ -469,8 +469,6 @@ pub fn listen(r: &Report) -> Table<'_> {
                 Cell::of(l.backlog),
                 Cell::of(l.queue_now_shown()),
                 Cell::of(l.queue_max),
-                Cell::alert_if(l.overflows, l.overflows > 0),
-                Cell::of(l.drops),
             ],
         })
         .collect();
@@ -479,6 +477,25 @@ pub fn listen(r: &Report) -> Table<'_> {
         columns,
         rows,
     }
+}
+
+/// The listen overflows and drops of nginx's network namespace in the period, once,
+/// said as namespace-wide with their source (the kernel counts them per network
+/// namespace, for every listening socket in it, nginx's or not: they belong to no row
+/// of [`listen`]); an alert on any overflow. None when nginx listens on nothing or the
+/// counters were unreadable.
+pub fn listen_namespace(r: &Report) -> Option<Cell> {
+    let n = r
+        .listen_namespace
+        .as_ref()
+        .filter(|_| !r.listen.is_empty())?;
+    Some(Cell::alert_if(
+        format!(
+            "namespace-wide, not per socket: listen overflows {}, drops {} ({})",
+            n.overflows, n.drops, n.source
+        ),
+        n.overflows > 0,
+    ))
 }
 
 /// Connections dropped at nginx's own listening socket `l` in the period
@@ -541,7 +558,11 @@ mod tests {
         let mut r = real_summary();
         r.workers[0].accept_errors.insert("EMFILE".into(), 2);
         r.workers[0].accept_errors.insert("EAGAIN".into(), 9);
-        r.listen[0].overflows = 1;
+        r.listen_namespace = Some(crate::model::ListenNamespaceReport {
+            overflows: 1,
+            drops: 0,
+            source: crate::model::listen::LISTEN_NAMESPACE_SOURCE.into(),
+        });
         let t = accepts(&r);
         let row = &t.rows[0];
         assert!(row.get(&t, "EMFILE").alert && row.text(&t, "EMFILE") == "2");
@@ -550,9 +571,19 @@ mod tests {
             "EAGAIN is nginx's normal wakeup"
         );
         assert!(!t.rows[1].get(&t, "EMFILE").alert);
+        // The namespace's counters are said once, never on a socket's row.
         let l = listen(&r);
-        assert!(l.rows[0].get(&l, "overflows").alert);
-        assert!(!l.rows[0].get(&l, "drops").alert);
+        assert!(l
+            .columns
+            .iter()
+            .all(|c| !["overflows", "drops"].contains(&c.label)));
+        let ns = listen_namespace(&r).unwrap();
+        assert!(ns.alert);
+        assert!(
+            ns.text.starts_with("namespace-wide, not per socket: listen overflows 1, drops 0 (/proc/<master>/net/netstat TcpExt"),
+            "{}",
+            ns.text
+        );
         // Rows of one worker: its own, in order.
         let s = syscalls(&r);
         assert!(s

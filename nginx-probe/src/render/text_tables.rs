@@ -122,22 +122,23 @@ pub fn listen_table(out: &mut String, r: &Report) {
     }
     let _ = writeln!(
         out,
-        "\n{:<28} {:>8} {:>10} {:>10} {:>10} {:>8}   (overflows/drops: whole network namespace)",
-        "LISTEN", "BACKLOG", "QUEUE NOW", "QUEUE MAX", "OVERFLOWS", "DROPS"
+        "\n{:<28} {:>8} {:>10} {:>10}",
+        "LISTEN", "BACKLOG", "QUEUE NOW", "QUEUE MAX"
     );
     let t = sections::listen(r);
     for row in &t.rows {
         let c = |label: &str| row.text(&t, label);
         let _ = writeln!(
             out,
-            "{:<28} {:>8} {:>10} {:>10} {:>10} {:>8}",
+            "{:<28} {:>8} {:>10} {:>10}",
             c("address"),
             c("backlog"),
             c("queue now"),
             c("queue max"),
-            c("overflows"),
-            c("drops")
         );
+    }
+    if let Some(n) = sections::listen_namespace(r) {
+        let _ = writeln!(out, "{}", n.text);
     }
 }
 

@@ -286,7 +286,8 @@ pub fn draw(f: &mut Frame, title: &Title, last: Option<&Report>, recent: &[Strin
     let chunks = Layout::vertical([
         Constraint::Length(3),
         Constraint::Min(4),
-        Constraint::Length(nlisten.clamp(1, 4) * 2 + 1),
+        // Each socket's line, and the namespace's counters once.
+        Constraint::Length((nlisten.clamp(1, 4) + 1) * 2 + 1),
         Constraint::Length(connections.len() as u16 + 1),
         Constraint::Length((nverdicts * 2).clamp(1, 8) + 2),
         Constraint::Length(5),
@@ -409,33 +410,45 @@ fn listen_lines<'a>(last: Option<&Report>) -> Vec<Line<'a>> {
         return vec![Line::from("-")];
     };
     let t = sections::listen(r);
-    t.rows
+    let mut lines: Vec<Line> = t
+        .rows
         .iter()
         .zip(&r.listen)
         .map(|(row, l)| {
             let c = |label: &str| row.text(&t, label);
             let socket = sections::listen_socket_drops(l);
-            // Short enough for 80 columns: the overflow counts must stay visible.
+            // Short enough for 80 columns: the socket's drops must stay visible.
             let line = Line::from(format!(
-                "{:<21} backlog {} queue {} (max {}) overflows {} drops {}{}",
+                "{:<21} backlog {} queue {} (max {}){}",
                 c("address"),
                 c("backlog"),
                 c("queue now"),
                 c("queue max"),
-                c("overflows"),
-                c("drops"),
                 socket
                     .as_ref()
-                    .map(|n| format!(" at nginx's socket {}", n.text))
+                    .map(|n| format!(" drops at nginx's socket {}", n.text))
                     .unwrap_or_default()
             ));
-            if row.get(&t, "overflows").alert || socket.is_some_and(|n| n.alert) {
+            if socket.is_some_and(|n| n.alert) {
                 line.fg(Color::Red)
             } else {
                 line
             }
         })
-        .collect()
+        .collect();
+    // The namespace's counters, once and said as the namespace's (TcpExt).
+    if let (Some(cell), Some(n)) = (sections::listen_namespace(r), &r.listen_namespace) {
+        let line = Line::from(format!(
+            "whole network namespace (TcpExt, not per socket): listen overflows {} drops {}",
+            n.overflows, n.drops
+        ));
+        lines.push(if cell.alert {
+            line.fg(Color::Red)
+        } else {
+            line
+        });
+    }
+    lines
 }
 
 /// Lines of nginx's client connections in the interval shown at most
@@ -647,8 +660,13 @@ mod tests {
         let flat: String = s.lines().map(str::trim_end).collect::<Vec<_>>().join(" ");
         assert!(flat.contains("drops: none"), "{s}");
         assert!(flat.contains("q: quit"), "{s}");
+        assert!(flat.contains("backlog 511 queue 0 (max 7)"), "{s}");
+        // The namespace's counters once, as the namespace's, not on the socket's line.
+        assert!(!flat.contains("(max 7) overflows"), "{s}");
         assert!(
-            flat.contains("backlog 511 queue 0 (max 7) overflows 0 drops 0"),
+            flat.contains(
+                "whole network namespace (TcpExt, not per socket): listen overflows 0 drops 0"
+            ),
             "{s}"
         );
     }

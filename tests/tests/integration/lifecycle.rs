@@ -242,6 +242,18 @@ fn a_binary_upgrade_whose_exec_fails_is_no_worker_exit() {
     );
     assert_eq!(workers(&s).len(), 2, "{s}");
     assert_eq!(total_accepts(&s), 30, "{s}");
+    // nginx's own line for it, `execve() failed while executing new binary process
+    // "..." (2: No such file or directory)`, is the failed upgrade's class, not
+    // process_other nor a worker's exit.
+    let classes = &s["nginx_errors"]["classes"];
+    assert_eq!(classes["binary_upgrade_failed"]["count"], 1, "{classes}");
+    assert_eq!(
+        classes["binary_upgrade_failed"]["group"], "process",
+        "{classes}"
+    );
+    for not in ["process_other", "worker_exited"] {
+        assert!(classes.get(not).is_none(), "{not}: {classes}");
+    }
 }
 
 #[test]

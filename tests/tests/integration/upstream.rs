@@ -197,6 +197,11 @@ fn a_peer_resetting_every_connection_is_the_peer_not_keepalive() {
     assert_eq!(sum_workers(&s, &["upstream", "established"]), 300);
     let e = &s["nginx_errors"];
     assert_eq!(e["classes"]["upstream_reset"]["count"], 300, "{e}");
+    // The class row names the peer, not keepalive_timeout: the verdict refuses it too.
+    assert_eq!(
+        e["classes"]["upstream_reset"]["directive"], "upstream server",
+        "{e}"
+    );
     let name = format!("http://{}", peer.addr());
     assert_eq!(e["upstream_peers"][0]["peer"], name.as_str(), "{e}");
     assert_eq!(

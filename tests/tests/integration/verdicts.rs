@@ -337,6 +337,17 @@ fn a_small_backlog_under_emfile_overflows_the_accept_queue() {
     assert!(own > 0, "{v}");
     assert!(own <= ev["listen_drops"].as_u64().unwrap(), "{v}");
     assert_eq!(s["listen"][0]["socket_drops"], own, "{s}");
+    // The namespace's TcpExt counters once for the report, said as the namespace's:
+    // the figures the verdict quotes.
+    let ns = &s["listen_namespace"];
+    assert_eq!(ns["overflows"], ev["listen_overflows"], "{s}");
+    assert_eq!(ns["drops"], ev["listen_drops"], "{s}");
+    for said in [&ns["source"], &ev["listen_counters"]] {
+        assert!(
+            said.as_str().unwrap().contains("whole network namespace"),
+            "{said}"
+        );
+    }
     assert!(v["directives"]
         .as_array()
         .unwrap()
