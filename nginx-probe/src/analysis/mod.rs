@@ -2,7 +2,7 @@
 //! directive involved and the evidence behind it) over their [`inputs`], those on the
 //! logs written per request in [`log_verdicts`], the [`nginx_rules`] on what nginx
 //! decided itself (refusals and upstream errors from its error log, keepalive_requests,
-//! the CPU quota), [`fd_upstream`] (upstream keepalive and fd-limit rules), [`conn_verdicts`] (who closed client connections),
+//! the CPU quota), [`fd_upstream`] (upstream keepalive and fd-limit rules), [`conn_verdicts`] (who closed client connections; [`conn_timeouts`] which configured timeout a close time matches),
 //! [`outcome_rules`] (what the clients got, from nginx's access log),
 //! [`upstream_failures`] (which peer failed how, and whether a pool was kept),
 //! [`process_history`] (workers the master failed to spawn or that crashed, from its
@@ -12,6 +12,7 @@
 pub mod compare;
 pub mod compare_setup;
 pub mod config_evidence;
+pub mod conn_timeouts;
 pub mod conn_verdicts;
 pub mod fd_upstream;
 pub mod inputs;
