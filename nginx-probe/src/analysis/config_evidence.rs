@@ -158,6 +158,22 @@ const QUOTES: &[(&str, &[(&str, Quote)])] = &[
         &[("config_keepalive_timeout", Directive("keepalive_timeout"))],
     ),
     (
+        "nginx_timeout_closes",
+        &[
+            ("config_keepalive_timeout", Directive("keepalive_timeout")),
+            (
+                "config_client_header_timeout",
+                Directive("client_header_timeout"),
+            ),
+            (
+                "config_client_body_timeout",
+                Directive("client_body_timeout"),
+            ),
+            ("config_send_timeout", Directive("send_timeout")),
+            ("config_lingering_timeout", Directive("lingering_timeout")),
+        ],
+    ),
+    (
         "keepalive_requests_low",
         &[("config_keepalive_requests", Directive("keepalive_requests"))],
     ),

@@ -1,14 +1,18 @@
 //! Verdicts on who closed nginx's client connections (from the report's
 //! `connections`: tracepoint `sock:inet_sock_set_state` on nginx's listening ports):
 //! the `closed_by` evidence and sentence of `keepalive_off`, and
-//! `keepalive_timeout_closes` (nginx closes idle keepalive connections at its timeout),
+//! `keepalive_timeout_closes` (nginx closes idle keepalive connections at its timeout)
+//! and `nginx_timeout_closes` (at another configured timeout, or one unknown),
 //! and `listener_closed_resets` (a reload closed listening sockets with connections
 //! queued on them: the kernel reset those).
 
 use std::collections::BTreeMap;
 
 use crate::{
-    analysis::inputs::Inputs,
+    analysis::{
+        conn_timeouts::{match_timeout, TimeoutMatch, CLOSE_TIMEOUTS, REQUEST_TIMEOUTS},
+        inputs::Inputs,
+    },
     model::{
         connections::{fmt_ms, PortLifecycle},
         listener_closes::ListenerClose,
@@ -55,10 +59,9 @@ pub fn who_closed(inp: &Inputs) -> Option<(serde_json::Value, String)> {
     );
     let sentence = if t.closed_by_nginx * 2 > all {
         let why = match idle {
-            Some(i) if i.pinned_ms.is_some_and(|v| v >= KA_TIMEOUT_MIN_IDLE_MS) => format!(
-                "nginx closed them after they sat idle {} (its keepalive_timeout): clients that come back later must reconnect",
-                fmt_ms(i.pinned_ms.unwrap_or(0.0))
-            ),
+            Some(i) if i.pinned_ms.is_some_and(|v| v >= KA_TIMEOUT_MIN_IDLE_MS) => {
+                closed_at(inp, i.pinned_ms.unwrap_or(0.0))
+            }
             Some(i) if i.p99_ms < CLOSE_AFTER_RESPONSE_MS
                 && super::config_evidence::keepalive_timeout_zero(inp.config.as_ref()).is_some() =>
             {
@@ -91,11 +94,52 @@ pub fn who_closed(inp: &Inputs) -> Option<(serde_json::Value, String)> {
     Some((evidence, sentence))
 }
 
-/// `keepalive_timeout_closes`: at least [`KA_TIMEOUT_MIN_CLOSES`] closes by nginx, at
-/// least [`KA_TIMEOUT_NGINX_SHARE`] of all first closes, their idle time pinned (every
-/// close since attach within 10% of one value) at [`KA_TIMEOUT_MIN_IDLE_MS`] or more,
-/// and new connections in the period (the clients come back). Warning naming
-/// `keepalive_timeout`.
+/// The ports where nginx closed connections first in the period.
+fn nginx_close_ports(inp: &Inputs) -> Vec<u16> {
+    inp.connections
+        .as_ref()
+        .map(|c| {
+            c.ports
+                .iter()
+                .filter(|p| p.closed_by_nginx > 0)
+                .map(|p| p.port)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Why nginx closed connections pinned at `pinned` ms, for `who_closed`: the timeout
+/// whose configured value matches ([`match_timeout`]), or unknown and why. "Idle" only
+/// for `keepalive_timeout` (a connection between requests).
+fn closed_at(inp: &Inputs, pinned: f64) -> String {
+    let m = match_timeout(inp, &nginx_close_ports(inp), pinned);
+    let at = fmt_ms(pinned);
+    if m.keepalive_only() && !m.request_timed_out() {
+        return format!(
+            "nginx closed them after they sat idle {at}, the value of {}: clients that come back later must reconnect",
+            m.named()
+        );
+    }
+    let logs = m.logs_say();
+    match &m.unknown {
+        Some(why) => format!("nginx closed them {at} after the last data; which timeout is unknown: {why}{logs}"),
+        None if m.matched.is_empty() => format!(
+            "nginx closed them {at} after the last data, and no configured timeout of nginx matches that ({}): why is unknown{logs}",
+            m.considered.join("; ")
+        ),
+        None => format!("nginx closed them {at} after the last data, the value of {}{logs}", m.named()),
+    }
+}
+
+/// `keepalive_timeout_closes` and `nginx_timeout_closes`: at least
+/// [`KA_TIMEOUT_MIN_CLOSES`] closes by nginx, at least [`KA_TIMEOUT_NGINX_SHARE`] of
+/// all first closes, their idle time pinned (every close since attach within 10% of
+/// one value) at [`KA_TIMEOUT_MIN_IDLE_MS`] or more, and new connections in the period
+/// (the clients come back). The pinned time is matched against the configured
+/// timeouts in force on the ports ([`match_timeout`]): `keepalive_timeout_closes` when
+/// `keepalive_timeout` alone matches; else `nginx_timeout_closes`, naming the
+/// timeout(s) that match, or saying none matches or the configuration was not read
+/// (unknown). Warning.
 pub fn keepalive_timeout_closes(inp: &Inputs, out: &mut Vec<Verdict>) {
     let Some(t) = closes(inp) else { return };
     let all = t.closed_by_nginx + t.closed_by_client + t.closed_by_reset;
@@ -111,6 +155,7 @@ pub fn keepalive_timeout_closes(inp: &Inputs, out: &mut Vec<Verdict>) {
     {
         return;
     }
+    let m = match_timeout(inp, &nginx_close_ports(inp), pinned);
     let mut evidence = BTreeMap::new();
     evidence.insert("closed_by_nginx", serde_json::json!(t.closed_by_nginx));
     evidence.insert("closed_by_client", serde_json::json!(t.closed_by_client));
@@ -125,23 +170,86 @@ pub fn keepalive_timeout_closes(inp: &Inputs, out: &mut Vec<Verdict>) {
         "idle_before_close_max_ms_since_attach",
         serde_json::json!(idle.max_ms_since_attach),
     );
+    evidence.insert("timeout_match", m.evidence());
     evidence.insert(
         "source",
         serde_json::json!("tracepoint sock:inet_sock_set_state ESTABLISHED -> FIN_WAIT1 on nginx's ports; idle = now - last data sent or received (tcp_sock.lsndtime, icsk_ack.lrcvtime)"),
     );
-    let advice = format!(
-        "nginx closed {} of {all} connections itself after they sat idle {} (keepalive_timeout), and {} new connections came in the period: clients or a load balancer in front that keep idle connections longer than that find them closed and must reconnect (or fail a request sent as nginx closed); set keepalive_timeout above the idle timeout of what is in front of nginx",
-        t.closed_by_nginx,
-        fmt_ms(pinned),
-        t.established
-    );
-    out.push(Verdict::new(
-        "keepalive_timeout_closes",
+    let head = |when: String| {
+        format!(
+            "nginx closed {} of {all} connections itself {when}, and {} new connections came in the period",
+            t.closed_by_nginx, t.established
+        )
+    };
+    let heads = [
+        head(format!("after they sat idle {}", fmt_ms(pinned))),
+        head(format!(
+            "{} after the last data sent or received",
+            fmt_ms(pinned)
+        )),
+    ];
+    out.push(timeout_verdict(&m, &heads, evidence));
+}
+
+/// The verdict of nginx's closes at a pinned time, by what the time matches; `idle`
+/// and `head` open the advice, said as idle (keepalive) or after the last data.
+fn timeout_verdict(
+    m: &TimeoutMatch,
+    [idle, head]: &[String; 2],
+    evidence: BTreeMap<&str, serde_json::Value>,
+) -> Verdict {
+    let logs = m.logs_say();
+    if m.keepalive_only() && !m.request_timed_out() {
+        let advice = format!(
+            "{idle}: that is {}, the time nginx keeps an idle connection between requests: clients or a load balancer in front that keep idle connections longer than that find them closed and must reconnect (or fail a request sent as nginx closed); set keepalive_timeout above the idle timeout of what is in front of nginx",
+            m.named()
+        );
+        return Verdict::new(
+            "keepalive_timeout_closes",
+            Severity::Warning,
+            evidence,
+            &["keepalive_timeout"],
+            advice,
+        );
+    }
+    let (directives, advice): (Vec<&str>, String) = match &m.unknown {
+        Some(why) => (
+            CLOSE_TIMEOUTS.to_vec(),
+            format!("{head}; which of nginx's timeouts closed them is unknown: {why}{logs}"),
+        ),
+        None if m.matched.is_empty() => (
+            CLOSE_TIMEOUTS.to_vec(),
+            format!(
+                "{head}; no configured timeout of nginx matches that ({}; {}): why nginx closed them is unknown{logs}",
+                m.considered.join("; "),
+                m.tolerance
+            ),
+        ),
+        None => (
+            m.matched.iter().map(|(d, _)| *d).collect(),
+            format!(
+                "{head}: that is {}{logs}; {}",
+                m.named(),
+                remedy(m)
+            ),
+        ),
+    };
+    Verdict::new(
+        "nginx_timeout_closes",
         Severity::Warning,
         evidence,
-        &["keepalive_timeout"],
+        &directives,
         advice,
-    ));
+    )
+}
+
+/// What to check for the timeouts matched.
+fn remedy(m: &TimeoutMatch) -> &'static str {
+    if m.matched.iter().any(|(d, _)| REQUEST_TIMEOUTS.contains(d)) {
+        "clients that send their request or read the response slower than that (slow or stalled clients, a probe that connects and sends nothing, a slow-request attack) are cut off there; raise the timeout only if those clients are legitimate"
+    } else {
+        "check which clients wait that long on nginx"
+    }
 }
 
 /// `listener_closed_resets`: nginx closed listening sockets in the period (LISTEN ->
@@ -265,7 +373,172 @@ mod tests {
     fn fired(i: &Inputs) -> bool {
         let mut v = Vec::new();
         keepalive_timeout_closes(i, &mut v);
-        v.iter().any(|v| v.id == "keepalive_timeout_closes")
+        v.iter()
+            .any(|v| v.id == "keepalive_timeout_closes" || v.id == "nginx_timeout_closes")
+    }
+
+    /// The one verdict on nginx's timed closes.
+    fn judged(i: &Inputs) -> Verdict {
+        let mut v = Vec::new();
+        keepalive_timeout_closes(i, &mut v);
+        assert_eq!(v.len(), 1, "{v:?}");
+        v.remove(0)
+    }
+
+    /// The trial's nginx 1.22: `listen 80`, keepalive_timeout not set (75s default),
+    /// `client_header_timeout` at n.conf:12 set to `header`.
+    fn trial_config(header: &str, keepalive: Option<&str>) -> crate::model::config::ConfigReport {
+        use crate::model::config::{ConfigReport, ConfigValue, ListenValue};
+        let ka = match keepalive {
+            Some(k) => ConfigValue::of("keepalive_timeout", "http", k, "/e/n.conf:11"),
+            None => ConfigValue::of("keepalive_timeout", "http", "75s", "default"),
+        };
+        ConfigReport {
+            values: vec![
+                ka,
+                ConfigValue::of("client_header_timeout", "http", header, "/e/n.conf:12"),
+                ConfigValue::of("client_body_timeout", "http", "60s", "default"),
+                ConfigValue::of("send_timeout", "http", "60s", "default"),
+                ConfigValue::of("lingering_timeout", "http", "5s", "default"),
+            ],
+            listens: vec![ListenValue {
+                scope: "server t".into(),
+                address: "127.0.0.1:80".into(),
+                at: "/e/n.conf:20".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    fn timed_out_logs(i: &mut Inputs, n: u64) {
+        let mut classes = BTreeMap::new();
+        classes.insert(
+            "client_timed_out".to_string(),
+            crate::model::ErrorClassReport {
+                count: n,
+                levels: [("info".to_string(), n)].into(),
+                directive: "client_header_timeout".into(),
+                group: "other".into(),
+            },
+        );
+        i.nginx_errors = Some(crate::model::NginxErrorsReport {
+            readable: true,
+            classes,
+            ..Default::default()
+        });
+        i.access_log = Some(crate::model::access_log::AccessLogReport {
+            lines: n,
+            statuses: [("408".to_string(), n)].into(),
+            ..Default::default()
+        });
+    }
+
+    /// The trial: 12 clients send half a request line, `client_header_timeout 2s`,
+    /// keepalive_timeout 75s by default: closes at 2.0 s name client_header_timeout
+    /// with its line, the error log's and access log's counts, never keepalive_timeout
+    /// nor "idle".
+    #[test]
+    fn closes_at_client_header_timeout_name_it_not_keepalive_timeout() {
+        let mut i = inp(12, 3, Some(2004.0), 2004);
+        i.config = Some(trial_config("2s", None));
+        timed_out_logs(&mut i, 12);
+        let v = judged(&i);
+        assert_eq!(v.id, "nginx_timeout_closes");
+        assert_eq!(v.directives, ["client_header_timeout"]);
+        assert!(
+            v.advice
+                .contains("that is client_header_timeout http: 2s (/e/n.conf:12)"),
+            "{}",
+            v.advice
+        );
+        assert!(
+            v.advice.contains("12 `client timed out` lines"),
+            "{}",
+            v.advice
+        );
+        assert!(
+            v.advice.contains("the access log 12 responses 408"),
+            "{}",
+            v.advice
+        );
+        assert!(!v.advice.contains("idle"), "{}", v.advice);
+        assert!(!v.advice.contains("keepalive_timeout"), "{}", v.advice);
+        let (_, s) = who_closed(&i).unwrap();
+        assert!(s.contains("the value of client_header_timeout"), "{s}");
+        assert!(!s.contains("idle 2.0"), "{s}");
+    }
+
+    #[test]
+    fn closes_at_keepalive_timeout_name_it_with_its_line() {
+        let mut i = inp(12, 3, Some(2004.0), 2004);
+        i.config = Some(trial_config("60s", Some("2s")));
+        let v = judged(&i);
+        assert_eq!(v.id, "keepalive_timeout_closes");
+        assert!(
+            v.advice
+                .contains("that is keepalive_timeout http: 2s (/e/n.conf:11)"),
+            "{}",
+            v.advice
+        );
+        let (_, s) = who_closed(&i).unwrap();
+        assert!(
+            s.contains("sat idle 2.0 s, the value of keepalive_timeout"),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn closes_matching_no_timeout_or_without_the_config_are_unknown() {
+        let mut i = inp(12, 3, Some(2004.0), 2004);
+        i.config = Some(trial_config("60s", None));
+        let v = judged(&i);
+        assert_eq!(v.id, "nginx_timeout_closes");
+        assert!(
+            v.advice
+                .contains("no configured timeout of nginx matches that (keepalive_timeout http: 75s (default)"),
+            "{}",
+            v.advice
+        );
+        assert!(
+            v.advice.contains("why nginx closed them is unknown"),
+            "{}",
+            v.advice
+        );
+        i.config = None;
+        let v = judged(&i);
+        assert_eq!(v.id, "nginx_timeout_closes");
+        assert!(
+            v.advice
+                .contains("unknown: nginx's configuration was not read"),
+            "{}",
+            v.advice
+        );
+        let (_, s) = who_closed(&i).unwrap();
+        assert!(s.contains("which timeout is unknown"), "{s}");
+    }
+
+    /// A server listening elsewhere with its own keepalive_timeout does not count.
+    #[test]
+    fn only_the_servers_on_the_closing_port_are_matched() {
+        let mut i = inp(12, 3, Some(2004.0), 2004);
+        let mut cfg = trial_config("60s", None);
+        cfg.values.push(crate::model::config::ConfigValue::of(
+            "keepalive_timeout",
+            "server other",
+            "2s",
+            "/e/o.conf:3",
+        ));
+        cfg.listens.push(crate::model::config::ListenValue {
+            scope: "server other".into(),
+            address: "8081".into(),
+            ..Default::default()
+        });
+        i.config = Some(cfg.clone());
+        assert_eq!(judged(&i).id, "nginx_timeout_closes");
+        cfg.listens[1].address = "80".into();
+        i.config = Some(cfg);
+        assert_eq!(judged(&i).id, "keepalive_timeout_closes");
     }
 
     #[test]
@@ -288,7 +561,10 @@ mod tests {
         assert!(s.contains("nginx closed 200 first"), "{s}");
         assert!(s.contains("right after a response"), "{s}");
         let (_, s) = who_closed(&inp(10, 0, Some(2000.0), 2000)).unwrap();
-        assert!(s.contains("idle 2.0 s (its keepalive_timeout)"), "{s}");
+        assert!(
+            s.contains("closed them 2.0 s after the last data; which timeout is unknown"),
+            "{s}"
+        );
         let (_, s) = who_closed(&inp(0, 50, None, 0)).unwrap();
         assert!(s.contains("the clients close their connections"), "{s}");
     }

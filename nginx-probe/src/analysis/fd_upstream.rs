@@ -253,8 +253,16 @@ fn keepalive_off_evidence(
     evidence
 }
 
+/// What the advice says of TIME-WAIT: which side holds it is not measured (the count
+/// of `/proc/<pid>/net/sockstat` is every process of nginx's network namespace, an
+/// upstream on the same host included; under HTTP/1.0 the upstream usually closes
+/// first and holds it).
+const TIME_WAIT_SIDE: &str = "each close leaves a socket in TIME-WAIT on the side that closed first (nginx's or the upstream's: which one is not measured), and where that is nginx's side they hold its local ports until, under load, they run out";
+
 /// upstream_keepalive_off's advice: the connections per request keepalive could have
-/// saved, the connect latency (`p50`, `p99` in ns), the ports run out, and the fix.
+/// saved, the connect latency (`p50`, `p99` in ns), the ports run out, and the fix:
+/// what defeats a configured pool, else the pool to add
+/// ([`super::upstream_pool::pool_advice`]).
 fn keepalive_off_advice(inp: &Inputs, c: &UpstreamConnects, p50: u64, p99: u64) -> String {
     let ports_out = c.ports_out;
     // Below the threshold, the connections the peer failed are said apart.
@@ -265,27 +273,28 @@ fn keepalive_off_advice(inp: &Inputs, c: &UpstreamConnects, p50: u64, p99: u64) 
         ),
         _ => String::new(),
     };
+    let ran_out = if ports_out > 0 {
+        format!(
+            " (EADDRNOTAVAIL: {ports_out} connects failed for lack of a local port{}{})",
+            // Under sampled detail the kernel's count is of the windows only.
+            if inp.detail.is_some() {
+                " in the detail windows"
+            } else {
+                ""
+            },
+            ports_and_peers(inp, true)
+        )
+    } else {
+        String::new()
+    };
+    let fix = super::upstream_pool::pool_advice(inp.config.as_ref());
     format!(
-        "{:.2} new upstream connections per request that keepalive could have saved ({:.2} established, plus connects that found no local port; {:.2} connect() calls per request in all, failures included; connect p50 {:.0} us, p99 {:.0} us{failed}): nginx opens and closes a TCP connection to the upstream for every proxied request, each leaves a socket in TIME_WAIT, and under load the local ports run out (EADDRNOTAVAIL{}); reuse them: `keepalive 32;` in the `upstream` block of the peer (a proxy_pass to a bare address has no connection pool: give it one), with `proxy_http_version 1.1;` and `proxy_set_header Connection \"\";` where it is proxied",
+        "{:.2} new upstream connections per request that keepalive could have saved ({:.2} established, plus connects that found no local port; {:.2} connect() calls per request in all, failures included; connect p50 {:.0} us, p99 {:.0} us{failed}): nginx opens and closes a TCP connection to the upstream for every proxied request; {TIME_WAIT_SIDE}{ran_out}; {fix}",
         c.attempts_per_request(),
         c.per_request(),
         c.connects_per_request(),
         p50 as f64 / 1e3,
         p99 as f64 / 1e3,
-        if ports_out > 0 {
-            format!(
-                ": {ports_out} connects failed for lack of a local port{}{}",
-                // Under sampled detail the kernel's count is of the windows only.
-                if inp.detail.is_some() {
-                    " in the detail windows"
-                } else {
-                    ""
-                },
-                ports_and_peers(inp, true)
-            )
-        } else {
-            String::new()
-        }
     )
 }
 

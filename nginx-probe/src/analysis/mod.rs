@@ -2,9 +2,10 @@
 //! directive involved and the evidence behind it) over their [`inputs`], those on the
 //! logs written per request in [`log_verdicts`], the [`nginx_rules`] on what nginx
 //! decided itself (refusals and upstream errors from its error log, keepalive_requests,
-//! the CPU quota), [`fd_upstream`] (upstream keepalive and fd-limit rules), [`conn_verdicts`] (who closed client connections),
+//! the CPU quota), [`fd_upstream`] (upstream keepalive and fd-limit rules), [`conn_verdicts`] (who closed client connections; [`conn_timeouts`] which configured timeout a close time matches),
 //! [`outcome_rules`] (what the clients got, from nginx's access log),
 //! [`upstream_failures`] (which peer failed how, and whether a pool was kept),
+//! [`upstream_pool`] (the pool `upstream_keepalive_off` advises, or what defeats one configured),
 //! [`process_history`] (workers the master failed to spawn or that crashed, from its
 //! error log back to its start), and [`compare`] (what changed between two recordings, beyond the
 //! noise; [`compare_setup`] its caveats on setups that differ).
@@ -12,6 +13,7 @@
 pub mod compare;
 pub mod compare_setup;
 pub mod config_evidence;
+pub mod conn_timeouts;
 pub mod conn_verdicts;
 pub mod fd_upstream;
 pub mod inputs;
@@ -21,6 +23,7 @@ pub mod nginx_rules;
 pub mod outcome_rules;
 pub mod process_history;
 pub mod upstream_failures;
+pub mod upstream_pool;
 pub mod verdict;
 pub mod worker_rules;
 

@@ -71,6 +71,8 @@ fn starts_with_call(s: &str) -> bool {
 enum Wording {
     /// The message starts with these words.
     Starts(&'static str),
+    /// The head (the message before `, client: `) is these words, whole.
+    Is(&'static str),
     /// The head (the message before `, client: `) holds these words.
     Has(&'static str),
     /// The message starts with a number (a count nginx prints) and then these words.
@@ -90,7 +92,7 @@ enum Wording {
 }
 
 use Wording::{
-    AfterCount, All, Any, ConfigFileLine, Has, NoCount, SpawnFailed, Starts, StartsWithCall,
+    AfterCount, All, Any, ConfigFileLine, Has, Is, NoCount, SpawnFailed, Starts, StartsWithCall,
 };
 
 impl Wording {
@@ -98,6 +100,7 @@ impl Wording {
     fn passes(self, msg: &str, head: &str) -> bool {
         match self {
             Starts(s) => msg.starts_with(s),
+            Is(s) => head == s,
             Has(s) => head.contains(s),
             AfterCount(s) => {
                 let digits = msg.bytes().take_while(u8::is_ascii_digit).count();
@@ -202,6 +205,9 @@ const WORDING: &[(Wording, &str)] = &[
         Any(&[
             Starts("could not respawn "),
             Starts("no more than "),
+            // "start new binary process %P" (notice): an upgrade begun; its outcome
+            // is read by the rows above and `process_exit`.
+            Starts("start new binary process "),
             Starts("kill("),
             Starts("waitpid()"),
         ]),
@@ -212,6 +218,51 @@ const WORDING: &[(Wording, &str)] = &[
     (
         All(&[Starts("shared memory zone "), Has(" was locked by ")]),
         "process_other",
+    ),
+    // The master's and workers' notice lines (nginx 1.22 and 1.26): start, signals,
+    // reloads, log reopens, exits. Whole messages or fixed prefixes only; "start new
+    // binary process %P" stays process_other (above).
+    (
+        Any(&[
+            Is("start worker processes"),
+            Starts("start worker process "),
+            Starts("start cache manager process "),
+            Starts("start cache loader process "),
+            Starts("start privileged agent process "),
+            All(&[Starts("using the \""), Has("\" event method")]),
+            Starts("using inherited sockets from "),
+            Starts("nginx/"),
+            Starts("built by "),
+            Starts("built with "),
+            Starts("OS: "),
+            Starts("getrlimit(RLIMIT_NOFILE): "),
+        ]),
+        "master_start",
+    ),
+    (
+        Any(&[
+            All(&[Starts("signal "), Has(") received")]),
+            Is("signal process started"),
+        ]),
+        "master_signal",
+    ),
+    (
+        Any(&[Is("reconfiguring"), Is("changing binary")]),
+        "master_reload",
+    ),
+    (Is("reopening logs"), "log_reopen"),
+    (
+        Any(&[Is("exit"), Is("exiting"), Is("gracefully shutting down")]),
+        "process_exiting",
+    ),
+    // "client %V closed keepalive connection" (info; %V the client's address, the
+    // errno appended), "kevent() reported that client %V closed keepalive connection".
+    (
+        All(&[
+            Any(&[Starts("client "), Starts("kevent() reported that client ")]),
+            Has(" closed keepalive connection"),
+        ]),
+        "client_closed_keepalive",
     ),
     // Shared-memory zones out of room: "could not allocate node%s" (limit_req,
     // limit_conn), "... new session%s" (ssl_session_cache), "... new entry%s",

@@ -175,6 +175,29 @@ pub const CLASSES: &[Class] = &[
     c("event_method", "events { use ... } / worker_connections", O),
     c("internal_alert", "- (nginx or a module's bug: report it)", O),
     c("syscall_failed", "- (the errno in the line names it)", O),
+    // nginx's info and notice lines (1.22 and 1.26 wordings).
+    c(
+        "client_closed_keepalive",
+        "keepalive_timeout (the client closed its idle keepalive connection first)",
+        O,
+    ),
+    c(
+        "master_start",
+        "worker_processes / events { use } / worker_rlimit_nofile (processes started)",
+        P,
+    ),
+    c(
+        "master_signal",
+        "- (a signal to the master: nginx -s, kill, a child's exit)",
+        P,
+    ),
+    c("master_reload", "nginx.conf (a reload re-reads it) / the binary (upgrade)", P),
+    c("log_reopen", "access_log / error_log (USR1: log rotation)", P),
+    c(
+        "process_exiting",
+        "worker_shutdown_timeout (a process exiting: reload, quit, stop)",
+        P,
+    ),
 ];
 
 /// The class entry named `name`.

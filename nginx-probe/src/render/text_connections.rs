@@ -72,7 +72,7 @@ pub fn connections_section(out: &mut String, r: &Report) {
             } else if let Some(v) = i.pinned_ms {
                 let _ = writeln!(
                     out,
-                    "  nginx closes idle connections after {} (every close since attach between {} and {})",
+                    "  nginx closes connections {} after their last data (every close since attach between {} and {}; which timeout: see the verdicts)",
                     fmt_ms(v),
                     fmt_ms(i.min_ms_since_attach as f64),
                     fmt_ms(i.max_ms_since_attach as f64)
@@ -208,7 +208,7 @@ mod tests {
             "{out}"
         );
         assert!(
-            out.contains("nginx closes idle connections after 2.0 s"),
+            out.contains("nginx closes connections 2.0 s after their last data"),
             "{out}"
         );
         assert!(out.contains("listening sockets closed 1"), "{out}");

@@ -685,7 +685,7 @@ mod tests {
             "{s}"
         );
         assert!(
-            s.contains("nginx closes idle connections after 2.0 s"),
+            s.contains("nginx closes connections 2.0 s after their last data"),
             "{s}"
         );
         r.connections = None;

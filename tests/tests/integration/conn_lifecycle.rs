@@ -105,7 +105,7 @@ fn nginx_closes_idle_keepalive_connections_at_its_timeout() {
         assert!((1800.0..=2200.0).contains(&v), "{k} {v} not 2.0 s +-10%");
     }
     assert!(
-        text.contains("nginx closes idle connections after 2.0 s"),
+        text.contains("nginx closes connections 2.0 s after their last data"),
         "{text}"
     );
     let v = verdict(&summary, "keepalive_timeout_closes")
@@ -123,6 +123,66 @@ fn nginx_closes_idle_keepalive_connections_at_its_timeout() {
     assert!(
         text.contains(&format!("closed first by nginx {N}  by the client 0")),
         "{text}"
+    );
+}
+
+/// The trial on nginx 1.22: `client_header_timeout 2s` (keepalive_timeout left at its
+/// 75s default), 12 clients send half a request line and wait. nginx closes each after
+/// 2.0 s, logs `client timed out ... while reading client request line` at info and a
+/// 408 in the access log: the verdict names client_header_timeout with its line and
+/// those counts, never keepalive_timeout nor "idle".
+#[test]
+fn closes_at_client_header_timeout_name_it_not_keepalive_timeout() {
+    const HALF: usize = 12;
+    let ng = Nginx::start(&NginxConfig {
+        http_extra: "client_header_timeout 2s;".into(),
+        error_log_level: "info".into(),
+        ..NginxConfig::default()
+    });
+    let json = Probe::on(&ng).json().start();
+    let conns: Vec<TcpStream> = (0..HALF)
+        .map(|_| {
+            let mut s = TcpStream::connect(ng.addr()).expect("connect");
+            s.write_all(b"GET / HT").expect("send half a request line");
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(3000));
+    for mut c in conns {
+        let mut b = Vec::new();
+        c.read_to_end(&mut b).expect("read after nginx's close");
+        assert!(b.is_empty(), "nginx sent {:?}", String::from_utf8_lossy(&b));
+    }
+    std::thread::sleep(Duration::from_millis(600));
+    let summary = json.stop().summary_json();
+    let p = port_of(&summary, &ng);
+    assert_eq!(p["closed_by_nginx"], HALF as u64, "{p}");
+    assert!(verdict(&summary, "keepalive_timeout_closes").is_none());
+    let v = verdict(&summary, "nginx_timeout_closes")
+        .unwrap_or_else(|| panic!("no nginx_timeout_closes in {}", summary["verdicts"]));
+    assert_eq!(v["evidence"]["closed_by_nginx"], HALF as u64, "{v}");
+    assert_eq!(
+        v["directives"],
+        serde_json::json!(["client_header_timeout"])
+    );
+    let m = &v["evidence"]["timeout_match"];
+    assert_eq!(m["client_timed_out_lines"], HALF as u64, "{m}");
+    assert_eq!(m["access_log_408"], HALF as u64, "{m}");
+    let advice = v["advice"].as_str().unwrap_or("");
+    let at = ng.conf_at("client_header_timeout 2s");
+    assert!(
+        advice.contains(&format!("that is client_header_timeout http: 2s ({at})")),
+        "{advice}"
+    );
+    assert!(
+        advice.contains(&format!("{HALF} `client timed out` lines")),
+        "{advice}"
+    );
+    assert!(!advice.contains("idle"), "{advice}");
+    assert!(!advice.contains("keepalive_timeout"), "{advice}");
+    assert_eq!(
+        v["evidence"]["config_keepalive_timeout"], "75s (default)",
+        "{v}"
     );
 }
 

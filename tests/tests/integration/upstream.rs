@@ -95,6 +95,44 @@ fn proxy_without_upstream_keepalive_connects_once_per_request() {
     assert!(verdict(&s, "keepalive_off").is_none(), "{}", s["verdicts"]);
 }
 
+/// The trial on nginx 1.22: `upstream be { server ...; keepalive 16; }` proxied without
+/// `proxy_http_version` (1.0) nor `Connection ""`: the pool is never used, 400 requests
+/// over 4 client connections make exactly 400 upstream connects. The advice says the
+/// pool is configured but unused and names both settings with their place, never
+/// "add keepalive", and does not claim which side holds TIME-WAIT.
+#[test]
+fn a_configured_pool_unused_is_said_so_with_what_defeats_it() {
+    let be = backend_nginx();
+    let ng = proxy(be.addr(), "keepalive 16;", "");
+    let probe = Probe::on(&ng).json().summary_only().uprobes().start();
+    assert_eq!(keepalive_requests(ng.addr(), 4, 100), 400);
+    let s = probe.stop().summary_json();
+    assert_eq!(sum_workers(&s, &["upstream", "connects"]), 400);
+    assert_eq!(sum_workers(&s, &["upstream", "established"]), 400);
+    let v = verdict(&s, "upstream_keepalive_off").expect("upstream_keepalive_off fires");
+    assert_eq!(v["evidence"]["upstream_connects"], 400);
+    assert_eq!(v["evidence"]["requests"], 400);
+    let loc = format!("server 127.0.0.1:{} location /", ng.port);
+    let pool = format!("upstream be: 16 ({})", ng.conf_at("keepalive 16"));
+    assert_eq!(v["evidence"]["config_upstream_keepalive"], pool);
+    let a = v["advice"].as_str().unwrap();
+    assert!(
+        a.contains(&format!(
+            "a pool is configured (upstream be: keepalive 16 ({})) but unused: {loc}: proxy_http_version 1.0 (default) (nginx speaks HTTP/1.0",
+            ng.conf_at("keepalive 16")
+        )),
+        "{a}"
+    );
+    assert!(
+        a.contains(&format!(
+            "{loc}: proxy_set_header Connection close (default) (not cleared"
+        )),
+        "{a}"
+    );
+    assert!(!a.contains("`keepalive 32;`"), "{a}");
+    assert!(a.contains("which one is not measured"), "{a}");
+}
+
 /// Case 10 with `keepalive 32; proxy_http_version 1.1; proxy_set_header Connection "";`:
 /// at most one upstream connection per client connection in flight, within the pool,
 /// and no verdict.

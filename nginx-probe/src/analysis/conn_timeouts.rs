@@ -1,0 +1,213 @@
+//! Which of nginx's configured timeouts a pinned close time matches: the idle time
+//! before nginx's closes of client connections (`model::connections::IdleReport`,
+//! tracepoint `sock:inet_sock_set_state`) against the effective values of
+//! `keepalive_timeout`, `client_header_timeout`, `client_body_timeout`, `send_timeout`
+//! and `lingering_timeout` in the servers listening on the ports that saw the closes
+//! (`model::config`, with `file:line`). A timeout is named only when its value
+//! matches; otherwise the cause is said to be unknown, and why.
+
+use crate::{
+    analysis::{
+        inputs::{log_count, Inputs},
+        outcome_rules::nginx_seconds,
+    },
+    model::{
+        config::{ConfigReport, ConfigValue},
+        connections::{PINNED_SLACK_MS, PINNED_SPREAD},
+    },
+};
+
+/// nginx's timeouts that close a client connection after a wait without data, in the
+/// order they are named. `http2_idle_timeout` (nginx before 1.19.7; later versions
+/// use `keepalive_timeout` for HTTP/2) is not read: a close at it stays unknown.
+pub const CLOSE_TIMEOUTS: &[&str] = &[
+    "keepalive_timeout",
+    "client_header_timeout",
+    "client_body_timeout",
+    "send_timeout",
+    "lingering_timeout",
+];
+
+/// The timeouts nginx logs as `client timed out` (error-log class
+/// `client_timed_out`, at `info`), with a 408 in the access log for the first two.
+pub const REQUEST_TIMEOUTS: &[&str] = &[
+    "client_header_timeout",
+    "client_body_timeout",
+    "send_timeout",
+];
+
+/// Most configured values quoted in the evidence.
+const MAX_CONSIDERED: usize = 12;
+
+/// What the pinned close time matches.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TimeoutMatch {
+    /// The directives whose value in force matches, with `scope: value (file:line)`.
+    pub matched: Vec<(&'static str, String)>,
+    /// Every value in force considered (`directive scope: value (at)`), at most 12.
+    pub considered: Vec<String>,
+    /// Why no directive can be named (configuration not read), when so.
+    pub unknown: Option<String>,
+    /// The match's tolerance for a value of `v` ms: `10% of v + 12 ms` (the spread a
+    /// pinned idle time may have, `model::connections::PINNED_SPREAD` and
+    /// `PINNED_SLACK_MS`), said in words for the evidence.
+    pub tolerance: String,
+    /// `client timed out` lines of nginx's error log in the period (class
+    /// `client_timed_out`; 0 when not logged at that level or not read).
+    pub client_timed_out: u64,
+    /// 408 responses in the access log in the period (None: no access log read).
+    pub status_408: Option<u64>,
+}
+
+impl TimeoutMatch {
+    /// Whether `keepalive_timeout` alone matches.
+    pub fn keepalive_only(&self) -> bool {
+        !self.matched.is_empty() && self.matched.iter().all(|(d, _)| *d == "keepalive_timeout")
+    }
+
+    /// Whether the logs say requests timed out (error log `client timed out`, or 408s).
+    pub fn request_timed_out(&self) -> bool {
+        self.client_timed_out > 0 || self.status_408.unwrap_or(0) > 0
+    }
+
+    /// `keepalive_timeout http: 75s (nginx.conf:9) and client_header_timeout ...`.
+    pub fn named(&self) -> String {
+        let parts: Vec<String> = self
+            .matched
+            .iter()
+            .map(|(d, q)| format!("{d} {q}"))
+            .collect();
+        parts.join(" and ")
+    }
+
+    /// The logs' word on request timeouts: `; nginx's error log counted 12 `client
+    /// timed out` lines and the access log 12 responses 408`, empty when neither.
+    pub fn logs_say(&self) -> String {
+        if !self.request_timed_out() {
+            return String::new();
+        }
+        let s408 = match self.status_408 {
+            Some(n) => format!(" and the access log {n} responses 408"),
+            None => String::new(),
+        };
+        format!(
+            "; nginx's error log counted {} `client timed out` lines (client_timed_out){s408}: requests timed out while nginx read or sent them, not between requests",
+            self.client_timed_out
+        )
+    }
+
+    /// The evidence of the match, as JSON.
+    pub fn evidence(&self) -> serde_json::Value {
+        serde_json::json!({
+            "matched": self.matched.iter().map(|(d, q)| format!("{d} {q}")).collect::<Vec<_>>(),
+            "considered": self.considered,
+            "unknown": self.unknown,
+            "tolerance": self.tolerance,
+            "client_timed_out_lines": self.client_timed_out,
+            "access_log_408": self.status_408,
+            "source": "the configuration's effective values in the servers listening on the ports with the closes (file:line); nginx's error log (class client_timed_out); the access log's $status",
+        })
+    }
+}
+
+/// The port of a `listen` address (`127.0.0.1:8080`, `8080`, `[::]:80`, `*:80`, a
+/// bare host name: 80); None for `unix:` sockets.
+fn listen_port(address: &str) -> Option<u16> {
+    if address.starts_with("unix:") {
+        return None;
+    }
+    if let Ok(p) = address.parse::<u16>() {
+        return Some(p);
+    }
+    let tail = address.rsplit(']').next().unwrap_or(address);
+    match tail.rsplit_once(':') {
+        Some((_, p)) => p.parse().ok(),
+        None => Some(80),
+    }
+}
+
+/// Whether a value applies in one of `servers` (its scope is the level or inside one).
+fn applies(v: &ConfigValue, servers: &[&str]) -> bool {
+    matches!(v.scope.as_str(), "main" | "events" | "http")
+        || servers
+            .iter()
+            .any(|s| v.scope == *s || v.scope.starts_with(&format!("{s} location ")))
+}
+
+/// The values of `directive` in force on `ports`: the level value and the overrides in
+/// the servers listening there (every override when no `listen` names the ports).
+fn in_force<'a>(cfg: &'a ConfigReport, directive: &'a str, ports: &[u16]) -> Vec<&'a ConfigValue> {
+    let servers: Vec<&str> = cfg
+        .listens
+        .iter()
+        .filter(|l| listen_port(&l.address).is_some_and(|p| ports.contains(&p)))
+        .map(|l| l.scope.as_str())
+        .collect();
+    cfg.everywhere(directive)
+        .filter(|v| servers.is_empty() || applies(v, &servers))
+        .collect()
+}
+
+/// Whether `pinned_ms` matches a configured `ms`: within 10% of it plus 12 ms.
+pub fn matches_ms(pinned_ms: f64, ms: f64) -> bool {
+    ms > 0.0 && (pinned_ms - ms).abs() <= PINNED_SPREAD * ms + PINNED_SLACK_MS as f64
+}
+
+/// What nginx's closes pinned at `pinned_ms` on `ports` match in the configuration,
+/// with the logs' counts of request timeouts.
+pub fn match_timeout(inp: &Inputs, ports: &[u16], pinned_ms: f64) -> TimeoutMatch {
+    let mut m = TimeoutMatch {
+        tolerance: format!(
+            "a configured value v matches when the pinned idle time is within {}% of v + {PINNED_SLACK_MS} ms (the spread allowed in a pinned idle time)",
+            (PINNED_SPREAD * 100.0) as u32
+        ),
+        client_timed_out: log_count(inp, "client_timed_out"),
+        status_408: inp
+            .access_log
+            .as_ref()
+            .map(|a| a.statuses.get("408").copied().unwrap_or(0)),
+        ..Default::default()
+    };
+    let Some(cfg) = inp.config.as_ref() else {
+        m.unknown = Some("nginx's configuration was not read, so its timeouts are unknown".into());
+        return m;
+    };
+    for d in CLOSE_TIMEOUTS {
+        for v in in_force(cfg, d, ports) {
+            let quoted = format!("{}: {}", v.scope, v.quoted());
+            if m.considered.len() < MAX_CONSIDERED {
+                m.considered.push(format!("{d} {quoted}"));
+            }
+            let first = v.value.split_whitespace().next().unwrap_or("");
+            let hit = nginx_seconds(first).is_some_and(|s| matches_ms(pinned_ms, s * 1000.0));
+            if hit && !m.matched.iter().any(|(x, q)| x == d && *q == quoted) {
+                m.matched.push((d, quoted));
+            }
+        }
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_addresses_give_their_port() {
+        assert_eq!(listen_port("127.0.0.1:8080"), Some(8080));
+        assert_eq!(listen_port("8080"), Some(8080));
+        assert_eq!(listen_port("[::]:443"), Some(443));
+        assert_eq!(listen_port("*:80"), Some(80));
+        assert_eq!(listen_port("example.org"), Some(80));
+        assert_eq!(listen_port("unix:/run/n.sock"), None);
+    }
+
+    #[test]
+    fn a_match_is_within_ten_percent_and_twelve_ms() {
+        assert!(matches_ms(2004.0, 2000.0));
+        assert!(matches_ms(2210.0, 2000.0));
+        assert!(!matches_ms(2300.0, 2000.0));
+        assert!(!matches_ms(2000.0, 75_000.0));
+        assert!(!matches_ms(0.0, 0.0));
+    }
+}
