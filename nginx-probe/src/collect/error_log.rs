@@ -353,10 +353,24 @@ mod tests {
         assert_eq!(r.tail.bytes_skipped, 0);
         // Said, since lines written just before it may be lost.
         assert_eq!(r.truncated(true), 1);
-        // Not a regular file: unknown, with the reason.
+    }
+
+    /// `error_log /dev/null`: the lines are discarded, said so (not "not a regular
+    /// file"); unknown, not zero. A pipe to a log collector is not a regular file.
+    #[test]
+    fn a_fd_2_on_dev_null_is_discarded_and_a_fifo_is_no_file() {
+        let dir = tempfile::tempdir().unwrap();
         let null = dir.path().join("fd2-null");
         std::os::unix::fs::symlink("/dev/null", &null).unwrap();
         let mut p = ErrorLogReader::at(null.to_string_lossy().into_owned());
+        p.poll();
+        assert!(matches!(p.status, Status::Unknown(ref w) if w == crate::collect::tail::DISCARDED));
+        // A pipe to a log collector: not a regular file, with the reason.
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let fd2 = dir.path().join("fd2-fifo");
+        std::os::unix::fs::symlink(&fifo, &fd2).unwrap();
+        let mut p = ErrorLogReader::at(fd2.to_string_lossy().into_owned());
         p.poll();
         assert!(matches!(p.status, Status::Unknown(ref w) if w.contains("not a regular file")));
     }

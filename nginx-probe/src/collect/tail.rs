@@ -267,15 +267,58 @@ pub(crate) fn read_chunks(file: &mut File, want: u64, chunk: &mut dyn FnMut(&[u8
     want - left
 }
 
+/// Why a log nginx writes to `/dev/null` is not read: a deliberate setting (`access_log
+/// /dev/null`, `error_log /dev/null`), said as what it is, not as a wrong file type.
+pub const DISCARDED: &str = "/dev/null: nginx is configured to discard these writes (a log to /dev/null), so there are no lines to count";
+
+/// Whether `meta` is the null device (character device 1:3, whatever its path is
+/// called inside nginx's root).
+fn is_null_device(meta: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    let rdev = meta.rdev();
+    meta.file_type().is_char_device()
+        && nix::sys::stat::major(rdev) == 1
+        && nix::sys::stat::minor(rdev) == 3
+}
+
 /// What `link` points at now: Ok((dev, ino), path) for a regular file, or why it cannot
-/// be read.
+/// be read ([`DISCARDED`] for the null device; `not_file` for any other device, fifo
+/// or socket, never read).
 fn target(link: &str, not_file: &dyn Fn(&str) -> String) -> Result<((u64, u64), String), String> {
     let path = std::fs::read_link(link)
         .map(|p| p.to_string_lossy().into_owned())
         .map_err(|e| format!("cannot read {link}: {e}"))?;
     let meta = std::fs::metadata(link).map_err(|e| format!("cannot stat {link}: {e}"))?;
     if !meta.file_type().is_file() {
-        return Err(not_file(&path));
+        return Err(if is_null_device(&meta) {
+            DISCARDED.to_string()
+        } else {
+            not_file(&path)
+        });
     }
     Ok(((meta.dev(), meta.ino()), path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `access_log /dev/null` / `error_log /dev/null`: said as discarded writes, not as
+    /// "not a regular file"; a fifo is still refused as one.
+    #[test]
+    fn a_log_to_dev_null_is_discarded_not_a_wrong_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let null = dir.path().join("null");
+        std::os::unix::fs::symlink("/dev/null", &null).unwrap();
+        let not_file = |t: &str| format!("{t} is not a regular file");
+        let err = target(null.to_str().unwrap(), &not_file).unwrap_err();
+        assert_eq!(err, DISCARDED);
+        assert!(!err.contains("not a regular file"), "{err}");
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let link = dir.path().join("to_fifo");
+        std::os::unix::fs::symlink(&fifo, &link).unwrap();
+        let err = target(link.to_str().unwrap(), &not_file).unwrap_err();
+        assert!(err.ends_with("fifo is not a regular file"), "{err}");
+    }
 }
