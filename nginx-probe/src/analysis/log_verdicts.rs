@@ -7,6 +7,29 @@ use std::collections::BTreeMap;
 
 use crate::model::{Severity, Verdict};
 
+use super::inputs::Inputs;
+
+/// Access-log writes per request at or above which the log is written unbuffered.
+pub const ACCESS_LOG_WRITES_PER_REQUEST: f64 = 0.5;
+/// Requests needed before the access-log rules are judged.
+pub const ACCESS_LOG_MIN_REQUESTS: u64 = 200;
+/// Share of the workers' traced syscall time (outside epoll waits; tracepoints) spent
+/// in access-log writes at or above which unbuffered logging is material: below it
+/// (a proxy or TLS load where a log write is under 1% of the time) buffering saves
+/// nothing worth a finding.
+pub const ACCESS_LOG_MIN_SYSCALL_SHARE: f64 = 0.03;
+/// Access-log writes per second (all workers, over the detail seconds) at or above
+/// which unbuffered logging is material whatever its share of the time.
+pub const ACCESS_LOG_MIN_WRITES_PER_S: f64 = 1000.0;
+/// Access-log writes per second (all workers, over the detail seconds) below which
+/// unbuffered logging is never material, whatever its share of the syscall time: 100
+/// writes a second at a p99 of 10-20 us cost 1-2 ms of CPU a second, which buffering
+/// cannot turn into anything a client notices, while at such rates the workers do so
+/// little else that a log write is easily 3% of their syscall time (a trial at 13-22
+/// requests a second during an incident fired on the share alone). The share then
+/// needs this rate; a rate unknown keeps the rule silent.
+pub const ACCESS_LOG_SHARE_MIN_WRITES_PER_S: f64 = 100.0;
+
 /// Access-log opens per request at or above which the log is reopened per request (a
 /// variable in its path without `open_log_file_cache`: exactly 1.0; with the cache, a
 /// few opens per `valid=` period).
@@ -100,6 +123,103 @@ pub fn error_log_verbose(t: &LogTotals, out: &mut Vec<Verdict>) {
         &["error_log"],
         format!(
             "{per_request:.1} error-log writes per request: at `warn` or `error` nginx logs problems only (at most about one line per request), so the `error_log` level is `debug` (dozens of lines per request) or `info`; set it to `warn` (`error_log <path> warn;`) and use `debug_connection` to debug a single client"
+        ),
+    ));
+}
+
+/// Whether `writes` access-log writes taking `log_ns` of the workers' `all_ns` syscall
+/// time are material: at [`ACCESS_LOG_MIN_WRITES_PER_S`], or at
+/// [`ACCESS_LOG_MIN_SYSCALL_SHARE`] with [`ACCESS_LOG_SHARE_MIN_WRITES_PER_S`] (a few
+/// writes a second are a large share of an idle worker's syscalls and cost nothing);
+/// (writes/s, share) when so; None also when the rate is unknown.
+fn access_log_material(
+    inp: &Inputs,
+    writes: u64,
+    log_ns: u64,
+    all_ns: u64,
+) -> Option<(f64, Option<f64>)> {
+    let share = (all_ns > 0).then(|| log_ns as f64 / all_ns as f64);
+    let secs = inp.detail_s();
+    let rate = (secs > 0.0).then(|| writes as f64 / secs)?;
+    (rate >= ACCESS_LOG_MIN_WRITES_PER_S
+        || (rate >= ACCESS_LOG_SHARE_MIN_WRITES_PER_S
+            && share.is_some_and(|s| s >= ACCESS_LOG_MIN_SYSCALL_SHARE)))
+    .then_some((rate, share))
+}
+
+/// `access_log_unbuffered`: the access log written once per request, unbuffered, at a
+/// material rate or share ([`access_log_material`]); thresholds in `verdict`.
+pub fn access_log_unbuffered(inp: &Inputs, out: &mut Vec<Verdict>) {
+    let Some(requests) = inp.requests else { return };
+    let writes: u64 = inp.workers.iter().map(|w| w.access_log_writes).sum();
+    if requests < ACCESS_LOG_MIN_REQUESTS {
+        return;
+    }
+    let per_request = writes as f64 / requests as f64;
+    if per_request < ACCESS_LOG_WRITES_PER_REQUEST {
+        return;
+    }
+    // buffer= is not advice nginx would take for a log it reopens per request (a path
+    // with variables, counted as opens): `access_log_reopened` names that one.
+    let opens: u64 = inp.workers.iter().filter_map(|w| w.access_log_opens).sum();
+    if opens as f64 / requests as f64 >= ACCESS_LOG_OPENS_PER_REQUEST {
+        return;
+    }
+    // Logs the configuration shows nginx cannot buffer ("buffered logs cannot have
+    // variables in name", "logs to syslog cannot be buffered"): said in the advice.
+    let unbufferable: Vec<String> = inp
+        .config
+        .iter()
+        .flat_map(|c| &c.access_logs)
+        .filter(|a| a.path != "off" && !a.bufferable())
+        .map(|a| format!("{} ({})", a.path, a.at))
+        .collect();
+    let log_ns: u64 = inp.workers.iter().map(|w| w.access_log_ns).sum();
+    let all_ns: u64 = inp.workers.iter().map(|w| w.all_syscall_ns).sum();
+    let Some((rate, share)) = access_log_material(inp, writes, log_ns, all_ns) else {
+        return;
+    };
+    let p99 = inp
+        .workers
+        .iter()
+        .map(|w| w.access_log_p99_ns)
+        .max()
+        .unwrap_or(0);
+    let mut evidence = BTreeMap::new();
+    evidence.insert("access_log_writes", serde_json::json!(writes));
+    evidence.insert("requests", serde_json::json!(requests));
+    evidence.insert(
+        "requests_source",
+        serde_json::json!(inp.requests_source.name()),
+    );
+    evidence.insert("writes_per_request", round3(per_request));
+    evidence.insert("p99_write_us", round3(p99 as f64 / 1e3));
+    if let Some(share) = share {
+        evidence.insert("share_of_syscall_time", round3(share));
+    }
+    evidence.insert("writes_per_s", round3(rate));
+    evidence.insert(
+        "material_by",
+        serde_json::json!(format!(
+            "{ACCESS_LOG_MIN_WRITES_PER_S} writes/s or more, or {}% of the workers' syscall time at {ACCESS_LOG_SHARE_MIN_WRITES_PER_S} writes/s or more (below that rate buffering saves a few ms of CPU a second at most)",
+            ACCESS_LOG_MIN_SYSCALL_SHARE * 100.0
+        )),
+    );
+    out.push(Verdict::new(
+        "access_log_unbuffered",
+        Severity::Warning,
+        evidence,
+        &["access_log ... buffer=", "access_log ... flush=", "access_log off"],
+        format!(
+            "{per_request:.2} access-log write() calls per request: every request pays a write to the log file; buffer it (`access_log <path> buffer=32k flush=5s;`) or turn it off where it is not needed{}",
+            if unbufferable.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ". nginx refuses buffer= on a path with variables or a syslog: target: {}; give such a log a fixed path to buffer it",
+                    unbufferable.join(", ")
+                )
+            }
         ),
     ));
 }
