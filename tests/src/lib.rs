@@ -116,10 +116,6 @@ pub struct NginxConfig {
     /// no `-g`. A `worker_processes` in it replaces the file's (nginx refuses a
     /// duplicate): set `workers` to the same number.
     pub globals: String,
-    /// Pass `-e <prefix>/logs/error.log` last, after `-c` (and `-g`), instead of
-    /// between `-p` and `-c` (nginx reads its options in any order; the title keeps
-    /// the order given).
-    pub error_log_arg_last: bool,
 }
 
 impl Default for NginxConfig {
@@ -151,7 +147,6 @@ impl Default for NginxConfig {
             quic: false,
             netns: None,
             globals: String::new(),
-            error_log_arg_last: false,
         }
     }
 }
@@ -356,15 +351,10 @@ http {{
             }
         };
         let prefix = &self.prefix;
-        let error_log = ["-e".into(), prefix.join("logs/error.log").into_os_string()];
-        let (e_before, e_after) = if cfg.error_log_arg_last {
-            (&[][..], &error_log[..])
-        } else {
-            (&error_log[..], &[][..])
-        };
         cmd.arg("-p")
             .arg(prefix)
-            .args(e_before)
+            .arg("-e")
+            .arg(prefix.join("logs/error.log"))
             .arg("-c")
             .arg(prefix.join("nginx.conf"))
             .args(
@@ -373,7 +363,6 @@ http {{
                     .into_iter()
                     .flatten(),
             )
-            .args(e_after)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
