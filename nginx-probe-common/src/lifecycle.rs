@@ -60,8 +60,16 @@ pub const IDLE_INV_MIN_MS: usize = 11;
 pub const RST_BY_REASON: usize = 12;
 /// Idle-before-close histogram: `IDLE_HIST + bucket`.
 pub const IDLE_HIST: usize = RST_BY_REASON + LC_REASONS;
+/// Closed first on nginx's side by the kernel as a worker exited
+/// (`ESTABLISHED -> FIN_WAIT1` in a task with `PF_EXITING`: a killed or crashed worker's
+/// sockets), not counted in [`CLOSED_BY_NGINX`].
+pub const CLOSED_BY_WORKER_EXIT: usize = IDLE_HIST + LC_IDLE_BUCKETS;
+/// Of [`IDLE_COUNT`], closes nginx sent data at most one jiffy before (a TLS
+/// close_notify, an HTTP/2 GOAWAY, or a response closed at once): their idle time is
+/// the time since the client's last data.
+pub const IDLE_AFTER_NGINX_WROTE: usize = CLOSED_BY_WORKER_EXIT + 1;
 /// Counters per port.
-pub const LC_PER_PORT: usize = IDLE_HIST + LC_IDLE_BUCKETS;
+pub const LC_PER_PORT: usize = IDLE_AFTER_NGINX_WROTE + 1;
 
 /// Entries of `LC_CLOSING` (pid_tgid of a task closing a listener -> the listener).
 pub const LC_MAX_CLOSING: u32 = 64;
@@ -159,6 +167,9 @@ pub mod names {
         /// `/proc/config.gz`, or measured from `/proc/timer_list`); 0 = unknown: idle
         /// time not measured.
         LC_HZ = "LC_HZ",
+        /// u64: offset of `task_struct.flags` (u32), bytes, from the kernel's BTF;
+        /// `u64::MAX` = unknown: closes by exiting workers count as nginx's.
+        LC_TASK_FLAGS_OFF = "LC_TASK_FLAGS_OFF",
         /// `[u64; RAW_OFF_COUNT]`: the struct offsets the raw-tracepoint programs read,
         /// indexed by `raw_off` (from the kernel's BTF; `u64::MAX` = unknown).
         LC_RAW_OFF = "LC_RAW_OFF",
@@ -172,7 +183,8 @@ mod tests {
     #[test]
     fn layout_fits_and_buckets() {
         assert_eq!(IDLE_HIST, 37);
-        assert_eq!(LC_PER_PORT, 69);
+        assert_eq!(CLOSED_BY_WORKER_EXIT, 69);
+        assert_eq!(LC_PER_PORT, 71);
         assert_eq!(idle_bucket(0), 0);
         assert_eq!(idle_bucket(2000), 10);
         assert_eq!(idle_bucket(u64::MAX), LC_IDLE_BUCKETS - 1);

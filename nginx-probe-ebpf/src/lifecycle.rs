@@ -11,7 +11,9 @@
 //! unknown). User space attaches one set, never both.
 
 use aya_ebpf::{
-    helpers::{bpf_get_current_pid_tgid, bpf_jiffies64, bpf_probe_read_kernel},
+    helpers::{
+        bpf_get_current_pid_tgid, bpf_get_current_task, bpf_jiffies64, bpf_probe_read_kernel,
+    },
     macros::{raw_tracepoint, tracepoint},
     programs::{RawTracePointContext, TracePointContext},
 };
@@ -19,7 +21,10 @@ use nginx_probe_common::lifecycle::{self as lc, raw_off};
 
 use crate::{
     helpers::{global, record_at},
-    maps::{LC_CLOSING, LC_HZ, LC_LRCVTIME_OFF, LC_LSNDTIME_OFF, LC_PORTS, LC_RAW_OFF, LC_STATS},
+    maps::{
+        LC_CLOSING, LC_HZ, LC_LRCVTIME_OFF, LC_LSNDTIME_OFF, LC_PORTS, LC_RAW_OFF, LC_STATS,
+        LC_TASK_FLAGS_OFF,
+    },
 };
 
 const TCP_ESTABLISHED: i32 = 1;
@@ -29,6 +34,9 @@ const TCP_CLOSE: i32 = 7;
 const TCP_CLOSE_WAIT: i32 = 8;
 const TCP_LISTEN: i32 = 10;
 const IPPROTO_TCP: u16 = 6;
+/// `task_struct.flags`: the task is exiting (`do_exit` sets it before closing the
+/// task's files).
+const PF_EXITING: u32 = 0x4;
 
 /// Base index in `LC_STATS` of local port `port`, if it is one of nginx's.
 #[inline(always)]
@@ -67,10 +75,18 @@ fn lc_max(base: u32, counter: usize, v: u64) {
     }
 }
 
-/// ms since the last data segment sent or received on `sk`, now; None when the
-/// offsets or HZ are unknown or the socket cannot be read.
+/// The idle time of `sk` at nginx's close, ms, and whether nginx had sent data in
+/// the close's last jiffy; None when the offsets or HZ are unknown or the socket
+/// cannot be read.
+///
+/// Idle is the time since the last data segment sent or received (`tcp_sock.lsndtime`,
+/// `icsk_ack.lrcvtime`). When nginx sent data at most one jiffy before its close (a TLS
+/// close_notify, an HTTP/2 GOAWAY, or a response closed at once), the time since its
+/// own last data says nothing: then it is the time since the client's last data (its
+/// request), which a close right after a response keeps short and an idle timeout
+/// keeps at the timeout.
 #[inline(always)]
-fn lc_idle_ms(sk: u64) -> Option<u64> {
+fn lc_idle_ms(sk: u64) -> Option<(u64, bool)> {
     let snd_off = global(&LC_LSNDTIME_OFF);
     let rcv_off = global(&LC_LRCVTIME_OFF);
     let hz = global(&LC_HZ);
@@ -84,25 +100,64 @@ fn lc_idle_ms(sk: u64) -> Option<u64> {
     let now = unsafe { bpf_jiffies64() } as u32;
     let a = now.wrapping_sub(snd);
     let b = now.wrapping_sub(rcv);
-    let j = if a < b { a } else { b } as u64;
-    Some(j * 1000 / hz)
+    let (j, wrote) = if a <= 1 {
+        (b, true)
+    } else if a < b {
+        (a, false)
+    } else {
+        (b, false)
+    };
+    Some((j as u64 * 1000 / hz, wrote))
 }
 
-/// A state change of a socket on one of nginx's ports (`base`): who closed first,
-/// established connections, listeners closed, idle time before nginx's close.
+/// Whether the current task is exiting (`task_struct.flags & PF_EXITING`): the
+/// kernel closing a dying worker's sockets, not nginx's `close()`. False when the
+/// offset is unknown.
+#[inline(always)]
+fn task_exiting() -> bool {
+    let off = global(&LC_TASK_FLAGS_OFF);
+    if off == u64::MAX {
+        return false;
+    }
+    // SAFETY: helper call without preconditions.
+    let task = unsafe { bpf_get_current_task() };
+    // SAFETY: bpf_probe_read_kernel copes with any address.
+    match unsafe { bpf_probe_read_kernel(task.wrapping_add(off) as *const u32) } {
+        Ok(f) => f & PF_EXITING != 0,
+        Err(_) => false,
+    }
+}
+
+/// An idle time measured at nginx's close.
+#[inline(always)]
+fn on_nginx_close(base: u32, sk: u64) {
+    if let Some((ms, wrote)) = lc_idle_ms(sk) {
+        lc_add(base, lc::IDLE_COUNT, 1);
+        lc_add(base, lc::IDLE_SUM_MS, ms);
+        lc_max(base, lc::IDLE_MAX_MS, ms);
+        lc_max(base, lc::IDLE_INV_MIN_MS, !ms);
+        lc_add(base, lc::IDLE_HIST + lc::idle_bucket(ms), 1);
+        if wrote {
+            lc_add(base, lc::IDLE_AFTER_NGINX_WROTE, 1);
+        }
+    }
+}
+
+/// A state change of a socket on one of nginx's ports (`base`): who closed first
+/// (nginx, an exiting worker, the client, a reset), established connections,
+/// listeners closed, idle time before nginx's close.
 #[inline(always)]
 fn on_set_state(base: u32, old: i32, new: i32, sk: u64) {
     match (old, new) {
         (TCP_SYN_RECV, TCP_ESTABLISHED) => lc_add(base, lc::ESTABLISHED, 1),
+        // FIN_WAIT1 is entered in the closing task's context (close(), shutdown(), or
+        // the kernel closing an exiting task's files), never in softirq.
+        (TCP_ESTABLISHED, TCP_FIN_WAIT1) if task_exiting() => {
+            lc_add(base, lc::CLOSED_BY_WORKER_EXIT, 1)
+        }
         (TCP_ESTABLISHED, TCP_FIN_WAIT1) => {
             lc_add(base, lc::CLOSED_BY_NGINX, 1);
-            if let Some(ms) = lc_idle_ms(sk) {
-                lc_add(base, lc::IDLE_COUNT, 1);
-                lc_add(base, lc::IDLE_SUM_MS, ms);
-                lc_max(base, lc::IDLE_MAX_MS, ms);
-                lc_max(base, lc::IDLE_INV_MIN_MS, !ms);
-                lc_add(base, lc::IDLE_HIST + lc::idle_bucket(ms), 1);
-            }
+            on_nginx_close(base, sk);
         }
         (TCP_ESTABLISHED, TCP_CLOSE_WAIT) => lc_add(base, lc::CLOSED_BY_CLIENT, 1),
         (TCP_ESTABLISHED, TCP_CLOSE) => lc_add(base, lc::CLOSED_BY_RESET, 1),

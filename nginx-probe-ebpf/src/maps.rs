@@ -54,6 +54,11 @@ pub(crate) static LC_LSNDTIME_OFF: u64 = u64::MAX;
 #[no_mangle]
 pub(crate) static LC_LRCVTIME_OFF: u64 = u64::MAX;
 
+/// Offset of `task_struct.flags` (u32), bytes; from BTF. `u64::MAX`: unknown, closes
+/// by exiting workers are not told apart.
+#[no_mangle]
+pub(crate) static LC_TASK_FLAGS_OFF: u64 = u64::MAX;
+
 /// The kernel's HZ (jiffies per second), 0 = unknown: no idle time.
 #[no_mangle]
 pub(crate) static LC_HZ: u64 = 0;

@@ -36,25 +36,39 @@ pub const CLOSE_AFTER_RESPONSE_MS: u64 = 100;
 /// The period's totals over nginx's ports, when any connection was closed.
 fn closes(inp: &Inputs) -> Option<PortLifecycle> {
     let t = inp.connections.as_ref()?.total();
-    (t.closed_by_nginx + t.closed_by_client + t.closed_by_reset > 0).then_some(t)
+    (all_closes(&t) > 0).then_some(t)
+}
+
+/// Every first close of `t`: by nginx, by an exiting worker, by the client, by a reset.
+fn all_closes(t: &PortLifecycle) -> u64 {
+    t.closed_by_nginx + t.closed_by_worker_exit + t.closed_by_client + t.closed_by_reset
 }
 
 /// Who closed first, measured: (`closed_by` evidence, the sentence for the advice);
 /// None when no close was counted (then who closes is unknown).
 pub fn who_closed(inp: &Inputs) -> Option<(serde_json::Value, String)> {
     let t = closes(inp)?;
-    let all = t.closed_by_nginx + t.closed_by_client + t.closed_by_reset;
+    let all = all_closes(&t);
     let idle = t.idle_before_nginx_close.as_ref();
     let evidence = serde_json::json!({
         "nginx": t.closed_by_nginx,
+        "worker_exit": t.closed_by_worker_exit,
         "client": t.closed_by_client,
         "reset": t.closed_by_reset,
-        "source": "tracepoint sock:inet_sock_set_state (ESTABLISHED -> FIN_WAIT1: nginx, -> CLOSE_WAIT: the client, -> CLOSE: a reset)",
+        "source": "tracepoint sock:inet_sock_set_state (ESTABLISHED -> FIN_WAIT1: nginx, or a worker's exit when the closing task is exiting; -> CLOSE_WAIT: the client; -> CLOSE: a reset)",
         "idle_before_nginx_close_p99_ms": idle.map(|i| i.p99_ms),
         "idle_before_nginx_close_pinned_ms": idle.and_then(|i| i.pinned_ms),
     });
+    let exits = if t.closed_by_worker_exit > 0 {
+        format!(
+            ", {} were closed as the worker holding them exited",
+            t.closed_by_worker_exit
+        )
+    } else {
+        String::new()
+    };
     let head = format!(
-        "of {all} connections closed, nginx closed {} first, the clients {}, resets ended {} (tracepoint sock:inet_sock_set_state)",
+        "of {all} connections closed, nginx closed {} first, the clients {}, resets ended {}{exits} (tracepoint sock:inet_sock_set_state)",
         t.closed_by_nginx, t.closed_by_client, t.closed_by_reset
     );
     let sentence = if t.closed_by_nginx * 2 > all {
@@ -86,6 +100,8 @@ pub fn who_closed(inp: &Inputs) -> Option<(serde_json::Value, String)> {
             None => "check keepalive_timeout and keepalive_requests, and whether the clients send `Connection: close`".to_string(),
         };
         format!("{head}: {why}")
+    } else if t.closed_by_worker_exit * 2 > all {
+        format!("{head}: most were closed by the kernel as their worker exited (killed, crashed, or ended without closing them), not closed by nginx as idle; see the worker exits")
     } else if t.closed_by_client * 2 > all {
         format!("{head}: the clients close their connections: a load balancer or proxy in front without keepalive to nginx, or clients that close after one request; check the load balancer's keepalive to nginx and the clients' Connection header")
     } else {
@@ -142,7 +158,7 @@ fn closed_at(inp: &Inputs, pinned: f64) -> String {
 /// (unknown). Warning.
 pub fn keepalive_timeout_closes(inp: &Inputs, out: &mut Vec<Verdict>) {
     let Some(t) = closes(inp) else { return };
-    let all = t.closed_by_nginx + t.closed_by_client + t.closed_by_reset;
+    let all = all_closes(&t);
     let Some(idle) = t.idle_before_nginx_close.as_ref() else {
         return;
     };
@@ -160,6 +176,14 @@ pub fn keepalive_timeout_closes(inp: &Inputs, out: &mut Vec<Verdict>) {
     evidence.insert("closed_by_nginx", serde_json::json!(t.closed_by_nginx));
     evidence.insert("closed_by_client", serde_json::json!(t.closed_by_client));
     evidence.insert("closed_by_reset", serde_json::json!(t.closed_by_reset));
+    evidence.insert(
+        "closed_by_worker_exit",
+        serde_json::json!(t.closed_by_worker_exit),
+    );
+    evidence.insert(
+        "idle_after_nginx_wrote",
+        serde_json::json!(idle.after_nginx_wrote),
+    );
     evidence.insert("connections_established", serde_json::json!(t.established));
     evidence.insert("idle_before_close_pinned_ms", serde_json::json!(pinned));
     evidence.insert(
@@ -173,7 +197,7 @@ pub fn keepalive_timeout_closes(inp: &Inputs, out: &mut Vec<Verdict>) {
     evidence.insert("timeout_match", m.evidence());
     evidence.insert(
         "source",
-        serde_json::json!("tracepoint sock:inet_sock_set_state ESTABLISHED -> FIN_WAIT1 on nginx's ports; idle = now - last data sent or received (tcp_sock.lsndtime, icsk_ack.lrcvtime)"),
+        serde_json::json!("tracepoint sock:inet_sock_set_state ESTABLISHED -> FIN_WAIT1 on nginx's ports; idle = now - last data sent or received (tcp_sock.lsndtime, icsk_ack.lrcvtime), or now - the client's last data when nginx sent data in the close's last jiffy (TLS close_notify, HTTP/2 GOAWAY)"),
     );
     let head = |when: String| {
         format!(
@@ -361,6 +385,7 @@ mod tests {
                         max_ms_since_attach: p99,
                         pinned_ms: pinned,
                         hist: vec![0; 32],
+                        ..Default::default()
                     }),
                     ..Default::default()
                 }],
@@ -567,6 +592,30 @@ mod tests {
         );
         let (_, s) = who_closed(&inp(0, 50, None, 0)).unwrap();
         assert!(s.contains("the clients close their connections"), "{s}");
+    }
+
+    #[test]
+    fn closes_by_an_exiting_worker_are_not_nginx_closing_idle_connections() {
+        let mut i = inp(0, 2, None, 0);
+        let p = &mut i.connections.as_mut().unwrap().ports[0];
+        p.closed_by_worker_exit = 8;
+        let (e, s) = who_closed(&i).unwrap();
+        assert_eq!(e["worker_exit"], 8);
+        assert_eq!(e["nginx"], 0);
+        assert!(
+            s.contains("of 10 connections closed, nginx closed 0 first"),
+            "{s}"
+        );
+        assert!(
+            s.contains("8 were closed as the worker holding them exited"),
+            "{s}"
+        );
+        assert!(
+            s.contains("most were closed by the kernel as their worker exited"),
+            "{s}"
+        );
+        assert!(!s.contains("keepalive"), "{s}");
+        assert!(!fired(&i));
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The client connection lifecycle programs (see `nginx_probe_common::lifecycle`):
-//! what they need patched in (BTF offsets of `tcp_sock.lsndtime` and
-//! `inet_connection_sock.icsk_ack.lrcvtime`, the kernel's HZ, the `struct sock` and
+//! what they need patched in (BTF offsets of `tcp_sock.lsndtime`,
+//! `inet_connection_sock.icsk_ack.lrcvtime` and `task_struct.flags`, the kernel's HZ, the `struct sock` and
 //! `sk_buff` offsets of the raw tracepoints), attaching one of the two program sets
 //! (the raw tracepoints, or else the perf-event tracepoints after checking their record
 //! layouts against tracefs), the port index map, and reading their per-CPU counters
@@ -33,6 +33,9 @@ pub struct Globals {
     pub lrcvtime: u64,
     /// HZ (0: unknown).
     pub hz: u64,
+    /// Offset of `task_struct.flags`, bytes (`u64::MAX`: unknown, and then closes by
+    /// exiting workers count as nginx's; `meta.worker_exit_unknown` says so).
+    pub task_flags: u64,
     /// The raw tracepoints' struct offsets (`lc::raw_off`; all `u64::MAX` when one is
     /// unknown, and `meta.raw_unavailable` says why).
     pub raw_off: [u64; RAW_OFF_COUNT],
@@ -62,6 +65,14 @@ pub fn globals(btf: Result<&Btf, &String>) -> Globals {
             .then(|| "the kernel's HZ is unknown (no CONFIG_HZ, jiffies not readable)".into())
     });
     let (lsndtime, lrcvtime) = offs.unwrap_or((u64::MAX, u64::MAX));
+    let task_flags = match btf {
+        Ok(b) => b.member_offset("task_struct", "flags").ok_or_else(|| {
+            "task_struct.flags not in the kernel's BTF: closes by exiting workers count as nginx's".to_string()
+        }),
+        Err(e) => Err(format!(
+            "no kernel BTF ({e}): closes by exiting workers count as nginx's"
+        )),
+    };
     let raw = match btf {
         Ok(b) => crate::collect::btf::offsets_of(b, &RAW_OFF_PATHS),
         Err(e) => Err(format!("no kernel BTF ({e})")),
@@ -70,11 +81,13 @@ pub fn globals(btf: Result<&Btf, &String>) -> Globals {
         lsndtime,
         lrcvtime,
         hz: hz.as_ref().map(|h| h.0).unwrap_or(0),
+        task_flags: *task_flags.as_ref().unwrap_or(&u64::MAX),
         raw_off: *raw.as_ref().unwrap_or(&[u64::MAX; RAW_OFF_COUNT]),
         meta: LifecycleMeta {
             hz,
             idle_unknown: why,
             raw_unavailable: raw.err(),
+            worker_exit_unknown: task_flags.err(),
             ..Default::default()
         },
     }

@@ -45,6 +45,9 @@ pub struct LifecycleMeta {
     /// Why the raw-tracepoint programs are not the source (struct offsets not in the
     /// kernel's BTF, or the kernel refused them), when they are not.
     pub raw_unavailable: Option<String>,
+    /// Why closes by exiting workers are not told apart from nginx's
+    /// (`task_struct.flags` not in the kernel's BTF), when they are not.
+    pub worker_exit_unknown: Option<String>,
     /// Why no lifecycle program is attached at all when the user left them out
     /// (`--no-lifecycle`): nothing is counted and the report has no `connections`.
     pub not_traced: Option<String>,
@@ -52,11 +55,19 @@ pub struct LifecycleMeta {
 
 /// Idle time before nginx closed connections that were established (kept-alive
 /// connections waiting for their next request, or fresh ones), ms: the time since the
-/// last data segment sent or received on the socket at nginx's `close()`/`shutdown()`.
+/// last data segment sent or received on the socket at nginx's `close()`/`shutdown()`
+/// (`tcp_sock.lsndtime`, `icsk_ack.lrcvtime`); when nginx itself sent data at most one
+/// jiffy before the close (a TLS close_notify, an HTTP/2 GOAWAY, a response closed at
+/// once), the time since the client's last data ([`IdleReport::after_nginx_wrote`]).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct IdleReport {
     /// Closes measured in the period.
     pub count: u64,
+    /// Of `count`, closes nginx had sent data at most one jiffy before (TLS
+    /// close_notify, HTTP/2 GOAWAY, or a response closed at once): their idle time is
+    /// the time since the client's last data, not since nginx's final words.
+    #[serde(default)]
+    pub after_nginx_wrote: u64,
     /// Mean idle time, ms.
     pub mean_ms: f64,
     /// p50 / p99 estimated from the log2 histogram, ms (within a factor of 2), kept
@@ -84,8 +95,14 @@ pub struct PortLifecycle {
     pub port: u16,
     /// Connections established (`SYN_RECV -> ESTABLISHED`).
     pub established: u64,
-    /// nginx closed first (`ESTABLISHED -> FIN_WAIT1`).
+    /// nginx closed first (`ESTABLISHED -> FIN_WAIT1` in a worker's `close()` or
+    /// `shutdown()`).
     pub closed_by_nginx: u64,
+    /// Closed first on nginx's side by the kernel as the worker holding them exited
+    /// (`ESTABLISHED -> FIN_WAIT1` in a task with `PF_EXITING`: a worker killed,
+    /// crashed, or ending without closing them); not in `closed_by_nginx`.
+    #[serde(default)]
+    pub closed_by_worker_exit: u64,
     /// The client closed first (`ESTABLISHED -> CLOSE_WAIT`).
     pub closed_by_client: u64,
     /// Ended by a reset while established (`ESTABLISHED -> CLOSE`, either side).
@@ -122,6 +139,10 @@ pub struct ConnectionsReport {
     /// Why idle time before close is unknown, when it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_unknown: Option<String>,
+    /// Why closes by exiting workers are counted as nginx's (`task_struct.flags`
+    /// unknown), when they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_exit_unknown: Option<String>,
     /// nginx listening ports not counted (beyond the first 16).
     #[serde(default, skip_serializing_if = "crate::model::is_zero")]
     pub ports_not_counted: u64,
@@ -161,6 +182,7 @@ impl ConnectionsReport {
         for p in &self.ports {
             t.established += p.established;
             t.closed_by_nginx += p.closed_by_nginx;
+            t.closed_by_worker_exit += p.closed_by_worker_exit;
             t.closed_by_client += p.closed_by_client;
             t.closed_by_reset += p.closed_by_reset;
             t.resets_received += p.resets_received;
@@ -182,6 +204,7 @@ impl ConnectionsReport {
                 });
                 let sum = acc.mean_ms * acc.count as f64 + i.mean_ms * i.count as f64;
                 acc.count += i.count;
+                acc.after_nginx_wrote += i.after_nginx_wrote;
                 acc.mean_ms = sum / acc.count as f64;
                 acc.min_ms_since_attach = acc.min_ms_since_attach.min(i.min_ms_since_attach);
                 acc.max_ms_since_attach = acc.max_ms_since_attach.max(i.max_ms_since_attach);
@@ -241,6 +264,7 @@ pub fn connections_report(
         let r = port_lifecycle(port, c, p.map(|p| p.as_slice()), meta);
         let any = r.established
             + r.closed_by_nginx
+            + r.closed_by_worker_exit
             + r.closed_by_client
             + r.closed_by_reset
             + r.resets_received
@@ -270,6 +294,7 @@ pub fn empty_report(meta: &LifecycleMeta) -> ConnectionsReport {
         hz: meta.hz.as_ref().map(|h| h.0),
         hz_source: meta.hz.as_ref().map(|h| h.1.clone()),
         idle_unknown: meta.idle_unknown.clone(),
+        worker_exit_unknown: meta.worker_exit_unknown.clone(),
         ports_not_counted: meta.ports_not_counted,
         raw_unavailable: meta.raw_unavailable.clone(),
         listener_closes: Vec::new(),
@@ -303,6 +328,7 @@ fn port_lifecycle(
         port,
         established: d(lc::ESTABLISHED),
         closed_by_nginx: d(lc::CLOSED_BY_NGINX),
+        closed_by_worker_exit: d(lc::CLOSED_BY_WORKER_EXIT),
         closed_by_client: d(lc::CLOSED_BY_CLIENT),
         closed_by_reset: d(lc::CLOSED_BY_RESET),
         resets_received: d(lc::RST_RECEIVED),
@@ -333,6 +359,7 @@ fn idle_report(c: &[u64], d: &dyn Fn(usize) -> u64) -> IdleReport {
     };
     IdleReport {
         count,
+        after_nginx_wrote: d(lc::IDLE_AFTER_NGINX_WROTE),
         mean_ms: (mean * 1000.0).round() / 1000.0,
         p50_ms: quantile_ms(&hist, 0.5, min, max),
         p99_ms: quantile_ms(&hist, 0.99, min, max),
@@ -432,6 +459,31 @@ mod tests {
         assert_eq!(i.pinned_ms, Some(2004.0));
         assert_eq!(fmt_ms(i.pinned_ms.unwrap()), "2.0 s");
         assert!(i.p50_ms >= 2000 && i.p50_ms <= 2008, "{}", i.p50_ms);
+    }
+
+    #[test]
+    fn closes_by_exiting_workers_and_after_nginx_wrote_are_their_own_counts() {
+        let cur = raw(
+            443,
+            &[
+                (lc::CLOSED_BY_NGINX, 4),
+                (lc::CLOSED_BY_WORKER_EXIT, 6),
+                (lc::IDLE_COUNT, 4),
+                (lc::IDLE_AFTER_NGINX_WROTE, 4),
+                (lc::IDLE_SUM_MS, 8_000),
+                (lc::IDLE_MAX_MS, 2000),
+                (lc::IDLE_INV_MIN_MS, !2000u64),
+                (lc::IDLE_HIST + 10, 4),
+            ],
+        );
+        let prev = raw(443, &[(lc::CLOSED_BY_WORKER_EXIT, 1)]);
+        let t = connections_report(&cur, Some(&prev), &meta())
+            .unwrap()
+            .total();
+        assert_eq!((t.closed_by_nginx, t.closed_by_worker_exit), (4, 5));
+        let i = t.idle_before_nginx_close.unwrap();
+        assert_eq!((i.count, i.after_nginx_wrote), (4, 4));
+        assert_eq!(i.pinned_ms, Some(2000.0));
     }
 
     #[test]

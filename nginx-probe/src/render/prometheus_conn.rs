@@ -24,10 +24,11 @@ pub(super) const CLOSED: Family = Family::report(
     "nginx_probe_connections_closed_total",
     Counter,
     &["port", "by"],
-    "Client connections of an nginx listening port closed since attach, by who closed first: nginx (ESTABLISHED -> FIN_WAIT1), client (-> CLOSE_WAIT), reset (-> CLOSE); tracepoint sock:inet_sock_set_state.",
+    "Client connections of an nginx listening port closed since attach, by who closed first: nginx (ESTABLISHED -> FIN_WAIT1), worker_exit (the same, by the kernel as the worker holding it exited: task_struct.flags PF_EXITING), client (-> CLOSE_WAIT), reset (-> CLOSE); tracepoint sock:inet_sock_set_state.",
     |s, o| {
         per_port(s, o, |p, o, port| {
             o.sample(&[port, "nginx"], p.closed_by_nginx);
+            o.sample(&[port, "worker_exit"], p.closed_by_worker_exit);
             o.sample(&[port, "client"], p.closed_by_client);
             o.sample(&[port, "reset"], p.closed_by_reset);
         })

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 const IDLE_TIMEOUT_MIN_MS: f64 = 100.0;
 
 use crate::model::{
-    connections::{fmt_ms, ConnectionsReport},
+    connections::{fmt_ms, ConnectionsReport, PortLifecycle},
     Report,
 };
 
@@ -22,9 +22,24 @@ pub fn connections_section(out: &mut String, r: &Report) {
     title(out, c);
     let _ = writeln!(
         out,
-        "  established {}  closed first by nginx {}  by the client {}  by a reset {}",
-        t.established, t.closed_by_nginx, t.closed_by_client, t.closed_by_reset
+        "  established {}  closed first by nginx {}  by the client {}  by a reset {}{}",
+        t.established,
+        t.closed_by_nginx,
+        t.closed_by_client,
+        t.closed_by_reset,
+        if t.closed_by_worker_exit > 0 {
+            format!("  as their worker exited {}", t.closed_by_worker_exit)
+        } else {
+            String::new()
+        }
     );
+    if let Some(why) = c
+        .worker_exit_unknown
+        .as_ref()
+        .filter(|_| t.closed_by_nginx > 0)
+    {
+        let _ = writeln!(out, "  closes as a worker exited: not told apart ({why})");
+    }
     if t.resets_sent + t.resets_received > 0 {
         let reasons: Vec<String> = t
             .resets_sent_by_reason
@@ -51,6 +66,11 @@ pub fn connections_section(out: &mut String, r: &Report) {
         );
     }
     listener_close_lines(out, c);
+    idle_lines(out, c, &t);
+}
+
+/// The idle time before nginx's closes (or why it is unknown).
+fn idle_lines(out: &mut String, c: &ConnectionsReport, t: &PortLifecycle) {
     match &t.idle_before_nginx_close {
         Some(i) => {
             let _ = writeln!(
@@ -61,6 +81,13 @@ pub fn connections_section(out: &mut String, r: &Report) {
                 fmt_ms(i.mean_ms),
                 i.count
             );
+            if i.after_nginx_wrote > 0 {
+                let _ = writeln!(
+                    out,
+                    "    {} of them came right after nginx's own last data (a TLS close_notify, an HTTP/2 GOAWAY, or a response closed at once): their idle time is since the client's last data",
+                    i.after_nginx_wrote
+                );
+            }
             // Closes right after a response (pinned near 0 ms) are no idle timeout:
             // said as such, not as "idle after 0 ms".
             if let Some(v) = i.pinned_ms.filter(|v| *v < IDLE_TIMEOUT_MIN_MS) {
@@ -185,15 +212,20 @@ fn count(n: u64, one: &str, many: &str, what: &str) -> String {
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_section_says_who_closed_and_the_pinned_idle_time() {
-        let mut r: Report = serde_json::from_value(serde_json::json!({
+    /// A summary with nothing in it.
+    fn minimal_report() -> Report {
+        serde_json::from_value(serde_json::json!({
             "schema": 1, "verdicts": [], "type": "summary", "time_unix_s": 3600.0,
             "master_pid": 9, "master_nspid": [9], "duration_s": 2.0, "workers": [],
             "listen": [], "logs": {}, "drops": {}, "traced_syscalls": [],
             "missing_tracepoints": [], "events": []
         }))
-        .expect("minimal report");
+        .expect("minimal report")
+    }
+
+    #[test]
+    fn the_section_says_who_closed_and_the_pinned_idle_time() {
+        let mut r = minimal_report();
         let mut out = String::new();
         connections_section(&mut out, &r);
         assert_eq!(out, "", "nothing without connections");
@@ -213,6 +245,31 @@ mod tests {
         );
         assert!(out.contains("listening sockets closed 1"), "{out}");
         assert!(!out.contains("after reload"), "{out}");
+    }
+
+    #[test]
+    fn closes_by_a_workers_exit_and_after_nginx_wrote_are_said() {
+        let mut r = minimal_report();
+        let mut c = crate::model::connections::sample_report();
+        c.ports[0].closed_by_worker_exit = 4;
+        if let Some(i) = c.ports[0].idle_before_nginx_close.as_mut() {
+            i.after_nginx_wrote = 10;
+        }
+        r.connections = Some(c);
+        let mut out = String::new();
+        connections_section(&mut out, &r);
+        assert!(
+            out.contains("by the client 3  by a reset 1  as their worker exited 4"),
+            "{out}"
+        );
+        assert!(
+            out.contains("10 of them came right after nginx's own last data"),
+            "{out}"
+        );
+        assert!(
+            out.contains("nginx closes connections 2.0 s after their last data"),
+            "{out}"
+        );
     }
 
     #[test]

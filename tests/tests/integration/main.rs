@@ -16,6 +16,7 @@ mod dist;
 mod draining;
 mod exporter;
 mod html;
+mod idle_closes;
 mod lifecycle;
 mod live_view;
 mod log_rotation;

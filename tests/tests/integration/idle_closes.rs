@@ -1,0 +1,228 @@
+//! Who closed nginx's client connections when nginx's last words were its own data (a
+//! TLS close_notify, an HTTP/2 GOAWAY) and when the worker holding them died: the idle
+//! time is still the idle time, and a dead worker's sockets are not nginx's closes.
+//! Run as root through `cargo xtask test`.
+
+use std::{
+    io::{Read, Write},
+    net::{SocketAddr, TcpStream},
+    process::{Child, Command, Stdio},
+    thread,
+    time::Duration,
+};
+
+use nginx_probe_tests::{verdict, Nginx, NginxConfig, Probe, INDEX_BODY};
+use nix::{
+    sys::signal::{kill, Signal},
+    unistd::Pid,
+};
+use serde_json::Value;
+
+/// Connections per test: `KA_TIMEOUT_MIN_CLOSES` (10), the fewest closes the verdict judges.
+const N: usize = 10;
+
+/// An `openssl s_client` connected to `addr` with ALPN `alpn`, that sent `bytes` and
+/// keeps its side open (stdin held, `-quiet`: no command letters, raw bytes).
+struct TlsClient(Child);
+
+impl TlsClient {
+    fn open(addr: SocketAddr, alpn: &str, bytes: &[u8]) -> TlsClient {
+        let mut child = Command::new("openssl")
+            .args(["s_client", "-quiet", "-alpn", alpn, "-connect"])
+            .arg(addr.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("run openssl s_client (run `cargo xtask setup`)");
+        child
+            .stdin
+            .as_mut()
+            .expect("stdin")
+            .write_all(bytes)
+            .expect("send the request");
+        TlsClient(child)
+    }
+
+    /// Stops the client (SIGSTOP): its kernel still ACKs, but it cannot answer
+    /// nginx's close_notify before nginx's own `close()` (a race a loaded machine can
+    /// lose, and then the TCP close is the client's).
+    fn pause(&self) {
+        kill(Pid::from_raw(self.0.id() as i32), Signal::SIGSTOP).expect("SIGSTOP s_client");
+    }
+}
+
+impl Drop for TlsClient {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// One HTTP/2 GET / on stream 1: the client preface, an empty SETTINGS frame and a
+/// HEADERS frame (END_STREAM | END_HEADERS) of HPACK static-table entries
+/// (`:method GET`, `:scheme https`, `:path /`) and a literal `:authority test`.
+fn h2_get() -> Vec<u8> {
+    let mut b = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    b.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]);
+    let block = [0x82, 0x87, 0x84, 0x41, 4, b't', b'e', b's', b't'];
+    b.extend_from_slice(&[0, 0, block.len() as u8, 1, 0x05, 0, 0, 0, 1]);
+    b.extend_from_slice(&block);
+    b
+}
+
+/// Waits until nginx has logged `n` requests (the responses are written by then).
+fn wait_requests(ng: &Nginx, n: usize) {
+    for _ in 0..100 {
+        if ng.access_log_lines() >= n {
+            return;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    panic!("nginx logged {} of {n} requests", ng.access_log_lines());
+}
+
+/// The summary's port entry of `ng` in `connections`.
+fn port_of(summary: &Value, ng: &Nginx) -> Value {
+    let port = ng.addr().port() as u64;
+    summary["connections"]["ports"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no connections in {summary}"))
+        .iter()
+        .find(|p| p["port"] == port)
+        .cloned()
+        .unwrap_or_else(|| panic!("no port {port} in {}", summary["connections"]))
+}
+
+/// N TLS clients (ALPN `alpn`, one request `bytes` each) left idle past nginx's
+/// `keepalive_timeout 2s`: nginx closes every one with data of its own first, and the
+/// idle time is 2.0 s +-10%, with keepalive_timeout named and no keepalive_off.
+fn tls_idle_closes(http2: bool, alpn: &str, bytes: &[u8]) {
+    let ng = Nginx::start(&NginxConfig {
+        tls: true,
+        http2,
+        http_extra: "keepalive_timeout 2s;".into(),
+        ..NginxConfig::default()
+    });
+    let probe = Probe::on(&ng).json().start();
+    let text = Probe::on(&ng).plain().start();
+    let clients: Vec<TlsClient> = (0..N)
+        .map(|_| TlsClient::open(ng.addr(), alpn, bytes))
+        .collect();
+    wait_requests(&ng, N);
+    clients.iter().for_each(TlsClient::pause);
+    thread::sleep(Duration::from_millis(3000));
+    drop(clients);
+    thread::sleep(Duration::from_millis(600));
+    let summary = probe.stop().summary_json();
+    let text = text.stop().stdout;
+    let p = port_of(&summary, &ng);
+    assert_eq!(p["established"], N as u64, "{p}");
+    assert_eq!(p["closed_by_nginx"], N as u64, "{p}");
+    assert_eq!(p["closed_by_client"], 0, "{p}");
+    assert_eq!(p["closed_by_worker_exit"], 0, "{p}");
+    let idle = &p["idle_before_nginx_close"];
+    assert_eq!(idle["count"], N as u64, "{idle}");
+    assert_eq!(idle["after_nginx_wrote"], N as u64, "{idle}");
+    for k in ["p50_ms", "mean_ms", "pinned_ms"] {
+        let v = idle[k].as_f64().unwrap_or_else(|| panic!("{k} in {idle}"));
+        assert!((1800.0..=2200.0).contains(&v), "{k} {v} not 2.0 s +-10%");
+    }
+    let v = verdict(&summary, "keepalive_timeout_closes")
+        .unwrap_or_else(|| panic!("no keepalive_timeout_closes in {}", summary["verdicts"]));
+    assert_eq!(v["directives"][0], "keepalive_timeout");
+    assert_eq!(v["evidence"]["idle_after_nginx_wrote"], N as u64, "{v}");
+    assert!(
+        verdict(&summary, "keepalive_off").is_none(),
+        "{}",
+        summary["verdicts"]
+    );
+    assert!(
+        text.contains("nginx closes connections 2.0 s after their last data"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "{N} of them came right after nginx's own last data"
+        )),
+        "{text}"
+    );
+}
+
+/// HTTPS/1.1: nginx sends a TLS close_notify at its keepalive timeout, just before
+/// closing (which once read as 0 ms idle and "keepalive is off").
+#[test]
+fn idle_https_connections_close_at_keepalive_timeout_not_at_0_ms() {
+    tls_idle_closes(false, "http/1.1", b"GET / HTTP/1.1\r\nHost: test\r\n\r\n");
+}
+
+/// HTTP/2 over TLS: a GOAWAY and a close_notify before the close.
+#[test]
+fn idle_http2_connections_close_at_keepalive_timeout_not_at_0_ms() {
+    tls_idle_closes(true, "h2", &h2_get());
+}
+
+/// A keepalive request on a fresh connection, its 30-byte response read whole; the
+/// connection is left open.
+fn one_request(addr: SocketAddr) -> TcpStream {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.write_all(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n")
+        .expect("send");
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !got.ends_with(INDEX_BODY.as_bytes()) {
+        let n = s.read(&mut chunk).expect("read response");
+        assert!(n > 0, "nginx closed before the response was complete");
+        got.extend_from_slice(&chunk[..n]);
+    }
+    s
+}
+
+/// One worker holds N idle keepalive connections and is killed (SIGKILL): the kernel
+/// closes its N sockets as it exits. They are N closes "as their worker exited", not
+/// nginx's closes, and no keepalive advice is given about them.
+#[test]
+fn a_killed_workers_connections_are_closed_by_its_exit_not_by_nginx() {
+    killed_worker(&[]);
+}
+
+/// The same, counted by the perf-event tracepoint programs (the fallback set).
+#[test]
+fn a_killed_workers_closes_are_told_apart_by_the_perf_event_fallback_too() {
+    killed_worker(&["--lifecycle-from-perf-events"]);
+}
+
+fn killed_worker(flags: &[&str]) {
+    let ng = Nginx::start(&NginxConfig {
+        workers: 1,
+        ..NginxConfig::default()
+    });
+    let probe = Probe::on(&ng).json().args(flags).start();
+    let text = Probe::on(&ng).plain().start();
+    let conns: Vec<TcpStream> = (0..N).map(|_| one_request(ng.addr())).collect();
+    let worker = ng.worker_pids()[0];
+    kill(Pid::from_raw(worker as i32), Signal::SIGKILL).expect("kill the worker");
+    for mut c in conns {
+        let mut b = [0u8; 1];
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        assert_eq!(c.read(&mut b).expect("read after the worker's death"), 0);
+    }
+    thread::sleep(Duration::from_millis(600));
+    let summary = probe.stop().summary_json();
+    let text = text.stop().stdout;
+    let p = port_of(&summary, &ng);
+    assert_eq!(p["established"], N as u64, "{p}");
+    assert_eq!(p["closed_by_worker_exit"], N as u64, "{p}");
+    assert_eq!(p["closed_by_nginx"], 0, "{p}");
+    assert_eq!(p["closed_by_client"], 0, "{p}");
+    assert!(p.get("idle_before_nginx_close").is_none(), "{p}");
+    for id in ["keepalive_timeout_closes", "nginx_timeout_closes"] {
+        assert!(verdict(&summary, id).is_none(), "{}", summary["verdicts"]);
+    }
+    assert!(
+        text.contains(&format!(
+            "closed first by nginx 0  by the client 0  by a reset 0  as their worker exited {N}"
+        )),
+        "{text}"
+    );
+}
