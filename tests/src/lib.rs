@@ -116,6 +116,10 @@ pub struct NginxConfig {
     /// no `-g`. A `worker_processes` in it replaces the file's (nginx refuses a
     /// duplicate): set `workers` to the same number.
     pub globals: String,
+    /// Pass `-e <prefix>/logs/error.log` last, after `-c` (and `-g`), instead of
+    /// between `-p` and `-c` (nginx reads its options in any order; the title keeps
+    /// the order given).
+    pub error_log_arg_last: bool,
 }
 
 impl Default for NginxConfig {
@@ -147,6 +151,7 @@ impl Default for NginxConfig {
             quic: false,
             netns: None,
             globals: String::new(),
+            error_log_arg_last: false,
         }
     }
 }
@@ -351,10 +356,15 @@ http {{
             }
         };
         let prefix = &self.prefix;
+        let error_log = ["-e".into(), prefix.join("logs/error.log").into_os_string()];
+        let (e_before, e_after) = if cfg.error_log_arg_last {
+            (&[][..], &error_log[..])
+        } else {
+            (&error_log[..], &[][..])
+        };
         cmd.arg("-p")
             .arg(prefix)
-            .arg("-e")
-            .arg(prefix.join("logs/error.log"))
+            .args(e_before)
             .arg("-c")
             .arg(prefix.join("nginx.conf"))
             .args(
@@ -363,6 +373,7 @@ http {{
                     .into_iter()
                     .flatten(),
             )
+            .args(e_after)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());

@@ -504,3 +504,26 @@ fn an_error_log_path_of_stderr_is_the_standard_error() {
     );
     assert_eq!(r.error_logs[0].at, "/etc/nginx/nginx.conf:1");
 }
+
+/// A newcomer's master: `nginx -p "/srv/a -c b" -e "/srv/a -c b/logs/error.log"`
+/// (Debian's binary: the main file is its `--conf-path=`). The title reads as a `-c b`
+/// then a second `-c b/logs/error.log` too; `-e` takes words as `-p` does, so the one
+/// reading whose prefix and main file exist is found, and its `-e` is the error log
+/// nginx opens when the configuration names none.
+#[test]
+fn an_e_path_with_an_option_word_is_read_with_its_prefix() {
+    let d = root(&[
+        ("/etc/nginx/nginx.conf", "events {}\nhttp {}\n"),
+        ("/srv/a -c b/logs/error.log", ""),
+    ]);
+    let title =
+        "nginx: master process /usr/sbin/nginx -p /srv/a -c b -e /srv/a -c b/logs/error.log\0\0";
+    let r = read(&d, title);
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert_eq!(r.unknown, None);
+    assert_eq!(r.main_file, "/etc/nginx/nginx.conf");
+    assert_eq!(r.found_by, "--conf-path");
+    assert_eq!(r.prefix, "/srv/a -c b/");
+    assert_eq!(r.error_logs[0].value, "/srv/a -c b/logs/error.log error");
+    assert_eq!(r.error_logs[0].at, "default");
+}

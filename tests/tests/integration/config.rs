@@ -702,3 +702,41 @@ fn a_main_file_that_cannot_be_found_leaves_every_setting_unknown() {
     );
     assert!(!text.contains("(default)"), "{ka:#}");
 }
+
+/// A prefix with ` -c ` in it, the main file and the error log (`-e`, last) under it:
+/// the title `nginx: master process nginx -p /tmp/nginx-probe-a -c bXXXX -c
+/// /tmp/nginx-probe-a -c bXXXX/nginx.conf -e /tmp/nginx-probe-a -c
+/// bXXXX/logs/error.log` has option words inside every value. Read with `-e` as a
+/// value of one word, the last `-c` (`bXXXX/logs/error.log`) named the main file and
+/// no reading had files that exist (every setting unknown); `-e` takes words as `-p`
+/// and `-c` do, so the one reading whose files exist is found.
+#[test]
+fn a_prefix_with_an_option_word_and_e_is_read() {
+    let ng = Nginx::start(&NginxConfig {
+        prefix_tag: "a -c b".into(),
+        http_extra: "keepalive_timeout 0;".into(),
+        error_log_arg_last: true,
+        ..NginxConfig::default()
+    });
+    let main = ng.prefix.join("nginx.conf");
+    assert!(main.to_str().unwrap().contains("a -c b"), "{main:?}");
+    let title = fs::read_to_string(format!("/proc/{}/cmdline", ng.master_pid())).unwrap();
+    let e = format!(" -e {}", ng.prefix.join("logs/error.log").display());
+    assert!(title.trim_end_matches('\0').ends_with(&e), "{title:?}");
+    let s = Probe::on(&ng)
+        .json()
+        .summary_around(|| assert_eq!(one_request_per_connection(ng.addr(), 50), 50));
+    let cfg = &s["config"];
+    assert!(cfg.get("unknown").is_none(), "{cfg:#}");
+    assert_eq!(cfg["main_file"], main.to_str().unwrap(), "{cfg:#}");
+    assert_eq!(cfg["found_by"], "-c");
+    assert_eq!(
+        cfg["prefix"],
+        format!("{}/", ng.prefix.display()),
+        "{cfg:#}"
+    );
+    assert_eq!(
+        va(value(cfg, "keepalive_timeout", "http")),
+        ("0".into(), ng.conf_at("keepalive_timeout 0"))
+    );
+}
