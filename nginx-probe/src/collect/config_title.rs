@@ -209,13 +209,14 @@ pub fn describe(r: &Reading) -> String {
 }
 
 /// The one reading of `cmdline` to use: the only one whose files exist (`exists`:
-/// its prefix directory and main file, inside the master's root; of several, those
-/// whose `-e` is no file nginx opened are dropped: `log_exists` says whether its
-/// error log is a file, called only for a reading with an `-e` path); when none
-/// does, the only plain one (the fewest option words taken into a path: opening its
-/// file then says what is wrong). Err with why the title does not say where the
-/// configuration is: no reading nginx would accept, several whose files exist, or
-/// none whose files exist and no single plain one.
+/// its prefix directory and main file, inside the master's root; `log_exists`: its
+/// `-e` error log is a file, asked only of a reading with an `-e` path, not
+/// `stderr`); else, when no reading has all of them, the only one whose prefix and
+/// main file exist (an error log moved away); else the only plain one (the fewest
+/// option words taken into a path: opening its file then says what is wrong). Err
+/// with why the title does not say where the configuration is: no reading nginx would
+/// accept, several whose files exist, or none whose files exist and no single plain
+/// one.
 pub fn pick(
     cmdline: &str,
     exists: impl Fn(&Reading) -> bool,
@@ -226,21 +227,22 @@ pub fn pick(
     if all.len() == 1 {
         return Ok(all.into_iter().next().expect("one reading"));
     }
-    let mut found: Vec<&Reading> = all.iter().filter(|r| exists(r)).collect();
-    if found.len() > 1 {
-        // `-p /a -e /a -c b/e.log -c /a -c b/n.conf` reads with `-e` as `/a` (and a
-        // `-c` given twice) as well as `/a -c b/e.log`: the error log nginx opened
-        // is a file.
-        let stderr = |r: &Reading| matches!(r.error_log.as_deref(), None | Some("stderr" | ""));
-        let logged: Vec<&Reading> = found
-            .iter()
-            .copied()
-            .filter(|r| stderr(r) || log_exists(r))
-            .collect();
-        if logged.len() == 1 {
-            found = logged;
-        }
-    }
+    // `-p /a -e /a -c b/e.log -c /a -c b/n.conf` reads with `-e` as `/a` (and a `-c`
+    // given twice) as well as `/a -c b/e.log`; an `-e` that took `-c FILE` in leaves
+    // the binary's own main file, which may exist too: the error log nginx opened is
+    // a file.
+    let stderr = |r: &Reading| matches!(r.error_log.as_deref(), None | Some("stderr" | ""));
+    let with_files: Vec<&Reading> = all.iter().filter(|r| exists(r)).collect();
+    let with_log: Vec<&Reading> = with_files
+        .iter()
+        .copied()
+        .filter(|r| stderr(r) || log_exists(r))
+        .collect();
+    let found = if with_log.is_empty() && with_files.len() == 1 {
+        with_files
+    } else {
+        with_log
+    };
     let fewest = all.iter().map(|r| r.absorbed).min();
     let plain: Vec<&Reading> = all.iter().filter(|r| Some(r.absorbed) == fewest).collect();
     match (found.len(), plain.len()) {
@@ -250,7 +252,7 @@ pub fn pick(
             "{WHY}: nginx would not accept its options as they read there"
         )),
         (0, _) => Err(format!(
-            "{WHY}: its arguments were joined with spaces, and none of its {} readings names a prefix and main file that exist ({})",
+            "{WHY}: its arguments were joined with spaces, and none of its {} readings names a prefix, main file and -e error log that exist ({})",
             all.len(),
             listed(&all.iter().collect::<Vec<_>>())
         )),
@@ -437,6 +439,20 @@ mod tests {
             pick(&title, default_conf, |_| false).map(|r| r.error_log),
             Ok(Some("stderr".to_string()))
         );
+        // The main file gone (moved after the start): an -e that took `-c FILE` in
+        // leaves the binary's main file, which exists; no such -e is a file, so the
+        // plain reading is read (and opening its main file says what is wrong).
+        let g = "-g worker_processes 3;";
+        let title = format!("{T}/usr/sbin/nginx -p {p} -e {e} -c {c} {g}");
+        let binary_conf = |r: &Reading| r.prefix.as_deref() == Some(p) && r.conf.is_none();
+        let picked = pick(&title, binary_conf, log).unwrap();
+        assert_eq!(
+            (picked.conf.as_deref(), picked.absorbed),
+            (Some("b/n.conf"), 0)
+        );
+        // The error log moved away too: still the plain reading, never a guess.
+        let picked = pick(&title, binary_conf, |_| false).unwrap();
+        assert_eq!(picked.absorbed, 0);
         // The bound on readings holds with -e taking words.
         let many = format!("{T}nginx{}", " -e a -c b".repeat(200));
         assert!(readings(&many).unwrap_err().contains("over 64"));
