@@ -59,7 +59,8 @@ pub struct NginxConfig {
     pub listen_extra: String,
     /// Extra lines inside the `server { }` block (e.g. a `location` with `proxy_pass`).
     pub server_extra: String,
-    /// Level of the top-level `error_log <prefix>/logs/error.log LEVEL;` (`warn`).
+    /// Level of the top-level `error_log <prefix>/logs/error.log LEVEL;` (`warn`);
+    /// empty: no top-level `error_log`.
     pub error_log_level: String,
     /// `access_log` setting: None writes `<prefix>/logs/access.log` unbuffered.
     pub access_log: Option<String>,
@@ -247,7 +248,7 @@ impl Nginx {
             "{workers}
 daemon {daemon};
 pid \"{p}/logs/nginx.pid\";
-error_log \"{p}/logs/error.log\" {error_log_level};
+{error_log}
 {main_extra}
 events {{
     worker_connections {wc};
@@ -286,7 +287,11 @@ http {{
             sendfile = if cfg.sendfile { "on" } else { "off" },
             listen_extra = cfg.listen_extra,
             server_extra = cfg.server_extra,
-            error_log_level = cfg.error_log_level,
+            error_log = if cfg.error_log_level.is_empty() {
+                String::new()
+            } else {
+                format!("error_log \"{p}/logs/error.log\" {};", cfg.error_log_level)
+            },
             quic = if cfg.quic {
                 format!("listen 127.0.0.1:{port} quic reuseport;")
             } else {

@@ -355,7 +355,9 @@ impl Reader {
             return None;
         }
         let (bytes, id, mtime) = match self.read_bounded(path) {
-            Ok(read) => read,
+            Ok(Some(read)) => read,
+            // `include /dev/null`: nginx reads nothing from it; neither do we.
+            Ok(None) => return Some(Vec::new()),
             Err(e) => {
                 self.error(format!("{path}{whence}: {e}"));
                 return None;
@@ -428,13 +430,19 @@ impl Reader {
     }
 
     /// Opens and reads `path` within the limits; else why not (a one-line reason).
-    fn read_bounded(&self, path: &str) -> Result<ReadFile, String> {
+    /// None for the null device (`include /dev/null`, a deliberate way to include
+    /// nothing: nothing in it, nothing read, nothing flagged); another device, a FIFO
+    /// or a directory is never read.
+    fn read_bounded(&self, path: &str) -> Result<Option<ReadFile>, String> {
         use std::os::unix::fs::MetadataExt;
         let fd = self
             .open(path, OFlag::O_RDONLY)
             .map_err(|e| format!("cannot open: {}", e.desc()))?;
         let mut f = std::fs::File::from(fd);
         let meta = f.metadata().map_err(|e| format!("cannot stat: {e}"))?;
+        if super::tail::is_null_device(&meta) {
+            return Ok(None);
+        }
         if !meta.is_file() {
             return Err("not a regular file".to_string());
         }
@@ -462,7 +470,7 @@ impl Reader {
                 self.limits.max_total_bytes
             ));
         }
-        Ok((bytes, id, mtime))
+        Ok(Some((bytes, id, mtime)))
     }
 
     fn convert<'a>(

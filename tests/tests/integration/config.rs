@@ -740,3 +740,55 @@ fn a_prefix_with_an_option_word_and_e_is_read() {
         ("0".into(), ng.conf_at("keepalive_timeout 0"))
     );
 }
+
+/// `/dev/null` as nginx's error log, a server's access log and an include: a
+/// deliberate setting, not flagged. The configuration reads without a problem (the
+/// include is empty to nginx too), the error log is said discarded, the access log not
+/// read as discarded (not "0 lines = 0% of the requests"), and the workers' writes to
+/// /dev/null are not counted as error-log writes (every /dev/null fd has the error
+/// log's inode then).
+#[test]
+fn dev_null_as_a_log_or_an_include_is_what_it_is_not_flagged() {
+    let ng = Nginx::start(&NginxConfig {
+        error_log_level: String::new(),
+        main_extra: "error_log /dev/null;".into(),
+        events_extra: "include /dev/null;".into(),
+        server_extra: "access_log /dev/null;".into(),
+        access_log: Some("off".into()),
+        ..NginxConfig::default()
+    });
+    let load = || assert_eq!(one_request_per_connection(ng.addr(), 40), 40);
+    let s = Probe::on(&ng).json().summary_around(load);
+    let cfg = &s["config"];
+    assert_eq!(cfg["errors"], serde_json::json!([]), "{cfg:#}");
+    assert!(cfg.get("unknown").is_none(), "{cfg:#}");
+    let e = &s["nginx_errors"];
+    assert_eq!(e["readable"], false, "{e}");
+    assert_eq!(
+        e["unknown_reason"],
+        "/dev/null: nginx is configured to discard these writes (a log to /dev/null), so there are no lines to count"
+    );
+    let a = &s["access_log"];
+    assert_eq!(a["files"], serde_json::json!([]), "{a:#}");
+    assert_eq!(
+        a["not_read"],
+        serde_json::json!([format!(
+            "/dev/null ({}): nginx is configured to discard these writes, so there are no lines to count",
+            ng.conf_at("access_log /dev/null")
+        )]),
+        "{a:#}"
+    );
+    for w in workers(&s) {
+        assert!(
+            w["writes"]["error_log"]["count"].as_u64().unwrap_or(0) == 0,
+            "{w}"
+        );
+    }
+    let writes: u64 = workers(&s)
+        .iter()
+        .map(|w| w["writes"]["other_file"]["count"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(writes, 40, "one access-log line per request, to /dev/null");
+    let text = Probe::on(&ng).plain().around(load).stdout;
+    assert!(!text.contains("not a regular file"), "{text}");
+}
