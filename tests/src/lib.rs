@@ -59,7 +59,8 @@ pub struct NginxConfig {
     pub listen_extra: String,
     /// Extra lines inside the `server { }` block (e.g. a `location` with `proxy_pass`).
     pub server_extra: String,
-    /// Level of the top-level `error_log <prefix>/logs/error.log LEVEL;` (`warn`).
+    /// Level of the top-level `error_log <prefix>/logs/error.log LEVEL;` (`warn`);
+    /// empty: no top-level `error_log`.
     pub error_log_level: String,
     /// `access_log` setting: None writes `<prefix>/logs/access.log` unbuffered.
     pub access_log: Option<String>,
@@ -116,6 +117,10 @@ pub struct NginxConfig {
     /// no `-g`. A `worker_processes` in it replaces the file's (nginx refuses a
     /// duplicate): set `workers` to the same number.
     pub globals: String,
+    /// Pass `-e <prefix>/logs/error.log` last, after `-c` (and `-g`), instead of
+    /// between `-p` and `-c` (nginx reads its options in any order; the title keeps
+    /// the order given).
+    pub error_log_arg_last: bool,
 }
 
 impl Default for NginxConfig {
@@ -147,6 +152,7 @@ impl Default for NginxConfig {
             quic: false,
             netns: None,
             globals: String::new(),
+            error_log_arg_last: false,
         }
     }
 }
@@ -242,7 +248,7 @@ impl Nginx {
             "{workers}
 daemon {daemon};
 pid \"{p}/logs/nginx.pid\";
-error_log \"{p}/logs/error.log\" {error_log_level};
+{error_log}
 {main_extra}
 events {{
     worker_connections {wc};
@@ -281,7 +287,11 @@ http {{
             sendfile = if cfg.sendfile { "on" } else { "off" },
             listen_extra = cfg.listen_extra,
             server_extra = cfg.server_extra,
-            error_log_level = cfg.error_log_level,
+            error_log = if cfg.error_log_level.is_empty() {
+                String::new()
+            } else {
+                format!("error_log \"{p}/logs/error.log\" {};", cfg.error_log_level)
+            },
             quic = if cfg.quic {
                 format!("listen 127.0.0.1:{port} quic reuseport;")
             } else {
@@ -351,10 +361,15 @@ http {{
             }
         };
         let prefix = &self.prefix;
+        let error_log = ["-e".into(), prefix.join("logs/error.log").into_os_string()];
+        let (e_before, e_after) = if cfg.error_log_arg_last {
+            (&[][..], &error_log[..])
+        } else {
+            (&error_log[..], &[][..])
+        };
         cmd.arg("-p")
             .arg(prefix)
-            .arg("-e")
-            .arg(prefix.join("logs/error.log"))
+            .args(e_before)
             .arg("-c")
             .arg(prefix.join("nginx.conf"))
             .args(
@@ -363,6 +378,7 @@ http {{
                     .into_iter()
                     .flatten(),
             )
+            .args(e_after)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());

@@ -129,6 +129,9 @@ fn wanted_files(cfg: &ConfigReport) -> (Vec<Wanted>, Vec<String>) {
             _ if p.starts_with("syslog:") => Some("sent to syslog"),
             _ if p.starts_with("memory:") => Some("kept in memory"),
             _ if p.contains('$') => Some("a variable in its path (one file per value)"),
+            "/dev/null" => {
+                Some("nginx is configured to discard these writes, so there are no lines to count")
+            }
             _ => None,
         };
         if let Some(why) = why {
@@ -512,6 +515,22 @@ mod tests {
             at: format!("nginx.conf ({scope})"),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn an_access_log_to_dev_null_is_not_read_and_said_discarded() {
+        let cfg = ConfigReport {
+            prefix: "/p/".into(),
+            access_logs: vec![log("http", "/dev/null"), log("server b", "logs/b.log")],
+            ..Default::default()
+        };
+        let (wanted, not_read) = wanted_files(&cfg);
+        let paths: Vec<&str> = wanted.iter().map(|w| w.path.as_str()).collect();
+        assert_eq!(paths, ["/p/logs/b.log"]);
+        assert_eq!(
+            not_read,
+            ["/dev/null (nginx.conf (http)): nginx is configured to discard these writes, so there are no lines to count"]
+        );
     }
 
     #[test]

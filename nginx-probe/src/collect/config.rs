@@ -95,7 +95,8 @@ pub struct Located {
 /// The main file, how it was found and the build defaults of one reading of the
 /// command line, nginx's rules: the prefix is `-p`, else the binary's `--prefix=`,
 /// else `/usr/local/nginx/`; the main file is `-c`, else the binary's `--conf-path=`,
-/// else `conf/nginx.conf`, either relative to the prefix.
+/// else `conf/nginx.conf`; the error log without an `error_log` is `-e`, else the
+/// binary's `--error-log-path=`; each relative to the prefix.
 fn place(r: &title::Reading, bin: &BinaryFacts) -> (String, &'static str, BuildDefaults) {
     let prefix = with_slash(
         r.prefix
@@ -112,12 +113,17 @@ fn place(r: &title::Reading, bin: &BinaryFacts) -> (String, &'static str, BuildD
     };
     let build = BuildDefaults {
         prefix: prefix.clone(),
-        // `--error-log-path=stderr` is nginx's standard error, not a file under the
-        // prefix (auto/options empties the path; ngx_log_init then logs to stderr).
-        error_log: bin.error_log_path.as_ref().map(|p| match p.as_str() {
-            config::STDERR => p.clone(),
-            _ => full_name(&prefix, p),
-        }),
+        // `-e` (the title's) or `--error-log-path=`; `stderr` is nginx's standard error,
+        // not a file under the prefix (auto/options empties the path; ngx_log_init then
+        // logs to stderr).
+        error_log: r
+            .error_log
+            .as_ref()
+            .or(bin.error_log_path.as_ref())
+            .map(|p| match p.as_str() {
+                config::STDERR => p.clone(),
+                _ => full_name(&prefix, p),
+            }),
         http_log: bin.http_log_path.as_ref().map(|p| full_name(&prefix, p)),
     };
     (full_name(&prefix, &conf), found_by, build)
@@ -126,13 +132,23 @@ fn place(r: &title::Reading, bin: &BinaryFacts) -> (String, &'static str, BuildD
 /// Where the main file of the master with `cmdline` is ([`place`]). The title joins
 /// nginx's arguments with spaces: of its readings ([`title::pick`]), the one whose
 /// `-p` directory and main file exist (`exists(prefix from -p, main file)`), checked
-/// in the master's root; none or several: the main file is unknown, and why.
+/// in the master's root (of several, the one whose `-e` file exists:
+/// `exists(None, error log)`); none or several: the main file is unknown, and why.
 pub fn locate(
     cmdline: &str,
     bin: &BinaryFacts,
     exists: impl Fn(Option<&str>, &str) -> bool,
 ) -> Located {
-    let picked = title::pick(cmdline, |r| exists(r.prefix.as_deref(), &place(r, bin).0));
+    let picked = title::pick(
+        cmdline,
+        |r| exists(r.prefix.as_deref(), &place(r, bin).0),
+        |r| {
+            let prefix = place(r, bin).2.prefix;
+            r.error_log
+                .as_ref()
+                .is_some_and(|e| exists(None, &full_name(&prefix, e)))
+        },
+    );
     match picked {
         Ok(r) => {
             let (main, found_by, build) = place(&r, bin);
@@ -339,7 +355,9 @@ impl Reader {
             return None;
         }
         let (bytes, id, mtime) = match self.read_bounded(path) {
-            Ok(read) => read,
+            Ok(Some(read)) => read,
+            // `include /dev/null`: nginx reads nothing from it; neither do we.
+            Ok(None) => return Some(Vec::new()),
             Err(e) => {
                 self.error(format!("{path}{whence}: {e}"));
                 return None;
@@ -412,13 +430,19 @@ impl Reader {
     }
 
     /// Opens and reads `path` within the limits; else why not (a one-line reason).
-    fn read_bounded(&self, path: &str) -> Result<ReadFile, String> {
+    /// None for the null device (`include /dev/null`, a deliberate way to include
+    /// nothing: nothing in it, nothing read, nothing flagged); another device, a FIFO
+    /// or a directory is never read.
+    fn read_bounded(&self, path: &str) -> Result<Option<ReadFile>, String> {
         use std::os::unix::fs::MetadataExt;
         let fd = self
             .open(path, OFlag::O_RDONLY)
             .map_err(|e| format!("cannot open: {}", e.desc()))?;
         let mut f = std::fs::File::from(fd);
         let meta = f.metadata().map_err(|e| format!("cannot stat: {e}"))?;
+        if super::tail::is_null_device(&meta) {
+            return Ok(None);
+        }
         if !meta.is_file() {
             return Err("not a regular file".to_string());
         }
@@ -446,7 +470,7 @@ impl Reader {
                 self.limits.max_total_bytes
             ));
         }
-        Ok((bytes, id, mtime))
+        Ok(Some((bytes, id, mtime)))
     }
 
     fn convert<'a>(

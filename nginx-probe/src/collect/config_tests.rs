@@ -504,3 +504,58 @@ fn an_error_log_path_of_stderr_is_the_standard_error() {
     );
     assert_eq!(r.error_logs[0].at, "/etc/nginx/nginx.conf:1");
 }
+
+/// A newcomer's master: `nginx -p "/srv/a -c b" -e "/srv/a -c b/logs/error.log"`
+/// (Debian's binary: the main file is its `--conf-path=`). The title reads as a `-c b`
+/// then a second `-c b/logs/error.log` too; `-e` takes words as `-p` does, so the one
+/// reading whose prefix and main file exist is found, and its `-e` is the error log
+/// nginx opens when the configuration names none.
+#[test]
+fn an_e_path_with_an_option_word_is_read_with_its_prefix() {
+    let d = root(&[
+        ("/etc/nginx/nginx.conf", "events {}\nhttp {}\n"),
+        ("/srv/a -c b/logs/error.log", ""),
+    ]);
+    let title =
+        "nginx: master process /usr/sbin/nginx -p /srv/a -c b -e /srv/a -c b/logs/error.log\0\0";
+    let r = read(&d, title);
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert_eq!(r.unknown, None);
+    assert_eq!(r.main_file, "/etc/nginx/nginx.conf");
+    assert_eq!(r.found_by, "--conf-path");
+    assert_eq!(r.prefix, "/srv/a -c b/");
+    assert_eq!(r.error_logs[0].value, "/srv/a -c b/logs/error.log error");
+    assert_eq!(r.error_logs[0].at, "default");
+}
+
+/// `include /dev/null` (a deliberate, common way to include nothing) reads as nginx
+/// reads it, empty, with no problem flagged; other devices and FIFOs are still never
+/// read as configuration. The host's own root: its /dev/null and /dev/zero.
+#[test]
+fn the_null_device_is_included_as_empty_and_other_devices_are_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().to_str().unwrap();
+    std::fs::write(
+        d.path().join("nginx.conf"),
+        "include /dev/null;\nevents { include /dev/null; }\nhttp { include /dev/zero; include fifo; keepalive_timeout 5s; }\n",
+    )
+    .unwrap();
+    nix::unistd::mkfifo(&d.path().join("fifo"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let title = format!("nginx: master process nginx -p {dir} -c nginx.conf");
+    let r = read_config(Path::new("/"), &title, &bin(), None, Limits::default());
+    assert_eq!(
+        r.errors,
+        [
+            format!("/dev/zero (included at {dir}/nginx.conf:3): not a regular file"),
+            format!("{dir}/fifo (included at {dir}/nginx.conf:3): not a regular file"),
+        ]
+    );
+    assert_eq!(r.files.len(), 1, "{:?}", r.files);
+    assert_eq!(val(&r, "keepalive_timeout", "http").value, "5s");
+    let meta = |p: &str| std::fs::metadata(p).unwrap();
+    assert!(crate::collect::tail::is_null_device(&meta("/dev/null")));
+    assert!(!crate::collect::tail::is_null_device(&meta("/dev/zero")));
+    assert!(!crate::collect::tail::is_null_device(&meta(&format!(
+        "{dir}/nginx.conf"
+    ))));
+}

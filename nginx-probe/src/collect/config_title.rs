@@ -4,10 +4,10 @@
 //! path with a space is two words. The title is split at every space and read as
 //! nginx's `ngx_get_options` would: every argument after the binary starts with `-`,
 //! flags (`-t`, `-q`, ...) may be grouped, and `-c`/`-p`/`-g`/`-e`/`-s` take the rest
-//! of their word or the next argument. A `-c` or `-p` value may span words: each way
-//! of joining them that leaves a valid command line is one [`Reading`]; the caller
-//! keeps the readings whose files exist ([`pick`]). A `-g` (or `-e`, `-s`) value runs
-//! to the next word nginx would parse as an option. A cmdline that still has its NUL
+//! of their word or the next argument. A `-c`, `-p` or `-e` value (a path) may span
+//! words: each way of joining them that leaves a valid command line is one
+//! [`Reading`]; the caller keeps the readings whose files exist ([`pick`]). A `-g` (or
+//! `-s`) value runs to the next word nginx would parse as an option. A cmdline that still has its NUL
 //! separators (a master that was not retitled) gives its arguments exactly.
 //! Everything here is text others control: bounded, never run, never trusted.
 
@@ -30,7 +30,10 @@ pub struct Reading {
     pub prefix: Option<String>,
     /// `-g`: main-context directives nginx applies on top of the file.
     pub globals: Option<String>,
-    /// Words nginx would parse as options taken into a `-c` or `-p` value
+    /// `-e`: the error log nginx opens at start and when the configuration names none
+    /// (relative to the prefix when not absolute; `stderr`: the standard error).
+    pub error_log: Option<String>,
+    /// Words nginx would parse as options taken into a `-c`, `-p` or `-e` value
     /// (`-c /a -p /b` read as the one path `/a -p /b`): 0 for the plain reading.
     pub absorbed: usize,
 }
@@ -112,13 +115,15 @@ impl Walk<'_> {
             (true, Some(w)) => (w.to_string(), i + 2),
             (true, None) => return, // nginx: "option requires an argument"
         };
-        for (value, after, absorbed) in self.values(first, next, matches!(letter, 'c' | 'p')) {
+        let path = matches!(letter, 'c' | 'p' | 'e');
+        for (value, after, absorbed) in self.values(first, next, path) {
             let mut r = at.clone();
             r.absorbed += absorbed;
             match letter {
                 'c' => r.conf = Some(value),
                 'p' => r.prefix = Some(value),
                 'g' => r.globals = Some(value),
+                'e' => r.error_log = Some(value),
                 _ => {}
             }
             self.walk(after, r);
@@ -185,32 +190,59 @@ pub fn readings(cmdline: &str) -> Result<Vec<Reading>, String> {
     Ok(out)
 }
 
-/// `-c X -p Y -g Z` of a reading, for a reason (values quoted with backticks).
+/// `-p X -c Y -e Z -g W` of a reading, for a reason (values quoted with backticks).
 pub fn describe(r: &Reading) -> String {
-    let parts: Vec<String> = [("-p", &r.prefix), ("-c", &r.conf), ("-g", &r.globals)]
-        .iter()
-        .filter_map(|(o, v)| v.as_ref().map(|v| format!("{o} `{v}`")))
-        .collect();
+    let parts: Vec<String> = [
+        ("-p", &r.prefix),
+        ("-c", &r.conf),
+        ("-e", &r.error_log),
+        ("-g", &r.globals),
+    ]
+    .iter()
+    .filter_map(|(o, v)| v.as_ref().map(|v| format!("{o} `{v}`")))
+    .collect();
     if parts.is_empty() {
-        "no -p, -c or -g".to_string()
+        "no -p, -c, -e or -g".to_string()
     } else {
         parts.join(" ")
     }
 }
 
 /// The one reading of `cmdline` to use: the only one whose files exist (`exists`:
-/// its prefix directory and main file, inside the master's root); when none does,
-/// the only plain one (the fewest option words taken into a path: opening its file
-/// then says what is wrong). Err with why the title does not say where the
-/// configuration is: no reading nginx would accept, several whose files exist, or
-/// none whose files exist and no single plain one.
-pub fn pick(cmdline: &str, exists: impl Fn(&Reading) -> bool) -> Result<Reading, String> {
+/// its prefix directory and main file, inside the master's root; `log_exists`: its
+/// `-e` error log is a file, asked only of a reading with an `-e` path, not
+/// `stderr`); else, when no reading has all of them, the only one whose prefix and
+/// main file exist (an error log moved away); else the only plain one (the fewest
+/// option words taken into a path: opening its file then says what is wrong). Err
+/// with why the title does not say where the configuration is: no reading nginx would
+/// accept, several whose files exist, or none whose files exist and no single plain
+/// one.
+pub fn pick(
+    cmdline: &str,
+    exists: impl Fn(&Reading) -> bool,
+    log_exists: impl Fn(&Reading) -> bool,
+) -> Result<Reading, String> {
     const WHY: &str = "the master's title does not say where its configuration is";
     let all = readings(cmdline).map_err(|e| format!("{WHY}: {e}"))?;
     if all.len() == 1 {
         return Ok(all.into_iter().next().expect("one reading"));
     }
-    let found: Vec<&Reading> = all.iter().filter(|r| exists(r)).collect();
+    // `-p /a -e /a -c b/e.log -c /a -c b/n.conf` reads with `-e` as `/a` (and a `-c`
+    // given twice) as well as `/a -c b/e.log`; an `-e` that took `-c FILE` in leaves
+    // the binary's own main file, which may exist too: the error log nginx opened is
+    // a file.
+    let stderr = |r: &Reading| matches!(r.error_log.as_deref(), None | Some("stderr" | ""));
+    let with_files: Vec<&Reading> = all.iter().filter(|r| exists(r)).collect();
+    let with_log: Vec<&Reading> = with_files
+        .iter()
+        .copied()
+        .filter(|r| stderr(r) || log_exists(r))
+        .collect();
+    let found = if with_log.is_empty() && with_files.len() == 1 {
+        with_files
+    } else {
+        with_log
+    };
     let fewest = all.iter().map(|r| r.absorbed).min();
     let plain: Vec<&Reading> = all.iter().filter(|r| Some(r.absorbed) == fewest).collect();
     match (found.len(), plain.len()) {
@@ -220,7 +252,7 @@ pub fn pick(cmdline: &str, exists: impl Fn(&Reading) -> bool) -> Result<Reading,
             "{WHY}: nginx would not accept its options as they read there"
         )),
         (0, _) => Err(format!(
-            "{WHY}: its arguments were joined with spaces, and none of its {} readings names a prefix and main file that exist ({})",
+            "{WHY}: its arguments were joined with spaces, and none of its {} readings names a prefix, main file and -e error log that exist ({})",
             all.len(),
             listed(&all.iter().collect::<Vec<_>>())
         )),
@@ -249,6 +281,7 @@ mod tests {
             conf: conf.map(Into::into),
             prefix: prefix.map(Into::into),
             globals: globals.map(Into::into),
+            error_log: None,
             absorbed: 0,
         }
     }
@@ -298,12 +331,15 @@ mod tests {
             readings(&format!("{T}nginx -g {g} -c /e/n.conf")).unwrap(),
             vec![r(Some("/e/n.conf"), None, Some(g))]
         );
-        // -g before -c and -p, and the -e value skipped.
+        // -g before -c and -p, and the -e value kept.
         assert_eq!(
             plain(&format!(
                 "{T}nginx -g daemon off; -e /l/e.log -p /p/ -c c.conf"
             )),
-            vec![r(Some("c.conf"), Some("/p/"), Some("daemon off;"))]
+            vec![Reading {
+                error_log: Some("/l/e.log".into()),
+                ..r(Some("c.conf"), Some("/p/"), Some("daemon off;"))
+            }]
         );
     }
 
@@ -348,26 +384,78 @@ mod tests {
         let title = format!("{T}nginx -p /tmp/x/my site/ -c /tmp/x/my site/nginx.conf");
         let exists = |r: &Reading| r.prefix.as_deref() == Some("/tmp/x/my site/");
         assert_eq!(
-            pick(&title, exists).unwrap().conf.as_deref(),
+            pick(&title, exists, |_| true).unwrap().conf.as_deref(),
             Some("/tmp/x/my site/nginx.conf")
         );
         // Nothing exists: the plain reading (opening its file then says why not).
         assert_eq!(
-            pick(&title, |_| false).unwrap().prefix.as_deref(),
+            pick(&title, |_| false, |_| true).unwrap().prefix.as_deref(),
             Some("/tmp/x/my site/")
         );
         // Both exist: ambiguous.
-        let e = pick(&title, |_| true).unwrap_err();
+        let e = pick(&title, |_| true, |_| true).unwrap_err();
         assert!(e.contains("2 readings name files that exist"), "{e}");
         // One reading: taken as is, whether its file exists or not.
         let one = format!("{T}nginx -c /does/not/exist.conf");
         assert_eq!(
-            pick(&one, |_| false).unwrap().conf.as_deref(),
+            pick(&one, |_| false, |_| true).unwrap().conf.as_deref(),
             Some("/does/not/exist.conf")
         );
         // nginx would have refused the title: no reading.
-        let e = pick(&format!("{T}nginx -c"), |_| true).unwrap_err();
+        let e = pick(&format!("{T}nginx -c"), |_| true, |_| true).unwrap_err();
         assert!(e.ends_with("nginx would not accept its options as they read there"));
+    }
+
+    #[test]
+    fn an_e_path_spans_option_words_like_p_and_c() {
+        // nginx -c "/s/a -c b/n.conf" -p "/s/a -c b" -e "/s/a -c b/logs/e.log" (a
+        // newcomer's prefix with ` -c ` in it): -e takes words as -p and -c do, so the
+        // one reading whose files exist is among the readings.
+        let (p, c, e) = ("/s/a -c b", "/s/a -c b/n.conf", "/s/a -c b/logs/e.log");
+        let title = format!("{T}/usr/sbin/nginx -c {c} -p {p} -e {e}");
+        let all = readings(&title).unwrap();
+        let right = Reading {
+            error_log: Some(e.into()),
+            absorbed: 3,
+            ..r(Some(c), Some(p), None)
+        };
+        assert!(all.contains(&right), "{all:#?}");
+        let files = |r: &Reading| r.prefix.as_deref() == Some(p) && r.conf.as_deref() == Some(c);
+        assert_eq!(pick(&title, files, |_| false), Ok(right.clone()));
+        // The other order (-e before -c): two readings have the prefix and main file,
+        // one with `-e /s/a` (no file) and a second `-c`; the error log decides.
+        let title = format!("{T}/usr/sbin/nginx -p {p} -e {e} -c {c}");
+        let log = |r: &Reading| r.error_log.as_deref() == Some(e);
+        assert_eq!(
+            pick(&title, files, log).map(|r| r.error_log),
+            Ok(Some(e.to_string()))
+        );
+        let both = pick(&title, files, |_| true).unwrap_err();
+        assert!(both.contains("2 readings name files that exist"), "{both}");
+        // -e stderr needs no file.
+        let title = format!("{T}nginx -p {p} -e stderr");
+        let default_conf = |r: &Reading| r.prefix.as_deref() == Some(p) && r.conf.is_none();
+        assert_eq!(
+            pick(&title, default_conf, |_| false).map(|r| r.error_log),
+            Ok(Some("stderr".to_string()))
+        );
+        // The main file gone (moved after the start): an -e that took `-c FILE` in
+        // leaves the binary's main file, which exists; no such -e is a file, so the
+        // plain reading is read (and opening its main file says what is wrong).
+        let g = "-g worker_processes 3;";
+        let title = format!("{T}/usr/sbin/nginx -p {p} -e {e} -c {c} {g}");
+        let binary_conf = |r: &Reading| r.prefix.as_deref() == Some(p) && r.conf.is_none();
+        let picked = pick(&title, binary_conf, log).unwrap();
+        assert_eq!(
+            (picked.conf.as_deref(), picked.absorbed),
+            (Some("b/n.conf"), 0)
+        );
+        // The error log moved away too: still the plain reading, never a guess.
+        let picked = pick(&title, binary_conf, |_| false).unwrap();
+        assert_eq!(picked.absorbed, 0);
+        // The bound on readings holds with -e taking words.
+        let many = format!("{T}nginx{}", " -e a -c b".repeat(200));
+        assert!(readings(&many).unwrap_err().contains("over 64"));
     }
 
     #[test]

@@ -272,8 +272,9 @@ pub(crate) fn read_chunks(file: &mut File, want: u64, chunk: &mut dyn FnMut(&[u8
 pub const DISCARDED: &str = "/dev/null: nginx is configured to discard these writes (a log to /dev/null), so there are no lines to count";
 
 /// Whether `meta` is the null device (character device 1:3, whatever its path is
-/// called inside nginx's root).
-fn is_null_device(meta: &std::fs::Metadata) -> bool {
+/// called inside nginx's root): what nginx writes there is discarded, reading it
+/// gives nothing.
+pub fn is_null_device(meta: &std::fs::Metadata) -> bool {
     use std::os::unix::fs::FileTypeExt;
     let rdev = meta.rdev();
     meta.file_type().is_char_device()

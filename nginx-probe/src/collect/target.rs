@@ -245,8 +245,10 @@ pub fn classify_fd(link: &str, flags_octal: Option<u32>, error_log: Option<&str>
 pub fn classify_fds(pid: u32) -> Vec<(u32, u32, String)> {
     let mut out = Vec::new();
     let base = format!("/proc/{pid}");
+    // Not the null device: `/dev/null` is no log file (see `fd_inode`).
     let error_log = std::fs::read_link(format!("{base}/fd/2"))
         .ok()
+        .filter(|_| fd_inode(pid, 2).is_some())
         .map(|p| p.to_string_lossy().into_owned());
     let Ok(rd) = std::fs::read_dir(format!("{base}/fd")) else {
         return out;
@@ -277,13 +279,14 @@ pub fn classify_fds(pid: u32) -> Vec<(u32, u32, String)> {
 
 /// The inode number of `pid`'s fd `fd` (`stat` through `/proc/<pid>/fd/<fd>`: the
 /// file, pipe or tty it points at); None when unreadable.
+///
+/// None too for the null device (`error_log /dev/null`): its inode is every
+/// `/dev/null` fd's, access logs' included, and what goes there is discarded: no
+/// error log's writes.
 pub fn fd_inode(pid: u32, fd: u32) -> Option<u64> {
     use std::os::unix::fs::MetadataExt;
-    Some(
-        std::fs::metadata(format!("/proc/{pid}/fd/{fd}"))
-            .ok()?
-            .ino(),
-    )
+    let meta = std::fs::metadata(format!("/proc/{pid}/fd/{fd}")).ok()?;
+    (!super::tail::is_null_device(&meta)).then(|| meta.ino())
 }
 
 /// utime + stime of a process in clock ticks (`/proc/<pid>/stat`).

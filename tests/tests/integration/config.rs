@@ -702,3 +702,93 @@ fn a_main_file_that_cannot_be_found_leaves_every_setting_unknown() {
     );
     assert!(!text.contains("(default)"), "{ka:#}");
 }
+
+/// A prefix with ` -c ` in it, the main file and the error log (`-e`, last) under it:
+/// the title `nginx: master process nginx -p /tmp/nginx-probe-a -c bXXXX -c
+/// /tmp/nginx-probe-a -c bXXXX/nginx.conf -e /tmp/nginx-probe-a -c
+/// bXXXX/logs/error.log` has option words inside every value. Read with `-e` as a
+/// value of one word, the last `-c` (`bXXXX/logs/error.log`) named the main file and
+/// no reading had files that exist (every setting unknown); `-e` takes words as `-p`
+/// and `-c` do, so the one reading whose files exist is found.
+#[test]
+fn a_prefix_with_an_option_word_and_e_is_read() {
+    let ng = Nginx::start(&NginxConfig {
+        prefix_tag: "a -c b".into(),
+        http_extra: "keepalive_timeout 0;".into(),
+        error_log_arg_last: true,
+        ..NginxConfig::default()
+    });
+    let main = ng.prefix.join("nginx.conf");
+    assert!(main.to_str().unwrap().contains("a -c b"), "{main:?}");
+    let title = fs::read_to_string(format!("/proc/{}/cmdline", ng.master_pid())).unwrap();
+    let e = format!(" -e {}", ng.prefix.join("logs/error.log").display());
+    assert!(title.trim_end_matches('\0').ends_with(&e), "{title:?}");
+    let s = Probe::on(&ng)
+        .json()
+        .summary_around(|| assert_eq!(one_request_per_connection(ng.addr(), 50), 50));
+    let cfg = &s["config"];
+    assert!(cfg.get("unknown").is_none(), "{cfg:#}");
+    assert_eq!(cfg["main_file"], main.to_str().unwrap(), "{cfg:#}");
+    assert_eq!(cfg["found_by"], "-c");
+    assert_eq!(
+        cfg["prefix"],
+        format!("{}/", ng.prefix.display()),
+        "{cfg:#}"
+    );
+    assert_eq!(
+        va(value(cfg, "keepalive_timeout", "http")),
+        ("0".into(), ng.conf_at("keepalive_timeout 0"))
+    );
+}
+
+/// `/dev/null` as nginx's error log, a server's access log and an include: a
+/// deliberate setting, not flagged. The configuration reads without a problem (the
+/// include is empty to nginx too), the error log is said discarded, the access log not
+/// read as discarded (not "0 lines = 0% of the requests"), and the workers' writes to
+/// /dev/null are not counted as error-log writes (every /dev/null fd has the error
+/// log's inode then).
+#[test]
+fn dev_null_as_a_log_or_an_include_is_what_it_is_not_flagged() {
+    let ng = Nginx::start(&NginxConfig {
+        error_log_level: String::new(),
+        main_extra: "error_log /dev/null;".into(),
+        events_extra: "include /dev/null;".into(),
+        server_extra: "access_log /dev/null;".into(),
+        access_log: Some("off".into()),
+        ..NginxConfig::default()
+    });
+    let load = || assert_eq!(one_request_per_connection(ng.addr(), 40), 40);
+    let s = Probe::on(&ng).json().summary_around(load);
+    let cfg = &s["config"];
+    assert_eq!(cfg["errors"], serde_json::json!([]), "{cfg:#}");
+    assert!(cfg.get("unknown").is_none(), "{cfg:#}");
+    let e = &s["nginx_errors"];
+    assert_eq!(e["readable"], false, "{e}");
+    assert_eq!(
+        e["unknown_reason"],
+        "/dev/null: nginx is configured to discard these writes (a log to /dev/null), so there are no lines to count"
+    );
+    let a = &s["access_log"];
+    assert_eq!(a["files"], serde_json::json!([]), "{a:#}");
+    assert_eq!(
+        a["not_read"],
+        serde_json::json!([format!(
+            "/dev/null ({}): nginx is configured to discard these writes, so there are no lines to count",
+            ng.conf_at("access_log /dev/null")
+        )]),
+        "{a:#}"
+    );
+    for w in workers(&s) {
+        assert!(
+            w["writes"]["error_log"]["count"].as_u64().unwrap_or(0) == 0,
+            "{w}"
+        );
+    }
+    let writes: u64 = workers(&s)
+        .iter()
+        .map(|w| w["writes"]["other_file"]["count"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(writes, 40, "one access-log line per request, to /dev/null");
+    let text = Probe::on(&ng).plain().around(load).stdout;
+    assert!(!text.contains("not a regular file"), "{text}");
+}
