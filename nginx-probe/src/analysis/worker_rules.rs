@@ -104,11 +104,24 @@ pub fn worker_crashes(inp: &Inputs, out: &mut Vec<Verdict>) {
     ev.insert("respawned", json!(l.respawned));
     ev.insert("exit_source", json!(l.exit_source));
     ev.insert("stub_status_gauges", json!(GAUGES_NOTE));
+    let dropped = dropped_by_exits(inp);
+    ev.insert(
+        "client_connections_closed_by_worker_exit",
+        dropped
+            .as_ref()
+            .map_or_else(|why| json!(format!("unknown: {why}")), |n| json!(n)),
+    );
+    let held = match &dropped {
+        Ok(n) => format!(
+            "each crash drops the connections that worker held: {n} client connections were closed as their worker exited (tracepoint sock:inet_sock_set_state in the exiting task)"
+        ),
+        Err(_) => "each crash drops the connections that worker held".to_string(),
+    };
     let (severity, advice) = if crashes > 0 {
         (
             Severity::Critical,
             format!(
-                "workers died: {}, and nginx started {} in their place; each crash drops the connections that worker held. Let nginx write a core (worker_rlimit_core, working_directory) and look at the backtrace (third-party modules first); {GAUGES_NOTE}",
+                "workers died: {}, and nginx started {} in their place; {held}. Let nginx write a core (worker_rlimit_core, working_directory) and look at the backtrace (third-party modules first); {GAUGES_NOTE}",
                 names.join(", "),
                 l.respawned
             ),
@@ -117,7 +130,7 @@ pub fn worker_crashes(inp: &Inputs, out: &mut Vec<Verdict>) {
         (
             Severity::Warning,
             format!(
-                "workers were killed: {}, and nginx started {} in their place (SIGKILL is the OOM killer or an operator: see the kernel log); {GAUGES_NOTE}",
+                "workers were killed: {}, and nginx started {} in their place (SIGKILL is the OOM killer or an operator: see the kernel log); {held}; {GAUGES_NOTE}",
                 names.join(", "),
                 l.respawned
             ),
@@ -130,6 +143,20 @@ pub fn worker_crashes(inp: &Inputs, out: &mut Vec<Verdict>) {
         &["worker_rlimit_core", "working_directory"],
         advice,
     ));
+}
+
+/// Client connections closed as their worker exited in the period (the connection
+/// lifecycle's `closed_by_worker_exit`), or why that is unknown.
+fn dropped_by_exits(inp: &Inputs) -> Result<u64, String> {
+    let c = inp.connections.as_ref().ok_or_else(|| {
+        inp.connections_not_traced
+            .clone()
+            .unwrap_or_else(|| "no client connection was counted in the period".into())
+    })?;
+    if let Some(why) = &c.worker_exit_unknown {
+        return Err(why.clone());
+    }
+    Ok(c.total().closed_by_worker_exit)
 }
 
 #[cfg(test)]
@@ -235,6 +262,32 @@ mod tests {
         assert_eq!(out[0].evidence["workers"][0]["pid"], 42);
         assert!(
             out[0].advice.contains("stub_status gauges"),
+            "{}",
+            out[0].advice
+        );
+        assert_eq!(
+            out[0].evidence["client_connections_closed_by_worker_exit"],
+            "unknown: no client connection was counted in the period"
+        );
+        // The lifecycle counted the dead worker's connections: quoted.
+        inp.connections = Some(crate::model::connections::ConnectionsReport {
+            ports: vec![crate::model::connections::PortLifecycle {
+                port: 80,
+                closed_by_worker_exit: 7,
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        let mut out = Vec::new();
+        worker_crashes(&inp, &mut out);
+        assert_eq!(
+            out[0].evidence["client_connections_closed_by_worker_exit"],
+            7
+        );
+        assert!(
+            out[0]
+                .advice
+                .contains("7 client connections were closed as their worker exited"),
             "{}",
             out[0].advice
         );

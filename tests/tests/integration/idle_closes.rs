@@ -219,6 +219,18 @@ fn killed_worker(flags: &[&str]) {
     for id in ["keepalive_timeout_closes", "nginx_timeout_closes"] {
         assert!(verdict(&summary, id).is_none(), "{}", summary["verdicts"]);
     }
+    let v = verdict(&summary, "worker_crashes")
+        .unwrap_or_else(|| panic!("no worker_crashes in {}", summary["verdicts"]));
+    assert_eq!(
+        v["evidence"]["client_connections_closed_by_worker_exit"], N as u64,
+        "{v}"
+    );
+    assert!(
+        v["advice"].as_str().unwrap_or("").contains(&format!(
+            "{N} client connections were closed as their worker exited"
+        )),
+        "{v}"
+    );
     assert!(
         text.contains(&format!(
             "closed first by nginx 0  by the client 0  by a reset 0  as their worker exited {N}"
