@@ -71,6 +71,95 @@ pub const IDLE_AFTER_NGINX_WROTE: usize = CLOSED_BY_WORKER_EXIT + 1;
 /// Counters per port.
 pub const LC_PER_PORT: usize = IDLE_AFTER_NGINX_WROTE + 1;
 
+/// The connections nginx's workers open (upstream peers), counted per peer address in
+/// `LC_UP_PEERS` (a hash map, not per CPU: atomic adds): a TCP socket is marked as
+/// nginx's in `LC_UP_SOCKS` at its `CLOSE -> SYN_SENT` (the `connect()` of a tracked
+/// worker, in that worker's context) and followed by its pointer from then on, so its
+/// state changes in softirq are still nginx's. Counters of [`UpPeerStats::c`].
+pub mod up {
+    /// Peers counted apart; further ones are summed under the key of family 0 (`other
+    /// peers`), one of these entries.
+    pub const UP_MAX_PEERS: u32 = 64;
+    /// Sockets followed at once (LRU: an entry whose close was missed is let go).
+    pub const UP_MAX_SOCKS: u32 = 16384;
+    /// `connect()`s of a worker to the peer (`CLOSE -> SYN_SENT`).
+    pub const CONNECTS: usize = 0;
+    /// Handshakes completed (`SYN_SENT -> ESTABLISHED`).
+    pub const ESTABLISHED: usize = 1;
+    /// Connects that never established (`SYN_SENT -> CLOSE`: refused, timed out,
+    /// unreachable, or closed by nginx while connecting).
+    pub const CONNECT_FAILED: usize = 2;
+    /// nginx closed first (`ESTABLISHED -> FIN_WAIT1` by a worker: the TIME-WAIT stays
+    /// on nginx's side).
+    pub const CLOSED_BY_NGINX: usize = 3;
+    /// The peer closed first (`ESTABLISHED -> CLOSE_WAIT`: its FIN arrived).
+    pub const CLOSED_BY_PEER: usize = 4;
+    /// Ended by a reset while established (`ESTABLISHED -> CLOSE`).
+    pub const CLOSED_BY_RESET: usize = 5;
+    /// Closed first on nginx's side by the kernel as the worker exited (`PF_EXITING`).
+    pub const CLOSED_BY_WORKER_EXIT: usize = 6;
+    /// Peer closes whose idle time was measured.
+    pub const PEER_IDLE_COUNT: usize = 7;
+    /// Sum of those idle times, ms.
+    pub const PEER_IDLE_SUM_MS: usize = 8;
+    /// Longest, ms (since attach; combined by max).
+    pub const PEER_IDLE_MAX_MS: usize = 9;
+    /// `!min`, ms (since attach; combined by max; 0 = none).
+    pub const PEER_IDLE_INV_MIN_MS: usize = 10;
+    /// Resets whose time since the peer's last data was measured.
+    pub const RESET_IDLE_COUNT: usize = 11;
+    /// Sum of those times, ms.
+    pub const RESET_IDLE_SUM_MS: usize = 12;
+    /// Longest, ms (since attach).
+    pub const RESET_IDLE_MAX_MS: usize = 13;
+    /// nginx closes whose idle time was measured.
+    pub const NGINX_IDLE_COUNT: usize = 14;
+    /// Sum of those idle times, ms.
+    pub const NGINX_IDLE_SUM_MS: usize = 15;
+    /// Idle before the peer's close, log2 histogram, ms: `PEER_IDLE_HIST + bucket`.
+    pub const PEER_IDLE_HIST: usize = 16;
+    /// Time since the peer's last data at a reset, log2 histogram, ms.
+    pub const RESET_IDLE_HIST: usize = PEER_IDLE_HIST + super::LC_IDLE_BUCKETS;
+    /// Counters per peer.
+    pub const UP_PER_PEER: usize = RESET_IDLE_HIST + super::LC_IDLE_BUCKETS;
+
+    /// An upstream peer: address family (2 AF_INET, 10 AF_INET6, 0 the other peers),
+    /// port (host order), address (IPv4 in the first 4 bytes).
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+    pub struct PeerKey {
+        /// AF_INET (2), AF_INET6 (10), or 0 for the other peers.
+        pub family: u16,
+        /// Port, host order.
+        pub port: u16,
+        /// Address bytes, network order.
+        pub addr: [u8; 16],
+    }
+
+    /// Counters of one peer (`LC_UP_PEERS` value), cumulative since attach.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct UpPeerStats {
+        /// Indexed by the constants of this module.
+        pub c: [u64; UP_PER_PEER],
+    }
+
+    impl Default for UpPeerStats {
+        fn default() -> Self {
+            UpPeerStats {
+                c: [0; UP_PER_PEER],
+            }
+        }
+    }
+
+    #[cfg(feature = "user")]
+    // SAFETY: plain old data, no padding (u16, u16, [u8; 16]; [u64; N]).
+    unsafe impl aya::Pod for PeerKey {}
+    #[cfg(feature = "user")]
+    // SAFETY: as above.
+    unsafe impl aya::Pod for UpPeerStats {}
+}
+
 /// Entries of `LC_CLOSING` (pid_tgid of a task closing a listener -> the listener).
 pub const LC_MAX_CLOSING: u32 = 64;
 
@@ -94,6 +183,14 @@ indexed! {
     SK_PROTOCOL => ("sock", "sk_protocol"),
     /// `sk_buff.data`: the TCP header of the segment a reset answers.
     SKB_DATA => ("sk_buff", "data"),
+    /// `sock.__sk_common.skc_family` (u16): AF_INET or AF_INET6, of an upstream peer.
+    SKC_FAMILY => ("sock", "__sk_common.skc_family"),
+    /// `sock.__sk_common.skc_dport` (u16, big-endian): an upstream peer's port.
+    SKC_DPORT => ("sock", "__sk_common.skc_dport"),
+    /// `sock.__sk_common.skc_daddr` (4 bytes): an IPv4 upstream peer's address.
+    SKC_DADDR => ("sock", "__sk_common.skc_daddr"),
+    /// `sock.__sk_common.skc_v6_daddr` (16 bytes): an IPv6 upstream peer's address.
+    SKC_V6_DADDR => ("sock", "__sk_common.skc_v6_daddr"),
 }
 
 /// Histogram bucket of `ms`.
@@ -119,6 +216,14 @@ pub mod names {
         LC_STATS = "LC_STATS",
         /// pid_tgid closing a listener -> the listener's `struct sock *`.
         LC_CLOSING = "LC_CLOSING",
+        /// LRU hash, `struct sock *` of a connection a worker opened -> its peer
+        /// (`up::PeerKey`).
+        LC_UP_SOCKS = "LC_UP_SOCKS",
+        /// Hash, `up::PeerKey` -> `up::UpPeerStats`.
+        LC_UP_PEERS = "LC_UP_PEERS",
+        /// Per-CPU array of one zeroed `up::UpPeerStats`: a new peer's first value
+        /// (too large for the eBPF stack).
+        LC_UP_ZERO = "LC_UP_ZERO",
     }
     /// `sock:inet_sock_set_state`.
     pub const PROG_STATE: &str = "lc_set_state";

@@ -21,19 +21,21 @@ use nginx_probe_common::lifecycle::{self as lc, raw_off};
 
 use crate::{
     helpers::{global, record_at},
+    lifecycle_up::{raw_peer, record_peer, up_set_state},
     maps::{
         LC_CLOSING, LC_HZ, LC_LRCVTIME_OFF, LC_LSNDTIME_OFF, LC_PORTS, LC_RAW_OFF, LC_STATS,
         LC_TASK_FLAGS_OFF,
     },
 };
 
-const TCP_ESTABLISHED: i32 = 1;
+pub(crate) const TCP_ESTABLISHED: i32 = 1;
+pub(crate) const TCP_SYN_SENT: i32 = 2;
 const TCP_SYN_RECV: i32 = 3;
-const TCP_FIN_WAIT1: i32 = 4;
-const TCP_CLOSE: i32 = 7;
-const TCP_CLOSE_WAIT: i32 = 8;
+pub(crate) const TCP_FIN_WAIT1: i32 = 4;
+pub(crate) const TCP_CLOSE: i32 = 7;
+pub(crate) const TCP_CLOSE_WAIT: i32 = 8;
 const TCP_LISTEN: i32 = 10;
-const IPPROTO_TCP: u16 = 6;
+pub(crate) const IPPROTO_TCP: u16 = 6;
 /// `task_struct.flags`: the task is exiting (`do_exit` sets it before closing the
 /// task's files).
 const PF_EXITING: u32 = 0x4;
@@ -75,31 +77,45 @@ fn lc_max(base: u32, counter: usize, v: u64) {
     }
 }
 
-/// The idle time of `sk` at nginx's close, ms, and whether nginx had sent data in
-/// the close's last jiffy; None when the offsets or HZ are unknown or the socket
-/// cannot be read.
-///
-/// Idle is the time since the last data segment sent or received (`tcp_sock.lsndtime`,
-/// `icsk_ack.lrcvtime`). When nginx sent data at most one jiffy before its close (a TLS
-/// close_notify, an HTTP/2 GOAWAY, or a response closed at once), the time since its
-/// own last data says nothing: then it is the time since the client's last data (its
-/// request), which a close right after a response keeps short and an idle timeout
-/// keeps at the timeout.
+/// Jiffies since the time stamp at `off` bytes into `sk` (`tcp_sock.lsndtime` or
+/// `icsk_ack.lrcvtime`, both u32 jiffies); None when the socket cannot be read.
 #[inline(always)]
-fn lc_idle_ms(sk: u64) -> Option<(u64, bool)> {
-    let snd_off = global(&LC_LSNDTIME_OFF);
-    let rcv_off = global(&LC_LRCVTIME_OFF);
-    let hz = global(&LC_HZ);
-    if sk == 0 || snd_off == u64::MAX || rcv_off == u64::MAX || hz == 0 {
+fn jiffies_since(sk: u64, off: u64) -> Option<u32> {
+    if sk == 0 || off == u64::MAX {
         return None;
     }
     // SAFETY: bpf_probe_read_kernel copes with any address.
-    let snd: u32 = unsafe { bpf_probe_read_kernel((sk + snd_off) as *const u32) }.ok()?;
-    let rcv: u32 = unsafe { bpf_probe_read_kernel((sk + rcv_off) as *const u32) }.ok()?;
+    let t: u32 = unsafe { bpf_probe_read_kernel((sk + off) as *const u32) }.ok()?;
     // SAFETY: helper without preconditions.
     let now = unsafe { bpf_jiffies64() } as u32;
-    let a = now.wrapping_sub(snd);
-    let b = now.wrapping_sub(rcv);
+    Some(now.wrapping_sub(t))
+}
+
+/// HZ, when it and the two time stamp offsets are known.
+#[inline(always)]
+fn lc_hz() -> Option<u64> {
+    let hz = global(&LC_HZ);
+    let known = global(&LC_LSNDTIME_OFF) != u64::MAX && global(&LC_LRCVTIME_OFF) != u64::MAX;
+    (hz != 0 && known).then_some(hz)
+}
+
+/// The idle time of `sk` at a close, ms, and whether the closing side had sent data in
+/// the close's last jiffy; None when the offsets or HZ are unknown or the socket
+/// cannot be read. `local` closes: nginx's side (its data: `tcp_sock.lsndtime`), else
+/// the remote side's (its data: `icsk_ack.lrcvtime`).
+///
+/// Idle is the time since the last data segment sent or received. When the closing
+/// side sent data at most one jiffy before its close (a TLS close_notify, an HTTP/2
+/// GOAWAY, or a response closed at once), the time since its own last data says
+/// nothing: then it is the time since the other side's last data, which a close right
+/// after a response keeps short and an idle timeout keeps at the timeout.
+#[inline(always)]
+pub(crate) fn idle_ms(sk: u64, local: bool) -> Option<(u64, bool)> {
+    let hz = lc_hz()?;
+    let (snd, rcv) = (global(&LC_LSNDTIME_OFF), global(&LC_LRCVTIME_OFF));
+    let (mine, theirs) = if local { (snd, rcv) } else { (rcv, snd) };
+    let a = jiffies_since(sk, mine)?;
+    let b = jiffies_since(sk, theirs)?;
     let (j, wrote) = if a <= 1 {
         (b, true)
     } else if a < b {
@@ -110,11 +126,18 @@ fn lc_idle_ms(sk: u64) -> Option<(u64, bool)> {
     Some((j as u64 * 1000 / hz, wrote))
 }
 
+/// ms since the remote side's last data on `sk` (`icsk_ack.lrcvtime`).
+#[inline(always)]
+pub(crate) fn ms_since_remote_data(sk: u64) -> Option<u64> {
+    let hz = lc_hz()?;
+    Some(jiffies_since(sk, global(&LC_LRCVTIME_OFF))? as u64 * 1000 / hz)
+}
+
 /// Whether the current task is exiting (`task_struct.flags & PF_EXITING`): the
 /// kernel closing a dying worker's sockets, not nginx's `close()`. False when the
 /// offset is unknown.
 #[inline(always)]
-fn task_exiting() -> bool {
+pub(crate) fn task_exiting() -> bool {
     let off = global(&LC_TASK_FLAGS_OFF);
     if off == u64::MAX {
         return false;
@@ -131,7 +154,7 @@ fn task_exiting() -> bool {
 /// An idle time measured at nginx's close.
 #[inline(always)]
 fn on_nginx_close(base: u32, sk: u64) {
-    if let Some((ms, wrote)) = lc_idle_ms(sk) {
+    if let Some((ms, wrote)) = idle_ms(sk, true) {
         lc_add(base, lc::IDLE_COUNT, 1);
         lc_add(base, lc::IDLE_SUM_MS, ms);
         lc_max(base, lc::IDLE_MAX_MS, ms);
@@ -210,11 +233,12 @@ pub fn lc_set_state(ctx: TracePointContext) -> u32 {
     if record_at::<u16>(&ctx, 30) != IPPROTO_TCP {
         return 0;
     }
-    let Some(base) = lc_base(record_at::<u16>(&ctx, 24)) else {
-        return 0;
-    };
     let (old, new) = (record_at::<i32>(&ctx, 16), record_at::<i32>(&ctx, 20));
-    on_set_state(base, old, new, record_at::<u64>(&ctx, 8));
+    let sk = record_at::<u64>(&ctx, 8);
+    match lc_base(record_at::<u16>(&ctx, 24)) {
+        Some(base) => on_set_state(base, old, new, sk),
+        None => up_set_state(sk, old, new, || record_peer(&ctx)),
+    }
     0
 }
 
@@ -257,7 +281,7 @@ pub fn lc_destroy_sock(ctx: TracePointContext) -> u32 {
 /// A `T` at `LC_RAW_OFF[which]` bytes into the kernel object at `at`; None when the
 /// offset is unknown or the read fails.
 #[inline(always)]
-fn raw_read<T: Copy>(at: u64, which: usize) -> Option<T> {
+pub(crate) fn raw_read<T: Copy>(at: u64, which: usize) -> Option<T> {
     let off = global(&LC_RAW_OFF[which]);
     if at == 0 || off == u64::MAX {
         return None;
@@ -284,9 +308,10 @@ fn raw_base(sk: u64) -> Option<u32> {
 #[raw_tracepoint(tracepoint = "inet_sock_set_state")]
 pub fn lc_raw_set_state(ctx: RawTracePointContext) -> u32 {
     let sk: u64 = ctx.arg(0);
-    if let Some(base) = raw_base(sk) {
-        let (old, new): (u64, u64) = (ctx.arg(1), ctx.arg(2));
-        on_set_state(base, old as i32, new as i32, sk);
+    let (old, new): (u64, u64) = (ctx.arg(1), ctx.arg(2));
+    match raw_base(sk) {
+        Some(base) => on_set_state(base, old as i32, new as i32, sk),
+        None => up_set_state(sk, old as i32, new as i32, || raw_peer(sk)),
     }
     0
 }

@@ -286,3 +286,21 @@ pub(crate) static LC_STATS: PerCpuArray<u64> =
 #[map]
 pub(crate) static LC_CLOSING: LruHashMap<u64, u64> =
     LruHashMap::with_max_entries(lc::LC_MAX_CLOSING, 0);
+
+/// `struct sock *` of a TCP connection a tracked worker opened -> its peer, from the
+/// `connect()` (`CLOSE -> SYN_SENT`) to its `CLOSE`. LRU: an entry whose close was
+/// missed is let go.
+#[map]
+pub(crate) static LC_UP_SOCKS: LruHashMap<u64, lc::up::PeerKey> =
+    LruHashMap::with_max_entries(lc::up::UP_MAX_SOCKS, 0);
+
+/// Upstream peer -> its counters (see `nginx_probe_common::lifecycle::up`); at most
+/// `UP_MAX_PEERS` peers, the last entry being the other peers (family 0).
+#[map]
+pub(crate) static LC_UP_PEERS: HashMap<lc::up::PeerKey, lc::up::UpPeerStats> =
+    HashMap::with_max_entries(lc::up::UP_MAX_PEERS, 0);
+
+/// One zeroed `UpPeerStats`, the value a new peer's entry is inserted with.
+#[map]
+pub(crate) static LC_UP_ZERO: PerCpuArray<lc::up::UpPeerStats> =
+    PerCpuArray::with_max_entries(1, 0);

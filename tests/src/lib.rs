@@ -29,7 +29,9 @@ use nix::{
 mod clients;
 pub use clients::*;
 mod proxy;
-pub use proxy::{concurrent_requests, get_paths, reset_on_close, ResetBackend, SlowBackend};
+pub use proxy::{
+    concurrent_requests, get_paths, reset_on_close, IdleCloseBackend, ResetBackend, SlowBackend,
+};
 mod probe;
 pub use probe::*;
 mod cgroup;

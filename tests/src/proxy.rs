@@ -131,6 +131,45 @@ impl ResetBackend {
     }
 }
 
+/// A keepalive HTTP backend that closes idle connections, as a peer with its own idle
+/// timeout does: each request is answered `200 ok` after 300 ms (so requests sent at
+/// once each need a connection), the connection is kept, and it is closed with a FIN
+/// once it has been idle `idle` after a response. Dropping it stops accepting.
+pub struct IdleCloseBackend {
+    peer: Peer,
+}
+
+impl IdleCloseBackend {
+    /// Starts the backend on a free loopback port.
+    pub fn start(idle: Duration) -> IdleCloseBackend {
+        let answer = |mut c: TcpStream, idle: Duration| loop {
+            std::thread::sleep(Duration::from_millis(300));
+            if c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n")
+                .is_err()
+            {
+                return;
+            }
+            let _ = c.set_read_timeout(Some(idle));
+            let mut req = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                match c.read(&mut buf) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => req.extend_from_slice(&buf[..n]),
+                }
+            }
+        };
+        IdleCloseBackend {
+            peer: Peer::start(answer, idle),
+        }
+    }
+
+    /// `127.0.0.1:port`.
+    pub fn addr(&self) -> SocketAddr {
+        self.peer.addr
+    }
+}
+
 /// Sends `GET <path>` with `Connection: close` from `n` clients at once (a thread
 /// each, all connected before any sends) and reads each response to the end. Returns
 /// the status codes (0 for a connection that ended without a status line).

@@ -23,6 +23,7 @@ pub mod nginx_rules;
 pub mod outcome_rules;
 pub mod process_history;
 pub mod upstream_failures;
+pub mod upstream_idle;
 pub mod upstream_pool;
 pub mod verdict;
 pub mod worker_rules;

@@ -9,13 +9,15 @@
 use std::{collections::BTreeMap, io::Read, path::Path};
 
 use aya::{
-    maps::{Array, MapData, PerCpuArray},
+    maps::{Array, HashMap as BpfHashMap, MapData, PerCpuArray},
     programs::{RawTracePoint, TracePoint},
     Ebpf,
 };
 use log::warn;
 use nginx_probe_common::lifecycle::{
-    self as lc, names, LC_MAX_PORTS, LC_PER_PORT, RAW_OFF_COUNT, RAW_OFF_PATHS,
+    self as lc, names,
+    up::{PeerKey, UpPeerStats, UP_MAX_PEERS},
+    LC_MAX_PORTS, LC_PER_PORT, RAW_OFF_COUNT, RAW_OFF_PATHS,
 };
 
 use crate::{
@@ -206,7 +208,11 @@ const LAYOUT: &[(&str, &[(&str, u64)])] = &[
             ("oldstate", 16),
             ("newstate", 20),
             ("sport", 24),
+            ("dport", 26),
+            ("family", 28),
             ("protocol", 30),
+            ("daddr[4]", 36),
+            ("daddr_v6[16]", 56),
         ],
     ),
     (
@@ -258,6 +264,8 @@ fn attach_raw(ebpf: &mut Ebpf) -> Result<(), String> {
 pub struct Lifecycle {
     ports: Array<MapData, u32>,
     stats: PerCpuArray<MapData, u64>,
+    /// Upstream peer -> counters (`LC_UP_PEERS`).
+    peers: BpfHashMap<MapData, PeerKey, UpPeerStats>,
     /// Port -> index given in `LC_PORTS`.
     index: BTreeMap<u16, u32>,
     /// HZ, idle-time availability, reset reason names, ports not counted.
@@ -273,9 +281,14 @@ impl Lifecycle {
             ebpf.take_map(name)
                 .ok_or_else(|| ProbeError::Missing(format!("map {name}")))
         };
+        let mut peers: BpfHashMap<MapData, PeerKey, UpPeerStats> =
+            BpfHashMap::try_from(take(names::LC_UP_PEERS)?)?;
+        // The other peers' entry (family 0), there before any peer fills the map.
+        peers.insert(PeerKey::default(), UpPeerStats::default(), 0)?;
         Ok(Lifecycle {
             ports: Array::try_from(take(names::LC_PORTS)?)?,
             stats: PerCpuArray::try_from(take(names::LC_STATS)?)?,
+            peers,
             index: BTreeMap::new(),
             meta,
             attached: Vec::new(),
@@ -376,7 +389,24 @@ impl Lifecycle {
     /// Cumulative counters of every counted port, summed over CPUs (the idle maximum
     /// and inverted minimum combined by max). Empty when nothing is attached.
     pub fn read(&self) -> Result<LifecycleRaw, ProbeError> {
-        self.read_some(|_| true)
+        let mut raw = self.read_some(|_| true)?;
+        if !self.attached.is_empty() {
+            raw.peers = self.read_peers();
+        }
+        Ok(raw)
+    }
+
+    /// The upstream peers' cumulative counters (at most `UP_MAX_PEERS` entries; the
+    /// other peers' one only when it counted anything). An entry that cannot be read
+    /// (removed meanwhile: never, the kernel only adds) is left out.
+    fn read_peers(&self) -> BTreeMap<PeerKey, Vec<u64>> {
+        self.peers
+            .iter()
+            .take(UP_MAX_PEERS as usize)
+            .filter_map(Result::ok)
+            .filter(|(k, v)| k.family != 0 || v.c.iter().any(|&n| n > 0))
+            .map(|(k, v)| (k, v.c.to_vec()))
+            .collect()
     }
 
     /// [`Lifecycle::read`] of the two counters of nginx's listener closes only

@@ -195,6 +195,7 @@ fn closes_on_80(closed: u64, resets: u64) -> model::connections::LifecycleRaw {
     v[lc::RST_SENT] = resets;
     model::connections::LifecycleRaw {
         ports: BTreeMap::from([(80, v)]),
+        ..Default::default()
     }
 }
 

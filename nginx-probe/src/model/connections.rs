@@ -10,15 +10,12 @@ use std::collections::BTreeMap;
 use nginx_probe_common::lifecycle::{self as lc, LC_IDLE_BUCKETS, LC_PER_PORT, LC_REASONS};
 use serde::{Deserialize, Serialize};
 
+use crate::model::idle::quantile_ms;
+pub use crate::model::idle::{
+    fmt_ms, idle_report, pinned, IdleAt, IdleReport, PINNED_MIN_CLOSES, PINNED_SLACK_MS,
+    PINNED_SPREAD,
+};
 use crate::model::listener_closes::{ListenerClose, ListenerClosesMerged};
-
-/// Idle times of nginx's closes "sit at one value" when the longest and the shortest
-/// since attach differ by at most this share of their mean (or by [`PINNED_SLACK_MS`]).
-pub const PINNED_SPREAD: f64 = 0.10;
-/// Absolute slack for [`PINNED_SPREAD`], ms (a few jiffies at HZ 250).
-pub const PINNED_SLACK_MS: u64 = 12;
-/// Fewest measured nginx closes before a pinned value is claimed.
-pub const PINNED_MIN_CLOSES: u64 = 3;
 
 /// Cumulative counters of every counted port at one instant (summed over CPUs; the
 /// max/min entries combined by max), as read from `LC_STATS`.
@@ -26,6 +23,8 @@ pub const PINNED_MIN_CLOSES: u64 = 3;
 pub struct LifecycleRaw {
     /// Local port (host order) -> its `LC_PER_PORT` counters.
     pub ports: BTreeMap<u16, Vec<u64>>,
+    /// Upstream peer -> its `up::UP_PER_PEER` counters (`LC_UP_PEERS`).
+    pub peers: BTreeMap<lc::up::PeerKey, Vec<u64>>,
 }
 
 /// What the collector knows about how the counters were made (constant for a run).
@@ -51,41 +50,6 @@ pub struct LifecycleMeta {
     /// Why no lifecycle program is attached at all when the user left them out
     /// (`--no-lifecycle`): nothing is counted and the report has no `connections`.
     pub not_traced: Option<String>,
-}
-
-/// Idle time before nginx closed connections that were established (kept-alive
-/// connections waiting for their next request, or fresh ones), ms: the time since the
-/// last data segment sent or received on the socket at nginx's `close()`/`shutdown()`
-/// (`tcp_sock.lsndtime`, `icsk_ack.lrcvtime`); when nginx itself sent data at most one
-/// jiffy before the close (a TLS close_notify, an HTTP/2 GOAWAY, a response closed at
-/// once), the time since the client's last data ([`IdleReport::after_nginx_wrote`]).
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct IdleReport {
-    /// Closes measured in the period.
-    pub count: u64,
-    /// Of `count`, closes nginx had sent data at most one jiffy before (TLS
-    /// close_notify, HTTP/2 GOAWAY, or a response closed at once): their idle time is
-    /// the time since the client's last data, not since nginx's final words.
-    #[serde(default)]
-    pub after_nginx_wrote: u64,
-    /// Mean idle time, ms.
-    pub mean_ms: f64,
-    /// p50 / p99 estimated from the log2 histogram, ms (within a factor of 2), kept
-    /// between the shortest and longest idle time since attach.
-    pub p50_ms: u64,
-    /// p99, ms (log2-histogram estimate).
-    pub p99_ms: u64,
-    /// Shortest and longest idle time since attach, ms (not per period).
-    pub min_ms_since_attach: u64,
-    /// Longest idle time since attach, ms (not per period).
-    pub max_ms_since_attach: u64,
-    /// The value nginx's closes sit at, ms: set when every measured close since attach
-    /// lies within [`PINNED_SPREAD`] of their mean (at least [`PINNED_MIN_CLOSES`]); the
-    /// mean of the period.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pinned_ms: Option<f64>,
-    /// log2 histogram, ms: bucket `i` counts `2^i <= ms < 2^(i+1)` (bucket 0 holds 0).
-    pub hist: Vec<u64>,
 }
 
 /// One listening port's client connections in the period.
@@ -161,6 +125,10 @@ pub struct ConnectionsReport {
     /// oldest since attach), summed; absent when none were.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listener_closes_merged: Option<ListenerClosesMerged>,
+    /// The TCP connections nginx's workers opened, per upstream peer, with anything in
+    /// the period (see [`crate::model::upstream_lifecycle`]); empty: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub upstream_peers: Vec<crate::model::upstream_lifecycle::PeerLifecycle>,
 }
 
 /// Source line of [`ConnectionsReport::source`] from the perf-event tracepoints (they
@@ -229,25 +197,6 @@ impl ConnectionsReport {
     }
 }
 
-/// Quantile `q` of an ms log2 histogram (see [`crate::model::quantile_ns`]), kept
-/// inside [`min_ms`, `max_ms`]: the shortest and longest idle time since attach bound
-/// every sample of any period, so its quantiles too.
-fn quantile_ms(hist: &[u64], q: f64, min_ms: u64, max_ms: u64) -> u64 {
-    let v = crate::model::quantile_ns(hist, q, max_ms);
-    if min_ms <= max_ms {
-        v.clamp(min_ms, max_ms)
-    } else {
-        v
-    }
-}
-
-/// Whether idle times between `min` and `max` ms (mean `mean`) sit at one value.
-pub fn pinned(min: u64, max: u64, mean: f64, count: u64) -> bool {
-    count >= PINNED_MIN_CLOSES
-        && max >= min
-        && (max - min) as f64 <= (PINNED_SPREAD * mean).max(PINNED_SLACK_MS as f64)
-}
-
 /// The report of the period between `prev` (None = attach) and `cur`; None when no
 /// port had anything in the period (the JSON then has no `connections`).
 pub fn connections_report(
@@ -275,11 +224,17 @@ pub fn connections_report(
             ports.push(r);
         }
     }
-    if ports.is_empty() {
+    let upstream_peers = crate::model::upstream_lifecycle::peer_lifecycles(
+        &cur.peers,
+        prev.map(|p| &p.peers),
+        meta.hz.is_some() && meta.idle_unknown.is_none(),
+    );
+    if ports.is_empty() && upstream_peers.is_empty() {
         return None;
     }
     Some(ConnectionsReport {
         ports,
+        upstream_peers,
         ..empty_report(meta)
     })
 }
@@ -299,6 +254,7 @@ pub fn empty_report(meta: &LifecycleMeta) -> ConnectionsReport {
         raw_unavailable: meta.raw_unavailable.clone(),
         listener_closes: Vec::new(),
         listener_closes_merged: None,
+        upstream_peers: Vec::new(),
     }
 }
 
@@ -323,7 +279,11 @@ fn port_lifecycle(
             *by_reason.entry(name).or_default() += n;
         }
     }
-    let idle = (meta.hz.is_some() && meta.idle_unknown.is_none()).then(|| idle_report(c, &d));
+    let idle = (meta.hz.is_some() && meta.idle_unknown.is_none()).then(|| {
+        let mut i = idle_report(c, &d, &CLIENT_IDLE);
+        i.after_nginx_wrote = d(lc::IDLE_AFTER_NGINX_WROTE);
+        i
+    });
     PortLifecycle {
         port,
         established: d(lc::ESTABLISHED),
@@ -340,48 +300,18 @@ fn port_lifecycle(
     }
 }
 
-/// The idle times before nginx closed (counters `c`, their change over the period by
-/// `d`): quantiles from the log2 histogram, min and max since attach, and whether they
-/// sit at one value.
-fn idle_report(c: &[u64], d: &dyn Fn(usize) -> u64) -> IdleReport {
-    let count = d(lc::IDLE_COUNT);
-    let hist: Vec<u64> = (0..LC_IDLE_BUCKETS).map(|b| d(lc::IDLE_HIST + b)).collect();
-    let max = c[lc::IDLE_MAX_MS];
-    let min = if c[lc::IDLE_INV_MIN_MS] == 0 {
-        0
-    } else {
-        !c[lc::IDLE_INV_MIN_MS]
-    };
-    let mean = if count > 0 {
-        d(lc::IDLE_SUM_MS) as f64 / count as f64
-    } else {
-        0.0
-    };
-    IdleReport {
-        count,
-        after_nginx_wrote: d(lc::IDLE_AFTER_NGINX_WROTE),
-        mean_ms: (mean * 1000.0).round() / 1000.0,
-        p50_ms: quantile_ms(&hist, 0.5, min, max),
-        p99_ms: quantile_ms(&hist, 0.99, min, max),
-        min_ms_since_attach: min,
-        max_ms_since_attach: max,
-        pinned_ms: (count > 0 && pinned(min, max, mean, c[lc::IDLE_COUNT]))
-            .then_some((mean * 1000.0).round() / 1000.0),
-        hist,
-    }
-}
-
-/// "2.0 s" / "350 ms": an idle time for people.
-pub fn fmt_ms(ms: f64) -> String {
-    if ms >= 1000.0 {
-        format!("{:.1} s", ms / 1000.0)
-    } else {
-        format!("{ms:.0} ms")
-    }
-}
+/// The client side's idle time before nginx's closes in `LC_STATS`.
+const CLIENT_IDLE: IdleAt = IdleAt {
+    count: lc::IDLE_COUNT,
+    sum: lc::IDLE_SUM_MS,
+    max: lc::IDLE_MAX_MS,
+    inv_min: lc::IDLE_INV_MIN_MS,
+    hist: lc::IDLE_HIST,
+};
 
 /// A report with every field set (port 80: 10 closes by nginx pinned at 2.0 s, 3 by
-/// the client, 1 reset each way, a listener closed), for render tests.
+/// the client, 1 reset each way, a listener closed; upstream peer 127.0.0.2:8080: 10
+/// connects, all closed by the peer after 1.0 s idle), for render tests.
 #[cfg(test)]
 pub(crate) fn sample_report() -> ConnectionsReport {
     let mut v = vec![0; LC_PER_PORT];
@@ -403,8 +333,27 @@ pub(crate) fn sample_report() -> ConnectionsReport {
     ] {
         v[i] = n;
     }
+    let mut peer = vec![0; lc::up::UP_PER_PEER];
+    for (i, n) in [
+        (lc::up::CONNECTS, 10),
+        (lc::up::ESTABLISHED, 10),
+        (lc::up::CLOSED_BY_PEER, 10),
+        (lc::up::PEER_IDLE_COUNT, 10),
+        (lc::up::PEER_IDLE_SUM_MS, 10_000),
+        (lc::up::PEER_IDLE_MAX_MS, 1000),
+        (lc::up::PEER_IDLE_INV_MIN_MS, !1000u64),
+        (lc::up::PEER_IDLE_HIST + 9, 10),
+    ] {
+        peer[i] = n;
+    }
+    let key = lc::up::PeerKey {
+        family: 2,
+        port: 8080,
+        addr: [127, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+    };
     let raw = LifecycleRaw {
         ports: [(80, v)].into_iter().collect(),
+        peers: [(key, peer)].into_iter().collect(),
     };
     let meta = LifecycleMeta {
         hz: Some((250, "test".into())),
@@ -424,6 +373,7 @@ mod tests {
         }
         LifecycleRaw {
             ports: [(port, v)].into_iter().collect(),
+            ..Default::default()
         }
     }
 

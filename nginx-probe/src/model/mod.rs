@@ -15,6 +15,7 @@ pub mod build;
 pub mod config;
 pub mod connections;
 pub mod error_classes;
+pub mod idle;
 pub mod listen;
 pub mod listener_closes;
 pub use listen::{ListenNamespaceReport, ListenReport};
@@ -24,6 +25,7 @@ pub mod masters;
 pub mod nginx;
 pub mod nginx_errors;
 pub mod recording;
+pub mod upstream_lifecycle;
 pub mod worker_lifecycle;
 pub use nginx::{
     CpuQuotaReport, ErrorClassReport, NginxErrorsReport, PeerErrorsReport, PeerRestReport,

@@ -27,4 +27,5 @@ mod text_lifecycle;
 pub mod text_outcomes;
 pub mod text_tables;
 mod text_upstream;
+mod text_upstream_peers;
 pub mod tui;

@@ -8,7 +8,7 @@ use super::prometheus_format::{
     Kind::{Counter, Gauge},
     Scrape, Sink,
 };
-use crate::model::connections::PortLifecycle;
+use crate::model::{connections::PortLifecycle, upstream_lifecycle::PeerLifecycle};
 
 /// One sample per port of `value`, labelled by the port and `extra` label values.
 fn per_port(s: &Scrape, o: &mut Sink, f: impl Fn(&PortLifecycle, &mut Sink, &str)) {
@@ -111,6 +111,48 @@ pub(super) const IDLE_PINNED: Family = Family::report(
         per_port(s, o, |p, o, port| {
             let v = p.idle_before_nginx_close.as_ref().and_then(|i| i.pinned_ms);
             o.some(&[port], v.map(|ms| ms / 1e3));
+        })
+    },
+)
+.omit_if_empty();
+
+/// One sample per upstream peer of `f`, labelled by the peer (at most
+/// `UP_MAX_PEERS` peers, the rest as `other peers`).
+fn per_peer(s: &Scrape, o: &mut Sink, f: impl Fn(&PeerLifecycle, &mut Sink, &str)) {
+    if let Some(c) = &s.report.connections {
+        for p in &c.upstream_peers {
+            f(p, o, &p.peer);
+        }
+    }
+}
+
+/// The connections nginx's workers opened per upstream peer: connects, handshakes,
+/// failures and who closed first.
+pub(super) const PEER_CONNECTIONS: Family = Family::report(
+    "nginx_probe_upstream_peer_connections_total",
+    Counter,
+    &["peer", "event"],
+    "TCP connections nginx's workers opened to an upstream peer since attach, by event: connect (CLOSE -> SYN_SENT in a worker's connect()), established, connect_failed (SYN_SENT -> CLOSE), closed_by_nginx (ESTABLISHED -> FIN_WAIT1), closed_by_peer (-> CLOSE_WAIT), closed_by_reset (-> CLOSE), closed_by_worker_exit; tracepoint sock:inet_sock_set_state. At most 64 peers, the rest as peer=\"other peers\".",
+    |s, o| {
+        per_peer(s, o, |p, o, peer| {
+            for (event, n) in p.events() {
+                o.sample(&[peer, event], n);
+            }
+        })
+    },
+)
+.omit_if_empty();
+
+/// The idle time an upstream peer's closes sit at.
+pub(super) const PEER_IDLE_PINNED: Family = Family::report(
+    "nginx_probe_upstream_peer_idle_before_peer_close_pinned_seconds",
+    Gauge,
+    &["peer"],
+    "The idle time after which an upstream peer closes nginx's connections, seconds: present when every one of its closes since attach lies within 10% of one value (the peer's idle timeout).",
+    |s, o| {
+        per_peer(s, o, |p, o, peer| {
+            let v = p.idle_before_peer_close.as_ref().and_then(|i| i.pinned_ms);
+            o.some(&[peer], v.map(|ms| ms / 1e3));
         })
     },
 )

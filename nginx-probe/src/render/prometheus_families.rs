@@ -197,7 +197,8 @@ pub static FAMILIES: &[Family] = &[
     life::SIGNALS,
     // Client connections per port (TCP tracepoints).
     conn::CLOSED, conn::ESTABLISHED, conn::RESETS, conn::LISTENERS_CLOSED,
-    conn::IDLE_SECONDS, conn::IDLE_COUNT, conn::IDLE_PINNED,
+    conn::IDLE_SECONDS, conn::IDLE_COUNT, conn::IDLE_PINNED, conn::PEER_CONNECTIONS,
+    conn::PEER_IDLE_PINNED,
     // Workers.
     Family::worker(
         "nginx_probe_worker_info",

@@ -115,13 +115,15 @@ fn idle_lines(out: &mut String, c: &ConnectionsReport, t: &PortLifecycle) {
     }
 }
 
-/// The section as the HTML page and the live view show it, one source of the facts:
+/// The section as the HTML page and the live view show it, one source of the facts
+/// (with the upstream peers' lines of [`super::text_upstream_peers`] after it):
 /// `Ok((source, lines))` with the title's source (ports, tracepoints) and the lines
 /// trimmed, `Err(why)` when the connections were not traced
 /// (`connections_not_traced`), None when the report has neither.
 pub fn connections_lines(r: &Report) -> Option<Result<(String, Vec<String>), String>> {
     let mut text = String::new();
     connections_section(&mut text, r);
+    super::text_upstream_peers::peers_section(&mut text, r);
     let mut lines = text
         .lines()
         .map(str::trim)

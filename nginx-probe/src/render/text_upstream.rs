@@ -74,6 +74,7 @@ pub fn upstream_section(r: &Report) -> String {
     }) {
         upstream_table(&mut out, r, &rows);
     }
+    super::text_upstream_peers::peers_section(&mut out, r);
     for (label, w) in &rows {
         fd_limit_line(&mut out, label, w);
     }
@@ -129,10 +130,6 @@ fn upstream_table(out: &mut String, r: &Report, rows: &[(String, &WorkerReport)]
         "  (connect latency: connect() to the return or getsockopt(SO_ERROR) by which nginx learns the result)"
     );
     let _ = writeln!(out, "  {}", upstream_per_request_line(r, rows));
-    let _ = writeln!(
-        out,
-        "  who closed upstream connections (nginx or the peer) and after how long idle: not measured (the connection lifecycle follows nginx's listening ports only)"
-    );
 }
 
 /// A worker's upstream connect errors by errno and its `socket()` EMFILE/ENFILE, or

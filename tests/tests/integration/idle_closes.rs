@@ -11,7 +11,9 @@ use std::{
     time::Duration,
 };
 
-use nginx_probe_tests::{verdict, Nginx, NginxConfig, Probe, INDEX_BODY};
+use nginx_probe_tests::{
+    concurrent_requests, verdict, IdleCloseBackend, Nginx, NginxConfig, Probe, INDEX_BODY,
+};
 use nix::{
     sys::signal::{kill, Signal},
     unistd::Pid,
@@ -234,6 +236,65 @@ fn killed_worker(flags: &[&str]) {
     assert!(
         text.contains(&format!(
             "closed first by nginx 0  by the client 0  by a reset 0  as their worker exited {N}"
+        )),
+        "{text}"
+    );
+}
+
+/// An upstream peer that closes idle keepalive connections after 1 s, behind an
+/// `upstream` pool with the default `keepalive_timeout` (60s): 10 requests at once
+/// open 10 connections, nginx pools them, and the peer closes all 10 after 1.0 s
+/// idle. The upstream peer's row says so (connects 10, closed first by the peer 10,
+/// idle pinned at 1.0 s +-10%), and `upstream_peer_idle_closes` names the pool's
+/// keepalive_timeout (default) as longer than the peer's.
+#[test]
+fn a_peer_closing_pooled_connections_after_1_s_is_named_with_the_pool_timeout() {
+    let backend = IdleCloseBackend::start(Duration::from_millis(1000));
+    let peer = backend.addr().to_string();
+    let ng = Nginx::start(&NginxConfig {
+        workers: 1,
+        http_extra: format!("upstream be {{ server {peer}; keepalive 16; }}"),
+        server_extra: "location / { proxy_pass http://be; proxy_http_version 1.1; proxy_set_header Connection \"\"; }".into(),
+        ..NginxConfig::default()
+    });
+    let probe = Probe::on(&ng).json().start();
+    let text = Probe::on(&ng).plain().start();
+    let statuses = concurrent_requests(ng.addr(), N, "/");
+    assert_eq!(statuses, vec![200; N]);
+    thread::sleep(Duration::from_millis(2500));
+    let summary = probe.stop().summary_json();
+    let text = text.stop().stdout;
+    let peers = summary["connections"]["upstream_peers"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no upstream_peers in {}", summary["connections"]));
+    let p = peers
+        .iter()
+        .find(|p| p["peer"] == peer.as_str())
+        .unwrap_or_else(|| panic!("no {peer} in {peers:?}"));
+    assert_eq!(p["connects"], N as u64, "{p}");
+    assert_eq!(p["established"], N as u64, "{p}");
+    assert_eq!(p["closed_by_peer"], N as u64, "{p}");
+    assert_eq!(p["closed_by_nginx"], 0, "{p}");
+    assert_eq!(p["connect_failed"], 0, "{p}");
+    let idle = &p["idle_before_peer_close"];
+    let v = idle["pinned_ms"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no pinned idle in {idle}"));
+    assert!((900.0..=1100.0).contains(&v), "{v} not 1.0 s +-10%");
+    let v = verdict(&summary, "upstream_peer_idle_closes")
+        .unwrap_or_else(|| panic!("no upstream_peer_idle_closes in {}", summary["verdicts"]));
+    let advice = v["advice"].as_str().unwrap_or("");
+    assert!(
+        advice.contains(&format!("{peer} closed {N} of nginx's idle connections")),
+        "{advice}"
+    );
+    assert!(
+        advice.contains("keepalive_timeout 60s (default) in upstream be"),
+        "{advice}"
+    );
+    assert!(
+        text.contains(&format!(
+            "{peer}  connects {N}  established {N}  failed 0  closed first by nginx 0  by the peer {N}"
         )),
         "{text}"
     );

@@ -1,0 +1,129 @@
+//! The text report's UPSTREAM PEERS lines: per upstream peer address, the connections
+//! nginx's workers opened, who closed them first and after how long idle (the report's
+//! `connections.upstream_peers`, from `sock:inet_sock_set_state`). The report was
+//! sanitized before it gets here.
+
+use std::fmt::Write as _;
+
+use crate::model::{
+    connections::fmt_ms,
+    upstream_lifecycle::{PeerLifecycle, SOURCE},
+    Report,
+};
+
+/// Appends the peers' lines; nothing when no connection to a peer was counted in the
+/// period.
+pub fn peers_section(out: &mut String, r: &Report) {
+    let Some(c) = &r.connections else { return };
+    if c.upstream_peers.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\nUPSTREAM PEERS (connections nginx's workers opened; {SOURCE})"
+    );
+    for p in &c.upstream_peers {
+        peer_lines(out, p);
+    }
+}
+
+/// One peer: its counts, then the idle time before its closes and the time since its
+/// last data at resets, when measured.
+fn peer_lines(out: &mut String, p: &PeerLifecycle) {
+    let exits = if p.closed_by_worker_exit > 0 {
+        format!("  as their worker exited {}", p.closed_by_worker_exit)
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        out,
+        "  {}  connects {}  established {}  failed {}  closed first by nginx {}  by the peer {}  by a reset {}{exits}",
+        p.peer,
+        p.connects,
+        p.established,
+        p.connect_failed,
+        p.closed_by_nginx,
+        p.closed_by_peer,
+        p.closed_by_reset
+    );
+    if let Some(i) = &p.idle_before_peer_close {
+        let pinned = match i.pinned_ms {
+            Some(v) => format!(
+                ": the peer closes idle connections after {} (every close since attach between {} and {})",
+                fmt_ms(v),
+                fmt_ms(i.min_ms_since_attach as f64),
+                fmt_ms(i.max_ms_since_attach as f64)
+            ),
+            None => String::new(),
+        };
+        let _ = writeln!(
+            out,
+            "    idle before the peer's close: p50 {} p99 {} over {} closes{pinned}",
+            fmt_ms(i.p50_ms as f64),
+            fmt_ms(i.p99_ms as f64),
+            i.count
+        );
+    }
+    if let Some(i) = &p.since_peer_data_at_reset {
+        let _ = writeln!(
+            out,
+            "    resets came p50 {} (longest {}) after the peer's last data, over {} resets",
+            fmt_ms(i.p50_ms as f64),
+            fmt_ms(i.max_ms_since_attach as f64),
+            i.count
+        );
+    }
+    if let Some(m) = p.idle_before_nginx_close_mean_ms {
+        let _ = writeln!(out, "    idle before nginx's close: mean {}", fmt_ms(m));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::connections::{ConnectionsReport, IdleReport};
+
+    #[test]
+    fn a_peer_closing_idle_connections_is_said_with_its_time() {
+        let mut r: Report = serde_json::from_value(serde_json::json!({
+            "schema": 1, "verdicts": [], "type": "summary", "time_unix_s": 3600.0,
+            "master_pid": 9, "master_nspid": [9], "duration_s": 2.0, "workers": [],
+            "listen": [], "logs": {}, "drops": {}, "traced_syscalls": [],
+            "missing_tracepoints": [], "events": []
+        }))
+        .expect("minimal report");
+        let mut out = String::new();
+        peers_section(&mut out, &r);
+        assert_eq!(out, "");
+        r.connections = Some(ConnectionsReport {
+            upstream_peers: vec![PeerLifecycle {
+                peer: "127.0.0.2:8080".into(),
+                connects: 10,
+                established: 10,
+                closed_by_peer: 10,
+                idle_before_peer_close: Some(IdleReport {
+                    count: 10,
+                    mean_ms: 1004.0,
+                    p50_ms: 1000,
+                    p99_ms: 1008,
+                    min_ms_since_attach: 1000,
+                    max_ms_since_attach: 1008,
+                    pinned_ms: Some(1004.0),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        peers_section(&mut out, &r);
+        assert!(out.contains("UPSTREAM PEERS"), "{out}");
+        assert!(
+            out.contains("127.0.0.2:8080  connects 10  established 10  failed 0  closed first by nginx 0  by the peer 10  by a reset 0"),
+            "{out}"
+        );
+        assert!(
+            out.contains("the peer closes idle connections after 1.0 s"),
+            "{out}"
+        );
+    }
+}
