@@ -249,6 +249,16 @@ fn killed_worker(flags: &[&str]) {
 /// keepalive_timeout (default) as longer than the peer's.
 #[test]
 fn a_peer_closing_pooled_connections_after_1_s_is_named_with_the_pool_timeout() {
+    peer_idle_closes(&[]);
+}
+
+/// The same, counted by the perf-event tracepoint programs (the fallback set).
+#[test]
+fn a_peer_closing_pooled_connections_is_counted_by_the_perf_event_fallback_too() {
+    peer_idle_closes(&["--lifecycle-from-perf-events"]);
+}
+
+fn peer_idle_closes(flags: &[&str]) {
     let backend = IdleCloseBackend::start(Duration::from_millis(1000));
     let peer = backend.addr().to_string();
     let ng = Nginx::start(&NginxConfig {
@@ -257,7 +267,7 @@ fn a_peer_closing_pooled_connections_after_1_s_is_named_with_the_pool_timeout() 
         server_extra: "location / { proxy_pass http://be; proxy_http_version 1.1; proxy_set_header Connection \"\"; }".into(),
         ..NginxConfig::default()
     });
-    let probe = Probe::on(&ng).json().start();
+    let probe = Probe::on(&ng).json().args(flags).start();
     let text = Probe::on(&ng).plain().start();
     let statuses = concurrent_requests(ng.addr(), N, "/");
     assert_eq!(statuses, vec![200; N]);
