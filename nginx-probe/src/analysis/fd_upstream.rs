@@ -259,6 +259,37 @@ fn keepalive_off_evidence(
 /// first and holds it).
 const TIME_WAIT_SIDE: &str = "each close leaves a socket in TIME-WAIT on the side that closed first (nginx's or the upstream's: which one is not measured), and where that is nginx's side they hold its local ports until, under load, they run out";
 
+/// What the advice says of TIME-WAIT: who closed nginx's upstream connections first,
+/// measured per peer by the upstream connection lifecycle when it counted closes
+/// (nginx first: the TIME-WAIT is on nginx's side and holds its local ports), else
+/// [`TIME_WAIT_SIDE`].
+fn time_wait_side(inp: &Inputs) -> String {
+    let peers = inp
+        .connections
+        .as_ref()
+        .map(|c| c.upstream_peers.as_slice())
+        .unwrap_or_default();
+    let sum = |f: fn(&crate::model::upstream_lifecycle::PeerLifecycle) -> u64| {
+        peers.iter().map(f).sum::<u64>()
+    };
+    let (nginx, peer, reset) = (
+        sum(|p| p.closed_by_nginx),
+        sum(|p| p.closed_by_peer),
+        sum(|p| p.closed_by_reset),
+    );
+    if nginx + peer + reset == 0 {
+        return TIME_WAIT_SIDE.to_string();
+    }
+    format!(
+        "of the upstream connections closed, nginx closed {nginx} first, the upstream {peer}, resets ended {reset} (tracepoint sock:inet_sock_set_state): each close leaves a socket in TIME-WAIT on the side that closed first, {}",
+        if nginx >= peer {
+            "mostly nginx's, where they hold its local ports until, under load, they run out"
+        } else {
+            "mostly the upstream's (nginx's local ports are not held by them)"
+        }
+    )
+}
+
 /// upstream_keepalive_off's advice: the connections per request keepalive could have
 /// saved, the connect latency (`p50`, `p99` in ns), the ports run out, and the fix:
 /// what defeats a configured pool, else the pool to add
@@ -289,12 +320,13 @@ fn keepalive_off_advice(inp: &Inputs, c: &UpstreamConnects, p50: u64, p99: u64) 
     };
     let fix = super::upstream_pool::pool_advice(inp.config.as_ref());
     format!(
-        "{:.2} new upstream connections per request that keepalive could have saved ({:.2} established, plus connects that found no local port; {:.2} connect() calls per request in all, failures included; connect p50 {:.0} us, p99 {:.0} us{failed}): nginx opens and closes a TCP connection to the upstream for every proxied request; {TIME_WAIT_SIDE}{ran_out}; {fix}",
+        "{:.2} new upstream connections per request that keepalive could have saved ({:.2} established, plus connects that found no local port; {:.2} connect() calls per request in all, failures included; connect p50 {:.0} us, p99 {:.0} us{failed}): nginx opens and closes a TCP connection to the upstream for every proxied request; {}{ran_out}; {fix}",
         c.attempts_per_request(),
         c.per_request(),
         c.connects_per_request(),
         p50 as f64 / 1e3,
         p99 as f64 / 1e3,
+        time_wait_side(inp),
     )
 }
 
@@ -892,5 +924,23 @@ mod tests {
         assert_eq!(v[0].severity, Severity::Critical);
         assert!(v[0].advice.contains("(64)"), "{}", v[0].advice);
         assert!(v[0].directives.iter().any(|d| d == "worker_rlimit_nofile"));
+    }
+
+    #[test]
+    fn the_time_wait_side_is_said_as_measured_or_as_unknown() {
+        let mut inp = Inputs::default();
+        assert_eq!(time_wait_side(&inp), TIME_WAIT_SIDE);
+        inp.connections = Some(crate::model::connections::ConnectionsReport {
+            upstream_peers: vec![crate::model::upstream_lifecycle::PeerLifecycle {
+                peer: "127.0.0.2:8080".into(),
+                closed_by_nginx: 300,
+                closed_by_peer: 2,
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        let s = time_wait_side(&inp);
+        assert!(s.contains("nginx closed 300 first, the upstream 2"), "{s}");
+        assert!(s.contains("mostly nginx's"), "{s}");
     }
 }
