@@ -358,6 +358,7 @@ impl Probe {
             let attached = tracefs::has_event(tracefs_root, "syscalls", "sys_exit_openat")
                 && match self.load_or_attach(prog::ACCESS_LOG_OPEN, "sys_exit_openat", sampled)? {
                     Ok(()) => true,
+                    Err(e) if fd_limit::is_exhaustion(&e) => return Err(fd_exhausted()),
                     Err(e) => {
                         warn!("could not attach the access-log open counter ({e}); access logs reopened per request go undetected");
                         false
