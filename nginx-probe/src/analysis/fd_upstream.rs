@@ -246,6 +246,12 @@ fn keepalive_off_evidence(
     if !ports.is_empty() {
         evidence.insert("local_ports", serde_json::json!(ports));
     }
+    if let Some((nginx, upstream, reset)) = upstream_closes(inp) {
+        evidence.insert(
+            "upstream_closed_first_by",
+            serde_json::json!({"nginx": nginx, "upstream": upstream, "reset": reset}),
+        );
+    }
     let peers = error_log_peers(inp);
     if !peers.is_empty() {
         evidence.insert("peers_in_error_log", serde_json::json!(peers));
@@ -264,22 +270,9 @@ const TIME_WAIT_SIDE: &str = "each close leaves a socket in TIME-WAIT on the sid
 /// (nginx first: the TIME-WAIT is on nginx's side and holds its local ports), else
 /// [`TIME_WAIT_SIDE`].
 fn time_wait_side(inp: &Inputs) -> String {
-    let peers = inp
-        .connections
-        .as_ref()
-        .map(|c| c.upstream_peers.as_slice())
-        .unwrap_or_default();
-    let sum = |f: fn(&crate::model::upstream_lifecycle::PeerLifecycle) -> u64| {
-        peers.iter().map(f).sum::<u64>()
-    };
-    let (nginx, peer, reset) = (
-        sum(|p| p.closed_by_nginx),
-        sum(|p| p.closed_by_peer),
-        sum(|p| p.closed_by_reset),
-    );
-    if nginx + peer + reset == 0 {
+    let Some((nginx, peer, reset)) = upstream_closes(inp) else {
         return TIME_WAIT_SIDE.to_string();
-    }
+    };
     format!(
         "of the upstream connections closed, nginx closed {nginx} first, the upstream {peer}, resets ended {reset} (tracepoint sock:inet_sock_set_state): each close leaves a socket in TIME-WAIT on the side that closed first, {}",
         if nginx >= peer {
@@ -288,6 +281,27 @@ fn time_wait_side(inp: &Inputs) -> String {
             "mostly the upstream's (nginx's local ports are not held by them)"
         }
     )
+}
+
+/// Who closed nginx's upstream connections first, summed over the peers the upstream
+/// connection lifecycle counted (tracepoint `sock:inet_sock_set_state`): `(nginx, the
+/// upstream, resets)`, connections; `None` when it counted no close (off, or none
+/// closed).
+fn upstream_closes(inp: &Inputs) -> Option<(u64, u64, u64)> {
+    let peers = inp
+        .connections
+        .as_ref()
+        .map(|c| c.upstream_peers.as_slice())
+        .unwrap_or_default();
+    let sum = |f: fn(&crate::model::upstream_lifecycle::PeerLifecycle) -> u64| {
+        peers.iter().map(f).sum::<u64>()
+    };
+    let closes = (
+        sum(|p| p.closed_by_nginx),
+        sum(|p| p.closed_by_peer),
+        sum(|p| p.closed_by_reset),
+    );
+    (closes.0 + closes.1 + closes.2 > 0).then_some(closes)
 }
 
 /// upstream_keepalive_off's advice: the connections per request keepalive could have

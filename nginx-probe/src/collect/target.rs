@@ -193,6 +193,14 @@ pub fn role_of(pid: u32) -> Result<Option<Role>, ProbeError> {
     Ok(Some(classify(&stat.comm, &cmdline_of(&p))))
 }
 
+/// The parent pid of a process (`/proc/<pid>/stat` ppid); None when gone or unreadable.
+pub fn parent_of(pid: u32) -> Option<u32> {
+    Process::new(pid as i32)
+        .and_then(|p| p.stat())
+        .ok()
+        .map(|s| s.ppid as u32)
+}
+
 /// `NSpid` of a process (host pid first), or just the host pid when unreadable.
 pub fn nspid_of(pid: u32) -> Vec<i32> {
     Process::new(pid as i32)

@@ -99,7 +99,7 @@ fn proxy_without_upstream_keepalive_connects_once_per_request() {
 /// `proxy_http_version` (1.0) nor `Connection ""`: the pool is never used, 400 requests
 /// over 4 client connections make exactly 400 upstream connects. The advice says the
 /// pool is configured but unused and names both settings with their place, never
-/// "add keepalive", and does not claim which side holds TIME-WAIT.
+/// "add keepalive", and says who closed each connection first (the TIME-WAIT's side).
 #[test]
 fn a_configured_pool_unused_is_said_so_with_what_defeats_it() {
     let be = backend_nginx();
@@ -130,7 +130,17 @@ fn a_configured_pool_unused_is_said_so_with_what_defeats_it() {
         "{a}"
     );
     assert!(!a.contains("`keepalive 32;`"), "{a}");
-    assert!(a.contains("which one is not measured"), "{a}");
+    // Who closed first is measured: every one of the 400 closes, by nginx or the
+    // upstream (HTTP/1.0: mostly the upstream, but nginx may finish first), no reset.
+    let by = &v["evidence"]["upstream_closed_first_by"];
+    let (n, u) = (by["nginx"].as_u64().unwrap(), by["upstream"].as_u64().unwrap());
+    assert_eq!((n + u, by["reset"].as_u64()), (400, Some(0)), "{by}");
+    assert!(
+        a.contains(&format!(
+            "of the upstream connections closed, nginx closed {n} first, the upstream {u}, resets ended 0"
+        )),
+        "{a}"
+    );
 }
 
 /// Case 10 with `keepalive 32; proxy_http_version 1.1; proxy_set_header Connection "";`:

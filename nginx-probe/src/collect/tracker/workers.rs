@@ -22,6 +22,14 @@ impl Tracker {
                 }
             };
             match role {
+                Some(Role::Worker | Role::Master)
+                    if target::parent_of(tgid).is_some_and(|p| p != self.master.pid) =>
+                {
+                    // Forked by a child we followed before letting it go: the workers
+                    // of a new master (USR2) forked before it was looked at twice.
+                    // Not this master's.
+                    self.let_go(probe, tgid, slot)?;
+                }
                 Some(Role::Worker) => {
                     self.pending.remove(&tgid);
                     let info = self.worker_info(tgid, target::nspid_of(tgid), slot, true);
@@ -32,18 +40,21 @@ impl Tracker {
                     // Just forked and not yet retitled, or a new master (USR2 binary
                     // upgrade execs a new nginx in the child). Decide on a second look.
                     if !self.pending.insert(tgid) {
-                        self.pending.remove(&tgid);
-                        self.ignored.insert(tgid);
-                        probe.untrack(tgid);
-                        probe.recycle_slot(slot)?;
+                        self.let_go(probe, tgid, slot)?;
                         self.event(EventKind::NewMaster, tgid);
                     }
                 }
+                Some(Role::OtherNginx) if target::parent_of(tgid) == Some(self.master.pid) => {
+                    // The master's child running nginx but not yet titled: the new
+                    // binary of a USR2 upgrade between its execve() and its title
+                    // (ngx_execute_proc; workers and cache processes are forked, never
+                    // exec'd, and keep the master's title until they retitle).
+                    self.let_go(probe, tgid, slot)?;
+                    self.event(EventKind::NewMaster, tgid);
+                }
                 Some(_) => {
                     // Cache manager/loader: not a worker.
-                    self.ignored.insert(tgid);
-                    probe.untrack(tgid);
-                    probe.recycle_slot(slot)?;
+                    self.let_go(probe, tgid, slot)?;
                 }
                 None if probe.exit_of(tgid).map(nginx_probe_common::exits::decode)
                     == Some(nginx_probe_common::exits::Exit::Code(1)) =>
@@ -51,10 +62,7 @@ impl Tracker {
                     // Gone with exit code 1: no worker exits so (a worker that fails to
                     // start exits 2), the child of a binary upgrade whose execve() or
                     // new binary failed does (ngx_execute_proc). Not a worker.
-                    self.pending.remove(&tgid);
-                    self.ignored.insert(tgid);
-                    probe.untrack(tgid);
-                    probe.recycle_slot(slot)?;
+                    self.let_go(probe, tgid, slot)?;
                     let _ = probe.take_exit(tgid);
                     self.event(EventKind::NewMasterFailed, tgid);
                 }
@@ -71,6 +79,15 @@ impl Tracker {
             }
         }
         Ok(())
+    }
+
+    /// Stops following a child that is no worker (a new master, a cache process): out
+    /// of the fork filter for good, its slot recycled.
+    fn let_go(&mut self, probe: &mut Probe, tgid: u32, slot: u32) -> Result<(), ProbeError> {
+        self.pending.remove(&tgid);
+        self.ignored.insert(tgid);
+        probe.untrack(tgid);
+        probe.recycle_slot(slot)
     }
 
     /// Marks the workers `/proc` says are gone as exited: their final stats are kept,
