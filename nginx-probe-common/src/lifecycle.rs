@@ -68,8 +68,42 @@ pub const CLOSED_BY_WORKER_EXIT: usize = IDLE_HIST + LC_IDLE_BUCKETS;
 /// close_notify, an HTTP/2 GOAWAY, or a response closed at once): their idle time is
 /// the time since the client's last data.
 pub const IDLE_AFTER_NGINX_WROTE: usize = CLOSED_BY_WORKER_EXIT + 1;
+/// Of [`CLOSED_BY_NGINX`], closes by a draining worker (one that has entered
+/// `ngx_close_idle_connections`: a reload, a binary upgrade's WINCH, a graceful
+/// QUIT): its idle keepalive connections at once, the others after their request.
+/// Not in the idle histogram, which stays the serving workers' (their
+/// keepalive_timeout). Needs the `ngx_close_idle_connections` uprobe.
+pub const CLOSED_WHILE_DRAINING: usize = IDLE_AFTER_NGINX_WROTE + 1;
+/// Of [`CLOSED_WHILE_DRAINING`], connections that were idle (nginx had sent nothing
+/// in the close's last jiffy): kept-alive connections closed under their clients,
+/// where a request sent at that moment gets a reset or no answer.
+pub const CLOSED_WHILE_DRAINING_IDLE: usize = CLOSED_WHILE_DRAINING + 1;
 /// Counters per port.
-pub const LC_PER_PORT: usize = IDLE_AFTER_NGINX_WROTE + 1;
+pub const LC_PER_PORT: usize = CLOSED_WHILE_DRAINING_IDLE + 1;
+
+/// Closes of client connections counted per worker slot, in the worker's own context
+/// (per-CPU `LC_WORKER`: `slot * LC_PER_WORKER + counter`, u64, cumulative): the
+/// state changes a worker's `close()` makes (a client's FIN or a reset arrives in
+/// softirq, with no worker to name).
+pub mod worker {
+    /// `ESTABLISHED -> FIN_WAIT1` by the worker's `close()`/`shutdown()`: nginx closed
+    /// first.
+    pub const CLOSED_BY_NGINX: usize = 0;
+    /// Of [`CLOSED_BY_NGINX`], while the worker was draining.
+    pub const CLOSED_WHILE_DRAINING: usize = 1;
+    /// `CLOSE_WAIT -> LAST_ACK` by the worker's `close()`: the client had closed
+    /// first and the worker closed its end.
+    pub const CLOSED_AFTER_CLIENT: usize = 2;
+    /// `ESTABLISHED -> FIN_WAIT1` as the worker exited (`PF_EXITING`).
+    pub const CLOSED_BY_WORKER_EXIT: usize = 3;
+    /// Counters per worker slot.
+    pub const LC_PER_WORKER: usize = 4;
+    /// The uprobe marking a worker draining: nginx calls `ngx_close_idle_connections`
+    /// once, in the worker, when it starts a graceful shutdown
+    /// (`ngx_worker_process_cycle`, after retitling it "worker process is shutting
+    /// down").
+    pub const DRAIN_SYMBOL: &str = "ngx_close_idle_connections";
+}
 
 /// The connections nginx's workers open (upstream peers), counted per peer address in
 /// `LC_UP_PEERS` (a hash map, not per CPU: atomic adds): a TCP socket is marked as
@@ -224,7 +258,14 @@ pub mod names {
         /// Per-CPU array of one zeroed `up::UpPeerStats`: a new peer's first value
         /// (too large for the eBPF stack).
         LC_UP_ZERO = "LC_UP_ZERO",
+        /// Per-CPU counters per worker slot, see [`super::worker`].
+        LC_WORKER = "LC_WORKER",
+        /// Array, worker slot -> `bpf_ktime_get_ns()` when the worker entered
+        /// `ngx_close_idle_connections` (0: serving). Zeroed with the slot.
+        LC_DRAINING = "LC_DRAINING",
     }
+    /// Uprobe on `ngx_close_idle_connections` in nginx's binary.
+    pub const PROG_DRAIN: &str = "lc_worker_drains";
     /// `sock:inet_sock_set_state`.
     pub const PROG_STATE: &str = "lc_set_state";
     /// `tcp:tcp_send_reset`.
@@ -289,7 +330,8 @@ mod tests {
     fn layout_fits_and_buckets() {
         assert_eq!(IDLE_HIST, 37);
         assert_eq!(CLOSED_BY_WORKER_EXIT, 69);
-        assert_eq!(LC_PER_PORT, 71);
+        assert_eq!(CLOSED_WHILE_DRAINING_IDLE, 72);
+        assert_eq!(LC_PER_PORT, 73);
         assert_eq!(idle_bucket(0), 0);
         assert_eq!(idle_bucket(2000), 10);
         assert_eq!(idle_bucket(u64::MAX), LC_IDLE_BUCKETS - 1);

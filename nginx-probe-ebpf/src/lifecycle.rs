@@ -12,10 +12,11 @@
 
 use aya_ebpf::{
     helpers::{
-        bpf_get_current_pid_tgid, bpf_get_current_task, bpf_jiffies64, bpf_probe_read_kernel,
+        bpf_get_current_pid_tgid, bpf_get_current_task, bpf_jiffies64, bpf_ktime_get_ns,
+        bpf_probe_read_kernel,
     },
-    macros::{raw_tracepoint, tracepoint},
-    programs::{RawTracePointContext, TracePointContext},
+    macros::{raw_tracepoint, tracepoint, uprobe},
+    programs::{ProbeContext, RawTracePointContext, TracePointContext},
 };
 use nginx_probe_common::lifecycle::{self as lc, raw_off};
 
@@ -23,9 +24,10 @@ use crate::{
     helpers::{global, record_at},
     lifecycle_up::{raw_peer, record_peer, up_set_state},
     maps::{
-        LC_CLOSING, LC_HZ, LC_LRCVTIME_OFF, LC_LSNDTIME_OFF, LC_PORTS, LC_RAW_OFF, LC_STATS,
-        LC_TASK_FLAGS_OFF,
+        LC_CLOSING, LC_DRAINING, LC_HZ, LC_LRCVTIME_OFF, LC_LSNDTIME_OFF, LC_PORTS, LC_RAW_OFF,
+        LC_STATS, LC_TASK_FLAGS_OFF, LC_WORKER,
     },
+    workers::worker_slot,
 };
 
 pub(crate) const TCP_ESTABLISHED: i32 = 1;
@@ -34,6 +36,7 @@ const TCP_SYN_RECV: i32 = 3;
 pub(crate) const TCP_FIN_WAIT1: i32 = 4;
 pub(crate) const TCP_CLOSE: i32 = 7;
 pub(crate) const TCP_CLOSE_WAIT: i32 = 8;
+const TCP_LAST_ACK: i32 = 9;
 const TCP_LISTEN: i32 = 10;
 pub(crate) const IPPROTO_TCP: u16 = 6;
 /// `task_struct.flags`: the task is exiting (`do_exit` sets it before closing the
@@ -151,7 +154,7 @@ pub(crate) fn task_exiting() -> bool {
     }
 }
 
-/// An idle time measured at nginx's close.
+/// An idle time measured at a serving worker's close.
 #[inline(always)]
 fn on_nginx_close(base: u32, sk: u64) {
     if let Some((ms, wrote)) = idle_ms(sk, true) {
@@ -166,6 +169,50 @@ fn on_nginx_close(base: u32, sk: u64) {
     }
 }
 
+/// Adds one to the current worker's close counter `counter` (`lc::worker`), atomically
+/// like [`lc_add`]; nothing when the task is no tracked worker.
+#[inline(always)]
+fn worker_add(slot: Option<u32>, counter: usize) {
+    let Some(slot) = slot else { return };
+    let idx = slot * lc::worker::LC_PER_WORKER as u32 + counter as u32;
+    if let Some(p) = LC_WORKER.get_ptr_mut(idx) {
+        use core::intrinsics::{atomic_xadd, AtomicOrdering};
+        // SAFETY: a valid, aligned per-CPU u64 of the map.
+        unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(p, 1) };
+    }
+}
+
+/// Whether worker `slot` is draining (it entered `ngx_close_idle_connections`).
+#[inline(always)]
+fn draining(slot: Option<u32>) -> bool {
+    slot.and_then(|s| LC_DRAINING.get(s))
+        .is_some_and(|&t| t != 0)
+}
+
+/// nginx's close of `sk` (`ESTABLISHED -> FIN_WAIT1` in the closing worker's context):
+/// an exiting worker's, a draining worker's (idle or after its request), or a serving
+/// worker's with its idle time.
+#[inline(always)]
+fn on_established_closed(base: u32, sk: u64) {
+    let slot = worker_slot();
+    if task_exiting() {
+        lc_add(base, lc::CLOSED_BY_WORKER_EXIT, 1);
+        worker_add(slot, lc::worker::CLOSED_BY_WORKER_EXIT);
+        return;
+    }
+    lc_add(base, lc::CLOSED_BY_NGINX, 1);
+    worker_add(slot, lc::worker::CLOSED_BY_NGINX);
+    if draining(slot) {
+        lc_add(base, lc::CLOSED_WHILE_DRAINING, 1);
+        worker_add(slot, lc::worker::CLOSED_WHILE_DRAINING);
+        if let Some((_, false)) = idle_ms(sk, true) {
+            lc_add(base, lc::CLOSED_WHILE_DRAINING_IDLE, 1);
+        }
+        return;
+    }
+    on_nginx_close(base, sk);
+}
+
 /// A state change of a socket on one of nginx's ports (`base`): who closed first
 /// (nginx, an exiting worker, the client, a reset), established connections,
 /// listeners closed, idle time before nginx's close.
@@ -175,14 +222,12 @@ fn on_set_state(base: u32, old: i32, new: i32, sk: u64) {
         (TCP_SYN_RECV, TCP_ESTABLISHED) => lc_add(base, lc::ESTABLISHED, 1),
         // FIN_WAIT1 is entered in the closing task's context (close(), shutdown(), or
         // the kernel closing an exiting task's files), never in softirq.
-        (TCP_ESTABLISHED, TCP_FIN_WAIT1) if task_exiting() => {
-            lc_add(base, lc::CLOSED_BY_WORKER_EXIT, 1)
-        }
-        (TCP_ESTABLISHED, TCP_FIN_WAIT1) => {
-            lc_add(base, lc::CLOSED_BY_NGINX, 1);
-            on_nginx_close(base, sk);
-        }
+        (TCP_ESTABLISHED, TCP_FIN_WAIT1) => on_established_closed(base, sk),
         (TCP_ESTABLISHED, TCP_CLOSE_WAIT) => lc_add(base, lc::CLOSED_BY_CLIENT, 1),
+        // LAST_ACK too: the worker's close() of a connection the client closed.
+        (TCP_CLOSE_WAIT, TCP_LAST_ACK) => {
+            worker_add(worker_slot(), lc::worker::CLOSED_AFTER_CLIENT)
+        }
         (TCP_ESTABLISHED, TCP_CLOSE) => lc_add(base, lc::CLOSED_BY_RESET, 1),
         (TCP_LISTEN, TCP_CLOSE) => {
             lc_add(base, lc::LISTENERS_CLOSED, 1);
@@ -190,6 +235,24 @@ fn on_set_state(base: u32, old: i32, new: i32, sk: u64) {
         }
         _ => {}
     }
+}
+
+/// `void ngx_close_idle_connections(ngx_cycle_t *cycle)`, in nginx's binary: a
+/// worker starting its graceful shutdown (reload, QUIT, a binary upgrade's WINCH)
+/// calls it once, right after retitling itself "worker process is shutting down". Its
+/// slot is marked draining from then on (the first call's time kept).
+#[uprobe]
+pub fn lc_worker_drains(_ctx: ProbeContext) -> u32 {
+    let Some(slot) = worker_slot() else { return 0 };
+    if let Some(p) = LC_DRAINING.get_ptr_mut(slot) {
+        // SAFETY: a valid u64 of the array; only this worker writes its slot.
+        unsafe {
+            if *p == 0 {
+                *p = bpf_ktime_get_ns();
+            }
+        }
+    }
+    0
 }
 
 /// A reset sent from one of nginx's ports (`base`), by the kernel's `reason`, for the

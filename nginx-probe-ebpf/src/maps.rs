@@ -304,3 +304,15 @@ pub(crate) static LC_UP_PEERS: HashMap<lc::up::PeerKey, lc::up::UpPeerStats> =
 #[map]
 pub(crate) static LC_UP_ZERO: PerCpuArray<lc::up::UpPeerStats> =
     PerCpuArray::with_max_entries(1, 0);
+
+/// Client connection closes per worker slot: `slot * LC_PER_WORKER + counter` (see
+/// `nginx_probe_common::lifecycle::worker`). Resized to the slots at load.
+#[map]
+pub(crate) static LC_WORKER: PerCpuArray<u64> =
+    PerCpuArray::with_max_entries(DEFAULT_WORKER_SLOTS * lc::worker::LC_PER_WORKER as u32, 0);
+
+/// Worker slot -> ns (`bpf_ktime_get_ns`) when the worker began draining (entered
+/// `ngx_close_idle_connections`); 0 while it serves. Resized to the slots at load;
+/// user space zeroes it with the slot.
+#[map]
+pub(crate) static LC_DRAINING: Array<u64> = Array::with_max_entries(DEFAULT_WORKER_SLOTS, 0);

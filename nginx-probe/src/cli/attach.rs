@@ -80,6 +80,10 @@ pub(super) fn attach_programs(
         probe.lifecycle.meta.not_traced = Some("--no-lifecycle".into());
     }
     probe.attach(tracefs_root, &args.syscalls.0, sampled)?;
+    probe.attach_drain_uprobe(&std::path::PathBuf::from(format!(
+        "/proc/{}/exe",
+        master.pid
+    )));
     tracker.accepts_from_uprobe = probe.accepts_from_uprobe;
     tracker.traced = args.syscalls.0.clone();
     if probe.fd_walk.is_ok() {

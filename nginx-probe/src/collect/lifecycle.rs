@@ -90,6 +90,10 @@ pub fn globals(btf: Result<&Btf, &String>) -> Globals {
             idle_unknown: why,
             raw_unavailable: raw.err(),
             worker_exit_unknown: task_flags.err(),
+            draining_unknown: Some(format!(
+                "the uprobe on {} was not attached",
+                nginx_probe_common::lifecycle::worker::DRAIN_SYMBOL
+            )),
             ..Default::default()
         },
     }
@@ -308,6 +312,7 @@ impl Lifecycle {
             match attach_raw(ebpf) {
                 Ok(()) => {
                     self.meta.raw = true;
+                    self.meta.attached = true;
                     self.attached = names::RAW_PROGS.iter().map(|p| p.0).collect();
                     let format = root.join("events/tcp/tcp_send_reset/format");
                     if let Ok(format) = std::fs::read_to_string(format) {
@@ -357,7 +362,10 @@ impl Lifecycle {
                     Ok(())
                 });
             match res {
-                Ok(()) => self.attached.push(prog),
+                Ok(()) => {
+                    self.attached.push(prog);
+                    self.meta.attached = true;
+                }
                 Err(e) => {
                     warn!("could not attach {cat}:{event} ({e}); connection lifecycle counts leave it out");
                     missing.push(format!("{cat}:{event}"));

@@ -15,7 +15,7 @@ use aya::{
 use log::{debug, warn};
 use nginx_probe_common::{
     filter_entry, filter_slot,
-    lifecycle::names as lc_names,
+    lifecycle::{names as lc_names, worker::LC_PER_WORKER},
     names::{self, global, map, prog},
     Entry, InFlight, SyscallStats, UpstreamCall, DROP_COUNTERS, FD_CREATING, FD_KIND_COUNT,
     FILTER_SIZE, MAX_TRACKED_TGIDS, OFF_COUNT, SYSCALLS, SYSCALL_COUNT, TLS_STATS, UPSTREAM_STATS,
@@ -25,8 +25,8 @@ use crate::{
     collect::{fd_limit, tracefs},
     error::ProbeError,
     model::{
-        self, SlotStats, ACCEPTED_IDX, ACCEPT_CLOSE_IDX, LOG_OPENS_IDX, LOOP_IDX, REQUESTS_IDX,
-        SLOT_STATS, TLS_DONE_IDX, TLS_IDX, UPSTREAM_IDX, WRITES_IDX,
+        self, SlotStats, ACCEPTED_IDX, ACCEPT_CLOSE_IDX, CLOSES_IDX, LOG_OPENS_IDX, LOOP_IDX,
+        REQUESTS_IDX, SLOT_STATS, TLS_DONE_IDX, TLS_IDX, UPSTREAM_IDX, WRITES_IDX,
     },
 };
 
@@ -69,6 +69,10 @@ pub struct Probe {
     upstream_fd: HashMap<MapData, u64, u64>,
     up_call: Array<MapData, UpstreamCall>,
     drops: PerCpuArray<MapData, u64>,
+    /// Per slot: client connection closes in the worker's context
+    /// (`lifecycle::worker`), and when the worker began draining (ns, 0 = serving).
+    lc_worker: PerCpuArray<MapData, u64>,
+    lc_draining: Array<MapData, u64>,
     /// How write destinations are classified: `Ok(())` when every kernel offset was
     /// found in BTF (the fd table is walked at each write), else why not (then from
     /// /proc snapshots every 2 s).
@@ -201,6 +205,8 @@ fn load_object(
         .map_max_entries(map::TLS_DONE, slots)
         .map_max_entries(map::UPSTREAM, slots * UPSTREAM_STATS)
         .map_max_entries(map::UP_CALL, slots)
+        .map_max_entries(lc_names::LC_WORKER, slots * LC_PER_WORKER as u32)
+        .map_max_entries(lc_names::LC_DRAINING, slots)
         .load(EBPF_OBJECT)?;
     Ok(Loaded {
         ebpf,
@@ -281,6 +287,8 @@ impl Probe {
             upstream_fd: HashMap::try_from(take(map::UPSTREAM_FD)?)?,
             up_call: Array::try_from(take(map::UP_CALL)?)?,
             drops: PerCpuArray::try_from(take(map::DROPS)?)?,
+            lc_worker: PerCpuArray::try_from(take(lc_names::LC_WORKER)?)?,
+            lc_draining: Array::try_from(take(lc_names::LC_DRAINING)?)?,
             fd_walk: loaded.fd_walk,
             missing: Vec::new(),
             attached: 0,
@@ -489,6 +497,25 @@ impl Probe {
         Ok(())
     }
 
+    /// Attaches the drain marker, a uprobe on `ngx_close_idle_connections` in `binary`
+    /// (the master's `/proc/<pid>/exe`): a worker entering it (its graceful shutdown)
+    /// has its later closes counted as a draining worker's. Only with the lifecycle
+    /// programs attached; sets `lifecycle.meta.draining_unknown` to why not otherwise.
+    pub fn attach_drain_uprobe(&mut self, binary: &Path) {
+        use nginx_probe_common::lifecycle::{names::PROG_DRAIN, worker::DRAIN_SYMBOL};
+        if !self.lifecycle.meta.attached {
+            return;
+        }
+        self.lifecycle.meta.draining_unknown =
+            match self.attach_uprobe(PROG_DRAIN, DRAIN_SYMBOL, binary) {
+                Ok(()) => None,
+                Err(e) => {
+                    warn!("closes by draining workers are counted as the serving workers' ({e})");
+                    Some(e)
+                }
+            };
+    }
+
     /// Loads program `prog_name` and attaches it (uprobe or uretprobe, as the object
     /// says) to symbol `sym` of `target` for every process mapping it.
     ///
@@ -584,6 +611,14 @@ impl Probe {
         }
         self.last_accept.set(slot, 0u64, 0)?;
         self.accept_close.set(slot, 0u64, 0)?;
+        for i in 0..LC_PER_WORKER as u32 {
+            self.lc_worker.set(
+                slot * LC_PER_WORKER as u32 + i,
+                PerCpuValues::try_from(vec![0u64; ncpus])?,
+                0,
+            )?;
+        }
+        self.lc_draining.set(slot, 0u64, 0)?;
         self.clear_calls_in_progress(slot)?;
         self.free_slots.push(slot, 0)?;
         Ok(())
@@ -677,6 +712,10 @@ impl Probe {
         } else {
             out[TLS_IDX].timed
         };
+        for i in 0..LC_PER_WORKER {
+            let idx = slot * LC_PER_WORKER as u32 + i as u32;
+            out[CLOSES_IDX + i].count = self.lc_worker.get(&idx, 0)?.iter().sum();
+        }
         Ok(out)
     }
 
@@ -857,6 +896,7 @@ mod tests {
         for (p, _) in nginx_probe_common::lifecycle::names::RAW_PROGS {
             want.insert(p.to_string());
         }
+        want.insert(nginx_probe_common::lifecycle::names::PROG_DRAIN.to_string());
         assert_eq!(
             programs, want,
             "programs: object vs names::prog + SYSCALLS + FD_CREATING"

@@ -159,6 +159,9 @@ impl Period<'_> {
         if !inputs.counts_log_opens {
             r.access_log_opens = None;
         }
+        if self.cur.lifecycle.1.attached {
+            r.connections_closed = Some(model::connections::WorkerCloses::of(s));
+        }
         r
     }
 }

@@ -50,6 +50,11 @@ pub struct LifecycleMeta {
     /// Why no lifecycle program is attached at all when the user left them out
     /// (`--no-lifecycle`): nothing is counted and the report has no `connections`.
     pub not_traced: Option<String>,
+    /// Programs were attached (the per-worker closes are counted).
+    pub attached: bool,
+    /// Why closes by draining workers are not told apart from the serving workers'
+    /// (the `ngx_close_idle_connections` uprobe not attached), when they are not.
+    pub draining_unknown: Option<String>,
 }
 
 /// One listening port's client connections in the period.
@@ -69,6 +74,17 @@ pub struct PortLifecycle {
     pub closed_by_worker_exit: u64,
     /// The client closed first (`ESTABLISHED -> CLOSE_WAIT`).
     pub closed_by_client: u64,
+    /// Of `closed_by_nginx`, closes by draining workers (after they entered
+    /// `ngx_close_idle_connections`: a reload, a graceful QUIT, a binary upgrade's
+    /// WINCH); not in `idle_before_nginx_close`. 0 also when not told apart (the
+    /// report's `draining_unknown` then says why).
+    #[serde(default, skip_serializing_if = "crate::model::is_zero")]
+    pub closed_while_draining: u64,
+    /// Of `closed_while_draining`, connections that were idle at the close (nginx had
+    /// sent nothing in its last jiffy): kept-alive connections closed under their
+    /// clients.
+    #[serde(default, skip_serializing_if = "crate::model::is_zero")]
+    pub closed_while_draining_idle: u64,
     /// Ended by a reset while established (`ESTABLISHED -> CLOSE`, either side).
     pub closed_by_reset: u64,
     /// Resets received (`tcp:tcp_receive_reset`).
@@ -85,6 +101,39 @@ pub struct PortLifecycle {
     /// Idle time before nginx's closes; absent when not measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_before_nginx_close: Option<IdleReport>,
+}
+
+/// One worker's client connection closes in the period, counted where the worker's own
+/// `close()` made the state change (tracepoint `sock:inet_sock_set_state` in the
+/// worker's context; a client's FIN or a reset arrives in softirq, with no worker to
+/// name, so these say which worker closed, not every way a connection ended).
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct WorkerCloses {
+    /// The worker closed first (`ESTABLISHED -> FIN_WAIT1`).
+    pub by_nginx: u64,
+    /// Of `by_nginx`, while the worker was draining (it had entered
+    /// `ngx_close_idle_connections`); 0 also when not told apart.
+    pub while_draining: u64,
+    /// The client had closed first and the worker closed its end
+    /// (`CLOSE_WAIT -> LAST_ACK`).
+    pub after_client: u64,
+    /// Closed by the kernel as the worker exited (`ESTABLISHED -> FIN_WAIT1` with
+    /// `PF_EXITING`).
+    pub by_worker_exit: u64,
+}
+
+impl WorkerCloses {
+    /// The counts in a worker's period stats (`model::CLOSES_IDX`).
+    pub fn of(stats: &crate::model::SlotStats) -> WorkerCloses {
+        use lc::worker as w;
+        let c = |i: usize| stats[crate::model::CLOSES_IDX + i].count;
+        WorkerCloses {
+            by_nginx: c(w::CLOSED_BY_NGINX),
+            while_draining: c(w::CLOSED_WHILE_DRAINING),
+            after_client: c(w::CLOSED_AFTER_CLIENT),
+            by_worker_exit: c(w::CLOSED_BY_WORKER_EXIT),
+        }
+    }
 }
 
 /// Client connections per listening port (JSON `connections`).
@@ -107,6 +156,10 @@ pub struct ConnectionsReport {
     /// unknown), when they are.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker_exit_unknown: Option<String>,
+    /// Why closes by draining workers are not told apart (then they are in
+    /// `closed_by_nginx` and the idle times), when they are not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draining_unknown: Option<String>,
     /// nginx listening ports not counted (beyond the first 16).
     #[serde(default, skip_serializing_if = "crate::model::is_zero")]
     pub ports_not_counted: u64,
@@ -151,6 +204,8 @@ impl ConnectionsReport {
             t.established += p.established;
             t.closed_by_nginx += p.closed_by_nginx;
             t.closed_by_worker_exit += p.closed_by_worker_exit;
+            t.closed_while_draining += p.closed_while_draining;
+            t.closed_while_draining_idle += p.closed_while_draining_idle;
             t.closed_by_client += p.closed_by_client;
             t.closed_by_reset += p.closed_by_reset;
             t.resets_received += p.resets_received;
@@ -250,6 +305,7 @@ pub fn empty_report(meta: &LifecycleMeta) -> ConnectionsReport {
         hz_source: meta.hz.as_ref().map(|h| h.1.clone()),
         idle_unknown: meta.idle_unknown.clone(),
         worker_exit_unknown: meta.worker_exit_unknown.clone(),
+        draining_unknown: meta.draining_unknown.clone(),
         ports_not_counted: meta.ports_not_counted,
         raw_unavailable: meta.raw_unavailable.clone(),
         listener_closes: Vec::new(),
@@ -289,6 +345,8 @@ fn port_lifecycle(
         established: d(lc::ESTABLISHED),
         closed_by_nginx: d(lc::CLOSED_BY_NGINX),
         closed_by_worker_exit: d(lc::CLOSED_BY_WORKER_EXIT),
+        closed_while_draining: d(lc::CLOSED_WHILE_DRAINING),
+        closed_while_draining_idle: d(lc::CLOSED_WHILE_DRAINING_IDLE),
         closed_by_client: d(lc::CLOSED_BY_CLIENT),
         closed_by_reset: d(lc::CLOSED_BY_RESET),
         resets_received: d(lc::RST_RECEIVED),
@@ -387,6 +445,49 @@ mod tests {
     #[test]
     fn nothing_counted_is_no_report() {
         assert_eq!(connections_report(&raw(80, &[]), None, &meta()), None);
+    }
+
+    #[test]
+    fn closes_by_draining_workers_are_their_own_counts_since_the_last_period() {
+        let prev = raw(
+            80,
+            &[(lc::CLOSED_BY_NGINX, 4), (lc::CLOSED_WHILE_DRAINING, 1)],
+        );
+        let cur = raw(
+            80,
+            &[
+                (lc::CLOSED_BY_NGINX, 14),
+                (lc::CLOSED_WHILE_DRAINING, 9),
+                (lc::CLOSED_WHILE_DRAINING_IDLE, 6),
+            ],
+        );
+        let m = LifecycleMeta {
+            draining_unknown: Some("why".into()),
+            ..meta()
+        };
+        let r = connections_report(&cur, Some(&prev), &m).unwrap();
+        let t = r.total();
+        assert_eq!(
+            (
+                t.closed_by_nginx,
+                t.closed_while_draining,
+                t.closed_while_draining_idle
+            ),
+            (10, 8, 6)
+        );
+        assert_eq!(r.draining_unknown.as_deref(), Some("why"));
+        let mut slot = crate::model::ZERO_SLOT;
+        slot[crate::model::CLOSES_IDX + lc::worker::CLOSED_AFTER_CLIENT].count = 3;
+        slot[crate::model::CLOSES_IDX + lc::worker::CLOSED_BY_WORKER_EXIT].count = 2;
+        assert_eq!(
+            WorkerCloses::of(&slot),
+            WorkerCloses {
+                by_nginx: 0,
+                while_draining: 0,
+                after_client: 3,
+                by_worker_exit: 2
+            }
+        );
     }
 
     #[test]

@@ -151,8 +151,14 @@ pub fn quantile_ns(hist: &[u64], q: f64, max_ns: u64) -> u64 {
 /// Number of [`SyscallStats`] per worker: one per traced syscall, then the HTTP
 /// requests (uprobes) at [`REQUESTS_IDX`], then the event-loop iterations at
 /// [`LOOP_IDX`].
-pub const SLOT_STATS: usize =
-    SYSCALL_COUNT + 2 + FD_KIND_COUNT + 2 + TLS_STATS as usize + UPSTREAM_STATS as usize + 2;
+pub const SLOT_STATS: usize = SYSCALL_COUNT
+    + 2
+    + FD_KIND_COUNT
+    + 2
+    + TLS_STATS as usize
+    + UPSTREAM_STATS as usize
+    + 2
+    + nginx_probe_common::lifecycle::worker::LC_PER_WORKER;
 
 /// Index in [`SlotStats`] whose `count` is the worker's accepts, from the source the
 /// run uses: the `ngx_get_connection` uprobe (every fd accept4/accept returned to nginx,
@@ -165,6 +171,12 @@ pub const ACCEPTED_IDX: usize = UPSTREAM_IDX + UPSTREAM_STATS as usize;
 /// uprobe (continuous in every detail mode), or `SSL_do_handshake` returning 1 (the
 /// `timed` of [`TLS_IDX`]).
 pub const TLS_DONE_IDX: usize = ACCEPTED_IDX + 1;
+
+/// Index of the worker's client connection closes in [`SlotStats`]: the `count` of
+/// `CLOSES_IDX + c` is counter `c` of `nginx_probe_common::lifecycle::worker` (closes
+/// the worker's own `close()` made, counted by the lifecycle's
+/// `sock:inet_sock_set_state` program in the worker's context; 0 without it).
+pub const CLOSES_IDX: usize = TLS_DONE_IDX + 1;
 
 /// Index in [`SlotStats`] whose `count` is openat calls that returned an access-log fd
 /// (`access_log_open` program on `syscalls:sys_exit_openat`, classified like a write's
@@ -445,6 +457,10 @@ pub struct WorkerReport {
     /// ...), every one present.
     #[serde(default)]
     pub fd_errors: BTreeMap<String, FdErrors>,
+    /// Client connections the worker's own `close()` ended (see
+    /// [`connections::WorkerCloses`]); None without the connection lifecycle programs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections_closed: Option<connections::WorkerCloses>,
     /// Reload generation, serving or shutting down, memory, exit (see [`worker_lifecycle`]).
     #[serde(flatten)]
     pub lifecycle: worker_lifecycle::WorkerLifecycle,
@@ -736,6 +752,7 @@ pub fn worker_report(
         syscalls,
         upstream: upstream_report(stats, requests_count.unwrap_or(0), detail_s),
         fd_errors: fd_errors_report(stats),
+        connections_closed: None,
         lifecycle: Default::default(),
     }
 }

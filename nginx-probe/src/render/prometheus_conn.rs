@@ -1,10 +1,11 @@
 //! The client connection lifecycle rows of [`super::prometheus_families::FAMILIES`]
 //! (the report's `connections`: TCP tracepoints on nginx's listening ports, continuous
-//! in every `--detail` mode). Labelled by `port` (at most 16 ports are counted), never
-//! by worker; absent while nothing was counted.
+//! in every `--detail` mode). Labelled by `port` (at most 16 ports are counted);
+//! only the closes a worker's own `close()` made are per worker. Absent while nothing
+//! was counted.
 
 use super::prometheus_format::{
-    Family,
+    fixed, Family,
     Kind::{Counter, Gauge},
     Scrape, Sink,
 };
@@ -35,6 +36,39 @@ pub(super) const CLOSED: Family = Family::report(
     },
 )
 .omit_if_empty();
+
+/// nginx's closes by draining workers.
+pub(super) const CLOSED_WHILE_DRAINING: Family = Family::report(
+    "nginx_probe_connections_closed_while_draining_total",
+    Counter,
+    &["port", "state"],
+    "Of nginx_probe_connections_closed_total{by=\"nginx\"}, the closes by draining workers (after they entered ngx_close_idle_connections, uprobe: a reload, a QUIT, a binary upgrade's WINCH), by the connection's state at the close: idle (a kept-alive connection closed under its client) or after_request; since attach.",
+    |s, o| {
+        per_port(s, o, |p, o, port| {
+            let idle = p.closed_while_draining_idle;
+            o.sample(&[port, "idle"], idle);
+            o.sample(&[port, "after_request"], p.closed_while_draining - idle);
+        })
+    },
+)
+.omit_if_empty();
+
+/// Each worker's own closes.
+pub(super) const WORKER_CLOSED: Family = Family::worker(
+    "nginx_probe_worker_connections_closed_total",
+    Counter,
+    &["worker", "generation", "by"],
+    "Client connections the worker's own close() ended since attach, by who closed first: nginx (ESTABLISHED -> FIN_WAIT1), nginx_draining (of those, while the worker was draining), client (CLOSE_WAIT -> LAST_ACK: the worker closed its end after the client's FIN), worker_exit (the kernel, as the worker exited); tracepoint sock:inet_sock_set_state in the worker's context. Resets are per port only.",
+    fixed(4),
+    |_, w, o| {
+        if let Some(c) = &w.connections_closed {
+            o.sample(&["nginx"], c.by_nginx);
+            o.sample(&["nginx_draining"], c.while_draining);
+            o.sample(&["client"], c.after_client);
+            o.sample(&["worker_exit"], c.by_worker_exit);
+        }
+    },
+);
 
 /// Established.
 pub(super) const ESTABLISHED: Family = Family::report(

@@ -91,6 +91,8 @@ impl Worker {
             model::WriteSource::FdTable,
         );
         w.cpu_s = self.cpu_s;
+        // The connection lifecycle attached (model::build sets it then).
+        w.connections_closed = Some(model::connections::WorkerCloses::of(&self.stats));
         // Set by the tracker from the cumulative counters.
         w.upstream.fds_open = self.info.alive.then_some(0);
         w

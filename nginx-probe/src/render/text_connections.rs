@@ -40,6 +40,8 @@ pub fn connections_section(out: &mut String, r: &Report) {
     {
         let _ = writeln!(out, "  closes as a worker exited: not told apart ({why})");
     }
+    draining_lines(out, c, &t);
+    worker_closes_line(out, r);
     if t.resets_sent + t.resets_received > 0 {
         let reasons: Vec<String> = t
             .resets_sent_by_reason
@@ -67,6 +69,67 @@ pub fn connections_section(out: &mut String, r: &Report) {
     }
     listener_close_lines(out, c);
     idle_lines(out, c, &t);
+}
+
+/// nginx's closes by draining workers (or why they are not told apart).
+fn draining_lines(out: &mut String, c: &ConnectionsReport, t: &PortLifecycle) {
+    if t.closed_while_draining > 0 {
+        let idle = t.closed_while_draining_idle;
+        let _ = writeln!(
+            out,
+            "  of nginx's closes, {} by draining workers (graceful shutdown: a reload, a QUIT, a binary upgrade's WINCH): {idle} idle keepalive connections closed under their clients, {} after their request; not in the idle times below",
+            t.closed_while_draining,
+            t.closed_while_draining - idle
+        );
+    } else if let Some(why) = c
+        .draining_unknown
+        .as_ref()
+        .filter(|_| t.closed_by_nginx > 0)
+    {
+        let _ = writeln!(
+            out,
+            "  closes by draining workers: not told apart from the serving workers' ({why})"
+        );
+    }
+}
+
+/// Workers listed with closes, at most.
+const MAX_WORKER_CLOSES: usize = 16;
+
+/// Which worker closed: each listed worker's own closes (`connections_closed`), when
+/// more than one worker closed any; at most [`MAX_WORKER_CLOSES`], the rest counted.
+fn worker_closes_line(out: &mut String, r: &Report) {
+    let rows: Vec<String> = r
+        .workers
+        .iter()
+        .filter_map(|w| w.connections_closed.map(|c| (w.pid, c)))
+        .filter(|(_, c)| c.by_nginx + c.after_client + c.by_worker_exit > 0)
+        .map(|(pid, c)| {
+            let mut s = format!("{pid}: nginx first {}", c.by_nginx);
+            if c.while_draining > 0 {
+                let _ = write!(s, " (draining {})", c.while_draining);
+            }
+            let _ = write!(s, ", after the client {}", c.after_client);
+            if c.by_worker_exit > 0 {
+                let _ = write!(s, ", at its exit {}", c.by_worker_exit);
+            }
+            s
+        })
+        .collect();
+    if rows.len() < 2 {
+        return;
+    }
+    let more = rows.len().saturating_sub(MAX_WORKER_CLOSES);
+    let _ = writeln!(
+        out,
+        "  closed by each worker's close() (pid): {}{}",
+        rows[..rows.len().min(MAX_WORKER_CLOSES)].join("; "),
+        if more > 0 {
+            format!("; {more} more workers")
+        } else {
+            String::new()
+        }
+    );
 }
 
 /// The idle time before nginx's closes (or why it is unknown).
@@ -270,6 +333,61 @@ mod tests {
         );
         assert!(
             out.contains("nginx closes connections 2.0 s after their last data"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn closes_by_draining_workers_and_by_each_worker_are_said_or_why_not() {
+        use crate::model::connections::WorkerCloses;
+        let mut r = minimal_report();
+        let mut c = crate::model::connections::sample_report();
+        c.draining_unknown =
+            Some("the uprobe on ngx_close_idle_connections was not attached".into());
+        r.connections = Some(c.clone());
+        let mut out = String::new();
+        connections_section(&mut out, &r);
+        assert!(
+            out.contains("  closes by draining workers: not told apart from the serving workers' (the uprobe on ngx_close_idle_connections was not attached)\n"),
+            "{out}"
+        );
+        c.draining_unknown = None;
+        c.ports[0].closed_while_draining = 7;
+        c.ports[0].closed_while_draining_idle = 5;
+        r.connections = Some(c);
+        let golden: Report = serde_json::from_str(include_str!(
+            "../testdata/two_workers_300_connections.report.json"
+        ))
+        .expect("the golden report");
+        let mut w = golden.workers[0].clone();
+        w.pid = 101;
+        let closes = |by_nginx, while_draining, after_client| WorkerCloses {
+            by_nginx,
+            while_draining,
+            after_client,
+            by_worker_exit: 0,
+        };
+        let mut a = w.clone();
+        a.connections_closed = Some(closes(6, 5, 2));
+        let mut b = w.clone();
+        b.pid = 102;
+        b.connections_closed = Some(closes(4, 2, 1));
+        r.workers = vec![a.clone()];
+        let mut out = String::new();
+        connections_section(&mut out, &r);
+        assert!(
+            out.contains("  of nginx's closes, 7 by draining workers (graceful shutdown: a reload, a QUIT, a binary upgrade's WINCH): 5 idle keepalive connections closed under their clients, 2 after their request; not in the idle times below\n"),
+            "{out}"
+        );
+        assert!(
+            !out.contains("each worker"),
+            "one worker: no per-worker line: {out}"
+        );
+        r.workers = vec![a, b];
+        let mut out = String::new();
+        connections_section(&mut out, &r);
+        assert!(
+            out.contains("  closed by each worker's close() (pid): 101: nginx first 6 (draining 5), after the client 2; 102: nginx first 4 (draining 2), after the client 1\n"),
             "{out}"
         );
     }

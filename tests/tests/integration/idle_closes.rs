@@ -12,7 +12,8 @@ use std::{
 };
 
 use nginx_probe_tests::{
-    concurrent_requests, verdict, IdleCloseBackend, Nginx, NginxConfig, Probe, INDEX_BODY,
+    concurrent_requests, verdict, IdleCloseBackend, Nginx, NginxConfig, Probe, SlowBackend,
+    INDEX_BODY,
 };
 use nix::{
     sys::signal::{kill, Signal},
@@ -306,6 +307,83 @@ fn peer_idle_closes(flags: &[&str]) {
         text.contains(&format!(
             "{peer}  connects {N}  established {N}  failed 0  closed first by nginx 0  by the peer {N}"
         )),
+        "{text}"
+    );
+}
+
+/// A GET of `path` on a fresh keepalive connection to `addr`, read to the end of the
+/// connection (at most 10 s): what a client of a draining worker gets.
+fn get_to_close(addr: SocketAddr, path: &str) -> String {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: test\r\n\r\n").expect("send");
+    let mut got = String::new();
+    s.read_to_string(&mut got).expect("read to nginx's close");
+    got
+}
+
+/// A reload while a worker holds 5 idle keepalive connections and 3 requests are in
+/// flight (a 1.5 s upstream): the draining old workers close the 5 idle ones at once
+/// and the 3 others after their response. All 8 are nginx's closes by draining
+/// workers (5 idle, 3 after their request), said per port and per worker, and none
+/// is in the idle times (which are the serving workers' keepalive_timeout).
+#[test]
+fn a_reload_closes_idle_connections_as_draining_workers() {
+    let slow = SlowBackend::start(Duration::from_millis(1500));
+    let ng = Nginx::start(&NginxConfig {
+        workers: 1,
+        server_extra: format!("location /slow {{ proxy_pass http://{}; }}", slow.addr()),
+        ..NginxConfig::default()
+    });
+    let probe = Probe::on(&ng).json().start();
+    let text = Probe::on(&ng).plain().start();
+    let idle: Vec<TcpStream> = (0..5).map(|_| one_request(ng.addr())).collect();
+    let addr = ng.addr();
+    let busy: Vec<_> = (0..3)
+        .map(|_| thread::spawn(move || get_to_close(addr, "/slow")))
+        .collect();
+    wait_requests(&ng, 5);
+    // The 3 slow requests are at the upstream (1.5 s) when the reload comes.
+    thread::sleep(Duration::from_millis(500));
+    kill(Pid::from_raw(ng.master_pid() as i32), Signal::SIGHUP).expect("reload");
+    for mut c in idle {
+        let mut b = [0u8; 1];
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        assert_eq!(c.read(&mut b).expect("read after the reload"), 0);
+    }
+    for b in busy {
+        let got = b.join().expect("slow request");
+        assert!(got.starts_with("HTTP/1.1 200"), "{got}");
+    }
+    thread::sleep(Duration::from_millis(600));
+    let summary = probe.stop().summary_json();
+    let text = text.stop().stdout;
+    let p = port_of(&summary, &ng);
+    assert_eq!(p["established"], 8, "{p}");
+    assert_eq!(p["closed_by_nginx"], 8, "{p}");
+    assert_eq!(p["closed_while_draining"], 8, "{p}");
+    assert_eq!(p["closed_while_draining_idle"], 5, "{p}");
+    assert!(p.get("idle_before_nginx_close").is_none(), "{p}");
+    let per_worker: u64 = summary["workers"]
+        .as_array()
+        .expect("workers")
+        .iter()
+        .map(|w| {
+            w["connections_closed"]["while_draining"]
+                .as_u64()
+                .unwrap_or(0)
+        })
+        .sum();
+    assert_eq!(per_worker, 8, "{}", summary["workers"]);
+    for id in [
+        "keepalive_timeout_closes",
+        "nginx_timeout_closes",
+        "keepalive_off",
+    ] {
+        assert!(verdict(&summary, id).is_none(), "{}", summary["verdicts"]);
+    }
+    assert!(
+        text.contains("of nginx's closes, 8 by draining workers (graceful shutdown: a reload, a QUIT, a binary upgrade's WINCH): 5 idle keepalive connections closed under their clients, 3 after their request"),
         "{text}"
     );
 }

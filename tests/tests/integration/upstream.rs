@@ -133,7 +133,10 @@ fn a_configured_pool_unused_is_said_so_with_what_defeats_it() {
     // Who closed first is measured: every one of the 400 closes, by nginx or the
     // upstream (HTTP/1.0: mostly the upstream, but nginx may finish first), no reset.
     let by = &v["evidence"]["upstream_closed_first_by"];
-    let (n, u) = (by["nginx"].as_u64().unwrap(), by["upstream"].as_u64().unwrap());
+    let (n, u) = (
+        by["nginx"].as_u64().unwrap(),
+        by["upstream"].as_u64().unwrap(),
+    );
     assert_eq!((n + u, by["reset"].as_u64()), (400, Some(0)), "{by}");
     assert!(
         a.contains(&format!(
