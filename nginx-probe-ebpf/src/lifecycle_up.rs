@@ -62,13 +62,15 @@ fn stats_of(key: &PeerKey) -> Option<*mut UpPeerStats> {
         return Some(p);
     }
     if let Some(z) = LC_UP_ZERO.get_ptr(0) {
-        // SAFETY: a valid map value of the right type; the helper copies it.
+        // SAFETY: a valid map value of the right type; the helper copies it. By
+        // reference: by value it would be copied onto the 512-byte eBPF stack.
+        #[allow(clippy::needless_borrows_for_generic_args)]
         let _ = LC_UP_PEERS.insert(key, unsafe { &*z }, BPF_NOEXIST);
     }
     if let Some(p) = LC_UP_PEERS.get_ptr_mut(key) {
         return Some(p);
     }
-    LC_UP_PEERS.get_ptr_mut(&PeerKey::default())
+    LC_UP_PEERS.get_ptr_mut(PeerKey::default())
 }
 
 /// An idle time (ms) into a count, a sum, the since-attach extremes (`inv_min` may be
@@ -97,14 +99,14 @@ pub(crate) fn up_set_state(sk: u64, old: i32, new: i32, peer: impl FnOnce() -> O
             return;
         }
         let Some(key) = peer() else { return };
-        let _ = LC_UP_SOCKS.insert(&sk, &key, 0);
+        let _ = LC_UP_SOCKS.insert(sk, key, 0);
         if let Some(p) = stats_of(&key) {
             up_add(p, up::CONNECTS, 1);
         }
         return;
     }
     // SAFETY: the value is copied out at once.
-    let Some(key) = (unsafe { LC_UP_SOCKS.get(&sk) }).copied() else {
+    let Some(key) = (unsafe { LC_UP_SOCKS.get(sk) }).copied() else {
         return;
     };
     if let Some(p) = stats_of(&key) {
@@ -151,7 +153,7 @@ pub(crate) fn up_set_state(sk: u64, old: i32, new: i32, peer: impl FnOnce() -> O
         }
     }
     if new == TCP_CLOSE {
-        let _ = LC_UP_SOCKS.remove(&sk);
+        let _ = LC_UP_SOCKS.remove(sk);
     }
 }
 

@@ -143,7 +143,7 @@ pub fn peer_lifecycles(
             out.push((k.family == 0, r));
         }
     }
-    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out.sort_by_key(|a| a.0);
     out.into_iter().map(|(_, r)| r).collect()
 }
 
