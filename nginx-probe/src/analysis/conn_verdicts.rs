@@ -55,7 +55,8 @@ pub fn who_closed(inp: &Inputs) -> Option<(serde_json::Value, String)> {
         "worker_exit": t.closed_by_worker_exit,
         "client": t.closed_by_client,
         "reset": t.closed_by_reset,
-        "source": "tracepoint sock:inet_sock_set_state (ESTABLISHED -> FIN_WAIT1: nginx, or a worker's exit when the closing task is exiting; -> CLOSE_WAIT: the client; -> CLOSE: a reset)",
+        "nginx_draining": t.closed_while_draining,
+        "source": "tracepoint sock:inet_sock_set_state (ESTABLISHED -> FIN_WAIT1: nginx, or a worker's exit when the closing task is exiting; -> CLOSE_WAIT: the client; -> CLOSE: a reset); nginx_draining: of nginx's, by workers that had entered ngx_close_idle_connections (uprobe)",
         "idle_before_nginx_close_p99_ms": idle.map(|i| i.p99_ms),
         "idle_before_nginx_close_pinned_ms": idle.and_then(|i| i.pinned_ms),
     });
@@ -67,11 +68,19 @@ pub fn who_closed(inp: &Inputs) -> Option<(serde_json::Value, String)> {
     } else {
         String::new()
     };
+    let draining = match t.closed_while_draining {
+        0 => String::new(),
+        d => format!(" ({d} of them by draining workers)"),
+    };
     let head = format!(
-        "of {all} connections closed, nginx closed {} first, the clients {}, resets ended {}{exits} (tracepoint sock:inet_sock_set_state)",
+        "of {all} connections closed, nginx closed {}{draining} first, the clients {}, resets ended {}{exits} (tracepoint sock:inet_sock_set_state)",
         t.closed_by_nginx, t.closed_by_client, t.closed_by_reset
     );
-    let sentence = if t.closed_by_nginx * 2 > all {
+    let sentence = if t.closed_by_nginx * 2 > all
+        && t.closed_while_draining * 2 >= t.closed_by_nginx
+    {
+        format!("{head}: most of nginx's closes were by draining workers (a reload, a QUIT, a binary upgrade's WINCH: nginx closes their idle keepalive connections at once and the others after their request), not a timeout nor keepalive turned off")
+    } else if t.closed_by_nginx * 2 > all {
         let why = match idle {
             Some(i) if i.pinned_ms.is_some_and(|v| v >= KA_TIMEOUT_MIN_IDLE_MS) => {
                 closed_at(inp, i.pinned_ms.unwrap_or(0.0))
@@ -148,8 +157,9 @@ fn closed_at(inp: &Inputs, pinned: f64) -> String {
 }
 
 /// `keepalive_timeout_closes` and `nginx_timeout_closes`: at least
-/// [`KA_TIMEOUT_MIN_CLOSES`] closes by nginx, at least [`KA_TIMEOUT_NGINX_SHARE`] of
-/// all first closes, their idle time pinned (every close since attach within 10% of
+/// [`KA_TIMEOUT_MIN_CLOSES`] closes by nginx's serving workers, at least
+/// [`KA_TIMEOUT_NGINX_SHARE`] of all first closes but the draining workers' (a
+/// reload's closes, not in the idle times), their idle time pinned (every close since attach within 10% of
 /// one value) at [`KA_TIMEOUT_MIN_IDLE_MS`] or more, and new connections in the period
 /// (the clients come back). The pinned time is matched against the configured
 /// timeouts in force on the ports ([`match_timeout`]): `keepalive_timeout_closes` when
@@ -165,8 +175,10 @@ pub fn keepalive_timeout_closes(inp: &Inputs, out: &mut Vec<Verdict>) {
     let Some(pinned) = idle.pinned_ms.filter(|&v| v >= KA_TIMEOUT_MIN_IDLE_MS) else {
         return;
     };
-    if t.closed_by_nginx < KA_TIMEOUT_MIN_CLOSES
-        || (t.closed_by_nginx as f64) < KA_TIMEOUT_NGINX_SHARE * all as f64
+    // The serving workers' closes: a draining worker's are not in the idle times.
+    let serving = t.closed_by_nginx.saturating_sub(t.closed_while_draining);
+    if serving < KA_TIMEOUT_MIN_CLOSES
+        || (serving as f64) < KA_TIMEOUT_NGINX_SHARE * (all - t.closed_while_draining) as f64
         || t.established == 0
     {
         return;
@@ -174,6 +186,10 @@ pub fn keepalive_timeout_closes(inp: &Inputs, out: &mut Vec<Verdict>) {
     let m = match_timeout(inp, &nginx_close_ports(inp), pinned);
     let mut evidence = BTreeMap::new();
     evidence.insert("closed_by_nginx", serde_json::json!(t.closed_by_nginx));
+    evidence.insert(
+        "closed_by_draining_workers",
+        serde_json::json!(t.closed_while_draining),
+    );
     evidence.insert("closed_by_client", serde_json::json!(t.closed_by_client));
     evidence.insert("closed_by_reset", serde_json::json!(t.closed_by_reset));
     evidence.insert(
@@ -201,8 +217,8 @@ pub fn keepalive_timeout_closes(inp: &Inputs, out: &mut Vec<Verdict>) {
     );
     let head = |when: String| {
         format!(
-            "nginx closed {} of {all} connections itself {when}, and {} new connections came in the period",
-            t.closed_by_nginx, t.established
+            "nginx closed {serving} of {all} connections itself {when}, and {} new connections came in the period",
+            t.established
         )
     };
     let heads = [
@@ -400,6 +416,43 @@ mod tests {
         keepalive_timeout_closes(i, &mut v);
         v.iter()
             .any(|v| v.id == "keepalive_timeout_closes" || v.id == "nginx_timeout_closes")
+    }
+
+    /// A reload whose draining workers closed 40 idle connections, beside 12 closes
+    /// pinned at 2.0 s by the serving ones: who closed says the draining closes and
+    /// gives no keepalive advice when they are most of nginx's; the timeout verdict
+    /// counts the serving workers' 12 only.
+    #[test]
+    fn closes_by_draining_workers_are_no_timeout_and_no_keepalive_advice() {
+        let mut i = inp(52, 2, Some(2004.0), 2008);
+        if let Some(c) = i.connections.as_mut() {
+            c.ports[0].closed_while_draining = 40;
+            c.ports[0].closed_while_draining_idle = 40;
+            c.ports[0].idle_before_nginx_close.as_mut().unwrap().count = 12;
+        }
+        let (ev, sentence) = who_closed(&i).expect("closes");
+        assert_eq!(ev["nginx_draining"], 40);
+        assert!(
+            sentence.contains("nginx closed 52 (40 of them by draining workers) first")
+                && sentence.contains("most of nginx's closes were by draining workers")
+                && !sentence.contains("keepalive_timeout"),
+            "{sentence}"
+        );
+        let v = judged(&i);
+        assert_eq!(v.evidence["closed_by_draining_workers"], 40);
+        assert!(
+            v.advice
+                .starts_with("nginx closed 12 of 54 connections itself"),
+            "{}",
+            v.advice
+        );
+        if let Some(c) = i.connections.as_mut() {
+            c.ports[0].closed_while_draining = 45;
+        }
+        assert!(
+            !fired(&i),
+            "7 serving closes are under the 10 the rule needs"
+        );
     }
 
     /// The one verdict on nginx's timed closes.
