@@ -226,6 +226,9 @@ pub fn metrics(r: &Report) -> BTreeMap<String, f64> {
     }
     per_request(&c, &mut m);
     live_worker_shares(&c, &mut m);
+    for (k, v) in super::compare_lifecycle::metrics(r, c.known) {
+        m.put(k, v);
+    }
     // What the clients got, from nginx's access log.
     for (k, v) in r.access_log.iter().flat_map(|a| a.compare_metrics()) {
         m.put(k, v);
@@ -420,7 +423,7 @@ fn summed_histogram(c: &Counts, name: &str) -> (Vec<u64>, u64) {
 
 /// The definition of a metric key (per-syscall keys get a generated one).
 pub fn metric_def(key: &str) -> (String, String) {
-    if let Some(d) = METRICS.iter().find(|d| d.key == key) {
+    if let Some(d) = all_defs().find(|d| d.key == key) {
         return (d.label.to_string(), d.unit.to_string());
     }
     if let Some(sc) = key.strip_suffix("_per_request") {
@@ -796,15 +799,14 @@ fn caveats(before: &[(&str, &Recording)], after: &[(&str, &Recording)], same: bo
 /// The keys either side has: [`METRICS`] in table order, then the per-syscall ones
 /// sorted.
 fn metric_keys(mb: &BTreeMap<String, f64>, ma: &BTreeMap<String, f64>) -> Vec<String> {
-    let mut keys: Vec<String> = METRICS
-        .iter()
+    let mut keys: Vec<String> = all_defs()
         .map(|d| d.key.to_string())
         .filter(|k| mb.contains_key(k) || ma.contains_key(k))
         .collect();
     let mut extra: Vec<String> = mb
         .keys()
         .chain(ma.keys())
-        .filter(|k| !METRICS.iter().any(|d| d.key == k.as_str()))
+        .filter(|k| !all_defs().any(|d| d.key == k.as_str()))
         .cloned()
         .collect();
     extra.sort();
@@ -852,7 +854,16 @@ const SENTENCE_SYSCALL_CHANGES: usize = 2;
 
 /// Whether `m` is a whole-report metric (one of [`METRICS`]), not a per-syscall one.
 fn is_core(m: &MetricChange) -> bool {
-    METRICS.iter().any(|d| d.key == m.key)
+    all_defs().any(|d| d.key == m.key)
+}
+
+/// [`METRICS`], then the connection lifecycle's (`compare_lifecycle::METRICS`).
+fn all_defs() -> impl Iterator<Item = MetricDef> {
+    let lifecycle = super::compare_lifecycle::METRICS.iter();
+    METRICS
+        .iter()
+        .copied()
+        .chain(lifecycle.map(|&(k, l, u)| def(k, l, u)))
 }
 
 /// The changes the sentence names: the largest report-level changes (what a ticket is

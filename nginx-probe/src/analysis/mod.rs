@@ -11,6 +11,7 @@
 //! noise; [`compare_setup`] its caveats on setups that differ).
 
 pub mod compare;
+pub mod compare_lifecycle;
 pub mod compare_setup;
 pub mod config_evidence;
 pub mod conn_timeouts;
