@@ -16,6 +16,7 @@ use aya_ebpf::{
         bpf_probe_read_kernel,
     },
     macros::{raw_tracepoint, tracepoint, uprobe},
+    maps::PerCpuArray,
     programs::{ProbeContext, RawTracePointContext, TracePointContext},
 };
 use nginx_probe_common::lifecycle::{self as lc, raw_off};
@@ -58,7 +59,13 @@ fn lc_base(port: u16) -> Option<u32> {
 /// tracepoint programs, which the kernel never nests.
 #[inline(always)]
 fn lc_add(base: u32, counter: usize, n: u64) {
-    if let Some(p) = LC_STATS.get_ptr_mut(base + counter as u32) {
+    atomic_add(&LC_STATS, base + counter as u32, n);
+}
+
+/// Adds `n` to element `idx` of a per-CPU counter array, atomically (see [`lc_add`]).
+#[inline(always)]
+fn atomic_add(map: &PerCpuArray<u64>, idx: u32, n: u64) {
+    if let Some(p) = map.get_ptr_mut(idx) {
         use core::intrinsics::{atomic_xadd, AtomicOrdering};
         // SAFETY: a valid, aligned per-CPU u64 of the map. The old value is unused, so
         // this is the BPF atomic add without fetch (any kernel).
@@ -174,12 +181,11 @@ fn on_nginx_close(base: u32, sk: u64) {
 #[inline(always)]
 fn worker_add(slot: Option<u32>, counter: usize) {
     let Some(slot) = slot else { return };
-    let idx = slot * lc::worker::LC_PER_WORKER as u32 + counter as u32;
-    if let Some(p) = LC_WORKER.get_ptr_mut(idx) {
-        use core::intrinsics::{atomic_xadd, AtomicOrdering};
-        // SAFETY: a valid, aligned per-CPU u64 of the map.
-        unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(p, 1) };
-    }
+    atomic_add(
+        &LC_WORKER,
+        slot * lc::worker::LC_PER_WORKER as u32 + counter as u32,
+        1,
+    );
 }
 
 /// Whether worker `slot` is draining (it entered `ngx_close_idle_connections`).
