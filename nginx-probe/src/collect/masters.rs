@@ -30,16 +30,8 @@ pub fn scan() -> Vec<u32> {
     masters
         .iter()
         .copied()
-        .filter(|&pid| !parent_of(pid).is_some_and(|pp| masters.contains(&pp)))
+        .filter(|&pid| !super::target::parent_of(pid).is_some_and(|pp| masters.contains(&pp)))
         .collect()
-}
-
-/// The parent pid of `pid`, None when unreadable.
-fn parent_of(pid: u32) -> Option<u32> {
-    procfs::process::Process::new(pid as i32)
-        .and_then(|p| p.stat())
-        .ok()
-        .map(|s| s.ppid as u32)
 }
 
 /// What a report says about master `pid`: its version, container and pid namespace;

@@ -177,10 +177,11 @@ pub fn find_workers(master: u32) -> Vec<WorkerProc> {
     out
 }
 
-/// The role of a live process, None when it is gone (or a zombie).
+/// The role of a live process and its parent pid, read from one `/proc/<pid>/stat`
+/// (comm, ppid) and its cmdline; None when it is gone (or a zombie).
 ///
 /// Errors: a `/proc` read that failed for another reason (see [`alive`]).
-pub fn role_of(pid: u32) -> Result<Option<Role>, ProbeError> {
+pub fn role_of(pid: u32) -> Result<Option<(Role, u32)>, ProbeError> {
     let stat = match Process::new(pid as i32).and_then(|p| p.stat().map(|s| (p, s))) {
         Ok(ps) => ps,
         Err(e) if is_gone(&e) => return Ok(None),
@@ -190,7 +191,10 @@ pub fn role_of(pid: u32) -> Result<Option<Role>, ProbeError> {
     if stat.state == 'Z' || stat.state == 'X' {
         return Ok(None);
     }
-    Ok(Some(classify(&stat.comm, &cmdline_of(&p))))
+    Ok(Some((
+        classify(&stat.comm, &cmdline_of(&p)),
+        stat.ppid as u32,
+    )))
 }
 
 /// The parent pid of a process (`/proc/<pid>/stat` ppid); None when gone or unreadable.

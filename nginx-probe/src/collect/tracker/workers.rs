@@ -13,8 +13,9 @@ impl Tracker {
             if self.workers.contains_key(&tgid) || self.ignored.contains(&tgid) {
                 continue;
             }
-            let role = match target::role_of(tgid) {
-                Ok(r) => r,
+            let (role, parent) = match target::role_of(tgid) {
+                Ok(Some((r, ppid))) => (Some(r), Some(ppid)),
+                Ok(None) => (None, None),
                 Err(e) => {
                     // Unknown for now: it stays tracked and is looked at again.
                     self.proc_error(&e);
@@ -23,7 +24,7 @@ impl Tracker {
             };
             match role {
                 Some(Role::Worker | Role::Master)
-                    if target::parent_of(tgid).is_some_and(|p| p != self.master.pid) =>
+                    if parent.is_some_and(|p| p != self.master.pid) =>
                 {
                     // Forked by a child we followed before letting it go: the workers
                     // of a new master (USR2) forked before it was looked at twice.
@@ -44,7 +45,7 @@ impl Tracker {
                         self.event(EventKind::NewMaster, tgid);
                     }
                 }
-                Some(Role::OtherNginx) if target::parent_of(tgid) == Some(self.master.pid) => {
+                Some(Role::OtherNginx) if parent == Some(self.master.pid) => {
                     // The master's child running nginx but not yet titled: the new
                     // binary of a USR2 upgrade between its execve() and its title
                     // (ngx_execute_proc; workers and cache processes are forked, never
