@@ -2,12 +2,15 @@
 //! TCP tracepoints of the continuous layer): who closed nginx's client connections per
 //! second, the idle time before nginx's closes, the upstream connects per request and
 //! the upstream peers' closes. A report without `connections` (`--no-lifecycle`, an
-//! older recording) has none of these keys: nothing is invented as 0.
+//! older recording) has none of these keys: nothing is invented as 0; but a period of
+//! attached programs in which nothing happened (no `connections` either) counts 0.
 
-use crate::model::Report;
+use crate::model::{connections::ConnectionsReport, Report};
 
 /// The lifecycle metrics as (key, label, unit), in table order after
-/// `compare::METRICS` (which reads them as its own definitions).
+/// `compare::METRICS` (which reads them as its own definitions). Sources: the report's
+/// `connections.ports[]` summed (`ConnectionsReport::total`) and
+/// `connections.upstream_peers[]` summed; rates per second of `duration_s`.
 pub const METRICS: &[(&str, &str, &str)] = &[
     (
         "closed_by_nginx_per_s",
@@ -66,12 +69,32 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ),
 ];
 
-/// The lifecycle metrics of `r` as (key, value): rates over `r.duration_s`, the idle
-/// times in ms, the upstream connects over `requests` (nginx's request count, when
-/// known). Empty without `connections` or a duration.
+/// Whether the lifecycle programs were attached for `r`'s period: a worker carries its
+/// own closes (`workers[].connections_closed`, written only then; recordings made
+/// before it have none). Such a report without `connections` is a period in which
+/// nothing happened (the report leaves it out then): its counts are 0, counted.
+fn attached(r: &Report) -> bool {
+    r.workers
+        .iter()
+        .chain(r.exited_merged.as_ref().map(|m| &m.stats))
+        .any(|w| w.connections_closed.is_some())
+}
+
+/// The lifecycle metrics of `r` as (key, value): rates over `r.duration_s` (s; the
+/// lifecycle counts all the time), the idle times in ms, the upstream connects over
+/// `requests` (nginx's request count, when known). Empty without a duration, and
+/// without `connections` unless the programs were attached ([`attached`]: a quiet
+/// period's counts are 0). Closes by draining workers and by a worker's exit only
+/// when told apart (not in recordings made before `connections_closed`, nor with the
+/// report's `draining_unknown`/`worker_exit_unknown`); the upstream keys only when a
+/// peer was counted or the programs were attached (older recordings: unknown).
 pub fn metrics(r: &Report, requests: Option<u64>) -> Vec<(&'static str, f64)> {
-    let (Some(c), d) = (&r.connections, r.duration_s) else {
-        return Vec::new();
+    let (attached, d) = (attached(r), r.duration_s);
+    let quiet = ConnectionsReport::default();
+    let c = match &r.connections {
+        Some(c) => c,
+        None if attached => &quiet,
+        None => return Vec::new(),
     };
     if d <= 0.0 {
         return Vec::new();
@@ -82,11 +105,15 @@ pub fn metrics(r: &Report, requests: Option<u64>) -> Vec<(&'static str, f64)> {
         ("closed_by_nginx_per_s", rate(t.closed_by_nginx)),
         ("closed_by_client_per_s", rate(t.closed_by_client)),
         ("closed_by_reset_per_s", rate(t.closed_by_reset)),
-        ("closed_by_worker_exit_per_s", rate(t.closed_by_worker_exit)),
-        ("closed_while_draining_per_s", rate(t.closed_while_draining)),
-        ("resets_sent_per_s", rate(t.resets_sent)),
-        ("resets_received_per_s", rate(t.resets_received)),
     ];
+    if attached && c.worker_exit_unknown.is_none() {
+        out.push(("closed_by_worker_exit_per_s", rate(t.closed_by_worker_exit)));
+    }
+    if attached && c.draining_unknown.is_none() {
+        out.push(("closed_while_draining_per_s", rate(t.closed_while_draining)));
+    }
+    out.push(("resets_sent_per_s", rate(t.resets_sent)));
+    out.push(("resets_received_per_s", rate(t.resets_received)));
     if let Some(i) = &t.idle_before_nginx_close {
         if let Some(p) = i.pinned_ms {
             out.push(("idle_before_nginx_close_pinned_ms", p));
@@ -94,7 +121,7 @@ pub fn metrics(r: &Report, requests: Option<u64>) -> Vec<(&'static str, f64)> {
         out.push(("idle_before_nginx_close_p50_ms", i.p50_ms as f64));
     }
     let peers = &c.upstream_peers;
-    if !peers.is_empty() {
+    if attached || !peers.is_empty() {
         let connects: u64 = peers.iter().map(|p| p.connects).sum();
         if let Some(n) = requests.filter(|&n| n > 0) {
             out.push(("upstream_connects_per_request", connects as f64 / n as f64));
@@ -107,41 +134,166 @@ pub fn metrics(r: &Report, requests: Option<u64>) -> Vec<(&'static str, f64)> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::collections::BTreeMap;
 
-    /// The golden report with the lifecycle sample (20 nginx closes... as built by
-    /// `connections::sample_report`) over 10 s.
-    fn report(with_connections: bool) -> Report {
+    use super::*;
+    use crate::model::{
+        connections::{IdleReport, PortLifecycle, WorkerCloses},
+        upstream_lifecycle::PeerLifecycle,
+    };
+
+    /// The golden report (2 workers, recorded before the lifecycle) over 10 s, with
+    /// `connections`, its workers' own closes counted when `attached`.
+    fn report(connections: Option<ConnectionsReport>, attached: bool) -> Report {
         let mut r: Report = serde_json::from_str(include_str!(
             "../testdata/two_workers_300_connections.report.json"
         ))
         .expect("the golden report");
         r.duration_s = 10.0;
-        r.connections = with_connections.then(crate::model::connections::sample_report);
+        r.connections = connections;
+        for w in &mut r.workers {
+            w.connections_closed = attached.then(WorkerCloses::default);
+        }
         r
     }
 
-    #[test]
-    fn rates_idle_and_upstream_are_exact_and_absent_without_connections() {
-        assert!(metrics(&report(false), Some(100)).is_empty());
-        let r = report(true);
-        let t = r.connections.as_ref().unwrap().total();
-        let m: std::collections::BTreeMap<_, _> = metrics(&r, Some(100)).into_iter().collect();
-        assert_eq!(m["closed_by_nginx_per_s"], t.closed_by_nginx as f64 / 10.0);
-        assert_eq!(m["closed_by_client_per_s"], 0.3);
-        assert_eq!(m["closed_by_reset_per_s"], 0.1);
-        let i = t.idle_before_nginx_close.unwrap();
-        assert_eq!(m["idle_before_nginx_close_pinned_ms"], i.pinned_ms.unwrap());
-        // The sample's one peer: 10 connects, 10 closed by the peer.
-        assert_eq!(m["upstream_connects_per_request"], 0.1);
-        assert_eq!(m["upstream_closed_by_peer_per_s"], 1.0);
-        let m: std::collections::BTreeMap<_, _> = metrics(&r, None).into_iter().collect();
-        assert!(!m.contains_key("upstream_connects_per_request"));
-        for d in METRICS
-            .iter()
-            .filter(|d| d.0 != "upstream_connects_per_request")
-        {
-            assert!(m.contains_key(d.0), "{}", d.0);
+    fn by_key(r: &Report, requests: Option<u64>) -> BTreeMap<&'static str, f64> {
+        metrics(r, requests).into_iter().collect()
+    }
+
+    /// Two ports: 20 closes by nginx (2 of them by draining workers), 5 by clients, 3
+    /// resets, 4 at a worker's exit, 7 resets sent, 9 received; port 80's 12 idle
+    /// closes pinned at 2004 ms (between 2000 and 2008, log2 bucket 1024..2047).
+    fn two_ports() -> ConnectionsReport {
+        let idle = IdleReport {
+            count: 12,
+            mean_ms: 2004.0,
+            min_ms_since_attach: 2000,
+            max_ms_since_attach: 2008,
+            pinned_ms: Some(2004.0),
+            hist: (0..20).map(|b| if b == 10 { 12 } else { 0 }).collect(),
+            ..Default::default()
+        };
+        let port = |port, closed_by_nginx, closed_by_client, resets_sent| PortLifecycle {
+            port,
+            closed_by_nginx,
+            closed_by_client,
+            resets_sent,
+            ..Default::default()
+        };
+        let p80 = PortLifecycle {
+            closed_while_draining: 2,
+            closed_by_worker_exit: 4,
+            closed_by_reset: 3,
+            resets_received: 9,
+            idle_before_nginx_close: Some(idle),
+            ..port(80, 12, 5, 7)
+        };
+        ConnectionsReport {
+            ports: vec![p80, port(443, 8, 0, 0)],
+            ..Default::default()
         }
+    }
+
+    fn peer(connects: u64, closed_by_peer: u64) -> PeerLifecycle {
+        PeerLifecycle {
+            peer: "127.0.0.2:8080".into(),
+            connects,
+            closed_by_peer,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn closes_and_resets_are_per_second_and_the_pinned_idle_time_is_kept() {
+        let m = by_key(&report(Some(two_ports()), true), Some(300));
+        assert_eq!(m["closed_by_nginx_per_s"], 2.0);
+        assert_eq!(m["closed_by_client_per_s"], 0.5);
+        assert_eq!(m["closed_by_reset_per_s"], 0.3);
+        assert_eq!(m["closed_by_worker_exit_per_s"], 0.4);
+        assert_eq!(m["closed_while_draining_per_s"], 0.2);
+        assert_eq!(m["resets_sent_per_s"], 0.7);
+        assert_eq!(m["resets_received_per_s"], 0.9);
+        assert_eq!(m["idle_before_nginx_close_pinned_ms"], 2004.0);
+        // p50 of 12 closes in 1024..2047 ms (1535), kept within 2000..2008.
+        assert_eq!(m["idle_before_nginx_close_p50_ms"], 2000.0);
+        // Attached, no peer counted: no upstream connect in the period.
+        assert_eq!(m["upstream_connects_per_request"], 0.0);
+        assert_eq!(m["upstream_closed_by_peer_per_s"], 0.0);
+        assert_eq!(m.len(), METRICS.len(), "{m:?}");
+    }
+
+    #[test]
+    fn idle_times_not_pinned_give_the_p50_alone() {
+        let mut c = two_ports();
+        let idle = c.ports[0].idle_before_nginx_close.as_mut().unwrap();
+        // 2 closes at 75 s (keepalive_timeout 75s): too few to be pinned.
+        (idle.count, idle.pinned_ms, idle.mean_ms) = (2, None, 75_002.0);
+        (idle.min_ms_since_attach, idle.max_ms_since_attach) = (75_000, 75_004);
+        idle.hist = (0..20).map(|b| if b == 16 { 2 } else { 0 }).collect();
+        let m = by_key(&report(Some(c), true), None);
+        assert!(
+            !m.contains_key("idle_before_nginx_close_pinned_ms"),
+            "{m:?}"
+        );
+        assert_eq!(m["idle_before_nginx_close_p50_ms"], 75_004.0);
+    }
+
+    #[test]
+    fn upstream_connects_are_per_request_and_the_peers_closes_per_second() {
+        let mut c = two_ports();
+        c.upstream_peers = vec![peer(30, 10), peer(10, 5)];
+        let r = report(Some(c), true);
+        let m = by_key(&r, Some(200));
+        assert_eq!(m["upstream_connects_per_request"], 0.2);
+        assert_eq!(m["upstream_closed_by_peer_per_s"], 1.5);
+        // Requests unknown (or none): no connects per request.
+        for requests in [None, Some(0)] {
+            let m = by_key(&r, requests);
+            assert!(!m.contains_key("upstream_connects_per_request"));
+            assert_eq!(m["upstream_closed_by_peer_per_s"], 1.5);
+        }
+    }
+
+    /// Nothing happened in the period (the report then has no `connections`) while
+    /// the programs were attached: counted 0, not unknown; no idle time.
+    #[test]
+    fn a_quiet_period_of_attached_programs_counts_zero() {
+        let m = by_key(&report(None, true), Some(300));
+        for d in METRICS.iter().filter(|d| !d.0.starts_with("idle_")) {
+            assert_eq!(m.get(d.0), Some(&0.0), "{}", d.0);
+        }
+        assert_eq!(m.len(), METRICS.len() - 2, "{m:?}");
+    }
+
+    #[test]
+    fn without_connections_or_what_tells_closes_apart_the_keys_are_absent() {
+        // --no-lifecycle, or a recording made before the lifecycle.
+        let mut r = report(None, false);
+        r.connections_not_traced =
+            Some("the connection lifecycle tracepoints are not attached (--no-lifecycle)".into());
+        assert!(metrics(&r, Some(300)).is_empty());
+        let all = crate::analysis::compare::metrics(&r);
+        assert!(METRICS.iter().all(|d| !all.contains_key(d.0)), "{all:?}");
+        // Draining workers' and exiting workers' closes not told apart.
+        let mut c = two_ports();
+        c.draining_unknown = Some("the uprobe is not attached".into());
+        c.worker_exit_unknown = Some("task_struct.flags not in BTF".into());
+        let m = by_key(&report(Some(c), true), Some(300));
+        assert!(!m.contains_key("closed_while_draining_per_s"));
+        assert!(!m.contains_key("closed_by_worker_exit_per_s"));
+        assert_eq!(m["closed_by_nginx_per_s"], 2.0);
+        // A recording from before the workers' own closes: neither is known, nor are
+        // the upstream connects when no peer was counted.
+        let m = by_key(&report(Some(two_ports()), false), Some(300));
+        for k in [
+            "closed_while_draining_per_s",
+            "closed_by_worker_exit_per_s",
+            "upstream_connects_per_request",
+            "upstream_closed_by_peer_per_s",
+        ] {
+            assert!(!m.contains_key(k), "{k}: {m:?}");
+        }
+        assert_eq!(m["resets_received_per_s"], 0.9);
     }
 }

@@ -336,3 +336,82 @@ fn listen_overflows_are_the_namespace_s_once() {
     s.listen_namespace = None;
     assert!(!metrics(&s).contains_key("listen_overflows_per_s"));
 }
+
+/// keepalive_timeout 75s -> 2s, end to end: the lifecycle keys follow [`METRICS`] in
+/// their table's order (before the per-syscall ones), their labels are theirs, a quiet
+/// interval of attached programs counts 0 in the noise, and the sentence names the
+/// largest change.
+#[test]
+fn a_keepalive_timeout_change_shows_in_the_connection_lifecycle() {
+    use crate::model::connections::{ConnectionsReport, IdleReport, PortLifecycle};
+    let real = include_str!("../testdata/two_workers_300_connections.jsonl");
+    let rec = Recording::parse("real", real).expect("the real recording parses");
+    // Per second, in every report: before, clients close 10 (nginx none: 75 s is never
+    // reached); after, nginx closes 2, idle for 2004 ms, and clients none.
+    let with = |by_nginx: u64, by_client: u64, quiet_last: bool| {
+        let mut r = rec.clone();
+        let n = r.intervals.len();
+        let reports = r.intervals.iter_mut().enumerate();
+        for (i, s) in reports.chain(r.summary.iter_mut().map(|s| (n, s))) {
+            let secs = if i == n { 5 } else { 1 };
+            s.duration_s = secs as f64;
+            for w in &mut s.workers {
+                w.connections_closed = Some(Default::default());
+            }
+            let idle = (by_nginx > 0).then(|| IdleReport {
+                count: by_nginx * secs,
+                mean_ms: 2004.0,
+                p50_ms: 2000,
+                min_ms_since_attach: 2000,
+                max_ms_since_attach: 2008,
+                pinned_ms: Some(2004.0),
+                hist: (0..20)
+                    .map(|b| if b == 10 { by_nginx * secs } else { 0 })
+                    .collect(),
+                ..Default::default()
+            });
+            let port = PortLifecycle {
+                port: 80,
+                closed_by_nginx: by_nginx * secs,
+                closed_by_client: by_client * secs,
+                idle_before_nginx_close: idle,
+                ..Default::default()
+            };
+            s.connections = (!(quiet_last && i == n - 1)).then(|| ConnectionsReport {
+                ports: vec![port],
+                ..Default::default()
+            });
+        }
+        r
+    };
+    let (before, after) = (with(0, 10, false), with(2, 0, true));
+    let c = compare("before", &before, "after", &after);
+    let get = |k: &str| c.metrics.iter().find(|m| m.key == k).expect(k);
+    let by_nginx = get("closed_by_nginx_per_s");
+    assert_eq!((by_nginx.before, by_nginx.after), (Some(0.0), Some(2.0)));
+    assert_eq!(
+        by_nginx.label,
+        "client connections closed first by nginx per second"
+    );
+    assert_eq!(by_nginx.unit, "/s");
+    // 4 intervals at 2/s and the quiet one at 0: median 2, n 5.
+    let ai = by_nginx.after_intervals.unwrap();
+    assert_eq!((ai.n, ai.median, ai.half_iqr), (5, 2.0, 0.0));
+    assert_eq!(by_nginx.significance, Significance::BeyondNoise);
+    let pinned = get("idle_before_nginx_close_pinned_ms");
+    assert_eq!((pinned.before, pinned.after), (None, Some(2004.0)));
+    assert_eq!(pinned.after_intervals.unwrap().n, 4);
+    // Table order: every whole-report key, then the lifecycle's, then per syscall.
+    let at = |k: &str| c.metrics.iter().position(|m| m.key == k).expect(k);
+    let core = c
+        .metrics
+        .iter()
+        .rposition(|m| METRICS.iter().any(|d| d.key == m.key));
+    assert!(core.unwrap() < at("closed_by_nginx_per_s"));
+    assert!(at("closed_by_nginx_per_s") < at("closed_by_client_per_s"));
+    assert!(at("upstream_closed_by_peer_per_s") < at("accept4_per_request"));
+    assert_eq!(
+        c.sentence,
+        "Client connections closed first by the client per second fell from 10.0/s to 0/s (-100%)."
+    );
+}
