@@ -70,16 +70,44 @@ pub const CLOSED_BY_WORKER_EXIT: usize = IDLE_HIST + LC_IDLE_BUCKETS;
 pub const IDLE_AFTER_NGINX_WROTE: usize = CLOSED_BY_WORKER_EXIT + 1;
 /// Of [`CLOSED_BY_NGINX`], closes by a draining worker (one that has entered
 /// `ngx_close_idle_connections`: a reload, a binary upgrade's WINCH, a graceful
-/// QUIT): its idle keepalive connections at once, the others after their request.
-/// Not in the idle histogram, which stays the serving workers' (their
-/// keepalive_timeout). Needs the `ngx_close_idle_connections` uprobe.
+/// QUIT). Not in the idle histogram, which stays the serving workers' (their
+/// keepalive_timeout). Needs the `ngx_close_idle_connections` uprobe and uretprobe.
+/// Split three ways: [`CLOSED_WHILE_DRAINING_IDLE`], [`CLOSED_WHILE_DRAINING_AFTER_DATA`]
+/// and [`CLOSED_WHILE_DRAINING_SILENT`].
 pub const CLOSED_WHILE_DRAINING: usize = IDLE_AFTER_NGINX_WROTE + 1;
-/// Of [`CLOSED_WHILE_DRAINING`], connections that were idle (nginx had sent nothing
-/// in the close's last jiffy): kept-alive connections closed under their clients,
-/// where a request sent at that moment gets a reset or no answer.
+/// Of [`CLOSED_WHILE_DRAINING`], closes made inside the worker's call of
+/// `ngx_close_idle_connections` (between its uprobe and uretprobe): nginx's own sweep
+/// of the connections it marks idle (`c->idle`: kept-alive, waiting for a next
+/// request), closed under their clients, whatever nginx wrote as it closed (a TLS
+/// close_notify, an HTTP/2 GOAWAY).
 pub const CLOSED_WHILE_DRAINING_IDLE: usize = CLOSED_WHILE_DRAINING + 1;
+/// First counter after the idle sweep's.
+const LC_PER_PORT_BASE: usize = CLOSED_WHILE_DRAINING_IDLE + 1;
+/// Of [`CLOSED_WHILE_DRAINING`], closes after the sweep, nginx having sent data at
+/// most one jiffy before (`tcp_sock.lsndtime`): a response then the close (a draining
+/// worker keeps no connection alive), or a TLS close_notify / HTTP/2 GOAWAY: not told
+/// apart.
+pub const CLOSED_WHILE_DRAINING_AFTER_DATA: usize = LC_PER_PORT_BASE;
+/// Of [`CLOSED_WHILE_DRAINING`], closes after the sweep with nothing sent by nginx in
+/// the close's last jiffy: a request whose response had not begun (cut at
+/// `worker_shutdown_timeout`, say), a connection still waiting for its first request,
+/// or a response that ended earlier; the time since the worker began draining is kept
+/// in [`DRAIN_SILENT_MAX_MS`] / [`DRAIN_SILENT_INV_MIN_MS`].
+pub const CLOSED_WHILE_DRAINING_SILENT: usize = LC_PER_PORT_BASE + 1;
+/// Longest time from the worker's drain start to a [`CLOSED_WHILE_DRAINING_SILENT`]
+/// close, ms (since attach; combined by max).
+pub const DRAIN_SILENT_MAX_MS: usize = LC_PER_PORT_BASE + 2;
+/// `!min` of those times, ms (since attach; combined by max; 0 = none).
+pub const DRAIN_SILENT_INV_MIN_MS: usize = LC_PER_PORT_BASE + 3;
+/// The per-port counters combined over CPUs by max (extremes), not summed.
+pub const COMBINED_BY_MAX: [usize; 4] = [
+    IDLE_MAX_MS,
+    IDLE_INV_MIN_MS,
+    DRAIN_SILENT_MAX_MS,
+    DRAIN_SILENT_INV_MIN_MS,
+];
 /// Counters per port.
-pub const LC_PER_PORT: usize = CLOSED_WHILE_DRAINING_IDLE + 1;
+pub const LC_PER_PORT: usize = DRAIN_SILENT_INV_MIN_MS + 1;
 
 /// Closes of client connections counted per worker slot, in the worker's own context
 /// (per-CPU `LC_WORKER`: `slot * LC_PER_WORKER + counter`, u64, cumulative): the
@@ -261,11 +289,14 @@ pub mod names {
         /// Per-CPU counters per worker slot, see [`super::worker`].
         LC_WORKER = "LC_WORKER",
         /// Array, worker slot -> `bpf_ktime_get_ns()` when the worker entered
-        /// `ngx_close_idle_connections` (0: serving). Zeroed with the slot.
+        /// `ngx_close_idle_connections` (0: serving), with bit 0 set until it returns
+        /// (the idle sweep). Zeroed with the slot.
         LC_DRAINING = "LC_DRAINING",
     }
     /// Uprobe on `ngx_close_idle_connections` in nginx's binary.
     pub const PROG_DRAIN: &str = "lc_worker_drains";
+    /// Uretprobe on `ngx_close_idle_connections`: the worker's idle sweep ended.
+    pub const PROG_DRAIN_SWEPT: &str = "lc_worker_swept";
     /// `sock:inet_sock_set_state`.
     pub const PROG_STATE: &str = "lc_set_state";
     /// `tcp:tcp_send_reset`.
@@ -331,7 +362,8 @@ mod tests {
         assert_eq!(IDLE_HIST, 37);
         assert_eq!(CLOSED_BY_WORKER_EXIT, 69);
         assert_eq!(CLOSED_WHILE_DRAINING_IDLE, 72);
-        assert_eq!(LC_PER_PORT, 73);
+        assert_eq!(DRAIN_SILENT_INV_MIN_MS, 76);
+        assert_eq!(LC_PER_PORT, 77);
         assert_eq!(idle_bucket(0), 0);
         assert_eq!(idle_bucket(2000), 10);
         assert_eq!(idle_bucket(u64::MAX), LC_IDLE_BUCKETS - 1);

@@ -15,9 +15,9 @@ use aya_ebpf::{
         bpf_get_current_pid_tgid, bpf_get_current_task, bpf_jiffies64, bpf_ktime_get_ns,
         bpf_probe_read_kernel,
     },
-    macros::{raw_tracepoint, tracepoint, uprobe},
+    macros::{raw_tracepoint, tracepoint, uprobe, uretprobe},
     maps::PerCpuArray,
-    programs::{ProbeContext, RawTracePointContext, TracePointContext},
+    programs::{ProbeContext, RawTracePointContext, RetProbeContext, TracePointContext},
 };
 use nginx_probe_common::lifecycle::{self as lc, raw_off};
 
@@ -188,11 +188,35 @@ fn worker_add(slot: Option<u32>, counter: usize) {
     );
 }
 
-/// Whether worker `slot` is draining (it entered `ngx_close_idle_connections`).
+/// Worker `slot`'s `LC_DRAINING` entry: 0 while it serves, else the ns it began
+/// draining with bit 0 set during its idle sweep.
 #[inline(always)]
-fn draining(slot: Option<u32>) -> bool {
-    slot.and_then(|s| LC_DRAINING.get(s))
-        .is_some_and(|&t| t != 0)
+fn drain_state(slot: Option<u32>) -> u64 {
+    slot.and_then(|s| LC_DRAINING.get(s)).copied().unwrap_or(0)
+}
+
+/// A draining worker's close of `sk`, split by when: inside its sweep of idle
+/// connections (`drain` with bit 0), right after nginx's own data, or with nothing
+/// sent just before (then the time since the drain began is kept).
+#[inline(always)]
+fn on_draining_close(base: u32, sk: u64, slot: Option<u32>, drain: u64) {
+    lc_add(base, lc::CLOSED_WHILE_DRAINING, 1);
+    worker_add(slot, lc::worker::CLOSED_WHILE_DRAINING);
+    if drain & 1 != 0 {
+        lc_add(base, lc::CLOSED_WHILE_DRAINING_IDLE, 1);
+        return;
+    }
+    match idle_ms(sk, true) {
+        Some((_, true)) => lc_add(base, lc::CLOSED_WHILE_DRAINING_AFTER_DATA, 1),
+        Some((_, false)) => {
+            lc_add(base, lc::CLOSED_WHILE_DRAINING_SILENT, 1);
+            // SAFETY: helper without preconditions.
+            let ms = unsafe { bpf_ktime_get_ns() }.saturating_sub(drain) / 1_000_000;
+            lc_max(base, lc::DRAIN_SILENT_MAX_MS, ms);
+            lc_max(base, lc::DRAIN_SILENT_INV_MIN_MS, !ms);
+        }
+        None => {}
+    }
 }
 
 /// nginx's close of `sk` (`ESTABLISHED -> FIN_WAIT1` in the closing worker's context):
@@ -208,12 +232,9 @@ fn on_established_closed(base: u32, sk: u64) {
     }
     lc_add(base, lc::CLOSED_BY_NGINX, 1);
     worker_add(slot, lc::worker::CLOSED_BY_NGINX);
-    if draining(slot) {
-        lc_add(base, lc::CLOSED_WHILE_DRAINING, 1);
-        worker_add(slot, lc::worker::CLOSED_WHILE_DRAINING);
-        if let Some((_, false)) = idle_ms(sk, true) {
-            lc_add(base, lc::CLOSED_WHILE_DRAINING_IDLE, 1);
-        }
+    let drain = drain_state(slot);
+    if drain != 0 {
+        on_draining_close(base, sk, slot, drain);
         return;
     }
     on_nginx_close(base, sk);
@@ -245,18 +266,34 @@ fn on_set_state(base: u32, old: i32, new: i32, sk: u64) {
 
 /// `void ngx_close_idle_connections(ngx_cycle_t *cycle)`, in nginx's binary: a
 /// worker starting its graceful shutdown (reload, QUIT, a binary upgrade's WINCH)
-/// calls it once, right after retitling itself "worker process is shutting down". Its
-/// slot is marked draining from then on (the first call's time kept).
+/// calls it once, right after retitling itself "worker process is shutting down", and
+/// closes in it every connection it marks idle. Its slot is marked draining from then
+/// on (the first call's time kept, even), with bit 0 set: in the sweep, until
+/// [`lc_worker_swept`].
 #[uprobe]
 pub fn lc_worker_drains(_ctx: ProbeContext) -> u32 {
     let Some(slot) = worker_slot() else { return 0 };
     if let Some(p) = LC_DRAINING.get_ptr_mut(slot) {
         // SAFETY: a valid u64 of the array; only this worker writes its slot.
         unsafe {
-            if *p == 0 {
-                *p = bpf_ktime_get_ns();
-            }
+            *p = if *p == 0 {
+                bpf_ktime_get_ns() | 1
+            } else {
+                *p | 1
+            };
         }
+    }
+    0
+}
+
+/// The return of `ngx_close_idle_connections`: the worker's idle sweep is over; its
+/// later closes are of connections that were busy at the drain.
+#[uretprobe]
+pub fn lc_worker_swept(_ctx: RetProbeContext) -> u32 {
+    let Some(slot) = worker_slot() else { return 0 };
+    if let Some(p) = LC_DRAINING.get_ptr_mut(slot) {
+        // SAFETY: as above.
+        unsafe { *p &= !1 };
     }
     0
 }

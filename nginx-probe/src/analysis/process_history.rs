@@ -140,22 +140,35 @@ fn spawn_cause(h: &crate::model::ProcessHistoryReport) -> String {
 }
 
 /// `worker_crashed`: `worker process N exited on signal S` lines since the master
-/// started.
+/// started, S a crash signal (SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL; a SIGKILL or
+/// SIGTERM is `worker_killed`, no crash). Critical when one was written during the
+/// run; a warning when all came before attach (a past crash, not this run's).
 pub fn worker_crashed(inp: &Inputs, out: &mut Vec<Verdict>) {
     let Some(h) = history(inp) else { return };
     let crashed = h.workers_crashed;
     if crashed < CRASHED_MIN {
         return;
     }
+    let now = h.workers_crashed_since_attach;
     let mut evidence = history_evidence(h);
     evidence.insert("workers_crashed", serde_json::json!(crashed));
+    evidence.insert("workers_crashed_since_attach", serde_json::json!(now));
+    evidence.insert("workers_killed", serde_json::json!(h.workers_killed));
+    let (severity, when) = if now > 0 {
+        (Severity::Critical, format!("{now} of them during this run"))
+    } else {
+        (
+            Severity::Warning,
+            "all before this run: none crashed while it watched".to_string(),
+        )
+    };
     out.push(Verdict::new(
         "worker_crashed",
-        Severity::Critical,
+        severity,
         evidence,
         &["worker_rlimit_core", "working_directory"],
         format!(
-            "{crashed} worker processes exited on a signal since the master started (error log): they crashed and the master respawned them; the requests they held failed. Get a core dump (worker_rlimit_core, a writable working_directory) and check third-party modules. After a crash nginx's own gauges (stub_status active/reading/writing) keep the dead worker's connections counted: they are nginx's leaked counts, not live connections"
+            "{crashed} worker processes died on a crash signal (SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL) since the master started, {when} (error log); the master respawned them, and each dropped the connections it held (not counted from the log). Get a core dump (worker_rlimit_core, a writable working_directory) and check third-party modules. After a crash nginx's own gauges (stub_status active/reading/writing) keep the dead worker's connections counted: they are nginx's leaked counts, not live connections"
         ),
     ));
 }
@@ -250,5 +263,34 @@ mod tests {
         assert_eq!(v[0].id, "worker_crashed");
         assert!(v[0].advice.contains("nginx's leaked counts"));
         assert!(judge(&inputs(0, 0, 0, 2)).is_empty());
+    }
+
+    /// A crash written before attach is a warning about the past; one during the run
+    /// is critical; a SIGKILL is no crash at all.
+    #[test]
+    fn crashes_before_attach_are_a_warning_and_kills_no_crash() {
+        let v = judge(&inputs(0, 0, 2, 2));
+        assert_eq!(v[0].id, "worker_crashed");
+        assert_eq!(v[0].severity, Severity::Warning);
+        assert!(
+            v[0].advice.starts_with("2 worker processes died on a crash signal (SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL) since the master started, all before this run: none crashed while it watched (error log)"),
+            "{}",
+            v[0].advice
+        );
+        assert!(!v[0].advice.contains("requests they held failed"));
+        let mut inp = inputs(0, 0, 2, 2);
+        if let Some(h) = inp.nginx_errors.as_mut().and_then(|e| e.history.as_mut()) {
+            h.workers_crashed_since_attach = 1;
+        }
+        let v = judge(&inp);
+        assert_eq!(v[0].severity, Severity::Critical);
+        assert!(v[0]
+            .advice
+            .contains(", 1 of them during this run (error log)"));
+        let mut inp = inputs(0, 0, 0, 2);
+        if let Some(h) = inp.nginx_errors.as_mut().and_then(|e| e.history.as_mut()) {
+            h.workers_killed = 3;
+        }
+        assert!(judge(&inp).is_empty());
     }
 }

@@ -145,6 +145,78 @@ pub fn worker_crashes(inp: &Inputs, out: &mut Vec<Verdict>) {
     ));
 }
 
+/// `worker_shutdown_timeout_cut`: draining workers closed connections after their
+/// idle sweep with nothing of nginx's sent just before
+/// (`closed_while_draining_silent`, from the lifecycle tracepoints and the
+/// `ngx_close_idle_connections` uprobe), every one at the configured
+/// `worker_shutdown_timeout` after the drain began (within 10% + 12 ms, the time
+/// measured in the kernel from the uprobe): the timeout cut requests still running.
+/// Silent when the configuration is not read or the times do not match it (the text
+/// then says what was measured, without a cause).
+pub fn worker_shutdown_timeout_cut(inp: &Inputs, out: &mut Vec<Verdict>) {
+    use super::{conn_timeouts::matches_ms, outcome_rules::nginx_seconds};
+    let Some(c) = &inp.connections else { return };
+    let t = c.total();
+    let (n, Some(span)) = (
+        t.closed_while_draining_silent,
+        t.silent_close_after_drain_start,
+    ) else {
+        return;
+    };
+    let Some(v) = inp
+        .config
+        .as_ref()
+        .and_then(|c| c.value("worker_shutdown_timeout"))
+    else {
+        return;
+    };
+    let Some(ms) = v
+        .value
+        .split_whitespace()
+        .next()
+        .and_then(nginx_seconds)
+        .map(|s| s * 1000.0)
+    else {
+        return;
+    };
+    let (lo, hi) = (span.min_ms_since_attach, span.max_ms_since_attach);
+    if n == 0 || !matches_ms(lo as f64, ms) || !matches_ms(hi as f64, ms) {
+        return;
+    }
+    let mut ev = BTreeMap::new();
+    ev.insert("closed_while_draining_silent", json!(n));
+    ev.insert(
+        "closed_while_draining_idle",
+        json!(t.closed_while_draining_idle),
+    );
+    ev.insert(
+        "closed_while_draining_after_data",
+        json!(t.closed_while_draining_after_data),
+    );
+    ev.insert("ms_after_drain_start_min", json!(lo));
+    ev.insert("ms_after_drain_start_max", json!(hi));
+    ev.insert("worker_shutdown_timeout", json!(v.quoted()));
+    ev.insert(
+        "source",
+        json!("nginx's closes (tracepoint sock:inet_sock_set_state) by workers after their sweep of idle connections (uprobe and uretprobe on ngx_close_idle_connections), nothing sent by nginx in the close's last jiffy (tcp_sock.lsndtime); time since the drain began, kernel clock"),
+    );
+    ev.insert(
+        "threshold",
+        json!("every such close within 10% + 12 ms of the configured worker_shutdown_timeout"),
+    );
+    out.push(Verdict::new(
+        "worker_shutdown_timeout_cut",
+        Severity::Warning,
+        ev,
+        &["worker_shutdown_timeout"],
+        format!(
+            "draining workers closed {n} connections {} after their shutdown began, with nothing sent by nginx just before: worker_shutdown_timeout {} cut them, and a request still running then got no response or a truncated one. Raise worker_shutdown_timeout above your longest requests, or shorten those requests",
+            crate::model::idle::ms_range(lo, hi),
+            v.quoted()
+        ),
+    ));
+}
+
 /// Client connections closed as their worker exited in the period (the connection
 /// lifecycle's `closed_by_worker_exit`), or why that is unknown.
 fn dropped_by_exits(inp: &Inputs) -> Result<u64, String> {
@@ -301,5 +373,66 @@ mod tests {
         worker_crashes(&inputs(Vec::new(), killed), &mut out);
         assert_eq!(out[0].severity, Severity::Warning);
         assert!(out[0].advice.contains("SIGKILL"), "{}", out[0].advice);
+    }
+
+    /// Silent closes by draining workers at the configured worker_shutdown_timeout
+    /// fire `worker_shutdown_timeout_cut`; at another time, without the config, or
+    /// with the timeout unset: silent.
+    #[test]
+    fn draining_closes_at_worker_shutdown_timeout_name_it() {
+        use crate::model::{
+            config::{ConfigReport, ConfigValue},
+            connections::{sample_report, MsSpan},
+        };
+        let run = |value: &str, lo: u64, hi: u64, config: bool| {
+            let mut c = sample_report();
+            c.ports[0].closed_while_draining = 8;
+            c.ports[0].closed_while_draining_idle = 5;
+            c.ports[0].closed_while_draining_silent = 3;
+            c.ports[0].silent_close_after_drain_start = Some(MsSpan {
+                min_ms_since_attach: lo,
+                max_ms_since_attach: hi,
+            });
+            let inp = Inputs {
+                connections: Some(c),
+                config: config.then(|| ConfigReport {
+                    values: vec![ConfigValue::of(
+                        "worker_shutdown_timeout",
+                        "main",
+                        value,
+                        "/e/n.conf:2",
+                    )],
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            let mut out = Vec::new();
+            worker_shutdown_timeout_cut(&inp, &mut out);
+            out
+        };
+        let out = run("1s", 1000, 1008, true);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].directives, ["worker_shutdown_timeout"]);
+        assert_eq!(out[0].evidence["closed_while_draining_silent"], 3);
+        assert_eq!(
+            out[0].evidence["worker_shutdown_timeout"],
+            "1s (/e/n.conf:2)"
+        );
+        assert!(
+            out[0].advice.starts_with("draining workers closed 3 connections 1.0 s after their shutdown began, with nothing sent by nginx just before: worker_shutdown_timeout 1s (/e/n.conf:2) cut them"),
+            "{}",
+            out[0].advice
+        );
+        // 1.0-1.5 s: not every close at the timeout.
+        assert!(run("1s", 1000, 1500, true).is_empty());
+        assert!(run("5s", 1000, 1008, true).is_empty());
+        assert!(run("1s", 1000, 1008, false).is_empty());
+        assert!(run(
+            "unset (old workers wait for their connections)",
+            1000,
+            1008,
+            true
+        )
+        .is_empty());
     }
 }

@@ -704,7 +704,9 @@ const PROCESS_NAMES: [&str; 5] = [
 ];
 
 /// The class of the master's exit line for a child: `<name> <pid> exited on signal
-/// <n>[ (core dumped)]` (alert) -> `worker_crashed`; `... exited with code 0`
+/// <n>[ (core dumped)]` (alert) -> `worker_crashed` when `n` is a crash of the worker
+/// itself (SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL), else `worker_killed` (SIGKILL:
+/// the OOM killer or an operator; SIGTERM...); `... exited with code 0`
 /// (notice) -> `worker_exited_ok`; `... exited with code <n>` -> `worker_exited`;
 /// `... exited with fatal code <n> and cannot be respawned` (alert: the worker's
 /// init failed, exit(2), and the master will not start it again) ->
@@ -721,8 +723,16 @@ pub fn process_exit(msg: &str) -> Option<&'static str> {
     if *name == "new binary process " {
         return Some(new_binary_exit(rest));
     }
-    if rest.starts_with("on signal ") {
-        return Some("worker_crashed");
+    if let Some(sig) = rest.strip_prefix("on signal ") {
+        let n = sig.bytes().take_while(u8::is_ascii_digit).count();
+        let crash = sig[..n]
+            .parse::<u8>()
+            .is_ok_and(crate::model::worker_lifecycle::is_crash_signal);
+        return Some(if crash {
+            "worker_crashed"
+        } else {
+            "worker_killed"
+        });
     }
     if let Some(code) = rest.strip_prefix("with code ") {
         let n = code.bytes().take_while(u8::is_ascii_digit).count();

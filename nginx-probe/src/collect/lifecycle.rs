@@ -437,7 +437,7 @@ impl Lifecycle {
             let mut v = vec![0u64; LC_PER_PORT];
             for (i, o) in v.iter_mut().enumerate().filter(|(i, _)| which(*i)) {
                 let cpus = self.stats.get(&(idx * LC_PER_PORT as u32 + i as u32), 0)?;
-                *o = if i == lc::IDLE_MAX_MS || i == lc::IDLE_INV_MIN_MS {
+                *o = if lc::COMBINED_BY_MAX.contains(&i) {
                     cpus.iter().copied().max().unwrap_or(0)
                 } else {
                     cpus.iter().sum()

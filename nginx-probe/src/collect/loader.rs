@@ -498,22 +498,29 @@ impl Probe {
     }
 
     /// Attaches the drain marker, a uprobe on `ngx_close_idle_connections` in `binary`
-    /// (the master's `/proc/<pid>/exe`): a worker entering it (its graceful shutdown)
-    /// has its later closes counted as a draining worker's. Only with the lifecycle
-    /// programs attached; sets `lifecycle.meta.draining_unknown` to why not otherwise.
+    /// (the master's `/proc/<pid>/exe`), and its uretprobe: a worker entering it (its
+    /// graceful shutdown) has its later closes counted as a draining worker's, those
+    /// before the return as its sweep of idle connections. The uretprobe goes first, so
+    /// a sweep is never left open. Only with the lifecycle programs attached; sets
+    /// `lifecycle.meta.draining_unknown` to why not otherwise.
     pub fn attach_drain_uprobe(&mut self, binary: &Path) {
-        use nginx_probe_common::lifecycle::{names::PROG_DRAIN, worker::DRAIN_SYMBOL};
+        use nginx_probe_common::lifecycle::{
+            names::{PROG_DRAIN, PROG_DRAIN_SWEPT},
+            worker::DRAIN_SYMBOL,
+        };
         if !self.lifecycle.meta.attached {
             return;
         }
-        self.lifecycle.meta.draining_unknown =
-            match self.attach_uprobe(PROG_DRAIN, DRAIN_SYMBOL, binary) {
-                Ok(()) => None,
-                Err(e) => {
-                    warn!("closes by draining workers are counted as the serving workers' ({e})");
-                    Some(e)
-                }
-            };
+        let attached = self
+            .attach_uprobe(PROG_DRAIN_SWEPT, DRAIN_SYMBOL, binary)
+            .and_then(|()| self.attach_uprobe(PROG_DRAIN, DRAIN_SYMBOL, binary));
+        self.lifecycle.meta.draining_unknown = match attached {
+            Ok(()) => None,
+            Err(e) => {
+                warn!("closes by draining workers are counted as the serving workers' ({e})");
+                Some(e)
+            }
+        };
     }
 
     /// Loads program `prog_name` and attaches it (uprobe or uretprobe, as the object
@@ -897,6 +904,7 @@ mod tests {
             want.insert(p.to_string());
         }
         want.insert(nginx_probe_common::lifecycle::names::PROG_DRAIN.to_string());
+        want.insert(nginx_probe_common::lifecycle::names::PROG_DRAIN_SWEPT.to_string());
         assert_eq!(
             programs, want,
             "programs: object vs names::prog + SYSCALLS + FD_CREATING"

@@ -80,11 +80,29 @@ pub struct PortLifecycle {
     /// report's `draining_unknown` then says why).
     #[serde(default, skip_serializing_if = "crate::model::is_zero")]
     pub closed_while_draining: u64,
-    /// Of `closed_while_draining`, connections that were idle at the close (nginx had
-    /// sent nothing in its last jiffy): kept-alive connections closed under their
-    /// clients.
+    /// Of `closed_while_draining`, closes inside the worker's call of
+    /// `ngx_close_idle_connections` (between its uprobe and uretprobe): the
+    /// connections nginx marks idle (kept-alive, waiting for a next request), closed
+    /// under their clients, whatever nginx wrote as it closed (a TLS close_notify, an
+    /// HTTP/2 GOAWAY).
     #[serde(default, skip_serializing_if = "crate::model::is_zero")]
     pub closed_while_draining_idle: u64,
+    /// Of `closed_while_draining`, closes after that sweep with nginx's own data sent
+    /// at most one jiffy before (`tcp_sock.lsndtime`): a response then the close, or a
+    /// TLS close_notify / HTTP/2 GOAWAY (not told apart).
+    #[serde(default, skip_serializing_if = "crate::model::is_zero")]
+    pub closed_while_draining_after_data: u64,
+    /// Of `closed_while_draining`, closes after that sweep with nothing sent by nginx
+    /// in the close's last jiffy: a request whose response had not begun (cut at
+    /// `worker_shutdown_timeout`, say), a connection still waiting for its first
+    /// request, or a response that ended earlier.
+    #[serde(default, skip_serializing_if = "crate::model::is_zero")]
+    pub closed_while_draining_silent: u64,
+    /// Time from the worker's drain start (its `ngx_close_idle_connections` uprobe,
+    /// `bpf_ktime_get_ns`) to its `closed_while_draining_silent` closes, since attach;
+    /// absent when there were none in the period.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub silent_close_after_drain_start: Option<MsSpan>,
     /// Ended by a reset while established (`ESTABLISHED -> CLOSE`, either side).
     pub closed_by_reset: u64,
     /// Resets received (`tcp:tcp_receive_reset`).
@@ -101,6 +119,25 @@ pub struct PortLifecycle {
     /// Idle time before nginx's closes; absent when not measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_before_nginx_close: Option<IdleReport>,
+}
+
+/// The shortest and longest of a set of times, ms, since attach.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct MsSpan {
+    /// Shortest, ms.
+    pub min_ms_since_attach: u64,
+    /// Longest, ms.
+    pub max_ms_since_attach: u64,
+}
+
+impl MsSpan {
+    /// The span covering both.
+    pub fn union(self, o: MsSpan) -> MsSpan {
+        MsSpan {
+            min_ms_since_attach: self.min_ms_since_attach.min(o.min_ms_since_attach),
+            max_ms_since_attach: self.max_ms_since_attach.max(o.max_ms_since_attach),
+        }
+    }
 }
 
 /// One worker's client connection closes in the period, counted where the worker's own
@@ -206,6 +243,15 @@ impl ConnectionsReport {
             t.closed_by_worker_exit += p.closed_by_worker_exit;
             t.closed_while_draining += p.closed_while_draining;
             t.closed_while_draining_idle += p.closed_while_draining_idle;
+            t.closed_while_draining_after_data += p.closed_while_draining_after_data;
+            t.closed_while_draining_silent += p.closed_while_draining_silent;
+            t.silent_close_after_drain_start = match (
+                t.silent_close_after_drain_start,
+                p.silent_close_after_drain_start,
+            ) {
+                (Some(a), Some(b)) => Some(a.union(b)),
+                (a, b) => a.or(b),
+            };
             t.closed_by_client += p.closed_by_client;
             t.closed_by_reset += p.closed_by_reset;
             t.resets_received += p.resets_received;
@@ -347,6 +393,12 @@ fn port_lifecycle(
         closed_by_worker_exit: d(lc::CLOSED_BY_WORKER_EXIT),
         closed_while_draining: d(lc::CLOSED_WHILE_DRAINING),
         closed_while_draining_idle: d(lc::CLOSED_WHILE_DRAINING_IDLE),
+        closed_while_draining_after_data: d(lc::CLOSED_WHILE_DRAINING_AFTER_DATA),
+        closed_while_draining_silent: d(lc::CLOSED_WHILE_DRAINING_SILENT),
+        silent_close_after_drain_start: (d(lc::CLOSED_WHILE_DRAINING_SILENT) > 0).then(|| MsSpan {
+            min_ms_since_attach: !c[lc::DRAIN_SILENT_INV_MIN_MS],
+            max_ms_since_attach: c[lc::DRAIN_SILENT_MAX_MS],
+        }),
         closed_by_client: d(lc::CLOSED_BY_CLIENT),
         closed_by_reset: d(lc::CLOSED_BY_RESET),
         resets_received: d(lc::RST_RECEIVED),

@@ -130,6 +130,11 @@ pub const CLASSES: &[Class] = &[
     c("rewrite_cycle", "rewrite / try_files / error_page", O),
     c("permission_denied", "user / file permissions", O),
     c("worker_crashed", "- (a crash: core dump, third-party module)", P),
+    c(
+        "worker_killed",
+        "- (killed from outside: SIGKILL is the OOM killer or an operator)",
+        P,
+    ),
     c("worker_exited", "- (worker exit code)", P),
     c(
         "worker_exited_fatal",
@@ -210,6 +215,7 @@ pub fn class(name: &str) -> Option<&'static Class> {
 pub const HISTORY_CLASSES: &[&str] = &[
     "worker_spawn_failed",
     "worker_crashed",
+    "worker_killed",
     "worker_exited",
     "worker_exited_fatal",
     "process_other",

@@ -121,3 +121,14 @@ pub fn fmt_ms(ms: f64) -> String {
         format!("{ms:.0} ms")
     }
 }
+
+/// A span of ms as a person reads it: `1.0 s` when both ends print alike, else
+/// `980 ms to 1.1 s`.
+pub fn ms_range(min_ms: u64, max_ms: u64) -> String {
+    let (a, b) = (fmt_ms(min_ms as f64), fmt_ms(max_ms as f64));
+    if a == b {
+        a
+    } else {
+        format!("{a} to {b}")
+    }
+}

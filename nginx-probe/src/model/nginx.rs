@@ -124,8 +124,18 @@ pub struct ProcessHistoryReport {
     /// Of the spawn failures written before attach, those with EMFILE (`(24: Too many
     /// open files)`): the master ran out of fds (2 per worker channel).
     pub spawn_failed_emfile_before_attach: u64,
-    /// `worker process N exited on signal S` lines since the master's start.
+    /// `worker process N exited on signal S` lines since the master's start, S a crash
+    /// of the worker itself (SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL).
     pub workers_crashed: u64,
+    /// Of `workers_crashed`, the lines written since attach (the rest came before this
+    /// run).
+    #[serde(default)]
+    pub workers_crashed_since_attach: u64,
+    /// `worker process N exited on signal S` lines since the master's start, S any
+    /// other signal (SIGKILL: the OOM killer or an operator; SIGTERM): killed from
+    /// outside, not a crash.
+    #[serde(default)]
+    pub workers_killed: u64,
     /// The master's soft and hard open-files limits (`/proc/<master>/limits`, Max open
     /// files); None when unlimited or unreadable.
     pub master_nofile_soft: Option<u64>,

@@ -165,6 +165,12 @@ fn history_report(e: &ErrorLogInputs, h: &ErrorLogHistory) -> ProcessHistoryRepo
         workers_exited_fatal: count("worker_exited_fatal"),
         spawn_failed_emfile_before_attach: h.spawn_failed_emfile,
         workers_crashed: count("worker_crashed"),
+        workers_crashed_since_attach: e
+            .counts_since_attach
+            .get("worker_crashed")
+            .map(|l| l.iter().sum())
+            .unwrap_or(0),
+        workers_killed: count("worker_killed"),
         master_nofile_soft: e.master_nofile.0,
         master_nofile_hard: e.master_nofile.1,
         classes,
@@ -221,6 +227,7 @@ mod tests {
         );
         let h = r.history.unwrap();
         assert_eq!((h.workers_crashed, h.workers_failed_to_spawn), (3, 1));
+        assert_eq!(h.workers_crashed_since_attach, 1);
         assert_eq!(
             (h.master_nofile_soft, h.bytes_read_back_limit),
             (Some(1024), 16 << 20)

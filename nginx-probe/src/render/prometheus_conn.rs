@@ -42,12 +42,12 @@ pub(super) const CLOSED_WHILE_DRAINING: Family = Family::report(
     "nginx_probe_connections_closed_while_draining_total",
     Counter,
     &["port", "state"],
-    "Of nginx_probe_connections_closed_total{by=\"nginx\"}, the closes by draining workers (after they entered ngx_close_idle_connections, uprobe: a reload, a QUIT, a binary upgrade's WINCH), by the connection's state at the close: idle (a kept-alive connection closed under its client) or after_request; since attach.",
+    "Of nginx_probe_connections_closed_total{by=\"nginx\"}, the closes by draining workers (after they entered ngx_close_idle_connections, uprobe: a reload, a QUIT, a binary upgrade's WINCH), by the connection's state at the close: idle (closed in nginx's sweep of idle connections, between that uprobe and its uretprobe: a kept-alive connection closed under its client), after_data (after the sweep, nginx having sent data in the close's last jiffy: a response, or a TLS close_notify / HTTP/2 GOAWAY, not told apart), silent (after the sweep, nothing sent by nginx in the close's last jiffy: a request whose response had not begun, cut at worker_shutdown_timeout say, or a connection waiting for its first request); since attach.",
     |s, o| {
         per_port(s, o, |p, o, port| {
-            let idle = p.closed_while_draining_idle;
-            o.sample(&[port, "idle"], idle);
-            o.sample(&[port, "after_request"], p.closed_while_draining - idle);
+            o.sample(&[port, "idle"], p.closed_while_draining_idle);
+            o.sample(&[port, "after_data"], p.closed_while_draining_after_data);
+            o.sample(&[port, "silent"], p.closed_while_draining_silent);
         })
     },
 )

@@ -74,12 +74,44 @@ pub fn connections_section(out: &mut String, r: &Report) {
 /// nginx's closes by draining workers (or why they are not told apart).
 fn draining_lines(out: &mut String, c: &ConnectionsReport, t: &PortLifecycle) {
     if t.closed_while_draining > 0 {
-        let idle = t.closed_while_draining_idle;
+        let mut parts = vec![format!(
+            "{} idle keepalive connections closed under their clients (in nginx's sweep of idle connections)",
+            t.closed_while_draining_idle
+        )];
+        if t.closed_while_draining_after_data > 0 {
+            parts.push(format!(
+                "{} right after nginx's own last data (a response, or a TLS close_notify / HTTP/2 GOAWAY: not told apart)",
+                t.closed_while_draining_after_data
+            ));
+        }
+        if t.closed_while_draining_silent > 0 {
+            let when = t
+                .silent_close_after_drain_start
+                .map(|s| {
+                    format!(
+                        ", {} after the drain began",
+                        crate::model::idle::ms_range(s.min_ms_since_attach, s.max_ms_since_attach)
+                    )
+                })
+                .unwrap_or_default();
+            parts.push(format!(
+                "{} with nothing sent by nginx just before{when} (a request whose response had not begun, cut at worker_shutdown_timeout say, or a connection waiting for its first request)",
+                t.closed_while_draining_silent
+            ));
+        }
+        let rest = t.closed_while_draining.saturating_sub(
+            t.closed_while_draining_idle
+                + t.closed_while_draining_after_data
+                + t.closed_while_draining_silent,
+        );
+        if rest > 0 {
+            parts.push(format!("{rest} not measured (socket unreadable)"));
+        }
         let _ = writeln!(
             out,
-            "  of nginx's closes, {} by draining workers (graceful shutdown: a reload, a QUIT, a binary upgrade's WINCH): {idle} idle keepalive connections closed under their clients, {} after their request; not in the idle times below",
+            "  of nginx's closes, {} by draining workers (graceful shutdown: a reload, a QUIT, a binary upgrade's WINCH; uprobe ngx_close_idle_connections and its return): {}; not in the idle times below",
             t.closed_while_draining,
-            t.closed_while_draining - idle
+            parts.join(", ")
         );
     } else if let Some(why) = c
         .draining_unknown
@@ -276,6 +308,7 @@ fn count(n: u64, one: &str, many: &str, what: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::connections::MsSpan;
 
     /// A summary with nothing in it.
     fn minimal_report() -> Report {
@@ -352,8 +385,14 @@ mod tests {
             "{out}"
         );
         c.draining_unknown = None;
-        c.ports[0].closed_while_draining = 7;
+        c.ports[0].closed_while_draining = 8;
         c.ports[0].closed_while_draining_idle = 5;
+        c.ports[0].closed_while_draining_after_data = 2;
+        c.ports[0].closed_while_draining_silent = 1;
+        c.ports[0].silent_close_after_drain_start = Some(MsSpan {
+            min_ms_since_attach: 1004,
+            max_ms_since_attach: 1004,
+        });
         r.connections = Some(c);
         let golden: Report = serde_json::from_str(include_str!(
             "../testdata/two_workers_300_connections.report.json"
@@ -376,7 +415,7 @@ mod tests {
         let mut out = String::new();
         connections_section(&mut out, &r);
         assert!(
-            out.contains("  of nginx's closes, 7 by draining workers (graceful shutdown: a reload, a QUIT, a binary upgrade's WINCH): 5 idle keepalive connections closed under their clients, 2 after their request; not in the idle times below\n"),
+            out.contains("  of nginx's closes, 8 by draining workers (graceful shutdown: a reload, a QUIT, a binary upgrade's WINCH; uprobe ngx_close_idle_connections and its return): 5 idle keepalive connections closed under their clients (in nginx's sweep of idle connections), 2 right after nginx's own last data (a response, or a TLS close_notify / HTTP/2 GOAWAY: not told apart), 1 with nothing sent by nginx just before, 1.0 s after the drain began (a request whose response had not begun, cut at worker_shutdown_timeout say, or a connection waiting for its first request); not in the idle times below\n"),
             "{out}"
         );
         assert!(

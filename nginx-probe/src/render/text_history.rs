@@ -12,7 +12,7 @@ pub fn history_lines(out: &mut String, r: &Report) {
     let Some(h) = r.nginx_errors.as_ref().and_then(|e| e.history.as_ref()) else {
         return;
     };
-    if h.workers_failed_to_spawn == 0 && h.workers_crashed == 0 {
+    if h.workers_failed_to_spawn + h.workers_crashed + h.workers_killed == 0 {
         return;
     }
     let running = r.workers.iter().filter(|w| w.alive).count();
@@ -39,11 +39,14 @@ pub fn history_lines(out: &mut String, r: &Report) {
             r.master_pid
         );
     }
-    if h.workers_crashed > 0 {
+    if h.workers_crashed + h.workers_killed > 0 {
         let _ = writeln!(
             out,
-            "nginx workers crashed {} times since the master started at {} (Unix s; error log: exited on a signal){bound}; nginx's gauges after a crash are its own leaked counts",
-            h.workers_crashed, h.master_started_unix_s
+            "nginx workers since the master started at {} (error log){bound}: {} died on a crash signal (SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL; {} during this run), {} were killed by another signal (SIGKILL: the OOM killer or an operator); nginx's gauges after such an exit are its own leaked counts",
+            super::clock::utc_datetime(h.master_started_unix_s as f64),
+            h.workers_crashed,
+            h.workers_crashed_since_attach,
+            h.workers_killed
         );
     }
 }

@@ -324,9 +324,10 @@ fn get_to_close(addr: SocketAddr, path: &str) -> String {
 
 /// A reload while a worker holds 5 idle keepalive connections and 3 requests are in
 /// flight (a 1.5 s upstream): the draining old workers close the 5 idle ones at once
-/// and the 3 others after their response. All 8 are nginx's closes by draining
-/// workers (5 idle, 3 after their request), said per port and per worker, and none
-/// is in the idle times (which are the serving workers' keepalive_timeout).
+/// (in nginx's sweep, `ngx_close_idle_connections`) and the 3 others right after their
+/// response. All 8 are nginx's closes by draining workers (5 idle, 3 after data, none
+/// silent), said per port and per worker, and none is in the idle times (which are the
+/// serving workers' keepalive_timeout).
 #[test]
 fn a_reload_closes_idle_connections_as_draining_workers() {
     let slow = SlowBackend::start(Duration::from_millis(1500));
@@ -363,6 +364,8 @@ fn a_reload_closes_idle_connections_as_draining_workers() {
     assert_eq!(p["closed_by_nginx"], 8, "{p}");
     assert_eq!(p["closed_while_draining"], 8, "{p}");
     assert_eq!(p["closed_while_draining_idle"], 5, "{p}");
+    assert_eq!(p["closed_while_draining_after_data"], 3, "{p}");
+    assert!(p.get("closed_while_draining_silent").is_none(), "{p}");
     assert!(p.get("idle_before_nginx_close").is_none(), "{p}");
     let per_worker: u64 = summary["workers"]
         .as_array()
@@ -383,7 +386,100 @@ fn a_reload_closes_idle_connections_as_draining_workers() {
         assert!(verdict(&summary, id).is_none(), "{}", summary["verdicts"]);
     }
     assert!(
-        text.contains("of nginx's closes, 8 by draining workers (graceful shutdown: a reload, a QUIT, a binary upgrade's WINCH): 5 idle keepalive connections closed under their clients, 3 after their request"),
+        text.contains("of nginx's closes, 8 by draining workers (graceful shutdown: a reload, a QUIT, a binary upgrade's WINCH; uprobe ngx_close_idle_connections and its return): 5 idle keepalive connections closed under their clients (in nginx's sweep of idle connections), 3 right after nginx's own last data (a response, or a TLS close_notify / HTTP/2 GOAWAY: not told apart); not in the idle times below"),
+        "{text}"
+    );
+}
+
+/// A reload while 4 HTTPS/1.1 and 4 HTTP/2 clients sit idle on kept-alive TLS
+/// connections: nginx writes a close_notify (and a GOAWAY) as it closes each in its
+/// sweep of idle connections. All 8 are idle closes by draining workers, not "after
+/// data" (what nginx's own last bytes once made them look like).
+#[test]
+fn a_reload_closes_idle_tls_and_http2_connections_as_idle() {
+    let ng = Nginx::start(&NginxConfig {
+        workers: 1,
+        tls: true,
+        http2: true,
+        ..NginxConfig::default()
+    });
+    let probe = Probe::on(&ng).json().start();
+    let mut clients: Vec<TlsClient> = (0..4)
+        .map(|_| {
+            TlsClient::open(
+                ng.addr(),
+                "http/1.1",
+                b"GET / HTTP/1.1\r\nHost: test\r\n\r\n",
+            )
+        })
+        .collect();
+    clients.extend((0..4).map(|_| TlsClient::open(ng.addr(), "h2", &h2_get())));
+    wait_requests(&ng, 8);
+    clients.iter().for_each(TlsClient::pause);
+    thread::sleep(Duration::from_millis(300));
+    kill(Pid::from_raw(ng.master_pid() as i32), Signal::SIGHUP).expect("reload");
+    thread::sleep(Duration::from_millis(1500));
+    drop(clients);
+    thread::sleep(Duration::from_millis(600));
+    let summary = probe.stop().summary_json();
+    let p = port_of(&summary, &ng);
+    assert_eq!(p["established"], 8, "{p}");
+    assert_eq!(p["closed_by_nginx"], 8, "{p}");
+    assert_eq!(p["closed_while_draining"], 8, "{p}");
+    assert_eq!(p["closed_while_draining_idle"], 8, "{p}");
+    assert!(p.get("closed_while_draining_after_data").is_none(), "{p}");
+    assert!(p.get("closed_while_draining_silent").is_none(), "{p}");
+}
+
+/// A reload with `worker_shutdown_timeout 1s` while 3 requests wait on a 4 s upstream:
+/// at 1 s the old worker cuts them (the clients get nothing) and nginx-probe counts 3
+/// silent closes by a draining worker 1.0 s (+-10%) after its drain began, with the
+/// verdict naming worker_shutdown_timeout and its file:line.
+#[test]
+fn requests_cut_at_worker_shutdown_timeout_are_counted_and_named() {
+    let slow = SlowBackend::start(Duration::from_millis(4000));
+    let ng = Nginx::start(&NginxConfig {
+        workers: 1,
+        main_extra: "worker_shutdown_timeout 1s;".into(),
+        server_extra: format!("location /slow {{ proxy_pass http://{}; }}", slow.addr()),
+        ..NginxConfig::default()
+    });
+    let probe = Probe::on(&ng).json().start();
+    let text = Probe::on(&ng).plain().start();
+    let addr = ng.addr();
+    let busy: Vec<_> = (0..3)
+        .map(|_| thread::spawn(move || get_to_close(addr, "/slow")))
+        .collect();
+    thread::sleep(Duration::from_millis(500));
+    kill(Pid::from_raw(ng.master_pid() as i32), Signal::SIGHUP).expect("reload");
+    for b in busy {
+        let got = b.join().expect("slow request");
+        assert_eq!(got, "", "a cut request gets nothing");
+    }
+    thread::sleep(Duration::from_millis(600));
+    let summary = probe.stop().summary_json();
+    let text = text.stop().stdout;
+    let p = port_of(&summary, &ng);
+    assert_eq!(p["established"], 3, "{p}");
+    assert_eq!(p["closed_while_draining"], 3, "{p}");
+    assert_eq!(p["closed_while_draining_silent"], 3, "{p}");
+    assert!(p.get("closed_while_draining_idle").is_none(), "{p}");
+    let span = &p["silent_close_after_drain_start"];
+    for k in ["min_ms_since_attach", "max_ms_since_attach"] {
+        let v = span[k].as_u64().unwrap_or_else(|| panic!("{k} in {span}"));
+        assert!((900..=1112).contains(&v), "{k} {v} not 1.0 s +-10%");
+    }
+    let v = verdict(&summary, "worker_shutdown_timeout_cut")
+        .unwrap_or_else(|| panic!("no worker_shutdown_timeout_cut in {}", summary["verdicts"]));
+    assert_eq!(v["directives"][0], "worker_shutdown_timeout");
+    assert_eq!(v["evidence"]["closed_while_draining_silent"], 3, "{v}");
+    let advice = v["advice"].as_str().unwrap_or("");
+    assert!(
+        advice.contains("draining workers closed 3 connections 1.0 s after their shutdown began, with nothing sent by nginx just before: worker_shutdown_timeout 1s ("),
+        "{advice}"
+    );
+    assert!(
+        text.contains("3 with nothing sent by nginx just before, 1.0 s after the drain began"),
         "{text}"
     );
 }
