@@ -160,7 +160,8 @@ pub mod up {
     pub const CLOSED_BY_RESET: usize = 5;
     /// Closed first on nginx's side by the kernel as the worker exited (`PF_EXITING`).
     pub const CLOSED_BY_WORKER_EXIT: usize = 6;
-    /// Peer closes whose idle time was measured.
+    /// Peer closes whose idle time was measured (the peer had sent nothing in its
+    /// close's last jiffy).
     pub const PEER_IDLE_COUNT: usize = 7;
     /// Sum of those idle times, ms.
     pub const PEER_IDLE_SUM_MS: usize = 8;
@@ -182,8 +183,15 @@ pub mod up {
     pub const PEER_IDLE_HIST: usize = 16;
     /// Time since the peer's last data at a reset, log2 histogram, ms.
     pub const RESET_IDLE_HIST: usize = PEER_IDLE_HIST + super::LC_IDLE_BUCKETS;
+    /// `!min` of the times since the peer's last data at a reset, ms (since attach;
+    /// 0 = none).
+    pub const RESET_IDLE_INV_MIN_MS: usize = RESET_IDLE_HIST + super::LC_IDLE_BUCKETS;
+    /// Peer closes that came at most one jiffy after the peer's own data (a response
+    /// with `Connection: close`, or a TLS close_notify: not told apart): no idle time
+    /// is measured for them, and they are not in the idle counters.
+    pub const PEER_CLOSED_AFTER_ITS_DATA: usize = RESET_IDLE_INV_MIN_MS + 1;
     /// Counters per peer.
-    pub const UP_PER_PEER: usize = RESET_IDLE_HIST + super::LC_IDLE_BUCKETS;
+    pub const UP_PER_PEER: usize = PEER_CLOSED_AFTER_ITS_DATA + 1;
 
     /// An upstream peer: address family (2 AF_INET, 10 AF_INET6, 0 the other peers),
     /// port (host order), address (IPv4 in the first 4 bytes).

@@ -73,17 +73,15 @@ fn stats_of(key: &PeerKey) -> Option<*mut UpPeerStats> {
     LC_UP_PEERS.get_ptr_mut(PeerKey::default())
 }
 
-/// An idle time (ms) into a count, a sum, the since-attach extremes (`inv_min` may be
-/// `usize::MAX`: none kept) and a log2 histogram.
+/// An idle time (ms) into a count, a sum, the since-attach extremes and a log2
+/// histogram.
 #[inline(always)]
 fn up_idle(p: *mut UpPeerStats, ms: u64, [count, sum, max, inv_min, hist]: [usize; 5]) {
     up_add(p, count, 1);
     up_add(p, sum, ms);
     up_max(p, max, ms);
     up_max(p, inv_min, !ms);
-    if hist != usize::MAX {
-        up_add(p, hist + lc::idle_bucket(ms), 1);
-    }
+    up_add(p, hist + lc::idle_bucket(ms), 1);
 }
 
 /// A state change of a socket that is not on one of nginx's listening ports: a
@@ -125,15 +123,19 @@ pub(crate) fn up_set_state(sk: u64, old: i32, new: i32, peer: impl FnOnce() -> O
             }
             (TCP_ESTABLISHED, TCP_CLOSE_WAIT) => {
                 up_add(p, up::CLOSED_BY_PEER, 1);
-                if let Some((ms, _)) = idle_ms(sk, false) {
-                    let at = [
-                        up::PEER_IDLE_COUNT,
-                        up::PEER_IDLE_SUM_MS,
-                        up::PEER_IDLE_MAX_MS,
-                        up::PEER_IDLE_INV_MIN_MS,
-                        up::PEER_IDLE_HIST,
-                    ];
-                    up_idle(p, ms, at);
+                match idle_ms(sk, false) {
+                    Some((_, true)) => up_add(p, up::PEER_CLOSED_AFTER_ITS_DATA, 1),
+                    Some((ms, false)) => {
+                        let at = [
+                            up::PEER_IDLE_COUNT,
+                            up::PEER_IDLE_SUM_MS,
+                            up::PEER_IDLE_MAX_MS,
+                            up::PEER_IDLE_INV_MIN_MS,
+                            up::PEER_IDLE_HIST,
+                        ];
+                        up_idle(p, ms, at);
+                    }
+                    None => {}
                 }
             }
             (TCP_ESTABLISHED, TCP_CLOSE) => {
@@ -143,7 +145,7 @@ pub(crate) fn up_set_state(sk: u64, old: i32, new: i32, peer: impl FnOnce() -> O
                         up::RESET_IDLE_COUNT,
                         up::RESET_IDLE_SUM_MS,
                         up::RESET_IDLE_MAX_MS,
-                        usize::MAX,
+                        up::RESET_IDLE_INV_MIN_MS,
                         up::RESET_IDLE_HIST,
                     ];
                     up_idle(p, ms, at);

@@ -29,13 +29,12 @@ const PEER_IDLE: IdleAt = IdleAt {
     hist: up::PEER_IDLE_HIST,
 };
 
-/// Time since the peer's last data at a reset, in `up::UpPeerStats` (no minimum kept:
-/// the one of the peer's idle is never read for it).
+/// Time since the peer's last data at a reset, in `up::UpPeerStats`.
 const RESET_IDLE: IdleAt = IdleAt {
     count: up::RESET_IDLE_COUNT,
     sum: up::RESET_IDLE_SUM_MS,
     max: up::RESET_IDLE_MAX_MS,
-    inv_min: up::PEER_IDLE_INV_MIN_MS,
+    inv_min: up::RESET_IDLE_INV_MIN_MS,
     hist: up::RESET_IDLE_HIST,
 };
 
@@ -61,14 +60,20 @@ pub struct PeerLifecycle {
     /// Closed by the kernel as the worker exited (`PF_EXITING`).
     #[serde(default)]
     pub closed_by_worker_exit: u64,
-    /// Idle time before the peer's closes (since the last data either way; when the
-    /// peer sent data in the close's last jiffy, since nginx's last data): how long a
-    /// kept-alive connection sat before the peer closed it. Absent when not measured.
+    /// Idle time before the peer's closes that came with nothing from the peer in the
+    /// close's last jiffy (since the last data either way): how long a kept-alive
+    /// connection sat before the peer closed it. Absent when not measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_before_peer_close: Option<IdleReport>,
+    /// Of `closed_by_peer`, closes right after the peer's own data (at most one
+    /// jiffy): a response with `Connection: close`, or a TLS close_notify (not told
+    /// apart); not in `idle_before_peer_close`, since a connection busy with a slow
+    /// response is not idle.
+    #[serde(default, skip_serializing_if = "crate::model::is_zero")]
+    pub closed_by_peer_after_its_data: u64,
     /// Time since the peer's last data when a reset ended an established connection,
-    /// ms: a reset on a request sent to a connection idle that long. `pinned_ms` and
-    /// the minimum are not kept for it. Absent when not measured.
+    /// ms: a reset on a request sent to a connection idle that long. Absent when not
+    /// measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since_peer_data_at_reset: Option<IdleReport>,
     /// Mean idle time before nginx's own closes, ms. Absent when not measured.
@@ -133,7 +138,10 @@ pub fn peer_lifecycles(
             idle_before_peer_close: timed
                 .then(|| idle_report(c, &d, &PEER_IDLE))
                 .filter(|i| i.count > 0),
-            since_peer_data_at_reset: timed.then(|| reset_report(c, &d)).filter(|i| i.count > 0),
+            closed_by_peer_after_its_data: d(up::PEER_CLOSED_AFTER_ITS_DATA),
+            since_peer_data_at_reset: timed
+                .then(|| idle_report(c, &d, &RESET_IDLE))
+                .filter(|i| i.count > 0),
             idle_before_nginx_close_mean_ms: (timed && d(up::NGINX_IDLE_COUNT) > 0).then(|| {
                 let m = d(up::NGINX_IDLE_SUM_MS) as f64 / d(up::NGINX_IDLE_COUNT) as f64;
                 (m * 1000.0).round() / 1000.0
@@ -145,15 +153,6 @@ pub fn peer_lifecycles(
     }
     out.sort_by_key(|a| a.0);
     out.into_iter().map(|(_, r)| r).collect()
-}
-
-/// [`RESET_IDLE`]'s report, with no minimum nor pinned value (not kept).
-fn reset_report(c: &[u64], d: &dyn Fn(usize) -> u64) -> IdleReport {
-    let mut c = c.to_vec();
-    c[up::PEER_IDLE_INV_MIN_MS] = 0;
-    let mut r = idle_report(&c, d, &RESET_IDLE);
-    r.pinned_ms = None;
-    r
 }
 
 #[cfg(test)]
@@ -229,6 +228,34 @@ mod tests {
         )]);
         let v = peer_lifecycles(&cur, None, false);
         assert_eq!(v[0].closed_by_peer, 3);
+        assert!(v[0].idle_before_peer_close.is_none());
+    }
+
+    /// Resets all 1000 ms after the peer's last data read as 1000 ms (p50, minimum),
+    /// not a value interpolated down from the bucket's floor; closes right after the
+    /// peer's own data are counted apart, with no idle time.
+    #[test]
+    fn resets_at_one_second_read_one_second_and_busy_closes_no_idle() {
+        let cur = raw(&[(
+            key(80),
+            &[
+                (up::CLOSED_BY_RESET, 6),
+                (up::RESET_IDLE_COUNT, 6),
+                (up::RESET_IDLE_SUM_MS, 6000),
+                (up::RESET_IDLE_MAX_MS, 1000),
+                (up::RESET_IDLE_INV_MIN_MS, !1000u64),
+                (up::RESET_IDLE_HIST + 9, 6),
+                (up::CLOSED_BY_PEER, 4),
+                (up::PEER_CLOSED_AFTER_ITS_DATA, 4),
+            ],
+        )]);
+        let v = peer_lifecycles(&cur, None, true);
+        let r = v[0].since_peer_data_at_reset.as_ref().unwrap();
+        assert_eq!(
+            (r.p50_ms, r.min_ms_since_attach, r.max_ms_since_attach),
+            (1000, 1000, 1000)
+        );
+        assert_eq!(v[0].closed_by_peer_after_its_data, 4);
         assert!(v[0].idle_before_peer_close.is_none());
     }
 }

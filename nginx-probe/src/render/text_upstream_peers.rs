@@ -64,12 +64,19 @@ fn peer_lines(out: &mut String, p: &PeerLifecycle) {
             i.count
         );
     }
+    if p.closed_by_peer_after_its_data > 0 {
+        let _ = writeln!(
+            out,
+            "    {} of the peer's closes came right after its own data (a response with Connection: close, or a TLS close_notify: not told apart): no idle time measured for them",
+            p.closed_by_peer_after_its_data
+        );
+    }
     if let Some(i) = &p.since_peer_data_at_reset {
         let _ = writeln!(
             out,
-            "    resets came p50 {} (longest {}) after the peer's last data, over {} resets",
+            "    resets came p50 {} ({} since attach) after the peer's last data, over {} resets",
             fmt_ms(i.p50_ms as f64),
-            fmt_ms(i.max_ms_since_attach as f64),
+            crate::model::idle::ms_range(i.min_ms_since_attach, i.max_ms_since_attach),
             i.count
         );
     }
