@@ -120,7 +120,9 @@ pub mod worker {
     /// Of [`CLOSED_BY_NGINX`], while the worker was draining.
     pub const CLOSED_WHILE_DRAINING: usize = 1;
     /// `CLOSE_WAIT -> LAST_ACK` by the worker's `close()`: the client had closed
-    /// first and the worker closed its end.
+    /// first and the worker closed its end; or `CLOSE_WAIT -> CLOSE` in the worker's
+    /// context, not a received reset's (its close with data unread, a TLS client's
+    /// close_notify say, which the kernel answers with a reset).
     pub const CLOSED_AFTER_CLIENT: usize = 2;
     /// `ESTABLISHED -> FIN_WAIT1` as the worker exited (`PF_EXITING`).
     pub const CLOSED_BY_WORKER_EXIT: usize = 3;
@@ -300,6 +302,9 @@ pub mod names {
         /// `ngx_close_idle_connections` (0: serving), with bit 0 set until it returns
         /// (the idle sweep). Zeroed with the slot.
         LC_DRAINING = "LC_DRAINING",
+        /// Per-CPU, one entry: the socket whose received reset this CPU is processing
+        /// (its `CLOSE_WAIT -> CLOSE` is then no worker's close).
+        LC_RESET_SK = "LC_RESET_SK",
     }
     /// Uprobe on `ngx_close_idle_connections` in nginx's binary.
     pub const PROG_DRAIN: &str = "lc_worker_drains";

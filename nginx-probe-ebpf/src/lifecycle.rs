@@ -26,7 +26,7 @@ use crate::{
     lifecycle_up::{raw_peer, record_peer, up_set_state},
     maps::{
         LC_CLOSING, LC_DRAINING, LC_HZ, LC_LRCVTIME_OFF, LC_LSNDTIME_OFF, LC_PORTS, LC_RAW_OFF,
-        LC_STATS, LC_TASK_FLAGS_OFF, LC_WORKER,
+        LC_RESET_SK, LC_STATS, LC_TASK_FLAGS_OFF, LC_WORKER,
     },
     workers::worker_slot,
 };
@@ -245,6 +245,8 @@ fn on_established_closed(base: u32, sk: u64) {
 /// listeners closed, idle time before nginx's close.
 #[inline(always)]
 fn on_set_state(base: u32, old: i32, new: i32, sk: u64) {
+    // Read (and forgotten) at every CLOSE, so no stale socket stays noted.
+    let by_reset = new == TCP_CLOSE && reset_in_progress(sk);
     match (old, new) {
         (TCP_SYN_RECV, TCP_ESTABLISHED) => lc_add(base, lc::ESTABLISHED, 1),
         // FIN_WAIT1 is entered in the closing task's context (close(), shutdown(), or
@@ -255,6 +257,12 @@ fn on_set_state(base: u32, old: i32, new: i32, sk: u64) {
         (TCP_CLOSE_WAIT, TCP_LAST_ACK) => {
             worker_add(worker_slot(), lc::worker::CLOSED_AFTER_CLIENT)
         }
+        // CLOSE directly: the worker's close() with data unread (a TLS client's
+        // close_notify, say: the kernel sends a reset), unless a received reset is
+        // being processed for this socket on this CPU.
+        (TCP_CLOSE_WAIT, TCP_CLOSE) if !by_reset => {
+            worker_add(worker_slot(), lc::worker::CLOSED_AFTER_CLIENT)
+        }
         (TCP_ESTABLISHED, TCP_CLOSE) => lc_add(base, lc::CLOSED_BY_RESET, 1),
         (TCP_LISTEN, TCP_CLOSE) => {
             lc_add(base, lc::LISTENERS_CLOSED, 1);
@@ -262,6 +270,34 @@ fn on_set_state(base: u32, old: i32, new: i32, sk: u64) {
         }
         _ => {}
     }
+}
+
+/// A reset arrived on `sk` of one of nginx's ports (`base`): counted, and `sk` noted
+/// as the one whose reset this CPU is processing (see [`reset_in_progress`]).
+#[inline(always)]
+fn on_receive_reset(base: u32, sk: u64) {
+    lc_add(base, lc::RST_RECEIVED, 1);
+    if let Some(p) = LC_RESET_SK.get_ptr_mut(0) {
+        // SAFETY: a valid per-CPU u64 of the map.
+        unsafe { *p = sk };
+    }
+}
+
+/// Whether `sk`'s state change on this CPU is a received reset's (`tcp_reset()` fires
+/// `tcp_receive_reset` before its `tcp_done()`); forgets it then.
+#[inline(always)]
+fn reset_in_progress(sk: u64) -> bool {
+    let Some(p) = LC_RESET_SK.get_ptr_mut(0) else {
+        return false;
+    };
+    // SAFETY: a valid per-CPU u64 of the map.
+    unsafe {
+        if sk != 0 && *p == sk {
+            *p = 0;
+            return true;
+        }
+    }
+    false
 }
 
 /// `void ngx_close_idle_connections(ngx_cycle_t *cycle)`, in nginx's binary: a
@@ -368,7 +404,7 @@ pub fn lc_send_reset(ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn lc_receive_reset(ctx: TracePointContext) -> u32 {
     if let Some(base) = lc_base(record_at::<u16>(&ctx, 16)) {
-        lc_add(base, lc::RST_RECEIVED, 1);
+        on_receive_reset(base, record_at::<u64>(&ctx, 8));
     }
     0
 }
@@ -453,7 +489,7 @@ pub fn lc_raw_send_reset(ctx: RawTracePointContext) -> u32 {
 pub fn lc_raw_receive_reset(ctx: RawTracePointContext) -> u32 {
     let sk: u64 = ctx.arg(0);
     if let Some(base) = raw_port(sk).and_then(lc_base) {
-        lc_add(base, lc::RST_RECEIVED, 1);
+        on_receive_reset(base, sk);
     }
     0
 }

@@ -316,3 +316,9 @@ pub(crate) static LC_WORKER: PerCpuArray<u64> =
 /// user space zeroes it with the slot.
 #[map]
 pub(crate) static LC_DRAINING: Array<u64> = Array::with_max_entries(DEFAULT_WORKER_SLOTS, 0);
+
+/// The socket whose received reset this CPU is processing (`tcp_receive_reset` fires in
+/// `tcp_reset()` before its `tcp_done()` sets the state to CLOSE): that state change is
+/// the reset's, not a worker's `close()`.
+#[map]
+pub(crate) static LC_RESET_SK: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);

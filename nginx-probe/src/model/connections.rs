@@ -151,8 +151,8 @@ pub struct WorkerCloses {
     /// Of `by_nginx`, while the worker was draining (it had entered
     /// `ngx_close_idle_connections`); 0 also when not told apart.
     pub while_draining: u64,
-    /// The client had closed first and the worker closed its end
-    /// (`CLOSE_WAIT -> LAST_ACK`).
+    /// The client had closed first and the worker closed its end (`CLOSE_WAIT ->
+    /// LAST_ACK`, or `CLOSE_WAIT -> CLOSE` by its close with data unread).
     pub after_client: u64,
     /// Closed by the kernel as the worker exited (`ESTABLISHED -> FIN_WAIT1` with
     /// `PF_EXITING`).

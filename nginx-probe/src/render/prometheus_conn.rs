@@ -58,7 +58,7 @@ pub(super) const WORKER_CLOSED: Family = Family::worker(
     "nginx_probe_worker_connections_closed_total",
     Counter,
     &["worker", "generation", "by"],
-    "Client connections the worker's own close() ended since attach, by who closed first: nginx (ESTABLISHED -> FIN_WAIT1), nginx_draining (of those, while the worker was draining), client (CLOSE_WAIT -> LAST_ACK: the worker closed its end after the client's FIN), worker_exit (the kernel, as the worker exited); tracepoint sock:inet_sock_set_state in the worker's context. Resets are per port only.",
+    "Client connections the worker's own close() ended since attach, by who closed first: nginx (ESTABLISHED -> FIN_WAIT1), nginx_draining (of those, while the worker was draining), client (CLOSE_WAIT -> LAST_ACK, or -> CLOSE with data unread: the worker closed its end after the client's FIN), worker_exit (the kernel, as the worker exited); tracepoint sock:inet_sock_set_state in the worker's context. Resets are per port only.",
     fixed(4),
     |_, w, o| {
         if let Some(c) = &w.connections_closed {

@@ -54,6 +54,37 @@ fn https_one_connection_per_request_is_200_requests_and_200_tls_handshakes() {
     assert_eq!(s["stub_status"]["handled"], 200, "{s}");
     assert_eq!(s["stub_status"]["dropped"], 0, "{s}");
     assert_eq!(total_accepts(&s), 200, "{s}");
+    // Who closed: every connection once.
+    let ports = s["connections"]["ports"].as_array().expect("connections");
+    let sum = |k: &str| {
+        ports
+            .iter()
+            .map(|p| p[k].as_u64().unwrap_or(0))
+            .sum::<u64>()
+    };
+    assert_eq!(
+        sum("closed_by_nginx") + sum("closed_by_client") + sum("closed_by_reset"),
+        200,
+        "{ports:?}"
+    );
+    let after_client: u64 = workers(&s)
+        .iter()
+        .map(|w| {
+            w["connections_closed"]["after_client"]
+                .as_u64()
+                .unwrap_or(0)
+        })
+        .sum();
+    // A client-first connection ends by its worker's close (LAST_ACK, or CLOSE with
+    // data unread) or by a reset the client sends after its FIN (Go's client, with
+    // nginx's close_notify unread): never more worker closes than client-first
+    // connections, never fewer than those less the resets received.
+    let client_first = sum("closed_by_client");
+    assert!(after_client <= client_first, "{after_client} {ports:?}");
+    assert!(
+        after_client + sum("resets_received") >= client_first,
+        "{after_client} {ports:?}"
+    );
     // Per worker: unknown without --uprobes, never a writev estimate.
     for w in workers(&s) {
         assert!(w["requests"]["count"].is_null(), "{w}");
