@@ -79,7 +79,12 @@ pub fn who_closed(inp: &Inputs) -> Option<(serde_json::Value, String)> {
     let sentence = if t.closed_by_nginx * 2 > all
         && t.closed_while_draining * 2 >= t.closed_by_nginx
     {
-        format!("{head}: most of nginx's closes were by draining workers (a reload, a QUIT, a binary upgrade's WINCH: nginx closes their idle keepalive connections at once and the others after their request), not a timeout nor keepalive turned off")
+        format!(
+            "{head}: most of nginx's closes were by draining workers (a reload, a QUIT, a binary upgrade's WINCH): {} idle ones in nginx's sweep of idle connections, {} right after nginx's own data, {} with nothing sent by nginx just before; not a timeout nor keepalive turned off",
+            t.closed_while_draining_idle,
+            t.closed_while_draining_after_data,
+            t.closed_while_draining_silent
+        )
     } else if t.closed_by_nginx * 2 > all {
         let why = match idle {
             Some(i) if i.pinned_ms.is_some_and(|v| v >= KA_TIMEOUT_MIN_IDLE_MS) => {

@@ -68,7 +68,12 @@ pub fn connections_section(out: &mut String, r: &Report) {
         );
     }
     listener_close_lines(out, c);
-    idle_lines(out, c, &t);
+    let which = r
+        .verdicts
+        .iter()
+        .find(|v| v.id == "keepalive_timeout_closes" || v.id == "nginx_timeout_closes")
+        .map(|v| v.id.as_str());
+    idle_lines(out, c, &t, which);
 }
 
 /// nginx's closes by draining workers (or why they are not told apart).
@@ -164,8 +169,9 @@ fn worker_closes_line(out: &mut String, r: &Report) {
     );
 }
 
-/// The idle time before nginx's closes (or why it is unknown).
-fn idle_lines(out: &mut String, c: &ConnectionsReport, t: &PortLifecycle) {
+/// The idle time before nginx's closes (or why it is unknown); `which` is the verdict
+/// that names the timeout, when one does.
+fn idle_lines(out: &mut String, c: &ConnectionsReport, t: &PortLifecycle, which: Option<&str>) {
     match &t.idle_before_nginx_close {
         Some(i) => {
             let _ = writeln!(
@@ -194,10 +200,14 @@ fn idle_lines(out: &mut String, c: &ConnectionsReport, t: &PortLifecycle) {
             } else if let Some(v) = i.pinned_ms {
                 let _ = writeln!(
                     out,
-                    "  nginx closes connections {} after their last data (every close since attach between {} and {}; which timeout: see the verdicts)",
+                    "  nginx closes connections {} after their last data (every close since attach between {} and {}; {})",
                     fmt_ms(v),
                     fmt_ms(i.min_ms_since_attach as f64),
-                    fmt_ms(i.max_ms_since_attach as f64)
+                    fmt_ms(i.max_ms_since_attach as f64),
+                    match which {
+                        Some(id) => format!("which timeout: see the verdict {id}"),
+                        None => "no verdict judged which timeout: too few closes, or too small a share of them".into(),
+                    }
                 );
             }
         }
