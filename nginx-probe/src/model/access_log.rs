@@ -242,7 +242,14 @@ impl Outcomes {
         files: Vec<AccessLogFileReport>,
         not_read: Vec<String>,
     ) -> AccessLogReport {
-        let codes = |s: &StatusCounts| s.codes.iter().map(|(c, n)| (c.to_string(), *n)).collect();
+        // Three digits, as nginx logs them: `000` (no status: nothing was sent) stays
+        // `000`, not `0`.
+        let codes = |s: &StatusCounts| {
+            s.codes
+                .iter()
+                .map(|(c, n)| (format!("{c:03}"), *n))
+                .collect()
+        };
         let peer = |name: &str, p: &Peer| UpstreamOutcomeReport {
             peer: name.to_string(),
             tries: p.tries,
@@ -605,6 +612,20 @@ mod tests {
         // 1.502 s is in the (1024, 2048] ms bucket, 3.010 s in (2048, 4096].
         assert_eq!(t.log2_ms.iter().find(|(le, _)| *le == 2048).unwrap().1, 98);
         assert_eq!(t.log2_ms.iter().find(|(le, _)| *le == 4096).unwrap().1, 1);
+    }
+
+    /// nginx's `000` (no status sent) stays three digits, and a peer with no status
+    /// logged has none rather than an empty one.
+    #[test]
+    fn status_000_stays_000() {
+        let f = LogFormat::compile("t", "$status $upstream_addr $upstream_status", "default")
+            .unwrap();
+        let mut o = Outcomes::default();
+        count(&mut o, &f, "000 127.0.0.1:81 -");
+        let r = o.report(&f.fields, vec![], vec![]);
+        assert_eq!(r.statuses["000"], 1);
+        assert_eq!(r.classes["other"], 1);
+        assert!(r.upstreams[0].statuses.is_empty());
     }
 
     #[test]

@@ -158,12 +158,11 @@ fn server_lines(out: &mut String, a: &AccessLogReport) {
 /// at most [`MAX_PEERS_SHOWN`].
 fn peer_lines(out: &mut String, a: &AccessLogReport) {
     for p in a.upstreams.iter().take(MAX_PEERS_SHOWN) {
-        let mut l = format!(
-            "  upstream {}: {} tries, status {}",
-            p.peer,
-            p.tries,
-            codes(&p.statuses)
-        );
+        let statuses = match codes(&p.statuses) {
+            c if c.is_empty() => "no status logged".to_string(),
+            c => format!("status {c}"),
+        };
+        let mut l = format!("  upstream {}: {} tries, {statuses}", p.peer, p.tries);
         if let Some(t) = &p.response_time {
             let _ = write!(l, "; response {}", time_line(t));
         }
