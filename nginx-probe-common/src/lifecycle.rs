@@ -128,6 +128,10 @@ pub mod worker {
     pub const CLOSED_BY_WORKER_EXIT: usize = 3;
     /// Counters per worker slot.
     pub const LC_PER_WORKER: usize = 4;
+    /// `LC_DRAINING` value of a worker already shutting down at attach (from its
+    /// title): draining, since a time not known (no time since the drain is kept for
+    /// its closes). A kernel time stamp is never this small.
+    pub const DRAIN_START_UNKNOWN: u64 = 2;
     /// The uprobe marking a worker draining: nginx calls `ngx_close_idle_connections`
     /// once, in the worker, when it starts a graceful shutdown
     /// (`ngx_worker_process_cycle`, after retitling it "worker process is shutting

@@ -210,6 +210,9 @@ fn on_draining_close(base: u32, sk: u64, slot: Option<u32>, drain: u64) {
         Some((_, true)) => lc_add(base, lc::CLOSED_WHILE_DRAINING_AFTER_DATA, 1),
         Some((_, false)) => {
             lc_add(base, lc::CLOSED_WHILE_DRAINING_SILENT, 1);
+            if drain == lc::worker::DRAIN_START_UNKNOWN {
+                return;
+            }
             // SAFETY: helper without preconditions.
             let ms = unsafe { bpf_ktime_get_ns() }.saturating_sub(drain) / 1_000_000;
             lc_max(base, lc::DRAIN_SILENT_MAX_MS, ms);

@@ -84,6 +84,7 @@ pub(super) fn attach_programs(
         "/proc/{}/exe",
         master.pid
     )));
+    tracker.mark_draining_at_attach(probe);
     tracker.accepts_from_uprobe = probe.accepts_from_uprobe;
     tracker.traced = args.syscalls.0.clone();
     if probe.fd_walk.is_ok() {

@@ -523,6 +523,21 @@ impl Probe {
         };
     }
 
+    /// Marks worker `slot` draining since before attach (its title said so at the
+    /// first look): its closes count as a draining worker's, with no time since the
+    /// drain. Nothing when the drain uprobe is not attached or the uprobe already
+    /// marked it.
+    pub fn mark_draining_before_attach(&mut self, slot: u32) {
+        use nginx_probe_common::lifecycle::worker::DRAIN_START_UNKNOWN;
+        let m = &self.lifecycle.meta;
+        if !m.attached || m.draining_unknown.is_some() {
+            return;
+        }
+        if self.lc_draining.get(&slot, 0).ok() == Some(0) {
+            let _ = self.lc_draining.set(slot, DRAIN_START_UNKNOWN, 0);
+        }
+    }
+
     /// Loads program `prog_name` and attaches it (uprobe or uretprobe, as the object
     /// says) to symbol `sym` of `target` for every process mapping it.
     ///

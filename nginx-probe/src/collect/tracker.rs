@@ -357,6 +357,17 @@ impl Tracker {
             .refresh(&self.workers, addrs, probe, unix_now());
     }
 
+    /// Marks the workers already shutting down at attach (their title) as draining in
+    /// the kernel, once the drain uprobe is attached: their closes are a draining
+    /// worker's, not the serving workers' keepalive closes.
+    pub fn mark_draining_at_attach(&self, probe: &mut Probe) {
+        for pid in self.lifecycle.draining_pids() {
+            if let Some(w) = self.workers.get(&pid) {
+                probe.mark_draining_before_attach(w.slot);
+            }
+        }
+    }
+
     /// Sets the configuration nginx runs (at attach; [`Tracker::refresh`] reads it
     /// again after a worker started), and with it the access logs to read.
     pub fn set_config(&mut self, cfg: model::config::ConfigReport) {

@@ -299,6 +299,14 @@ impl Lifecycle {
         self.lives.retain(|pid, _| workers.contains_key(pid));
     }
 
+    /// The workers whose title said they were shutting down at the latest look.
+    pub fn draining_pids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.lives
+            .iter()
+            .filter(|(_, l)| l.state == Some(WorkerState::ShuttingDown))
+            .map(|(&pid, _)| pid)
+    }
+
     /// At attach: workers already shutting down are older generations (numbered by
     /// start-time batches), serving ones the newest.
     fn first_generations(&mut self, new: &[(Option<u64>, u32, bool)]) {

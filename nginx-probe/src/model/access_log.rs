@@ -618,8 +618,8 @@ mod tests {
     /// logged has none rather than an empty one.
     #[test]
     fn status_000_stays_000() {
-        let f = LogFormat::compile("t", "$status $upstream_addr $upstream_status", "default")
-            .unwrap();
+        let f =
+            LogFormat::compile("t", "$status $upstream_addr $upstream_status", "default").unwrap();
         let mut o = Outcomes::default();
         count(&mut o, &f, "000 127.0.0.1:81 -");
         let r = o.report(&f.fields, vec![], vec![]);

@@ -395,10 +395,12 @@ fn port_lifecycle(
         closed_while_draining_idle: d(lc::CLOSED_WHILE_DRAINING_IDLE),
         closed_while_draining_after_data: d(lc::CLOSED_WHILE_DRAINING_AFTER_DATA),
         closed_while_draining_silent: d(lc::CLOSED_WHILE_DRAINING_SILENT),
-        silent_close_after_drain_start: (d(lc::CLOSED_WHILE_DRAINING_SILENT) > 0).then(|| MsSpan {
-            min_ms_since_attach: !c[lc::DRAIN_SILENT_INV_MIN_MS],
-            max_ms_since_attach: c[lc::DRAIN_SILENT_MAX_MS],
-        }),
+        silent_close_after_drain_start: (d(lc::CLOSED_WHILE_DRAINING_SILENT) > 0
+            && c[lc::DRAIN_SILENT_INV_MIN_MS] != 0)
+            .then(|| MsSpan {
+                min_ms_since_attach: !c[lc::DRAIN_SILENT_INV_MIN_MS],
+                max_ms_since_attach: c[lc::DRAIN_SILENT_MAX_MS],
+            }),
         closed_by_client: d(lc::CLOSED_BY_CLIENT),
         closed_by_reset: d(lc::CLOSED_BY_RESET),
         resets_received: d(lc::RST_RECEIVED),

@@ -483,3 +483,36 @@ fn requests_cut_at_worker_shutdown_timeout_are_counted_and_named() {
         "{text}"
     );
 }
+
+/// A worker already shutting down when nginx-probe attaches (3 requests still at a 3 s
+/// upstream after a reload): its closes after its requests are a draining worker's,
+/// from its title at attach, not serving workers' closes in the idle times.
+#[test]
+fn a_worker_draining_before_attach_closes_as_a_draining_worker() {
+    let slow = SlowBackend::start(Duration::from_millis(3000));
+    let ng = Nginx::start(&NginxConfig {
+        workers: 1,
+        server_extra: format!("location /slow {{ proxy_pass http://{}; }}", slow.addr()),
+        ..NginxConfig::default()
+    });
+    let addr = ng.addr();
+    let busy: Vec<_> = (0..3)
+        .map(|_| thread::spawn(move || get_to_close(addr, "/slow")))
+        .collect();
+    thread::sleep(Duration::from_millis(500));
+    kill(Pid::from_raw(ng.master_pid() as i32), Signal::SIGHUP).expect("reload");
+    thread::sleep(Duration::from_millis(500));
+    let probe = Probe::on(&ng).json().start();
+    for b in busy {
+        let got = b.join().expect("slow request");
+        assert!(got.starts_with("HTTP/1.1 200"), "{got}");
+    }
+    thread::sleep(Duration::from_millis(600));
+    let summary = probe.stop().summary_json();
+    let p = port_of(&summary, &ng);
+    assert_eq!(p["closed_by_nginx"], 3, "{p}");
+    assert_eq!(p["closed_while_draining"], 3, "{p}");
+    assert_eq!(p["closed_while_draining_after_data"], 3, "{p}");
+    assert!(p.get("silent_close_after_drain_start").is_none(), "{p}");
+    assert!(p.get("idle_before_nginx_close").is_none(), "{p}");
+}
