@@ -117,11 +117,21 @@ pub fn who_closed(inp: &Inputs) -> Option<(serde_json::Value, String)> {
     } else if t.closed_by_worker_exit * 2 > all {
         format!("{head}: most were closed by the kernel as their worker exited (killed, crashed, or ended without closing them), not closed by nginx as idle; see the worker exits")
     } else if t.closed_by_client * 2 > all {
-        format!("{head}: the clients close their connections: a load balancer or proxy in front without keepalive to nginx, or clients that close after one request; check the load balancer's keepalive to nginx and the clients' Connection header")
+        clients_closed(inp, &head)
     } else {
         format!("{head}: no side closed most of them")
     };
     Some((evidence, sentence))
+}
+
+/// who_closed's sentence when the clients closed most connections first.
+fn clients_closed(inp: &Inputs, head: &str) -> String {
+    let tls = if inp.tls.as_ref().is_some_and(|t| t.handshakes > 0) {
+        " (on TLS, a client that answered nginx's close_notify before nginx's own close() also counts as closing first: who started the close is then not told apart)"
+    } else {
+        ""
+    };
+    format!("{head}: the clients close their connections{tls}: a load balancer or proxy in front without keepalive to nginx, or clients that close after one request; check the load balancer's keepalive to nginx and the clients' Connection header")
 }
 
 /// The ports where nginx closed connections first in the period.

@@ -40,6 +40,7 @@ pub fn connections_section(out: &mut String, r: &Report) {
     {
         let _ = writeln!(out, "  closes as a worker exited: not told apart ({why})");
     }
+    tls_client_first_line(out, r, &t);
     draining_lines(out, c, &t);
     worker_closes_line(out, r);
     if t.resets_sent + t.resets_received > 0 {
@@ -74,6 +75,24 @@ pub fn connections_section(out: &mut String, r: &Report) {
         .find(|v| v.id == "keepalive_timeout_closes" || v.id == "nginx_timeout_closes")
         .map(|v| v.id.as_str());
     idle_lines(out, c, &t, which);
+}
+
+/// On TLS, what "by the client" may hide: a client answering nginx's close_notify
+/// before nginx's own `close()` closes first at the TCP level.
+fn tls_client_first_line(out: &mut String, r: &Report, t: &PortLifecycle) {
+    let tls = r.tls.as_ref().is_some_and(|x| x.handshakes > 0);
+    if !tls || t.closed_by_client == 0 {
+        return;
+    }
+    let aborts = t
+        .resets_sent_by_reason
+        .get("TCP_ABORT_ON_CLOSE")
+        .copied()
+        .unwrap_or(0);
+    let _ = writeln!(
+        out,
+        "  on TLS, \"by the client\" includes clients that answered nginx's close_notify before nginx's own close() (who started the close is then not told apart); nginx's close() finding the client's data unread shows as TCP_ABORT_ON_CLOSE resets sent: {aborts}"
+    );
 }
 
 /// nginx's closes by draining workers (or why they are not told apart).
@@ -471,6 +490,31 @@ mod tests {
              \x20   after a reload before attach (generation 3) at 01:00:03: port 8080, 2 listening sockets closed, 1 queued connection reset\n\
              \x20   before any reload at 01:00:03: port 8080, 1 listening socket closed, 0 queued connections reset\n\
              \x20   3 older listener closes merged (not listed): 3 listening sockets closed, 7 queued connections reset\n"
+        );
+    }
+
+    /// On TLS the clients' closes carry their caveat, with the aborts counted; on
+    /// plain HTTP they do not.
+    #[test]
+    fn tls_client_first_closes_carry_their_caveat() {
+        let mut r = minimal_report();
+        let mut c = crate::model::connections::sample_report();
+        c.ports[0]
+            .resets_sent_by_reason
+            .insert("TCP_ABORT_ON_CLOSE".into(), 2);
+        r.connections = Some(c);
+        let mut out = String::new();
+        connections_section(&mut out, &r);
+        assert!(!out.contains("on TLS"), "{out}");
+        r.tls = Some(crate::model::TlsReport {
+            handshakes: 14,
+            ..Default::default()
+        });
+        let mut out = String::new();
+        connections_section(&mut out, &r);
+        assert!(
+            out.contains("  on TLS, \"by the client\" includes clients that answered nginx's close_notify before nginx's own close() (who started the close is then not told apart); nginx's close() finding the client's data unread shows as TCP_ABORT_ON_CLOSE resets sent: 2\n"),
+            "{out}"
         );
     }
 }
