@@ -86,33 +86,7 @@ pub fn who_closed(inp: &Inputs) -> Option<(serde_json::Value, String)> {
             t.closed_while_draining_silent
         )
     } else if t.closed_by_nginx * 2 > all {
-        let why = match idle {
-            Some(i) if i.pinned_ms.is_some_and(|v| v >= KA_TIMEOUT_MIN_IDLE_MS) => {
-                closed_at(inp, i.pinned_ms.unwrap_or(0.0))
-            }
-            Some(i) if i.p99_ms < CLOSE_AFTER_RESPONSE_MS
-                && super::config_evidence::keepalive_timeout_zero(inp.config.as_ref()).is_some() =>
-            {
-                format!(
-                    "nginx closed them right after a response (idle p99 under 100 ms): keepalive_timeout 0 is configured ({}), which turns client keepalive off there",
-                    super::config_evidence::keepalive_timeout_zero(inp.config.as_ref()).unwrap_or_default()
-                )
-            }
-            Some(i) if i.p99_ms < CLOSE_AFTER_RESPONSE_MS => format!(
-                "nginx closed them right after a response (idle p99 under 100 ms): its keepalive is off for these requests: keepalive_timeout 0, keepalive_requests reached, or the clients asked for `Connection: close` or spoke HTTP/1.0 ({})",
-                match super::config_evidence::keepalive_settings(inp.config.as_ref()) {
-                    Some(k) => format!("configured: {k}"),
-                    None => "nginx's config is not read; check them".into(),
-                }
-            ),
-            Some(i) => format!(
-                "nginx closed them after {} to {} idle (p50 {})",
-                fmt_ms(i.min_ms_since_attach as f64),
-                fmt_ms(i.max_ms_since_attach as f64),
-                fmt_ms(i.p50_ms as f64)
-            ),
-            None => "check keepalive_timeout and keepalive_requests, and whether the clients send `Connection: close`".to_string(),
-        };
+        let why = nginx_closed_why(inp, idle);
         format!("{head}: {why}")
     } else if t.closed_by_worker_exit * 2 > all {
         format!("{head}: most were closed by the kernel as their worker exited (killed, crashed, or ended without closing them), not closed by nginx as idle; see the worker exits")
@@ -122,6 +96,84 @@ pub fn who_closed(inp: &Inputs) -> Option<(serde_json::Value, String)> {
         format!("{head}: no side closed most of them")
     };
     Some((evidence, sentence))
+}
+
+/// who_closed's reason when nginx closed most connections first: the timeout its
+/// pinned idle time matches, a close right after the response (and what the
+/// configuration says of it), or the idle range.
+fn nginx_closed_why(inp: &Inputs, idle: Option<&crate::model::connections::IdleReport>) -> String {
+    match idle {
+        Some(i) if i.pinned_ms.is_some_and(|v| v >= KA_TIMEOUT_MIN_IDLE_MS) => {
+            closed_at(inp, i.pinned_ms.unwrap_or(0.0))
+        }
+        Some(i) if i.p99_ms < CLOSE_AFTER_RESPONSE_MS
+            && super::config_evidence::keepalive_timeout_zero(inp.config.as_ref()).is_some() =>
+        {
+            format!(
+                "nginx closed them right after a response (idle p99 under 100 ms): keepalive_timeout 0 is configured ({}), which turns client keepalive off there",
+                super::config_evidence::keepalive_timeout_zero(inp.config.as_ref()).unwrap_or_default()
+            )
+        }
+        Some(i) if i.p99_ms < CLOSE_AFTER_RESPONSE_MS => match keepalive_settings_ruled_out(inp) {
+            Some(why) => format!(
+                "nginx closed them right after a response (idle p99 under 100 ms), yet {why}: the clients asked for `Connection: close` or spoke HTTP/1.0"
+            ),
+            None => format!(
+                "nginx closed them right after a response (idle p99 under 100 ms): its keepalive is off for these requests: keepalive_timeout 0, keepalive_requests reached, or the clients asked for `Connection: close` or spoke HTTP/1.0 ({})",
+                match super::config_evidence::keepalive_settings(inp.config.as_ref()) {
+                    Some(k) => format!("configured: {k}"),
+                    None => "nginx's config is not read; check them".into(),
+                }
+            ),
+        },
+        Some(i) => format!(
+            "nginx closed them after {} to {} idle (p50 {})",
+            fmt_ms(i.min_ms_since_attach as f64),
+            fmt_ms(i.max_ms_since_attach as f64),
+            fmt_ms(i.p50_ms as f64)
+        ),
+        None => "check keepalive_timeout and keepalive_requests, and whether the clients send `Connection: close`".to_string(),
+    }
+}
+
+/// Why nginx's own keepalive settings (`keepalive_timeout`, `keepalive_requests`) did
+/// not close these connections, when the measurements say so: the clients closed most
+/// of them first (tracepoint `sock:inet_sock_set_state`), or the configuration keeps
+/// keepalive on (no `keepalive_timeout 0`) with `keepalive_requests` above the 1
+/// request per connection seen (accepts per request near 1: the workers' accepts over
+/// the exact request count). None when they may be the cause (or the configuration is
+/// not read, or the requests are not counted).
+pub fn keepalive_settings_ruled_out(inp: &Inputs) -> Option<String> {
+    use super::{config_evidence::keepalive_timeout_zero, outcome_rules::nginx_seconds};
+    if let Some(t) = closes(inp) {
+        if t.closed_by_client * 2 > all_closes(&t) {
+            return Some(format!(
+                "the clients closed {} of {} connections first",
+                t.closed_by_client,
+                all_closes(&t)
+            ));
+        }
+    }
+    let served = inp.requests.filter(|&n| n > 0)?;
+    let per_request = inp.workers.iter().map(|w| w.accepts).sum::<u64>() as f64 / served as f64;
+    let cfg = inp.config.as_ref()?;
+    let requests = cfg.value("keepalive_requests")?;
+    let timeout = cfg.value("keepalive_timeout")?;
+    let on = keepalive_timeout_zero(Some(cfg)).is_none()
+        && timeout
+            .value
+            .split_whitespace()
+            .next()
+            .and_then(nginx_seconds)
+            .is_some_and(|s| s > 0.0);
+    let many = requests.value.parse::<u64>().is_ok_and(|n| n > 1);
+    (on && many && per_request >= 0.9).then(|| {
+        format!(
+            "keepalive_timeout {} keeps keepalive on and keepalive_requests {} is above the 1 request per connection seen",
+            timeout.quoted(),
+            requests.quoted()
+        )
+    })
 }
 
 /// who_closed's sentence when the clients closed most connections first.

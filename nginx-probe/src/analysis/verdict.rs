@@ -370,15 +370,22 @@ fn keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
             reuse(per_request)
         ),
     };
-    let directives: &[&str] = if tls.is_some() {
-        &[
+    // nginx's keepalive directives are named only where the evidence leaves them as
+    // a cause.
+    let ruled_out = super::conn_verdicts::keepalive_settings_ruled_out(inp);
+    if let Some(why) = &ruled_out {
+        evidence.insert("keepalive_settings_ruled_out", serde_json::json!(why));
+    }
+    let directives: &[&str] = match (tls.is_some(), ruled_out.is_some()) {
+        (true, false) => &[
             "keepalive_timeout",
             "keepalive_requests",
             "ssl_session_cache",
             "ssl_session_tickets",
-        ]
-    } else {
-        &["keepalive_timeout", "keepalive_requests"]
+        ],
+        (true, true) => &["ssl_session_cache", "ssl_session_tickets"],
+        (false, false) => &["keepalive_timeout", "keepalive_requests"],
+        (false, true) => &[],
     };
     out.push(Verdict::new(
         "keepalive_off",

@@ -20,10 +20,22 @@ fn keepalive_off_fires_for_one_request_per_connection_only() {
     let v = verdict(&s, "keepalive_off").unwrap_or_else(|| panic!("no keepalive_off: {s}"));
     assert_eq!(v["evidence"]["accepts_per_request"], 1.0, "{v}");
     assert_eq!(v["evidence"]["accepts"], 400);
-    assert!(v["directives"]
-        .as_array()
-        .unwrap()
-        .contains(&Value::from("keepalive_timeout")));
+    // nginx keeps keepalive on (keepalive_timeout 75s, keepalive_requests above 1):
+    // its keepalive directives are no cause, and not named.
+    assert!(
+        !v["directives"]
+            .as_array()
+            .unwrap()
+            .contains(&Value::from("keepalive_timeout")),
+        "{v}"
+    );
+    let why = v["evidence"]["keepalive_settings_ruled_out"]
+        .as_str()
+        .unwrap_or("");
+    assert!(
+        why.starts_with("keepalive_timeout 75s (default) keeps keepalive on"),
+        "{v}"
+    );
     assert_eq!(v["severity"], "warning");
     // The client asks for `Connection: close` after one request, so nginx closes each
     // connection first, right after its response: counted by the lifecycle
