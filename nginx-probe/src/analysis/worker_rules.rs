@@ -150,7 +150,9 @@ pub fn worker_crashes(inp: &Inputs, out: &mut Vec<Verdict>) {
 /// (`closed_while_draining_silent`, from the lifecycle tracepoints and the
 /// `ngx_close_idle_connections` uprobe), every one at the configured
 /// `worker_shutdown_timeout` after the drain began (within 10% + 12 ms, the time
-/// measured in the kernel from the uprobe): the timeout cut requests still running.
+/// measured in the kernel from the uprobe): the timeout cut what was still open
+/// (requests waiting for a response, connections without a whole request; streaming
+/// responses cut then are among the closes after nginx's data, not told apart).
 /// Silent when the configuration is not read or the times do not match it (the text
 /// then says what was measured, without a cause).
 pub fn worker_shutdown_timeout_cut(inp: &Inputs, out: &mut Vec<Verdict>) {
@@ -179,7 +181,7 @@ pub fn worker_shutdown_timeout_cut(inp: &Inputs, out: &mut Vec<Verdict>) {
     else {
         return;
     };
-    let (lo, hi) = (span.min_ms_since_attach, span.max_ms_since_attach);
+    let (lo, hi) = (span.min_ms, span.max_ms);
     if n == 0 || !matches_ms(lo as f64, ms) || !matches_ms(hi as f64, ms) {
         return;
     }
@@ -210,9 +212,47 @@ pub fn worker_shutdown_timeout_cut(inp: &Inputs, out: &mut Vec<Verdict>) {
         ev,
         &["worker_shutdown_timeout"],
         format!(
-            "draining workers closed {n} connections {} after their shutdown began, with nothing sent by nginx just before: worker_shutdown_timeout {} cut them, and a request still running then got no response or a truncated one. Raise worker_shutdown_timeout above your longest requests, or shorten those requests",
+            "draining workers closed {n} connections {} after their shutdown began, with nothing sent by nginx just before: worker_shutdown_timeout {} cut them. They are requests still waiting for their response (their clients got none) or connections that had not sent a whole request, not told apart here; a response still being sent then is cut too, and counted among the {} closes right after nginx's own data, not told apart either. Raise worker_shutdown_timeout above your longest requests, or shorten those requests",
             crate::model::idle::ms_range(lo, hi),
-            v.quoted()
+            v.quoted(),
+            t.closed_while_draining_after_data
+        ),
+    ));
+}
+
+/// `no_workers`: the master runs no worker process at the end of the period (the
+/// tracker's live workers, `/proc`) while connections wait in an open listening
+/// socket's accept queue (`queue_now`, sock_diag): nothing accepts them. A WINCH
+/// without a binary upgrade, or workers that exited and were not started again.
+pub fn no_workers(inp: &Inputs, out: &mut Vec<Verdict>) {
+    if inp.workers.iter().any(|w| w.alive) {
+        return;
+    }
+    let waiting: Vec<(&str, u32)> = inp
+        .listen
+        .iter()
+        .filter(|l| !l.closed && l.queue_now > 0)
+        .map(|l| (l.addr.as_str(), l.queue_now))
+        .collect();
+    let queued: u64 = waiting.iter().map(|(_, q)| *q as u64).sum();
+    if queued == 0 {
+        return;
+    }
+    let mut ev = BTreeMap::new();
+    ev.insert("workers_running", json!(0));
+    ev.insert("accept_queue_now", json!(queued));
+    ev.insert("listeners", json!(waiting));
+    ev.insert(
+        "source",
+        json!("live workers of the master (/proc), accept queues (sock_diag, queue_now at the period's end)"),
+    );
+    out.push(Verdict::new(
+        "no_workers",
+        Severity::Critical,
+        ev,
+        &["worker_processes"],
+        format!(
+            "nginx's master runs no worker process and {queued} connections wait in its accept queues: nothing accepts them. A WINCH without a binary upgrade stops every worker (send HUP to start them again), or workers exited and were not started again (see the worker exits and the error log)"
         ),
     ));
 }
@@ -390,8 +430,8 @@ mod tests {
             c.ports[0].closed_while_draining_idle = 5;
             c.ports[0].closed_while_draining_silent = 3;
             c.ports[0].silent_close_after_drain_start = Some(MsSpan {
-                min_ms_since_attach: lo,
-                max_ms_since_attach: hi,
+                min_ms: lo,
+                max_ms: hi,
             });
             let inp = Inputs {
                 connections: Some(c),
@@ -434,5 +474,44 @@ mod tests {
             true
         )
         .is_empty());
+    }
+
+    /// No live worker with connections queued: critical; a live worker, or an empty
+    /// queue: silent.
+    #[test]
+    fn no_worker_with_a_queue_is_critical() {
+        use crate::analysis::inputs::WorkerInput;
+        let listen = |q: u32| crate::model::ListenReport {
+            addr: "0.0.0.0:80".into(),
+            backlog: 511,
+            queue_now: q,
+            queue_max: q,
+            overflows: 0,
+            drops: 0,
+            socket_drops: None,
+            closed: false,
+        };
+        let mut inp = Inputs {
+            workers: vec![WorkerInput {
+                pid: 7,
+                alive: false,
+                ..Default::default()
+            }],
+            listen: vec![listen(3)],
+            ..Default::default()
+        };
+        let mut out = Vec::new();
+        no_workers(&inp, &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].severity, Severity::Critical);
+        assert_eq!(out[0].evidence["accept_queue_now"], 3);
+        inp.listen = vec![listen(0)];
+        let mut out = Vec::new();
+        no_workers(&inp, &mut out);
+        assert!(out.is_empty());
+        inp.listen = vec![listen(3)];
+        inp.workers[0].alive = true;
+        no_workers(&inp, &mut out);
+        assert!(out.is_empty());
     }
 }

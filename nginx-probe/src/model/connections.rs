@@ -99,8 +99,9 @@ pub struct PortLifecycle {
     #[serde(default, skip_serializing_if = "crate::model::is_zero")]
     pub closed_while_draining_silent: u64,
     /// Time from the worker's drain start (its `ngx_close_idle_connections` uprobe,
-    /// `bpf_ktime_get_ns`) to its `closed_while_draining_silent` closes, since attach;
-    /// absent when there were none in the period.
+    /// `bpf_ktime_get_ns`) to its `closed_while_draining_silent` closes: the shortest
+    /// and longest since attach; absent when there were none in the period (or the
+    /// worker was draining before attach: its drain start is unknown).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub silent_close_after_drain_start: Option<MsSpan>,
     /// Ended by a reset while established (`ESTABLISHED -> CLOSE`, either side).
@@ -121,21 +122,22 @@ pub struct PortLifecycle {
     pub idle_before_nginx_close: Option<IdleReport>,
 }
 
-/// The shortest and longest of a set of times, ms, since attach.
+/// The shortest and longest of a set of times, ms, each the extreme since attach (the
+/// times themselves are durations from an event: see the field using it).
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct MsSpan {
     /// Shortest, ms.
-    pub min_ms_since_attach: u64,
+    pub min_ms: u64,
     /// Longest, ms.
-    pub max_ms_since_attach: u64,
+    pub max_ms: u64,
 }
 
 impl MsSpan {
     /// The span covering both.
     pub fn union(self, o: MsSpan) -> MsSpan {
         MsSpan {
-            min_ms_since_attach: self.min_ms_since_attach.min(o.min_ms_since_attach),
-            max_ms_since_attach: self.max_ms_since_attach.max(o.max_ms_since_attach),
+            min_ms: self.min_ms.min(o.min_ms),
+            max_ms: self.max_ms.max(o.max_ms),
         }
     }
 }
@@ -398,8 +400,8 @@ fn port_lifecycle(
         silent_close_after_drain_start: (d(lc::CLOSED_WHILE_DRAINING_SILENT) > 0
             && c[lc::DRAIN_SILENT_INV_MIN_MS] != 0)
             .then(|| MsSpan {
-                min_ms_since_attach: !c[lc::DRAIN_SILENT_INV_MIN_MS],
-                max_ms_since_attach: c[lc::DRAIN_SILENT_MAX_MS],
+                min_ms: !c[lc::DRAIN_SILENT_INV_MIN_MS],
+                max_ms: c[lc::DRAIN_SILENT_MAX_MS],
             }),
         closed_by_client: d(lc::CLOSED_BY_CLIENT),
         closed_by_reset: d(lc::CLOSED_BY_RESET),

@@ -104,7 +104,7 @@ fn draining_lines(out: &mut String, c: &ConnectionsReport, t: &PortLifecycle) {
         )];
         if t.closed_while_draining_after_data > 0 {
             parts.push(format!(
-                "{} right after nginx's own last data (a response, or a TLS close_notify / HTTP/2 GOAWAY: not told apart)",
+                "{} right after nginx's own last data (a response's end, a response still streaming when cut, or a TLS close_notify / HTTP/2 GOAWAY: not told apart)",
                 t.closed_while_draining_after_data
             ));
         }
@@ -114,7 +114,7 @@ fn draining_lines(out: &mut String, c: &ConnectionsReport, t: &PortLifecycle) {
                 .map(|s| {
                     format!(
                         ", {} after the drain began",
-                        crate::model::idle::ms_range(s.min_ms_since_attach, s.max_ms_since_attach)
+                        crate::model::idle::ms_range(s.min_ms, s.max_ms)
                     )
                 })
                 .unwrap_or_default();
@@ -419,8 +419,8 @@ mod tests {
         c.ports[0].closed_while_draining_after_data = 2;
         c.ports[0].closed_while_draining_silent = 1;
         c.ports[0].silent_close_after_drain_start = Some(MsSpan {
-            min_ms_since_attach: 1004,
-            max_ms_since_attach: 1004,
+            min_ms: 1004,
+            max_ms: 1004,
         });
         r.connections = Some(c);
         let golden: Report = serde_json::from_str(include_str!(
@@ -444,7 +444,7 @@ mod tests {
         let mut out = String::new();
         connections_section(&mut out, &r);
         assert!(
-            out.contains("  of nginx's closes, 8 by draining workers (graceful shutdown: a reload, a QUIT, a binary upgrade's WINCH; uprobe ngx_close_idle_connections and its return): 5 idle keepalive connections closed under their clients (in nginx's sweep of idle connections), 2 right after nginx's own last data (a response, or a TLS close_notify / HTTP/2 GOAWAY: not told apart), 1 with nothing sent by nginx just before, 1.0 s after the drain began (a request whose response had not begun, cut at worker_shutdown_timeout say, or a connection waiting for its first request); not in the idle times below\n"),
+            out.contains("  of nginx's closes, 8 by draining workers (graceful shutdown: a reload, a QUIT, a binary upgrade's WINCH; uprobe ngx_close_idle_connections and its return): 5 idle keepalive connections closed under their clients (in nginx's sweep of idle connections), 2 right after nginx's own last data (a response's end, a response still streaming when cut, or a TLS close_notify / HTTP/2 GOAWAY: not told apart), 1 with nothing sent by nginx just before, 1.0 s after the drain began (a request whose response had not begun, cut at worker_shutdown_timeout say, or a connection waiting for its first request); not in the idle times below\n"),
             "{out}"
         );
         assert!(
