@@ -9,7 +9,7 @@
 use crate::{
     analysis::{
         inputs::{log_count, Inputs},
-        outcome_rules::nginx_seconds,
+        outcome_rules::value_seconds,
     },
     model::{
         config::{ConfigReport, ConfigValue},
@@ -178,8 +178,7 @@ pub fn match_timeout(inp: &Inputs, ports: &[u16], pinned_ms: f64) -> TimeoutMatc
             if m.considered.len() < MAX_CONSIDERED {
                 m.considered.push(format!("{d} {quoted}"));
             }
-            let first = v.value.split_whitespace().next().unwrap_or("");
-            let hit = nginx_seconds(first).is_some_and(|s| matches_ms(pinned_ms, s * 1000.0));
+            let hit = value_seconds(v).is_some_and(|s| matches_ms(pinned_ms, s * 1000.0));
             if hit && !m.matched.iter().any(|(x, q)| x == d && *q == quoted) {
                 m.matched.push((d, quoted));
             }

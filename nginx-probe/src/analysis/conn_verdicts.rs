@@ -144,7 +144,7 @@ fn nginx_closed_why(inp: &Inputs, idle: Option<&crate::model::connections::IdleR
 /// the exact request count). None when they may be the cause (or the configuration is
 /// not read, or the requests are not counted).
 pub fn keepalive_settings_ruled_out(inp: &Inputs) -> Option<String> {
-    use super::{config_evidence::keepalive_timeout_zero, outcome_rules::nginx_seconds};
+    use super::{config_evidence::keepalive_timeout_zero, outcome_rules::value_seconds};
     if let Some(t) = closes(inp) {
         if t.closed_by_client * 2 > all_closes(&t) {
             return Some(format!(
@@ -160,12 +160,7 @@ pub fn keepalive_settings_ruled_out(inp: &Inputs) -> Option<String> {
     let requests = cfg.value("keepalive_requests")?;
     let timeout = cfg.value("keepalive_timeout")?;
     let on = keepalive_timeout_zero(Some(cfg)).is_none()
-        && timeout
-            .value
-            .split_whitespace()
-            .next()
-            .and_then(nginx_seconds)
-            .is_some_and(|s| s > 0.0);
+        && value_seconds(timeout).is_some_and(|s| s > 0.0);
     let many = requests.value.parse::<u64>().is_ok_and(|n| n > 1);
     (on && many && per_request >= 0.9).then(|| {
         format!(

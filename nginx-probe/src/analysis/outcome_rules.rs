@@ -32,6 +32,12 @@ pub fn nginx_seconds(v: &str) -> Option<f64> {
     humantime::parse_duration(v).ok().map(|d| d.as_secs_f64())
 }
 
+/// A configured time's first argument (`keepalive_timeout 75s 60s` -> 75), seconds;
+/// None when it is no time (`unset`, a default's description).
+pub fn value_seconds(v: &crate::model::config::ConfigValue) -> Option<f64> {
+    nginx_seconds(v.value.split_whitespace().next()?)
+}
+
 /// The `proxy_read_timeout` values in force where nginx proxies: those of the locations
 /// with `proxy_pass` (the configuration's effective proxy settings), else the http
 /// level's. (seconds, quoted value), distinct, at most 4.

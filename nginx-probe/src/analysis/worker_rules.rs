@@ -156,7 +156,7 @@ pub fn worker_crashes(inp: &Inputs, out: &mut Vec<Verdict>) {
 /// Silent when the configuration is not read or the times do not match it (the text
 /// then says what was measured, without a cause).
 pub fn worker_shutdown_timeout_cut(inp: &Inputs, out: &mut Vec<Verdict>) {
-    use super::{conn_timeouts::matches_ms, outcome_rules::nginx_seconds};
+    use super::{conn_timeouts::matches_ms, outcome_rules::value_seconds};
     let Some(c) = &inp.connections else { return };
     let t = c.total();
     let (n, Some(span)) = (
@@ -172,13 +172,7 @@ pub fn worker_shutdown_timeout_cut(inp: &Inputs, out: &mut Vec<Verdict>) {
     else {
         return;
     };
-    let Some(ms) = v
-        .value
-        .split_whitespace()
-        .next()
-        .and_then(nginx_seconds)
-        .map(|s| s * 1000.0)
-    else {
+    let Some(ms) = value_seconds(v).map(|s| s * 1000.0) else {
         return;
     };
     let (lo, hi) = (span.min_ms, span.max_ms);

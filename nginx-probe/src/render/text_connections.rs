@@ -91,7 +91,7 @@ fn tls_client_first_line(out: &mut String, r: &Report, t: &PortLifecycle) {
         .unwrap_or(0);
     let _ = writeln!(
         out,
-        "  on TLS, \"by the client\" includes clients that answered nginx's close_notify before nginx's own close() (who started the close is then not told apart); nginx's close() finding the client's data unread shows as TCP_ABORT_ON_CLOSE resets sent: {aborts}"
+        "  on TLS, \"by the client\" may include clients that answered nginx's close_notify before nginx's own close() (who started the close is then not told apart); nginx's close() finding the client's data unread shows as TCP_ABORT_ON_CLOSE resets sent: {aborts}"
     );
 }
 
@@ -513,7 +513,7 @@ mod tests {
         let mut out = String::new();
         connections_section(&mut out, &r);
         assert!(
-            out.contains("  on TLS, \"by the client\" includes clients that answered nginx's close_notify before nginx's own close() (who started the close is then not told apart); nginx's close() finding the client's data unread shows as TCP_ABORT_ON_CLOSE resets sent: 2\n"),
+            out.contains("  on TLS, \"by the client\" may include clients that answered nginx's close_notify before nginx's own close() (who started the close is then not told apart); nginx's close() finding the client's data unread shows as TCP_ABORT_ON_CLOSE resets sent: 2\n"),
             "{out}"
         );
     }
