@@ -99,15 +99,23 @@ pub const CLOSED_WHILE_DRAINING_SILENT: usize = LC_PER_PORT_BASE + 1;
 pub const DRAIN_SILENT_MAX_MS: usize = LC_PER_PORT_BASE + 2;
 /// `!min` of those times, ms (since attach; combined by max; 0 = none).
 pub const DRAIN_SILENT_INV_MIN_MS: usize = LC_PER_PORT_BASE + 3;
+/// Longest time from the worker's drain start to a
+/// [`CLOSED_WHILE_DRAINING_AFTER_DATA`] close, ms (since attach; combined by max): a
+/// response still being sent when `worker_shutdown_timeout` cut it closes then.
+pub const DRAIN_AFTER_DATA_MAX_MS: usize = LC_PER_PORT_BASE + 4;
+/// `!min` of those times, ms (since attach; combined by max; 0 = none).
+pub const DRAIN_AFTER_DATA_INV_MIN_MS: usize = LC_PER_PORT_BASE + 5;
 /// The per-port counters combined over CPUs by max (extremes), not summed.
-pub const COMBINED_BY_MAX: [usize; 4] = [
+pub const COMBINED_BY_MAX: [usize; 6] = [
     IDLE_MAX_MS,
     IDLE_INV_MIN_MS,
     DRAIN_SILENT_MAX_MS,
     DRAIN_SILENT_INV_MIN_MS,
+    DRAIN_AFTER_DATA_MAX_MS,
+    DRAIN_AFTER_DATA_INV_MIN_MS,
 ];
 /// Counters per port.
-pub const LC_PER_PORT: usize = DRAIN_SILENT_INV_MIN_MS + 1;
+pub const LC_PER_PORT: usize = DRAIN_AFTER_DATA_INV_MIN_MS + 1;
 
 /// Closes of client connections counted per worker slot, in the worker's own context
 /// (per-CPU `LC_WORKER`: `slot * LC_PER_WORKER + counter`, u64, cumulative): the
@@ -380,7 +388,8 @@ mod tests {
         assert_eq!(CLOSED_BY_WORKER_EXIT, 69);
         assert_eq!(CLOSED_WHILE_DRAINING_IDLE, 72);
         assert_eq!(DRAIN_SILENT_INV_MIN_MS, 76);
-        assert_eq!(LC_PER_PORT, 77);
+        assert_eq!(DRAIN_AFTER_DATA_INV_MIN_MS, 78);
+        assert_eq!(LC_PER_PORT, 79);
         assert_eq!(idle_bucket(0), 0);
         assert_eq!(idle_bucket(2000), 10);
         assert_eq!(idle_bucket(u64::MAX), LC_IDLE_BUCKETS - 1);

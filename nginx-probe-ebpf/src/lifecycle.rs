@@ -197,7 +197,8 @@ fn drain_state(slot: Option<u32>) -> u64 {
 
 /// A draining worker's close of `sk`, split by when: inside its sweep of idle
 /// connections (`drain` with bit 0), right after nginx's own data, or with nothing
-/// sent just before (then the time since the drain began is kept).
+/// sent just before; for the last two, the time since the drain began is kept (when
+/// the drain's start is known).
 #[inline(always)]
 fn on_draining_close(base: u32, sk: u64, slot: Option<u32>, drain: u64) {
     lc_add(base, lc::CLOSED_WHILE_DRAINING, 1);
@@ -206,20 +207,24 @@ fn on_draining_close(base: u32, sk: u64, slot: Option<u32>, drain: u64) {
         lc_add(base, lc::CLOSED_WHILE_DRAINING_IDLE, 1);
         return;
     }
-    match idle_ms(sk, true) {
-        Some((_, true)) => lc_add(base, lc::CLOSED_WHILE_DRAINING_AFTER_DATA, 1),
+    let (max, inv_min) = match idle_ms(sk, true) {
+        Some((_, true)) => {
+            lc_add(base, lc::CLOSED_WHILE_DRAINING_AFTER_DATA, 1);
+            (lc::DRAIN_AFTER_DATA_MAX_MS, lc::DRAIN_AFTER_DATA_INV_MIN_MS)
+        }
         Some((_, false)) => {
             lc_add(base, lc::CLOSED_WHILE_DRAINING_SILENT, 1);
-            if drain == lc::worker::DRAIN_START_UNKNOWN {
-                return;
-            }
-            // SAFETY: helper without preconditions.
-            let ms = unsafe { bpf_ktime_get_ns() }.saturating_sub(drain) / 1_000_000;
-            lc_max(base, lc::DRAIN_SILENT_MAX_MS, ms);
-            lc_max(base, lc::DRAIN_SILENT_INV_MIN_MS, !ms);
+            (lc::DRAIN_SILENT_MAX_MS, lc::DRAIN_SILENT_INV_MIN_MS)
         }
-        None => {}
+        None => return,
+    };
+    if drain == lc::worker::DRAIN_START_UNKNOWN {
+        return;
     }
+    // SAFETY: helper without preconditions.
+    let ms = unsafe { bpf_ktime_get_ns() }.saturating_sub(drain) / 1_000_000;
+    lc_max(base, max, ms);
+    lc_max(base, inv_min, !ms);
 }
 
 /// nginx's close of `sk` (`ESTABLISHED -> FIN_WAIT1` in the closing worker's context):

@@ -30,7 +30,8 @@ mod clients;
 pub use clients::*;
 mod proxy;
 pub use proxy::{
-    concurrent_requests, get_paths, reset_on_close, IdleCloseBackend, ResetBackend, SlowBackend,
+    concurrent_requests, get_paths, reset_on_close, stream_client, IdleCloseBackend, ResetBackend,
+    SlowBackend, StreamBackend,
 };
 mod probe;
 pub use probe::*;

@@ -107,6 +107,58 @@ impl SlowBackend {
     }
 }
 
+/// A backend that answers every request with a 1 MB body it sends one byte every
+/// `period` (a slow stream, for `proxy_buffering off`): its connection thread ends when
+/// the connection breaks. Dropping it stops accepting.
+pub struct StreamBackend {
+    peer: Peer,
+}
+
+impl StreamBackend {
+    /// Starts the backend on a free loopback port.
+    pub fn start(period: Duration) -> StreamBackend {
+        let answer = |mut c: TcpStream, period: Duration| {
+            if c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n")
+                .is_err()
+            {
+                return;
+            }
+            while c.write_all(b"x").is_ok() {
+                std::thread::sleep(period);
+            }
+        };
+        StreamBackend {
+            peer: Peer::start(answer, period),
+        }
+    }
+
+    /// `127.0.0.1:port`.
+    pub fn addr(&self) -> SocketAddr {
+        self.peer.addr
+    }
+}
+
+/// Opens a client on `/stream` at `addr` and returns it once the first body byte
+/// arrived (so nginx has the request in flight on both sides).
+pub fn stream_client(addr: SocketAddr) -> TcpStream {
+    let mut c = TcpStream::connect(addr).expect("connect");
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.write_all(b"GET /stream HTTP/1.1\r\nHost: t\r\n\r\n")
+        .expect("send");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    loop {
+        let n = c.read(&mut buf).expect("read the stream");
+        assert!(n > 0, "stream closed early");
+        got.extend_from_slice(&buf[..n]);
+        if let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+            if got.len() > end + 4 {
+                return c;
+            }
+        }
+    }
+}
+
 /// A peer that resets every connection: a thread per connection on 127.0.0.1 that
 /// reads one request to its blank line, then closes with `SO_LINGER` 0, which sends a
 /// RST instead of a FIN (nginx: "recv() failed (104: Connection reset by peer)").

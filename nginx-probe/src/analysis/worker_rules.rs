@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 use serde_json::json;
 
 use super::inputs::Inputs;
-use crate::model::{worker_lifecycle::is_crash_signal, Severity, Verdict};
+use crate::model::{
+    connections::PortLifecycle, worker_lifecycle::is_crash_signal, Severity, Verdict,
+};
 
 /// `worker_shutdown_timeout` fires when at least this many reload generations have
 /// workers still shutting down at the end of the period...
@@ -146,25 +148,20 @@ pub fn worker_crashes(inp: &Inputs, out: &mut Vec<Verdict>) {
 }
 
 /// `worker_shutdown_timeout_cut`: draining workers closed connections after their
-/// idle sweep with nothing of nginx's sent just before
-/// (`closed_while_draining_silent`, from the lifecycle tracepoints and the
-/// `ngx_close_idle_connections` uprobe), every one at the configured
-/// `worker_shutdown_timeout` after the drain began (within 10% + 12 ms, the time
-/// measured in the kernel from the uprobe): the timeout cut what was still open
-/// (requests waiting for a response, connections without a whole request; streaming
-/// responses cut then are among the closes after nginx's data, not told apart).
-/// Silent when the configuration is not read or the times do not match it (the text
-/// then says what was measured, without a cause).
+/// idle sweep at the configured `worker_shutdown_timeout` after the drain began
+/// (every close of a kind within 10% + 12 ms, the time measured in the kernel from the
+/// `ngx_close_idle_connections` uprobe; lifecycle tracepoints): the timeout cut what
+/// was still open. Two kinds, judged apart: closes with nothing of nginx's sent just
+/// before (`closed_while_draining_silent`: requests waiting for a response,
+/// connections without a whole request) and closes right after nginx's data
+/// (`closed_while_draining_after_data`: responses still being sent). Silent when the
+/// configuration is not read or no kind's times all match it (the text then says
+/// what was measured, without a cause).
 pub fn worker_shutdown_timeout_cut(inp: &Inputs, out: &mut Vec<Verdict>) {
     use super::{conn_timeouts::matches_ms, outcome_rules::value_seconds};
+    use crate::model::{connections::MsSpan, idle::ms_range};
     let Some(c) = &inp.connections else { return };
     let t = c.total();
-    let (n, Some(span)) = (
-        t.closed_while_draining_silent,
-        t.silent_close_after_drain_start,
-    ) else {
-        return;
-    };
     let Some(v) = inp
         .config
         .as_ref()
@@ -175,43 +172,96 @@ pub fn worker_shutdown_timeout_cut(inp: &Inputs, out: &mut Vec<Verdict>) {
     let Some(ms) = value_seconds(v).map(|s| s * 1000.0) else {
         return;
     };
-    let (lo, hi) = (span.min_ms, span.max_ms);
-    if n == 0 || !matches_ms(lo as f64, ms) || !matches_ms(hi as f64, ms) {
+    // A kind's closes, when there are some and all came at the timeout.
+    let at = |n: u64, span: Option<MsSpan>| {
+        span.filter(|s| n > 0 && matches_ms(s.min_ms as f64, ms) && matches_ms(s.max_ms as f64, ms))
+    };
+    let (silent, data) = (
+        t.closed_while_draining_silent,
+        t.closed_while_draining_after_data,
+    );
+    let silent_at = at(silent, t.silent_close_after_drain_start);
+    let data_at = at(data, t.after_data_close_after_drain_start);
+    let Some(span) = MsSpan::union_opt(silent_at, data_at) else {
         return;
-    }
+    };
+    let n = silent_at.map_or(0, |_| silent) + data_at.map_or(0, |_| data);
     let mut ev = BTreeMap::new();
-    ev.insert("closed_while_draining_silent", json!(n));
+    ev.insert("connections_cut", json!(n));
+    ev.insert("closed_while_draining_silent", json!(silent));
+    ev.insert("closed_while_draining_after_data", json!(data));
     ev.insert(
         "closed_while_draining_idle",
         json!(t.closed_while_draining_idle),
     );
     ev.insert(
-        "closed_while_draining_after_data",
-        json!(t.closed_while_draining_after_data),
+        "silent_ms_after_drain_start",
+        json!(t.silent_close_after_drain_start),
     );
-    ev.insert("ms_after_drain_start_min", json!(lo));
-    ev.insert("ms_after_drain_start_max", json!(hi));
+    ev.insert(
+        "after_data_ms_after_drain_start",
+        json!(t.after_data_close_after_drain_start),
+    );
     ev.insert("worker_shutdown_timeout", json!(v.quoted()));
     ev.insert(
         "source",
-        json!("nginx's closes (tracepoint sock:inet_sock_set_state) by workers after their sweep of idle connections (uprobe and uretprobe on ngx_close_idle_connections), nothing sent by nginx in the close's last jiffy (tcp_sock.lsndtime); time since the drain began, kernel clock"),
+        json!("nginx's closes (tracepoint sock:inet_sock_set_state) by workers after their sweep of idle connections (uprobe and uretprobe on ngx_close_idle_connections), split by whether nginx sent data in the close's last jiffy (tcp_sock.lsndtime); time since the drain began, kernel clock"),
     );
     ev.insert(
         "threshold",
-        json!("every such close within 10% + 12 ms of the configured worker_shutdown_timeout"),
+        json!("every close of a kind (silent, after data) within 10% + 12 ms of the configured worker_shutdown_timeout"),
     );
+    let (cut, other) = cut_kinds(&t, silent_at.is_some(), data_at.is_some());
     out.push(Verdict::new(
         "worker_shutdown_timeout_cut",
         Severity::Warning,
         ev,
         &["worker_shutdown_timeout"],
         format!(
-            "draining workers closed {n} connections {} after their shutdown began, with nothing sent by nginx just before: worker_shutdown_timeout {} cut them. They are requests still waiting for their response (their clients got none) or connections that had not sent a whole request, not told apart here; a response still being sent then is cut too, and counted among the {} closes right after nginx's own data, not told apart either. Raise worker_shutdown_timeout above your longest requests, or shorten those requests",
-            crate::model::idle::ms_range(lo, hi),
+            "draining workers closed {n} connections {} after their shutdown began: worker_shutdown_timeout {} cut them. Of those, {}.{other} Raise worker_shutdown_timeout above your longest requests and streams, or shorten them",
+            ms_range(span.min_ms, span.max_ms),
             v.quoted(),
-            t.closed_while_draining_after_data
+            cut.join("; ")
         ),
     ));
+}
+
+/// `worker_shutdown_timeout_cut`'s words for the kinds of draining closes in `t`:
+/// those cut at the timeout (`silent_cut`, `data_cut`), then the rest, said apart.
+fn cut_kinds(t: &PortLifecycle, silent_cut: bool, data_cut: bool) -> (Vec<String>, String) {
+    use crate::model::{connections::MsSpan, idle::ms_range};
+    let (silent, data) = (
+        t.closed_while_draining_silent,
+        t.closed_while_draining_after_data,
+    );
+    let (mut cut, mut other) = (Vec::new(), String::new());
+    let rest = |n: u64, what: &str, span: Option<MsSpan>| {
+        let when = span.map_or(String::new(), |s| {
+            format!(" ({} after the drain began)", ms_range(s.min_ms, s.max_ms))
+        });
+        format!(
+            " The other {n} closes {what}{when} are not all at the timeout: not counted as cut."
+        )
+    };
+    if silent_cut {
+        cut.push(format!("{silent} with nothing sent by nginx just before: requests still waiting for their response (their clients got none) or connections that had not sent a whole request, not told apart here"));
+    } else if silent > 0 {
+        other += &rest(
+            silent,
+            "with nothing sent by nginx just before",
+            t.silent_close_after_drain_start,
+        );
+    }
+    if data_cut {
+        cut.push(format!("{data} right after nginx's own data: responses still being sent (their clients got part of them), or a GOAWAY or close_notify nginx wrote as it closed, not told apart"));
+    } else if data > 0 {
+        other += &rest(
+            data,
+            "right after nginx's own data",
+            t.after_data_close_after_drain_start,
+        );
+    }
+    (cut, other)
 }
 
 /// `no_workers`: the master runs no worker process at the end of the period (the
@@ -409,40 +459,57 @@ mod tests {
         assert!(out[0].advice.contains("SIGKILL"), "{}", out[0].advice);
     }
 
+    /// `worker_shutdown_timeout_cut` on 5 idle closes and 3 silent ones at `lo..hi` ms
+    /// after the drain began, plus 2 after data at `data` ms, with `value` configured
+    /// (or no configuration read).
+    fn cut_verdicts(
+        value: &str,
+        (lo, hi): (u64, u64),
+        config: bool,
+        data: Option<(u64, u64)>,
+    ) -> Vec<Verdict> {
+        use crate::model::{
+            config::{ConfigReport, ConfigValue},
+            connections::{sample_report, MsSpan},
+        };
+        let mut c = sample_report();
+        c.ports[0].closed_while_draining = 8;
+        c.ports[0].closed_while_draining_idle = 5;
+        c.ports[0].closed_while_draining_silent = 3;
+        c.ports[0].silent_close_after_drain_start = Some(MsSpan {
+            min_ms: lo,
+            max_ms: hi,
+        });
+        if let Some((min_ms, max_ms)) = data {
+            c.ports[0].closed_while_draining += 2;
+            c.ports[0].closed_while_draining_after_data = 2;
+            c.ports[0].after_data_close_after_drain_start = Some(MsSpan { min_ms, max_ms });
+        }
+        let inp = Inputs {
+            connections: Some(c),
+            config: config.then(|| ConfigReport {
+                values: vec![ConfigValue::of(
+                    "worker_shutdown_timeout",
+                    "main",
+                    value,
+                    "/e/n.conf:2",
+                )],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let mut out = Vec::new();
+        worker_shutdown_timeout_cut(&inp, &mut out);
+        out
+    }
+
     /// Silent closes by draining workers at the configured worker_shutdown_timeout
     /// fire `worker_shutdown_timeout_cut`; at another time, without the config, or
     /// with the timeout unset: silent.
     #[test]
     fn draining_closes_at_worker_shutdown_timeout_name_it() {
-        use crate::model::{
-            config::{ConfigReport, ConfigValue},
-            connections::{sample_report, MsSpan},
-        };
         let run = |value: &str, lo: u64, hi: u64, config: bool| {
-            let mut c = sample_report();
-            c.ports[0].closed_while_draining = 8;
-            c.ports[0].closed_while_draining_idle = 5;
-            c.ports[0].closed_while_draining_silent = 3;
-            c.ports[0].silent_close_after_drain_start = Some(MsSpan {
-                min_ms: lo,
-                max_ms: hi,
-            });
-            let inp = Inputs {
-                connections: Some(c),
-                config: config.then(|| ConfigReport {
-                    values: vec![ConfigValue::of(
-                        "worker_shutdown_timeout",
-                        "main",
-                        value,
-                        "/e/n.conf:2",
-                    )],
-                    ..Default::default()
-                }),
-                ..Default::default()
-            };
-            let mut out = Vec::new();
-            worker_shutdown_timeout_cut(&inp, &mut out);
-            out
+            cut_verdicts(value, (lo, hi), config, None)
         };
         let out = run("1s", 1000, 1008, true);
         assert_eq!(out.len(), 1);
@@ -453,7 +520,7 @@ mod tests {
             "1s (/e/n.conf:2)"
         );
         assert!(
-            out[0].advice.starts_with("draining workers closed 3 connections 1.0 s after their shutdown began, with nothing sent by nginx just before: worker_shutdown_timeout 1s (/e/n.conf:2) cut them"),
+            out[0].advice.starts_with("draining workers closed 3 connections 1.0 s after their shutdown began: worker_shutdown_timeout 1s (/e/n.conf:2) cut them. Of those, 3 with nothing sent by nginx just before"),
             "{}",
             out[0].advice
         );
@@ -468,6 +535,36 @@ mod tests {
             true
         )
         .is_empty());
+    }
+
+    /// Closes right after nginx's data at the timeout (streams cut) join the count;
+    /// at other times they are said apart, not counted as cut.
+    #[test]
+    fn streams_cut_at_worker_shutdown_timeout_are_counted_with_them() {
+        let out = cut_verdicts("1s", (1000, 1008), true, Some((996, 1010)));
+        assert_eq!(out[0].evidence["connections_cut"], 5);
+        let advice = &out[0].advice;
+        assert!(
+            advice.contains("closed 5 connections 996 ms to 1.0 s after"),
+            "{advice}"
+        );
+        assert!(
+            advice.contains("; 2 right after nginx's own data: responses still being sent"),
+            "{advice}"
+        );
+        let out = cut_verdicts("1s", (1000, 1008), true, Some((40, 1003)));
+        assert_eq!(out[0].evidence["connections_cut"], 3);
+        assert!(out[0].advice.contains("The other 2 closes right after nginx's own data (40 ms to 1.0 s after the drain began) are not all at the timeout"), "{}", out[0].advice);
+        // Streams alone at the timeout fire it; silent closes elsewhere are not cut.
+        let out = cut_verdicts("1s", (10, 20), true, Some((1000, 1001)));
+        assert_eq!(out[0].evidence["connections_cut"], 2);
+        assert!(
+            out[0]
+                .advice
+                .contains("The other 3 closes with nothing sent"),
+            "{}",
+            out[0].advice
+        );
     }
 
     /// No live worker with connections queued: critical; a live worker, or an empty

@@ -104,6 +104,11 @@ pub struct PortLifecycle {
     /// worker was draining before attach: its drain start is unknown).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub silent_close_after_drain_start: Option<MsSpan>,
+    /// The same for its `closed_while_draining_after_data` closes: a response still
+    /// being sent when `worker_shutdown_timeout` cut it closes at that timeout after
+    /// the drain began, like the silent closes it cut.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_data_close_after_drain_start: Option<MsSpan>,
     /// Ended by a reset while established (`ESTABLISHED -> CLOSE`, either side).
     pub closed_by_reset: u64,
     /// Resets received (`tcp:tcp_receive_reset`).
@@ -139,6 +144,23 @@ impl MsSpan {
             min_ms: self.min_ms.min(o.min_ms),
             max_ms: self.max_ms.max(o.max_ms),
         }
+    }
+
+    /// The span covering both, either or neither.
+    pub fn union_opt(a: Option<MsSpan>, b: Option<MsSpan>) -> Option<MsSpan> {
+        match (a, b) {
+            (Some(a), Some(b)) => Some(a.union(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// From the kernel's pair of counters (`max`, `!min`; 0 = none) when `n` closes
+    /// were counted in the period.
+    fn from_counters(n: u64, max: u64, inv_min: u64) -> Option<MsSpan> {
+        (n > 0 && inv_min != 0).then_some(MsSpan {
+            min_ms: !inv_min,
+            max_ms: max,
+        })
     }
 }
 
@@ -247,13 +269,14 @@ impl ConnectionsReport {
             t.closed_while_draining_idle += p.closed_while_draining_idle;
             t.closed_while_draining_after_data += p.closed_while_draining_after_data;
             t.closed_while_draining_silent += p.closed_while_draining_silent;
-            t.silent_close_after_drain_start = match (
+            t.silent_close_after_drain_start = MsSpan::union_opt(
                 t.silent_close_after_drain_start,
                 p.silent_close_after_drain_start,
-            ) {
-                (Some(a), Some(b)) => Some(a.union(b)),
-                (a, b) => a.or(b),
-            };
+            );
+            t.after_data_close_after_drain_start = MsSpan::union_opt(
+                t.after_data_close_after_drain_start,
+                p.after_data_close_after_drain_start,
+            );
             t.closed_by_client += p.closed_by_client;
             t.closed_by_reset += p.closed_by_reset;
             t.resets_received += p.resets_received;
@@ -397,12 +420,16 @@ fn port_lifecycle(
         closed_while_draining_idle: d(lc::CLOSED_WHILE_DRAINING_IDLE),
         closed_while_draining_after_data: d(lc::CLOSED_WHILE_DRAINING_AFTER_DATA),
         closed_while_draining_silent: d(lc::CLOSED_WHILE_DRAINING_SILENT),
-        silent_close_after_drain_start: (d(lc::CLOSED_WHILE_DRAINING_SILENT) > 0
-            && c[lc::DRAIN_SILENT_INV_MIN_MS] != 0)
-            .then(|| MsSpan {
-                min_ms: !c[lc::DRAIN_SILENT_INV_MIN_MS],
-                max_ms: c[lc::DRAIN_SILENT_MAX_MS],
-            }),
+        silent_close_after_drain_start: MsSpan::from_counters(
+            d(lc::CLOSED_WHILE_DRAINING_SILENT),
+            c[lc::DRAIN_SILENT_MAX_MS],
+            c[lc::DRAIN_SILENT_INV_MIN_MS],
+        ),
+        after_data_close_after_drain_start: MsSpan::from_counters(
+            d(lc::CLOSED_WHILE_DRAINING_AFTER_DATA),
+            c[lc::DRAIN_AFTER_DATA_MAX_MS],
+            c[lc::DRAIN_AFTER_DATA_INV_MIN_MS],
+        ),
         closed_by_client: d(lc::CLOSED_BY_CLIENT),
         closed_by_reset: d(lc::CLOSED_BY_RESET),
         resets_received: d(lc::RST_RECEIVED),

@@ -102,25 +102,27 @@ fn draining_lines(out: &mut String, c: &ConnectionsReport, t: &PortLifecycle) {
             "{} idle keepalive connections closed under their clients (in nginx's sweep of idle connections)",
             t.closed_while_draining_idle
         )];
+        let when = |span: Option<crate::model::connections::MsSpan>| {
+            span.map(|s| {
+                format!(
+                    ", {} after the drain began",
+                    crate::model::idle::ms_range(s.min_ms, s.max_ms)
+                )
+            })
+            .unwrap_or_default()
+        };
         if t.closed_while_draining_after_data > 0 {
             parts.push(format!(
-                "{} right after nginx's own last data (a response's end, a response still streaming when cut, or a TLS close_notify / HTTP/2 GOAWAY: not told apart)",
-                t.closed_while_draining_after_data
+                "{} right after nginx's own last data{} (a response's end, a response still streaming when cut, or a TLS close_notify / HTTP/2 GOAWAY: not told apart)",
+                t.closed_while_draining_after_data,
+                when(t.after_data_close_after_drain_start)
             ));
         }
         if t.closed_while_draining_silent > 0 {
-            let when = t
-                .silent_close_after_drain_start
-                .map(|s| {
-                    format!(
-                        ", {} after the drain began",
-                        crate::model::idle::ms_range(s.min_ms, s.max_ms)
-                    )
-                })
-                .unwrap_or_default();
             parts.push(format!(
-                "{} with nothing sent by nginx just before{when} (a request whose response had not begun, cut at worker_shutdown_timeout say, or a connection waiting for its first request)",
-                t.closed_while_draining_silent
+                "{} with nothing sent by nginx just before{} (a request whose response had not begun, cut at worker_shutdown_timeout say, or a connection waiting for its first request)",
+                t.closed_while_draining_silent,
+                when(t.silent_close_after_drain_start)
             ));
         }
         let rest = t.closed_while_draining.saturating_sub(

@@ -5,69 +5,17 @@
 use std::{
     collections::BTreeSet,
     io::{Read, Write},
-    net::{SocketAddr, TcpListener, TcpStream},
+    net::TcpStream,
     thread,
     time::{Duration, Instant},
 };
 
-use nginx_probe_tests::{workers, Nginx, NginxConfig, Probe};
+use nginx_probe_tests::{stream_client, workers, Nginx, NginxConfig, Probe, StreamBackend};
 use nix::{
     sys::signal::{kill, Signal},
     unistd::Pid,
 };
 use serde_json::Value;
-
-/// A backend that answers every request with a 1 MB body it sends one byte every 2 s
-/// (a slow stream). Its threads end when the connection breaks; dropping the handle
-/// stops accepting.
-struct StreamBackend {
-    addr: SocketAddr,
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl StreamBackend {
-    fn start() -> StreamBackend {
-        use std::sync::atomic::Ordering;
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind backend");
-        let addr = listener.local_addr().expect("addr");
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let st = stop.clone();
-        thread::spawn(move || {
-            for conn in listener.incoming() {
-                if st.load(Ordering::Relaxed) {
-                    break;
-                }
-                let Ok(mut c) = conn else { continue };
-                thread::spawn(move || {
-                    let mut req = Vec::new();
-                    let mut buf = [0u8; 4096];
-                    while !req.windows(4).any(|w| w == b"\r\n\r\n") {
-                        match c.read(&mut buf) {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => req.extend_from_slice(&buf[..n]),
-                        }
-                    }
-                    if c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n")
-                        .is_err()
-                    {
-                        return;
-                    }
-                    while c.write_all(b"x").is_ok() {
-                        thread::sleep(Duration::from_secs(2));
-                    }
-                });
-            }
-        });
-        StreamBackend { addr, stop }
-    }
-}
-
-impl Drop for StreamBackend {
-    fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        let _ = TcpStream::connect(self.addr);
-    }
-}
 
 /// nginx proxying `/stream` to `backend` unbuffered, 2 workers, no
 /// worker_shutdown_timeout.
@@ -75,31 +23,10 @@ fn nginx(backend: &StreamBackend) -> Nginx {
     Nginx::start(&NginxConfig {
         server_extra: format!(
             "location /stream {{ proxy_pass http://{}; proxy_buffering off; }}",
-            backend.addr
+            backend.addr()
         ),
         ..Default::default()
     })
-}
-
-/// Opens a client on `/stream` and returns it once the first body byte arrived
-/// (so nginx has the request in flight on both sides).
-fn stream_client(addr: SocketAddr) -> TcpStream {
-    let mut c = TcpStream::connect(addr).expect("connect");
-    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    c.write_all(b"GET /stream HTTP/1.1\r\nHost: t\r\n\r\n")
-        .expect("send");
-    let mut got = Vec::new();
-    let mut buf = [0u8; 1024];
-    loop {
-        let n = c.read(&mut buf).expect("read the stream");
-        assert!(n > 0, "stream closed early");
-        got.extend_from_slice(&buf[..n]);
-        if let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
-            if got.len() > end + 4 {
-                return c;
-            }
-        }
-    }
 }
 
 fn title(pid: u32) -> String {
@@ -150,7 +77,7 @@ fn worker(s: &Value, pid: u32) -> &Value {
 
 #[test]
 fn three_reloads_with_streams_held_leave_three_generations_draining() {
-    let backend = StreamBackend::start();
+    let backend = StreamBackend::start(Duration::from_secs(2));
     let ng = nginx(&backend);
     let probe = Probe::on(&ng).json().duration(60).start();
     // Clients opened on each generation before the reload that retires it.
@@ -243,7 +170,7 @@ fn three_reloads_with_streams_held_leave_three_generations_draining() {
 
 #[test]
 fn one_reload_whose_old_workers_exit_promptly_has_no_verdict() {
-    let backend = StreamBackend::start();
+    let backend = StreamBackend::start(Duration::from_secs(2));
     let ng = nginx(&backend);
     let probe = Probe::on(&ng).json().duration(60).start();
     let old = ng.worker_pids();

@@ -12,8 +12,8 @@ use std::{
 };
 
 use nginx_probe_tests::{
-    concurrent_requests, verdict, IdleCloseBackend, Nginx, NginxConfig, Probe, SlowBackend,
-    INDEX_BODY,
+    concurrent_requests, stream_client, verdict, IdleCloseBackend, Nginx, NginxConfig, Probe,
+    SlowBackend, StreamBackend, INDEX_BODY,
 };
 use nix::{
     sys::signal::{kill, Signal},
@@ -431,17 +431,23 @@ fn a_reload_closes_idle_tls_and_http2_connections_as_idle() {
     assert!(p.get("closed_while_draining_silent").is_none(), "{p}");
 }
 
-/// A reload with `worker_shutdown_timeout 1s` while 3 requests wait on a 4 s upstream:
-/// at 1 s the old worker cuts them (the clients get nothing) and nginx-probe counts 3
-/// silent closes by a draining worker 1.0 s (+-10%) after its drain began, with the
-/// verdict naming worker_shutdown_timeout and its file:line.
+/// A reload with `worker_shutdown_timeout 1s` while 3 requests wait on a 4 s upstream
+/// and 2 unbuffered streams run: at 1 s the old worker cuts all 5 (the waiting clients
+/// get nothing, the streams end short) and nginx-probe counts 3 silent closes and 2
+/// right after nginx's data, all 1.0 s (+-10%) after the drain began, with the verdict
+/// counting the 5 and naming worker_shutdown_timeout and its file:line.
 #[test]
 fn requests_cut_at_worker_shutdown_timeout_are_counted_and_named() {
     let slow = SlowBackend::start(Duration::from_millis(4000));
+    let stream = StreamBackend::start(Duration::from_millis(2));
     let ng = Nginx::start(&NginxConfig {
         workers: 1,
         main_extra: "worker_shutdown_timeout 1s;".into(),
-        server_extra: format!("location /slow {{ proxy_pass http://{}; }}", slow.addr()),
+        server_extra: format!(
+            "location /slow {{ proxy_pass http://{}; }} location /stream {{ proxy_pass http://{}; proxy_buffering off; }}",
+            slow.addr(),
+            stream.addr()
+        ),
         ..NginxConfig::default()
     });
     let probe = Probe::on(&ng).json().start();
@@ -450,36 +456,59 @@ fn requests_cut_at_worker_shutdown_timeout_are_counted_and_named() {
     let busy: Vec<_> = (0..3)
         .map(|_| thread::spawn(move || get_to_close(addr, "/slow")))
         .collect();
+    let streams: Vec<TcpStream> = (0..2).map(|_| stream_client(addr)).collect();
     thread::sleep(Duration::from_millis(500));
     kill(Pid::from_raw(ng.master_pid() as i32), Signal::SIGHUP).expect("reload");
     for b in busy {
         let got = b.join().expect("slow request");
         assert_eq!(got, "", "a cut request gets nothing");
     }
+    for mut s in streams {
+        let mut rest = Vec::new();
+        // The stream ends (EOF or a reset) before its 1 MB: cut.
+        let _ = s.read_to_end(&mut rest);
+        assert!(rest.len() < 100_000, "a stream was not cut");
+    }
     thread::sleep(Duration::from_millis(600));
     let summary = probe.stop().summary_json();
     let text = text.stop().stdout;
     let p = port_of(&summary, &ng);
-    assert_eq!(p["established"], 3, "{p}");
-    assert_eq!(p["closed_while_draining"], 3, "{p}");
-    assert_eq!(p["closed_while_draining_silent"], 3, "{p}");
+    assert_eq!(p["established"], 5, "{p}");
+    assert_eq!(p["closed_while_draining"], 5, "{p}");
     assert!(p.get("closed_while_draining_idle").is_none(), "{p}");
-    let span = &p["silent_close_after_drain_start"];
-    for k in ["min_ms", "max_ms"] {
-        let v = span[k].as_u64().unwrap_or_else(|| panic!("{k} in {span}"));
-        assert!((900..=1112).contains(&v), "{k} {v} not 1.0 s +-10%");
+    let (silent, data) = (
+        p["closed_while_draining_silent"].as_u64().unwrap_or(0),
+        p["closed_while_draining_after_data"].as_u64().unwrap_or(0),
+    );
+    // The 3 waiting requests had nothing from nginx; the 2 streams a byte every 2 ms,
+    // so nginx's last data is within the close's last jiffy (4 ms at HZ 250).
+    assert_eq!((silent, data), (3, 2), "{p}");
+    for key in [
+        "silent_close_after_drain_start",
+        "after_data_close_after_drain_start",
+    ] {
+        let span = &p[key];
+        for k in ["min_ms", "max_ms"] {
+            let v = span[k].as_u64().unwrap_or_else(|| panic!("{k} in {span}"));
+            assert!((900..=1112).contains(&v), "{key} {k} {v} not 1.0 s +-10%");
+        }
     }
     let v = verdict(&summary, "worker_shutdown_timeout_cut")
         .unwrap_or_else(|| panic!("no worker_shutdown_timeout_cut in {}", summary["verdicts"]));
     assert_eq!(v["directives"][0], "worker_shutdown_timeout");
-    assert_eq!(v["evidence"]["closed_while_draining_silent"], 3, "{v}");
+    assert_eq!(v["evidence"]["connections_cut"], 5, "{v}");
     let advice = v["advice"].as_str().unwrap_or("");
     assert!(
-        advice.contains("draining workers closed 3 connections 1.0 s after their shutdown began, with nothing sent by nginx just before: worker_shutdown_timeout 1s ("),
+        advice.contains("after their shutdown began: worker_shutdown_timeout 1s ("),
         "{advice}"
     );
     assert!(
-        text.contains("3 with nothing sent by nginx just before, 1.0 s after the drain began"),
+        advice.starts_with("draining workers closed 5 connections "),
+        "{advice}"
+    );
+    assert!(
+        text.contains(" after the drain began (a request whose response had not begun")
+            || silent == 0,
         "{text}"
     );
 }
