@@ -147,6 +147,7 @@ pub fn judge(inp: &Inputs) -> Vec<Verdict> {
     crate::analysis::outcome_rules::clients_5xx(inp, &mut out);
     crate::analysis::worker_rules::worker_shutdown_timeout(inp, &mut out);
     crate::analysis::worker_rules::worker_shutdown_timeout_cut(inp, &mut out);
+    crate::analysis::worker_rules::worker_shutdown_timeout_exceeded(inp, &mut out);
     crate::analysis::worker_rules::no_workers(inp, &mut out);
     crate::analysis::worker_rules::worker_crashes(inp, &mut out);
     crate::analysis::process_history::worker_spawn_failed(inp, &mut out);

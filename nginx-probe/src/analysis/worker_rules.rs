@@ -35,7 +35,11 @@ pub fn worker_shutdown_timeout(inp: &Inputs, out: &mut Vec<Verdict>) {
     };
     let gens = l.draining.len();
     let longest = l.draining.iter().map(|d| d.draining_s).fold(0.0, f64::max);
-    if gens == 0 || (gens < DRAINING_GENERATIONS_MIN && longest <= DRAINING_SECONDS_MAX) {
+    let configured = configured_shutdown_timeout(inp);
+    // With a configured timeout, one generation is what was asked for, or past it:
+    // `worker_shutdown_timeout_exceeded` says so.
+    let long = configured.is_none() && longest > DRAINING_SECONDS_MAX;
+    if gens == 0 || (gens < DRAINING_GENERATIONS_MIN && !long) {
         return;
     }
     let workers: usize = l.draining.iter().map(|d| d.workers.len()).sum();
@@ -69,13 +73,101 @@ pub fn worker_shutdown_timeout(inp: &Inputs, out: &mut Vec<Verdict>) {
         ),
         _ => String::new(),
     };
+    let advice = match &configured {
+        None => "nginx lets an old worker run until its last connection ends; set worker_shutdown_timeout (e.g. 30s) so old workers close what they still hold and exit, or reload less often".to_string(),
+        Some((_, q)) => format!("worker_shutdown_timeout is {q}, so reloads come faster than old workers finish: lower it, or reload less often (see worker_shutdown_timeout_exceeded for a worker past it)"),
+    };
     out.push(Verdict::new(
         "worker_shutdown_timeout",
         Severity::Warning,
         ev,
         &["worker_shutdown_timeout"],
         format!(
-            "{workers} old workers of {gens} reload generations are still shutting down (the longest for {longest:.0} s{held}): nginx lets an old worker run until its last connection ends; set worker_shutdown_timeout (e.g. 30s) so old workers close what they still hold and exit, or reload less often"
+            "{workers} old workers of {gens} reload generations are still shutting down (the longest for {longest:.0} s{held}): {advice}"
+        ),
+    ));
+}
+
+/// The configured `worker_shutdown_timeout`: (seconds, the value quoted with its
+/// file:line); None when the configuration is not read or the directive is unset.
+fn configured_shutdown_timeout(inp: &Inputs) -> Option<(f64, String)> {
+    let v = inp.config.as_ref()?.value("worker_shutdown_timeout")?;
+    let s = super::outcome_rules::value_seconds(v)?;
+    (s > 0.0).then(|| (s, v.quoted()))
+}
+
+/// A draining worker is past the configured timeout when it has been seen shutting
+/// down longer than this share of it...
+pub const EXCEEDED_SHARE: f64 = 1.1;
+/// ...plus this, seconds (the title is read every 500 ms; nginx's timer and its exit).
+pub const EXCEEDED_SLACK_S: f64 = 1.0;
+
+/// `worker_shutdown_timeout_exceeded`: a worker still shutting down longer than the
+/// configured `worker_shutdown_timeout` (+10% + 1 s), measured from the refresh that
+/// first saw its title change (`/proc/<pid>/cmdline`, every 500 ms) or from attach: a
+/// lower bound of its drain. nginx closes a draining worker's connections at that
+/// timeout, so what keeps it is not measured: connections its shutdown timer does not
+/// close, or a worker started under a configuration without the value (the file is
+/// read now; its modification time is given). Silent without the configuration or the
+/// lifecycle.
+pub fn worker_shutdown_timeout_exceeded(inp: &Inputs, out: &mut Vec<Verdict>) {
+    let (Some(l), Some((t, q))) = (&inp.lifecycle, configured_shutdown_timeout(inp)) else {
+        return;
+    };
+    let limit = t * EXCEEDED_SHARE + EXCEEDED_SLACK_S;
+    let mut over = Vec::new();
+    for g in &l.draining {
+        let end = g.since_unix_s + g.draining_s;
+        for w in &g.workers {
+            let s = end - w.since_unix_s;
+            if s > limit {
+                over.push(json!({
+                    "pid": w.pid,
+                    "reload_generation": g.reload_generation,
+                    "shutting_down_at_least_s": (s * 10.0).round() / 10.0,
+                    "since_attach": g.since_attach,
+                    "client_connections": w.client_connections,
+                    "upstream_connections": w.upstream_connections,
+                }));
+            }
+        }
+    }
+    if over.is_empty() {
+        return;
+    }
+    let longest = over
+        .iter()
+        .filter_map(|w| w["shutting_down_at_least_s"].as_f64())
+        .fold(0.0, f64::max);
+    let clients: Option<u64> = over.iter().map(|w| w["client_connections"].as_u64()).sum();
+    let files: Vec<_> = inp
+        .config
+        .iter()
+        .flat_map(|c| &c.files)
+        .map(|f| json!({"path": f.path, "mtime_unix_s": f.mtime_unix_s}))
+        .collect();
+    let mut ev = BTreeMap::new();
+    ev.insert("workers_past_timeout", json!(over));
+    ev.insert("worker_shutdown_timeout", json!(q));
+    ev.insert("config_files", json!(files));
+    ev.insert("state_source", json!(l.state_source));
+    ev.insert(
+        "threshold",
+        json!(format!(
+            "shutting down longer than {EXCEEDED_SHARE} x worker_shutdown_timeout + {EXCEEDED_SLACK_S} s, from the refresh that first saw the worker's title change (a lower bound)"
+        )),
+    );
+    let held = clients.map_or(String::new(), |c| {
+        format!(", still holding {c} client connections")
+    });
+    out.push(Verdict::new(
+        "worker_shutdown_timeout_exceeded",
+        Severity::Warning,
+        ev,
+        &["worker_shutdown_timeout"],
+        format!(
+            "{} old workers have been shutting down for at least {longest:.0} s{held}, past worker_shutdown_timeout {q}, at which nginx closes what a draining worker holds. What keeps them is unknown here: connections nginx's shutdown timer does not close, or workers started under a configuration without that value (it is read from the file now; see config_files' modification times against the worker's reload). Look at what they hold (ss -tnp, ls -l /proc/<pid>/fd)",
+            over.len()
         ),
     ));
 }
@@ -322,6 +414,19 @@ mod tests {
         DrainingGeneration, DrainingWorker, ExitCounts, LifecycleReport, SignalExit,
     };
 
+    /// A configuration read with `worker_shutdown_timeout value` at /e/n.conf:2.
+    fn shutdown_config(value: &str) -> crate::model::config::ConfigReport {
+        crate::model::config::ConfigReport {
+            values: vec![crate::model::config::ConfigValue::of(
+                "worker_shutdown_timeout",
+                "main",
+                value,
+                "/e/n.conf:2",
+            )],
+            ..Default::default()
+        }
+    }
+
     fn generation(g: u32, draining_s: f64, clients: u64) -> DrainingGeneration {
         DrainingGeneration {
             reload_generation: g,
@@ -387,6 +492,67 @@ mod tests {
         assert_eq!(out[0].directives, ["worker_shutdown_timeout"]);
         // Unknown lifecycle: silent.
         assert!(ids(&Inputs::default()).is_empty());
+    }
+
+    /// With `worker_shutdown_timeout` configured: a worker past it (+10% + 1 s) fires
+    /// `worker_shutdown_timeout_exceeded`; one generation within it is silent; two
+    /// generations fire the pile-up without advising to set what is set.
+    #[test]
+    fn a_configured_shutdown_timeout_is_not_advised_and_a_worker_past_it_is_named() {
+        let with = |gens: Vec<DrainingGeneration>, value: &str| {
+            let mut inp = inputs(gens, ExitCounts::default());
+            inp.config = Some(shutdown_config(value));
+            let mut out = Vec::new();
+            worker_shutdown_timeout(&inp, &mut out);
+            worker_shutdown_timeout_exceeded(&inp, &mut out);
+            out
+        };
+        // 120 s within a 300 s timeout, one generation: what was asked for.
+        assert!(with(vec![generation(0, 120.0, 3)], "300s").is_empty());
+        // 12 s past a 10 s timeout (limit 12.0 s): named, with what it holds.
+        assert!(with(vec![generation(0, 12.0, 3)], "10s").is_empty());
+        let out = with(vec![generation(0, 12.5, 3)], "10s");
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(out[0].id, "worker_shutdown_timeout_exceeded");
+        assert_eq!(out[0].evidence["workers_past_timeout"][0]["pid"], 100);
+        assert!(
+            out[0].advice.starts_with("1 old workers have been shutting down for at least 12 s, still holding 3 client connections, past worker_shutdown_timeout 10s (/e/n.conf:2)"),
+            "{}",
+            out[0].advice
+        );
+        assert!(
+            out[0].advice.contains("is unknown here"),
+            "{}",
+            out[0].advice
+        );
+        // Two generations within it: the pile-up, with the value, not "set it".
+        let out = with(vec![generation(0, 5.0, 3), generation(1, 2.0, 4)], "30s");
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert!(
+            out[0]
+                .advice
+                .contains("worker_shutdown_timeout is 30s (/e/n.conf:2), so reloads come faster"),
+            "{}",
+            out[0].advice
+        );
+        assert!(
+            !out[0].advice.contains("set worker_shutdown_timeout"),
+            "{}",
+            out[0].advice
+        );
+        // Unset: no exceeded verdict, the old advice.
+        let out = with(
+            vec![generation(0, 61.0, 3)],
+            "unset (old workers wait for their connections)",
+        );
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert!(
+            out[0]
+                .advice
+                .contains("set worker_shutdown_timeout (e.g. 30s)"),
+            "{}",
+            out[0].advice
+        );
     }
 
     #[test]
@@ -468,10 +634,7 @@ mod tests {
         config: bool,
         data: Option<(u64, u64)>,
     ) -> Vec<Verdict> {
-        use crate::model::{
-            config::{ConfigReport, ConfigValue},
-            connections::{sample_report, MsSpan},
-        };
+        use crate::model::connections::{sample_report, MsSpan};
         let mut c = sample_report();
         c.ports[0].closed_while_draining = 8;
         c.ports[0].closed_while_draining_idle = 5;
@@ -487,15 +650,7 @@ mod tests {
         }
         let inp = Inputs {
             connections: Some(c),
-            config: config.then(|| ConfigReport {
-                values: vec![ConfigValue::of(
-                    "worker_shutdown_timeout",
-                    "main",
-                    value,
-                    "/e/n.conf:2",
-                )],
-                ..Default::default()
-            }),
+            config: config.then(|| shutdown_config(value)),
             ..Default::default()
         };
         let mut out = Vec::new();

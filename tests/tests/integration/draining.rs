@@ -270,3 +270,60 @@ fn a_worker_killed_by_sigsegv_is_reported_as_a_crash_and_its_respawn_followed() 
         ng.error_log()
     );
 }
+
+/// A reload that adds `worker_shutdown_timeout 1s` while a stream is held: the old
+/// worker was started without it, so it drains past 1 s; nginx-probe names it
+/// (`worker_shutdown_timeout_exceeded`: its pid, generation 0, its 1 client
+/// connection), and the pile-up verdict does not advise setting what is set.
+#[test]
+fn a_worker_started_without_the_shutdown_timeout_outlives_it_and_is_named() {
+    let backend = StreamBackend::start(Duration::from_secs(2));
+    let ng = nginx(&backend);
+    let probe = Probe::on(&ng).json().duration(60).start();
+    let old = ng.worker_pids();
+    let held = stream_client(ng.addr());
+    thread::sleep(Duration::from_millis(500));
+    let conf = ng.prefix.join("nginx.conf");
+    let text = std::fs::read_to_string(&conf).unwrap();
+    let first = text.lines().next().unwrap().to_string();
+    std::fs::write(
+        &conf,
+        text.replacen(&first, &format!("{first}\nworker_shutdown_timeout 1s;"), 1),
+    )
+    .unwrap();
+    reload(&ng, &old);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let draining = loop {
+        let d: Vec<u32> = old
+            .iter()
+            .copied()
+            .filter(|&p| title(p).ends_with("is shutting down"))
+            .collect();
+        let gone = old.iter().filter(|&&p| title(p).is_empty()).count();
+        if d.len() == 1 && gone == 1 {
+            break d[0];
+        }
+        assert!(Instant::now() < deadline, "old workers: {d:?}, {gone} gone");
+        thread::sleep(Duration::from_millis(20));
+    };
+    thread::sleep(Duration::from_millis(3500));
+    let s = probe.stop().summary_json();
+    let v = verdict(&s, "worker_shutdown_timeout_exceeded")
+        .unwrap_or_else(|| panic!("{}", s["verdicts"]));
+    let past = v["evidence"]["workers_past_timeout"].as_array().unwrap();
+    assert_eq!(past.len(), 1, "{v}");
+    assert_eq!(past[0]["pid"], draining, "{v}");
+    assert_eq!(past[0]["reload_generation"], 0, "{v}");
+    assert_eq!(past[0]["client_connections"], 1, "{v}");
+    assert_eq!(
+        v["evidence"]["worker_shutdown_timeout"],
+        format!("1s ({})", ng.conf_at("worker_shutdown_timeout")),
+        "{v}"
+    );
+    assert!(
+        verdict(&s, "worker_shutdown_timeout").is_none(),
+        "{}",
+        s["verdicts"]
+    );
+    drop(held);
+}
