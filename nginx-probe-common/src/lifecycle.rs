@@ -204,8 +204,17 @@ pub mod up {
     /// with `Connection: close`, or a TLS close_notify: not told apart): no idle time
     /// is measured for them, and they are not in the idle counters.
     pub const PEER_CLOSED_AFTER_ITS_DATA: usize = RESET_IDLE_INV_MIN_MS + 1;
+    /// Of [`CLOSED_BY_NGINX`], closes while awaiting the peer's response: nginx's
+    /// last data sent (`tcp_sock.lsndtime`) is later than the peer's last data
+    /// (`icsk_ack.lrcvtime`) by a jiffy or more: a request sent, nothing back since
+    /// (`proxy_read_timeout`, a client gone, a worker's shutdown). Not in the idle
+    /// counters ([`NGINX_IDLE_COUNT`]), since such a connection is busy, not idle.
+    pub const NGINX_CLOSED_AWAITING: usize = PEER_CLOSED_AFTER_ITS_DATA + 1;
+    /// Sum of the times since nginx's last data at those closes, ms (how long the
+    /// response was awaited).
+    pub const NGINX_AWAITING_SUM_MS: usize = PEER_CLOSED_AFTER_ITS_DATA + 2;
     /// Counters per peer.
-    pub const UP_PER_PEER: usize = PEER_CLOSED_AFTER_ITS_DATA + 1;
+    pub const UP_PER_PEER: usize = NGINX_AWAITING_SUM_MS + 1;
 
     /// An upstream peer: address family (2 AF_INET, 10 AF_INET6, 0 the other peers),
     /// port (host order), address (IPv4 in the first 4 bytes).
@@ -372,6 +381,10 @@ pub mod names {
         /// u64: offset of `task_struct.flags` (u32), bytes, from the kernel's BTF;
         /// `u64::MAX` = unknown: closes by exiting workers count as nginx's.
         LC_TASK_FLAGS_OFF = "LC_TASK_FLAGS_OFF",
+        /// u64: offset of `tcp_sock.bytes_received` (u64), bytes, from the kernel's
+        /// BTF; `u64::MAX` = unknown: an upstream connection whose request went out in
+        /// the jiffy of its connect is not told awaiting.
+        LC_BYTES_RECEIVED_OFF = "LC_BYTES_RECEIVED_OFF",
         /// `[u64; RAW_OFF_COUNT]`: the struct offsets the raw-tracepoint programs read,
         /// indexed by `raw_off` (from the kernel's BTF; `u64::MAX` = unknown).
         LC_RAW_OFF = "LC_RAW_OFF",

@@ -25,8 +25,8 @@ use crate::{
     helpers::{global, record_at},
     lifecycle_up::{raw_peer, record_peer, up_set_state},
     maps::{
-        LC_CLOSING, LC_DRAINING, LC_HZ, LC_LRCVTIME_OFF, LC_LSNDTIME_OFF, LC_PORTS, LC_RAW_OFF,
-        LC_RESET_SK, LC_STATS, LC_TASK_FLAGS_OFF, LC_WORKER,
+        LC_BYTES_RECEIVED_OFF, LC_CLOSING, LC_DRAINING, LC_HZ, LC_LRCVTIME_OFF, LC_LSNDTIME_OFF,
+        LC_PORTS, LC_RAW_OFF, LC_RESET_SK, LC_STATS, LC_TASK_FLAGS_OFF, LC_WORKER,
     },
     workers::worker_slot,
 };
@@ -134,6 +134,24 @@ pub(crate) fn idle_ms(sk: u64, local: bool) -> Option<(u64, bool)> {
         (b, false)
     };
     Some((j as u64 * 1000 / hz, wrote))
+}
+
+/// Whether nginx closes `sk` awaiting the peer's response, and the ms since nginx's
+/// last data sent: its last data (`tcp_sock.lsndtime`) is a jiffy or more later than
+/// the peer's (`icsk_ack.lrcvtime`), or in the same jiffy with nothing ever received
+/// (`tcp_sock.bytes_received` 0: a request sent in its connect's jiffy, no answer).
+/// None when the offsets or HZ are unknown or the socket cannot be read.
+#[inline(always)]
+pub(crate) fn awaiting_response(sk: u64) -> Option<(bool, u64)> {
+    let hz = lc_hz()?;
+    let a = jiffies_since(sk, global(&LC_LSNDTIME_OFF))?;
+    let b = jiffies_since(sk, global(&LC_LRCVTIME_OFF))?;
+    let off = global(&LC_BYTES_RECEIVED_OFF);
+    let nothing_received = a == b
+        && off != u64::MAX
+        // SAFETY: bpf_probe_read_kernel copes with any address.
+        && unsafe { bpf_probe_read_kernel((sk + off) as *const u64) }.is_ok_and(|n| n == 0);
+    Some((a < b || nothing_received, a as u64 * 1000 / hz))
 }
 
 /// ms since the remote side's last data on `sk` (`icsk_ack.lrcvtime`).

@@ -13,8 +13,8 @@ use nginx_probe_common::lifecycle::{
 use crate::{
     helpers::record_at,
     lifecycle::{
-        idle_ms, ms_since_remote_data, raw_read, task_exiting, IPPROTO_TCP, TCP_CLOSE,
-        TCP_CLOSE_WAIT, TCP_ESTABLISHED, TCP_FIN_WAIT1, TCP_SYN_SENT,
+        awaiting_response, idle_ms, ms_since_remote_data, raw_read, task_exiting, IPPROTO_TCP,
+        TCP_CLOSE, TCP_CLOSE_WAIT, TCP_ESTABLISHED, TCP_FIN_WAIT1, TCP_SYN_SENT,
     },
     maps::{LC_UP_PEERS, LC_UP_SOCKS, LC_UP_ZERO},
     workers::slot_of,
@@ -116,9 +116,18 @@ pub(crate) fn up_set_state(sk: u64, old: i32, new: i32, peer: impl FnOnce() -> O
             }
             (TCP_ESTABLISHED, TCP_FIN_WAIT1) => {
                 up_add(p, up::CLOSED_BY_NGINX, 1);
-                if let Some((ms, _)) = idle_ms(sk, true) {
-                    up_add(p, up::NGINX_IDLE_COUNT, 1);
-                    up_add(p, up::NGINX_IDLE_SUM_MS, ms);
+                match awaiting_response(sk) {
+                    Some((true, ms)) => {
+                        up_add(p, up::NGINX_CLOSED_AWAITING, 1);
+                        up_add(p, up::NGINX_AWAITING_SUM_MS, ms);
+                    }
+                    Some(_) => {
+                        if let Some((ms, _)) = idle_ms(sk, true) {
+                            up_add(p, up::NGINX_IDLE_COUNT, 1);
+                            up_add(p, up::NGINX_IDLE_SUM_MS, ms);
+                        }
+                    }
+                    None => {}
                 }
             }
             (TCP_ESTABLISHED, TCP_CLOSE_WAIT) => {

@@ -54,6 +54,10 @@ pub(crate) static LC_LSNDTIME_OFF: u64 = u64::MAX;
 #[no_mangle]
 pub(crate) static LC_LRCVTIME_OFF: u64 = u64::MAX;
 
+/// Offset of `tcp_sock.bytes_received` (u64), bytes; from BTF. `u64::MAX`: unknown.
+#[no_mangle]
+pub(crate) static LC_BYTES_RECEIVED_OFF: u64 = u64::MAX;
+
 /// Offset of `task_struct.flags` (u32), bytes; from BTF. `u64::MAX`: unknown, closes
 /// by exiting workers are not told apart.
 #[no_mangle]

@@ -35,6 +35,8 @@ pub struct Globals {
     pub lrcvtime: u64,
     /// HZ (0: unknown).
     pub hz: u64,
+    /// Offset of `tcp_sock.bytes_received`, bytes (`u64::MAX`: unknown).
+    pub bytes_received: u64,
     /// Offset of `task_struct.flags`, bytes (`u64::MAX`: unknown, and then closes by
     /// exiting workers count as nginx's; `meta.worker_exit_unknown` says so).
     pub task_flags: u64,
@@ -79,9 +81,14 @@ pub fn globals(btf: Result<&Btf, &String>) -> Globals {
         Ok(b) => crate::collect::btf::offsets_of(b, &RAW_OFF_PATHS),
         Err(e) => Err(format!("no kernel BTF ({e})")),
     };
+    let bytes_received = match btf {
+        Ok(b) => b.member_offset("tcp_sock", "bytes_received"),
+        Err(_) => None,
+    };
     Globals {
         lsndtime,
         lrcvtime,
+        bytes_received: bytes_received.unwrap_or(u64::MAX),
         hz: hz.as_ref().map(|h| h.0).unwrap_or(0),
         task_flags: *task_flags.as_ref().unwrap_or(&u64::MAX),
         raw_off: *raw.as_ref().unwrap_or(&[u64::MAX; RAW_OFF_COUNT]),

@@ -186,6 +186,7 @@ fn load_object(
         .override_global(lc_names::LC_LRCVTIME_OFF, &lc.lrcvtime, true)
         .override_global(lc_names::LC_HZ, &lc.hz, true)
         .override_global(lc_names::LC_TASK_FLAGS_OFF, &lc.task_flags, true)
+        .override_global(lc_names::LC_BYTES_RECEIVED_OFF, &lc.bytes_received, true)
         .override_global(lc_names::LC_RAW_OFF, &lc.raw_off, true)
         .map_max_entries(map::STATS, slots * SYSCALL_COUNT as u32)
         .map_max_entries(map::FREE_SLOTS, slots)

@@ -54,10 +54,10 @@ impl ListenerClose {
     /// The reload the close followed, as the text report, the HTML page, the live
     /// view and the `listener_closed_resets` verdict say it: "after reload 2
     /// (generation 2)" (the second reload seen since attach), "after a reload before
-    /// attach (generation 3)", or "before any reload".
+    /// attach (generation 3)", or "with no reload seen (nginx stopping closes them too)".
     pub fn after_reload(&self) -> String {
         match self.reload_generation {
-            None => "before any reload".into(),
+            None => "with no reload seen (nginx stopping closes them too)".into(),
             Some(g) if self.reloads_since_attach == 0 => {
                 format!("after a reload before attach (generation {g})")
             }

@@ -76,9 +76,19 @@ pub struct PeerLifecycle {
     /// measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since_peer_data_at_reset: Option<IdleReport>,
-    /// Mean idle time before nginx's own closes, ms. Absent when not measured.
+    /// Mean idle time before nginx's own closes, ms, those awaiting a response left
+    /// out. Absent when not measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_before_nginx_close_mean_ms: Option<f64>,
+    /// Of `closed_by_nginx`, closes while awaiting the peer's response: nginx's last
+    /// data sent (`tcp_sock.lsndtime`) later than the peer's (`icsk_ack.lrcvtime`):
+    /// a request sent, nothing back since (`proxy_read_timeout`, a client gone, a
+    /// worker's shutdown). Absent when 0.
+    #[serde(default, skip_serializing_if = "crate::model::is_zero")]
+    pub closed_by_nginx_awaiting_response: u64,
+    /// Their mean time since nginx's last data, ms: how long the response was awaited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub awaited_before_nginx_close_mean_ms: Option<f64>,
 }
 
 impl PeerLifecycle {
@@ -109,6 +119,11 @@ pub fn peer_name(k: &PeerKey) -> String {
         0 => "other peers".into(),
         f => format!("family {f} port {}", k.port),
     }
+}
+
+/// `sum / n` ms to the µs, when timed and `n > 0`.
+fn mean_ms(timed: bool, sum: u64, n: u64) -> Option<f64> {
+    (timed && n > 0).then(|| (sum as f64 / n as f64 * 1000.0).round() / 1000.0)
 }
 
 /// Every peer with anything in the period between `prev` (None: attach) and `cur`
@@ -142,10 +157,17 @@ pub fn peer_lifecycles(
             since_peer_data_at_reset: timed
                 .then(|| idle_report(c, &d, &RESET_IDLE))
                 .filter(|i| i.count > 0),
-            idle_before_nginx_close_mean_ms: (timed && d(up::NGINX_IDLE_COUNT) > 0).then(|| {
-                let m = d(up::NGINX_IDLE_SUM_MS) as f64 / d(up::NGINX_IDLE_COUNT) as f64;
-                (m * 1000.0).round() / 1000.0
-            }),
+            idle_before_nginx_close_mean_ms: mean_ms(
+                timed,
+                d(up::NGINX_IDLE_SUM_MS),
+                d(up::NGINX_IDLE_COUNT),
+            ),
+            closed_by_nginx_awaiting_response: d(up::NGINX_CLOSED_AWAITING),
+            awaited_before_nginx_close_mean_ms: mean_ms(
+                timed,
+                d(up::NGINX_AWAITING_SUM_MS),
+                d(up::NGINX_CLOSED_AWAITING),
+            ),
         };
         if r.events().iter().any(|(_, n)| *n > 0) {
             out.push((k.family == 0, r));

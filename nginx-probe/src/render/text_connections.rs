@@ -490,7 +490,7 @@ mod tests {
             out,
             "    after reload 1 (generation 1) at 01:00:03: port 8080, 1 listening socket closed, 12 queued connections reset\n\
              \x20   after a reload before attach (generation 3) at 01:00:03: port 8080, 2 listening sockets closed, 1 queued connection reset\n\
-             \x20   before any reload at 01:00:03: port 8080, 1 listening socket closed, 0 queued connections reset\n\
+             \x20   with no reload seen (nginx stopping closes them too) at 01:00:03: port 8080, 1 listening socket closed, 0 queued connections reset\n\
              \x20   3 older listener closes merged (not listed): 3 listening sockets closed, 7 queued connections reset\n"
         );
     }

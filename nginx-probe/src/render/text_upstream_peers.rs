@@ -83,6 +83,17 @@ fn peer_lines(out: &mut String, p: &PeerLifecycle) {
     if let Some(m) = p.idle_before_nginx_close_mean_ms {
         let _ = writeln!(out, "    idle before nginx's close: mean {}", fmt_ms(m));
     }
+    if p.closed_by_nginx_awaiting_response > 0 {
+        let after = p
+            .awaited_before_nginx_close_mean_ms
+            .map(|m| format!(", after awaiting it a mean {}", fmt_ms(m)))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "    {} closed by nginx while awaiting the peer's response (its request sent, nothing back since{after}: proxy_read_timeout, a client gone, or a worker's shutdown; not idle, not in the idle time)",
+            p.closed_by_nginx_awaiting_response
+        );
+    }
 }
 
 #[cfg(test)]

@@ -73,7 +73,8 @@ fn a_timed_format_gives_exact_statuses_and_the_upstream_time() {
 /// 30 requests at once to an upstream that answers after 2.5 s behind
 /// `proxy_read_timeout 1s`: nginx gives up on every one, so the clients get exactly 30
 /// 504s, the peer's logged status is 504 30 times, and `upstream_slow` is critical
-/// against that timeout (p99 at about 100% of it).
+/// against that timeout (p99 at about 100% of it); nginx closed each of the 30 upstream
+/// connections awaiting its response, 1 s after its request, none as idle.
 #[test]
 fn an_upstream_slower_than_proxy_read_timeout_gives_504s_and_a_critical_upstream_slow() {
     let be = SlowBackend::start(Duration::from_millis(2500));
@@ -115,6 +116,28 @@ fn an_upstream_slower_than_proxy_read_timeout_gives_504s_and_a_critical_upstream
     assert!(
         (0.99..=1.2).contains(&share),
         "p99 over the timeout {share}"
+    );
+    // nginx closed each upstream connection awaiting its response, 1 s after sending
+    // the request: not idle (lifecycle tracepoints, lsndtime against lrcvtime).
+    let peers = s["connections"]["upstream_peers"]
+        .as_array()
+        .expect("peers");
+    let row = peers
+        .iter()
+        .find(|p| p["peer"] == be.addr().to_string())
+        .unwrap_or_else(|| panic!("{} not in {peers:?}", be.addr()));
+    assert_eq!(row["closed_by_nginx"], 30, "{row}");
+    assert_eq!(row["closed_by_nginx_awaiting_response"], 30, "{row}");
+    let awaited = row["awaited_before_nginx_close_mean_ms"]
+        .as_f64()
+        .unwrap_or(0.0);
+    assert!(
+        (900.0..=1112.0).contains(&awaited),
+        "awaited {awaited} ms, not 1 s: {row}"
+    );
+    assert!(
+        row.get("idle_before_nginx_close_mean_ms").is_none(),
+        "{row}"
     );
 }
 
