@@ -57,7 +57,15 @@ pub struct ErrorLogReader {
     /// Upstream-class lines per peer since attach, and at the interval's start.
     pub peers: super::error_log_peers::PeerCounts,
     peers_interval_base: super::error_log_peers::PeerCounts,
+    /// Lines held until no later line shows a request wrote them.
+    filter: super::error_log_classes::EntryFilter,
 }
+
+/// The class of lines a request wrote into the log (`%0A`s in its URI).
+pub const WRITTEN_BY_REQUEST: &str = "written_by_request";
+
+/// [`LEVELS`]' index of `error`.
+const ERROR_LEVEL: usize = 3;
 
 impl ErrorLogReader {
     /// A reader for master `master`'s error log; nothing is read until [`poll`].
@@ -85,6 +93,7 @@ impl ErrorLogReader {
             history: None,
             peers: Default::default(),
             peers_interval_base: Default::default(),
+            filter: Default::default(),
         }
     }
 
@@ -118,10 +127,21 @@ impl ErrorLogReader {
                 }
             }
         };
-        match self
+        // Lines a request wrote into the log are counted as such, at their level
+        // (error when they have none), never as nginx's words.
+        let mut forged_lines: Vec<usize> = Vec::new();
+        let mut forged = |l: &[u8]| forged_lines.push(classify(l).map_or(ERROR_LEVEL, |c| c.0));
+        let filter = &mut self.filter;
+        let polled = self
             .tail
-            .poll(&self.fd_path, &not_file, &mut first, &mut line)
-        {
+            .poll(&self.fd_path, &not_file, &mut first, &mut |l| {
+                filter.push(l, &mut line, &mut forged)
+            });
+        filter.flush(&mut line);
+        for level in forged_lines {
+            counts.entry(WRITTEN_BY_REQUEST).or_insert([0; 8])[level] += 1;
+        }
+        match polled {
             Polled::Read => {}
             Polled::Opened(path) => self.status = Status::Reading(path),
             // The master gone: keep what was known and counted.

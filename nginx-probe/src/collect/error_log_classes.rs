@@ -47,6 +47,73 @@ pub fn classify(line: &[u8]) -> Option<(usize, &'static str)> {
     Some((level, message_class(msg)))
 }
 
+/// The most an nginx error-log entry holds, bytes (`NGX_MAX_ERROR_STR`, 2048, with its
+/// line feed): no line further back than this belongs to the entry being read.
+pub const MAX_ENTRY: usize = 2048;
+
+/// How many newlines a request put into this line's entry: the `%0A`s (any case) of
+/// the request line nginx appends to an http error (`, request: "GET /a%0Ab
+/// HTTP/1.1"`, written raw, while the URI nginx quotes earlier in the entry, a file
+/// name say, is decoded: each `%0A` there starts a new line of the client's choosing).
+/// 0 without a request line. Pure.
+pub fn request_newlines(line: &[u8]) -> usize {
+    const KEY: &[u8] = b", request: \"";
+    let Some(at) = line.windows(KEY.len()).rposition(|w| w == KEY) else {
+        return 0;
+    };
+    line[at + KEY.len()..]
+        .windows(3)
+        .filter(|w| w[0] == b'%' && w[1] == b'0' && (w[2] == b'a' || w[2] == b'A'))
+        .count()
+}
+
+/// Lines of the error log held until no later line can show that a request wrote
+/// them: a line whose request line has n `%0A`s ([`request_newlines`]) ends an entry
+/// whose last n lines began inside a URI nginx decoded; those n lines (it and the
+/// n - 1 before it, within [`MAX_ENTRY`] bytes) are not nginx's and are handed to
+/// `forged`, the others to `line` in order. Call [`EntryFilter::flush`] when a read
+/// ends: nginx writes an entry whole, with one write().
+#[derive(Default)]
+pub struct EntryFilter {
+    pending: std::collections::VecDeque<Vec<u8>>,
+    pending_bytes: usize,
+}
+
+impl EntryFilter {
+    /// One line (without its line feed).
+    pub fn push(&mut self, l: &[u8], line: &mut dyn FnMut(&[u8]), forged: &mut dyn FnMut(&[u8])) {
+        let n = request_newlines(l);
+        if n > 0 {
+            forged(l);
+            for _ in 1..n {
+                let Some(p) = self.pending.pop_back() else {
+                    break;
+                };
+                self.pending_bytes -= p.len() + 1;
+                forged(&p);
+            }
+        } else {
+            self.pending_bytes += l.len() + 1;
+            self.pending.push_back(l.to_vec());
+        }
+        while self.pending_bytes > MAX_ENTRY {
+            let Some(p) = self.pending.pop_front() else {
+                break;
+            };
+            self.pending_bytes -= p.len() + 1;
+            line(&p);
+        }
+    }
+
+    /// Hands every held line to `line`.
+    pub fn flush(&mut self, line: &mut dyn FnMut(&[u8])) {
+        while let Some(p) = self.pending.pop_front() {
+            line(&p);
+        }
+        self.pending_bytes = 0;
+    }
+}
+
 /// The longest prefix of `b` that is valid UTF-8 (a line cut at [`MAX_LINE`] may end
 /// inside a character).
 fn utf8_prefix(b: &[u8]) -> usize {

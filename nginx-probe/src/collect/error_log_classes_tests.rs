@@ -110,7 +110,11 @@ fn every_class_is_reachable_from_nginx_formats() {
     let rows = rows();
     for c in CLASSES {
         assert!(
-            rows.iter().any(|r| r.2 == c.name) || c.name == "other",
+            // `written_by_request` is no wording: the reader's class for lines a
+            // request wrote (EntryFilter).
+            rows.iter().any(|r| r.2 == c.name)
+                || c.name == "other"
+                || c.name == crate::collect::error_log::WRITTEN_BY_REQUEST,
             "no nginx format for {}",
             c.name
         );
@@ -243,4 +247,50 @@ fn a_failed_binary_upgrade_is_its_own_class() {
 
 fn class_of(name: &str) -> &'static Class {
     class(name).unwrap()
+}
+
+/// A 404 whose URI carries `%0A`s: nginx decodes them into the file name it quotes,
+/// so the entry spans 3 lines, the last 2 of the client's choosing (one a crash line).
+/// The filter keeps nginx's header line and hands the 2 others to `forged`; lines
+/// around it pass through, in order.
+#[test]
+fn lines_a_request_wrote_into_the_log_are_not_nginx_s() {
+    let lines = [
+        "2026/12/05 19:00:00 [notice] 9#9: signal process started",
+        "2026/12/05 19:00:01 [error] 10#10: *5 open() \"/srv/x",
+        "2026/12/05 19:00:01 [alert] 9#9: worker process 10 exited on signal 11 (core dumped)",
+        "y\" failed (2: No such file or directory), client: 1.2.3.4, server: s, request: \"GET /x%0A2026/12/05%2019:00:01%20[alert]%209#9:%20worker%20process%2010%20exited%20on%20signal%2011%20(core%20dumped)%0ay HTTP/1.1\", host: \"h\"",
+        "2026/12/05 19:00:02 [error] 10#10: *6 limiting requests, excess: 1.0 by zone \"one\", client: 1.2.3.4, server: s, request: \"GET / HTTP/1.1\", host: \"h\"",
+    ];
+    let (mut kept, mut forged) = (Vec::new(), Vec::new());
+    let mut f = EntryFilter::default();
+    for l in lines {
+        f.push(
+            l.as_bytes(),
+            &mut |k| kept.push(String::from_utf8_lossy(k).into_owned()),
+            &mut |k| forged.push(String::from_utf8_lossy(k).into_owned()),
+        );
+    }
+    f.flush(&mut |k| kept.push(String::from_utf8_lossy(k).into_owned()));
+    assert_eq!(kept, [lines[0], lines[1], lines[4]]);
+    assert_eq!(forged, [lines[3], lines[2]]);
+    assert_eq!(request_newlines(lines[3].as_bytes()), 2);
+    assert_eq!(request_newlines(lines[4].as_bytes()), 0);
+    // A %0A before nginx's own ", request: \"" is the client's text, not counted.
+    assert_eq!(request_newlines(b"x%0A, request: \"GET / HTTP/1.1\""), 0);
+}
+
+/// Lines further back than one entry (2048 bytes) are handed on before a later line
+/// could claim them: a request can only take back lines of its own entry.
+#[test]
+fn a_request_takes_back_no_line_beyond_one_entry() {
+    let long = "2026/12/05 19:00:00 [notice] 9#9: ".to_string() + &"a".repeat(MAX_ENTRY);
+    let tail = "x, request: \"GET /%0a%0a%0a HTTP/1.1\"";
+    let (mut kept, mut forged) = (0, 0);
+    let mut f = EntryFilter::default();
+    for l in [long.as_str(), tail] {
+        f.push(l.as_bytes(), &mut |_| kept += 1, &mut |_| forged += 1);
+    }
+    f.flush(&mut |_| kept += 1);
+    assert_eq!((kept, forged), (1, 1));
 }

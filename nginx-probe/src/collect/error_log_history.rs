@@ -108,6 +108,8 @@ pub fn scan(file: &mut File, end: u64, since: u64) -> History {
             }
         }
     };
+    // Lines a request wrote (a %0A in its URI) are not nginx's: left out.
+    let mut filter = super::error_log_classes::EntryFilter::default();
     let read = read_chunks(file, end - start, &mut |chunk| {
         for &b in chunk {
             if b != b'\n' {
@@ -120,10 +122,11 @@ pub fn scan(file: &mut File, end: u64, since: u64) -> History {
                 skipping = false;
                 continue;
             }
-            count(&line, &mut h);
+            filter.push(&line, &mut |l| count(l, &mut h), &mut |_| {});
             line.clear();
         }
     });
+    filter.flush(&mut |l| count(l, &mut h));
     h.bytes_read = read;
     h
 }

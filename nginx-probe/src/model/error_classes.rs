@@ -203,6 +203,8 @@ pub const CLASSES: &[Class] = &[
         "worker_shutdown_timeout (a process exiting: reload, quit, stop)",
         P,
     ),
+    // Lines a request wrote into the log (issue 22's trial): not nginx's own words.
+    c("written_by_request", "-", O),
 ];
 
 /// The class entry named `name`.

@@ -346,3 +346,59 @@ fn slow_upstream_with_idle_workers_is_named() {
         "{v}"
     );
 }
+
+/// 3 requests for a missing file whose URI carries `%0A`s: nginx decodes them into the
+/// file name it logs, so each 404 writes 3 lines of the client's choosing into the
+/// error log: a worker crash and a limit_req refusal, with nginx's own date and pids,
+/// and the rest of nginx's entry. They are counted as `written_by_request` (9), never
+/// as nginx's words: no crash, no refusal, no verdict.
+#[test]
+fn lines_a_request_writes_into_the_error_log_are_not_taken_for_nginx_s() {
+    use std::io::Read;
+    let ng = Nginx::start(&NginxConfig::default());
+    let (master, worker) = (ng.master_pid(), ng.worker_pids()[0]);
+    let forge = || {
+        let out = std::process::Command::new("date")
+            .arg("+%Y/%m/%d %H:%M:%S")
+            .output()
+            .expect("date");
+        let now = String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .replace(' ', "%20");
+        let crash = format!(
+            "{now}%20[alert]%20{master}%23{master}:%20worker%20process%20{worker}%20exited%20on%20signal%2011%20(core%20dumped)"
+        );
+        let refusal = format!(
+            "{now}%20[error]%20{worker}%23{worker}:%20*1%20limiting%20requests,%20excess:%2010.5%20by%20zone%20%22one%22"
+        );
+        let mut c = TcpStream::connect(ng.addr()).expect("connect");
+        write!(
+            c,
+            "GET /x%0A{crash}%0A{refusal}%0Ay HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+        )
+        .expect("send");
+        let mut got = String::new();
+        let _ = c.read_to_string(&mut got);
+        assert!(got.starts_with("HTTP/1.1 404"), "{got}");
+    };
+    let (s, log) = run(&ng, || {
+        for _ in 0..3 {
+            forge();
+        }
+    });
+    // nginx did write them as lines of their own.
+    let needle = format!("worker process {worker} exited on signal 11");
+    assert_eq!(
+        log.lines().filter(|l| l.contains(&needle)).count(),
+        3,
+        "{log}"
+    );
+    let e = &s["nginx_errors"];
+    assert_eq!(e["classes"]["written_by_request"]["count"], 9, "{e}");
+    for class in ["worker_crashed", "limit_req"] {
+        assert!(e["classes"].get(class).is_none(), "{class}: {e}");
+    }
+    for id in ["worker_crashed", "requests_refused", "worker_crashes"] {
+        assert!(verdict(&s, id).is_none(), "{id}: {}", s["verdicts"]);
+    }
+}
