@@ -114,8 +114,14 @@ pub const COMBINED_BY_MAX: [usize; 6] = [
     DRAIN_AFTER_DATA_MAX_MS,
     DRAIN_AFTER_DATA_INV_MIN_MS,
 ];
+/// Of [`CLOSED_WHILE_DRAINING_SILENT`], closes with nginx's last data sent a jiffy or
+/// more after the client's last data (`tcp_sock.lsndtime` newer than
+/// `icsk_ack.lrcvtime`): a response under way, a stream or a download cut between two
+/// of its writes; the others had the client's data last (a request waiting for its
+/// response, or a connection without a whole request).
+pub const CLOSED_WHILE_DRAINING_MID_RESPONSE: usize = LC_PER_PORT_BASE + 6;
 /// Counters per port.
-pub const LC_PER_PORT: usize = DRAIN_AFTER_DATA_INV_MIN_MS + 1;
+pub const LC_PER_PORT: usize = CLOSED_WHILE_DRAINING_MID_RESPONSE + 1;
 
 /// Closes of client connections counted per worker slot, in the worker's own context
 /// (per-CPU `LC_WORKER`: `slot * LC_PER_WORKER + counter`, u64, cumulative): the
@@ -402,7 +408,7 @@ mod tests {
         assert_eq!(CLOSED_WHILE_DRAINING_IDLE, 72);
         assert_eq!(DRAIN_SILENT_INV_MIN_MS, 76);
         assert_eq!(DRAIN_AFTER_DATA_INV_MIN_MS, 78);
-        assert_eq!(LC_PER_PORT, 79);
+        assert_eq!(LC_PER_PORT, 80);
         assert_eq!(idle_bucket(0), 0);
         assert_eq!(idle_bucket(2000), 10);
         assert_eq!(idle_bucket(u64::MAX), LC_IDLE_BUCKETS - 1);

@@ -154,6 +154,15 @@ pub(crate) fn awaiting_response(sk: u64) -> Option<(bool, u64)> {
     Some((a < b || nothing_received, a as u64 * 1000 / hz))
 }
 
+/// Whether nginx's last data on `sk` (`tcp_sock.lsndtime`) went out a jiffy or more
+/// after the remote side's last data (`icsk_ack.lrcvtime`); false when unreadable.
+#[inline(always)]
+fn nginx_sent_last(sk: u64) -> bool {
+    let a = jiffies_since(sk, global(&LC_LSNDTIME_OFF));
+    let b = jiffies_since(sk, global(&LC_LRCVTIME_OFF));
+    matches!((a, b), (Some(a), Some(b)) if a < b)
+}
+
 /// ms since the remote side's last data on `sk` (`icsk_ack.lrcvtime`).
 #[inline(always)]
 pub(crate) fn ms_since_remote_data(sk: u64) -> Option<u64> {
@@ -232,6 +241,9 @@ fn on_draining_close(base: u32, sk: u64, slot: Option<u32>, drain: u64) {
         }
         Some((_, false)) => {
             lc_add(base, lc::CLOSED_WHILE_DRAINING_SILENT, 1);
+            if nginx_sent_last(sk) {
+                lc_add(base, lc::CLOSED_WHILE_DRAINING_MID_RESPONSE, 1);
+            }
             (lc::DRAIN_SILENT_MAX_MS, lc::DRAIN_SILENT_INV_MIN_MS)
         }
         None => return,

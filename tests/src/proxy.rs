@@ -138,13 +138,12 @@ impl StreamBackend {
     }
 }
 
-/// Opens a client on `/stream` at `addr` and returns it once the first body byte
-/// arrived (so nginx has the request in flight on both sides).
-pub fn stream_client(addr: SocketAddr) -> TcpStream {
+/// Opens a client on `path` at `addr` and returns it once the first body byte arrived
+/// (so nginx has the request in flight on both sides).
+pub fn stream_client(addr: SocketAddr, path: &str) -> TcpStream {
     let mut c = TcpStream::connect(addr).expect("connect");
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    c.write_all(b"GET /stream HTTP/1.1\r\nHost: t\r\n\r\n")
-        .expect("send");
+    write!(c, "GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").expect("send");
     let mut got = Vec::new();
     let mut buf = [0u8; 1024];
     loop {

@@ -336,7 +336,10 @@ fn cut_kinds(t: &PortLifecycle, silent_cut: bool, data_cut: bool) -> (Vec<String
         )
     };
     if silent_cut {
-        cut.push(format!("{silent} with nothing sent by nginx just before: requests still waiting for their response (their clients got none) or connections that had not sent a whole request, not told apart here"));
+        cut.push(format!(
+            "{silent} with nothing sent by nginx just before: {}",
+            t.silent_split()
+        ));
     } else if silent > 0 {
         other += &rest(
             silent,

@@ -98,6 +98,13 @@ pub struct PortLifecycle {
     /// request, or a response that ended earlier.
     #[serde(default, skip_serializing_if = "crate::model::is_zero")]
     pub closed_while_draining_silent: u64,
+    /// Of `closed_while_draining_silent`, closes with nginx's last data sent a jiffy
+    /// or more after the client's (`tcp_sock.lsndtime` newer than
+    /// `icsk_ack.lrcvtime`): a response under way (a stream, a download) cut between
+    /// two of its writes. The rest had the client's data last: a request waiting for
+    /// its response, or a connection without a whole request.
+    #[serde(default, skip_serializing_if = "crate::model::is_zero")]
+    pub closed_while_draining_mid_response: u64,
     /// Time from the worker's drain start (its `ngx_close_idle_connections` uprobe,
     /// `bpf_ktime_get_ns`) to its `closed_while_draining_silent` closes: the shortest
     /// and longest since attach; absent when there were none in the period (or the
@@ -125,6 +132,23 @@ pub struct PortLifecycle {
     /// Idle time before nginx's closes; absent when not measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_before_nginx_close: Option<IdleReport>,
+}
+
+impl PortLifecycle {
+    /// The silent draining closes told apart by which side's data came last, as the
+    /// text report and `worker_shutdown_timeout_cut` say them (empty when none).
+    pub fn silent_split(&self) -> String {
+        let n = self.closed_while_draining_silent;
+        let m = self.closed_while_draining_mid_response.min(n);
+        let mut parts = Vec::new();
+        if m > 0 {
+            parts.push(format!("{m} in the middle of a response (nginx's data after the client's: a stream or a download cut between two writes, its client got part of it)"));
+        }
+        if n > m {
+            parts.push(format!("{} with the client's data last (a request waiting for its response, its client got none, or a connection without a whole request)", n - m));
+        }
+        parts.join(", ")
+    }
 }
 
 /// The shortest and longest of a set of times, ms, each the extreme since attach (the
@@ -269,6 +293,7 @@ impl ConnectionsReport {
             t.closed_while_draining_idle += p.closed_while_draining_idle;
             t.closed_while_draining_after_data += p.closed_while_draining_after_data;
             t.closed_while_draining_silent += p.closed_while_draining_silent;
+            t.closed_while_draining_mid_response += p.closed_while_draining_mid_response;
             t.silent_close_after_drain_start = MsSpan::union_opt(
                 t.silent_close_after_drain_start,
                 p.silent_close_after_drain_start,
@@ -420,6 +445,7 @@ fn port_lifecycle(
         closed_while_draining_idle: d(lc::CLOSED_WHILE_DRAINING_IDLE),
         closed_while_draining_after_data: d(lc::CLOSED_WHILE_DRAINING_AFTER_DATA),
         closed_while_draining_silent: d(lc::CLOSED_WHILE_DRAINING_SILENT),
+        closed_while_draining_mid_response: d(lc::CLOSED_WHILE_DRAINING_MID_RESPONSE),
         silent_close_after_drain_start: MsSpan::from_counters(
             d(lc::CLOSED_WHILE_DRAINING_SILENT),
             c[lc::DRAIN_SILENT_MAX_MS],

@@ -120,9 +120,10 @@ fn draining_lines(out: &mut String, c: &ConnectionsReport, t: &PortLifecycle) {
         }
         if t.closed_while_draining_silent > 0 {
             parts.push(format!(
-                "{} with nothing sent by nginx just before{} (a request whose response had not begun, cut at worker_shutdown_timeout say, or a connection waiting for its first request)",
+                "{} with nothing sent by nginx just before{}: {}",
                 t.closed_while_draining_silent,
-                when(t.silent_close_after_drain_start)
+                when(t.silent_close_after_drain_start),
+                t.silent_split()
             ));
         }
         let rest = t.closed_while_draining.saturating_sub(
@@ -446,7 +447,7 @@ mod tests {
         let mut out = String::new();
         connections_section(&mut out, &r);
         assert!(
-            out.contains("  of nginx's closes, 8 by draining workers (graceful shutdown: a reload, a QUIT, a binary upgrade's WINCH; uprobe ngx_close_idle_connections and its return): 5 idle keepalive connections closed under their clients (in nginx's sweep of idle connections), 2 right after nginx's own last data (a response's end, a response still streaming when cut, or a TLS close_notify / HTTP/2 GOAWAY: not told apart), 1 with nothing sent by nginx just before, 1.0 s after the drain began (a request whose response had not begun, cut at worker_shutdown_timeout say, or a connection waiting for its first request); not in the idle times below\n"),
+            out.contains("  of nginx's closes, 8 by draining workers (graceful shutdown: a reload, a QUIT, a binary upgrade's WINCH; uprobe ngx_close_idle_connections and its return): 5 idle keepalive connections closed under their clients (in nginx's sweep of idle connections), 2 right after nginx's own last data (a response's end, a response still streaming when cut, or a TLS close_notify / HTTP/2 GOAWAY: not told apart), 1 with nothing sent by nginx just before, 1.0 s after the drain began: 1 with the client's data last (a request waiting for its response, its client got none, or a connection without a whole request); not in the idle times below\n"),
             "{out}"
         );
         assert!(

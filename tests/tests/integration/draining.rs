@@ -86,7 +86,7 @@ fn three_reloads_with_streams_held_leave_three_generations_draining() {
     let mut held = Vec::new();
     for &k in &per_gen {
         for _ in 0..k {
-            held.push(stream_client(ng.addr()));
+            held.push(stream_client(ng.addr(), "/stream"));
         }
         thread::sleep(Duration::from_millis(300));
         let old: Vec<u32> = gens.iter().flatten().copied().collect();
@@ -281,7 +281,7 @@ fn a_worker_started_without_the_shutdown_timeout_outlives_it_and_is_named() {
     let ng = nginx(&backend);
     let probe = Probe::on(&ng).json().duration(60).start();
     let old = ng.worker_pids();
-    let held = stream_client(ng.addr());
+    let held = stream_client(ng.addr(), "/stream");
     thread::sleep(Duration::from_millis(500));
     let conf = ng.prefix.join("nginx.conf");
     let text = std::fs::read_to_string(&conf).unwrap();

@@ -432,22 +432,28 @@ fn a_reload_closes_idle_tls_and_http2_connections_as_idle() {
     assert!(p.get("closed_while_draining_silent").is_none(), "{p}");
 }
 
-/// A reload with `worker_shutdown_timeout 1s` while 3 requests wait on a 4 s upstream
-/// and 2 unbuffered streams run: at 1 s the old worker cuts all 5 (the waiting clients
-/// get nothing, the streams end short) and nginx-probe counts 3 silent closes and 2
-/// right after nginx's data, all 1.0 s (+-10%) after the drain began, with the verdict
-/// counting the 5 and naming worker_shutdown_timeout and its file:line.
+/// A reload with `worker_shutdown_timeout 1s` while 3 requests wait on a 4 s upstream,
+/// 2 unbuffered streams send a byte every 2 ms and 1 a byte every 700 ms: at 1 s the
+/// old worker cuts all 6 (the waiting clients get nothing, the streams end short).
+/// nginx-probe counts 4 silent closes (3 with the client's data last, 1 in the middle
+/// of a response: its last byte 100 ms before the cut) and 2 right after nginx's data,
+/// all 1.0 s (+-10%) after the drain began, and the verdict counts the 6 and names
+/// worker_shutdown_timeout and its file:line.
 #[test]
 fn requests_cut_at_worker_shutdown_timeout_are_counted_and_named() {
     let slow = SlowBackend::start(Duration::from_millis(4000));
-    let stream = StreamBackend::start(Duration::from_millis(2));
+    let fast = StreamBackend::start(Duration::from_millis(2));
+    let trickle = StreamBackend::start(Duration::from_millis(700));
     let ng = Nginx::start(&NginxConfig {
         workers: 1,
         main_extra: "worker_shutdown_timeout 1s;".into(),
         server_extra: format!(
-            "location /slow {{ proxy_pass http://{}; }} location /stream {{ proxy_pass http://{}; proxy_buffering off; }}",
+            "location /slow {{ proxy_pass http://{}; }} \
+             location /stream {{ proxy_pass http://{}; proxy_buffering off; }} \
+             location /trickle {{ proxy_pass http://{}; proxy_buffering off; }}",
             slow.addr(),
-            stream.addr()
+            fast.addr(),
+            trickle.addr()
         ),
         ..NginxConfig::default()
     });
@@ -457,7 +463,9 @@ fn requests_cut_at_worker_shutdown_timeout_are_counted_and_named() {
     let busy: Vec<_> = (0..3)
         .map(|_| thread::spawn(move || get_to_close(addr, "/slow")))
         .collect();
-    let streams: Vec<TcpStream> = (0..2).map(|_| stream_client(addr)).collect();
+    let mut streams: Vec<TcpStream> = (0..2).map(|_| stream_client(addr, "/stream")).collect();
+    // Its bytes at 0, 700, 1400 ms: the cut (500 + 1000 ms) comes 100 ms after one.
+    streams.push(stream_client(addr, "/trickle"));
     thread::sleep(Duration::from_millis(500));
     kill(Pid::from_raw(ng.master_pid() as i32), Signal::SIGHUP).expect("reload");
     for b in busy {
@@ -474,16 +482,15 @@ fn requests_cut_at_worker_shutdown_timeout_are_counted_and_named() {
     let summary = probe.stop().summary_json();
     let text = text.stop().stdout;
     let p = port_of(&summary, &ng);
-    assert_eq!(p["established"], 5, "{p}");
-    assert_eq!(p["closed_while_draining"], 5, "{p}");
+    assert_eq!(p["established"], 6, "{p}");
+    assert_eq!(p["closed_while_draining"], 6, "{p}");
     assert!(p.get("closed_while_draining_idle").is_none(), "{p}");
-    let (silent, data) = (
-        p["closed_while_draining_silent"].as_u64().unwrap_or(0),
-        p["closed_while_draining_after_data"].as_u64().unwrap_or(0),
-    );
-    // The 3 waiting requests had nothing from nginx; the 2 streams a byte every 2 ms,
-    // so nginx's last data is within the close's last jiffy (4 ms at HZ 250).
-    assert_eq!((silent, data), (3, 2), "{p}");
+    let n = |k: &str| p[k].as_u64().unwrap_or(0);
+    // The waiting requests and the trickle had nothing from nginx in the close's last
+    // jiffy (4 ms at HZ 250); the 2 ms streams had.
+    assert_eq!(n("closed_while_draining_silent"), 4, "{p}");
+    assert_eq!(n("closed_while_draining_mid_response"), 1, "{p}");
+    assert_eq!(n("closed_while_draining_after_data"), 2, "{p}");
     for key in [
         "silent_close_after_drain_start",
         "after_data_close_after_drain_start",
@@ -497,21 +504,26 @@ fn requests_cut_at_worker_shutdown_timeout_are_counted_and_named() {
     let v = verdict(&summary, "worker_shutdown_timeout_cut")
         .unwrap_or_else(|| panic!("no worker_shutdown_timeout_cut in {}", summary["verdicts"]));
     assert_eq!(v["directives"][0], "worker_shutdown_timeout");
-    assert_eq!(v["evidence"]["connections_cut"], 5, "{v}");
+    assert_eq!(v["evidence"]["connections_cut"], 6, "{v}");
     let advice = v["advice"].as_str().unwrap_or("");
     assert!(
         advice.contains("after their shutdown began: worker_shutdown_timeout 1s ("),
         "{advice}"
     );
     assert!(
-        advice.starts_with("draining workers closed 5 connections "),
+        advice.starts_with("draining workers closed 6 connections "),
         "{advice}"
     );
-    assert!(
-        text.contains(" after the drain began (a request whose response had not begun")
-            || silent == 0,
-        "{text}"
-    );
+    for part in [
+        "4 with nothing sent by nginx just before: 1 in the middle of a response",
+        "3 with the client's data last (a request waiting for its response, its client got none",
+        "; 2 right after nginx's own data: responses still being sent",
+    ] {
+        assert!(advice.contains(part), "{advice}");
+        if !part.starts_with(';') {
+            assert!(text.contains(part), "{text}");
+        }
+    }
 }
 
 /// A worker already shutting down when nginx-probe attaches (3 requests still at a 3 s
