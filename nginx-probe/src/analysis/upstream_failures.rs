@@ -91,8 +91,8 @@ fn authority(peer: &str) -> &str {
 /// upstream blocks listing those peers as servers (a peer no block lists, proxied to by
 /// address, has no pool), else of any upstream block when no peer is placed.
 pub fn pool(inp: &Inputs, peers: &[&str]) -> Pool {
-    if let Some(said) = reuse_measured(inp) {
-        return Pool::Kept(said);
+    if let Some(measured) = reuse_measured(inp, peers) {
+        return measured;
     }
     let Some(cfg) = inp.config.as_ref() else {
         return Pool::Unknown;
@@ -152,23 +152,55 @@ pub fn pool(inp: &Inputs, peers: &[&str]) -> Pool {
     Pool::None(none.join("; "))
 }
 
-/// Some(clause) when reuse of upstream connections was measured: the access log holds
-/// every request, logs `$upstream_addr`, and its peers were tried more often than the
-/// workers called `connect()` (counted all the time; a try of a refused peer is a
-/// connect() that failed, not a reuse).
-fn reuse_measured(inp: &Inputs) -> Option<String> {
+/// Reuse of the connections to `peers` (error-log names) as measured: per peer, its
+/// tries in the access log (which holds every request and logs `$upstream_addr`)
+/// against its connects (tracepoint sock:inet_sock_set_state, `CLOSE -> SYN_SENT` in
+/// a worker): more tries than connects for one of them is reuse (`Pool::Kept`), as
+/// many connects as tries for each is fresh connections only (`Pool::None`). With no
+/// peer named, or a peer in neither table, the sums over all peers: more tries than
+/// the workers' connect() calls is reuse (somewhere). None when not measured.
+fn reuse_measured(inp: &Inputs, peers: &[&str]) -> Option<Pool> {
+    let a = super::outcome_rules::complete_log(inp)?;
+    let rows = inp.connections.as_ref().map(|c| &c.upstream_peers);
+    let per_peer: Option<Vec<(&str, u64, u64)>> = (!peers.is_empty())
+        .then(|| {
+            peers
+                .iter()
+                .map(|p| {
+                    let a_ = authority(p);
+                    let tries = a.upstreams.iter().find(|u| u.peer == a_)?.tries;
+                    let connects = rows?.iter().find(|r| r.peer == a_)?.connects;
+                    Some((a_, tries, connects))
+                })
+                .collect()
+        })
+        .flatten();
+    if let Some(per_peer) = per_peer {
+        if let Some((p, tries, connects)) = per_peer.iter().find(|(_, t, c)| t > c) {
+            return Some(Pool::Kept(format!(
+                "nginx reused connections to {p}: {tries} tries of it in its access log, {connects} connects (tracepoint sock:inet_sock_set_state)"
+            )));
+        }
+        let said: Vec<String> = per_peer
+            .iter()
+            .map(|(p, t, c)| format!("{p}: {t} tries, {c} connects"))
+            .collect();
+        return Some(Pool::None(format!(
+            "every try was a fresh connection ({}; access log and tracepoint sock:inet_sock_set_state)",
+            said.join("; ")
+        )));
+    }
     if inp.detail.is_some() {
         return None;
     }
-    let a = super::outcome_rules::complete_log(inp)?;
     // Every try either calls connect() (a fresh connection, established or failed:
     // a refused peer is tried without ever connecting) or reuses a pooled one.
     let tries: u64 = a.upstreams.iter().map(|p| p.tries).sum();
     let connects: u64 = inp.workers.iter().map(|w| w.upstream_connects).sum();
-    (tries > connects).then(|| {
-        format!(
+    (tries > connects && peers.is_empty()).then(|| {
+        Pool::Kept(format!(
             "nginx reused upstream connections: {tries} tries of peers in its access log, {connects} connect() calls (the kernel's)"
-        )
+        ))
     })
 }
 
@@ -441,5 +473,60 @@ mod tests {
         );
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].evidence["failed_at_peer"], serde_json::json!(0.0));
+    }
+}
+
+/// The newcomer trial's D2: a peer that resets every fresh connection (30 tries, 30
+/// connects) beside a pooled peer (76 tries, 58 connects): the reset is said of fresh
+/// connections, measured per peer, not a keepalive-timeout mismatch from the other
+/// peer's reuse; the pooled peer itself is Kept.
+#[cfg(test)]
+mod per_peer_reuse {
+    use super::*;
+    use crate::model::{
+        access_log::{AccessLogReport, UpstreamOutcomeReport},
+        connections::ConnectionsReport,
+        upstream_lifecycle::PeerLifecycle,
+    };
+
+    #[test]
+    fn reuse_is_judged_for_the_peer_that_reset() {
+        let up = |peer: &str, tries: u64| UpstreamOutcomeReport {
+            peer: peer.into(),
+            tries,
+            ..Default::default()
+        };
+        let row = |peer: &str, connects: u64| PeerLifecycle {
+            peer: peer.into(),
+            connects,
+            ..Default::default()
+        };
+        let inp = Inputs {
+            access_log: Some(AccessLogReport {
+                lines: 106,
+                statuses: [("200".to_string(), 76), ("502".to_string(), 30)].into(),
+                share_logged: Some(1.0),
+                upstreams: vec![up("127.0.0.1:18401", 30), up("127.0.0.1:18402", 76)],
+                ..Default::default()
+            }),
+            connections: Some(ConnectionsReport {
+                upstream_peers: vec![row("127.0.0.1:18401", 30), row("127.0.0.1:18402", 58)],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        match pool(&inp, &["http://127.0.0.1:18401"]) {
+            Pool::None(why) => assert!(
+                why.contains(
+                    "every try was a fresh connection (127.0.0.1:18401: 30 tries, 30 connects"
+                ),
+                "{why}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            pool(&inp, &["http://127.0.0.1:18402"]),
+            Pool::Kept(_)
+        ));
     }
 }

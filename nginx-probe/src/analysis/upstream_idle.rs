@@ -138,7 +138,7 @@ fn verdict(inp: &Inputs, p: &PeerLifecycle, pinned: f64) -> Verdict {
                 format!("{head}{resets}; nginx's pool lets them go sooner ({}), so the peer's closes come from elsewhere (connections kept by another pool, or closed before they sat in one): why is unknown", t.iter().map(|x| x.1.as_str()).collect::<Vec<_>>().join("; "))
             } else {
                 format!(
-                    "{head}{resets}: nginx keeps idle connections to it longer ({}), so it can send a request on a connection the peer is closing, and the client gets a 502 (`upstream prematurely closed connection` or a reset); set keepalive_timeout in the upstream block below {at}, or raise the peer's idle timeout above nginx's",
+                    "{head}{resets}: nginx keeps idle connections to it longer ({}), so it can send a request on a connection the peer is closing (`upstream prematurely closed connection` or a reset): nginx retries such a request on another connection when it may (an idempotent method under proxy_next_upstream's default error), else the client gets a 502; set keepalive_timeout in the upstream block below {at}, or raise the peer's idle timeout above nginx's",
                     longer.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("; ")
                 )
             }
