@@ -120,8 +120,17 @@ pub const COMBINED_BY_MAX: [usize; 6] = [
 /// of its writes; the others had the client's data last (a request waiting for its
 /// response, or a connection without a whole request).
 pub const CLOSED_WHILE_DRAINING_MID_RESPONSE: usize = LC_PER_PORT_BASE + 6;
+/// Of [`CLOSED_BY_RESET`], nginx's own: `ESTABLISHED -> CLOSE` in a worker's
+/// `close()` with no received reset being processed for the socket: a close with the
+/// client's data unread (the kernel's `TCP_ABORT_ON_CLOSE`: a request that arrived as
+/// nginx closed), or `SO_LINGER` 0 (`reset_timedout_connection on`, `lingering_close
+/// off` with data pending).
+pub const CLOSED_BY_NGINX_RESET: usize = LC_PER_PORT_BASE + 7;
+/// Of [`CLOSED_BY_NGINX_RESET`], by draining workers (in their sweep of idle
+/// connections or after it): connections a reload or QUIT cut with a reset.
+pub const CLOSED_WHILE_DRAINING_RESET: usize = LC_PER_PORT_BASE + 8;
 /// Counters per port.
-pub const LC_PER_PORT: usize = CLOSED_WHILE_DRAINING_MID_RESPONSE + 1;
+pub const LC_PER_PORT: usize = CLOSED_WHILE_DRAINING_RESET + 1;
 
 /// Closes of client connections counted per worker slot, in the worker's own context
 /// (per-CPU `LC_WORKER`: `slot * LC_PER_WORKER + counter`, u64, cumulative): the
@@ -408,7 +417,7 @@ mod tests {
         assert_eq!(CLOSED_WHILE_DRAINING_IDLE, 72);
         assert_eq!(DRAIN_SILENT_INV_MIN_MS, 76);
         assert_eq!(DRAIN_AFTER_DATA_INV_MIN_MS, 78);
-        assert_eq!(LC_PER_PORT, 80);
+        assert_eq!(LC_PER_PORT, 82);
         assert_eq!(idle_bucket(0), 0);
         assert_eq!(idle_bucket(2000), 10);
         assert_eq!(idle_bucket(u64::MAX), LC_IDLE_BUCKETS - 1);

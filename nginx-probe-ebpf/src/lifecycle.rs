@@ -301,7 +301,17 @@ fn on_set_state(base: u32, old: i32, new: i32, sk: u64) {
         (TCP_CLOSE_WAIT, TCP_CLOSE) if !by_reset => {
             worker_add(worker_slot(), lc::worker::CLOSED_AFTER_CLIENT)
         }
-        (TCP_ESTABLISHED, TCP_CLOSE) => lc_add(base, lc::CLOSED_BY_RESET, 1),
+        (TCP_ESTABLISHED, TCP_CLOSE) => {
+            lc_add(base, lc::CLOSED_BY_RESET, 1);
+            // In a worker's close(), no received reset: nginx's own reset.
+            let slot = worker_slot();
+            if !by_reset && slot.is_some() && !task_exiting() {
+                lc_add(base, lc::CLOSED_BY_NGINX_RESET, 1);
+                if drain_state(slot) != 0 {
+                    lc_add(base, lc::CLOSED_WHILE_DRAINING_RESET, 1);
+                }
+            }
+        }
         (TCP_LISTEN, TCP_CLOSE) => {
             lc_add(base, lc::LISTENERS_CLOSED, 1);
             let _ = LC_CLOSING.insert(bpf_get_current_pid_tgid(), sk, 0);

@@ -118,6 +118,15 @@ pub struct PortLifecycle {
     pub after_data_close_after_drain_start: Option<MsSpan>,
     /// Ended by a reset while established (`ESTABLISHED -> CLOSE`, either side).
     pub closed_by_reset: u64,
+    /// Of `closed_by_reset`, nginx's own: `ESTABLISHED -> CLOSE` in a worker's
+    /// `close()` with no received reset being processed: a close with the client's data
+    /// unread (`TCP_ABORT_ON_CLOSE`), or `SO_LINGER` 0 (`reset_timedout_connection`).
+    #[serde(default, skip_serializing_if = "crate::model::is_zero")]
+    pub closed_by_nginx_reset: u64,
+    /// Of `closed_by_nginx_reset`, by draining workers: connections a reload or QUIT
+    /// cut with a reset (a request arrived as the worker closed them).
+    #[serde(default, skip_serializing_if = "crate::model::is_zero")]
+    pub closed_while_draining_reset: u64,
     /// Resets received (`tcp:tcp_receive_reset`).
     pub resets_received: u64,
     /// Resets sent from the port (`tcp:tcp_send_reset`), socket or not.
@@ -304,6 +313,8 @@ impl ConnectionsReport {
             );
             t.closed_by_client += p.closed_by_client;
             t.closed_by_reset += p.closed_by_reset;
+            t.closed_by_nginx_reset += p.closed_by_nginx_reset;
+            t.closed_while_draining_reset += p.closed_while_draining_reset;
             t.resets_received += p.resets_received;
             t.resets_sent += p.resets_sent;
             t.listeners_closed += p.listeners_closed;
@@ -458,6 +469,8 @@ fn port_lifecycle(
         ),
         closed_by_client: d(lc::CLOSED_BY_CLIENT),
         closed_by_reset: d(lc::CLOSED_BY_RESET),
+        closed_by_nginx_reset: d(lc::CLOSED_BY_NGINX_RESET),
+        closed_while_draining_reset: d(lc::CLOSED_WHILE_DRAINING_RESET),
         resets_received: d(lc::RST_RECEIVED),
         resets_sent: d(lc::RST_SENT),
         resets_sent_by_reason: by_reason,

@@ -42,6 +42,7 @@ pub fn connections_section(out: &mut String, r: &Report) {
     }
     tls_client_first_line(out, r, &t);
     draining_lines(out, c, &t);
+    nginx_resets_line(out, &t);
     worker_closes_line(out, r);
     if t.resets_sent + t.resets_received > 0 {
         let reasons: Vec<String> = t
@@ -150,6 +151,27 @@ fn draining_lines(out: &mut String, c: &ConnectionsReport, t: &PortLifecycle) {
             "  closes by draining workers: not told apart from the serving workers' ({why})"
         );
     }
+}
+
+/// The resets that were nginx's own close (`closed_by_nginx_reset`), and how many of
+/// them draining workers made; nothing when none.
+fn nginx_resets_line(out: &mut String, t: &PortLifecycle) {
+    if t.closed_by_nginx_reset == 0 {
+        return;
+    }
+    let draining = if t.closed_while_draining_reset > 0 {
+        format!(
+            ", {} of them by draining workers (connections a reload or QUIT cut: a request had arrived as the worker closed them)",
+            t.closed_while_draining_reset
+        )
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        out,
+        "  of the closes by a reset, {} were nginx's own (a worker's close() with the client's data unread, TCP_ABORT_ON_CLOSE, or SO_LINGER 0 as reset_timedout_connection sets){draining}",
+        t.closed_by_nginx_reset
+    );
 }
 
 /// Workers listed with closes, at most.

@@ -332,6 +332,38 @@ fn client_resets(perf: bool) {
     assert_eq!(p["closed_by_client"], 0, "{p}");
     assert_eq!(p["closed_by_nginx"], 0, "{p}");
     assert_eq!(p["resets_sent"], 0, "{p}");
+    // The clients' resets, not nginx's.
+    assert!(p.get("closed_by_nginx_reset").is_none(), "{p}");
+}
+
+/// `send_timeout 1s; reset_timedout_connection on;` and 4 clients that request a
+/// 16 MB file and read nothing: nginx gives up on each after 1 s without progress and
+/// closes it with SO_LINGER 0. nginx-probe counts 4 connections ended by a reset, all
+/// 4 nginx's own, none received.
+#[test]
+fn resets_at_send_timeout_are_nginx_s_own() {
+    let ng = Nginx::start(&NginxConfig {
+        server_extra: "send_timeout 1s; reset_timedout_connection on;".into(),
+        ..NginxConfig::default()
+    });
+    std::fs::write(ng.prefix.join("html/big"), vec![b'x'; 16 << 20]).expect("write big");
+    let probe = Probe::on(&ng).json();
+    let summary = probe.summary_around(|| {
+        let held: Vec<TcpStream> = (0..4)
+            .map(|_| {
+                let mut c = TcpStream::connect(ng.addr()).expect("connect");
+                c.write_all(b"GET /big HTTP/1.1\r\nHost: t\r\n\r\n")
+                    .expect("send");
+                c
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(3000));
+        drop(held);
+    });
+    let p = port_of(&summary, &ng);
+    assert_eq!(p["closed_by_reset"], 4, "{p}");
+    assert_eq!(p["closed_by_nginx_reset"], 4, "{p}");
+    assert_eq!(p["resets_received"], 0, "{p}");
 }
 
 /// Case 20: a reload that drops a `reuseport` listening socket (worker_processes from
