@@ -154,6 +154,12 @@ pub fn worker_crashed(inp: &Inputs, out: &mut Vec<Verdict>) {
     evidence.insert("workers_crashed", serde_json::json!(crashed));
     evidence.insert("workers_crashed_since_attach", serde_json::json!(now));
     evidence.insert("workers_killed", serde_json::json!(h.workers_killed));
+    if h.crash_lines_contradicted > 0 {
+        evidence.insert(
+            "crash_lines_contradicted",
+            serde_json::json!(h.crash_lines_contradicted),
+        );
+    }
     let (severity, when) = if now > 0 {
         (Severity::Critical, format!("{now} of them during this run"))
     } else {

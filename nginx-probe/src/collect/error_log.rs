@@ -59,7 +59,13 @@ pub struct ErrorLogReader {
     peers_interval_base: super::error_log_peers::PeerCounts,
     /// Lines held until no later line shows a request wrote them.
     filter: super::error_log_classes::EntryFilter,
+    /// The worker pids of the crash lines read since attach (at most
+    /// [`MAX_CRASH_PIDS`]), to be checked against the workers the kernel saw.
+    pub crash_pids: Vec<u32>,
 }
+
+/// Crash lines whose pid is kept for checking, at most.
+pub const MAX_CRASH_PIDS: usize = 64;
 
 /// The class of lines a request wrote into the log (`%0A`s in its URI).
 pub const WRITTEN_BY_REQUEST: &str = "written_by_request";
@@ -94,6 +100,7 @@ impl ErrorLogReader {
             peers: Default::default(),
             peers_interval_base: Default::default(),
             filter: Default::default(),
+            crash_pids: Vec::new(),
         }
     }
 
@@ -117,9 +124,13 @@ impl ErrorLogReader {
             }
         };
         let (counts, peers) = (&mut self.counts, &mut self.peers);
+        let crash_pids = &mut self.crash_pids;
         let mut line = |l: &[u8]| {
             if let Some((level, class)) = classify(l) {
                 counts.entry(class).or_insert([0; 8])[level] += 1;
+                if class == "worker_crashed" && crash_pids.len() < MAX_CRASH_PIDS {
+                    crash_pids.extend(super::error_log_classes::exited_worker_pid(l));
+                }
                 if super::error_log_classes::class(class)
                     .is_some_and(|c| c.group == Group::Upstream)
                 {

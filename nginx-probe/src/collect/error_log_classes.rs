@@ -22,6 +22,22 @@ pub const MAX_LINE: usize = 2048;
 /// [*CID ]message...`), or None when it is not such a line (a continuation, garbage).
 /// Pure. Only fixed wording is looked at; nothing of the line is returned.
 pub fn classify(line: &[u8]) -> Option<(usize, &'static str)> {
+    let (level, msg) = level_and_message(line)?;
+    Some((level, message_class(msg)))
+}
+
+/// The worker pid a `worker process N exited on signal S` line names (the master's
+/// words for a child it reaped); None for any other line. Pure.
+pub fn exited_worker_pid(line: &[u8]) -> Option<u32> {
+    let (_, msg) = level_and_message(line)?;
+    let rest = msg.strip_prefix("worker process ")?;
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    rest[..digits].parse().ok()
+}
+
+/// The level index and the message (after `PID#TID: ` and `*CID `) of an error-log
+/// line; None when it is no such line.
+fn level_and_message(line: &[u8]) -> Option<(usize, &str)> {
     let line = std::str::from_utf8(line)
         .ok()
         .or_else(|| std::str::from_utf8(&line[..utf8_prefix(line)]).ok())?;
@@ -44,7 +60,7 @@ pub fn classify(line: &[u8]) -> Option<(usize, &'static str)> {
         let digits = after.bytes().take_while(u8::is_ascii_digit).count();
         msg = after[digits..].trim_start();
     }
-    Some((level, message_class(msg)))
+    Some((level, msg))
 }
 
 /// The most an nginx error-log entry holds, bytes (`NGX_MAX_ERROR_STR`, 2048, with its

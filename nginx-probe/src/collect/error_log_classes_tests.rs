@@ -294,3 +294,17 @@ fn a_request_takes_back_no_line_beyond_one_entry() {
     f.flush(&mut |_| kept += 1);
     assert_eq!((kept, forged), (1, 1));
 }
+
+#[test]
+fn the_pid_of_a_worker_exit_line_is_read_from_nginx_s_words_only() {
+    let l = |s: &str| exited_worker_pid(s.as_bytes());
+    assert_eq!(
+        l("2026/12/05 19:00:01 [alert] 9#9: worker process 1234 exited on signal 11 (core dumped)"),
+        Some(1234)
+    );
+    assert_eq!(
+        l("2026/12/05 19:00:01 [notice] 9#9: signal process started"),
+        None
+    );
+    assert_eq!(l("worker process 1234 exited on signal 11"), None);
+}

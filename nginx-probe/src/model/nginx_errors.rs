@@ -69,6 +69,10 @@ pub struct ErrorLogInputs<'a> {
     /// The master's soft and hard open-files limits (`/proc/<master>/limits`, Max open
     /// files), read when the report is built; None when unlimited or unreadable.
     pub master_nofile: (Option<u64>, Option<u64>),
+    /// Crash lines read since attach that name no worker the kernel saw exit (no such
+    /// worker since attach, or one still running): not nginx's, left out of the crash
+    /// counts.
+    pub crash_lines_contradicted: u64,
 }
 
 /// The `nginx_errors` part of a report: counts by class with their directive and group,
@@ -164,12 +168,14 @@ fn history_report(e: &ErrorLogInputs, h: &ErrorLogHistory) -> ProcessHistoryRepo
         workers_failed_to_spawn: count("worker_spawn_failed"),
         workers_exited_fatal: count("worker_exited_fatal"),
         spawn_failed_emfile_before_attach: h.spawn_failed_emfile,
-        workers_crashed: count("worker_crashed"),
+        workers_crashed: count("worker_crashed").saturating_sub(e.crash_lines_contradicted),
         workers_crashed_since_attach: e
             .counts_since_attach
             .get("worker_crashed")
-            .map(|l| l.iter().sum())
-            .unwrap_or(0),
+            .map(|l| l.iter().sum::<u64>())
+            .unwrap_or(0)
+            .saturating_sub(e.crash_lines_contradicted),
+        crash_lines_contradicted: e.crash_lines_contradicted,
         workers_killed: count("worker_killed"),
         master_nofile_soft: e.master_nofile.0,
         master_nofile_hard: e.master_nofile.1,

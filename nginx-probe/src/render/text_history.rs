@@ -49,6 +49,13 @@ pub fn history_lines(out: &mut String, r: &Report) {
             h.workers_killed
         );
     }
+    if h.crash_lines_contradicted > 0 {
+        let _ = writeln!(
+            out,
+            "{} worker crash lines written during this run name no worker the kernel saw exit (none of that pid since attach, or one still running): not nginx's (a client can write lines into the error log), not counted",
+            h.crash_lines_contradicted
+        );
+    }
 }
 
 /// "upstream error lines by peer (error log): http://127.0.0.2:8602 37

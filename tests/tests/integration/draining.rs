@@ -269,6 +269,11 @@ fn a_worker_killed_by_sigsegv_is_reported_as_a_crash_and_its_respawn_followed() 
         "{}",
         ng.error_log()
     );
+    // Read from the log and matched against the kernel's exit of that worker: one
+    // crash during the run, no line contradicted.
+    let h = &s["nginx_errors"]["history"];
+    assert_eq!(h["workers_crashed_since_attach"], 1, "{h}");
+    assert!(h.get("crash_lines_contradicted").is_none(), "{h}");
 }
 
 /// A reload that adds `worker_shutdown_timeout 1s` while a stream is held: the old

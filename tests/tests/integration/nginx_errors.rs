@@ -402,3 +402,59 @@ fn lines_a_request_writes_into_the_error_log_are_not_taken_for_nginx_s() {
         assert!(verdict(&s, id).is_none(), "{id}: {}", s["verdicts"]);
     }
 }
+
+/// The same forgery hidden from the request line: 3 URIs padded past nginx's 2 KB
+/// entry, so nginx cuts each entry before its `request:` field and the line filter
+/// cannot see the `%0A`s. The forged line names a live worker's crash; the kernel saw
+/// no such exit, so nginx-probe counts the 3 lines as contradicted, no crash, no
+/// verdict.
+#[test]
+fn a_crash_line_hidden_past_2_kb_is_contradicted_by_the_kernel() {
+    use std::io::Read;
+    let ng = Nginx::start(&NginxConfig::default());
+    let (master, worker) = (ng.master_pid(), ng.worker_pids()[0]);
+    let forge = || {
+        let out = std::process::Command::new("date")
+            .arg("+%Y/%m/%d %H:%M:%S")
+            .output()
+            .expect("date");
+        let now = String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .replace(' ', "%20");
+        let crash = format!(
+            "{now}%20[alert]%20{master}%23{master}:%20worker%20process%20{worker}%20exited%20on%20signal%2011%20(core%20dumped)"
+        );
+        let pad = "a".repeat(2500);
+        let mut c = TcpStream::connect(ng.addr()).expect("connect");
+        write!(
+            c,
+            "GET /x%0A{crash}%0A{pad} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+        )
+        .expect("send");
+        let mut got = String::new();
+        let _ = c.read_to_string(&mut got);
+        assert!(got.starts_with("HTTP/1.1 404"), "{got}");
+    };
+    let (s, log) = run(&ng, || {
+        for _ in 0..3 {
+            forge();
+        }
+    });
+    let needle = format!("worker process {worker} exited on signal 11");
+    assert_eq!(
+        log.lines().filter(|l| l.contains(&needle)).count(),
+        3,
+        "{log}"
+    );
+    assert!(
+        !log.contains("request: \"GET /x%0A"),
+        "nginx kept the request field: {log}"
+    );
+    let h = &s["nginx_errors"]["history"];
+    assert_eq!(h["crash_lines_contradicted"], 3, "{h}");
+    assert_eq!(h["workers_crashed"], 0, "{h}");
+    assert_eq!(h["workers_crashed_since_attach"], 0, "{h}");
+    for id in ["worker_crashed", "worker_crashes"] {
+        assert!(verdict(&s, id).is_none(), "{id}: {}", s["verdicts"]);
+    }
+}

@@ -37,7 +37,32 @@ impl Tracker {
                 Some(_) => master_nofile(self.master.pid),
                 None => (None, None),
             },
+            crash_lines_contradicted: self.crash_lines_contradicted(),
         }
+    }
+
+    /// Crash lines read since attach (`worker process N exited on signal S`) whose N
+    /// is no worker the tracker saw since attach (by host pid or the pid in nginx's own
+    /// namespace, `NSpid`), or a worker still running (`/proc/<pid>`): nginx's master
+    /// writes the line after reaping the worker, so such a line is not nginx's (a
+    /// client can write lines into the error log).
+    fn crash_lines_contradicted(&self) -> u64 {
+        self.error_log
+            .crash_pids
+            .iter()
+            .filter(|&&p| {
+                let w = self
+                    .workers
+                    .values()
+                    .find(|w| w.pid == p || w.nspid.last().is_some_and(|&n| n as u32 == p));
+                match w {
+                    None => true,
+                    Some(w) => {
+                        w.alive && std::path::Path::new(&format!("/proc/{}", w.pid)).exists()
+                    }
+                }
+            })
+            .count() as u64
     }
 }
 
