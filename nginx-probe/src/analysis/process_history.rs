@@ -179,6 +179,40 @@ pub fn worker_crashed(inp: &Inputs, out: &mut Vec<Verdict>) {
     ));
 }
 
+/// `config_not_loaded`: nginx wrote configuration errors at `emerg` in the period
+/// (the error log's `config` class: `... in <file>:<line>`), and its master and a
+/// worker still run: a reload (or an `nginx -s` / `nginx -t` writing to the same log)
+/// could not load the configuration on disk, and nginx serves on with the one it had.
+pub fn config_not_loaded(inp: &Inputs, out: &mut Vec<Verdict>) {
+    let Some(e) = inp.nginx_errors.as_ref().filter(|e| e.readable) else {
+        return;
+    };
+    let Some(c) = e.classes.get("config") else {
+        return;
+    };
+    let emerg = c.levels.get("emerg").copied().unwrap_or(0);
+    let serving = inp.workers.iter().filter(|w| w.alive).count();
+    if emerg == 0 || serving == 0 {
+        return;
+    }
+    let mut evidence = std::collections::BTreeMap::new();
+    evidence.insert("config_emerg_lines", serde_json::json!(emerg));
+    evidence.insert("workers_running", serde_json::json!(serving));
+    evidence.insert(
+        "source",
+        serde_json::json!("nginx's error log (its `emerg` lines ending `in <file>:<line>`), the tracker's live workers (/proc)"),
+    );
+    out.push(Verdict::new(
+        "config_not_loaded",
+        Severity::Warning,
+        evidence,
+        &["nginx.conf (nginx -t)"],
+        format!(
+            "nginx wrote {emerg} configuration errors at emerg during this period (error log): a reload, or an nginx -s or -t run writing to the same log, could not load the configuration on disk, and nginx serves on with the one it had ({serving} workers running). The file:line is in the error log; run nginx -t, fix it, then reload"
+        ),
+    ));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

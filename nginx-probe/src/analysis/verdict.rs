@@ -152,6 +152,7 @@ pub fn judge(inp: &Inputs) -> Vec<Verdict> {
     crate::analysis::worker_rules::worker_crashes(inp, &mut out);
     crate::analysis::process_history::worker_spawn_failed(inp, &mut out);
     crate::analysis::process_history::worker_crashed(inp, &mut out);
+    crate::analysis::process_history::config_not_loaded(inp, &mut out);
     one_crash_verdict(&mut out);
     if let Some(d) = &inp.detail {
         mark_sampled(&mut out, d);

@@ -458,3 +458,35 @@ fn a_crash_line_hidden_past_2_kb_is_contradicted_by_the_kernel() {
         assert!(verdict(&s, id).is_none(), "{id}: {}", s["verdicts"]);
     }
 }
+
+/// A reload of a configuration with an unknown directive: nginx's master writes one
+/// `[emerg] unknown directive ... in <file>:<line>` and keeps its workers. nginx-probe
+/// says the configuration on disk was not loaded (`config_not_loaded`, 1 line), with
+/// the workers still running.
+#[test]
+fn a_failed_reload_is_said_with_nginx_serving_on() {
+    let ng = Nginx::start(&NginxConfig::default());
+    let before = ng.worker_pids();
+    let (s, log) = run(&ng, || {
+        let conf = ng.prefix.join("nginx.conf");
+        let text = std::fs::read_to_string(&conf).unwrap();
+        std::fs::write(&conf, format!("{text}\nno_such_directive on;\n")).unwrap();
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(ng.master_pid() as i32),
+            nix::sys::signal::Signal::SIGHUP,
+        )
+        .expect("reload");
+        thread::sleep(Duration::from_millis(800));
+    });
+    assert_eq!(
+        log.lines()
+            .filter(|l| l.contains("[emerg]") && l.contains("no_such_directive"))
+            .count(),
+        1,
+        "{log}"
+    );
+    assert_eq!(ng.worker_pids(), before, "the old workers serve on");
+    let v = verdict(&s, "config_not_loaded").unwrap_or_else(|| panic!("{}", s["verdicts"]));
+    assert_eq!(v["evidence"]["config_emerg_lines"], 1, "{v}");
+    assert_eq!(v["evidence"]["workers_running"], before.len() as u64, "{v}");
+}
