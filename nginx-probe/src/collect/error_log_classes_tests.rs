@@ -274,25 +274,47 @@ fn lines_a_request_wrote_into_the_log_are_not_nginx_s() {
     f.flush(&mut |k| kept.push(String::from_utf8_lossy(k).into_owned()));
     assert_eq!(kept, [lines[0], lines[1], lines[4]]);
     assert_eq!(forged, [lines[3], lines[2]]);
-    assert_eq!(request_newlines(lines[3].as_bytes()), 2);
-    assert_eq!(request_newlines(lines[4].as_bytes()), 0);
-    // A %0A before nginx's own ", request: \"" is the client's text, not counted.
-    assert_eq!(request_newlines(b"x%0A, request: \"GET / HTTP/1.1\""), 0);
+}
+
+/// The second trial's attacks on the filter: a Referer carrying a fake request field
+/// after nginx's own does not hide nginx's; a `%0A` in a query, or in a path whose
+/// lines are not in the log (a limit_req line), takes back no line of nginx's.
+#[test]
+fn only_lines_that_are_the_request_s_own_path_are_taken_back() {
+    use std::collections::VecDeque;
+    let pending: VecDeque<Vec<u8>> = [
+        "2026/12/05 19:00:01 [alert] 9#9: worker process 10 exited on signal 11",
+        "2026/12/05 19:00:01 [error] 10#10: *5 open() \"/srv/x",
+        "FORGED",
+    ]
+    .iter()
+    .map(|l| l.as_bytes().to_vec())
+    .collect();
+    let tail = "y\" failed (2: No such file or directory), client: c, server: s, request: \"GET /x%0AFORGED%0Ay HTTP/1.1\", host: \"h\", referrer: \"http://a/, request: \"GET /b HTTP/1.1\"";
+    assert_eq!(request_lines(tail.as_bytes(), &pending), 2);
+    // A query's %0A: nothing.
+    let q = "2026/12/05 19:00:02 [error] 10#10: *6 limiting requests, client: c, server: s, request: \"GET /r?q=%0A%0A HTTP/1.1\"";
+    assert_eq!(request_lines(q.as_bytes(), &pending), 0);
+    // A path's %0A on a line that does not quote it: the lines before are not its own.
+    let p = "2026/12/05 19:00:02 [error] 10#10: *6 limiting requests, client: c, server: s, request: \"GET /r%0A%0A HTTP/1.1\"";
+    assert_eq!(request_lines(p.as_bytes(), &pending), 0);
 }
 
 /// Lines further back than one entry (2048 bytes) are handed on before a later line
 /// could claim them: a request can only take back lines of its own entry.
 #[test]
 fn a_request_takes_back_no_line_beyond_one_entry() {
-    let long = "2026/12/05 19:00:00 [notice] 9#9: ".to_string() + &"a".repeat(MAX_ENTRY);
-    let tail = "x, request: \"GET /%0a%0a%0a HTTP/1.1\"";
+    // Its header line (ending with the path's first segment) is more than one entry
+    // back: handed on already, so the request cannot claim the lines after it.
+    let long = "2026/12/05 19:00:00 [error] 9#9: ".to_string() + &"a".repeat(MAX_ENTRY) + "/x";
+    let tail = "y\" failed, client: c, server: s, request: \"GET /x%0AFORGED%0Ay HTTP/1.1\"";
     let (mut kept, mut forged) = (0, 0);
     let mut f = EntryFilter::default();
-    for l in [long.as_str(), tail] {
+    for l in [long.as_str(), "FORGED", tail] {
         f.push(l.as_bytes(), &mut |_| kept += 1, &mut |_| forged += 1);
     }
     f.flush(&mut |_| kept += 1);
-    assert_eq!((kept, forged), (1, 1));
+    assert_eq!((kept, forged), (3, 0));
 }
 
 #[test]
