@@ -347,6 +347,39 @@ fn slow_upstream_with_idle_workers_is_named() {
     );
 }
 
+/// The local time as nginx writes it in its error log (`2026/12/05 19:00:01`), with
+/// its space as `%20` for a request path.
+fn log_time_encoded() -> String {
+    let out = std::process::Command::new("date")
+        .arg("+%Y/%m/%d %H:%M:%S")
+        .output()
+        .expect("date");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .replace(' ', "%20")
+}
+
+/// nginx's crash line for `worker`, written by `master` at `now`, encoded for a path.
+fn forged_crash(now: &str, master: u32, worker: u32) -> String {
+    format!(
+        "{now}%20[alert]%20{master}%23{master}:%20worker%20process%20{worker}%20exited%20on%20signal%2011%20(core%20dumped)"
+    )
+}
+
+/// GETs `path` (sent as is) on a connection of its own and asserts nginx's 404.
+fn get_404(ng: &Nginx, path: &str) {
+    use std::io::Read;
+    let mut c = TcpStream::connect(ng.addr()).expect("connect");
+    write!(
+        c,
+        "GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+    )
+    .expect("send");
+    let mut got = String::new();
+    let _ = c.read_to_string(&mut got);
+    assert!(got.starts_with("HTTP/1.1 404"), "{got}");
+}
+
 /// 3 requests for a missing file whose URI carries `%0A`s: nginx decodes them into the
 /// file name it logs, so each 404 writes 3 lines of the client's choosing into the
 /// error log: a worker crash and a limit_req refusal, with nginx's own date and pids,
@@ -354,32 +387,15 @@ fn slow_upstream_with_idle_workers_is_named() {
 /// as nginx's words: no crash, no refusal, no verdict.
 #[test]
 fn lines_a_request_writes_into_the_error_log_are_not_taken_for_nginx_s() {
-    use std::io::Read;
     let ng = Nginx::start(&NginxConfig::default());
     let (master, worker) = (ng.master_pid(), ng.worker_pids()[0]);
     let forge = || {
-        let out = std::process::Command::new("date")
-            .arg("+%Y/%m/%d %H:%M:%S")
-            .output()
-            .expect("date");
-        let now = String::from_utf8_lossy(&out.stdout)
-            .trim()
-            .replace(' ', "%20");
-        let crash = format!(
-            "{now}%20[alert]%20{master}%23{master}:%20worker%20process%20{worker}%20exited%20on%20signal%2011%20(core%20dumped)"
-        );
+        let now = log_time_encoded();
+        let crash = forged_crash(&now, master, worker);
         let refusal = format!(
             "{now}%20[error]%20{worker}%23{worker}:%20*1%20limiting%20requests,%20excess:%2010.5%20by%20zone%20%22one%22"
         );
-        let mut c = TcpStream::connect(ng.addr()).expect("connect");
-        write!(
-            c,
-            "GET /x%0A{crash}%0A{refusal}%0Ay HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
-        )
-        .expect("send");
-        let mut got = String::new();
-        let _ = c.read_to_string(&mut got);
-        assert!(got.starts_with("HTTP/1.1 404"), "{got}");
+        get_404(&ng, &format!("/x%0A{crash}%0A{refusal}%0Ay"));
     };
     let (s, log) = run(&ng, || {
         for _ in 0..3 {
@@ -410,30 +426,13 @@ fn lines_a_request_writes_into_the_error_log_are_not_taken_for_nginx_s() {
 /// verdict.
 #[test]
 fn a_crash_line_hidden_past_2_kb_is_contradicted_by_the_kernel() {
-    use std::io::Read;
     let ng = Nginx::start(&NginxConfig::default());
     let (master, worker) = (ng.master_pid(), ng.worker_pids()[0]);
     let forge = || {
-        let out = std::process::Command::new("date")
-            .arg("+%Y/%m/%d %H:%M:%S")
-            .output()
-            .expect("date");
-        let now = String::from_utf8_lossy(&out.stdout)
-            .trim()
-            .replace(' ', "%20");
-        let crash = format!(
-            "{now}%20[alert]%20{master}%23{master}:%20worker%20process%20{worker}%20exited%20on%20signal%2011%20(core%20dumped)"
-        );
+        let now = log_time_encoded();
+        let crash = forged_crash(&now, master, worker);
         let pad = "a".repeat(2500);
-        let mut c = TcpStream::connect(ng.addr()).expect("connect");
-        write!(
-            c,
-            "GET /x%0A{crash}%0A{pad} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
-        )
-        .expect("send");
-        let mut got = String::new();
-        let _ = c.read_to_string(&mut got);
-        assert!(got.starts_with("HTTP/1.1 404"), "{got}");
+        get_404(&ng, &format!("/x%0A{crash}%0A{pad}"));
     };
     let (s, log) = run(&ng, || {
         for _ in 0..3 {
