@@ -129,8 +129,33 @@ pub const CLOSED_BY_NGINX_RESET: usize = LC_PER_PORT_BASE + 7;
 /// Of [`CLOSED_BY_NGINX_RESET`], by draining workers (in their sweep of idle
 /// connections or after it): connections a reload or QUIT cut with a reset.
 pub const CLOSED_WHILE_DRAINING_RESET: usize = LC_PER_PORT_BASE + 8;
+/// Of [`CLOSED_BY_NGINX`], TLS closes nginx began (its `ngx_ssl_shutdown` with the
+/// client's EOF unread and the socket `ESTABLISHED`: a keepalive or idle timeout, a
+/// response with `Connection: close`, a draining worker's sweep) whose client's FIN
+/// arrived before nginx's own `close()`: the client answered nginx's close_notify in
+/// the window between nginx's write of it and its `close()` (`ESTABLISHED ->
+/// CLOSE_WAIT` on a socket the uprobe marked). Counted as nginx's, with the idle time
+/// and worker read at the uprobe; never in [`CLOSED_BY_CLIENT`]. Needs the
+/// `ngx_ssl_shutdown` uprobe ([`TLS_SHUTDOWN_SYMBOL`]).
+pub const CLOSED_BY_NGINX_CLIENT_FIN_FIRST: usize = LC_PER_PORT_BASE + 9;
+/// TLS closes nginx began on a read timeout (`c->read->timedout`: an HTTP/2 idle
+/// timeout, say) or in a draining worker's sweep, nginx's data (an HTTP/2 GOAWAY)
+/// sent in the jiffy before, whose client's FIN arrived before nginx reached
+/// `ngx_ssl_shutdown`: the state change counted them in [`CLOSED_BY_CLIENT`], the
+/// uprobe in [`CLOSED_BY_NGINX`] (with [`CLOSED_BY_NGINX_CLIENT_FIN_FIRST`]); user
+/// space takes them out of [`CLOSED_BY_CLIENT`].
+pub const CLOSED_BY_CLIENT_ANSWERING_NGINX: usize = LC_PER_PORT_BASE + 10;
 /// Counters per port.
-pub const LC_PER_PORT: usize = CLOSED_WHILE_DRAINING_RESET + 1;
+pub const LC_PER_PORT: usize = CLOSED_BY_CLIENT_ANSWERING_NGINX + 1;
+
+/// The uprobe that tells who began a TLS close: nginx calls `ngx_int_t
+/// ngx_ssl_shutdown(ngx_connection_t *c)` before it closes any TLS connection, before
+/// its close_notify goes out, whoever closed first.
+pub const TLS_SHUTDOWN_SYMBOL: &str = "ngx_ssl_shutdown";
+
+/// Entries of `LC_TLS_CLOSING` (sockets between nginx's `ngx_ssl_shutdown` and the
+/// state change that ends the close; an entry lives microseconds to milliseconds).
+pub const LC_MAX_TLS_CLOSING: u32 = 8192;
 
 /// Closes of client connections counted per worker slot, in the worker's own context
 /// (per-CPU `LC_WORKER`: `slot * LC_PER_WORKER + counter`, u64, cumulative): the
@@ -341,7 +366,14 @@ pub mod names {
         /// Per-CPU, one entry: the socket whose received reset this CPU is processing
         /// (its `CLOSE_WAIT -> CLOSE` is then no worker's close).
         LC_RESET_SK = "LC_RESET_SK",
+        /// LRU hash, `struct sock *` of a TLS connection whose close nginx began (its
+        /// `ngx_ssl_shutdown` found it `ESTABLISHED`, the client's EOF unread) -> what
+        /// the close is counted with (worker, drain state, idle time, as read then),
+        /// until the state change that ends it.
+        LC_TLS_CLOSING = "LC_TLS_CLOSING",
     }
+    /// Uprobe on `ngx_ssl_shutdown` in nginx's binary.
+    pub const PROG_TLS_SHUTDOWN: &str = "lc_ssl_shutdown";
     /// Uprobe on `ngx_close_idle_connections` in nginx's binary.
     pub const PROG_DRAIN: &str = "lc_worker_drains";
     /// Uretprobe on `ngx_close_idle_connections`: the worker's idle sweep ended.
@@ -417,7 +449,7 @@ mod tests {
         assert_eq!(CLOSED_WHILE_DRAINING_IDLE, 72);
         assert_eq!(DRAIN_SILENT_INV_MIN_MS, 76);
         assert_eq!(DRAIN_AFTER_DATA_INV_MIN_MS, 78);
-        assert_eq!(LC_PER_PORT, 82);
+        assert_eq!(LC_PER_PORT, 84);
         assert_eq!(idle_bucket(0), 0);
         assert_eq!(idle_bucket(2000), 10);
         assert_eq!(idle_bucket(u64::MAX), LC_IDLE_BUCKETS - 1);

@@ -23,10 +23,11 @@ use nginx_probe_common::lifecycle::{self as lc, raw_off};
 
 use crate::{
     helpers::{global, record_at},
+    lifecycle_tls::{tls_close_fin_first, tls_close_take},
     lifecycle_up::{raw_peer, record_peer, up_set_state},
     maps::{
         LC_BYTES_RECEIVED_OFF, LC_CLOSING, LC_DRAINING, LC_HZ, LC_LRCVTIME_OFF, LC_LSNDTIME_OFF,
-        LC_PORTS, LC_RAW_OFF, LC_RESET_SK, LC_STATS, LC_TASK_FLAGS_OFF, LC_WORKER,
+        LC_PORTS, LC_RAW_OFF, LC_RESET_SK, LC_STATS, LC_TASK_FLAGS_OFF, LC_TLS_CLOSING, LC_WORKER,
     },
     workers::worker_slot,
 };
@@ -58,7 +59,7 @@ fn lc_base(port: u16) -> Option<u32> {
 /// CPU by another one (a softirq's state change inside a task's), unlike perf-event
 /// tracepoint programs, which the kernel never nests.
 #[inline(always)]
-fn lc_add(base: u32, counter: usize, n: u64) {
+pub(crate) fn lc_add(base: u32, counter: usize, n: u64) {
     atomic_add(&LC_STATS, base + counter as u32, n);
 }
 
@@ -188,18 +189,90 @@ pub(crate) fn task_exiting() -> bool {
     }
 }
 
+/// What nginx's close of a socket is counted with, read in the closing worker's
+/// context: at its `close()` (`ESTABLISHED -> FIN_WAIT1`), or earlier at its
+/// `ngx_ssl_shutdown`, before its close_notify goes out (`lifecycle_tls`), when the
+/// close is counted later in softirq.
+#[derive(Clone, Copy)]
+#[repr(C)]
+pub(crate) struct CloseFacts {
+    /// The closing worker's slot; `u32::MAX`: no tracked worker.
+    slot: u32,
+    /// `F_*` bits.
+    flags: u32,
+    /// The worker's `LC_DRAINING` entry then (0: serving).
+    pub(crate) drain: u64,
+    /// Idle time, ms (with `F_IDLE_KNOWN`): see [`idle_ms`].
+    idle_ms: u64,
+    /// ms since the worker began draining (draining, its start known).
+    drain_ms: u64,
+}
+
+/// [`CloseFacts::flags`]: the task was exiting (the kernel closing a dying worker's
+/// sockets).
+const F_EXITING: u32 = 1;
+/// The idle time was measured.
+const F_IDLE_KNOWN: u32 = 2;
+/// nginx had sent data in the close's last jiffy (see [`idle_ms`]).
+const F_WROTE: u32 = 4;
+/// nginx's last data went out a jiffy or more after the client's (see
+/// [`nginx_sent_last`]; read for draining workers only).
+const F_SENT_LAST: u32 = 8;
+
+impl CloseFacts {
+    /// Whether nginx had sent data in the close's last jiffy.
+    #[inline(always)]
+    pub(crate) fn wrote(&self) -> bool {
+        self.flags & F_WROTE != 0
+    }
+}
+
+/// The facts of nginx's close of `sk`, now, in the closing task's context.
+#[inline(always)]
+pub(crate) fn close_facts(sk: u64) -> CloseFacts {
+    let slot = worker_slot();
+    let mut f = CloseFacts {
+        slot: slot.unwrap_or(u32::MAX),
+        flags: 0,
+        drain: 0,
+        idle_ms: 0,
+        drain_ms: 0,
+    };
+    if task_exiting() {
+        f.flags = F_EXITING;
+        return f;
+    }
+    f.drain = drain_state(slot);
+    if let Some((ms, wrote)) = idle_ms(sk, true) {
+        f.flags |= F_IDLE_KNOWN | if wrote { F_WROTE } else { 0 };
+        f.idle_ms = ms;
+    }
+    if f.drain != 0 {
+        if nginx_sent_last(sk) {
+            f.flags |= F_SENT_LAST;
+        }
+        if f.drain != lc::worker::DRAIN_START_UNKNOWN {
+            // SAFETY: helper without preconditions.
+            f.drain_ms = unsafe { bpf_ktime_get_ns() }.saturating_sub(f.drain) / 1_000_000;
+        }
+    }
+    f
+}
+
 /// An idle time measured at a serving worker's close.
 #[inline(always)]
-fn on_nginx_close(base: u32, sk: u64) {
-    if let Some((ms, wrote)) = idle_ms(sk, true) {
-        lc_add(base, lc::IDLE_COUNT, 1);
-        lc_add(base, lc::IDLE_SUM_MS, ms);
-        lc_max(base, lc::IDLE_MAX_MS, ms);
-        lc_max(base, lc::IDLE_INV_MIN_MS, !ms);
-        lc_add(base, lc::IDLE_HIST + lc::idle_bucket(ms), 1);
-        if wrote {
-            lc_add(base, lc::IDLE_AFTER_NGINX_WROTE, 1);
-        }
+fn on_nginx_close(base: u32, f: &CloseFacts) {
+    if f.flags & F_IDLE_KNOWN == 0 {
+        return;
+    }
+    let ms = f.idle_ms;
+    lc_add(base, lc::IDLE_COUNT, 1);
+    lc_add(base, lc::IDLE_SUM_MS, ms);
+    lc_max(base, lc::IDLE_MAX_MS, ms);
+    lc_max(base, lc::IDLE_INV_MIN_MS, !ms);
+    lc_add(base, lc::IDLE_HIST + lc::idle_bucket(ms), 1);
+    if f.wrote() {
+        lc_add(base, lc::IDLE_AFTER_NGINX_WROTE, 1);
     }
 }
 
@@ -222,60 +295,56 @@ fn drain_state(slot: Option<u32>) -> u64 {
     slot.and_then(|s| LC_DRAINING.get(s)).copied().unwrap_or(0)
 }
 
-/// A draining worker's close of `sk`, split by when: inside its sweep of idle
-/// connections (`drain` with bit 0), right after nginx's own data, or with nothing
-/// sent just before; for the last two, the time since the drain began is kept (when
-/// the drain's start is known).
+/// A draining worker's close, split by when: inside its sweep of idle connections
+/// (`drain` with bit 0), right after nginx's own data, or with nothing sent just
+/// before; for the last two, the time since the drain began is kept (when the drain's
+/// start is known).
 #[inline(always)]
-fn on_draining_close(base: u32, sk: u64, slot: Option<u32>, drain: u64) {
+fn on_draining_close(base: u32, f: &CloseFacts, slot: Option<u32>) {
     lc_add(base, lc::CLOSED_WHILE_DRAINING, 1);
     worker_add(slot, lc::worker::CLOSED_WHILE_DRAINING);
-    if drain & 1 != 0 {
+    if f.drain & 1 != 0 {
         lc_add(base, lc::CLOSED_WHILE_DRAINING_IDLE, 1);
         return;
     }
-    let (max, inv_min) = match idle_ms(sk, true) {
-        Some((_, true)) => {
-            lc_add(base, lc::CLOSED_WHILE_DRAINING_AFTER_DATA, 1);
-            (lc::DRAIN_AFTER_DATA_MAX_MS, lc::DRAIN_AFTER_DATA_INV_MIN_MS)
-        }
-        Some((_, false)) => {
-            lc_add(base, lc::CLOSED_WHILE_DRAINING_SILENT, 1);
-            if nginx_sent_last(sk) {
-                lc_add(base, lc::CLOSED_WHILE_DRAINING_MID_RESPONSE, 1);
-            }
-            (lc::DRAIN_SILENT_MAX_MS, lc::DRAIN_SILENT_INV_MIN_MS)
-        }
-        None => return,
-    };
-    if drain == lc::worker::DRAIN_START_UNKNOWN {
+    if f.flags & F_IDLE_KNOWN == 0 {
         return;
     }
-    // SAFETY: helper without preconditions.
-    let ms = unsafe { bpf_ktime_get_ns() }.saturating_sub(drain) / 1_000_000;
-    lc_max(base, max, ms);
-    lc_max(base, inv_min, !ms);
+    let (max, inv_min) = if f.wrote() {
+        lc_add(base, lc::CLOSED_WHILE_DRAINING_AFTER_DATA, 1);
+        (lc::DRAIN_AFTER_DATA_MAX_MS, lc::DRAIN_AFTER_DATA_INV_MIN_MS)
+    } else {
+        lc_add(base, lc::CLOSED_WHILE_DRAINING_SILENT, 1);
+        if f.flags & F_SENT_LAST != 0 {
+            lc_add(base, lc::CLOSED_WHILE_DRAINING_MID_RESPONSE, 1);
+        }
+        (lc::DRAIN_SILENT_MAX_MS, lc::DRAIN_SILENT_INV_MIN_MS)
+    };
+    if f.drain == lc::worker::DRAIN_START_UNKNOWN {
+        return;
+    }
+    lc_max(base, max, f.drain_ms);
+    lc_max(base, inv_min, !f.drain_ms);
 }
 
-/// nginx's close of `sk` (`ESTABLISHED -> FIN_WAIT1` in the closing worker's context):
-/// an exiting worker's, a draining worker's (idle or after its request), or a serving
-/// worker's with its idle time.
+/// nginx's close of a socket of port `base`, with the facts read in the closing
+/// worker: an exiting worker's, a draining worker's (idle or after its request), or a
+/// serving worker's with its idle time.
 #[inline(always)]
-fn on_established_closed(base: u32, sk: u64) {
-    let slot = worker_slot();
-    if task_exiting() {
+pub(crate) fn count_nginx_close(base: u32, f: &CloseFacts) {
+    let slot = (f.slot != u32::MAX).then_some(f.slot);
+    if f.flags & F_EXITING != 0 {
         lc_add(base, lc::CLOSED_BY_WORKER_EXIT, 1);
         worker_add(slot, lc::worker::CLOSED_BY_WORKER_EXIT);
         return;
     }
     lc_add(base, lc::CLOSED_BY_NGINX, 1);
     worker_add(slot, lc::worker::CLOSED_BY_NGINX);
-    let drain = drain_state(slot);
-    if drain != 0 {
-        on_draining_close(base, sk, slot, drain);
+    if f.drain != 0 {
+        on_draining_close(base, f, slot);
         return;
     }
-    on_nginx_close(base, sk);
+    on_nginx_close(base, f);
 }
 
 /// A state change of a socket on one of nginx's ports (`base`): who closed first
@@ -288,20 +357,36 @@ fn on_set_state(base: u32, old: i32, new: i32, sk: u64) {
     match (old, new) {
         (TCP_SYN_RECV, TCP_ESTABLISHED) => lc_add(base, lc::ESTABLISHED, 1),
         // FIN_WAIT1 is entered in the closing task's context (close(), shutdown(), or
-        // the kernel closing an exiting task's files), never in softirq.
-        (TCP_ESTABLISHED, TCP_FIN_WAIT1) => on_established_closed(base, sk),
-        (TCP_ESTABLISHED, TCP_CLOSE_WAIT) => lc_add(base, lc::CLOSED_BY_CLIENT, 1),
-        // LAST_ACK too: the worker's close() of a connection the client closed.
+        // the kernel closing an exiting task's files), never in softirq. A TLS close
+        // nginx began is counted with the facts of its ngx_ssl_shutdown.
+        (TCP_ESTABLISHED, TCP_FIN_WAIT1) => match tls_close_take(sk) {
+            Some(t) => count_nginx_close(base, &t.facts),
+            None => count_nginx_close(base, &close_facts(sk)),
+        },
+        // The client's FIN: its own close, or its answer to nginx's close_notify
+        // (a socket whose TLS close nginx began).
+        (TCP_ESTABLISHED, TCP_CLOSE_WAIT) => {
+            if !tls_close_fin_first(base, sk) {
+                lc_add(base, lc::CLOSED_BY_CLIENT, 1)
+            }
+        }
+        // LAST_ACK too: the worker's close() of a connection the client closed (not
+        // one whose close nginx began).
         (TCP_CLOSE_WAIT, TCP_LAST_ACK) => {
-            worker_add(worker_slot(), lc::worker::CLOSED_AFTER_CLIENT)
+            if tls_close_take(sk).is_none() {
+                worker_add(worker_slot(), lc::worker::CLOSED_AFTER_CLIENT)
+            }
         }
         // CLOSE directly: the worker's close() with data unread (a TLS client's
         // close_notify, say: the kernel sends a reset), unless a received reset is
         // being processed for this socket on this CPU.
         (TCP_CLOSE_WAIT, TCP_CLOSE) if !by_reset => {
-            worker_add(worker_slot(), lc::worker::CLOSED_AFTER_CLIENT)
+            if tls_close_take(sk).is_none() {
+                worker_add(worker_slot(), lc::worker::CLOSED_AFTER_CLIENT)
+            }
         }
         (TCP_ESTABLISHED, TCP_CLOSE) => {
+            let _ = tls_close_take(sk);
             lc_add(base, lc::CLOSED_BY_RESET, 1);
             // In a worker's close(), no received reset: nginx's own reset.
             let slot = worker_slot();
@@ -405,6 +490,7 @@ fn on_send_reset(base: u32, reason: usize, sk: u64, state: i32) {
 /// closing, its later resets are not the listener's queue.
 #[inline(always)]
 fn on_destroy(sk: u64) {
+    let _ = LC_TLS_CLOSING.remove(sk);
     let key = bpf_get_current_pid_tgid();
     // SAFETY: the value is copied out at once.
     if let Some(l) = unsafe { LC_CLOSING.get(key) }.copied() {
@@ -489,7 +575,7 @@ fn raw_port(sk: u64) -> Option<u16> {
 /// The `LC_STATS` base of `sk` when its local port is one of nginx's (the cheap test,
 /// first) and it is TCP.
 #[inline(always)]
-fn raw_base(sk: u64) -> Option<u32> {
+pub(crate) fn raw_base(sk: u64) -> Option<u32> {
     let base = lc_base(raw_port(sk)?)?;
     (raw_read::<u16>(sk, raw_off::SK_PROTOCOL)? == IPPROTO_TCP).then_some(base)
 }

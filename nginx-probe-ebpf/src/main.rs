@@ -26,6 +26,8 @@ mod helpers;
 #[cfg(target_arch = "bpf")]
 mod lifecycle;
 #[cfg(target_arch = "bpf")]
+mod lifecycle_tls;
+#[cfg(target_arch = "bpf")]
 mod lifecycle_up;
 #[cfg(target_arch = "bpf")]
 mod maps;

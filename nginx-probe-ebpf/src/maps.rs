@@ -326,3 +326,10 @@ pub(crate) static LC_DRAINING: Array<u64> = Array::with_max_entries(DEFAULT_WORK
 /// the reset's, not a worker's `close()`.
 #[map]
 pub(crate) static LC_RESET_SK: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+
+/// `struct sock *` of a TLS client connection whose close nginx began -> the facts
+/// its close is counted with (`lifecycle_tls`). LRU: an entry whose end was missed is
+/// let go.
+#[map]
+pub(crate) static LC_TLS_CLOSING: LruHashMap<u64, crate::lifecycle_tls::TlsClose> =
+    LruHashMap::with_max_entries(lc::LC_MAX_TLS_CLOSING, 0);

@@ -22,7 +22,7 @@ use crate::{
 /// `write`, `fd` (4 bytes and padding), `recv`, `send`, `recv_chain`, `send_chain`. The
 /// head of the struct has had this layout in every nginx since 0.x (1.22 and 1.26
 /// checked).
-const CONN_LISTENING: u64 = 64;
+pub(crate) const CONN_LISTENING: u64 = 64;
 
 /// `ngx_int_t ngx_ssl_ocsp_validate(ngx_connection_t *c)`, in nginx's binary (nginx
 /// 1.19+). `ngx_ssl_handshake` calls it once when `SSL_do_handshake` returns 1, on

@@ -275,7 +275,7 @@ pub fn keepalive_timeout_closes(inp: &Inputs, out: &mut Vec<Verdict>) {
     evidence.insert("timeout_match", m.evidence());
     evidence.insert(
         "source",
-        serde_json::json!("tracepoint sock:inet_sock_set_state ESTABLISHED -> FIN_WAIT1 on nginx's ports; idle = now - last data sent or received (tcp_sock.lsndtime, icsk_ack.lrcvtime), or now - the client's last data when nginx sent data in the close's last jiffy (TLS close_notify, HTTP/2 GOAWAY)"),
+        serde_json::json!("tracepoint sock:inet_sock_set_state ESTABLISHED -> FIN_WAIT1 on nginx's ports (a TLS close nginx began: read at its uprobe ngx_ssl_shutdown, before the close_notify, and counted as nginx's even when the client's FIN came first); idle = now - last data sent or received (tcp_sock.lsndtime, icsk_ack.lrcvtime), or now - the client's last data when nginx sent data in the close's last jiffy (an HTTP/2 GOAWAY; a TLS close_notify where the uprobe is not attached)"),
     );
     let head = |when: String| {
         format!(

@@ -35,8 +35,11 @@ pub fn workers_for_quota(cpus: f64) -> u64 {
     (cpus.ceil() as u64).max(1)
 }
 
+/// An error-log class with its lines and directive: (class, lines, directive).
+type Cause<'a> = (&'a str, u64, &'a str);
+
 /// Lines of each class of `group` in the period, non-zero only.
-fn group_counts<'a>(e: &'a NginxErrorsReport, group: &str) -> Vec<(&'a str, u64, &'a str)> {
+fn group_counts<'a>(e: &'a NginxErrorsReport, group: &str) -> Vec<Cause<'a>> {
     e.classes
         .iter()
         .filter(|(_, c)| c.group == group && c.count > 0)
@@ -55,6 +58,38 @@ fn error_share_rule(
     out: &mut Vec<Verdict>,
 ) {
     error_share_rule_with(inp, group, id, advice, |_| None, out)
+}
+
+/// Splits `causes` (class, lines, directive) into those nginx's configuration allows and
+/// the lines of those it rules out, by class: a `limiting requests` line with no
+/// `limit_req` anywhere in a configuration read whole (or `limiting connections` with
+/// no `limit_conn` and no `stream` block) was not written by nginx's limit modules. A
+/// client can put such a line in the log (a decoded `%0A` in a path nginx logs, cut
+/// at 2 KiB before its request field: docs/security.md); a configuration not read
+/// whole rules out nothing.
+fn refuted_by_config<'a>(
+    inp: &Inputs,
+    causes: Vec<Cause<'a>>,
+) -> (Vec<Cause<'a>>, BTreeMap<String, u64>) {
+    let mut refuted = BTreeMap::new();
+    let Some(cfg) = inp.config.as_ref() else {
+        return (causes, refuted);
+    };
+    let kept = causes
+        .into_iter()
+        .filter(|&(class, lines, directive)| {
+            let lacks = match directive {
+                "limit_req" => cfg.lacks("limit_req", false),
+                "limit_conn" => cfg.lacks("limit_conn", true),
+                _ => false,
+            };
+            if lacks {
+                refuted.insert(class.to_string(), lines);
+            }
+            !lacks
+        })
+        .collect();
+    (kept, refuted)
 }
 
 /// The causes with the most lines: one, or several tied.
@@ -111,17 +146,14 @@ fn error_share_rule_with(
     let Some(e) = inp.nginx_errors.as_ref().filter(|e| e.readable) else {
         return;
     };
-    let causes = group_counts(e, group);
+    let (causes, refuted) = refuted_by_config(inp, group_counts(e, group));
     let n: u64 = causes.iter().map(|c| c.1).sum();
     // A share needs an exact request count (rule one: no advice from an estimate).
     // The global exact count (stub_status or uprobes); None: unknown, no share.
     let Some(requests) = inp.requests else {
         return;
     };
-    if n < REFUSED_MIN {
-        return;
-    }
-    if requests == 0 {
+    if n < REFUSED_MIN || requests == 0 {
         return;
     }
     let share = (n as f64 / requests as f64).min(1.0);
@@ -152,9 +184,12 @@ fn error_share_rule_with(
             .collect::<BTreeMap<_, _>>()),
     );
     evidence.insert("error_log", serde_json::json!(e.path));
+    if !refuted.is_empty() {
+        evidence.insert("lines_contradicted_by_config", serde_json::json!(refuted));
+    }
     let mut directives: Vec<&str> = Vec::new();
-    for (_, _, d) in &causes {
-        if !directives.contains(d) {
+    for d in causes.iter().map(|c| c.2) {
+        if !directives.contains(&d) {
             directives.push(d);
         }
     }

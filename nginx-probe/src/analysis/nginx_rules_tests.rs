@@ -30,6 +30,57 @@ fn errors(classes: &[(&str, u64, &str, &str)]) -> NginxErrorsReport {
     }
 }
 
+/// Lines of a limit module the configuration nginx runs does not have (read whole,
+/// unmodified) are no refusals: a client can put them in the log. A configuration not
+/// read whole, modified since the load, or with a `stream` block (for limit_conn, not
+/// read) rules out nothing.
+#[test]
+fn refusals_by_a_limit_the_configuration_lacks_are_not_counted() {
+    use crate::model::config::{ConfigReport, ConfigValue};
+    let mut cfg = ConfigReport {
+        main_file: "/x/nginx.conf".into(),
+        stream_block: Some(false),
+        ..ConfigReport::default()
+    };
+    let inp = |cfg: &ConfigReport| Inputs {
+        workers: vec![w(1, 10, 500), w(2, 10, 500)],
+        requests: Some(1000),
+        nginx_errors: Some(errors(&[
+            ("limit_req", 300, "limit_req", "refused"),
+            ("limit_conn", 20, "limit_conn", "refused"),
+        ])),
+        config: Some(cfg.clone()),
+        ..Inputs::default()
+    };
+    let refused = |cfg: &ConfigReport| {
+        judge(&inp(cfg))
+            .into_iter()
+            .find(|v| v.id == "requests_refused")
+    };
+    cfg.stream_block = None;
+    let v = refused(&cfg).expect("limit_conn: a stream block not known absent");
+    assert_eq!(v.evidence["refused"], serde_json::json!(20));
+    assert_eq!(
+        v.evidence["lines_contradicted_by_config"],
+        serde_json::json!({"limit_req": 300})
+    );
+    assert_eq!(v.severity, Severity::Warning);
+    cfg.stream_block = Some(false);
+    let v = refused(&cfg);
+    assert!(v.is_none(), "both ruled out: {v:?}");
+    cfg.values.push(ConfigValue {
+        directive: "limit_req".into(),
+        ..ConfigValue::default()
+    });
+    let v = refused(&cfg).expect("limit_req configured");
+    assert_eq!(v.evidence["refused"], serde_json::json!(300));
+    cfg.values.clear();
+    cfg.errors.push("/x/inc.conf: unreadable".into());
+    let v = refused(&cfg).expect("a configuration not read whole rules out nothing");
+    assert_eq!(v.evidence["refused"], serde_json::json!(320));
+    assert!(!v.evidence.contains_key("lines_contradicted_by_config"));
+}
+
 #[test]
 fn refusals_need_exact_requests_and_name_limit_req() {
     let mut inp = Inputs {
@@ -169,6 +220,8 @@ fn reusing_connections_is_worker_connections_not_keepalive_off() {
         "worker_connections",
         "resources",
     )]));
+    // With nginx's own count of connections accepted and not handled.
+    inp.stub_dropped = Some(72);
     let v = judge(&inp);
     assert_eq!(v[0].id, "worker_connections_exhausted");
     assert_eq!(v[0].severity, Severity::Critical);
@@ -178,6 +231,21 @@ fn reusing_connections_is_worker_connections_not_keepalive_off() {
             && !v[0].advice.contains("closed idle"),
         "{}",
         v[0].advice
+    );
+    // The lines alone (no connection accepted then closed, none unhandled): upstream
+    // connections nginx could not open, or lines a client wrote; a warning that says so.
+    inp.stub_dropped = Some(0);
+    let v = judge(&inp);
+    let x = v
+        .iter()
+        .find(|v| v.id == "worker_connections_exhausted")
+        .expect("still said");
+    assert_eq!(x.severity, Severity::Warning);
+    assert!(
+        x.advice
+            .contains("but no client connection was seen refused")
+            && x.evidence.contains_key("not_enough_uncorroborated"),
+        "{x:?}"
     );
 }
 

@@ -508,8 +508,11 @@ fn worker_connections_exhausted(inp: &Inputs, out: &mut Vec<Verdict>) {
     // ran out ("worker_connections are not enough" is logged at alert, which every
     // error_log level but emerg keeps): the cause is not worker_connections, and
     // nothing measured names another.
-    let log_read = inp.nginx_errors.as_ref().is_some_and(|e| e.readable);
-    if closed == 0 && reusing == 0 && not_enough == 0 && log_read {
+    if closed == 0
+        && reusing == 0
+        && not_enough == 0
+        && inp.nginx_errors.as_ref().is_some_and(|e| e.readable)
+    {
         return;
     }
     let mut evidence = BTreeMap::new();
@@ -531,20 +534,81 @@ fn worker_connections_exhausted(inp: &Inputs, out: &mut Vec<Verdict>) {
         // nginx's own count (stub_status accepted - handled).
         evidence.insert("nginx_dropped", serde_json::json!(d));
     }
-    evidence.insert(
-        "workers",
-        serde_json::json!(inp
-            .workers
-            .iter()
-            .filter(|w| w.accepted_then_closed > 0)
-            .map(|w| serde_json::json!({"pid": w.pid, "accepted_then_closed": w.accepted_then_closed, "fds_open": w.fds_open}))
-            .collect::<Vec<_>>()),
+    evidence.insert("workers", closing_workers(inp));
+    // A client's connection refused for want of one is accepted then closed at once
+    // (the kernel's accepted_then_closed) and counted by nginx as accepted, not handled
+    // (stub_status): the log's lines alone, with neither, may be upstream connections
+    // nginx could not open, or lines a client wrote into the log (docs/security.md).
+    let dropped = inp.stub_dropped.unwrap_or(0);
+    let corroborated = closed > 0 || dropped > 0;
+    if not_enough > 0 && !corroborated {
+        evidence.insert(
+            "not_enough_uncorroborated",
+            serde_json::json!("no accepted connection was closed at once (tracepoint close after accept) nor left unhandled (stub_status accepted - handled, when read)"),
+        );
+    }
+    let advice = exhausted_advice(
+        inp,
+        &ExhaustedCounts {
+            closed,
+            accepts,
+            requests,
+            unserved,
+            reusing,
+            not_enough,
+            dropped,
+            corroborated,
+        },
     );
-    let advice = if closed == 0 && !unserved && reusing == 0 {
+    out.push(Verdict::new(
+        "worker_connections_exhausted",
+        if closed > 0 || (not_enough > 0 && corroborated) {
+            Severity::Critical
+        } else {
+            Severity::Warning
+        },
+        evidence,
+        &["worker_connections", "worker_rlimit_nofile"],
+        advice,
+    ));
+}
+
+/// The workers that closed accepted connections at once, with their open fds.
+fn closing_workers(inp: &Inputs) -> serde_json::Value {
+    serde_json::json!(inp
+        .workers
+        .iter()
+        .filter(|w| w.accepted_then_closed > 0)
+        .map(|w| serde_json::json!({"pid": w.pid, "accepted_then_closed": w.accepted_then_closed, "fds_open": w.fds_open}))
+        .collect::<Vec<_>>())
+}
+
+/// What `worker_connections_exhausted` counted (see there).
+struct ExhaustedCounts {
+    closed: u64,
+    accepts: u64,
+    requests: u64,
+    unserved: bool,
+    reusing: u64,
+    not_enough: u64,
+    dropped: u64,
+    corroborated: bool,
+}
+
+/// The advice of `worker_connections_exhausted`, by what was measured.
+fn exhausted_advice(inp: &Inputs, c: &ExhaustedCounts) -> String {
+    let (closed, not_enough, reusing) = (c.closed, c.not_enough, c.reusing);
+    if closed == 0 && !c.unserved && reusing == 0 && !c.corroborated {
         format!(
-            "nginx ran out of worker_connections: its error log says \"worker_connections are not enough\" {not_enough} times: each time a new connection was accepted and closed at once, with no idle connection to reuse; raise worker_connections (and worker_rlimit_nofile with it)"
+            "nginx's error log says \"worker_connections are not enough\" {not_enough} times, but no client connection was seen refused: none accepted then closed at once (kernel), none accepted and unhandled (nginx's stub_status, {}). The lines may be for upstream connections nginx could not open (then their requests failed) or not nginx's own (a client can write lines into the error log); check the error log's upstream errors and the workers' open fds against worker_connections",
+            if inp.stub_dropped.is_some() { "read" } else { "not read" }
         )
-    } else if closed == 0 && !unserved {
+    } else if closed == 0 && !c.unserved && reusing == 0 {
+        format!(
+            "nginx ran out of worker_connections: its error log says \"worker_connections are not enough\" {not_enough} times: each time a new connection was accepted and closed at once, with no idle connection to reuse ({} accepted and unhandled, stub_status); raise worker_connections (and worker_rlimit_nofile with it)",
+            c.dropped
+        )
+    } else if closed == 0 && !c.unserved {
         format!(
             "nginx ran out of worker_connections: its error log says \"worker_connections are not enough, reusing connections\" {reusing} times (nginx logs it at most once a second per worker, each time closing up to 32 idle connections){}: to accept new clients it closed idle keepalive connections (nginx closed them, not the clients, who must reconnect); raise worker_connections (and worker_rlimit_nofile with it)",
             if not_enough > 0 {
@@ -559,21 +623,12 @@ fn worker_connections_exhausted(inp: &Inputs, out: &mut Vec<Verdict>) {
         )
     } else {
         format!(
-            "{accepts} connections carried only {requests} requests: at least {} were closed before a request was served; when worker_connections runs out nginx closes idle and not-yet-read connections to reuse them (it logs \"worker_connections are not enough, reusing connections\"): raise worker_connections (and worker_rlimit_nofile with it); otherwise clients connect without sending (health checks, preconnects)",
-            accepts - requests
+            "{} connections carried only {} requests: at least {} were closed before a request was served; when worker_connections runs out nginx closes idle and not-yet-read connections to reuse them (it logs \"worker_connections are not enough, reusing connections\"): raise worker_connections (and worker_rlimit_nofile with it); otherwise clients connect without sending (health checks, preconnects)",
+            c.accepts,
+            c.requests,
+            c.accepts - c.requests
         )
-    };
-    out.push(Verdict::new(
-        "worker_connections_exhausted",
-        if closed > 0 || not_enough > 0 {
-            Severity::Critical
-        } else {
-            Severity::Warning
-        },
-        evidence,
-        &["worker_connections", "worker_rlimit_nofile"],
-        advice,
-    ));
+    }
 }
 
 fn accept_queue_overflow(inp: &Inputs, out: &mut Vec<Verdict>) {

@@ -80,10 +80,9 @@ pub(super) fn attach_programs(
         probe.lifecycle.meta.not_traced = Some("--no-lifecycle".into());
     }
     probe.attach(tracefs_root, &args.syscalls.0, sampled)?;
-    probe.attach_drain_uprobe(&std::path::PathBuf::from(format!(
-        "/proc/{}/exe",
-        master.pid
-    )));
+    let exe = std::path::PathBuf::from(format!("/proc/{}/exe", master.pid));
+    probe.attach_drain_uprobe(&exe);
+    probe.attach_tls_close_uprobe(&exe);
     tracker.mark_draining_at_attach(probe);
     tracker.accepts_from_uprobe = probe.accepts_from_uprobe;
     tracker.traced = args.syscalls.0.clone();

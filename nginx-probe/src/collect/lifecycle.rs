@@ -101,6 +101,10 @@ pub fn globals(btf: Result<&Btf, &String>) -> Globals {
                 "the uprobe on {} was not attached",
                 nginx_probe_common::lifecycle::worker::DRAIN_SYMBOL
             )),
+            tls_close_unknown: Some(format!(
+                "the uprobe on {} was not attached",
+                nginx_probe_common::lifecycle::TLS_SHUTDOWN_SYMBOL
+            )),
             ..Default::default()
         },
     }
@@ -283,6 +287,10 @@ pub struct Lifecycle {
     pub meta: LifecycleMeta,
     /// Programs attached.
     pub attached: Vec<&'static str>,
+    /// Whether the kernel's BTF has every `struct sock` offset of `lc::raw_off` (they
+    /// are patched in whichever tracepoint set is attached; the `ngx_ssl_shutdown`
+    /// uprobe reads the socket with them).
+    pub raw_off_known: bool,
 }
 
 impl Lifecycle {
@@ -301,6 +309,7 @@ impl Lifecycle {
             stats: PerCpuArray::try_from(take(names::LC_STATS)?)?,
             peers,
             index: BTreeMap::new(),
+            raw_off_known: meta.raw_unavailable.is_none(),
             meta,
             attached: Vec::new(),
         })

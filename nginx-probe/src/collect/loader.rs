@@ -524,6 +524,32 @@ impl Probe {
         };
     }
 
+    /// Attaches the uprobe on `ngx_ssl_shutdown` in `binary` (the master's
+    /// `/proc/<pid>/exe`) that tells who began a TLS close (see
+    /// `nginx_probe_common::lifecycle::CLOSED_BY_NGINX_CLIENT_FIN_FIRST`). Needs the
+    /// lifecycle programs, the fd-table walk's offsets and the raw tracepoints' socket
+    /// offsets (it reads the socket of `c->fd`); sets `lifecycle.meta.tls_close_unknown`
+    /// to why not otherwise (nginx built without TLS has no such symbol).
+    pub fn attach_tls_close_uprobe(&mut self, binary: &Path) {
+        use nginx_probe_common::lifecycle::{names::PROG_TLS_SHUTDOWN, TLS_SHUTDOWN_SYMBOL};
+        if !self.lifecycle.meta.attached {
+            return;
+        }
+        let raw_known = self.lifecycle.raw_off_known;
+        let attached = match (&self.fd_walk, raw_known) {
+            (Err(e), _) => Err(format!("the fd-table walk's offsets are unknown: {e}")),
+            (Ok(()), false) => Err("struct sock's offsets are not in the kernel's BTF".into()),
+            (Ok(()), true) => self.attach_uprobe(PROG_TLS_SHUTDOWN, TLS_SHUTDOWN_SYMBOL, binary),
+        };
+        self.lifecycle.meta.tls_close_unknown = match attached {
+            Ok(()) => None,
+            Err(e) => {
+                log::info!("TLS closes nginx began may count as the client's ({e})");
+                Some(e)
+            }
+        };
+    }
+
     /// Marks worker `slot` draining since before attach (its title said so at the
     /// first look): its closes count as a draining worker's, with no time since the
     /// drain. Nothing when the drain uprobe is not attached or the uprobe already
@@ -921,6 +947,7 @@ mod tests {
         }
         want.insert(nginx_probe_common::lifecycle::names::PROG_DRAIN.to_string());
         want.insert(nginx_probe_common::lifecycle::names::PROG_DRAIN_SWEPT.to_string());
+        want.insert(nginx_probe_common::lifecycle::names::PROG_TLS_SHUTDOWN.to_string());
         assert_eq!(
             programs, want,
             "programs: object vs names::prog + SYSCALLS + FD_CREATING"

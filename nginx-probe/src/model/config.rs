@@ -261,6 +261,11 @@ pub struct ConfigReport {
     /// reading the access logs. Not in the JSON (its name is in `values`).
     #[serde(skip)]
     pub log_formats: Vec<LogFormatValue>,
+    /// Whether the main file has a `stream` block (its directives, `limit_conn`
+    /// included, are not in `values`); None when unknown (the main file not read, or a
+    /// report recorded before this was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_block: Option<bool>,
 }
 
 /// One `log_format`: its strings concatenated as nginx does.
@@ -333,6 +338,21 @@ impl ConfigReport {
     /// Whether any file read was modified after the last load.
     pub fn changed_since_load(&self) -> bool {
         self.files.iter().any(|f| f.changed_since_load)
+    }
+
+    /// Whether `directive` is known to be absent from the configuration nginx runs:
+    /// the main file and every include read without a problem, none modified since the
+    /// last load, the values not cut at [`MAX_VALUES`], and `directive` nowhere in
+    /// them (a directive of [`LISTED`], kept wherever it is set in the http block;
+    /// `stream_ok`: the directive also exists in a `stream` block, which is not read,
+    /// so it is absent only when the file has no `stream` block).
+    pub fn lacks(&self, directive: &str, stream_ok: bool) -> bool {
+        self.is_read()
+            && self.errors.is_empty()
+            && !self.changed_since_load()
+            && self.values.len() < MAX_VALUES
+            && (!stream_ok || self.stream_block == Some(false))
+            && !self.values.iter().any(|v| v.directive == directive)
     }
 }
 
@@ -455,7 +475,13 @@ const UPSTREAM: &[(&str, &str)] = &[
     ("keepalive_requests", "1000"),
 ];
 /// Directives listed wherever they appear (no default): zones and log formats.
-const LISTED: &[&str] = &["limit_req_zone", "limit_req", "log_format"];
+const LISTED: &[&str] = &[
+    "limit_req_zone",
+    "limit_req",
+    "limit_conn_zone",
+    "limit_conn",
+    "log_format",
+];
 /// Values longer than this (a log_format's format) are cut, characters.
 pub const MAX_VALUE_CHARS: usize = 200;
 /// Effective values kept (a hostile config with thousands of servers), per list.
@@ -857,6 +883,7 @@ pub fn evaluate(main: &[Directive], files: &[ConfigFile], build: &BuildDefaults)
         }
     }
     e.error_logs(main, build);
+    e.out.stream_block = Some(find(main, "stream").is_some());
     e.out.log_paths = log_paths_and_defaults(files, main, &e.out);
     e.out.prefix = build.prefix.clone();
     e.out

@@ -55,6 +55,10 @@ pub struct LifecycleMeta {
     /// Why closes by draining workers are not told apart from the serving workers'
     /// (the `ngx_close_idle_connections` uprobe not attached), when they are not.
     pub draining_unknown: Option<String>,
+    /// Why TLS closes nginx began can be counted as the client's (the
+    /// `ngx_ssl_shutdown` uprobe not attached: nginx built without TLS, the fd-table
+    /// walk's offsets unknown...), when they can.
+    pub tls_close_unknown: Option<String>,
 }
 
 /// One listening port's client connections in the period.
@@ -72,8 +76,16 @@ pub struct PortLifecycle {
     /// crashed, or ending without closing them); not in `closed_by_nginx`.
     #[serde(default)]
     pub closed_by_worker_exit: u64,
-    /// The client closed first (`ESTABLISHED -> CLOSE_WAIT`).
+    /// The client closed first (`ESTABLISHED -> CLOSE_WAIT`), less the FINs that
+    /// answered a TLS close nginx had begun (`closed_by_nginx_client_fin_first`).
     pub closed_by_client: u64,
+    /// Of `closed_by_nginx`, TLS closes nginx began (uprobe `ngx_ssl_shutdown`: the
+    /// client's EOF unread, the socket established; a keepalive or idle timeout, a
+    /// response with `Connection: close`, a draining worker's sweep) whose client's FIN
+    /// arrived before nginx's own `close()`: the client answered nginx's close_notify
+    /// (or HTTP/2 GOAWAY). Not in `closed_by_client`.
+    #[serde(default, skip_serializing_if = "crate::model::is_zero")]
+    pub closed_by_nginx_client_fin_first: u64,
     /// Of `closed_by_nginx`, closes by draining workers (after they entered
     /// `ngx_close_idle_connections`: a reload, a graceful QUIT, a binary upgrade's
     /// WINCH); not in `idle_before_nginx_close`. 0 also when not told apart (the
@@ -254,6 +266,10 @@ pub struct ConnectionsReport {
     /// `closed_by_nginx` and the idle times), when they are not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub draining_unknown: Option<String>,
+    /// Why a TLS client's FIN answering nginx's close_notify can be counted as the
+    /// client's close (the `ngx_ssl_shutdown` uprobe not attached), when it can.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_close_unknown: Option<String>,
     /// nginx listening ports not counted (beyond the first 16).
     #[serde(default, skip_serializing_if = "crate::model::is_zero")]
     pub ports_not_counted: u64,
@@ -312,6 +328,7 @@ impl ConnectionsReport {
                 p.after_data_close_after_drain_start,
             );
             t.closed_by_client += p.closed_by_client;
+            t.closed_by_nginx_client_fin_first += p.closed_by_nginx_client_fin_first;
             t.closed_by_reset += p.closed_by_reset;
             t.closed_by_nginx_reset += p.closed_by_nginx_reset;
             t.closed_while_draining_reset += p.closed_while_draining_reset;
@@ -413,6 +430,7 @@ pub fn empty_report(meta: &LifecycleMeta) -> ConnectionsReport {
         idle_unknown: meta.idle_unknown.clone(),
         worker_exit_unknown: meta.worker_exit_unknown.clone(),
         draining_unknown: meta.draining_unknown.clone(),
+        tls_close_unknown: meta.tls_close_unknown.clone(),
         ports_not_counted: meta.ports_not_counted,
         raw_unavailable: meta.raw_unavailable.clone(),
         listener_closes: Vec::new(),
@@ -467,7 +485,9 @@ fn port_lifecycle(
             c[lc::DRAIN_AFTER_DATA_MAX_MS],
             c[lc::DRAIN_AFTER_DATA_INV_MIN_MS],
         ),
-        closed_by_client: d(lc::CLOSED_BY_CLIENT),
+        closed_by_client: d(lc::CLOSED_BY_CLIENT)
+            .saturating_sub(d(lc::CLOSED_BY_CLIENT_ANSWERING_NGINX)),
+        closed_by_nginx_client_fin_first: d(lc::CLOSED_BY_NGINX_CLIENT_FIN_FIRST),
         closed_by_reset: d(lc::CLOSED_BY_RESET),
         closed_by_nginx_reset: d(lc::CLOSED_BY_NGINX_RESET),
         closed_while_draining_reset: d(lc::CLOSED_WHILE_DRAINING_RESET),
@@ -657,6 +677,34 @@ mod tests {
         let i = t.idle_before_nginx_close.unwrap();
         assert_eq!((i.count, i.after_nginx_wrote), (4, 4));
         assert_eq!(i.pinned_ms, Some(2000.0));
+    }
+
+    /// A TLS client's FIN that answered a close nginx began before nginx's
+    /// `ngx_ssl_shutdown` (an HTTP/2 GOAWAY's) is counted by the state change as the
+    /// client's and taken back here; those after it never were the client's.
+    #[test]
+    fn fins_answering_nginx_s_tls_close_are_not_the_client_s() {
+        let cur = raw(
+            443,
+            &[
+                (lc::CLOSED_BY_NGINX, 10),
+                (lc::CLOSED_BY_CLIENT, 5),
+                (lc::CLOSED_BY_NGINX_CLIENT_FIN_FIRST, 4),
+                (lc::CLOSED_BY_CLIENT_ANSWERING_NGINX, 2),
+            ],
+        );
+        let prev = raw(443, &[(lc::CLOSED_BY_CLIENT, 1)]);
+        let t = connections_report(&cur, Some(&prev), &meta())
+            .unwrap()
+            .total();
+        assert_eq!(
+            (
+                t.closed_by_nginx,
+                t.closed_by_client,
+                t.closed_by_nginx_client_fin_first
+            ),
+            (10, 2, 4)
+        );
     }
 
     #[test]

@@ -40,7 +40,7 @@ pub fn connections_section(out: &mut String, r: &Report) {
     {
         let _ = writeln!(out, "  closes as a worker exited: not told apart ({why})");
     }
-    tls_client_first_line(out, r, &t);
+    tls_client_first_line(out, r, c, &t);
     draining_lines(out, c, &t);
     nginx_resets_line(out, &t);
     worker_closes_line(out, r);
@@ -78,10 +78,22 @@ pub fn connections_section(out: &mut String, r: &Report) {
     idle_lines(out, c, &t, which);
 }
 
-/// On TLS, what "by the client" may hide: a client answering nginx's close_notify
-/// before nginx's own `close()` closes first at the TCP level.
-fn tls_client_first_line(out: &mut String, r: &Report, t: &PortLifecycle) {
+/// On TLS, a client answering nginx's close_notify (or HTTP/2 GOAWAY) before nginx's
+/// own `close()` closes first at the TCP level: counted as nginx's when the
+/// `ngx_ssl_shutdown` uprobe saw nginx begin the close (said with its count), else a
+/// caveat on "by the client" with why it is not told apart.
+fn tls_client_first_line(out: &mut String, r: &Report, c: &ConnectionsReport, t: &PortLifecycle) {
     let tls = r.tls.as_ref().is_some_and(|x| x.handshakes > 0);
+    let Some(why) = &c.tls_close_unknown else {
+        if t.closed_by_nginx_client_fin_first > 0 {
+            let _ = writeln!(
+                out,
+                "  on TLS, {} of nginx's closes met the client's FIN before nginx's own close(): the client answered nginx's close_notify or HTTP/2 GOAWAY; nginx began them (uprobe ngx_ssl_shutdown), so they are counted as nginx's",
+                t.closed_by_nginx_client_fin_first
+            );
+        }
+        return;
+    };
     if !tls || t.closed_by_client == 0 {
         return;
     }
@@ -92,7 +104,7 @@ fn tls_client_first_line(out: &mut String, r: &Report, t: &PortLifecycle) {
         .unwrap_or(0);
     let _ = writeln!(
         out,
-        "  on TLS, \"by the client\" may include clients that answered nginx's close_notify before nginx's own close() (who started the close is then not told apart); nginx's close() finding the client's data unread shows as TCP_ABORT_ON_CLOSE resets sent: {aborts}"
+        "  on TLS, \"by the client\" may include clients that answered nginx's close_notify before nginx's own close() (who began the close is not told apart: {why}); nginx's close() finding the client's data unread shows as TCP_ABORT_ON_CLOSE resets sent: {aborts}"
     );
 }
 
@@ -114,9 +126,14 @@ fn draining_lines(out: &mut String, c: &ConnectionsReport, t: &PortLifecycle) {
         };
         if t.closed_while_draining_after_data > 0 {
             parts.push(format!(
-                "{} right after nginx's own last data{} (a response's end, a response still streaming when cut, or a TLS close_notify / HTTP/2 GOAWAY: not told apart)",
+                "{} right after nginx's own last data{} (a response's end, a response still streaming when cut, or {}: not told apart)",
                 t.closed_while_draining_after_data,
-                when(t.after_data_close_after_drain_start)
+                when(t.after_data_close_after_drain_start),
+                if c.tls_close_unknown.is_some() {
+                    "a TLS close_notify / HTTP/2 GOAWAY"
+                } else {
+                    "an HTTP/2 GOAWAY"
+                }
             ));
         }
         if t.closed_while_draining_silent > 0 {
@@ -227,9 +244,14 @@ fn idle_lines(out: &mut String, c: &ConnectionsReport, t: &PortLifecycle, which:
                 i.count
             );
             if i.after_nginx_wrote > 0 {
+                let what = if c.tls_close_unknown.is_some() {
+                    "a TLS close_notify, an HTTP/2 GOAWAY, or a response closed at once"
+                } else {
+                    "an HTTP/2 GOAWAY, or a response closed at once; a TLS close_notify is not in it, the time being read before it"
+                };
                 let _ = writeln!(
                     out,
-                    "    {} of them came right after nginx's own last data (a TLS close_notify, an HTTP/2 GOAWAY, or a response closed at once): their idle time is since the client's last data",
+                    "    {} of them came right after nginx's own last data ({what}): their idle time is since the client's last data",
                     i.after_nginx_wrote
                 );
             }
@@ -469,7 +491,7 @@ mod tests {
         let mut out = String::new();
         connections_section(&mut out, &r);
         assert!(
-            out.contains("  of nginx's closes, 8 by draining workers (graceful shutdown: a reload, a QUIT, a binary upgrade's WINCH; uprobe ngx_close_idle_connections and its return): 5 idle keepalive connections closed under their clients (in nginx's sweep of idle connections), 2 right after nginx's own last data (a response's end, a response still streaming when cut, or a TLS close_notify / HTTP/2 GOAWAY: not told apart), 1 with nothing sent by nginx just before, 1.0 s after the drain began: 1 with the client's data last (a request waiting for its response, its client got none, or a connection without a whole request); not in the idle times below\n"),
+            out.contains("  of nginx's closes, 8 by draining workers (graceful shutdown: a reload, a QUIT, a binary upgrade's WINCH; uprobe ngx_close_idle_connections and its return): 5 idle keepalive connections closed under their clients (in nginx's sweep of idle connections), 2 right after nginx's own last data (a response's end, a response still streaming when cut, or an HTTP/2 GOAWAY: not told apart), 1 with nothing sent by nginx just before, 1.0 s after the drain began: 1 with the client's data last (a request waiting for its response, its client got none, or a connection without a whole request); not in the idle times below\n"),
             "{out}"
         );
         assert!(
@@ -518,16 +540,18 @@ mod tests {
         );
     }
 
-    /// On TLS the clients' closes carry their caveat, with the aborts counted; on
-    /// plain HTTP they do not.
+    /// On TLS, without the ngx_ssl_shutdown uprobe, the clients' closes carry their
+    /// caveat with why and the aborts counted; with it, the closes whose client's FIN
+    /// came first are said as nginx's when there are any; on plain HTTP neither.
     #[test]
-    fn tls_client_first_closes_carry_their_caveat() {
+    fn tls_client_first_closes_carry_their_caveat_or_their_count() {
         let mut r = minimal_report();
         let mut c = crate::model::connections::sample_report();
         c.ports[0]
             .resets_sent_by_reason
             .insert("TCP_ABORT_ON_CLOSE".into(), 2);
-        r.connections = Some(c);
+        c.tls_close_unknown = Some("the uprobe on ngx_ssl_shutdown was not attached".into());
+        r.connections = Some(c.clone());
         let mut out = String::new();
         connections_section(&mut out, &r);
         assert!(!out.contains("on TLS"), "{out}");
@@ -538,7 +562,20 @@ mod tests {
         let mut out = String::new();
         connections_section(&mut out, &r);
         assert!(
-            out.contains("  on TLS, \"by the client\" may include clients that answered nginx's close_notify before nginx's own close() (who started the close is then not told apart); nginx's close() finding the client's data unread shows as TCP_ABORT_ON_CLOSE resets sent: 2\n"),
+            out.contains("  on TLS, \"by the client\" may include clients that answered nginx's close_notify before nginx's own close() (who began the close is not told apart: the uprobe on ngx_ssl_shutdown was not attached); nginx's close() finding the client's data unread shows as TCP_ABORT_ON_CLOSE resets sent: 2\n"),
+            "{out}"
+        );
+        c.tls_close_unknown = None;
+        r.connections = Some(c.clone());
+        let mut out = String::new();
+        connections_section(&mut out, &r);
+        assert!(!out.contains("on TLS"), "{out}");
+        c.ports[0].closed_by_nginx_client_fin_first = 3;
+        r.connections = Some(c);
+        let mut out = String::new();
+        connections_section(&mut out, &r);
+        assert!(
+            out.contains("  on TLS, 3 of nginx's closes met the client's FIN before nginx's own close(): the client answered nginx's close_notify or HTTP/2 GOAWAY; nginx began them (uprobe ngx_ssl_shutdown), so they are counted as nginx's\n"),
             "{out}"
         );
     }

@@ -458,6 +458,50 @@ fn a_crash_line_hidden_past_2_kb_is_contradicted_by_the_kernel() {
     }
 }
 
+/// Other lines hidden past 2 KB: 12 `limiting requests` lines (nginx runs no
+/// limit_req: its configuration, read whole, rules them out) and 2 `worker_connections
+/// are not enough` (no connection was accepted then closed, none unhandled). The 12
+/// were 100% of the requests and once fired a critical `requests_refused`; now the
+/// configuration rules them out of it and there is no verdict; the other two give a
+/// warning that says nothing measured shows a connection refused.
+#[test]
+fn refusals_and_exhaustion_hidden_past_2_kb_are_not_taken_for_facts() {
+    let ng = Nginx::start(&NginxConfig::default());
+    let worker = ng.worker_pids()[0];
+    let pad = "a".repeat(2500);
+    let forge = |what: &str| {
+        let now = log_time_encoded();
+        get_404(
+            &ng,
+            &format!("/x%0A{now}%20{what}%0A{pad}").replace("WORKER", &worker.to_string()),
+        );
+    };
+    let (s, log) = run(&ng, || {
+        for _ in 0..12 {
+            forge("[error]%20WORKER%23WORKER:%20*1%20limiting%20requests,%20excess:%2010.5%20by%20zone%20%22one%22");
+        }
+        for _ in 0..2 {
+            forge("[alert]%20WORKER%23WORKER:%201024%20worker_connections%20are%20not%20enough");
+        }
+    });
+    let own_line = |l: &&str| l.contains(" [error] ") && l.contains("limiting requests");
+    assert_eq!(log.lines().filter(own_line).count(), 12, "{log}");
+    let e = &s["nginx_errors"];
+    assert_eq!(e["classes"]["limit_req"]["count"], 12, "{e}");
+    assert_eq!(e["classes"]["worker_connections"]["count"], 2, "{e}");
+    assert!(verdict(&s, "requests_refused").is_none(), "{}", s["verdicts"]);
+    let v = verdict(&s, "worker_connections_exhausted")
+        .unwrap_or_else(|| panic!("said: {}", s["verdicts"]));
+    assert_eq!(v["severity"], "warning", "{v}");
+    assert_eq!(v["evidence"]["accepted_then_closed"], 0, "{v}");
+    assert!(
+        v["advice"]
+            .as_str()
+            .is_some_and(|a| a.contains("but no client connection was seen refused")),
+        "{v}"
+    );
+}
+
 /// A reload of a configuration with an unknown directive: nginx's master writes one
 /// `[emerg] unknown directive ... in <file>:<line>` and keeps its workers. nginx-probe
 /// says the configuration on disk was not loaded (`config_not_loaded`, 1 line), with
