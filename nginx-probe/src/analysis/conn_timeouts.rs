@@ -110,22 +110,6 @@ impl TimeoutMatch {
     }
 }
 
-/// The port of a `listen` address (`127.0.0.1:8080`, `8080`, `[::]:80`, `*:80`, a
-/// bare host name: 80); None for `unix:` sockets.
-fn listen_port(address: &str) -> Option<u16> {
-    if address.starts_with("unix:") {
-        return None;
-    }
-    if let Ok(p) = address.parse::<u16>() {
-        return Some(p);
-    }
-    let tail = address.rsplit(']').next().unwrap_or(address);
-    match tail.rsplit_once(':') {
-        Some((_, p)) => p.parse().ok(),
-        None => Some(80),
-    }
-}
-
 /// Whether a value applies in one of `servers` (its scope is the level or inside one).
 fn applies(v: &ConfigValue, servers: &[&str]) -> bool {
     matches!(v.scope.as_str(), "main" | "events" | "http")
@@ -140,7 +124,9 @@ fn in_force<'a>(cfg: &'a ConfigReport, directive: &'a str, ports: &[u16]) -> Vec
     let servers: Vec<&str> = cfg
         .listens
         .iter()
-        .filter(|l| listen_port(&l.address).is_some_and(|p| ports.contains(&p)))
+        .filter(|l| {
+            crate::model::listen::listen_port(&l.address).is_some_and(|p| ports.contains(&p))
+        })
         .map(|l| l.scope.as_str())
         .collect();
     cfg.everywhere(directive)
@@ -193,12 +179,15 @@ mod tests {
 
     #[test]
     fn listen_addresses_give_their_port() {
-        assert_eq!(listen_port("127.0.0.1:8080"), Some(8080));
-        assert_eq!(listen_port("8080"), Some(8080));
-        assert_eq!(listen_port("[::]:443"), Some(443));
-        assert_eq!(listen_port("*:80"), Some(80));
-        assert_eq!(listen_port("example.org"), Some(80));
-        assert_eq!(listen_port("unix:/run/n.sock"), None);
+        assert_eq!(
+            crate::model::listen::listen_port("127.0.0.1:8080"),
+            Some(8080)
+        );
+        assert_eq!(crate::model::listen::listen_port("8080"), Some(8080));
+        assert_eq!(crate::model::listen::listen_port("[::]:443"), Some(443));
+        assert_eq!(crate::model::listen::listen_port("*:80"), Some(80));
+        assert_eq!(crate::model::listen::listen_port("example.org"), Some(80));
+        assert_eq!(crate::model::listen::listen_port("unix:/run/n.sock"), None);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! directive involved and the evidence behind it) over their [`inputs`], those on the
 //! logs written per request in [`log_verdicts`], the [`nginx_rules`] on what nginx
 //! decided itself (refusals and upstream errors from its error log, keepalive_requests,
-//! the CPU quota), [`fd_upstream`] (upstream keepalive and fd-limit rules), [`conn_verdicts`] (who closed client connections; [`conn_timeouts`] which configured timeout a close time matches),
+//! the CPU quota), [`fd_upstream`] (upstream keepalive and fd-limit rules), [`conn_verdicts`] (who closed client connections; [`conn_timeouts`] which configured timeout a close time matches; [`conn_resets`] nginx's own resets at a timeout),
 //! [`outcome_rules`] (what the clients got, from nginx's access log),
 //! [`upstream_failures`] (which peer failed how, and whether a pool was kept),
 //! [`upstream_pool`] (the pool `upstream_keepalive_off` advises, or what defeats one configured),
@@ -14,6 +14,7 @@ pub mod compare;
 pub mod compare_lifecycle;
 pub mod compare_setup;
 pub mod config_evidence;
+pub mod conn_resets;
 pub mod conn_timeouts;
 pub mod conn_verdicts;
 pub mod fd_upstream;

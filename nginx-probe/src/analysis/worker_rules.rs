@@ -303,7 +303,9 @@ pub fn worker_shutdown_timeout_cut(inp: &Inputs, out: &mut Vec<Verdict>) {
         "threshold",
         json!("every close of a kind (silent, after data) within 10% + 12 ms of the configured worker_shutdown_timeout"),
     );
-    let (cut, other) = cut_kinds(&t, silent_at.is_some(), data_at.is_some());
+    let h2_ports = inp.config.as_ref().and_then(|k| k.http2_ports());
+    let h2_mid = c.mid_response_on(h2_ports.as_deref());
+    let (cut, other) = cut_kinds(&t, h2_mid, silent_at.is_some(), data_at.is_some());
     out.push(Verdict::new(
         "worker_shutdown_timeout_cut",
         Severity::Warning,
@@ -320,7 +322,13 @@ pub fn worker_shutdown_timeout_cut(inp: &Inputs, out: &mut Vec<Verdict>) {
 
 /// `worker_shutdown_timeout_cut`'s words for the kinds of draining closes in `t`:
 /// those cut at the timeout (`silent_cut`, `data_cut`), then the rest, said apart.
-fn cut_kinds(t: &PortLifecycle, silent_cut: bool, data_cut: bool) -> (Vec<String>, String) {
+/// `h2_mid`: see `PortLifecycle::silent_split`.
+fn cut_kinds(
+    t: &PortLifecycle,
+    h2_mid: u64,
+    silent_cut: bool,
+    data_cut: bool,
+) -> (Vec<String>, String) {
     use crate::model::{connections::MsSpan, idle::ms_range};
     let (silent, data) = (
         t.closed_while_draining_silent,
@@ -338,7 +346,7 @@ fn cut_kinds(t: &PortLifecycle, silent_cut: bool, data_cut: bool) -> (Vec<String
     if silent_cut {
         cut.push(format!(
             "{silent} with nothing sent by nginx just before: {}",
-            t.silent_split()
+            t.silent_split(h2_mid)
         ));
     } else if silent > 0 {
         other += &rest(

@@ -340,6 +340,18 @@ impl ConfigReport {
         self.files.iter().any(|f| f.changed_since_load)
     }
 
+    /// The TCP ports of the `listen`s that serve HTTP/2 (`listen ... http2`, or
+    /// `http2 on` in their server); None when the main file was not read.
+    pub fn http2_ports(&self) -> Option<Vec<u16>> {
+        self.is_read().then(|| {
+            self.listens
+                .iter()
+                .filter(|l| l.http2 && !l.quic)
+                .filter_map(|l| crate::model::listen::listen_port(&l.address))
+                .collect()
+        })
+    }
+
     /// Whether `directive` is known to be absent from the configuration nginx runs:
     /// the main file and every include read without a problem, none modified since the
     /// last load, the values not cut at [`MAX_VALUES`], and `directive` nowhere in
@@ -450,6 +462,7 @@ pub const HTTP: &[(&str, &str)] = &[
     ("client_body_timeout", "60s"),
     ("send_timeout", "60s"),
     ("lingering_timeout", "5s"),
+    ("reset_timedout_connection", "off"),
     ("sendfile", "off"),
     ("tcp_nopush", "off"),
     ("tcp_nodelay", "on"),

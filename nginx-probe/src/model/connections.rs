@@ -158,12 +158,22 @@ pub struct PortLifecycle {
 impl PortLifecycle {
     /// The silent draining closes told apart by which side's data came last, as the
     /// text report and `worker_shutdown_timeout_cut` say them (empty when none).
-    pub fn silent_split(&self) -> String {
+    ///
+    /// `h2_mid` of the mid-response ones were on ports serving HTTP/2 (or of an
+    /// unknown configuration): there nginx's own frames (a SETTINGS ack, a
+    /// WINDOW_UPDATE) follow a client's request, so a request still waiting looks the
+    /// same as a response cut between two writes, and they are said as not told apart
+    /// (see [`ConnectionsReport::mid_response_on`]).
+    pub fn silent_split(&self, h2_mid: u64) -> String {
         let n = self.closed_while_draining_silent;
         let m = self.closed_while_draining_mid_response.min(n);
+        let h = h2_mid.min(m);
         let mut parts = Vec::new();
-        if m > 0 {
-            parts.push(format!("{m} in the middle of a response (nginx's data after the client's: a stream or a download cut between two writes, its client got part of it)"));
+        if m > h {
+            parts.push(format!("{} in the middle of a response (nginx's data after the client's: a stream or a download cut between two writes, its client got part of it)", m - h));
+        }
+        if h > 0 {
+            parts.push(format!("{h} with nginx's data after the client's on a port serving HTTP/2 (or whose configuration is unknown), where nginx's own frames follow a request: a response cut between two writes or a request still waiting, not told apart"));
         }
         if n > m {
             parts.push(format!("{} with the client's data last (a request waiting for its response, its client got none, or a connection without a whole request)", n - m));
@@ -303,6 +313,18 @@ pub const SOURCE: &str = "tracepoints sock:inet_sock_set_state, tcp:tcp_send_res
 pub const RAW_SOURCE: &str = "raw tracepoints inet_sock_set_state, tcp_send_reset, tcp_receive_reset on sockets whose local port is one of nginx's listening ports (struct sock read with offsets from the kernel's BTF)";
 
 impl ConnectionsReport {
+    /// The silent draining closes with nginx's data last
+    /// (`closed_while_draining_mid_response`) on `h2_ports`, the ports serving HTTP/2
+    /// (from the configuration: `ConfigReport::http2_ports`); on every port when they
+    /// are unknown (None).
+    pub fn mid_response_on(&self, h2_ports: Option<&[u16]>) -> u64 {
+        self.ports
+            .iter()
+            .filter(|p| h2_ports.is_none_or(|h| h.contains(&p.port)))
+            .map(|p| p.closed_while_draining_mid_response)
+            .sum()
+    }
+
     /// Sum over ports (idle: counts and histogram added, pinned kept only when every
     /// port with closes has the same pinned value within [`PINNED_SPREAD`]).
     pub fn total(&self) -> PortLifecycle {
@@ -677,6 +699,36 @@ mod tests {
         let i = t.idle_before_nginx_close.unwrap();
         assert_eq!((i.count, i.after_nginx_wrote), (4, 4));
         assert_eq!(i.pinned_ms, Some(2000.0));
+    }
+
+    /// On ports serving HTTP/2 (or of an unknown configuration) the silent draining
+    /// closes with nginx's data last are not told apart from waiting requests.
+    #[test]
+    fn http2_ports_do_not_tell_a_cut_response_from_a_waiting_request() {
+        let port = |port, silent, mid| PortLifecycle {
+            port,
+            closed_while_draining_silent: silent,
+            closed_while_draining_mid_response: mid,
+            ..PortLifecycle::default()
+        };
+        let c = ConnectionsReport {
+            ports: vec![port(80, 3, 1), port(443, 4, 2)],
+            ..ConnectionsReport::default()
+        };
+        assert_eq!(c.mid_response_on(Some(&[443])), 2);
+        assert_eq!(c.mid_response_on(Some(&[])), 0);
+        assert_eq!(c.mid_response_on(None), 3);
+        let t = c.total();
+        let said = t.silent_split(c.mid_response_on(Some(&[443])));
+        assert!(
+            said.starts_with("1 in the middle of a response (nginx's data after the client's"),
+            "{said}"
+        );
+        assert!(said.contains(", 2 with nginx's data after the client's on a port serving HTTP/2 (or whose configuration is unknown), where nginx's own frames follow a request: a response cut between two writes or a request still waiting, not told apart, 4 with the client's data last"), "{said}");
+        assert!(
+            !t.silent_split(3).contains("in the middle of a response ("),
+            "all on HTTP/2"
+        );
     }
 
     /// A TLS client's FIN that answered a close nginx began before nginx's

@@ -187,3 +187,19 @@ pub fn listen_reports(l: &ListenInputs, summary: bool) -> Vec<ListenReport> {
         })
         .collect()
 }
+
+/// The port of a `listen` address (`127.0.0.1:8080`, `8080`, `[::]:80`, `*:80`, a
+/// bare host name: 80); None for `unix:` sockets.
+pub fn listen_port(address: &str) -> Option<u16> {
+    if address.starts_with("unix:") {
+        return None;
+    }
+    if let Ok(p) = address.parse::<u16>() {
+        return Some(p);
+    }
+    let tail = address.rsplit(']').next().unwrap_or(address);
+    match tail.rsplit_once(':') {
+        Some((_, p)) => p.parse().ok(),
+        None => Some(80),
+    }
+}

@@ -41,7 +41,8 @@ pub fn connections_section(out: &mut String, r: &Report) {
         let _ = writeln!(out, "  closes as a worker exited: not told apart ({why})");
     }
     tls_client_first_line(out, r, c, &t);
-    draining_lines(out, c, &t);
+    let h2_ports = r.config.as_ref().and_then(|k| k.http2_ports());
+    draining_lines(out, c, &t, c.mid_response_on(h2_ports.as_deref()));
     nginx_resets_line(out, &t);
     worker_closes_line(out, r);
     if t.resets_sent + t.resets_received > 0 {
@@ -109,10 +110,12 @@ fn tls_client_first_line(out: &mut String, r: &Report, c: &ConnectionsReport, t:
 }
 
 /// nginx's closes by draining workers (or why they are not told apart).
-fn draining_lines(out: &mut String, c: &ConnectionsReport, t: &PortLifecycle) {
+/// `h2_mid`: of the silent closes with nginx's data last, those on ports serving
+/// HTTP/2 (see `PortLifecycle::silent_split`).
+fn draining_lines(out: &mut String, c: &ConnectionsReport, t: &PortLifecycle, h2_mid: u64) {
     if t.closed_while_draining > 0 {
         let mut parts = vec![format!(
-            "{} idle keepalive connections closed under their clients (in nginx's sweep of idle connections)",
+            "{} idle keepalive connections closed under their clients (in nginx's sweep of idle connections; a request a client sent on one at that moment fails: nginx closed the connection it came on)",
             t.closed_while_draining_idle
         )];
         let when = |span: Option<crate::model::connections::MsSpan>| {
@@ -141,7 +144,7 @@ fn draining_lines(out: &mut String, c: &ConnectionsReport, t: &PortLifecycle) {
                 "{} with nothing sent by nginx just before{}: {}",
                 t.closed_while_draining_silent,
                 when(t.silent_close_after_drain_start),
-                t.silent_split()
+                t.silent_split(h2_mid)
             ));
         }
         let rest = t.closed_while_draining.saturating_sub(
@@ -491,7 +494,7 @@ mod tests {
         let mut out = String::new();
         connections_section(&mut out, &r);
         assert!(
-            out.contains("  of nginx's closes, 8 by draining workers (graceful shutdown: a reload, a QUIT, a binary upgrade's WINCH; uprobe ngx_close_idle_connections and its return): 5 idle keepalive connections closed under their clients (in nginx's sweep of idle connections), 2 right after nginx's own last data (a response's end, a response still streaming when cut, or an HTTP/2 GOAWAY: not told apart), 1 with nothing sent by nginx just before, 1.0 s after the drain began: 1 with the client's data last (a request waiting for its response, its client got none, or a connection without a whole request); not in the idle times below\n"),
+            out.contains("  of nginx's closes, 8 by draining workers (graceful shutdown: a reload, a QUIT, a binary upgrade's WINCH; uprobe ngx_close_idle_connections and its return): 5 idle keepalive connections closed under their clients (in nginx's sweep of idle connections; a request a client sent on one at that moment fails: nginx closed the connection it came on), 2 right after nginx's own last data (a response's end, a response still streaming when cut, or an HTTP/2 GOAWAY: not told apart), 1 with nothing sent by nginx just before, 1.0 s after the drain began: 1 with the client's data last (a request waiting for its response, its client got none, or a connection without a whole request); not in the idle times below\n"),
             "{out}"
         );
         assert!(

@@ -339,11 +339,14 @@ fn client_resets(perf: bool) {
 /// `send_timeout 1s; reset_timedout_connection on;` and 4 clients that request a
 /// 16 MB file and read nothing: nginx gives up on each after 1 s without progress and
 /// closes it with SO_LINGER 0. nginx-probe counts 4 connections ended by a reset, all
-/// 4 nginx's own, none received.
+/// 4 nginx's own, none received, 4 for SO_LINGER 0 (where the kernel names reset
+/// reasons), and says `nginx_reset_connections` with the directive's line and nginx's
+/// 4 `client timed out` lines (error_log at info).
 #[test]
 fn resets_at_send_timeout_are_nginx_s_own() {
     let ng = Nginx::start(&NginxConfig {
         server_extra: "send_timeout 1s; reset_timedout_connection on;".into(),
+        error_log_level: "info".into(),
         ..NginxConfig::default()
     });
     std::fs::write(ng.prefix.join("html/big"), vec![b'x'; 16 << 20]).expect("write big");
@@ -364,6 +367,23 @@ fn resets_at_send_timeout_are_nginx_s_own() {
     assert_eq!(p["closed_by_reset"], 4, "{p}");
     assert_eq!(p["closed_by_nginx_reset"], 4, "{p}");
     assert_eq!(p["resets_received"], 0, "{p}");
+    // Reset reasons are named by kernels from 6.10 on.
+    let Some(linger) = p["resets_sent_by_reason"].get("TCP_ABORT_ON_LINGER") else {
+        assert!(verdict(&summary, "nginx_reset_connections").is_none());
+        return;
+    };
+    assert_eq!(linger, 4, "{p}");
+    let v = verdict(&summary, "nginx_reset_connections")
+        .unwrap_or_else(|| panic!("no nginx_reset_connections in {}", summary["verdicts"]));
+    assert_eq!(v["evidence"]["nginx_resets_serving"], 4, "{v}");
+    assert_eq!(v["evidence"]["client_timed_out_lines"], 4, "{v}");
+    let at = ng.conf_at("reset_timedout_connection on");
+    assert!(
+        v["advice"].as_str().is_some_and(|a| a.contains(&at)
+            && a.contains("reset 4 client connections themselves")
+            && a.contains("send_timeout 1s")),
+        "{v}"
+    );
 }
 
 /// Case 20: a reload that drops a `reuseport` listening socket (worker_processes from

@@ -489,7 +489,11 @@ fn refusals_and_exhaustion_hidden_past_2_kb_are_not_taken_for_facts() {
     let e = &s["nginx_errors"];
     assert_eq!(e["classes"]["limit_req"]["count"], 12, "{e}");
     assert_eq!(e["classes"]["worker_connections"]["count"], 2, "{e}");
-    assert!(verdict(&s, "requests_refused").is_none(), "{}", s["verdicts"]);
+    assert!(
+        verdict(&s, "requests_refused").is_none(),
+        "{}",
+        s["verdicts"]
+    );
     let v = verdict(&s, "worker_connections_exhausted")
         .unwrap_or_else(|| panic!("said: {}", s["verdicts"]));
     assert_eq!(v["severity"], "warning", "{v}");

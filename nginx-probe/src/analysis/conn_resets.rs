@@ -1,0 +1,102 @@
+//! `nginx_reset_connections`: nginx's serving workers ended client connections with a
+//! reset of their own, and the kernel says why: `SO_LINGER` 0 (`TCP_ABORT_ON_LINGER`,
+//! what `reset_timedout_connection on` sets on a connection that timed out), with
+//! nginx's `client timed out` lines and the configured timeouts beside it.
+
+use std::collections::BTreeMap;
+
+use crate::{
+    analysis::inputs::{log_count, Inputs},
+    model::{Severity, Verdict},
+};
+
+/// The kernel's reason for a reset sent by a `close()` with `SO_LINGER` 0
+/// (`sk_rst_reason`, Linux 6.10+; named from the tracepoint's format file).
+pub const ABORT_ON_LINGER: &str = "TCP_ABORT_ON_LINGER";
+/// The kernel's reason for a reset sent by a `close()` with data unread.
+pub const ABORT_ON_CLOSE: &str = "TCP_ABORT_ON_CLOSE";
+
+/// `nginx_reset_connections` (warning): nginx's serving workers reset client
+/// connections themselves (`closed_by_nginx_reset` less the draining workers': a
+/// worker's `close()` taking `ESTABLISHED -> CLOSE` with no reset received) and the
+/// kernel sent resets for `SO_LINGER` 0 on the same ports (`tcp:tcp_send_reset` reason
+/// `TCP_ABORT_ON_LINGER`). Names `reset_timedout_connection` (its `file:line` when
+/// the configuration sets it on) and the timeouts it acts on, with nginx's
+/// `client timed out` lines (logged at `info`). Silent without `TCP_ABORT_ON_LINGER`
+/// resets: a reset for data unread is not a timeout's.
+pub fn nginx_reset_connections(inp: &Inputs, out: &mut Vec<Verdict>) {
+    let Some(c) = inp.connections.as_ref() else {
+        return;
+    };
+    let t = c.total();
+    let serving = t
+        .closed_by_nginx_reset
+        .saturating_sub(t.closed_while_draining_reset);
+    let reason = |r: &str| t.resets_sent_by_reason.get(r).copied().unwrap_or(0);
+    let (linger, unread) = (reason(ABORT_ON_LINGER), reason(ABORT_ON_CLOSE));
+    if serving == 0 || linger == 0 {
+        return;
+    }
+    let timed_out = log_count(inp, "client_timed_out");
+    let log_read = inp.nginx_errors.as_ref().is_some_and(|e| e.readable);
+    let cfg = inp.config.as_ref().filter(|k| k.is_read());
+    let on: Vec<String> = cfg
+        .map(|k| {
+            k.everywhere("reset_timedout_connection")
+                .filter(|v| v.value == "on")
+                .map(|v| format!("{} ({})", v.scope, v.at))
+                .collect()
+        })
+        .unwrap_or_default();
+    let timeouts: Vec<String> = cfg
+        .map(|k| {
+            [
+                "send_timeout",
+                "client_body_timeout",
+                "client_header_timeout",
+            ]
+            .iter()
+            .flat_map(|d| k.everywhere(d))
+            .map(|v| format!("{} {} in {}", v.directive, v.quoted(), v.scope))
+            .collect()
+        })
+        .unwrap_or_default();
+    let mut evidence = BTreeMap::new();
+    evidence.insert("nginx_resets_serving", serde_json::json!(serving));
+    evidence.insert("resets_sent_abort_on_linger", serde_json::json!(linger));
+    evidence.insert("resets_sent_abort_on_close", serde_json::json!(unread));
+    evidence.insert("client_timed_out_lines", serde_json::json!(timed_out));
+    evidence.insert("reset_timedout_connection_on", serde_json::json!(on));
+    evidence.insert(
+        "source",
+        serde_json::json!("tracepoints sock:inet_sock_set_state (ESTABLISHED -> CLOSE in a worker's close(), no reset received) and tcp:tcp_send_reset (its reason, per port: draining workers' resets included); nginx's error log (class client_timed_out, logged at info); the configuration (file:line)"),
+    );
+    let why = if on.is_empty() {
+        match cfg {
+            Some(_) => "the configuration read does not set reset_timedout_connection on: what set SO_LINGER 0 is unknown".to_string(),
+            None => "the configuration was not read: reset_timedout_connection is unknown".to_string(),
+        }
+    } else {
+        format!(
+            "that is reset_timedout_connection on ({}), which resets a connection that timed out instead of closing it",
+            on.join(", ")
+        )
+    };
+    let lines = if !log_read {
+        "nginx's error log was not read".to_string()
+    } else if timed_out == 0 {
+        "nginx's error log has no `client timed out` line (logged at info: an error_log level above info drops them)".to_string()
+    } else {
+        format!("nginx's error log has {timed_out} `client timed out` lines (the request or response phase each names)")
+    };
+    out.push(Verdict::new(
+        "nginx_reset_connections",
+        Severity::Warning,
+        evidence,
+        &["reset_timedout_connection", "send_timeout"],
+        format!(
+            "nginx's serving workers reset {serving} client connections themselves, and the kernel sent {linger} resets for SO_LINGER 0 (TCP_ABORT_ON_LINGER) on the same ports: {why}; {lines}. At send_timeout the client had stopped reading a response: it got part of it, then a reset, while the access log keeps the status nginx meant to send; timeouts in force: {}",
+            if timeouts.is_empty() { "unknown".to_string() } else { timeouts.join(", ") }
+        ),
+    ));
+}
