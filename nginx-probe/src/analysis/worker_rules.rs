@@ -166,8 +166,11 @@ pub fn worker_shutdown_timeout_exceeded(inp: &Inputs, out: &mut Vec<Verdict>) {
         ev,
         &["worker_shutdown_timeout"],
         format!(
-            "{} old workers have been shutting down for at least {longest:.0} s{held}, past worker_shutdown_timeout {q}, at which nginx closes what a draining worker holds. What keeps them is unknown here: connections nginx's shutdown timer does not close, or workers started under a configuration without that value (it is read from the file now; see config_files' modification times against the worker's reload). Look at what they hold (ss -tnp, ls -l /proc/<pid>/fd)",
-            over.len()
+            "{} been shutting down for at least {longest:.0} s{held}, past worker_shutdown_timeout {q}, at which nginx closes what a draining worker holds. What keeps them is unknown here: connections nginx's shutdown timer does not close, or workers started under a configuration without that value (it is read from the file now; see config_files' modification times against the worker's reload). Look at what they hold (ss -tnp, ls -l /proc/<pid>/fd)",
+            match over.len() {
+                1 => "1 old worker has".to_string(),
+                n => format!("{n} old workers have"),
+            }
         ),
     ));
 }
@@ -527,7 +530,7 @@ mod tests {
         assert_eq!(out[0].id, "worker_shutdown_timeout_exceeded");
         assert_eq!(out[0].evidence["workers_past_timeout"][0]["pid"], 100);
         assert!(
-            out[0].advice.starts_with("1 old workers have been shutting down for at least 12 s, still holding 3 client connections, past worker_shutdown_timeout 10s (/e/n.conf:2)"),
+            out[0].advice.starts_with("1 old worker has been shutting down for at least 12 s, still holding 3 client connections, past worker_shutdown_timeout 10s (/e/n.conf:2)"),
             "{}",
             out[0].advice
         );

@@ -410,7 +410,7 @@ fn draining_generations_and_exits_are_shown_as_the_text_report_says_them() {
     let page = render_html(&rec);
     let c = element(&page, "id=\"lifecycle\"", "</section>");
     assert!(
-        c.contains("generation 0: 1 workers shutting down since 01:00:00 (22.9 s), holding 2 client + 0 upstream connections"),
+        c.contains("generation 0: 1 worker shutting down since 01:00:00 (22.9 s), holding 2 client + 0 upstream connections"),
         "{c}"
     );
     assert!(c.contains("kernel sched:sched_process_exit"), "{c}");

@@ -50,26 +50,39 @@ pub fn lifecycle_section(r: &Report) -> String {
             "kernel sched:sched_process_exit"
         }
     );
-    draining_lines(&mut out, l);
+    let quic = r
+        .config
+        .as_ref()
+        .is_some_and(|c| c.listens.iter().any(|l| l.quic));
+    draining_lines(&mut out, l, quic);
     worker_rows(&mut out, r);
     exit_lines(&mut out, l);
     out
 }
 
 /// One line per reload generation still draining: its workers, since when, what they
-/// hold.
-fn draining_lines(out: &mut String, l: &LifecycleReport) {
+/// hold (TCP connections, from the workers' fd tables: `quic`, the configuration has
+/// QUIC listens, whose connections are not counted there, and says so).
+fn draining_lines(out: &mut String, l: &LifecycleReport, quic: bool) {
     for d in &l.draining {
         let _ = writeln!(
             out,
-            "  generation {}: {} workers shutting down since {}{} ({:.1} s), holding {} client + {} upstream connections, {} MiB",
+            "  generation {}: {} shutting down since {}{} ({:.1} s), holding {} client + {} upstream connections{}, {} MiB",
             d.reload_generation,
-            d.workers.len(),
+            match d.workers.len() {
+                1 => "1 worker".to_string(),
+                n => format!("{n} workers"),
+            },
             clock(d.since_unix_s),
             if d.since_attach { " (attach; earlier)" } else { "" },
             d.draining_s,
             opt(d.client_connections),
             opt(d.upstream_connections),
+            if quic {
+                " (TCP; QUIC connections, which the configuration listens for, are not counted here)"
+            } else {
+                ""
+            },
             mib(d.rss_bytes),
         );
     }
