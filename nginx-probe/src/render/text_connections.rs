@@ -76,7 +76,7 @@ pub fn connections_section(out: &mut String, r: &Report) {
         .iter()
         .find(|v| v.id == "keepalive_timeout_closes" || v.id == "nginx_timeout_closes")
         .map(|v| v.id.as_str());
-    idle_lines(out, c, &t, which);
+    idle_lines(out, r, c, &t, which);
 }
 
 /// On TLS, a client answering nginx's close_notify (or HTTP/2 GOAWAY) before nginx's
@@ -235,7 +235,13 @@ fn worker_closes_line(out: &mut String, r: &Report) {
 
 /// The idle time before nginx's closes (or why it is unknown); `which` is the verdict
 /// that names the timeout, when one does.
-fn idle_lines(out: &mut String, c: &ConnectionsReport, t: &PortLifecycle, which: Option<&str>) {
+fn idle_lines(
+    out: &mut String,
+    r: &Report,
+    c: &ConnectionsReport,
+    t: &PortLifecycle,
+    which: Option<&str>,
+) {
     match &t.idle_before_nginx_close {
         Some(i) => {
             let _ = writeln!(
@@ -263,8 +269,9 @@ fn idle_lines(out: &mut String, c: &ConnectionsReport, t: &PortLifecycle, which:
             if let Some(v) = i.pinned_ms.filter(|v| *v < IDLE_TIMEOUT_MIN_MS) {
                 let _ = writeln!(
                     out,
-                    "  nginx closes connections right after a response ({} after the last data: not an idle timeout)",
-                    fmt_ms(v)
+                    "  nginx closes connections right after a response ({} after the last data: not an idle timeout){}",
+                    fmt_ms(v),
+                    after_response_causes(r)
                 );
             } else if let Some(v) = i.pinned_ms {
                 let _ = writeln!(
@@ -287,6 +294,31 @@ fn idle_lines(out: &mut String, c: &ConnectionsReport, t: &PortLifecycle, which:
         }
         None => {}
     }
+}
+
+/// What makes nginx close a connection right after its response, as candidates with
+/// their values (the configuration's http level, `file:line`) and the period's requests
+/// per connection: none is measured as the one (the verdicts `keepalive_off` and
+/// `keepalive_requests_low` judge two of them).
+fn after_response_causes(r: &Report) -> String {
+    let Some(cfg) = r.config.as_ref().filter(|c| c.is_read()) else {
+        return "; nginx does so at keepalive_requests, keepalive_time, keepalive_timeout 0, or when the client asks (the configuration was not read)".into();
+    };
+    let v = |d: &str| match cfg.value(d) {
+        Some(v) => format!("{d} {}", v.quoted()),
+        None => format!("{d} unknown"),
+    };
+    let per = r
+        .requests
+        .per_connection
+        .map(|p| format!(" ({p:.1} requests per connection here)"))
+        .unwrap_or_default();
+    format!(
+        "; nginx does so at {}{per}, at {}, with {}, or when the client asks (Connection: close, HTTP/1.0): which one is not measured",
+        v("keepalive_requests"),
+        v("keepalive_time"),
+        v("keepalive_timeout")
+    )
 }
 
 /// The section as the HTML page and the live view show it, one source of the facts
@@ -579,6 +611,41 @@ mod tests {
         connections_section(&mut out, &r);
         assert!(
             out.contains("  on TLS, 3 of nginx's closes met the client's FIN before nginx's own close(): the client answered nginx's close_notify or HTTP/2 GOAWAY; nginx began them (uprobe ngx_ssl_shutdown), so they are counted as nginx's\n"),
+            "{out}"
+        );
+    }
+
+    /// Closes right after a response name what makes nginx do so, with the values in
+    /// force and the requests per connection, none as the one measured.
+    #[test]
+    fn closes_right_after_a_response_list_their_possible_causes() {
+        use crate::model::config::{ConfigReport, ConfigValue};
+        let mut r = minimal_report();
+        let mut c = crate::model::connections::sample_report();
+        if let Some(i) = c.ports[0].idle_before_nginx_close.as_mut() {
+            (i.p50_ms, i.p99_ms, i.mean_ms, i.pinned_ms) = (4, 4, 4.0, Some(4.0));
+            (i.min_ms_since_attach, i.max_ms_since_attach) = (4, 4);
+        }
+        r.connections = Some(c);
+        r.requests.per_connection = Some(953.8);
+        let mut out = String::new();
+        connections_section(&mut out, &r);
+        assert!(
+            out.contains("  nginx closes connections right after a response (4 ms after the last data: not an idle timeout); nginx does so at keepalive_requests, keepalive_time, keepalive_timeout 0, or when the client asks (the configuration was not read)\n"),
+            "{out}"
+        );
+        r.config = Some(ConfigReport {
+            values: vec![
+                ConfigValue::of("keepalive_requests", "http", "1000", "default"),
+                ConfigValue::of("keepalive_time", "http", "3s", "/x/nginx.conf:9"),
+                ConfigValue::of("keepalive_timeout", "http", "75s", "default"),
+            ],
+            ..ConfigReport::default()
+        });
+        let mut out = String::new();
+        connections_section(&mut out, &r);
+        assert!(
+            out.contains("; nginx does so at keepalive_requests 1000 (default) (953.8 requests per connection here), at keepalive_time 3s (/x/nginx.conf:9), with keepalive_timeout 75s (default), or when the client asks (Connection: close, HTTP/1.0): which one is not measured\n"),
             "{out}"
         );
     }
