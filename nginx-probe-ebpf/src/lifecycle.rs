@@ -122,6 +122,14 @@ fn lc_hz() -> Option<u64> {
 /// after a response keeps short and an idle timeout keeps at the timeout.
 #[inline(always)]
 pub(crate) fn idle_ms(sk: u64, local: bool) -> Option<(u64, bool)> {
+    idle_of(sk, local).map(|(ms, wrote, _)| (ms, wrote))
+}
+
+/// [`idle_ms`], with whether the closing side's last data went out a jiffy or more
+/// after the other side's (for nginx's closes: `tcp_sock.lsndtime` newer than
+/// `icsk_ack.lrcvtime`, nginx sent last), from the same two reads.
+#[inline(always)]
+fn idle_of(sk: u64, local: bool) -> Option<(u64, bool, bool)> {
     let hz = lc_hz()?;
     let (snd, rcv) = (global(&LC_LSNDTIME_OFF), global(&LC_LRCVTIME_OFF));
     let (mine, theirs) = if local { (snd, rcv) } else { (rcv, snd) };
@@ -134,7 +142,7 @@ pub(crate) fn idle_ms(sk: u64, local: bool) -> Option<(u64, bool)> {
     } else {
         (b, false)
     };
-    Some((j as u64 * 1000 / hz, wrote))
+    Some((j as u64 * 1000 / hz, wrote, a < b))
 }
 
 /// Whether nginx closes `sk` awaiting the peer's response, and the ms since nginx's
@@ -153,15 +161,6 @@ pub(crate) fn awaiting_response(sk: u64) -> Option<(bool, u64)> {
         // SAFETY: bpf_probe_read_kernel copes with any address.
         && unsafe { bpf_probe_read_kernel((sk + off) as *const u64) }.is_ok_and(|n| n == 0);
     Some((a < b || nothing_received, a as u64 * 1000 / hz))
-}
-
-/// Whether nginx's last data on `sk` (`tcp_sock.lsndtime`) went out a jiffy or more
-/// after the remote side's last data (`icsk_ack.lrcvtime`); false when unreadable.
-#[inline(always)]
-fn nginx_sent_last(sk: u64) -> bool {
-    let a = jiffies_since(sk, global(&LC_LSNDTIME_OFF));
-    let b = jiffies_since(sk, global(&LC_LRCVTIME_OFF));
-    matches!((a, b), (Some(a), Some(b)) if a < b)
 }
 
 /// ms since the remote side's last data on `sk` (`icsk_ack.lrcvtime`).
@@ -215,8 +214,8 @@ const F_EXITING: u32 = 1;
 const F_IDLE_KNOWN: u32 = 2;
 /// nginx had sent data in the close's last jiffy (see [`idle_ms`]).
 const F_WROTE: u32 = 4;
-/// nginx's last data went out a jiffy or more after the client's (see
-/// [`nginx_sent_last`]; read for draining workers only).
+/// nginx's last data went out a jiffy or more after the client's (`tcp_sock.lsndtime`
+/// newer than `icsk_ack.lrcvtime`; see [`idle_of`]).
 const F_SENT_LAST: u32 = 8;
 
 impl CloseFacts {
@@ -243,18 +242,14 @@ pub(crate) fn close_facts(sk: u64) -> CloseFacts {
         return f;
     }
     f.drain = drain_state(slot);
-    if let Some((ms, wrote)) = idle_ms(sk, true) {
+    if let Some((ms, wrote, sent_last)) = idle_of(sk, true) {
         f.flags |= F_IDLE_KNOWN | if wrote { F_WROTE } else { 0 };
+        f.flags |= if sent_last { F_SENT_LAST } else { 0 };
         f.idle_ms = ms;
     }
-    if f.drain != 0 {
-        if nginx_sent_last(sk) {
-            f.flags |= F_SENT_LAST;
-        }
-        if f.drain != lc::worker::DRAIN_START_UNKNOWN {
-            // SAFETY: helper without preconditions.
-            f.drain_ms = unsafe { bpf_ktime_get_ns() }.saturating_sub(f.drain) / 1_000_000;
-        }
+    if f.drain != 0 && f.drain != lc::worker::DRAIN_START_UNKNOWN {
+        // SAFETY: helper without preconditions.
+        f.drain_ms = unsafe { bpf_ktime_get_ns() }.saturating_sub(f.drain) / 1_000_000;
     }
     f
 }
