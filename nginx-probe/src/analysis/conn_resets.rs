@@ -1,7 +1,8 @@
 //! `nginx_reset_connections`: nginx's serving workers ended client connections with a
-//! reset of their own, and the kernel says why: `SO_LINGER` 0 (`TCP_ABORT_ON_LINGER`,
-//! what `reset_timedout_connection on` sets on a connection that timed out), with
-//! nginx's `client timed out` lines and the configured timeouts beside it.
+//! reset of their own, and the kernel says why: `SO_LINGER` 0 (`tcp_close()` then
+//! `tcp_disconnect()`, reason `TCP_STATE`: what `reset_timedout_connection on` sets on
+//! a connection that timed out), with nginx's `client timed out` lines and the
+//! configured timeouts beside it.
 
 use std::collections::BTreeMap;
 
@@ -10,9 +11,12 @@ use crate::{
     model::{Severity, Verdict},
 };
 
-/// The kernel's reason for a reset sent by a `close()` with `SO_LINGER` 0
-/// (`sk_rst_reason`, Linux 6.10+; named from the tracepoint's format file).
-pub const ABORT_ON_LINGER: &str = "TCP_ABORT_ON_LINGER";
+/// The kernel's reason for a reset sent by a `close()` with `SO_LINGER` 0 and no data
+/// unread: `tcp_close()` calls `tcp_disconnect()`, which resets with
+/// `SK_RST_REASON_TCP_STATE` (`sk_rst_reason`, Linux 6.10+; named from the tracepoint's
+/// format file; 6.18 checked). Not `TCP_ABORT_ON_LINGER`, which is a `FIN_WAIT2`
+/// socket's with a negative `SO_LINGER2`.
+pub const LINGER_ZERO: &str = "TCP_STATE";
 /// The kernel's reason for a reset sent by a `close()` with data unread.
 pub const ABORT_ON_CLOSE: &str = "TCP_ABORT_ON_CLOSE";
 
@@ -20,10 +24,10 @@ pub const ABORT_ON_CLOSE: &str = "TCP_ABORT_ON_CLOSE";
 /// connections themselves (`closed_by_nginx_reset` less the draining workers': a
 /// worker's `close()` taking `ESTABLISHED -> CLOSE` with no reset received) and the
 /// kernel sent resets for `SO_LINGER` 0 on the same ports (`tcp:tcp_send_reset` reason
-/// `TCP_ABORT_ON_LINGER`). Names `reset_timedout_connection` (its `file:line` when
+/// [`LINGER_ZERO`]). Names `reset_timedout_connection` (its `file:line` when
 /// the configuration sets it on) and the timeouts it acts on, with nginx's
-/// `client timed out` lines (logged at `info`). Silent without `TCP_ABORT_ON_LINGER`
-/// resets: a reset for data unread is not a timeout's.
+/// `client timed out` lines (logged at `info`). Silent without [`LINGER_ZERO`] resets:
+/// a reset for data unread is not a timeout's.
 pub fn nginx_reset_connections(inp: &Inputs, out: &mut Vec<Verdict>) {
     let Some(c) = inp.connections.as_ref() else {
         return;
@@ -33,7 +37,7 @@ pub fn nginx_reset_connections(inp: &Inputs, out: &mut Vec<Verdict>) {
         .closed_by_nginx_reset
         .saturating_sub(t.closed_while_draining_reset);
     let reason = |r: &str| t.resets_sent_by_reason.get(r).copied().unwrap_or(0);
-    let (linger, unread) = (reason(ABORT_ON_LINGER), reason(ABORT_ON_CLOSE));
+    let (linger, unread) = (reason(LINGER_ZERO), reason(ABORT_ON_CLOSE));
     if serving == 0 || linger == 0 {
         return;
     }
@@ -63,13 +67,13 @@ pub fn nginx_reset_connections(inp: &Inputs, out: &mut Vec<Verdict>) {
         .unwrap_or_default();
     let mut evidence = BTreeMap::new();
     evidence.insert("nginx_resets_serving", serde_json::json!(serving));
-    evidence.insert("resets_sent_abort_on_linger", serde_json::json!(linger));
+    evidence.insert("resets_sent_linger_zero", serde_json::json!(linger));
     evidence.insert("resets_sent_abort_on_close", serde_json::json!(unread));
     evidence.insert("client_timed_out_lines", serde_json::json!(timed_out));
     evidence.insert("reset_timedout_connection_on", serde_json::json!(on));
     evidence.insert(
         "source",
-        serde_json::json!("tracepoints sock:inet_sock_set_state (ESTABLISHED -> CLOSE in a worker's close(), no reset received) and tcp:tcp_send_reset (its reason, per port: draining workers' resets included); nginx's error log (class client_timed_out, logged at info); the configuration (file:line)"),
+        serde_json::json!("tracepoints sock:inet_sock_set_state (ESTABLISHED -> CLOSE in a worker's close(), no reset received) and tcp:tcp_send_reset (its reason, per port: TCP_STATE for a close() with SO_LINGER 0; draining workers' resets included); nginx's error log (class client_timed_out, logged at info); the configuration (file:line)"),
     );
     let why = if on.is_empty() {
         match cfg {
@@ -95,8 +99,52 @@ pub fn nginx_reset_connections(inp: &Inputs, out: &mut Vec<Verdict>) {
         evidence,
         &["reset_timedout_connection", "send_timeout"],
         format!(
-            "nginx's serving workers reset {serving} client connections themselves, and the kernel sent {linger} resets for SO_LINGER 0 (TCP_ABORT_ON_LINGER) on the same ports: {why}; {lines}. At send_timeout the client had stopped reading a response: it got part of it, then a reset, while the access log keeps the status nginx meant to send; timeouts in force: {}",
+            "nginx's serving workers reset {serving} client connections themselves, and the kernel sent {linger} resets for SO_LINGER 0 (reason TCP_STATE: a close() with SO_LINGER 0) on the same ports: {why}; {lines}. At send_timeout the client had stopped reading a response: it got part of it, then a reset, while the access log keeps the status nginx meant to send; timeouts in force: {}",
             if timeouts.is_empty() { "unknown".to_string() } else { timeouts.join(", ") }
         ),
     ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::connections::{ConnectionsReport, PortLifecycle};
+
+    fn inputs(nginx_resets: u64, reasons: &[(&str, u64)]) -> Inputs {
+        Inputs {
+            connections: Some(ConnectionsReport {
+                ports: vec![PortLifecycle {
+                    port: 80,
+                    closed_by_reset: nginx_resets,
+                    closed_by_nginx_reset: nginx_resets,
+                    resets_sent_by_reason: reasons
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), *v))
+                        .collect(),
+                    ..PortLifecycle::default()
+                }],
+                ..ConnectionsReport::default()
+            }),
+            ..Inputs::default()
+        }
+    }
+
+    /// The kernel's reason for a SO_LINGER 0 close fires it (checked on 6.18: a
+    /// reset_timedout_connection close is reason TCP_STATE); resets for data unread
+    /// alone do not.
+    #[test]
+    fn linger_zero_resets_fire_it_and_unread_data_alone_does_not() {
+        let mut out = Vec::new();
+        nginx_reset_connections(&inputs(4, &[("TCP_STATE", 4)]), &mut out);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(out[0].evidence["resets_sent_linger_zero"], 4);
+        assert!(
+            out[0].advice.starts_with("nginx's serving workers reset 4 client connections themselves, and the kernel sent 4 resets for SO_LINGER 0"),
+            "{}",
+            out[0].advice
+        );
+        let mut out = Vec::new();
+        nginx_reset_connections(&inputs(4, &[("TCP_ABORT_ON_CLOSE", 4)]), &mut out);
+        assert!(out.is_empty(), "{out:?}");
+    }
 }

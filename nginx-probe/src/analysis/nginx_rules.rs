@@ -60,36 +60,89 @@ fn error_share_rule(
     error_share_rule_with(inp, group, id, advice, |_| None, out)
 }
 
-/// Splits `causes` (class, lines, directive) into those nginx's configuration allows and
-/// the lines of those it rules out, by class: a `limiting requests` line with no
-/// `limit_req` anywhere in a configuration read whole (or `limiting connections` with
-/// no `limit_conn` and no `stream` block) was not written by nginx's limit modules. A
-/// client can put such a line in the log (a decoded `%0A` in a path nginx logs, cut
-/// at 2 KiB before its request field: docs/security.md); a configuration not read
-/// whole rules out nothing.
-fn refuted_by_config<'a>(
-    inp: &Inputs,
+/// The lines of `group` that may stand as nginx's, and what was set aside (see
+/// [`sift`]).
+struct Sifted<'a> {
+    /// The classes the configuration allows.
     causes: Vec<Cause<'a>>,
-) -> (Vec<Cause<'a>>, BTreeMap<String, u64>) {
-    let mut refuted = BTreeMap::new();
-    let Some(cfg) = inp.config.as_ref() else {
-        return (causes, refuted);
+    /// The most lines that can be refusals: the complete access log's statuses a limit
+    /// module answers with; None: no such bound (not `refused`, or no complete log).
+    cap: Option<u64>,
+    /// What was set aside and why.
+    evidence: BTreeMap<&'static str, serde_json::Value>,
+}
+
+/// Sifts the `refused` group's `causes` (class, lines, directive) against what nginx
+/// runs and what its clients got, since a client can put such lines in the error log
+/// (a decoded `%0A` in a path nginx logs, cut at 2 KiB before its request field:
+/// docs/security.md):
+/// - a `limiting requests` line with no `limit_req` anywhere in a configuration read
+///   whole (or `limiting connections` with no `limit_conn` and no `stream` block) was
+///   not written by nginx's limit modules: its class is left out;
+/// - with an access log that counts every request and logs `$status`, no more lines
+///   stand than the requests answered 503, 429 or a configured `limit_req_status` /
+///   `limit_conn_status`.
+///
+/// Other groups pass whole.
+fn sift<'a>(inp: &Inputs, group: &str, causes: Vec<Cause<'a>>) -> Sifted<'a> {
+    let mut out = Sifted {
+        causes: Vec::new(),
+        cap: None,
+        evidence: BTreeMap::new(),
     };
-    let kept = causes
-        .into_iter()
-        .filter(|&(class, lines, directive)| {
-            let lacks = match directive {
-                "limit_req" => cfg.lacks("limit_req", false),
-                "limit_conn" => cfg.lacks("limit_conn", true),
-                _ => false,
-            };
-            if lacks {
-                refuted.insert(class.to_string(), lines);
+    if group != "refused" {
+        out.causes = causes;
+        return out;
+    }
+    let mut refuted = BTreeMap::new();
+    for c @ (class, lines, directive) in causes {
+        let lacks = inp.config.as_ref().is_some_and(|cfg| match directive {
+            "limit_req" => cfg.lacks("limit_req", false),
+            "limit_conn" => cfg.lacks("limit_conn", true),
+            _ => false,
+        });
+        if lacks {
+            refuted.insert(class.to_string(), lines);
+        } else {
+            out.causes.push(c);
+        }
+    }
+    if !refuted.is_empty() {
+        out.evidence
+            .insert("lines_contradicted_by_config", serde_json::json!(refuted));
+    }
+    if let Some((answered, codes)) = limit_statuses(inp) {
+        out.cap = Some(answered);
+        out.evidence.insert(
+            "access_log_limit_statuses",
+            serde_json::json!({"codes": codes, "requests": answered}),
+        );
+    }
+    out
+}
+
+/// With an access log that counts every request nginx served in the period and logs
+/// `$status`: the requests answered with a status a limit module uses (503, 429, and
+/// every configured `limit_req_status` / `limit_conn_status`), and those codes.
+fn limit_statuses(inp: &Inputs) -> Option<(u64, Vec<String>)> {
+    let a = inp
+        .access_log
+        .as_ref()
+        .filter(|a| a.counts_every_request && !a.lacks.iter().any(|v| v == "$status"))?;
+    let mut codes: Vec<String> = vec!["429".into(), "503".into()];
+    if let Some(cfg) = &inp.config {
+        for v in cfg
+            .values
+            .iter()
+            .filter(|v| v.directive == "limit_req_status" || v.directive == "limit_conn_status")
+        {
+            if !codes.contains(&v.value) {
+                codes.push(v.value.clone());
             }
-            !lacks
-        })
-        .collect();
-    (kept, refuted)
+        }
+    }
+    let n = codes.iter().filter_map(|c| a.statuses.get(c)).sum();
+    Some((n, codes))
 }
 
 /// The causes with the most lines: one, or several tied.
@@ -146,8 +199,13 @@ fn error_share_rule_with(
     let Some(e) = inp.nginx_errors.as_ref().filter(|e| e.readable) else {
         return;
     };
-    let (causes, refuted) = refuted_by_config(inp, group_counts(e, group));
-    let n: u64 = causes.iter().map(|c| c.1).sum();
+    let sifted = sift(inp, group, group_counts(e, group));
+    let causes = sifted.causes;
+    let n: u64 = causes
+        .iter()
+        .map(|c| c.1)
+        .sum::<u64>()
+        .min(sifted.cap.unwrap_or(u64::MAX));
     // A share needs an exact request count (rule one: no advice from an estimate).
     // The global exact count (stub_status or uprobes); None: unknown, no share.
     let Some(requests) = inp.requests else {
@@ -184,9 +242,7 @@ fn error_share_rule_with(
             .collect::<BTreeMap<_, _>>()),
     );
     evidence.insert("error_log", serde_json::json!(e.path));
-    if !refuted.is_empty() {
-        evidence.insert("lines_contradicted_by_config", serde_json::json!(refuted));
-    }
+    evidence.extend(sifted.evidence);
     let mut directives: Vec<&str> = Vec::new();
     for d in causes.iter().map(|c| c.2) {
         if !directives.contains(&d) {

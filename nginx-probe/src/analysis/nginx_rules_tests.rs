@@ -81,6 +81,40 @@ fn refusals_by_a_limit_the_configuration_lacks_are_not_counted() {
     assert!(!v.evidence.contains_key("lines_contradicted_by_config"));
 }
 
+/// With an access log that counts every request and logs `$status`, no more lines stand
+/// as refusals than the requests answered 503, 429 or a configured limit status: 12
+/// forged lines beside no such status give no verdict; 12 beside 12 503s fire.
+#[test]
+fn refusals_stand_only_as_far_as_the_access_log_s_statuses() {
+    use crate::model::access_log::AccessLogReport;
+    let mut inp = Inputs {
+        workers: vec![w(1, 12, 12)],
+        requests: Some(12),
+        nginx_errors: Some(errors(&[("limit_req", 12, "limit_req", "refused")])),
+        access_log: Some(AccessLogReport {
+            lines: 12,
+            counts_every_request: true,
+            statuses: [("404".to_string(), 12)].into(),
+            ..AccessLogReport::default()
+        }),
+        ..Inputs::default()
+    };
+    assert!(judge(&inp).iter().all(|v| v.id != "requests_refused"));
+    if let Some(a) = inp.access_log.as_mut() {
+        a.statuses = [("503".to_string(), 12)].into();
+    }
+    let v = judge(&inp);
+    let r = v
+        .iter()
+        .find(|v| v.id == "requests_refused")
+        .expect("fires");
+    assert_eq!(r.evidence["refused"], serde_json::json!(12));
+    assert_eq!(
+        r.evidence["access_log_limit_statuses"],
+        serde_json::json!({"codes": ["429", "503"], "requests": 12})
+    );
+}
+
 #[test]
 fn refusals_need_exact_requests_and_name_limit_req() {
     let mut inp = Inputs {

@@ -493,6 +493,8 @@ const LISTED: &[&str] = &[
     "limit_req",
     "limit_conn_zone",
     "limit_conn",
+    "limit_req_status",
+    "limit_conn_status",
     "log_format",
 ];
 /// Values longer than this (a log_format's format) are cut, characters.

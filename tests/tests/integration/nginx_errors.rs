@@ -506,6 +506,66 @@ fn refusals_and_exhaustion_hidden_past_2_kb_are_not_taken_for_facts() {
     );
 }
 
+/// The trial's two forgeries that still fired critical verdicts: 12 `limiting requests`
+/// lines past 2 KB where nginx runs limit_req (it refused nothing: its access log, which
+/// counts every request, has no 503 nor 429), and a crash line naming the worker a
+/// reload had just retired (the kernel saw it exit with code 0). Neither is taken:
+/// no `requests_refused`, the crash line contradicted, no `worker_crashed`.
+#[test]
+fn forged_refusals_and_a_retired_worker_s_crash_are_not_taken() {
+    let ng = Nginx::start(&NginxConfig {
+        http_extra: "limit_req_zone $binary_remote_addr zone=one:1m rate=10000r/s;".into(),
+        server_extra: "limit_req zone=one burst=1000 nodelay;".into(),
+        ..NginxConfig::default()
+    });
+    let (master, old) = (ng.master_pid(), ng.worker_pids()[0]);
+    let pad = "a".repeat(2500);
+    let (s, log) = run(&ng, || {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(master as i32),
+            nix::sys::signal::Signal::SIGHUP,
+        )
+        .expect("reload");
+        for _ in 0..40 {
+            if !ng.worker_pids().contains(&old) {
+                break;
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+        // The tracker sees the exit within its 500 ms refresh.
+        thread::sleep(Duration::from_millis(800));
+        let worker = ng.worker_pids()[0];
+        for _ in 0..12 {
+            let now = log_time_encoded();
+            let line = format!("{now}%20[error]%20{worker}%23{worker}:%20*1%20limiting%20requests,%20excess:%2010.5%20by%20zone%20%22one%22");
+            get_404(&ng, &format!("/x%0A{line}%0A{pad}"));
+        }
+        let now = log_time_encoded();
+        get_404(
+            &ng,
+            &format!("/x%0A{}%0A{pad}", forged_crash(&now, master, old)),
+        );
+    });
+    let crash = format!("worker process {old} exited on signal 11");
+    assert_eq!(
+        log.lines().filter(|l| l.contains(&crash)).count(),
+        1,
+        "{log}"
+    );
+    let e = &s["nginx_errors"];
+    assert_eq!(e["classes"]["limit_req"]["count"], 12, "{e}");
+    assert_eq!(e["history"]["crash_lines_contradicted"], 1, "{e}");
+    assert_eq!(e["history"]["workers_crashed"], 0, "{e}");
+    for id in ["requests_refused", "worker_crashed"] {
+        assert!(verdict(&s, id).is_none(), "{id}: {}", s["verdicts"]);
+    }
+    assert_eq!(
+        s["access_log"]["statuses"]["404"], 13,
+        "{}",
+        s["access_log"]
+    );
+}
+
 /// A reload of a configuration with an unknown directive: nginx's master writes one
 /// `[emerg] unknown directive ... in <file>:<line>` and keeps its workers. nginx-probe
 /// says the configuration on disk was not loaded (`config_not_loaded`, 1 line), with

@@ -43,9 +43,11 @@ impl Tracker {
 
     /// Crash lines read since attach (`worker process N exited on signal S`) whose N
     /// is no worker the tracker saw since attach (by host pid or the pid in nginx's own
-    /// namespace, `NSpid`), or a worker still running (`/proc/<pid>`): nginx's master
-    /// writes the line after reaping the worker, so such a line is not nginx's (a
-    /// client can write lines into the error log).
+    /// namespace, `NSpid`), a worker still running (`/proc/<pid>`), or one the kernel
+    /// saw exit with a code and no signal (`sched_process_exit`: a graceful exit after
+    /// a reload, say): nginx's master writes the line after reaping a worker a signal
+    /// killed, so such a line is not nginx's (a client can write lines into the error
+    /// log).
     fn crash_lines_contradicted(&self) -> u64 {
         self.error_log
             .crash_pids
@@ -57,9 +59,16 @@ impl Tracker {
                     .find(|w| w.pid == p || w.nspid.last().is_some_and(|&n| n as u32 == p));
                 match w {
                     None => true,
-                    Some(w) => {
-                        w.alive && std::path::Path::new(&format!("/proc/{}", w.pid)).exists()
+                    Some(w) if w.alive => {
+                        std::path::Path::new(&format!("/proc/{}", w.pid)).exists()
                     }
+                    // The kernel's exit record (sched_process_exit): an exit with a
+                    // code, no signal, is no crash.
+                    Some(w) => self
+                        .lifecycle
+                        .of(w.pid)
+                        .exit
+                        .is_some_and(|e| e.signal.is_none() && e.code.is_some()),
                 }
             })
             .count() as u64
