@@ -366,6 +366,19 @@ fn forged_crash(now: &str, master: u32, worker: u32) -> String {
     )
 }
 
+/// nginx's limit_req refusal line for `worker` at `now`, encoded for a path.
+fn forged_refusal(now: &str, worker: u32) -> String {
+    format!(
+        "{now}%20[error]%20{worker}%23{worker}:%20*1%20limiting%20requests,%20excess:%2010.5%20by%20zone%20%22one%22"
+    )
+}
+
+/// A 404 whose path carries `line` (encoded) on a line of its own, padded past nginx's
+/// 2 KB entry so nginx cuts the entry before its `request:` field.
+fn get_404_padded(ng: &Nginx, line: &str) {
+    get_404(ng, &format!("/x%0A{line}%0A{}", "a".repeat(2500)));
+}
+
 /// GETs `path` (sent as is) on a connection of its own and asserts nginx's 404.
 fn get_404(ng: &Nginx, path: &str) {
     use std::io::Read;
@@ -392,9 +405,7 @@ fn lines_a_request_writes_into_the_error_log_are_not_taken_for_nginx_s() {
     let forge = || {
         let now = log_time_encoded();
         let crash = forged_crash(&now, master, worker);
-        let refusal = format!(
-            "{now}%20[error]%20{worker}%23{worker}:%20*1%20limiting%20requests,%20excess:%2010.5%20by%20zone%20%22one%22"
-        );
+        let refusal = forged_refusal(&now, worker);
         get_404(&ng, &format!("/x%0A{crash}%0A{refusal}%0Ay"));
     };
     let (s, log) = run(&ng, || {
@@ -428,12 +439,7 @@ fn lines_a_request_writes_into_the_error_log_are_not_taken_for_nginx_s() {
 fn a_crash_line_hidden_past_2_kb_is_contradicted_by_the_kernel() {
     let ng = Nginx::start(&NginxConfig::default());
     let (master, worker) = (ng.master_pid(), ng.worker_pids()[0]);
-    let forge = || {
-        let now = log_time_encoded();
-        let crash = forged_crash(&now, master, worker);
-        let pad = "a".repeat(2500);
-        get_404(&ng, &format!("/x%0A{crash}%0A{pad}"));
-    };
+    let forge = || get_404_padded(&ng, &forged_crash(&log_time_encoded(), master, worker));
     let (s, log) = run(&ng, || {
         for _ in 0..3 {
             forge();
@@ -468,20 +474,16 @@ fn a_crash_line_hidden_past_2_kb_is_contradicted_by_the_kernel() {
 fn refusals_and_exhaustion_hidden_past_2_kb_are_not_taken_for_facts() {
     let ng = Nginx::start(&NginxConfig::default());
     let worker = ng.worker_pids()[0];
-    let pad = "a".repeat(2500);
-    let forge = |what: &str| {
-        let now = log_time_encoded();
-        get_404(
-            &ng,
-            &format!("/x%0A{now}%20{what}%0A{pad}").replace("WORKER", &worker.to_string()),
-        );
-    };
     let (s, log) = run(&ng, || {
         for _ in 0..12 {
-            forge("[error]%20WORKER%23WORKER:%20*1%20limiting%20requests,%20excess:%2010.5%20by%20zone%20%22one%22");
+            get_404_padded(&ng, &forged_refusal(&log_time_encoded(), worker));
         }
         for _ in 0..2 {
-            forge("[alert]%20WORKER%23WORKER:%201024%20worker_connections%20are%20not%20enough");
+            let now = log_time_encoded();
+            get_404_padded(
+                &ng,
+                &format!("{now}%20[alert]%20{worker}%23{worker}:%201024%20worker_connections%20are%20not%20enough"),
+            );
         }
     });
     let own_line = |l: &&str| l.contains(" [error] ") && l.contains("limiting requests");
@@ -519,7 +521,6 @@ fn forged_refusals_and_a_retired_worker_s_crash_are_not_taken() {
         ..NginxConfig::default()
     });
     let (master, old) = (ng.master_pid(), ng.worker_pids()[0]);
-    let pad = "a".repeat(2500);
     let (s, log) = run(&ng, || {
         nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(master as i32),
@@ -536,15 +537,9 @@ fn forged_refusals_and_a_retired_worker_s_crash_are_not_taken() {
         thread::sleep(Duration::from_millis(800));
         let worker = ng.worker_pids()[0];
         for _ in 0..12 {
-            let now = log_time_encoded();
-            let line = format!("{now}%20[error]%20{worker}%23{worker}:%20*1%20limiting%20requests,%20excess:%2010.5%20by%20zone%20%22one%22");
-            get_404(&ng, &format!("/x%0A{line}%0A{pad}"));
+            get_404_padded(&ng, &forged_refusal(&log_time_encoded(), worker));
         }
-        let now = log_time_encoded();
-        get_404(
-            &ng,
-            &format!("/x%0A{}%0A{pad}", forged_crash(&now, master, old)),
-        );
+        get_404_padded(&ng, &forged_crash(&log_time_encoded(), master, old));
     });
     let crash = format!("worker process {old} exited on signal 11");
     assert_eq!(
