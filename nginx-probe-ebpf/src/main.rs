@@ -5,7 +5,7 @@
 //!
 //! One module per probe family: `syscalls` (the enter/exit tracepoints), `accept`,
 //! `requests`, `upstream`, `tls`, `lifecycle` (client connections' TCP states),
-//! `exits` (worker exits) and `workers` (the worker filter and the fork program); every
+//! `exits` (worker exits), `reloads` (configuration loads) and `workers` (the worker filter and the fork program); every
 //! map and patched global in `maps`; `fds` classifies a worker's fds from the kernel's
 //! structures; `helpers` holds what every family uses.
 #![cfg_attr(target_arch = "bpf", no_std)]
@@ -31,6 +31,8 @@ mod lifecycle_tls;
 mod lifecycle_up;
 #[cfg(target_arch = "bpf")]
 mod maps;
+#[cfg(target_arch = "bpf")]
+mod reloads;
 #[cfg(target_arch = "bpf")]
 mod requests;
 #[cfg(target_arch = "bpf")]

@@ -270,6 +270,13 @@ pub(crate) static HS_CALL: LruHashMap<u64, [u64; 2]> =
 #[map]
 pub(crate) static EXITS: LruHashMap<u32, u32> = LruHashMap::with_max_entries(MAX_EXITS, 0);
 
+/// Tgid of a process running nginx's binary -> its configuration loads since attach
+/// (`reloads`: the uretprobe on `ngx_init_cycle`). LRU: the oldest `nginx -t` runs go
+/// first.
+#[map]
+pub(crate) static CONFIG_LOADS: LruHashMap<u32, nginx_probe_common::reloads::ConfigLoads> =
+    LruHashMap::with_max_entries(nginx_probe_common::reloads::MAX_PROCESSES, 0);
+
 // ---- Client connection lifecycle (lifecycle.rs) ----
 
 /// Local port (host order, the index) -> 1 + its port index (1..=`LC_MAX_PORTS`) when

@@ -28,6 +28,7 @@ use nix::{
 
 mod clients;
 pub use clients::*;
+mod control;
 mod proxy;
 pub use proxy::{
     concurrent_requests, get_paths, reset_on_close, stream_client, IdleCloseBackend, ResetBackend,

@@ -124,6 +124,9 @@ pub struct Inputs {
     pub detail: Option<crate::model::sampling::DetailReport>,
     /// Draining generations and worker exits in the period (None: none, or unknown).
     pub lifecycle: Option<crate::model::worker_lifecycle::LifecycleReport>,
+    /// The configuration loads in the period (uretprobe `ngx_init_cycle`); None in
+    /// recordings made before it.
+    pub config_loads: Option<crate::model::reloads::ConfigLoadsReport>,
     /// nginx's configuration (effective values, file:line); None when not read, its
     /// main file included (`ConfigReport::is_read`): the verdicts then quote no
     /// directive.

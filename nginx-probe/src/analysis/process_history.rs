@@ -179,38 +179,97 @@ pub fn worker_crashed(inp: &Inputs, out: &mut Vec<Verdict>) {
     ));
 }
 
-/// `config_not_loaded`: nginx wrote configuration errors at `emerg` in the period
-/// (the error log's `config` class: `... in <file>:<line>`), and its master and a
-/// worker still run: a reload (or an `nginx -s` / `nginx -t` writing to the same log)
-/// could not load the configuration on disk, and nginx serves on with the one it had.
+/// `config_not_loaded`: the master's reloads in the period did not load the
+/// configuration on disk (uretprobe `ngx_init_cycle` returned NULL in the master), and
+/// nginx serves on with the one it had; nginx's reason is its `emerg` lines ending
+/// `in <file>:<line>` (the error log's `config` class). `config_test_failed` (warning):
+/// only an `nginx -t` or `nginx -s` run failed to load it (the next reload would).
+/// `emerg` configuration lines with no failed load measured fire nothing (a client can
+/// write lines into the error log; another nginx binary can share it); where loads are
+/// not measured (the symbol not in nginx's binary, an old recording) the lines alone
+/// give the warning, saying that no failed load was measured.
 pub fn config_not_loaded(inp: &Inputs, out: &mut Vec<Verdict>) {
-    let Some(e) = inp.nginx_errors.as_ref().filter(|e| e.readable) else {
-        return;
-    };
-    let Some(c) = e.classes.get("config") else {
-        return;
-    };
-    let emerg = c.levels.get("emerg").copied().unwrap_or(0);
     let serving = inp.workers.iter().filter(|w| w.alive).count();
-    if emerg == 0 || serving == 0 {
+    let errors = inp.nginx_errors.as_ref().filter(|e| e.readable);
+    let emerg = errors
+        .and_then(|e| e.classes.get("config"))
+        .and_then(|c| c.levels.get("emerg").copied())
+        .unwrap_or(0);
+    let loads = inp.config_loads.as_ref();
+    let measured = loads.filter(|l| l.unknown.is_none());
+    let (failed, tests_failed) = measured.map_or((0, 0), |l| (l.reloads_failed, l.others_failed));
+    if serving == 0
+        || (measured.is_some() && failed + tests_failed == 0)
+        || (measured.is_none() && emerg == 0)
+    {
         return;
     }
     let mut evidence = std::collections::BTreeMap::new();
-    evidence.insert("config_emerg_lines", serde_json::json!(emerg));
     evidence.insert("workers_running", serde_json::json!(serving));
-    evidence.insert(
-        "source",
-        serde_json::json!("nginx's error log (its `emerg` lines ending `in <file>:<line>`), the tracker's live workers (/proc)"),
-    );
-    out.push(Verdict::new(
+    let reason = if errors.is_none() {
+        "nginx's reason is not known: its error log is not read".to_string()
+    } else if emerg == 0 {
+        "nginx wrote no configuration error at emerg in the error log read (its reason is where its error_log points)".to_string()
+    } else {
+        evidence.insert("config_emerg_lines", serde_json::json!(emerg));
+        format!("nginx's reason is in its {emerg} emerg configuration lines (error log: file:line)")
+    };
+    let Some(l) = measured else {
+        let why = loads
+            .and_then(|l| l.unknown.clone())
+            .unwrap_or_else(|| "the recording predates them".into());
+        evidence.insert("config_loads_unknown", serde_json::json!(why));
+        evidence.insert("source", serde_json::json!("nginx's error log (its `emerg` lines ending `in <file>:<line>`); configuration loads not measured"));
+        out.push(config_verdict(
+            "config_not_loaded",
+            evidence,
+            format!(
+                "nginx's error log holds {emerg} configuration errors at emerg from this period; no failed load was measured (configuration loads unknown: {why}), so a reload, an nginx -s or -t run, or a line another writer put in the log may have written them. If a reload failed, nginx serves on with the configuration it had ({serving} workers running): run nginx -t, fix it, then reload"
+            ),
+        ));
+        return;
+    };
+    evidence.insert("reloads_failed", serde_json::json!(failed));
+    evidence.insert("reloads_loaded", serde_json::json!(l.reloads_loaded));
+    evidence.insert("tests_failed", serde_json::json!(tests_failed));
+    evidence.insert("source", serde_json::json!(crate::model::reloads::SOURCE));
+    if failed == 0 {
+        out.push(config_verdict(
+            "config_test_failed",
+            evidence,
+            format!(
+                "{tests_failed} nginx -t or nginx -s runs in this period could not load the configuration on disk (uretprobe ngx_init_cycle returned NULL; no reload of the master failed): a reload now would fail and nginx would serve on with the configuration it has; {reason}"
+            ),
+        ));
+        return;
+    }
+    let when = l
+        .last_reload_failed_unix_s
+        .map(|t| format!(", the last at {}", crate::model::clock::utc_datetime(t)))
+        .unwrap_or_default();
+    out.push(config_verdict(
         "config_not_loaded",
+        evidence,
+        format!(
+            "{failed} of the master's {} reloads in this period did not load the configuration on disk (uretprobe ngx_init_cycle returned NULL{when}): nginx serves on with the configuration it had ({serving} workers running), so the change it was reloaded for is not in force; {reason}. Run nginx -t, fix it, then reload",
+            failed + l.reloads_loaded
+        ),
+    ));
+}
+
+/// A warning about the configuration on disk, pointing at `nginx -t`.
+fn config_verdict(
+    id: &str,
+    evidence: std::collections::BTreeMap<&'static str, serde_json::Value>,
+    advice: String,
+) -> Verdict {
+    Verdict::new(
+        id,
         Severity::Warning,
         evidence,
         &["nginx.conf (nginx -t)"],
-        format!(
-            "nginx wrote {emerg} configuration errors at emerg during this period (error log): a reload, or an nginx -s or -t run writing to the same log, could not load the configuration on disk, and nginx serves on with the one it had ({serving} workers running). The file:line is in the error log; run nginx -t, fix it, then reload"
-        ),
-    ));
+        advice,
+    )
 }
 
 #[cfg(test)]

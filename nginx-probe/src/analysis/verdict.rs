@@ -872,6 +872,7 @@ pub fn judge_report(r: &crate::model::Report) -> Vec<Verdict> {
     inputs.access_log = r.access_log.clone();
     inputs.cpu_quota = r.cpu_quota.clone();
     inputs.lifecycle = r.lifecycle.clone();
+    inputs.config_loads = r.config_loads.clone();
     // A configuration whose main file was not read says nothing of the settings in
     // force: the verdicts see none and use their "not read" wording.
     inputs.config = r.config.clone().filter(|c| c.is_read());

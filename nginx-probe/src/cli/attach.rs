@@ -83,6 +83,7 @@ pub(super) fn attach_programs(
     let exe = std::path::PathBuf::from(format!("/proc/{}/exe", master.pid));
     probe.attach_drain_uprobe(&exe);
     probe.attach_tls_close_uprobe(&exe);
+    probe.attach_config_loads(&exe);
     tracker.mark_draining_at_attach(probe);
     tracker.accepts_from_uprobe = probe.accepts_from_uprobe;
     tracker.traced = args.syscalls.0.clone();

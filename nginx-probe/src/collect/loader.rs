@@ -111,6 +111,9 @@ pub struct Probe {
     /// Whether worker exit codes are known: Err says why not (`task_struct.exit_code`
     /// not in the kernel's BTF, the program not attached).
     pub exit_status: Result<(), String>,
+    /// Configuration loads per process (see [`reloads`]): the map once the uretprobe
+    /// is attached, else why not.
+    config_loads: Result<HashMap<MapData, u32, nginx_probe_common::reloads::ConfigLoads>, String>,
     /// Client connection lifecycle programs and maps (see [`crate::collect::lifecycle`]).
     pub lifecycle: crate::collect::lifecycle::Lifecycle,
 }
@@ -118,6 +121,7 @@ pub struct Probe {
 mod accept;
 mod exits;
 mod perf_link;
+mod reloads;
 mod symbols;
 mod tls;
 mod windows;
@@ -305,6 +309,7 @@ impl Probe {
             closer: windows::Closer::new(),
             exits: HashMap::try_from(take(nginx_probe_common::exits::MAP)?)?,
             exit_status: loaded.exit_status,
+            config_loads: Err("not attached yet".into()),
             lifecycle: crate::collect::lifecycle::Lifecycle::take(
                 &mut ebpf,
                 loaded.lifecycle_meta,
@@ -922,10 +927,12 @@ mod tests {
         let lc = &nginx_probe_common::lifecycle::names::MAPS;
         let mut want: BTreeSet<&str> = map::ALL.iter().chain(lc.iter()).copied().collect();
         want.insert(nginx_probe_common::exits::MAP);
+        want.insert(nginx_probe_common::reloads::MAP);
         assert_eq!(maps, want, "maps: object vs nginx_probe_common::names::map");
         let programs: BTreeSet<String> = obj.programs.keys().cloned().collect();
         let mut want: BTreeSet<String> = prog::ALL.iter().map(|p| p.to_string()).collect();
         want.insert(nginx_probe_common::exits::PROGRAM.to_string());
+        want.insert(nginx_probe_common::reloads::PROGRAM.to_string());
         for def in &SYSCALLS {
             match def.entry {
                 Entry::Always => {

@@ -41,6 +41,15 @@ pub fn unix_now() -> f64 {
         .unwrap_or(0.0)
 }
 
+/// A `bpf_ktime_get_ns()` value (CLOCK_MONOTONIC, ns) on the wall clock, seconds since
+/// the Unix epoch, from both clocks read now (ms precision).
+pub fn mono_to_unix(ns: u64) -> f64 {
+    let mono = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .map(|t| t.tv_sec() as f64 + t.tv_nsec() as f64 / 1e9)
+        .unwrap_or(0.0);
+    model::round3(unix_now() - (mono - ns as f64 / 1e9))
+}
+
 /// Exited workers reported one by one; older ones are merged into one aggregate, so a
 /// run through many reloads keeps bounded memory.
 pub const MAX_EXITED_KEPT: usize = 16;
@@ -120,6 +129,8 @@ pub struct Tracker {
     /// (`model::listener_closes`), and where it stood when the interval started.
     listener_closes: model::listener_closes::ListenerCloseHistory,
     listener_closes_mark: model::listener_closes::ListenerClosesMark,
+    /// The configuration loads since attach (`model::reloads`).
+    config_loads: model::reloads::ConfigLoadHistory,
     /// Classified non-socket fds per worker pid: fd -> kind.
     fd_kinds: BTreeMap<u32, BTreeMap<u32, u32>>,
     /// Inodes of the error logs given to the kernel.
@@ -195,6 +206,7 @@ impl Tracker {
             listeners_closed_seen: 0,
             listener_closes: Default::default(),
             listener_closes_mark: Default::default(),
+            config_loads: Default::default(),
             fd_kinds: BTreeMap::new(),
             error_log_inodes: BTreeSet::new(),
             log_paths: BTreeMap::new(),
@@ -340,6 +352,13 @@ impl Tracker {
         let closes = probe.lifecycle.read_listener_closes()?;
         self.listener_closes
             .observe(&closes.ports, unix_now(), self.lifecycle.reload_seen());
+        // 9. Configuration loads (the master's reloads, nginx -t runs).
+        self.config_loads.observe(
+            self.master.pid,
+            probe.config_loads(),
+            unix_now(),
+            mono_to_unix,
+        );
         if self.log_files_at_attach.is_none() && !self.log_fds.is_empty() {
             self.log_files_at_attach = Some(self.log_files());
         }
@@ -567,6 +586,7 @@ impl Tracker {
                 .map(|&pid| (pid, self.lifecycle.of(pid)))
                 .collect(),
             exit_history: self.lifecycle.history(),
+            config_loads: &self.config_loads,
             listener_closes: (&self.listener_closes, self.listener_closes_mark),
             listen: ListenInputs {
                 sockets: &self.listen,

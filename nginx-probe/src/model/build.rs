@@ -92,6 +92,9 @@ pub struct PeriodInputs<'a> {
     pub worker_lifecycles: BTreeMap<u32, WorkerLifecycle>,
     /// The workers' exits and respawns since attach (`collect::worker_state`).
     pub exit_history: ExitHistory<'a>,
+    /// The configuration loads since attach (`collect::tracker`'s, from the
+    /// `ngx_init_cycle` uretprobe's map read every refresh).
+    pub config_loads: &'a model::reloads::ConfigLoadHistory,
     /// nginx's listening sockets and the netns listen counters.
     pub listen: ListenInputs<'a>,
     /// nginx's listening sockets closed since attach, event by event
@@ -246,6 +249,11 @@ pub fn report(
         exited_merged,
         detail,
         lifecycle,
+        config_loads: Some(
+            inputs
+                .config_loads
+                .report(inputs.now_unix_s - duration_s, p.summary),
+        ),
         quic,
     };
     assemble(&p, parts, missing, end_reason)
@@ -569,6 +577,7 @@ struct Parts {
     exited_merged: Option<MergedReport>,
     detail: Option<DetailReport>,
     lifecycle: Option<model::worker_lifecycle::LifecycleReport>,
+    config_loads: Option<model::reloads::ConfigLoadsReport>,
     quic: Option<QuicReport>,
 }
 
@@ -630,6 +639,7 @@ fn assemble(p: &Period, parts: Parts, missing: &[String], end_reason: Option<Str
         end_reason,
         detail: parts.detail,
         lifecycle: parts.lifecycle,
+        config_loads: parts.config_loads,
         config: inputs.config.cloned(),
         connections,
         connections_not_traced: lc_meta

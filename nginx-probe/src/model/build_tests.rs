@@ -98,6 +98,7 @@ fn build_with(
             signal_exits: &signals,
             exit_unknown: None,
         },
+        config_loads: &Default::default(),
         listen: ListenInputs {
             sockets: &sockets,
             counters_now: None,

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 pub mod access_log;
 pub mod access_log_format;
 pub mod build;
+pub mod clock;
 pub mod config;
 pub mod connections;
 pub mod error_classes;
@@ -25,6 +26,7 @@ pub mod masters;
 pub mod nginx;
 pub mod nginx_errors;
 pub mod recording;
+pub mod reloads;
 pub mod upstream_lifecycle;
 pub mod worker_lifecycle;
 pub use nginx::{
@@ -599,6 +601,11 @@ pub struct Report {
     /// Draining generations and worker exits (see [`worker_lifecycle`]); absent when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lifecycle: Option<worker_lifecycle::LifecycleReport>,
+    /// The configuration loads in the period: the master's reloads that loaded and
+    /// failed, other `nginx -t`/`-s` runs (see [`reloads`]); absent in recordings made
+    /// before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_loads: Option<reloads::ConfigLoadsReport>,
     /// nginx's configuration: effective values with file:line (`collect::config`);
     /// absent when not read (old recordings, `report` of one without it).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -3,7 +3,7 @@
 //! a report, host-tested. The text report, the HTML page and the live view lay out the
 //! same per-section facts, computed once from the report ([`sections`]).
 
-pub mod clock;
+pub use crate::model::clock;
 pub mod figures;
 pub mod html;
 mod html_outcomes;

@@ -195,6 +195,7 @@ pub static FAMILIES: &[Family] = &[
     life::RSS,
     life::EXITS,
     life::SIGNALS,
+    life::CONFIG_LOADS,
     // Client connections per port (TCP tracepoints).
     conn::CLOSED, conn::ESTABLISHED, conn::RESETS, conn::LISTENERS_CLOSED,
     conn::IDLE_SECONDS, conn::IDLE_COUNT, conn::IDLE_PINNED, conn::PEER_CONNECTIONS,

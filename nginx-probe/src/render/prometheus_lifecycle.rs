@@ -141,3 +141,24 @@ pub(super) const SIGNALS: Family = Family::report(
     },
 )
 .omit_if_empty();
+
+/// Configuration loads by process and result.
+pub(super) const CONFIG_LOADS: Family = Family::report(
+    "nginx_probe_config_loads_total",
+    Counter,
+    &["process", "result"],
+    "Configuration loads since attach (uretprobe on ngx_init_cycle in nginx's binary; NULL: the configuration did not load), by process: master (its reloads; a failed one leaves nginx serving the configuration it had) or other (nginx -t, nginx -s, a second master of the binary); absent when not measured.",
+    |s, o| {
+        if let Some(c) = s.report.config_loads.as_ref().filter(|c| c.unknown.is_none()) {
+            for (process, result, n) in [
+                ("master", "loaded", c.reloads_loaded),
+                ("master", "failed", c.reloads_failed),
+                ("other", "loaded", c.others_loaded),
+                ("other", "failed", c.others_failed),
+            ] {
+                o.sample(&[process, result], n);
+            }
+        }
+    },
+)
+.omit_if_empty();

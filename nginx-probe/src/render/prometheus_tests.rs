@@ -184,6 +184,8 @@ fn report_of(workers: &[Worker], merged: Option<(u64, Worker)>) -> Report {
         end_reason: None,
         detail: None,
         lifecycle: None,
+        // The master's configuration loads: 2 reloads loaded, 1 failed.
+        config_loads: serde_json::from_str(r#"{"source": "", "reloads_loaded": 2, "reloads_failed": 1, "others_loaded": 0, "others_failed": 0}"#).ok(),
         config: None,
         connections: None,
         connections_not_traced: None,

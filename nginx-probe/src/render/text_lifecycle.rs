@@ -1,13 +1,15 @@
 //! The text report's lifecycle section: one line per reload generation still draining,
 //! a row per draining or exited worker with its state, generation, what it holds and
-//! how it exited. Printed only when the report has a `lifecycle` part (something
-//! drains or exited), so other reports are unchanged. Numbers come from a report that
+//! how it exited, and the configuration loads (the master's reloads, `nginx -t` runs).
+//! Printed only when the report has a `lifecycle` part (something drains or exited) or
+//! a configuration load to tell of, so other reports are unchanged. Numbers come from a report that
 //! may be a recording from someone else: the caller escapes the whole text.
 
 use std::fmt::Write as _;
 
 use super::clock::clock;
 use crate::model::{
+    reloads::ConfigLoadsReport,
     worker_lifecycle::{signal_name, LifecycleReport, WorkerExit, WorkerState},
     Report,
 };
@@ -35,10 +37,14 @@ pub fn exit_text(e: &WorkerExit) -> String {
     }
 }
 
-/// The section, or an empty string when the report has no lifecycle part.
+/// The section, or an empty string when the report has no lifecycle part and no
+/// configuration load to tell of.
 pub fn lifecycle_section(r: &Report) -> String {
-    let Some(l) = &r.lifecycle else {
-        return String::new();
+    let loads = r.config_loads.as_ref().filter(|c| c.worth_saying());
+    let l = match (&r.lifecycle, loads) {
+        (Some(l), _) => l,
+        (None, Some(_)) => &LifecycleReport::default(),
+        (None, None) => return String::new(),
     };
     let mut out = String::new();
     let _ = writeln!(
@@ -57,7 +63,33 @@ pub fn lifecycle_section(r: &Report) -> String {
     draining_lines(&mut out, l, quic);
     worker_rows(&mut out, r);
     exit_lines(&mut out, l);
+    if let Some(c) = loads {
+        config_load_line(&mut out, c);
+    }
     out
+}
+
+/// The configuration loads of the period: the master's reloads that loaded and
+/// failed, and the other runs of nginx's binary (`nginx -t`, `nginx -s`).
+fn config_load_line(out: &mut String, c: &ConfigLoadsReport) {
+    if let Some(why) = &c.unknown {
+        let _ = writeln!(out, "  configuration loads: unknown ({why})");
+        return;
+    }
+    let last = c
+        .last_reload_failed_unix_s
+        .map(|t| {
+            format!(
+                " (the last at {}: nginx serves on with the configuration it had)",
+                crate::model::clock::utc_datetime(t)
+            )
+        })
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "  configuration loads (uretprobe ngx_init_cycle): the master's reloads {} loaded, {} failed{last}; nginx -t / nginx -s runs {} loaded, {} failed",
+        c.reloads_loaded, c.reloads_failed, c.others_loaded, c.others_failed
+    );
 }
 
 /// One line per reload generation still draining: its workers, since when, what they
@@ -153,5 +185,33 @@ fn exit_lines(out: &mut String, l: &LifecycleReport) {
     }
     if let Some(why) = &l.exit_status_unknown {
         let _ = writeln!(out, "  exit status unknown: {why}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_reload_alone_gives_the_section_and_unknown_loads_say_why() {
+        let mut r = crate::render::prometheus::tests::report();
+        r.lifecycle = None;
+        r.config_loads = Some(ConfigLoadsReport {
+            reloads_loaded: 1,
+            reloads_failed: 1,
+            last_reload_failed_unix_s: Some(1_796_521_371.5),
+            others_failed: 2,
+            ..Default::default()
+        });
+        let text = lifecycle_section(&r);
+        assert!(text.contains("\n  configuration loads (uretprobe ngx_init_cycle): the master's reloads 1 loaded, 1 failed (the last at 2026-12-06 01:42:51 UTC: nginx serves on with the configuration it had); nginx -t / nginx -s runs 0 loaded, 2 failed\n"), "{text}");
+        r.config_loads = Some(ConfigLoadsReport {
+            unknown: Some("no ngx_init_cycle".into()),
+            ..Default::default()
+        });
+        assert!(lifecycle_section(&r)
+            .ends_with("\n  configuration loads: unknown (no ngx_init_cycle)\n"));
+        r.config_loads = Some(ConfigLoadsReport::default());
+        assert_eq!(lifecycle_section(&r), "", "nothing to tell: no section");
     }
 }

@@ -537,11 +537,7 @@ fn after_a_reload_the_configuration_is_read_again() {
     let edited = dir.path().join("conf.d/10-keepalive.conf");
     std::thread::sleep(Duration::from_millis(100));
     fs::write(&edited, "keepalive_timeout 7s;\nkeepalive_requests 50;\n").unwrap();
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(ng.master_pid() as i32),
-        nix::sys::signal::Signal::SIGHUP,
-    )
-    .unwrap();
+    ng.reload();
     let deadline = Instant::now() + Duration::from_secs(10);
     while ng.worker_pids().iter().filter(|p| !old.contains(p)).count() < 2 {
         assert!(Instant::now() < deadline, "no new workers after SIGHUP");

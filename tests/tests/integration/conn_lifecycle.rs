@@ -468,7 +468,7 @@ fn reload_with_queued_clients(ng: &Nginx, from: usize, to: usize, m: usize) -> (
     );
     assert!(text.contains(&was), "{text}");
     std::fs::write(&conf, text.replace(&was, &now)).unwrap();
-    kill(Pid::from_raw(ng.master_pid() as i32), Signal::SIGHUP).unwrap();
+    ng.reload();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while ng.worker_pids().iter().filter(|p| !old.contains(p)).count() < to {
         assert!(std::time::Instant::now() < deadline, "no new workers");

@@ -40,7 +40,7 @@ fn title(pid: u32) -> String {
 /// every still-running `old` worker to be titled shutting down (its listening sockets
 /// closed). Returns the new workers.
 fn reload(ng: &Nginx, old: &[u32]) -> Vec<u32> {
-    kill(Pid::from_raw(ng.master_pid() as i32), Signal::SIGHUP).expect("SIGHUP");
+    ng.reload();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let now = ng.worker_pids();

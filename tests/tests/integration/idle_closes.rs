@@ -459,7 +459,7 @@ fn a_reload_closes_idle_connections_as_draining_workers() {
     wait_requests(&ng, 5);
     // The 3 slow requests are at the upstream (1.5 s) when the reload comes.
     thread::sleep(Duration::from_millis(500));
-    kill(Pid::from_raw(ng.master_pid() as i32), Signal::SIGHUP).expect("reload");
+    ng.reload();
     for mut c in idle {
         let mut b = [0u8; 1];
         c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -531,7 +531,7 @@ fn a_reload_closes_idle_tls_and_http2_connections_as_idle() {
     wait_requests(&ng, 8);
     clients.iter().for_each(TlsClient::pause);
     thread::sleep(Duration::from_millis(300));
-    kill(Pid::from_raw(ng.master_pid() as i32), Signal::SIGHUP).expect("reload");
+    ng.reload();
     thread::sleep(Duration::from_millis(1500));
     drop(clients);
     thread::sleep(Duration::from_millis(600));
@@ -580,7 +580,7 @@ fn requests_cut_at_worker_shutdown_timeout_are_counted_and_named() {
     // Its bytes at 0, 700, 1400 ms: the cut (500 + 1000 ms) comes 100 ms after one.
     streams.push(stream_client(addr, "/trickle"));
     thread::sleep(Duration::from_millis(500));
-    kill(Pid::from_raw(ng.master_pid() as i32), Signal::SIGHUP).expect("reload");
+    ng.reload();
     for b in busy {
         let got = b.join().expect("slow request");
         assert_eq!(got, "", "a cut request gets nothing");
@@ -655,7 +655,7 @@ fn a_worker_draining_before_attach_closes_as_a_draining_worker() {
         .map(|_| thread::spawn(move || get_to_close(addr, "/slow")))
         .collect();
     thread::sleep(Duration::from_millis(500));
-    kill(Pid::from_raw(ng.master_pid() as i32), Signal::SIGHUP).expect("reload");
+    ng.reload();
     thread::sleep(Duration::from_millis(500));
     let probe = Probe::on(&ng).json().start();
     for b in busy {

@@ -71,7 +71,7 @@ fn three_reloads_sum_exactly(detail: &str) -> Value {
     let mut generations = vec![ng.worker_pids()];
     for _ in 0..3 {
         thread::sleep(Duration::from_millis(300));
-        signal(ng.master_pid(), Signal::SIGHUP);
+        ng.reload();
         let old: Vec<u32> = generations.iter().flatten().copied().collect();
         generations.push(wait_new_workers(&ng, &old, 2));
     }
@@ -311,7 +311,7 @@ fn interval_reports_add_up_to_the_summary_through_many_reloads() {
     let client = thread::spawn(move || one_request_per_connection(addr, N));
     for _ in 0..12 {
         thread::sleep(Duration::from_millis(300));
-        signal(ng.master_pid(), Signal::SIGHUP);
+        ng.reload();
     }
     assert_eq!(client.join().unwrap(), N);
     let out = probe.wait();
@@ -423,7 +423,7 @@ fn a_worker_whose_pid_collides_in_the_fast_filter_is_still_counted_exactly() {
     let first = *old.iter().min().unwrap() + 65_536;
     std::fs::write("/proc/sys/kernel/ns_last_pid", (first - 1).to_string())
         .expect("write ns_last_pid");
-    signal(ng.master_pid(), Signal::SIGHUP);
+    ng.reload();
     let new = wait_new_workers(&ng, &old, 4);
     let colliding: Vec<u32> = new
         .iter()
@@ -470,7 +470,7 @@ fn after_a_reload_has_drained_the_next_one_reuses_the_first_workers_slots() {
     let first = ng.worker_pids();
     let mut seen = first.clone();
     for _ in 0..2 {
-        signal(ng.master_pid(), Signal::SIGHUP);
+        ng.reload();
         let now = wait_new_workers(&ng, &seen, 2);
         seen.extend(&now);
         // The old workers exit at once (no connections); the probe recycles their

@@ -9,7 +9,6 @@ use std::{
 };
 
 use nginx_probe_tests::{free_port, hey, one_request_per_connection, Nginx, NginxConfig, Probe};
-use nix::sys::signal::Signal;
 use prometheus_parse::{Sample, Scrape, Value};
 
 /// `GET /metrics` on a new connection; panics unless the answer is 200 in the
@@ -283,11 +282,7 @@ fn metrics_follow_a_reload_by_worker_and_generation() {
     let probe = Probe::on(&ng).json().summary_only().listen(port).start();
     let old: BTreeSet<u32> = ng.worker_pids().into_iter().collect();
     assert_eq!(one_request_per_connection(ng.addr(), 100), 100);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(ng.master_pid() as i32),
-        Signal::SIGHUP,
-    )
-    .expect("SIGHUP nginx");
+    ng.reload();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let new: BTreeSet<u32> = loop {
         let now: BTreeSet<u32> = ng.worker_pids().into_iter().collect();

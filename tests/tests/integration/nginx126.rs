@@ -12,10 +12,6 @@ use nginx_probe_tests::{
     curl_statuses, hey, one_request_per_connection, total_accept_errors, total_accepts, Nginx,
     NginxConfig, Probe,
 };
-use nix::{
-    sys::signal::{kill, Signal},
-    unistd::Pid,
-};
 
 /// An nginx 1.26 config in the trixie root.
 fn in_root(cfg: NginxConfig) -> NginxConfig {
@@ -63,7 +59,7 @@ fn accepts_are_exact_through_a_reload() {
     let run = Probe::on(&ng).json().summary_only().start();
     assert_eq!(one_request_per_connection(ng.addr(), 150), 150);
     let old = ng.worker_pids();
-    kill(Pid::from_raw(ng.master_pid() as i32), Signal::SIGHUP).unwrap();
+    ng.reload();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while ng.worker_pids().iter().any(|p| old.contains(p)) || ng.worker_pids().len() != 2 {
         assert!(std::time::Instant::now() < deadline, "no reload");

@@ -522,11 +522,7 @@ fn forged_refusals_and_a_retired_worker_s_crash_are_not_taken() {
     });
     let (master, old) = (ng.master_pid(), ng.worker_pids()[0]);
     let (s, log) = run(&ng, || {
-        nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(master as i32),
-            nix::sys::signal::Signal::SIGHUP,
-        )
-        .expect("reload");
+        ng.reload();
         for _ in 0..40 {
             if !ng.worker_pids().contains(&old) {
                 break;
@@ -561,23 +557,29 @@ fn forged_refusals_and_a_retired_worker_s_crash_are_not_taken() {
     );
 }
 
-/// A reload of a configuration with an unknown directive: nginx's master writes one
-/// `[emerg] unknown directive ... in <file>:<line>` and keeps its workers. nginx-probe
-/// says the configuration on disk was not loaded (`config_not_loaded`, 1 line), with
-/// the workers still running.
+/// A reload that loads, then a reload of a configuration with an unknown directive:
+/// nginx's master writes one `[emerg] unknown directive ... in <file>:<line>` and keeps
+/// its workers. nginx-probe measures both loads in nginx's code (uretprobe
+/// `ngx_init_cycle`: 1 loaded, 1 NULL) and says the configuration on disk was not
+/// loaded (`config_not_loaded`), with nginx's emerg line and the workers running.
 #[test]
 fn a_failed_reload_is_said_with_nginx_serving_on() {
     let ng = Nginx::start(&NginxConfig::default());
-    let before = ng.worker_pids();
+    let mut before = Vec::new();
     let (s, log) = run(&ng, || {
+        let old = ng.worker_pids();
+        ng.reload();
+        for _ in 0..40 {
+            if ng.worker_pids().iter().all(|p| !old.contains(p)) {
+                break;
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+        before = ng.worker_pids();
         let conf = ng.prefix.join("nginx.conf");
         let text = std::fs::read_to_string(&conf).unwrap();
         std::fs::write(&conf, format!("{text}\nno_such_directive on;\n")).unwrap();
-        nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(ng.master_pid() as i32),
-            nix::sys::signal::Signal::SIGHUP,
-        )
-        .expect("reload");
+        ng.reload();
         thread::sleep(Duration::from_millis(800));
     });
     assert_eq!(
@@ -588,7 +590,76 @@ fn a_failed_reload_is_said_with_nginx_serving_on() {
         "{log}"
     );
     assert_eq!(ng.worker_pids(), before, "the old workers serve on");
+    let loads = &s["config_loads"];
+    assert_eq!(loads["reloads_loaded"], 1, "{loads}");
+    assert_eq!(loads["reloads_failed"], 1, "{loads}");
+    assert_eq!(loads["others_failed"], 0, "{loads}");
     let v = verdict(&s, "config_not_loaded").unwrap_or_else(|| panic!("{}", s["verdicts"]));
     assert_eq!(v["evidence"]["config_emerg_lines"], 1, "{v}");
+    assert_eq!(v["evidence"]["reloads_failed"], 1, "{v}");
     assert_eq!(v["evidence"]["workers_running"], before.len() as u64, "{v}");
+    let advice = v["advice"].as_str().unwrap();
+    assert!(
+        advice.starts_with("1 of the master's 2 reloads in this period did not load the configuration on disk (uretprobe ngx_init_cycle returned NULL, the last at "),
+        "{advice}"
+    );
+}
+
+/// `nginx -t` on a broken configuration file, no reload: the run's own load failed
+/// (measured in nginx's code), the master's did not happen. The warning says a reload
+/// now would fail (`config_test_failed`), never that nginx runs an old configuration.
+/// Then a forged `[emerg]` configuration line, padded past nginx's 2 KB entry (not
+/// told from nginx's own), with no load measured after it: nothing more fires.
+#[test]
+fn a_failed_nginx_t_warns_and_a_forged_emerg_line_alone_fires_nothing() {
+    let ng = Nginx::start(&NginxConfig::default());
+    let (s, _) = run(&ng, || {
+        let conf = ng.prefix.join("nginx.conf");
+        let text = std::fs::read_to_string(&conf).unwrap();
+        std::fs::write(&conf, format!("{text}\nno_such_directive on;\n")).unwrap();
+        assert!(!ng.test_config(), "nginx -t finds the unknown directive");
+        std::fs::write(&conf, text).unwrap();
+    });
+    assert_eq!(
+        s["config_loads"]["others_failed"], 1,
+        "{}",
+        s["config_loads"]
+    );
+    assert_eq!(
+        s["config_loads"]["reloads_failed"], 0,
+        "{}",
+        s["config_loads"]
+    );
+    assert!(
+        verdict(&s, "config_not_loaded").is_none(),
+        "{}",
+        s["verdicts"]
+    );
+    let v = verdict(&s, "config_test_failed").unwrap_or_else(|| panic!("{}", s["verdicts"]));
+    assert_eq!(v["evidence"]["tests_failed"], 1, "{v}");
+    let (s, log) = run(&ng, || {
+        let line = format!(
+            "{}%20[emerg]%20{m}%23{m}:%20unknown%20directive%20%22x%22%20in%20/etc/nginx/nginx.conf:3",
+            log_time_encoded(),
+            m = ng.master_pid()
+        );
+        get_404_padded(&ng, &line);
+    });
+    assert_eq!(
+        log.lines()
+            .filter(|l| l.contains("[emerg]") && l.contains("unknown directive \"x\""))
+            .count(),
+        1,
+        "{log}"
+    );
+    // The forged line is read as nginx's (an entry cut at 2 KB is not told apart):
+    // only the measured loads keep it from firing a verdict.
+    assert_eq!(
+        s["nginx_errors"]["classes"]["config"]["count"], 1,
+        "{}",
+        s["nginx_errors"]
+    );
+    for id in ["config_not_loaded", "config_test_failed"] {
+        assert!(verdict(&s, id).is_none(), "{id}: {}", s["verdicts"]);
+    }
 }

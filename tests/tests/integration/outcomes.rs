@@ -274,10 +274,6 @@ fn the_combined_format_gives_exact_statuses_and_says_request_time_is_not_logged(
 /// per-file counts add up to the total, the old file marked retired.
 #[test]
 fn reloads_that_change_the_format_and_the_path_under_load_lose_no_line() {
-    use nix::{
-        sys::signal::{kill, Signal},
-        unistd::Pid,
-    };
     use std::sync::atomic::{AtomicBool, Ordering};
     let ng = Nginx::start(&NginxConfig {
         http_extra: "log_format m '$status $request_time';".into(),
@@ -293,7 +289,7 @@ fn reloads_that_change_the_format_and_the_path_under_load_lose_no_line() {
         assert!(text.contains(from), "{text}");
         std::fs::write(&conf, text.replace(from, to)).unwrap();
         let old = ng.worker_pids();
-        kill(Pid::from_raw(ng.master_pid() as i32), Signal::SIGHUP).unwrap();
+        ng.reload();
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while !ng.worker_pids().iter().any(|p| !old.contains(p)) {
             assert!(std::time::Instant::now() < deadline, "no new worker");

@@ -1,4 +1,4 @@
-//! Wall-clock times of reports as text (UTC), shared by every text output.
+//! Wall-clock times of reports as text (UTC), shared by every text output and the verdicts.
 
 use crate::model::MAX_UNIX_S;
 

@@ -1,0 +1,248 @@
+//! Configuration loads since attach, measured in nginx's own code: the uretprobe on
+//! `ngx_init_cycle` (see `nginx_probe_common::reloads`) counts, per process running
+//! nginx's binary, the loads that returned a cycle and those that returned NULL.
+//! The master's are its reloads (SIGHUP); any other process's are an `nginx -t`, an
+//! `nginx -s <signal>` (both load the configuration before anything else), or a second
+//! master of the same binary (a binary upgrade's, another instance's). Read by
+//! `collect::tracker` every refresh (500 ms). Pure: [`ConfigLoadHistory::observe`]
+//! turns one reading into events, [`ConfigLoadHistory::report`] picks a period's.
+//! Bounded: at most [`MAX_LOAD_EVENTS`] events kept one by one, the totals exact.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use nginx_probe_common::reloads::ConfigLoads;
+use serde::{Deserialize, Serialize};
+
+/// Load events kept one by one (for interval reports); the totals since attach are
+/// kept apart and never lose one.
+pub const MAX_LOAD_EVENTS: usize = 256;
+
+/// Where the figures come from, for the report.
+pub const SOURCE: &str = "uretprobe on ngx_init_cycle in nginx's binary (NULL: the configuration did not load), per process: the master's are its reloads";
+
+/// One process's loads seen by one refresh.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct LoadEvent {
+    /// When: the failed load's own time (`bpf_ktime_get_ns()` at its return, on the
+    /// wall clock), or the refresh that saw a successful one (within 500 ms after it).
+    unix_s: f64,
+    by_master: bool,
+    loaded: u64,
+    failed: u64,
+}
+
+/// Configuration loads, by whom, in a period.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ConfigLoadsReport {
+    /// Where the figures come from.
+    pub source: String,
+    /// Why configuration loads are not measured (the symbol not in nginx's binary,
+    /// uprobes refused), when they are not: then every count here is unknown, not 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unknown: Option<String>,
+    /// The master's reloads that loaded the configuration on disk.
+    pub reloads_loaded: u64,
+    /// The master's reloads that did not load it (`ngx_init_cycle` returned NULL):
+    /// nginx kept serving with the configuration it had.
+    pub reloads_failed: u64,
+    /// When the last failed reload returned, seconds since the Unix epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_reload_failed_unix_s: Option<f64>,
+    /// Loads by other processes of nginx's binary (`nginx -t`, `nginx -s`, a second
+    /// master) that succeeded.
+    pub others_loaded: u64,
+    /// Loads by other processes of nginx's binary that failed: an `nginx -t` or
+    /// `nginx -s` that found the configuration on disk broken (the master's next reload
+    /// of it would fail too).
+    pub others_failed: u64,
+}
+
+impl ConfigLoadsReport {
+    /// Whether any load was seen (or loads are unknown): the report then says so.
+    pub fn worth_saying(&self) -> bool {
+        self.unknown.is_some()
+            || self.reloads_loaded + self.reloads_failed + self.others_loaded + self.others_failed
+                > 0
+    }
+}
+
+/// Every process's loads since attach, and the events of the last ones.
+#[derive(Clone, Debug, Default)]
+pub struct ConfigLoadHistory {
+    /// Each process's counts at the last reading (bounded by the map's size).
+    last: BTreeMap<u32, ConfigLoads>,
+    events: VecDeque<LoadEvent>,
+    totals: ConfigLoadsReport,
+    last_failed_others_unix_s: Option<f64>,
+}
+
+impl ConfigLoadHistory {
+    /// Takes one reading of the map (`loads`: (tgid, counts) of every process, or why
+    /// loads are not measured) at `now_unix_s`; `master` is the followed master's pid;
+    /// `mono_to_unix` turns a `bpf_ktime_get_ns()` value into seconds since the Unix
+    /// epoch. A process whose counts went down (its pid reused, its entry let go by the
+    /// LRU map and made again) is counted from its new counts.
+    pub fn observe(
+        &mut self,
+        master: u32,
+        loads: Result<Vec<(u32, ConfigLoads)>, &str>,
+        now_unix_s: f64,
+        mono_to_unix: impl Fn(u64) -> f64,
+    ) {
+        let loads = match loads {
+            Ok(l) => l,
+            Err(why) => {
+                self.totals.unknown = Some(why.to_string());
+                return;
+            }
+        };
+        self.totals.unknown = None;
+        let seen: std::collections::BTreeSet<u32> = loads.iter().map(|(t, _)| *t).collect();
+        for (tgid, now) in loads {
+            let before = self.last.get(&tgid).copied().unwrap_or_default();
+            let (before_loaded, before_failed) =
+                if now.loaded < before.loaded || now.failed < before.failed {
+                    (0, 0)
+                } else {
+                    (before.loaded, before.failed)
+                };
+            let loaded = u64::from(now.loaded - before_loaded);
+            let failed = u64::from(now.failed - before_failed);
+            self.last.insert(tgid, now);
+            if loaded + failed == 0 {
+                continue;
+            }
+            let by_master = tgid == master;
+            let failed_at = (failed > 0).then(|| mono_to_unix(now.last_failed_ns));
+            let t = &mut self.totals;
+            if by_master {
+                t.reloads_loaded += loaded;
+                t.reloads_failed += failed;
+                t.last_reload_failed_unix_s = failed_at.or(t.last_reload_failed_unix_s);
+            } else {
+                t.others_loaded += loaded;
+                t.others_failed += failed;
+                self.last_failed_others_unix_s = failed_at.or(self.last_failed_others_unix_s);
+            }
+            if self.events.len() == MAX_LOAD_EVENTS {
+                self.events.pop_front();
+            }
+            self.events.push_back(LoadEvent {
+                unix_s: failed_at.unwrap_or(now_unix_s),
+                by_master,
+                loaded,
+                failed,
+            });
+        }
+        // Entries the map let go of (LRU) are forgotten too: one made again starts
+        // from 0.
+        self.last.retain(|tgid, _| seen.contains(tgid));
+    }
+
+    /// The loads of the period starting at `start_unix_s` (`summary`: since attach,
+    /// exact; else from the last [`MAX_LOAD_EVENTS`] events).
+    pub fn report(&self, start_unix_s: f64, summary: bool) -> ConfigLoadsReport {
+        let mut r = ConfigLoadsReport {
+            source: SOURCE.to_string(),
+            unknown: self.totals.unknown.clone(),
+            ..Default::default()
+        };
+        if summary {
+            return ConfigLoadsReport {
+                source: r.source,
+                ..self.totals.clone()
+            };
+        }
+        for e in self.events.iter().filter(|e| e.unix_s >= start_unix_s) {
+            if e.by_master {
+                r.reloads_loaded += e.loaded;
+                r.reloads_failed += e.failed;
+                if e.failed > 0 {
+                    r.last_reload_failed_unix_s = Some(e.unix_s);
+                }
+            } else {
+                r.others_loaded += e.loaded;
+                r.others_failed += e.failed;
+            }
+        }
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn loads(loaded: u32, failed: u32, last_failed_ns: u64) -> ConfigLoads {
+        ConfigLoads {
+            loaded,
+            failed,
+            last_failed_ns,
+        }
+    }
+
+    /// Monotonic ns 1e9 is Unix second 1000.
+    fn wall(ns: u64) -> f64 {
+        999.0 + ns as f64 / 1e9
+    }
+
+    #[test]
+    fn the_master_s_failed_reloads_are_told_from_nginx_t_runs() {
+        let mut h = ConfigLoadHistory::default();
+        h.observe(10, Ok(vec![]), 1000.0, wall);
+        // A reload that loaded, then `nginx -t` (pid 77) failing at 1001.5.
+        h.observe(
+            10,
+            Ok(vec![(10, loads(1, 0, 0)), (77, loads(0, 1, 2_500_000_000))]),
+            1002.0,
+            wall,
+        );
+        // The master's reload fails at 1003.25; its entry keeps the load before.
+        h.observe(
+            10,
+            Ok(vec![
+                (10, loads(1, 1, 4_250_000_000)),
+                (77, loads(0, 1, 2_500_000_000)),
+            ]),
+            1004.0,
+            wall,
+        );
+        let s = h.report(0.0, true);
+        assert_eq!((s.reloads_loaded, s.reloads_failed), (1, 1));
+        assert_eq!((s.others_loaded, s.others_failed), (0, 1));
+        assert_eq!(s.last_reload_failed_unix_s, Some(1003.25));
+        assert_eq!(s.source, SOURCE);
+        // The interval from 1003.0 holds the failed reload only.
+        let i = h.report(1003.0, false);
+        assert_eq!(
+            (i.reloads_loaded, i.reloads_failed, i.others_failed),
+            (0, 1, 0)
+        );
+        assert_eq!(i.last_reload_failed_unix_s, Some(1003.25));
+        assert!(s.worth_saying());
+    }
+
+    #[test]
+    fn unknown_loads_say_why_and_a_reused_pid_counts_afresh() {
+        let mut h = ConfigLoadHistory::default();
+        h.observe(
+            10,
+            Err("uprobe on ngx_init_cycle: symbol not found"),
+            1.0,
+            wall,
+        );
+        let r = h.report(0.0, true);
+        assert_eq!(
+            r.unknown.as_deref(),
+            Some("uprobe on ngx_init_cycle: symbol not found")
+        );
+        assert!(r.worth_saying());
+        let mut h = ConfigLoadHistory::default();
+        h.observe(10, Ok(vec![(50, loads(0, 3, 1))]), 1.0, wall);
+        // pid 50 reused by a new `nginx -t` whose entry starts again.
+        h.observe(10, Ok(vec![(50, loads(1, 0, 0))]), 2.0, wall);
+        let r = h.report(0.0, true);
+        assert_eq!((r.others_loaded, r.others_failed), (1, 3));
+        assert!(!ConfigLoadsReport::default().worth_saying());
+    }
+}
