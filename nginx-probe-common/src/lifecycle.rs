@@ -371,6 +371,9 @@ pub mod names {
         /// the close is counted with (worker, drain state, idle time, as read then),
         /// until the state change that ends it.
         LC_TLS_CLOSING = "LC_TLS_CLOSING",
+        /// Array, one u32: 1 once the `ngx_ssl_shutdown` uprobe marked a socket in
+        /// `LC_TLS_CLOSING`; until then the state changes never look it up.
+        LC_TLS_ON = "LC_TLS_ON",
     }
     /// Uprobe on `ngx_ssl_shutdown` in nginx's binary.
     pub const PROG_TLS_SHUTDOWN: &str = "lc_ssl_shutdown";

@@ -23,7 +23,7 @@ use nginx_probe_common::lifecycle::{self as lc, raw_off};
 
 use crate::{
     helpers::{global, record_at},
-    lifecycle_tls::{tls_close_fin_first, tls_close_take},
+    lifecycle_tls::{tls_close_fin_first, tls_close_take, tls_closes_on},
     lifecycle_up::{raw_peer, record_peer, up_set_state},
     maps::{
         LC_BYTES_RECEIVED_OFF, LC_CLOSING, LC_DRAINING, LC_HZ, LC_LRCVTIME_OFF, LC_LSNDTIME_OFF,
@@ -485,7 +485,9 @@ fn on_send_reset(base: u32, reason: usize, sk: u64, state: i32) {
 /// closing, its later resets are not the listener's queue.
 #[inline(always)]
 fn on_destroy(sk: u64) {
-    let _ = LC_TLS_CLOSING.remove(sk);
+    if tls_closes_on() {
+        let _ = LC_TLS_CLOSING.remove(sk);
+    }
     let key = bpf_get_current_pid_tgid();
     // SAFETY: the value is copied out at once.
     if let Some(l) = unsafe { LC_CLOSING.get(key) }.copied() {

@@ -18,7 +18,7 @@ use crate::{
         close_facts, count_nginx_close, lc_add, raw_base, raw_read, CloseFacts, TCP_CLOSE_WAIT,
         TCP_ESTABLISHED,
     },
-    maps::LC_TLS_CLOSING,
+    maps::{LC_TLS_CLOSING, LC_TLS_ON},
     tls::CONN_LISTENING,
     workers::worker_slot,
 };
@@ -105,8 +105,7 @@ fn on_ssl_shutdown(ctx: &ProbeContext) -> Option<()> {
     let state = i32::from(raw_read::<u8>(sk, raw_off::SK_STATE)?);
     let facts = close_facts(sk);
     if state == TCP_ESTABLISHED {
-        let t = TlsClose { facts, counted: 0 };
-        let _ = LC_TLS_CLOSING.insert(sk, t, 0);
+        mark(sk, TlsClose { facts, counted: 0 });
     } else if state == TCP_CLOSE_WAIT
         && (ev & EV_TIMEDOUT != 0 || facts.drain & 1 != 0)
         && facts.wrote()
@@ -114,15 +113,40 @@ fn on_ssl_shutdown(ctx: &ProbeContext) -> Option<()> {
         count_nginx_close(base, &facts);
         lc_add(base, lc::CLOSED_BY_NGINX_CLIENT_FIN_FIRST, 1);
         lc_add(base, lc::CLOSED_BY_CLIENT_ANSWERING_NGINX, 1);
-        let t = TlsClose { facts, counted: 1 };
-        let _ = LC_TLS_CLOSING.insert(sk, t, 0);
+        mark(sk, TlsClose { facts, counted: 1 });
     }
     Some(())
+}
+
+/// Marks `sk` in `LC_TLS_CLOSING`, after setting `LC_TLS_ON` (so the state change that
+/// ends the close, on any CPU, looks it up).
+#[inline(always)]
+fn mark(sk: u64, t: TlsClose) {
+    if let Some(p) = LC_TLS_ON.get_ptr_mut(0) {
+        // SAFETY: a valid u32 of the array; every writer writes 1.
+        unsafe {
+            if *p == 0 {
+                *p = 1;
+            }
+        }
+    }
+    let _ = LC_TLS_CLOSING.insert(sk, t, 0);
+}
+
+/// Whether any TLS close was ever marked (`LC_TLS_ON`, set by [`mark`]): until then,
+/// on an nginx serving no TLS, the state changes of every connection skip the hash
+/// lookups of `LC_TLS_CLOSING`.
+#[inline(always)]
+pub(crate) fn tls_closes_on() -> bool {
+    LC_TLS_ON.get(0) == Some(&1)
 }
 
 /// Takes `sk`'s mark out of `LC_TLS_CLOSING`, when there is one.
 #[inline(always)]
 pub(crate) fn tls_close_take(sk: u64) -> Option<TlsClose> {
+    if !tls_closes_on() {
+        return None;
+    }
     // SAFETY: the value is copied out at once.
     let t = unsafe { LC_TLS_CLOSING.get(sk) }.copied()?;
     let _ = LC_TLS_CLOSING.remove(sk);
@@ -134,6 +158,9 @@ pub(crate) fn tls_close_take(sk: u64) -> Option<TlsClose> {
 /// stays for the worker's `close()` to find.
 #[inline(always)]
 pub(crate) fn tls_close_fin_first(base: u32, sk: u64) -> bool {
+    if !tls_closes_on() {
+        return false;
+    }
     let Some(p) = LC_TLS_CLOSING.get_ptr_mut(sk) else {
         return false;
     };

@@ -340,3 +340,8 @@ pub(crate) static LC_RESET_SK: PerCpuArray<u64> = PerCpuArray::with_max_entries(
 #[map]
 pub(crate) static LC_TLS_CLOSING: LruHashMap<u64, crate::lifecycle_tls::TlsClose> =
     LruHashMap::with_max_entries(lc::LC_MAX_TLS_CLOSING, 0);
+
+/// Element 0 is 1 once the `ngx_ssl_shutdown` uprobe marked a socket: until then (an
+/// nginx serving no TLS) `LC_TLS_CLOSING` is never looked up.
+#[map]
+pub(crate) static LC_TLS_ON: Array<u32> = Array::with_max_entries(1, 0);
