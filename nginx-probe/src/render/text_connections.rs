@@ -311,7 +311,12 @@ fn after_response_causes(r: &Report) -> String {
     let per = r
         .requests
         .per_connection
-        .map(|p| format!(" ({p:.1} requests per connection here)"))
+        .map(|p| {
+            format!(
+                " ({p:.1} requests per connection here: {} requests over the accepts the kernel saw)",
+                r.requests.source.name()
+            )
+        })
         .unwrap_or_default();
     format!(
         "; nginx does so at {}{per}, at {}, with {}, or when the client asks (Connection: close, HTTP/1.0): which one is not measured",
@@ -628,6 +633,7 @@ mod tests {
         }
         r.connections = Some(c);
         r.requests.per_connection = Some(953.8);
+        r.requests.source = crate::model::RequestSource::StubStatus;
         let mut out = String::new();
         connections_section(&mut out, &r);
         assert!(
@@ -645,7 +651,7 @@ mod tests {
         let mut out = String::new();
         connections_section(&mut out, &r);
         assert!(
-            out.contains("; nginx does so at keepalive_requests 1000 (default) (953.8 requests per connection here), at keepalive_time 3s (/x/nginx.conf:9), with keepalive_timeout 75s (default), or when the client asks (Connection: close, HTTP/1.0): which one is not measured\n"),
+            out.contains("; nginx does so at keepalive_requests 1000 (default) (953.8 requests per connection here: stub_status requests over the accepts the kernel saw), at keepalive_time 3s (/x/nginx.conf:9), with keepalive_timeout 75s (default), or when the client asks (Connection: close, HTTP/1.0): which one is not measured\n"),
             "{out}"
         );
     }
