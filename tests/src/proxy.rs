@@ -193,31 +193,50 @@ pub struct IdleCloseBackend {
 impl IdleCloseBackend {
     /// Starts the backend on a free loopback port.
     pub fn start(idle: Duration) -> IdleCloseBackend {
-        let answer = |mut c: TcpStream, idle: Duration| loop {
-            std::thread::sleep(Duration::from_millis(300));
-            if c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n")
-                .is_err()
-            {
-                return;
-            }
-            let _ = c.set_read_timeout(Some(idle));
-            let mut req = Vec::new();
-            let mut buf = [0u8; 4096];
-            while !req.windows(4).any(|w| w == b"\r\n\r\n") {
-                match c.read(&mut buf) {
-                    Ok(0) | Err(_) => return,
-                    Ok(n) => req.extend_from_slice(&buf[..n]),
-                }
-            }
-        };
         IdleCloseBackend {
-            peer: Peer::start(answer, idle),
+            peer: Peer::start(|c, idle| idle_answer(c, idle, false), idle),
+        }
+    }
+
+    /// The same backend, but its close of an idle connection sends a reset (SO_LINGER
+    /// 0), as a peer or a NAT, firewall or load balancer dropping idle flows can.
+    pub fn start_resetting(idle: Duration) -> IdleCloseBackend {
+        IdleCloseBackend {
+            peer: Peer::start(|c, idle| idle_answer(c, idle, true), idle),
         }
     }
 
     /// `127.0.0.1:port`.
     pub fn addr(&self) -> SocketAddr {
         self.peer.addr
+    }
+}
+
+/// Answers requests on `c` (`200 ok` after 300 ms each) until it has been idle `idle`,
+/// then closes it: with a FIN, or a reset when `reset`.
+fn idle_answer(mut c: TcpStream, idle: Duration, reset: bool) {
+    loop {
+        std::thread::sleep(Duration::from_millis(300));
+        if c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n")
+            .is_err()
+        {
+            return;
+        }
+        let _ = c.set_read_timeout(Some(idle));
+        let mut req = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+            match c.read(&mut buf) {
+                Ok(0) => return,
+                Err(_) => {
+                    if reset {
+                        reset_on_close(&c);
+                    }
+                    return;
+                }
+                Ok(n) => req.extend_from_slice(&buf[..n]),
+            }
+        }
     }
 }
 

@@ -1,7 +1,9 @@
 //! `upstream_peer_idle_closes`: an upstream peer that closes nginx's idle connections
 //! after a fixed time (measured: the peer's FIN on connections idle that long, from the
 //! upstream connection lifecycle), against how long nginx keeps them in its pool (the
-//! `keepalive_timeout` of the `upstream` blocks that list the peer).
+//! `keepalive_timeout` of the `upstream` blocks that list the peer);
+//! `upstream_peer_idle_resets`: the same with resets received at one time after the
+//! peer's last data (a peer, NAT, firewall or load balancer dropping idle flows).
 
 use std::collections::BTreeMap;
 
@@ -63,34 +65,36 @@ fn pool_timeouts(inp: &Inputs, peer: &str) -> Result<Vec<(f64, String)>, String>
     Ok(out)
 }
 
-/// `upstream_peer_idle_closes` (warning): a peer closed first at least
+/// `upstream_peer_idle_closes` and `upstream_peer_idle_resets` (warnings): a peer closed first at least
 /// [`KA_TIMEOUT_MIN_CLOSES`] of the connections nginx's workers opened to it, every one
 /// after the same idle time (pinned, [`KA_TIMEOUT_MIN_IDLE_MS`] or more): it drops idle
 /// connections after that time. When an `upstream` block listing it keeps a pool whose
 /// `keepalive_timeout` is longer, nginx can send a request on a connection the peer is
 /// closing (a 502: `upstream prematurely closed connection` or a reset): the advice is
 /// to set that `keepalive_timeout` below the peer's time. When the pool's timeout is
-/// unknown, it says so and why.
+/// unknown, it says so and why. `upstream_peer_idle_resets` when instead at least as
+/// many of its connections ended in a reset received at one time after the peer's last
+/// data (a FIN pinned takes precedence).
 pub fn upstream_peer_idle_closes(inp: &Inputs, out: &mut Vec<Verdict>) {
     let Some(c) = inp.connections.as_ref() else {
         return;
     };
+    let pinned = |i: Option<&crate::model::connections::IdleReport>, n: u64| {
+        i?.pinned_ms
+            .filter(|&v| v >= KA_TIMEOUT_MIN_IDLE_MS && n >= KA_TIMEOUT_MIN_CLOSES)
+    };
     for p in &c.upstream_peers {
-        let Some(i) = p.idle_before_peer_close.as_ref() else {
-            continue;
-        };
-        let Some(pinned) = i.pinned_ms.filter(|&v| v >= KA_TIMEOUT_MIN_IDLE_MS) else {
-            continue;
-        };
-        if p.closed_by_peer < KA_TIMEOUT_MIN_CLOSES {
-            continue;
+        if let Some(at) = pinned(p.idle_before_peer_close.as_ref(), p.closed_by_peer) {
+            out.push(verdict(inp, p, at, false));
+        } else if let Some(at) = pinned(p.since_peer_data_at_reset.as_ref(), p.closed_by_reset) {
+            out.push(verdict(inp, p, at, true));
         }
-        out.push(verdict(inp, p, pinned));
     }
 }
 
-/// The verdict of `p`, whose closes sit at `pinned` ms.
-fn verdict(inp: &Inputs, p: &PeerLifecycle, pinned: f64) -> Verdict {
+/// The verdict of `p`, whose closes (`by_reset`: its resets, counted from its last data)
+/// sit at `pinned` ms.
+fn verdict(inp: &Inputs, p: &PeerLifecycle, pinned: f64, by_reset: bool) -> Verdict {
     let i = p.idle_before_peer_close.as_ref();
     let mut ev = BTreeMap::new();
     ev.insert("peer", json!(p.peer));
@@ -108,11 +112,18 @@ fn verdict(inp: &Inputs, p: &PeerLifecycle, pinned: f64) -> Verdict {
     );
     ev.insert("source", json!(crate::model::upstream_lifecycle::SOURCE));
     let at = fmt_ms(pinned);
-    let head = format!(
-        "the upstream peer {} closed {} of nginx's idle connections to it first, every one after {at} idle (tracepoint sock:inet_sock_set_state)",
-        p.peer, p.closed_by_peer
-    );
-    let resets = if p.closed_by_reset > 0 {
+    let head = if by_reset {
+        format!(
+            "the upstream peer {} reset {} of nginx's idle connections to it, every one {at} after its last data (tracepoints tcp:tcp_receive_reset, sock:inet_sock_set_state ESTABLISHED -> CLOSE): it, or a NAT, firewall or load balancer between (not told apart), drops connections idle that long with a reset",
+            p.peer, p.closed_by_reset
+        )
+    } else {
+        format!(
+            "the upstream peer {} closed {} of nginx's idle connections to it first, every one after {at} idle (tracepoint sock:inet_sock_set_state)",
+            p.peer, p.closed_by_peer
+        )
+    };
+    let resets = if p.closed_by_reset > 0 && !by_reset {
         format!(
             "; {} connections to it ended in a reset, p50 {} after its last data",
             p.closed_by_reset,
@@ -148,8 +159,19 @@ fn verdict(inp: &Inputs, p: &PeerLifecycle, pinned: f64) -> Verdict {
             format!("{head}{resets}; how long nginx keeps idle connections to it is unknown: {why}; if its pool's keepalive_timeout is longer than {at}, set it below that")
         }
     };
+    ev.insert(
+        "since_peer_data_at_reset_pinned_ms",
+        json!(p
+            .since_peer_data_at_reset
+            .as_ref()
+            .and_then(|r| r.pinned_ms)),
+    );
     Verdict::new(
-        "upstream_peer_idle_closes",
+        if by_reset {
+            "upstream_peer_idle_resets"
+        } else {
+            "upstream_peer_idle_closes"
+        },
         Severity::Warning,
         ev,
         &["keepalive_timeout", "keepalive"],
@@ -256,5 +278,35 @@ mod tests {
         assert!(run(&inputs(9, Some(1004.0), None)).is_empty());
         assert!(run(&inputs(10, None, None)).is_empty());
         assert!(run(&inputs(10, Some(100.0), None)).is_empty());
+    }
+
+    #[test]
+    fn a_peer_resetting_idle_connections_at_one_time_is_named_apart() {
+        // The same peer's closes turned into resets: no FIN, 10 resets 1.0 s after its
+        // last data.
+        let mut i = inputs(10, Some(1004.0), Some(pooled("60s", "default")));
+        let p = &mut i.connections.as_mut().unwrap().upstream_peers[0];
+        p.closed_by_reset = p.closed_by_peer;
+        p.closed_by_peer = 0;
+        p.since_peer_data_at_reset = p.idle_before_peer_close.take();
+        let v = run(&i);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!(v[0].id, "upstream_peer_idle_resets");
+        assert!(v[0].advice.starts_with("the upstream peer 127.0.0.2:8080 reset 10 of nginx's idle connections to it, every one 1.0 s after its last data"), "{}", v[0].advice);
+        assert!(
+            v[0].advice
+                .contains("keepalive_timeout 60s (default) in upstream be"),
+            "{}",
+            v[0].advice
+        );
+        assert_eq!(v[0].evidence["since_peer_data_at_reset_pinned_ms"], 1004.0);
+        // 9 resets, or resets spread in time, say nothing.
+        let p = &mut i.connections.as_mut().unwrap().upstream_peers[0];
+        p.closed_by_reset = 9;
+        assert!(run(&i).is_empty());
+        let p = &mut i.connections.as_mut().unwrap().upstream_peers[0];
+        p.closed_by_reset = 10;
+        p.since_peer_data_at_reset.as_mut().unwrap().pinned_ms = None;
+        assert!(run(&i).is_empty());
     }
 }

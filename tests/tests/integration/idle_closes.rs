@@ -424,6 +424,62 @@ fn peer_idle_closes(flags: &[&str]) {
     );
 }
 
+/// A peer (or a NAT, firewall or load balancer between) that drops idle connections
+/// with a reset: 10 requests at once open 10 pooled connections, and the peer resets
+/// all 10 after 1.0 s idle. The peer's row counts 10 resets, 1.0 s after its last data
+/// (+-10%), none closed first by either side, and `upstream_peer_idle_resets` names the
+/// pool's keepalive_timeout (default 60s) as longer.
+#[test]
+fn a_peer_resetting_pooled_connections_after_1_s_is_named_with_the_pool_timeout() {
+    let backend = IdleCloseBackend::start_resetting(Duration::from_millis(1000));
+    let peer = backend.addr().to_string();
+    let ng = Nginx::start(&NginxConfig {
+        workers: 1,
+        http_extra: format!("upstream be {{ server {peer}; keepalive 16; }}"),
+        server_extra: "location / { proxy_pass http://be; proxy_http_version 1.1; proxy_set_header Connection \"\"; }".into(),
+        ..NginxConfig::default()
+    });
+    let probe = Probe::on(&ng).json().start();
+    assert_eq!(concurrent_requests(ng.addr(), N, "/"), vec![200; N]);
+    thread::sleep(Duration::from_millis(2500));
+    let summary = probe.stop().summary_json();
+    let peers = summary["connections"]["upstream_peers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let p = peers
+        .iter()
+        .find(|p| p["peer"] == peer.as_str())
+        .unwrap_or_else(|| panic!("no {peer} in {}", summary["connections"]));
+    assert_eq!(p["connects"], N as u64, "{p}");
+    assert_eq!(p["closed_by_reset"], N as u64, "{p}");
+    assert_eq!(p["closed_by_peer"], 0, "{p}");
+    assert_eq!(p["closed_by_nginx"], 0, "{p}");
+    let at = &p["since_peer_data_at_reset"];
+    let v = at["pinned_ms"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("not pinned: {at}"));
+    assert!((900.0..=1100.0).contains(&v), "{v} not 1.0 s +-10%");
+    let v = verdict(&summary, "upstream_peer_idle_resets")
+        .unwrap_or_else(|| panic!("no upstream_peer_idle_resets in {}", summary["verdicts"]));
+    let advice = v["advice"].as_str().unwrap_or("");
+    assert!(
+        advice.contains(&format!(
+            "the upstream peer {peer} reset {N} of nginx's idle connections to it"
+        )),
+        "{advice}"
+    );
+    assert!(
+        advice.contains("keepalive_timeout 60s (default) in upstream be"),
+        "{advice}"
+    );
+    assert!(
+        verdict(&summary, "upstream_peer_idle_closes").is_none(),
+        "{}",
+        summary["verdicts"]
+    );
+}
+
 /// A GET of `path` on a fresh keepalive connection to `addr`, read to the end of the
 /// connection (at most 10 s): what a client of a draining worker gets.
 fn get_to_close(addr: SocketAddr, path: &str) -> String {
