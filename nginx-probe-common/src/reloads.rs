@@ -35,8 +35,10 @@ pub struct ConfigLoads {
     pub failed: u32,
     /// `bpf_ktime_get_ns()` (CLOCK_MONOTONIC) at the last failed return; 0: none.
     pub last_failed_ns: u64,
+    /// `bpf_ktime_get_ns()` at the last return with a cycle; 0: none.
+    pub last_loaded_ns: u64,
 }
 
 #[cfg(feature = "user")]
-// SAFETY: #[repr(C)], two u32 then a u64: no padding.
+// SAFETY: #[repr(C)], two u32 then two u64: no padding.
 unsafe impl aya::Pod for ConfigLoads {}

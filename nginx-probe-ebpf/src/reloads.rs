@@ -20,12 +20,14 @@ pub fn init_cycle_ret(ctx: RetProbeContext) -> u32 {
     let mut c = unsafe { CONFIG_LOADS.get(tgid) }
         .copied()
         .unwrap_or_default();
+    // SAFETY: helper call without preconditions.
+    let now = unsafe { bpf_ktime_get_ns() };
     if cycle == 0 {
         c.failed = c.failed.wrapping_add(1);
-        // SAFETY: helper call without preconditions.
-        c.last_failed_ns = unsafe { bpf_ktime_get_ns() };
+        c.last_failed_ns = now;
     } else {
         c.loaded = c.loaded.wrapping_add(1);
+        c.last_loaded_ns = now;
     }
     let _ = CONFIG_LOADS.insert(tgid, c, 0);
     0

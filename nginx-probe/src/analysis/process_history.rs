@@ -179,70 +179,61 @@ pub fn worker_crashed(inp: &Inputs, out: &mut Vec<Verdict>) {
     ));
 }
 
-/// `config_not_loaded`: the master's reloads in the period did not load the
-/// configuration on disk (uretprobe `ngx_init_cycle` returned NULL in the master), and
-/// nginx serves on with the one it had; nginx's reason is its `emerg` lines ending
-/// `in <file>:<line>` (the error log's `config` class). `config_test_failed` (warning):
-/// only an `nginx -t` or `nginx -s` run failed to load it (the next reload would).
-/// `emerg` configuration lines with no failed load measured fire nothing (a client can
-/// write lines into the error log; another nginx binary can share it); where loads are
-/// not measured (the symbol not in nginx's binary, an old recording) the lines alone
-/// give the warning, saying that no failed load was measured.
+/// `config_not_loaded`: the master's last reload in the period did not load the
+/// configuration on disk (uretprobe `ngx_init_cycle` returned NULL in the master, and
+/// no reload that loaded came after it): nginx serves on with the configuration it
+/// had. nginx's reason is in its `emerg` lines of the period (a configuration error
+/// `in <file>:<line>`, a `bind()` to a port another process holds, a file it cannot
+/// open), counted, not quoted. Loads by other processes of the binary (`nginx -t`,
+/// `nginx -s`, another master) fire nothing: which configuration file they loaded is
+/// not known. `emerg` configuration lines with no failed reload measured fire nothing
+/// (a client can write lines into the error log; another nginx can share it); where
+/// loads are not measured (the uretprobe not attached, an old recording) the lines
+/// alone give the warning, saying that no failed load was measured.
 pub fn config_not_loaded(inp: &Inputs, out: &mut Vec<Verdict>) {
     let serving = inp.workers.iter().filter(|w| w.alive).count();
     let errors = inp.nginx_errors.as_ref().filter(|e| e.readable);
-    let emerg = errors
-        .and_then(|e| e.classes.get("config"))
-        .and_then(|c| c.levels.get("emerg").copied())
-        .unwrap_or(0);
+    let emerg = |class: Option<&str>| {
+        errors.map_or(0, |e| {
+            e.classes
+                .iter()
+                .filter(|(name, _)| class.is_none_or(|c| c == name.as_str()))
+                .filter(|(name, _)| name.as_str() != "written_by_request")
+                .filter_map(|(_, c)| c.levels.get("emerg"))
+                .sum::<u64>()
+        })
+    };
     let loads = inp.config_loads.as_ref();
-    let measured = loads.filter(|l| l.unknown.is_none());
-    let (failed, tests_failed) = measured.map_or((0, 0), |l| (l.reloads_failed, l.others_failed));
-    if serving == 0
-        || (measured.is_some() && failed + tests_failed == 0)
-        || (measured.is_none() && emerg == 0)
-    {
+    let Some(l) = loads.filter(|l| l.unknown.is_none()) else {
+        let config_emerg = emerg(Some("config"));
+        if serving > 0 && config_emerg > 0 {
+            let why = loads
+                .and_then(|l| l.unknown.clone())
+                .unwrap_or_else(|| "the recording predates them".into());
+            out.push(unmeasured(config_emerg, serving, &why));
+        }
+        return;
+    };
+    if serving == 0 || !l.last_reload_failed() {
         return;
     }
     let mut evidence = std::collections::BTreeMap::new();
     evidence.insert("workers_running", serde_json::json!(serving));
+    let all_emerg = emerg(None);
     let reason = if errors.is_none() {
         "nginx's reason is not known: its error log is not read".to_string()
-    } else if emerg == 0 {
-        "nginx wrote no configuration error at emerg in the error log read (its reason is where its error_log points)".to_string()
+    } else if all_emerg == 0 {
+        "nginx's reason is not in the error log read (none at emerg in this period: it is where the error_log of the configuration it tried points)".to_string()
     } else {
-        evidence.insert("config_emerg_lines", serde_json::json!(emerg));
-        format!("nginx's reason is in its {emerg} emerg configuration lines (error log: file:line)")
+        evidence.insert("emerg_lines", serde_json::json!(all_emerg));
+        format!(
+            "nginx's reason is in the {all_emerg} emerg lines of its error log from this period"
+        )
     };
-    let Some(l) = measured else {
-        let why = loads
-            .and_then(|l| l.unknown.clone())
-            .unwrap_or_else(|| "the recording predates them".into());
-        evidence.insert("config_loads_unknown", serde_json::json!(why));
-        evidence.insert("source", serde_json::json!("nginx's error log (its `emerg` lines ending `in <file>:<line>`); configuration loads not measured"));
-        out.push(config_verdict(
-            "config_not_loaded",
-            evidence,
-            format!(
-                "nginx's error log holds {emerg} configuration errors at emerg from this period; no failed load was measured (configuration loads unknown: {why}), so a reload, an nginx -s or -t run, or a line another writer put in the log may have written them. If a reload failed, nginx serves on with the configuration it had ({serving} workers running): run nginx -t, fix it, then reload"
-            ),
-        ));
-        return;
-    };
+    let failed = l.reloads_failed;
     evidence.insert("reloads_failed", serde_json::json!(failed));
     evidence.insert("reloads_loaded", serde_json::json!(l.reloads_loaded));
-    evidence.insert("tests_failed", serde_json::json!(tests_failed));
     evidence.insert("source", serde_json::json!(crate::model::reloads::SOURCE));
-    if failed == 0 {
-        out.push(config_verdict(
-            "config_test_failed",
-            evidence,
-            format!(
-                "{tests_failed} nginx -t or nginx -s runs in this period could not load the configuration on disk (uretprobe ngx_init_cycle returned NULL; no reload of the master failed): a reload now would fail and nginx would serve on with the configuration it has; {reason}"
-            ),
-        ));
-        return;
-    }
     let when = l
         .last_reload_failed_unix_s
         .map(|t| format!(", the last at {}", crate::model::clock::utc_datetime(t)))
@@ -251,13 +242,30 @@ pub fn config_not_loaded(inp: &Inputs, out: &mut Vec<Verdict>) {
         "config_not_loaded",
         evidence,
         format!(
-            "{failed} of the master's {} reloads in this period did not load the configuration on disk (uretprobe ngx_init_cycle returned NULL{when}): nginx serves on with the configuration it had ({serving} workers running), so the change it was reloaded for is not in force; {reason}. Run nginx -t, fix it, then reload",
+            "{failed} of the master's {} reloads in this period did not load the configuration on disk (uretprobe ngx_init_cycle returned NULL{when}) and none loaded after: nginx serves on with the configuration it had ({serving} workers running), so the change it was reloaded for is not in force; {reason}. Fix what they name, then reload (nginx -t finds configuration errors, not a port another process holds: a bind() failure passes it)",
             failed + l.reloads_loaded
         ),
     ));
 }
 
-/// A warning about the configuration on disk, pointing at `nginx -t`.
+/// `config_not_loaded` from `emerg` configuration lines alone, where loads are not
+/// measured (`why`).
+fn unmeasured(emerg: u64, serving: usize, why: &str) -> Verdict {
+    let mut evidence = std::collections::BTreeMap::new();
+    evidence.insert("workers_running", serde_json::json!(serving));
+    evidence.insert("config_emerg_lines", serde_json::json!(emerg));
+    evidence.insert("config_loads_unknown", serde_json::json!(why));
+    evidence.insert("source", serde_json::json!("nginx's error log (its `emerg` lines ending `in <file>:<line>`); configuration loads not measured"));
+    config_verdict(
+        "config_not_loaded",
+        evidence,
+        format!(
+            "nginx's error log holds {emerg} configuration errors at emerg from this period; no failed load was measured (configuration loads unknown: {why}), so a reload, an nginx -s or -t run, or a line another writer put in the log may have written them. If a reload failed, nginx serves on with the configuration it had ({serving} workers running): run nginx -t, fix it, then reload"
+        ),
+    )
+}
+
+/// A warning about the configuration on disk.
 fn config_verdict(
     id: &str,
     evidence: std::collections::BTreeMap<&'static str, serde_json::Value>,

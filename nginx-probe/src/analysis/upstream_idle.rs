@@ -92,6 +92,21 @@ pub fn upstream_peer_idle_closes(inp: &Inputs, out: &mut Vec<Verdict>) {
     }
 }
 
+/// What the peer did: `by_reset`, reset (else closed first) its connections at `at`.
+fn head(p: &PeerLifecycle, at: &str, by_reset: bool) -> String {
+    if by_reset {
+        format!(
+            "the upstream peer {} reset {} of nginx's idle connections to it, every one {at} after its last data (tracepoints tcp:tcp_receive_reset, sock:inet_sock_set_state ESTABLISHED -> CLOSE): it, or a NAT, firewall or load balancer between (not told apart), drops connections idle that long with a reset",
+            p.peer, p.closed_by_reset
+        )
+    } else {
+        format!(
+            "the upstream peer {} closed {} of nginx's idle connections to it first, every one after {at} idle (tracepoint sock:inet_sock_set_state)",
+            p.peer, p.closed_by_peer
+        )
+    }
+}
+
 /// The verdict of `p`, whose closes (`by_reset`: its resets, counted from its last data)
 /// sit at `pinned` ms.
 fn verdict(inp: &Inputs, p: &PeerLifecycle, pinned: f64, by_reset: bool) -> Verdict {
@@ -112,17 +127,7 @@ fn verdict(inp: &Inputs, p: &PeerLifecycle, pinned: f64, by_reset: bool) -> Verd
     );
     ev.insert("source", json!(crate::model::upstream_lifecycle::SOURCE));
     let at = fmt_ms(pinned);
-    let head = if by_reset {
-        format!(
-            "the upstream peer {} reset {} of nginx's idle connections to it, every one {at} after its last data (tracepoints tcp:tcp_receive_reset, sock:inet_sock_set_state ESTABLISHED -> CLOSE): it, or a NAT, firewall or load balancer between (not told apart), drops connections idle that long with a reset",
-            p.peer, p.closed_by_reset
-        )
-    } else {
-        format!(
-            "the upstream peer {} closed {} of nginx's idle connections to it first, every one after {at} idle (tracepoint sock:inet_sock_set_state)",
-            p.peer, p.closed_by_peer
-        )
-    };
+    let head = head(p, &at, by_reset);
     let resets = if p.closed_by_reset > 0 && !by_reset {
         format!(
             "; {} connections to it ended in a reset, p50 {} after its last data",

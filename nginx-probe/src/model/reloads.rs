@@ -23,12 +23,17 @@ pub const SOURCE: &str = "uretprobe on ngx_init_cycle in nginx's binary (NULL: t
 /// One process's loads seen by one refresh.
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct LoadEvent {
-    /// When: the failed load's own time (`bpf_ktime_get_ns()` at its return, on the
-    /// wall clock), or the refresh that saw a successful one (within 500 ms after it).
-    unix_s: f64,
+    /// The refresh that saw them (seconds since the Unix epoch): what puts them in a
+    /// period, so that a load just before a report's end falls in the next one, never
+    /// in neither.
+    seen_unix_s: f64,
     by_master: bool,
     loaded: u64,
     failed: u64,
+    /// The last failed and the last successful return's own times (`bpf_ktime_get_ns()`
+    /// on the wall clock), when there were such returns.
+    failed_at: Option<f64>,
+    loaded_at: Option<f64>,
 }
 
 /// Configuration loads, by whom, in a period.
@@ -48,16 +53,33 @@ pub struct ConfigLoadsReport {
     /// When the last failed reload returned, seconds since the Unix epoch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_reload_failed_unix_s: Option<f64>,
-    /// Loads by other processes of nginx's binary (`nginx -t`, `nginx -s`, a second
-    /// master) that succeeded.
+    /// When the last reload that loaded returned, seconds since the Unix epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_reload_loaded_unix_s: Option<f64>,
+    /// Loads by other processes running the master's binary file (`nginx -t`,
+    /// `nginx -s`, the new master of a binary upgrade, another master) that succeeded.
+    /// Which configuration file each loaded is not known; runs of another binary file
+    /// (one installed since the master started) are not seen.
     pub others_loaded: u64,
-    /// Loads by other processes of nginx's binary that failed: an `nginx -t` or
-    /// `nginx -s` that found the configuration on disk broken (the master's next reload
-    /// of it would fail too).
+    /// Loads by such other processes that failed (of a configuration file not known:
+    /// a candidate tested with `nginx -t -c`, another master's, a run without root).
     pub others_failed: u64,
 }
 
 impl ConfigLoadsReport {
+    /// Whether the master's last reload of the period failed: no reload that loaded
+    /// came after it (a later one that loaded put a configuration in force).
+    pub fn last_reload_failed(&self) -> bool {
+        match (
+            self.last_reload_failed_unix_s,
+            self.last_reload_loaded_unix_s,
+        ) {
+            (Some(f), Some(l)) => f > l,
+            (Some(_), None) => true,
+            _ => false,
+        }
+    }
+
     /// Whether any load was seen (or loads are unknown): the report then says so.
     pub fn worth_saying(&self) -> bool {
         self.unknown.is_some()
@@ -73,7 +95,25 @@ pub struct ConfigLoadHistory {
     last: BTreeMap<u32, ConfigLoads>,
     events: VecDeque<LoadEvent>,
     totals: ConfigLoadsReport,
-    last_failed_others_unix_s: Option<f64>,
+}
+
+impl ConfigLoadsReport {
+    /// Counts one event in.
+    fn add(&mut self, e: &LoadEvent) {
+        let later = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        if e.by_master {
+            self.reloads_loaded += e.loaded;
+            self.reloads_failed += e.failed;
+            self.last_reload_failed_unix_s = later(self.last_reload_failed_unix_s, e.failed_at);
+            self.last_reload_loaded_unix_s = later(self.last_reload_loaded_unix_s, e.loaded_at);
+        } else {
+            self.others_loaded += e.loaded;
+            self.others_failed += e.failed;
+        }
+    }
 }
 
 impl ConfigLoadHistory {
@@ -112,27 +152,19 @@ impl ConfigLoadHistory {
             if loaded + failed == 0 {
                 continue;
             }
-            let by_master = tgid == master;
-            let failed_at = (failed > 0).then(|| mono_to_unix(now.last_failed_ns));
-            let t = &mut self.totals;
-            if by_master {
-                t.reloads_loaded += loaded;
-                t.reloads_failed += failed;
-                t.last_reload_failed_unix_s = failed_at.or(t.last_reload_failed_unix_s);
-            } else {
-                t.others_loaded += loaded;
-                t.others_failed += failed;
-                self.last_failed_others_unix_s = failed_at.or(self.last_failed_others_unix_s);
-            }
+            let e = LoadEvent {
+                seen_unix_s: now_unix_s,
+                by_master: tgid == master,
+                loaded,
+                failed,
+                failed_at: (failed > 0).then(|| mono_to_unix(now.last_failed_ns)),
+                loaded_at: (loaded > 0).then(|| mono_to_unix(now.last_loaded_ns)),
+            };
+            self.totals.add(&e);
             if self.events.len() == MAX_LOAD_EVENTS {
                 self.events.pop_front();
             }
-            self.events.push_back(LoadEvent {
-                unix_s: failed_at.unwrap_or(now_unix_s),
-                by_master,
-                loaded,
-                failed,
-            });
+            self.events.push_back(e);
         }
         // Entries the map let go of (LRU) are forgotten too: one made again starts
         // from 0.
@@ -153,17 +185,8 @@ impl ConfigLoadHistory {
                 ..self.totals.clone()
             };
         }
-        for e in self.events.iter().filter(|e| e.unix_s >= start_unix_s) {
-            if e.by_master {
-                r.reloads_loaded += e.loaded;
-                r.reloads_failed += e.failed;
-                if e.failed > 0 {
-                    r.last_reload_failed_unix_s = Some(e.unix_s);
-                }
-            } else {
-                r.others_loaded += e.loaded;
-                r.others_failed += e.failed;
-            }
+        for e in self.events.iter().filter(|e| e.seen_unix_s > start_unix_s) {
+            r.add(e);
         }
         r
     }
@@ -178,6 +201,7 @@ mod tests {
             loaded,
             failed,
             last_failed_ns,
+            last_loaded_ns: if loaded > 0 { 1_500_000_000 } else { 0 },
         }
     }
 
@@ -220,6 +244,27 @@ mod tests {
         );
         assert_eq!(i.last_reload_failed_unix_s, Some(1003.25));
         assert!(s.worth_saying());
+        assert!(s.last_reload_failed() && i.last_reload_failed());
+        // An interval ending at 1003.9 missed the refresh at 1004.0: the failure is
+        // in the next one (seen at 1004.0), never in neither.
+        assert_eq!(h.report(1003.9, false).reloads_failed, 1);
+        // A reload that loads at 1004.5 puts a configuration in force again.
+        let fixed = ConfigLoads {
+            loaded: 2,
+            failed: 1,
+            last_failed_ns: 4_250_000_000,
+            last_loaded_ns: 5_500_000_000,
+        };
+        h.observe(
+            10,
+            Ok(vec![(10, fixed), (77, loads(0, 1, 2_500_000_000))]),
+            1005.0,
+            wall,
+        );
+        let s = h.report(0.0, true);
+        assert_eq!((s.reloads_loaded, s.reloads_failed), (2, 1));
+        assert_eq!(s.last_reload_loaded_unix_s, Some(1004.5));
+        assert!(!s.last_reload_failed());
     }
 
     #[test]

@@ -76,18 +76,22 @@ fn config_load_line(out: &mut String, c: &ConfigLoadsReport) {
         let _ = writeln!(out, "  configuration loads: unknown ({why})");
         return;
     }
-    let last = c
-        .last_reload_failed_unix_s
-        .map(|t| {
-            format!(
-                " (the last at {}: nginx serves on with the configuration it had)",
-                crate::model::clock::utc_datetime(t)
-            )
-        })
-        .unwrap_or_default();
+    let utc = crate::model::clock::utc_datetime;
+    let last = match (c.last_reload_failed_unix_s, c.last_reload_loaded_unix_s) {
+        (Some(f), _) if c.last_reload_failed() => format!(
+            " (the last at {}, none loaded after: nginx serves on with the configuration it had)",
+            utc(f)
+        ),
+        (Some(f), Some(l)) => format!(
+            " (the last at {}; a reload at {} loaded after it)",
+            utc(f),
+            utc(l)
+        ),
+        _ => String::new(),
+    };
     let _ = writeln!(
         out,
-        "  configuration loads (uretprobe ngx_init_cycle): the master's reloads {} loaded, {} failed{last}; nginx -t / nginx -s runs {} loaded, {} failed",
+        "  configuration loads (uretprobe ngx_init_cycle): the master's reloads {} loaded, {} failed{last}; other processes of its binary (nginx -t, nginx -s, a new or second master; which configuration file is not known) {} loaded, {} failed",
         c.reloads_loaded, c.reloads_failed, c.others_loaded, c.others_failed
     );
 }
@@ -204,7 +208,7 @@ mod tests {
             ..Default::default()
         });
         let text = lifecycle_section(&r);
-        assert!(text.contains("\n  configuration loads (uretprobe ngx_init_cycle): the master's reloads 1 loaded, 1 failed (the last at 2026-12-06 01:42:51 UTC: nginx serves on with the configuration it had); nginx -t / nginx -s runs 0 loaded, 2 failed\n"), "{text}");
+        assert!(text.contains("\n  configuration loads (uretprobe ngx_init_cycle): the master's reloads 1 loaded, 1 failed (the last at 2026-12-06 01:42:51 UTC, none loaded after: nginx serves on with the configuration it had); other processes of its binary (nginx -t, nginx -s, a new or second master; which configuration file is not known) 0 loaded, 2 failed\n"), "{text}");
         r.config_loads = Some(ConfigLoadsReport {
             unknown: Some("no ngx_init_cycle".into()),
             ..Default::default()
