@@ -205,6 +205,14 @@ pub fn parent_of(pid: u32) -> Option<u32> {
         .map(|s| s.ppid as u32)
 }
 
+/// Whether `pid`'s binary file was replaced or deleted since it started: the kernel
+/// then shows `/proc/<pid>/exe` as the old path followed by ` (deleted)`. False when
+/// unreadable (the process gone).
+pub fn exe_deleted(pid: u32) -> bool {
+    std::fs::read_link(format!("/proc/{pid}/exe"))
+        .is_ok_and(|p| p.as_os_str().as_encoded_bytes().ends_with(b" (deleted)"))
+}
+
 /// `NSpid` of a process (host pid first), or just the host pid when unreadable.
 pub fn nspid_of(pid: u32) -> Vec<i32> {
     Process::new(pid as i32)

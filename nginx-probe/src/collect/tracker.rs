@@ -352,7 +352,11 @@ impl Tracker {
         let closes = probe.lifecycle.read_listener_closes()?;
         self.listener_closes
             .observe(&closes.ports, unix_now(), self.lifecycle.reload_seen());
-        // 9. Configuration loads (the master's reloads, nginx -t runs).
+        // 9. Configuration loads (the master's reloads, nginx -t runs), and whether
+        //    the master's binary file is still the one at its path.
+        if crate::collect::target::exe_deleted(self.master.pid) {
+            self.config_loads.binary_replaced();
+        }
         self.config_loads.observe(
             self.master.pid,
             probe.config_loads(),

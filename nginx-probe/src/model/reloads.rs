@@ -64,7 +64,16 @@ pub struct ConfigLoadsReport {
     /// Loads by such other processes that failed (of a configuration file not known:
     /// a candidate tested with `nginx -t -c`, another master's, a run without root).
     pub others_failed: u64,
+    /// Why other processes' loads are not all seen, when they are not: the master's
+    /// binary file was replaced or deleted since it started (`/proc/<master>/exe` ends
+    /// ` (deleted)`, as after a package upgrade without a restart), so `nginx -t` and
+    /// `nginx -s` runs of the file now at that path are not counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub others_unknown: Option<String>,
 }
+
+/// [`ConfigLoadsReport::others_unknown`] when the master's binary file was replaced.
+pub const BINARY_REPLACED: &str = "the master's binary file was replaced or deleted since it started (/proc/<master>/exe is `(deleted)`): nginx -t and nginx -s runs of the file now at its path are not seen";
 
 impl ConfigLoadsReport {
     /// Whether the master's last reload of the period failed: no reload that loaded
@@ -171,12 +180,19 @@ impl ConfigLoadHistory {
         self.last.retain(|tgid, _| seen.contains(tgid));
     }
 
+    /// Notes that the master's binary file was replaced (see
+    /// [`ConfigLoadsReport::others_unknown`]); it stays so for the run.
+    pub fn binary_replaced(&mut self) {
+        self.totals.others_unknown = Some(BINARY_REPLACED.to_string());
+    }
+
     /// The loads of the period starting at `start_unix_s` (`summary`: since attach,
     /// exact; else from the last [`MAX_LOAD_EVENTS`] events).
     pub fn report(&self, start_unix_s: f64, summary: bool) -> ConfigLoadsReport {
         let mut r = ConfigLoadsReport {
             source: SOURCE.to_string(),
             unknown: self.totals.unknown.clone(),
+            others_unknown: self.totals.others_unknown.clone(),
             ..Default::default()
         };
         if summary {
@@ -265,6 +281,18 @@ mod tests {
         assert_eq!((s.reloads_loaded, s.reloads_failed), (2, 1));
         assert_eq!(s.last_reload_loaded_unix_s, Some(1004.5));
         assert!(!s.last_reload_failed());
+        assert_eq!(s.others_unknown, None);
+        // The master's binary file replaced on disk: other processes' loads are not
+        // all seen from then on, in every report.
+        h.binary_replaced();
+        assert_eq!(
+            h.report(0.0, true).others_unknown.as_deref(),
+            Some(BINARY_REPLACED)
+        );
+        assert_eq!(
+            h.report(1004.0, false).others_unknown.as_deref(),
+            Some(BINARY_REPLACED)
+        );
     }
 
     #[test]

@@ -89,9 +89,14 @@ fn config_load_line(out: &mut String, c: &ConfigLoadsReport) {
         ),
         _ => String::new(),
     };
+    let partial = c
+        .others_unknown
+        .as_ref()
+        .map(|why| format!(" seen; not all are: {why}"))
+        .unwrap_or_default();
     let _ = writeln!(
         out,
-        "  configuration loads (uretprobe ngx_init_cycle): the master's reloads {} loaded, {} failed{last}; other processes of its binary (nginx -t, nginx -s, a new or second master; which configuration file is not known) {} loaded, {} failed",
+        "  configuration loads (uretprobe ngx_init_cycle): the master's reloads {} loaded, {} failed{last}; other processes of its binary (nginx -t, nginx -s, a new or second master; which configuration file is not known) {} loaded, {} failed{partial}",
         c.reloads_loaded, c.reloads_failed, c.others_loaded, c.others_failed
     );
 }
