@@ -76,6 +76,23 @@ pub struct ConfigLoadsReport {
 pub const BINARY_REPLACED: &str = "the master's binary file was replaced or deleted since it started (/proc/<master>/exe is `(deleted)`): nginx -t and nginx -s runs of the file now at its path are not seen";
 
 impl ConfigLoadsReport {
+    /// Counts one event in.
+    fn add(&mut self, e: &LoadEvent) {
+        let later = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        if e.by_master {
+            self.reloads_loaded += e.loaded;
+            self.reloads_failed += e.failed;
+            self.last_reload_failed_unix_s = later(self.last_reload_failed_unix_s, e.failed_at);
+            self.last_reload_loaded_unix_s = later(self.last_reload_loaded_unix_s, e.loaded_at);
+        } else {
+            self.others_loaded += e.loaded;
+            self.others_failed += e.failed;
+        }
+    }
+
     /// Whether the master's last reload of the period failed: no reload that loaded
     /// came after it (a later one that loaded put a configuration in force).
     pub fn last_reload_failed(&self) -> bool {
@@ -104,25 +121,6 @@ pub struct ConfigLoadHistory {
     last: BTreeMap<u32, ConfigLoads>,
     events: VecDeque<LoadEvent>,
     totals: ConfigLoadsReport,
-}
-
-impl ConfigLoadsReport {
-    /// Counts one event in.
-    fn add(&mut self, e: &LoadEvent) {
-        let later = |a: Option<f64>, b: Option<f64>| match (a, b) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b),
-        };
-        if e.by_master {
-            self.reloads_loaded += e.loaded;
-            self.reloads_failed += e.failed;
-            self.last_reload_failed_unix_s = later(self.last_reload_failed_unix_s, e.failed_at);
-            self.last_reload_loaded_unix_s = later(self.last_reload_loaded_unix_s, e.loaded_at);
-        } else {
-            self.others_loaded += e.loaded;
-            self.others_failed += e.failed;
-        }
-    }
 }
 
 impl ConfigLoadHistory {

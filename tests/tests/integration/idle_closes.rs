@@ -374,27 +374,7 @@ fn a_peer_closing_pooled_connections_is_counted_by_the_perf_event_fallback_too()
 
 fn peer_idle_closes(flags: &[&str]) {
     let backend = IdleCloseBackend::start(Duration::from_millis(1000));
-    let peer = backend.addr().to_string();
-    let ng = Nginx::start(&NginxConfig {
-        workers: 1,
-        http_extra: format!("upstream be {{ server {peer}; keepalive 16; }}"),
-        server_extra: "location / { proxy_pass http://be; proxy_http_version 1.1; proxy_set_header Connection \"\"; }".into(),
-        ..NginxConfig::default()
-    });
-    let probe = Probe::on(&ng).json().args(flags).start();
-    let text = Probe::on(&ng).plain().start();
-    let statuses = concurrent_requests(ng.addr(), N, "/");
-    assert_eq!(statuses, vec![200; N]);
-    thread::sleep(Duration::from_millis(2500));
-    let summary = probe.stop().summary_json();
-    let text = text.stop().stdout;
-    let peers = summary["connections"]["upstream_peers"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no upstream_peers in {}", summary["connections"]));
-    let p = peers
-        .iter()
-        .find(|p| p["peer"] == peer.as_str())
-        .unwrap_or_else(|| panic!("no {peer} in {peers:?}"));
+    let (peer, summary, p, text) = pooled_peer_run(&backend, flags);
     assert_eq!(p["connects"], N as u64, "{p}");
     assert_eq!(p["established"], N as u64, "{p}");
     assert_eq!(p["closed_by_peer"], N as u64, "{p}");
@@ -432,25 +412,7 @@ fn peer_idle_closes(flags: &[&str]) {
 #[test]
 fn a_peer_resetting_pooled_connections_after_1_s_is_named_with_the_pool_timeout() {
     let backend = IdleCloseBackend::start_resetting(Duration::from_millis(1000));
-    let peer = backend.addr().to_string();
-    let ng = Nginx::start(&NginxConfig {
-        workers: 1,
-        http_extra: format!("upstream be {{ server {peer}; keepalive 16; }}"),
-        server_extra: "location / { proxy_pass http://be; proxy_http_version 1.1; proxy_set_header Connection \"\"; }".into(),
-        ..NginxConfig::default()
-    });
-    let probe = Probe::on(&ng).json().start();
-    assert_eq!(concurrent_requests(ng.addr(), N, "/"), vec![200; N]);
-    thread::sleep(Duration::from_millis(2500));
-    let summary = probe.stop().summary_json();
-    let peers = summary["connections"]["upstream_peers"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let p = peers
-        .iter()
-        .find(|p| p["peer"] == peer.as_str())
-        .unwrap_or_else(|| panic!("no {peer} in {}", summary["connections"]));
+    let (peer, summary, p, _) = pooled_peer_run(&backend, &[]);
     assert_eq!(p["connects"], N as u64, "{p}");
     assert_eq!(p["closed_by_reset"], N as u64, "{p}");
     assert_eq!(p["closed_by_peer"], 0, "{p}");
@@ -478,6 +440,35 @@ fn a_peer_resetting_pooled_connections_after_1_s_is_named_with_the_pool_timeout(
         "{}",
         summary["verdicts"]
     );
+}
+
+/// nginx (1 worker) proxying to `backend` through a pool (`keepalive 16`) while
+/// nginx-probe runs with `flags` (JSON) and a plain one beside it: N requests at once
+/// open N pooled connections, then 2.5 s pass for the backend's idle closes. Returns
+/// the peer (`ip:port`), the JSON summary, the peer's row in it and the text report.
+fn pooled_peer_run(backend: &IdleCloseBackend, flags: &[&str]) -> (String, Value, Value, String) {
+    let peer = backend.addr().to_string();
+    let ng = Nginx::start(&NginxConfig {
+        workers: 1,
+        http_extra: format!("upstream be {{ server {peer}; keepalive 16; }}"),
+        server_extra: "location / { proxy_pass http://be; proxy_http_version 1.1; proxy_set_header Connection \"\"; }".into(),
+        ..NginxConfig::default()
+    });
+    let probe = Probe::on(&ng).json().args(flags).start();
+    let text = Probe::on(&ng).plain().start();
+    assert_eq!(concurrent_requests(ng.addr(), N, "/"), vec![200; N]);
+    thread::sleep(Duration::from_millis(2500));
+    let summary = probe.stop().summary_json();
+    let text = text.stop().stdout;
+    let peers = summary["connections"]["upstream_peers"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no upstream_peers in {}", summary["connections"]));
+    let p = peers
+        .iter()
+        .find(|p| p["peer"] == peer.as_str())
+        .unwrap_or_else(|| panic!("no {peer} in {peers:?}"))
+        .clone();
+    (peer, summary, p, text)
 }
 
 /// A GET of `path` on a fresh keepalive connection to `addr`, read to the end of the
