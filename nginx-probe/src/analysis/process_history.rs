@@ -223,11 +223,11 @@ pub fn config_not_loaded(inp: &Inputs, out: &mut Vec<Verdict>) {
     let reason = if errors.is_none() {
         "nginx's reason is not known: its error log is not read".to_string()
     } else if all_emerg == 0 {
-        "nginx's reason is not in the error log read (none at emerg in this period: it is where the error_log of the configuration it tried points)".to_string()
+        "nginx's reason is not in the error log read (no emerg line in this period)".to_string()
     } else {
         evidence.insert("emerg_lines", serde_json::json!(all_emerg));
         format!(
-            "nginx's reason is in the {all_emerg} emerg lines of its error log from this period"
+            "its error log holds {all_emerg} emerg lines from this period, where nginx writes why a reload failed (nginx -t runs and other writers can add lines there too)"
         )
     };
     let failed = l.reloads_failed;

@@ -96,7 +96,7 @@ pub fn upstream_peer_idle_closes(inp: &Inputs, out: &mut Vec<Verdict>) {
 fn head(p: &PeerLifecycle, at: &str, by_reset: bool) -> String {
     if by_reset {
         format!(
-            "the upstream peer {} reset {} of nginx's idle connections to it, every one {at} after its last data (tracepoints tcp:tcp_receive_reset, sock:inet_sock_set_state ESTABLISHED -> CLOSE): it, or a NAT, firewall or load balancer between (not told apart), drops connections idle that long with a reset",
+            "the upstream peer {} reset {} of nginx's connections to it, every one {at} after its last data (tracepoints tcp:tcp_receive_reset, sock:inet_sock_set_state ESTABLISHED -> CLOSE; whether nginx sent on them since is not measured): it, or a NAT, firewall or load balancer between (not told apart), drops connections silent that long with a reset",
             p.peer, p.closed_by_reset
         )
     } else {
@@ -297,7 +297,7 @@ mod tests {
         let v = run(&i);
         assert_eq!(v.len(), 1, "{v:?}");
         assert_eq!(v[0].id, "upstream_peer_idle_resets");
-        assert!(v[0].advice.starts_with("the upstream peer 127.0.0.2:8080 reset 10 of nginx's idle connections to it, every one 1.0 s after its last data"), "{}", v[0].advice);
+        assert!(v[0].advice.starts_with("the upstream peer 127.0.0.2:8080 reset 10 of nginx's connections to it, every one 1.0 s after its last data"), "{}", v[0].advice);
         assert!(
             v[0].advice
                 .contains("keepalive_timeout 60s (default) in upstream be"),

@@ -427,7 +427,7 @@ fn a_peer_resetting_pooled_connections_after_1_s_is_named_with_the_pool_timeout(
     let advice = v["advice"].as_str().unwrap_or("");
     assert!(
         advice.contains(&format!(
-            "the upstream peer {peer} reset {N} of nginx's idle connections to it"
+            "the upstream peer {peer} reset {N} of nginx's connections to it, every one 1.0 s after its last data"
         )),
         "{advice}"
     );
