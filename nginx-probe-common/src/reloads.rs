@@ -37,8 +37,27 @@ pub struct ConfigLoads {
     pub last_failed_ns: u64,
     /// `bpf_ktime_get_ns()` at the last return with a cycle; 0: none.
     pub last_loaded_ns: u64,
+    /// The tgid of the process's parent (`task_struct.real_parent->tgid`) at its last
+    /// return; [`PARENT_UNKNOWN`] when the offsets are not known. A child of the
+    /// master that loads a configuration is a binary upgrade's new master (USR2:
+    /// nginx forks and execs its binary; workers never load one).
+    pub parent_tgid: u32,
+    /// Padding, 0.
+    pub _pad: u32,
 }
 
+/// [`ConfigLoads::parent_tgid`] when the parent could not be read.
+pub const PARENT_UNKNOWN: u32 = u32::MAX;
+
+/// Global `[u64; 2]`: the byte offsets of [`PARENT_PATHS`], from the kernel's BTF
+/// (`u64::MAX`: unknown, the parent is [`PARENT_UNKNOWN`]).
+pub const GLOBAL_PARENT_OFF: &str = "CONFIG_PARENT_OFF";
+
+/// (struct, member) of the offsets in [`GLOBAL_PARENT_OFF`]: the parent task pointer,
+/// then a task's tgid.
+pub const PARENT_PATHS: [(&str, &str); 2] =
+    [("task_struct", "real_parent"), ("task_struct", "tgid")];
+
 #[cfg(feature = "user")]
-// SAFETY: #[repr(C)], two u32 then two u64: no padding.
+// SAFETY: #[repr(C)], two u32, two u64, two u32: no padding.
 unsafe impl aya::Pod for ConfigLoads {}

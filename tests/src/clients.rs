@@ -160,3 +160,15 @@ pub fn total_accept_errors(summary: &serde_json::Value, errno: &str) -> u64 {
         })
         .sum()
 }
+
+/// The pids of the report's events of `kind` (`worker_started`, `new_master_failed`...),
+/// in order.
+pub fn events(s: &serde_json::Value, kind: &str) -> Vec<u64> {
+    s["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["event"] == kind)
+        .map(|e| e["pid"].as_u64().unwrap())
+        .collect()
+}

@@ -1,7 +1,10 @@
 //! Controlling a running nginx as an operator does: a reload (SIGHUP to the master),
-//! `nginx -t` on its configuration file.
+//! a binary upgrade (USR2), `nginx -t` on its configuration file.
 
-use std::process::Command;
+use std::{
+    process::Command,
+    time::{Duration, Instant},
+};
 
 use crate::Nginx;
 
@@ -13,6 +16,41 @@ impl Nginx {
             nix::sys::signal::Signal::SIGHUP,
         )
         .expect("SIGHUP the master");
+    }
+
+    /// Sends the master USR2, a binary upgrade (nginx refuses it unless daemonized:
+    /// [`crate::NginxConfig::daemon`]): nginx forks and execs its binary, whose new
+    /// master loads the configuration and starts workers beside the old ones. Waits up
+    /// to 10 s for the outcome: the new master's pid once the pid file names it, or
+    /// None once it failed (an `[emerg]` line written since, and the old master's pid
+    /// file back in place: nginx renames `nginx.pid.oldbin` back when its new binary
+    /// exits). Stopping a new master is the caller's (it is not the fixture's child).
+    pub fn upgrade(&self) -> Option<u32> {
+        let old = self.master_pid();
+        let emerg_before = self.error_log().matches("[emerg]").count();
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(old as i32),
+            nix::sys::signal::Signal::SIGUSR2,
+        )
+        .expect("USR2 the master");
+        let oldbin = self.prefix.join("logs/nginx.pid.oldbin");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let named = std::fs::read_to_string(self.pid_file())
+                .ok()
+                .and_then(|s| s.trim().parse::<u32>().ok());
+            if let Some(new) = named.filter(|&p| p != old) {
+                return Some(new);
+            }
+            if self.error_log().matches("[emerg]").count() > emerg_before
+                && named == Some(old)
+                && !oldbin.exists()
+            {
+                return None;
+            }
+            assert!(Instant::now() < deadline, "no outcome 10 s after USR2");
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Runs `nginx -t` on this nginx's configuration file with the binary the master

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use super::inputs::Inputs;
-use crate::model::{Severity, Verdict};
+use crate::model::{reloads::FailedLoad, Severity, Verdict};
 
 /// Spawn failures at or above which `worker_spawn_failed` fires (critical).
 pub const SPAWN_FAILED_MIN: u64 = 1;
@@ -179,17 +179,19 @@ pub fn worker_crashed(inp: &Inputs, out: &mut Vec<Verdict>) {
     ));
 }
 
-/// `config_not_loaded`: the master's last reload in the period did not load the
-/// configuration on disk (uretprobe `ngx_init_cycle` returned NULL in the master, and
-/// no reload that loaded came after it): nginx serves on with the configuration it
-/// had. nginx's reason is in its `emerg` lines of the period (a configuration error
-/// `in <file>:<line>`, a `bind()` to a port another process holds, a file it cannot
-/// open), counted, not quoted. Loads by other processes of the binary (`nginx -t`,
-/// `nginx -s`, another master) fire nothing: which configuration file they loaded is
-/// not known. `emerg` configuration lines with no failed reload measured fire nothing
-/// (a client can write lines into the error log; another nginx can share it); where
-/// loads are not measured (the uretprobe not attached, an old recording) the lines
-/// alone give the warning, saying that no failed load was measured.
+/// `config_not_loaded`: the period's last load by the master (a reload) or by a binary
+/// upgrade's new master (USR2: a child of the master running its binary file) did not
+/// load the configuration on disk (uretprobe `ngx_init_cycle` returned NULL), and no
+/// load of theirs came after it: nginx serves on with the configuration (and, after a
+/// failed upgrade, the binary) it had. nginx's reason is in its `emerg` lines of the
+/// period (a configuration error `in <file>:<line>`, a `bind()` to a port another
+/// process holds, a file it cannot open), counted, not quoted. Loads by other
+/// processes of the binary (`nginx -t`, `nginx -s`, another master) fire nothing:
+/// which configuration file they loaded is not known. `emerg` configuration lines with
+/// no failed load measured fire nothing (a client can write lines into the error log;
+/// another nginx can share it); where loads are not measured (the uretprobe not
+/// attached, an old recording) the lines alone give the warning, saying that no failed
+/// load was measured.
 pub fn config_not_loaded(inp: &Inputs, out: &mut Vec<Verdict>) {
     let serving = inp.workers.iter().filter(|w| w.alive).count();
     let errors = inp.nginx_errors.as_ref().filter(|e| e.readable);
@@ -214,9 +216,9 @@ pub fn config_not_loaded(inp: &Inputs, out: &mut Vec<Verdict>) {
         }
         return;
     };
-    if serving == 0 || !l.last_reload_failed() {
+    let Some(which) = l.last_load_failed().filter(|_| serving > 0) else {
         return;
-    }
+    };
     let mut evidence = std::collections::BTreeMap::new();
     evidence.insert("workers_running", serde_json::json!(serving));
     let all_emerg = emerg(None);
@@ -226,26 +228,64 @@ pub fn config_not_loaded(inp: &Inputs, out: &mut Vec<Verdict>) {
         "nginx's reason is not in the error log read (no emerg line in this period)".to_string()
     } else {
         evidence.insert("emerg_lines", serde_json::json!(all_emerg));
+        let what = match which {
+            FailedLoad::Reload => "a reload",
+            FailedLoad::Upgrade => "a new master's load",
+        };
         format!(
-            "its error log holds {all_emerg} emerg lines from this period, where nginx writes why a reload failed (nginx -t runs and other writers can add lines there too)"
+            "its error log holds {all_emerg} emerg lines from this period, where nginx writes why {what} failed (nginx -t runs and other writers can add lines there too)"
         )
     };
-    let failed = l.reloads_failed;
-    evidence.insert("reloads_failed", serde_json::json!(failed));
+    evidence.insert("reloads_failed", serde_json::json!(l.reloads_failed));
     evidence.insert("reloads_loaded", serde_json::json!(l.reloads_loaded));
+    if l.upgrades_loaded + l.upgrades_failed > 0 {
+        evidence.insert("upgrades_failed", serde_json::json!(l.upgrades_failed));
+        evidence.insert("upgrades_loaded", serde_json::json!(l.upgrades_loaded));
+    }
     evidence.insert("source", serde_json::json!(crate::model::reloads::SOURCE));
-    let when = l
-        .last_reload_failed_unix_s
-        .map(|t| format!(", the last at {}", crate::model::clock::utc_datetime(t)))
-        .unwrap_or_default();
+    let quote = match (&l.last_failed_emerg, l.last_failed_pid) {
+        (Some(line), Some(pid)) => {
+            evidence.insert("emerg_line", serde_json::json!(line));
+            format!(
+                "; the last emerg line process {pid} wrote in this period reads \"{line}\" (as read from the error log, not proven nginx's)"
+            )
+        }
+        _ => String::new(),
+    };
+    let head = failed_load_head(l, which, serving);
     out.push(config_verdict(
         "config_not_loaded",
         evidence,
         format!(
-            "{failed} of the master's {} reloads in this period did not load the configuration on disk (uretprobe ngx_init_cycle returned NULL{when}) and none loaded after: nginx serves on with the configuration it had ({serving} workers running), so the change it was reloaded for is not in force; {reason}. Fix what they name, then reload (nginx -t finds configuration errors, not a port another process holds: a bind() failure passes it)",
-            failed + l.reloads_loaded
+            "{head}; {reason}{quote}. Fix what they name, then reload or upgrade again (nginx -t finds configuration errors, not a port another process holds: a bind() failure passes it)"
         ),
     ));
+}
+
+/// What failed, when, and what nginx serves with since (`serving` workers).
+fn failed_load_head(
+    l: &crate::model::reloads::ConfigLoadsReport,
+    which: FailedLoad,
+    serving: usize,
+) -> String {
+    let when = |t: Option<f64>| {
+        t.map(|t| format!(", the last at {}", crate::model::clock::utc_datetime(t)))
+            .unwrap_or_default()
+    };
+    match which {
+        FailedLoad::Reload => format!(
+            "{} of the master's {} reloads in this period did not load the configuration on disk (uretprobe ngx_init_cycle returned NULL{}) and none loaded after: nginx serves on with the configuration it had ({serving} workers running), so the change it was reloaded for is not in force",
+            l.reloads_failed,
+            l.reloads_failed + l.reloads_loaded,
+            when(l.last_reload_failed_unix_s)
+        ),
+        FailedLoad::Upgrade => format!(
+            "{} of {} binary upgrades in this period (USR2) failed: the new master, a child of the master running its binary file, did not load the configuration (uretprobe ngx_init_cycle returned NULL{}) and exited, and nothing loaded after: the old master serves on with the binary and configuration it had ({serving} workers running)",
+            l.upgrades_failed,
+            l.upgrades_failed + l.upgrades_loaded,
+            when(l.last_upgrade_failed_unix_s)
+        ),
+    }
 }
 
 /// `config_not_loaded` from `emerg` configuration lines alone, where loads are not
@@ -311,6 +351,39 @@ mod tests {
             }),
             ..Inputs::default()
         }
+    }
+
+    /// The master's reload loaded at 100 s; an upgrade's new master failed at `u`.
+    fn loads(u: f64) -> crate::model::reloads::ConfigLoadsReport {
+        crate::model::reloads::ConfigLoadsReport {
+            reloads_loaded: 1,
+            last_reload_loaded_unix_s: Some(100.0),
+            upgrades_failed: 1,
+            last_upgrade_failed_unix_s: Some(u),
+            others_failed: 3,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_failed_upgrade_is_said_as_one_unless_a_load_came_after_it() {
+        let mut inp = inputs(0, 0, 0, 2);
+        inp.config_loads = Some(loads(101.0));
+        let v = judge(&inp);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!(v[0].id, "config_not_loaded");
+        assert_eq!(v[0].evidence["upgrades_failed"], 1);
+        assert_eq!(v[0].evidence["reloads_failed"], 0);
+        assert!(v[0].advice.starts_with("1 of 1 binary upgrades in this period (USR2) failed: the new master, a child of the master running its binary file, did not load the configuration (uretprobe ngx_init_cycle returned NULL, the last at 1970-01-01 00:01:41 UTC) and exited, and nothing loaded after: the old master serves on with the binary and configuration it had (2 workers running); nginx's reason is not in the error log read (no emerg line in this period). Fix what they name, then reload or upgrade again"), "{}", v[0].advice);
+        // The reload at 100 s came after an upgrade that failed at 99 s: in force.
+        inp.config_loads = Some(loads(99.0));
+        assert!(judge(&inp).is_empty());
+        // Other processes' failures alone fire nothing.
+        inp.config_loads = Some(crate::model::reloads::ConfigLoadsReport {
+            others_failed: 3,
+            ..Default::default()
+        });
+        assert!(judge(&inp).is_empty());
     }
 
     #[test]

@@ -13,7 +13,11 @@
 //! bytes a poll, lines cut at [`MAX_LINE`] bytes, a backlog past
 //! [`MAX_BACKLOG`] skipped (and counted). The file is written by whoever can write it:
 //! lines are parsed, never kept. Only a line's level and class are counted; client
-//! addresses, URIs, hosts and everything else in a line are dropped at once.
+//! addresses, URIs, hosts and everything else in a line are dropped at once. One
+//! exception: the last 8 `[emerg]` lines (nginx's configuration errors; 300 bytes of
+//! message each, with the writer's pid) are held in memory, so that a measured failed
+//! configuration load can quote nginx's reason; only the one line of the process whose
+//! load failed reaches a report.
 //!
 //! Not read: `error_log` directives inside `http`/`server`/`location` blocks (their
 //! files look like access logs from /proc), `syslog:` and `stderr` targets.
@@ -22,8 +26,9 @@ use super::tail::{Polled, Tail};
 pub use super::tail::{MAX_BACKLOG, MAX_READ_PER_POLL};
 
 pub use super::error_log_classes::{
-    class, classify, message_class, Class, Group, CLASSES, LEVELS, MAX_LINE,
+    class, classify, emerg_line, message_class, Class, Group, CLASSES, LEVELS, MAX_LINE,
 };
+use crate::model::nginx_errors::{EmergLine, MAX_EMERG_KEPT};
 
 /// Counts by class, then by level index ([`LEVELS`]) (the model's type).
 pub use crate::model::error_classes::Counts;
@@ -62,6 +67,12 @@ pub struct ErrorLogReader {
     /// The worker pids of the crash lines read since attach (at most
     /// [`MAX_CRASH_PIDS`]), to be checked against the workers the kernel saw.
     pub crash_pids: Vec<u32>,
+    /// The last `[emerg]` lines read (at most `MAX_EMERG_KEPT`), each with its
+    /// number among the emerg lines read since attach.
+    emerg: std::collections::VecDeque<(u64, EmergLine)>,
+    /// `[emerg]` lines read since attach, and at the interval's start.
+    emerg_read: u64,
+    emerg_interval_base: u64,
 }
 
 /// Crash lines whose pid is kept for checking, at most.
@@ -101,6 +112,9 @@ impl ErrorLogReader {
             peers_interval_base: Default::default(),
             filter: Default::default(),
             crash_pids: Vec::new(),
+            emerg: Default::default(),
+            emerg_read: 0,
+            emerg_interval_base: 0,
         }
     }
 
@@ -125,9 +139,17 @@ impl ErrorLogReader {
         };
         let (counts, peers) = (&mut self.counts, &mut self.peers);
         let crash_pids = &mut self.crash_pids;
+        let (emerg, emerg_read) = (&mut self.emerg, &mut self.emerg_read);
         let mut line = |l: &[u8]| {
             if let Some((level, class)) = classify(l) {
                 counts.entry(class).or_insert([0; 8])[level] += 1;
+                if let Some(e) = (level == 0).then(|| emerg_line(l)).flatten() {
+                    *emerg_read += 1;
+                    if emerg.len() == MAX_EMERG_KEPT {
+                        emerg.pop_front();
+                    }
+                    emerg.push_back((*emerg_read, e));
+                }
                 if class == "worker_crashed" && crash_pids.len() < MAX_CRASH_PIDS {
                     crash_pids.extend(super::error_log_classes::exited_worker_pid(l));
                 }
@@ -168,6 +190,17 @@ impl ErrorLogReader {
         self.skipped_interval_base = self.tail.bytes_skipped;
         self.truncations_interval_base = self.tail.truncations;
         self.peers_interval_base = self.peers.clone();
+        self.emerg_interval_base = self.emerg_read;
+    }
+
+    /// The last `[emerg]` lines read since attach (`summary`) or in the interval,
+    /// oldest first, at most `MAX_EMERG_KEPT`.
+    pub fn emerg_lines(&self, summary: bool) -> Vec<EmergLine> {
+        self.emerg
+            .iter()
+            .filter(|(n, _)| summary || *n > self.emerg_interval_base)
+            .map(|(_, e)| e.clone())
+            .collect()
     }
 
     /// Counts since attach (`summary`) or since the interval started.
@@ -314,6 +347,48 @@ mod tests {
         ] {
             assert!(class(message_class(msg)).is_some(), "{msg}");
         }
+    }
+
+    #[test]
+    fn the_last_emerg_lines_are_held_bounded_with_their_pid_by_period() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("error.log");
+        let link = dir.path().join("fd2");
+        let mut f = std::fs::File::create(&log).unwrap();
+        std::os::unix::fs::symlink(&log, &link).unwrap();
+        let mut r = ErrorLogReader::at(link.to_string_lossy().into_owned());
+        r.poll();
+        let emerg =
+            |pid: u32, msg: &str| format!("2026/12/06 05:01:02 [emerg] {pid}#{pid}: {msg}\n");
+        f.write_all(emerg(7, "unknown directive \"x\" in /etc/nginx/nginx.conf:3").as_bytes())
+            .unwrap();
+        // Not emerg: not held.
+        f.write_all(b"2026/12/06 05:01:02 [alert] 7#7: something\n")
+            .unwrap();
+        r.poll();
+        assert_eq!(
+            r.emerg_lines(true),
+            vec![EmergLine {
+                pid: 7,
+                message: "unknown directive \"x\" in /etc/nginx/nginx.conf:3".into()
+            }]
+        );
+        r.start_interval();
+        assert!(r.emerg_lines(false).is_empty());
+        // Ten more, one overlong: the last 8 held, the message cut at 300 bytes.
+        for i in 0..9 {
+            f.write_all(emerg(8, &format!("bind() failed {i}")).as_bytes())
+                .unwrap();
+        }
+        f.write_all(emerg(9, &"é".repeat(400)).as_bytes()).unwrap();
+        r.poll();
+        let held = r.emerg_lines(false);
+        assert_eq!(held.len(), MAX_EMERG_KEPT);
+        assert_eq!(held[0].message, "bind() failed 2");
+        assert_eq!(held[7].pid, 9);
+        assert_eq!(held[7].message, "é".repeat(150));
+        assert_eq!(r.emerg_lines(true).len(), MAX_EMERG_KEPT);
     }
 
     #[test]

@@ -38,6 +38,34 @@ pub fn exited_worker_pid(line: &[u8]) -> Option<u32> {
 /// The level index and the message (after `PID#TID: ` and `*CID `) of an error-log
 /// line; None when it is no such line.
 fn level_and_message(line: &[u8]) -> Option<(usize, &str)> {
+    pid_level_message(line).map(|(_, level, msg)| (level, msg))
+}
+
+/// An `[emerg]` line's writer pid (nginx's `PID#TID` field, the pid in nginx's own pid
+/// namespace) and message, the message cut at [`MAX_EMERG_MESSAGE`] bytes (on a
+/// character boundary); None for any other line. nginx writes why a configuration did
+/// not load at this level. Pure.
+pub fn emerg_line(line: &[u8]) -> Option<crate::model::nginx_errors::EmergLine> {
+    let (pid, level, msg) = pid_level_message(line)?;
+    if level != 0 {
+        return None;
+    }
+    let mut end = msg.len().min(MAX_EMERG_MESSAGE);
+    while !msg.is_char_boundary(end) {
+        end -= 1;
+    }
+    Some(crate::model::nginx_errors::EmergLine {
+        pid,
+        message: msg[..end].to_string(),
+    })
+}
+
+/// Bytes of an `[emerg]` message kept by [`emerg_line`].
+pub const MAX_EMERG_MESSAGE: usize = 300;
+
+/// The writer's pid, the level index and the message (after `PID#TID: ` and `*CID `)
+/// of an error-log line; None when it is no such line.
+fn pid_level_message(line: &[u8]) -> Option<(u32, usize, &str)> {
     let line = std::str::from_utf8(line)
         .ok()
         .or_else(|| std::str::from_utf8(&line[..utf8_prefix(line)]).ok())?;
@@ -55,12 +83,18 @@ fn level_and_message(line: &[u8]) -> Option<(usize, &str)> {
     if !pidtid.bytes().all(|b| b.is_ascii_digit() || b == b'#') {
         return None;
     }
+    // 0 when unreadable (never a process's): the line is classified all the same.
+    let pid = pidtid
+        .split('#')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
     let mut msg = &rest[colon + 2..];
     if let Some(after) = msg.strip_prefix('*') {
         let digits = after.bytes().take_while(u8::is_ascii_digit).count();
         msg = after[digits..].trim_start();
     }
-    Some((level, msg))
+    Some((pid, level, msg))
 }
 
 /// The most an nginx error-log entry holds, bytes (`NGX_MAX_ERROR_STR`, 2048, with its

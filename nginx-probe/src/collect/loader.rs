@@ -166,6 +166,7 @@ fn load_object(
     let btf = crate::collect::btf::Btf::from_kernel();
     let (exit_off, exit_status) = exits::exit_code_offset(btf.as_ref());
     let lc = crate::collect::lifecycle::globals(btf.as_ref());
+    let load_parent_off = reloads::parent_offsets(btf.as_ref());
     let offsets = if fd_walk {
         btf.and_then(|b| crate::collect::btf::kernel_offsets(&b))
     } else {
@@ -192,6 +193,11 @@ fn load_object(
         .override_global(lc_names::LC_TASK_FLAGS_OFF, &lc.task_flags, true)
         .override_global(lc_names::LC_BYTES_RECEIVED_OFF, &lc.bytes_received, true)
         .override_global(lc_names::LC_RAW_OFF, &lc.raw_off, true)
+        .override_global(
+            nginx_probe_common::reloads::GLOBAL_PARENT_OFF,
+            &load_parent_off,
+            true,
+        )
         .map_max_entries(map::STATS, slots * SYSCALL_COUNT as u32)
         .map_max_entries(map::FREE_SLOTS, slots)
         .map_max_entries(map::REQUESTS, slots)
@@ -964,7 +970,10 @@ mod tests {
         let symbols: BTreeSet<&str> = elf.symbols().filter_map(|s| s.name().ok()).collect();
         for g in global::ALL
             .iter()
-            .chain([&nginx_probe_common::exits::GLOBAL_OFF])
+            .chain([
+                &nginx_probe_common::exits::GLOBAL_OFF,
+                &nginx_probe_common::reloads::GLOBAL_PARENT_OFF,
+            ])
             .chain(nginx_probe_common::lifecycle::names::GLOBALS)
         {
             assert!(symbols.contains(g), "global {g} missing from the object");

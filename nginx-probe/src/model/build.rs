@@ -249,14 +249,28 @@ pub fn report(
         exited_merged,
         detail,
         lifecycle,
-        config_loads: Some(
-            inputs
-                .config_loads
-                .report(inputs.now_unix_s - duration_s, p.summary),
-        ),
+        config_loads: Some(config_loads(inputs, duration_s, p.summary)),
         quic,
     };
     assemble(&p, parts, missing, end_reason)
+}
+
+/// The period's configuration loads, with nginx's reason for a failed one from its
+/// error log (the failed load's process's last `[emerg]` line, matched by pid).
+fn config_loads(
+    inputs: &PeriodInputs,
+    duration_s: f64,
+    summary: bool,
+) -> model::reloads::ConfigLoadsReport {
+    let mut c = inputs
+        .config_loads
+        .report(inputs.now_unix_s - duration_s, summary);
+    c.quote_emerg(
+        &inputs.nginx_errors.emerg_lines,
+        inputs.master_pid,
+        inputs.master_nspid.last().map(|&p| p as u32),
+    );
+    c
 }
 
 /// The counters of every worker of the period, the merged aggregate's included.
@@ -624,6 +638,7 @@ fn assemble(p: &Period, parts: Parts, missing: &[String], end_reason: Option<Str
         drops: drops(p),
         exited_merged: parts.exited_merged,
         nginx_errors: Some(nginx_errors_report(&inputs.nginx_errors)),
+        config_loads: parts.config_loads,
         cpu_quota: inputs.cpu_quota.map(|q| cpu_quota_report(&q, p.summary)),
         traced_syscalls: inputs
             .traced
@@ -639,7 +654,6 @@ fn assemble(p: &Period, parts: Parts, missing: &[String], end_reason: Option<Str
         end_reason,
         detail: parts.detail,
         lifecycle: parts.lifecycle,
-        config_loads: parts.config_loads,
         config: inputs.config.cloned(),
         connections,
         connections_not_traced: lc_meta

@@ -73,6 +73,26 @@ pub struct ErrorLogInputs<'a> {
     /// worker since attach, or one still running): not nginx's, left out of the crash
     /// counts.
     pub crash_lines_contradicted: u64,
+    /// The period's last `[emerg]` lines (at most [`MAX_EMERG_KEPT`]), oldest first:
+    /// held in memory for `config_not_loaded` to quote the one of the process whose
+    /// load failed (`reloads::ConfigLoadsReport::quote_emerg`), never reported whole.
+    pub emerg_lines: Vec<EmergLine>,
+}
+
+/// `[emerg]` lines the error-log reader holds, at most (the last ones).
+pub const MAX_EMERG_KEPT: usize = 8;
+
+/// One `[emerg]` line of nginx's error log as read: nginx writes there why a
+/// configuration did not load (`unknown directive "x" in /etc/nginx/nginx.conf:12`,
+/// `bind() to 0.0.0.0:80 failed (98: Address already in use)`). Not proven nginx's: a
+/// client can write lines into the error log.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EmergLine {
+    /// The writer's pid from the line's `PID#TID` field (the pid in nginx's own pid
+    /// namespace; 0 when unreadable).
+    pub pid: u32,
+    /// The message after `PID#TID: `, raw, cut at 300 bytes.
+    pub message: String,
 }
 
 /// The `nginx_errors` part of a report: counts by class with their directive and group,

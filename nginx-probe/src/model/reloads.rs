@@ -1,16 +1,19 @@
 //! Configuration loads since attach, measured in nginx's own code: the uretprobe on
 //! `ngx_init_cycle` (see `nginx_probe_common::reloads`) counts, per process running
 //! nginx's binary, the loads that returned a cycle and those that returned NULL.
-//! The master's are its reloads (SIGHUP); any other process's are an `nginx -t`, an
-//! `nginx -s <signal>` (both load the configuration before anything else), or a second
-//! master of the same binary (a binary upgrade's, another instance's). Read by
+//! The master's are its reloads (SIGHUP); a child of the master's are a binary
+//! upgrade's new master starting (USR2: nginx forks and execs its binary, which loads
+//! the configuration first; workers never load one; the parent is read in the
+//! uretprobe, `task_struct.real_parent`); any other process's are an `nginx -t`, an
+//! `nginx -s <signal>` (both load the configuration before anything else), or another
+//! master of the same binary file. Read by
 //! `collect::tracker` every refresh (500 ms). Pure: [`ConfigLoadHistory::observe`]
 //! turns one reading into events, [`ConfigLoadHistory::report`] picks a period's.
 //! Bounded: at most [`MAX_LOAD_EVENTS`] events kept one by one, the totals exact.
 
 use std::collections::{BTreeMap, VecDeque};
 
-use nginx_probe_common::reloads::ConfigLoads;
+use nginx_probe_common::reloads::{ConfigLoads, PARENT_UNKNOWN};
 use serde::{Deserialize, Serialize};
 
 /// Load events kept one by one (for interval reports); the totals since attach are
@@ -23,17 +26,39 @@ pub const SOURCE: &str = "uretprobe on ngx_init_cycle in nginx's binary (NULL: t
 /// One process's loads seen by one refresh.
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct LoadEvent {
+    /// The loading process (host pid).
+    tgid: u32,
     /// The refresh that saw them (seconds since the Unix epoch): what puts them in a
     /// period, so that a load just before a report's end falls in the next one, never
     /// in neither.
     seen_unix_s: f64,
-    by_master: bool,
+    by: Loader,
     loaded: u64,
     failed: u64,
     /// The last failed and the last successful return's own times (`bpf_ktime_get_ns()`
     /// on the wall clock), when there were such returns.
     failed_at: Option<f64>,
     loaded_at: Option<f64>,
+}
+
+/// Who loaded a configuration.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Loader {
+    /// The followed master: a reload.
+    Master,
+    /// A child of the master: a binary upgrade's new master.
+    Upgrade,
+    /// Any other process running the master's binary file.
+    Other,
+}
+
+/// Which load left the configuration on disk not in force.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailedLoad {
+    /// The master's reload (SIGHUP).
+    Reload,
+    /// A binary upgrade's new master (USR2), which exited.
+    Upgrade,
 }
 
 /// Configuration loads, by whom, in a period.
@@ -56,8 +81,38 @@ pub struct ConfigLoadsReport {
     /// When the last reload that loaded returned, seconds since the Unix epoch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_reload_loaded_unix_s: Option<f64>,
+    /// Binary upgrades (USR2) whose new master (a child of the master running its
+    /// binary file) loaded the configuration.
+    #[serde(default)]
+    pub upgrades_loaded: u64,
+    /// Binary upgrades whose new master did not load it (`ngx_init_cycle` returned
+    /// NULL): the new master exits and the old master serves on with the binary and
+    /// configuration it had. An upgrade to another binary file is not seen here.
+    #[serde(default)]
+    pub upgrades_failed: u64,
+    /// When the last such failed load returned, seconds since the Unix epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_upgrade_failed_unix_s: Option<f64>,
+    /// When the last such load that succeeded returned, seconds since the Unix epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_upgrade_loaded_unix_s: Option<f64>,
+    /// The process (host pid) of the period's last failed load by the master or an
+    /// upgrade's new master.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failed_pid: Option<u32>,
+    /// nginx's reason for that failure as its error log gives it: the period's last
+    /// `[emerg]` message written by that process (matched by the pid nginx writes: the
+    /// host pid, or the master's in its own pid namespace; an upgrade's new master in a
+    /// container is not matched), raw, at most 300 bytes. Not proven nginx's: a client
+    /// can write lines into the error log. Absent when no such line was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failed_emerg: Option<String>,
+    /// Why a binary upgrade's new master is not told from other processes, when it is
+    /// not (a load's parent could not be read): its loads are then among the others'.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upgrades_unknown: Option<String>,
     /// Loads by other processes running the master's binary file (`nginx -t`,
-    /// `nginx -s`, the new master of a binary upgrade, another master) that succeeded.
+    /// `nginx -s`, another master) that succeeded.
     /// Which configuration file each loaded is not known; runs of another binary file
     /// (one installed since the master started) are not seen.
     pub others_loaded: u64,
@@ -72,6 +127,9 @@ pub struct ConfigLoadsReport {
     pub others_unknown: Option<String>,
 }
 
+/// [`ConfigLoadsReport::upgrades_unknown`] when a load's parent was not read.
+pub const PARENT_NOT_READ: &str = "a loading process's parent was not read (task_struct.real_parent or tgid not in the kernel's BTF): a binary upgrade's new master is counted among the other processes";
+
 /// [`ConfigLoadsReport::others_unknown`] when the master's binary file was replaced.
 pub const BINARY_REPLACED: &str = "the master's binary file was replaced or deleted since it started (/proc/<master>/exe is `(deleted)`): nginx -t and nginx -s runs of the file now at its path are not seen";
 
@@ -82,34 +140,89 @@ impl ConfigLoadsReport {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
         };
-        if e.by_master {
-            self.reloads_loaded += e.loaded;
-            self.reloads_failed += e.failed;
-            self.last_reload_failed_unix_s = later(self.last_reload_failed_unix_s, e.failed_at);
-            self.last_reload_loaded_unix_s = later(self.last_reload_loaded_unix_s, e.loaded_at);
-        } else {
-            self.others_loaded += e.loaded;
-            self.others_failed += e.failed;
+        let last_failed = later(
+            self.last_reload_failed_unix_s,
+            self.last_upgrade_failed_unix_s,
+        );
+        if e.by != Loader::Other && e.failed_at.is_some() && e.failed_at > last_failed {
+            self.last_failed_pid = Some(e.tgid);
+        }
+        match e.by {
+            Loader::Master => {
+                self.reloads_loaded += e.loaded;
+                self.reloads_failed += e.failed;
+                self.last_reload_failed_unix_s = later(self.last_reload_failed_unix_s, e.failed_at);
+                self.last_reload_loaded_unix_s = later(self.last_reload_loaded_unix_s, e.loaded_at);
+            }
+            Loader::Upgrade => {
+                self.upgrades_loaded += e.loaded;
+                self.upgrades_failed += e.failed;
+                self.last_upgrade_failed_unix_s =
+                    later(self.last_upgrade_failed_unix_s, e.failed_at);
+                self.last_upgrade_loaded_unix_s =
+                    later(self.last_upgrade_loaded_unix_s, e.loaded_at);
+            }
+            Loader::Other => {
+                self.others_loaded += e.loaded;
+                self.others_failed += e.failed;
+            }
         }
     }
 
-    /// Whether the master's last reload of the period failed: no reload that loaded
-    /// came after it (a later one that loaded put a configuration in force).
-    pub fn last_reload_failed(&self) -> bool {
-        match (
-            self.last_reload_failed_unix_s,
+    /// The period's last load by the master or an upgrade's new master, when it failed
+    /// and none of theirs loaded after it (a later one that loaded put a configuration
+    /// in force): which it was. Other processes' loads count for nothing here.
+    pub fn last_load_failed(&self) -> Option<FailedLoad> {
+        let max = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        let loaded = max(
             self.last_reload_loaded_unix_s,
+            self.last_upgrade_loaded_unix_s,
+        );
+        let (which, failed) = match (
+            self.last_reload_failed_unix_s,
+            self.last_upgrade_failed_unix_s,
         ) {
-            (Some(f), Some(l)) => f > l,
-            (Some(_), None) => true,
-            _ => false,
-        }
+            (Some(r), Some(u)) if u > r => (FailedLoad::Upgrade, u),
+            (Some(r), _) => (FailedLoad::Reload, r),
+            (None, Some(u)) => (FailedLoad::Upgrade, u),
+            (None, None) => return None,
+        };
+        loaded.is_none_or(|l| failed > l).then_some(which)
+    }
+
+    /// Sets [`ConfigLoadsReport::last_failed_emerg`] from `lines` (the period's last
+    /// `[emerg]` lines, oldest first): the last one whose pid is the failed load's
+    /// process, or, when that process is the master (`master`, host pid), its pid in
+    /// its own namespace (`master_nspid`, `NSpid`'s last).
+    pub fn quote_emerg(
+        &mut self,
+        lines: &[crate::model::nginx_errors::EmergLine],
+        master: u32,
+        master_nspid: Option<u32>,
+    ) {
+        let Some(pid) = self.last_failed_pid else {
+            return;
+        };
+        let ns = master_nspid.filter(|_| pid == master);
+        self.last_failed_emerg = lines
+            .iter()
+            .rev()
+            .find(|l| l.pid == pid || Some(l.pid) == ns)
+            .map(|l| l.message.clone());
     }
 
     /// Whether any load was seen (or loads are unknown): the report then says so.
     pub fn worth_saying(&self) -> bool {
         self.unknown.is_some()
-            || self.reloads_loaded + self.reloads_failed + self.others_loaded + self.others_failed
+            || self.reloads_loaded
+                + self.reloads_failed
+                + self.upgrades_loaded
+                + self.upgrades_failed
+                + self.others_loaded
+                + self.others_failed
                 > 0
     }
 }
@@ -159,9 +272,20 @@ impl ConfigLoadHistory {
             if loaded + failed == 0 {
                 continue;
             }
+            let by = if tgid == master {
+                Loader::Master
+            } else if now.parent_tgid == master {
+                Loader::Upgrade
+            } else {
+                if now.parent_tgid == PARENT_UNKNOWN {
+                    self.totals.upgrades_unknown = Some(PARENT_NOT_READ.to_string());
+                }
+                Loader::Other
+            };
             let e = LoadEvent {
+                tgid,
                 seen_unix_s: now_unix_s,
-                by_master: tgid == master,
+                by,
                 loaded,
                 failed,
                 failed_at: (failed > 0).then(|| mono_to_unix(now.last_failed_ns)),
@@ -191,6 +315,7 @@ impl ConfigLoadHistory {
             source: SOURCE.to_string(),
             unknown: self.totals.unknown.clone(),
             others_unknown: self.totals.others_unknown.clone(),
+            upgrades_unknown: self.totals.upgrades_unknown.clone(),
             ..Default::default()
         };
         if summary {
@@ -216,6 +341,7 @@ mod tests {
             failed,
             last_failed_ns,
             last_loaded_ns: if loaded > 0 { 1_500_000_000 } else { 0 },
+            ..Default::default()
         }
     }
 
@@ -258,7 +384,8 @@ mod tests {
         );
         assert_eq!(i.last_reload_failed_unix_s, Some(1003.25));
         assert!(s.worth_saying());
-        assert!(s.last_reload_failed() && i.last_reload_failed());
+        assert_eq!(s.last_load_failed(), Some(FailedLoad::Reload));
+        assert_eq!(i.last_load_failed(), Some(FailedLoad::Reload));
         // An interval ending at 1003.9 missed the refresh at 1004.0: the failure is
         // in the next one (seen at 1004.0), never in neither.
         assert_eq!(h.report(1003.9, false).reloads_failed, 1);
@@ -268,6 +395,7 @@ mod tests {
             failed: 1,
             last_failed_ns: 4_250_000_000,
             last_loaded_ns: 5_500_000_000,
+            ..Default::default()
         };
         h.observe(
             10,
@@ -278,7 +406,7 @@ mod tests {
         let s = h.report(0.0, true);
         assert_eq!((s.reloads_loaded, s.reloads_failed), (2, 1));
         assert_eq!(s.last_reload_loaded_unix_s, Some(1004.5));
-        assert!(!s.last_reload_failed());
+        assert_eq!(s.last_load_failed(), None);
         assert_eq!(s.others_unknown, None);
         // The master's binary file replaced on disk: other processes' loads are not
         // all seen from then on, in every report.
@@ -291,6 +419,103 @@ mod tests {
             h.report(1004.0, false).others_unknown.as_deref(),
             Some(BINARY_REPLACED)
         );
+    }
+
+    #[test]
+    fn a_child_of_the_master_is_a_binary_upgrade_and_an_unread_parent_is_said() {
+        let mut h = ConfigLoadHistory::default();
+        let child = |loaded, failed, parent_tgid| ConfigLoads {
+            parent_tgid,
+            ..loads(loaded, failed, 3_000_000_000)
+        };
+        // The master (10) reloads at 1000.5; its child 20 (USR2) fails at 1002.0; an
+        // `nginx -t` from a shell (parent 5) fails too.
+        h.observe(
+            10,
+            Ok(vec![
+                (10, child(1, 0, 1)),
+                (20, child(0, 1, 10)),
+                (30, child(0, 1, 5)),
+            ]),
+            1003.0,
+            wall,
+        );
+        let s = h.report(0.0, true);
+        assert_eq!((s.upgrades_loaded, s.upgrades_failed), (0, 1));
+        assert_eq!((s.others_loaded, s.others_failed), (0, 1));
+        assert_eq!(s.reloads_loaded, 1);
+        assert_eq!(s.last_upgrade_failed_unix_s, Some(1002.0));
+        assert_eq!(s.last_load_failed(), Some(FailedLoad::Upgrade));
+        assert_eq!(s.upgrades_unknown, None);
+        assert!(s.worth_saying());
+        // A second upgrade (child 21) loads at 1004.5: in force again.
+        let ok = ConfigLoads {
+            last_loaded_ns: 5_500_000_000,
+            ..child(1, 0, 10)
+        };
+        h.observe(10, Ok(vec![(10, child(1, 0, 1)), (21, ok)]), 1005.0, wall);
+        let s = h.report(0.0, true);
+        assert_eq!((s.upgrades_loaded, s.upgrades_failed), (1, 1));
+        assert_eq!(s.last_load_failed(), None);
+        assert_eq!(h.report(1004.0, false).upgrades_loaded, 1);
+        // A parent not read: among the others, and said.
+        h.observe(
+            10,
+            Ok(vec![(40, child(0, 1, PARENT_UNKNOWN))]),
+            1006.0,
+            wall,
+        );
+        let s = h.report(0.0, true);
+        assert_eq!(s.others_failed, 2);
+        assert_eq!(s.upgrades_unknown.as_deref(), Some(PARENT_NOT_READ));
+        assert_eq!(
+            h.report(1005.5, false).upgrades_unknown.as_deref(),
+            Some(PARENT_NOT_READ)
+        );
+    }
+
+    #[test]
+    fn the_failed_load_s_emerg_line_is_quoted_by_its_pid() {
+        use crate::model::nginx_errors::EmergLine;
+        let line = |pid: u32, m: &str| EmergLine {
+            pid,
+            message: m.into(),
+        };
+        let mut h = ConfigLoadHistory::default();
+        // The master (host pid 10, pid 1 in its namespace) fails at 1001.5, its child
+        // 20 at 1002.0; a shell's nginx -t (30) later.
+        let l = |failed_ns, parent_tgid| ConfigLoads {
+            parent_tgid,
+            ..loads(0, 1, failed_ns)
+        };
+        h.observe(
+            10,
+            Ok(vec![
+                (10, l(2_500_000_000, 1)),
+                (20, l(3_000_000_000, 10)),
+                (30, l(4_000_000_000, 5)),
+            ]),
+            1004.0,
+            wall,
+        );
+        let lines = [
+            line(1, "master's reason"),
+            line(20, "child's reason"),
+            line(30, "nginx -t's reason"),
+        ];
+        let mut r = h.report(0.0, true);
+        assert_eq!(r.last_failed_pid, Some(20));
+        r.quote_emerg(&lines, 10, Some(1));
+        assert_eq!(r.last_failed_emerg.as_deref(), Some("child's reason"));
+        // Only the master fails: its line is found by its pid in its namespace.
+        let mut h = ConfigLoadHistory::default();
+        h.observe(10, Ok(vec![(10, l(2_500_000_000, 1))]), 1004.0, wall);
+        let mut r = h.report(0.0, true);
+        r.quote_emerg(&lines, 10, Some(1));
+        assert_eq!(r.last_failed_emerg.as_deref(), Some("master's reason"));
+        // No line of that process: nothing quoted.
+        r.quote_emerg(&lines[1..], 10, Some(1));
+        assert_eq!(r.last_failed_emerg, None);
     }
 
     #[test]

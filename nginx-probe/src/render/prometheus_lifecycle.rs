@@ -147,12 +147,14 @@ pub(super) const CONFIG_LOADS: Family = Family::report(
     "nginx_probe_config_loads_total",
     Counter,
     &["process", "result"],
-    "Configuration loads since attach (uretprobe on ngx_init_cycle in nginx's binary; NULL: the configuration did not load), by process: master (its reloads; a failed one leaves nginx serving the configuration it had) or other (nginx -t, nginx -s, a second master of the binary); absent when not measured.",
+    "Configuration loads since attach (uretprobe on ngx_init_cycle in nginx's binary; NULL: the configuration did not load), by process: master (its reloads; a failed one leaves nginx serving the configuration it had), upgrade (a binary upgrade's new master, USR2: a child of the master; a failed one exits and the old master serves on) or other (nginx -t, nginx -s, another master of the binary); absent when not measured.",
     |s, o| {
         if let Some(c) = s.report.config_loads.as_ref().filter(|c| c.unknown.is_none()) {
             for (process, result, n) in [
                 ("master", "loaded", c.reloads_loaded),
                 ("master", "failed", c.reloads_failed),
+                ("upgrade", "loaded", c.upgrades_loaded),
+                ("upgrade", "failed", c.upgrades_failed),
                 ("other", "loaded", c.others_loaded),
                 ("other", "failed", c.others_failed),
             ] {

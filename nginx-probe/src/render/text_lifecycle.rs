@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 use super::clock::clock;
 use crate::model::{
-    reloads::ConfigLoadsReport,
+    reloads::{ConfigLoadsReport, FailedLoad},
     worker_lifecycle::{signal_name, LifecycleReport, WorkerExit, WorkerState},
     Report,
 };
@@ -70,35 +70,84 @@ pub fn lifecycle_section(r: &Report) -> String {
 }
 
 /// The configuration loads of the period: the master's reloads that loaded and
-/// failed, and the other runs of nginx's binary (`nginx -t`, `nginx -s`).
+/// failed, a binary upgrade's new masters' (when there were any), and the other runs
+/// of nginx's binary (`nginx -t`, `nginx -s`).
 fn config_load_line(out: &mut String, c: &ConfigLoadsReport) {
     if let Some(why) = &c.unknown {
         let _ = writeln!(out, "  configuration loads: unknown ({why})");
         return;
     }
-    let utc = crate::model::clock::utc_datetime;
-    let last = match (c.last_reload_failed_unix_s, c.last_reload_loaded_unix_s) {
-        (Some(f), _) if c.last_reload_failed() => format!(
-            " (the last at {}, none loaded after: nginx serves on with the configuration it had)",
-            utc(f)
-        ),
-        (Some(f), Some(l)) => format!(
-            " (the last at {}; a reload at {} loaded after it)",
-            utc(f),
-            utc(l)
-        ),
-        _ => String::new(),
+    let reloads = failed_note(
+        c,
+        c.last_reload_failed_unix_s,
+        FailedLoad::Reload,
+        "nginx serves on with the configuration it had",
+    );
+    let upgrades = if c.upgrades_loaded + c.upgrades_failed > 0 {
+        format!(
+            "; binary upgrades' new masters (USR2, children of the master) {} loaded, {} failed{}",
+            c.upgrades_loaded,
+            c.upgrades_failed,
+            failed_note(
+                c,
+                c.last_upgrade_failed_unix_s,
+                FailedLoad::Upgrade,
+                "the new master exited and the old one serves on with the binary and configuration it had",
+            )
+        )
+    } else {
+        String::new()
     };
     let partial = c
         .others_unknown
         .as_ref()
         .map(|why| format!(" seen; not all are: {why}"))
         .unwrap_or_default();
+    let others = if c.upgrades_unknown.is_some() {
+        "nginx -t, nginx -s, a new or second master"
+    } else {
+        "nginx -t, nginx -s, another master"
+    };
     let _ = writeln!(
         out,
-        "  configuration loads (uretprobe ngx_init_cycle): the master's reloads {} loaded, {} failed{last}; other processes of its binary (nginx -t, nginx -s, a new or second master; which configuration file is not known) {} loaded, {} failed{partial}",
+        "  configuration loads (uretprobe ngx_init_cycle): the master's reloads {} loaded, {} failed{reloads}{upgrades}; other processes of its binary ({others}; which configuration file is not known) {} loaded, {} failed{partial}",
         c.reloads_loaded, c.reloads_failed, c.others_loaded, c.others_failed
     );
+}
+
+/// After a count of failed loads of kind `which` whose last returned at `failed_at`:
+/// when, and whether nothing loaded after it (`then`: what nginx does now) or what did.
+fn failed_note(
+    c: &ConfigLoadsReport,
+    failed_at: Option<f64>,
+    which: FailedLoad,
+    then: &str,
+) -> String {
+    let utc = crate::model::clock::utc_datetime;
+    let Some(f) = failed_at else {
+        return String::new();
+    };
+    if c.last_load_failed() == Some(which) {
+        return format!(" (the last at {}, none loaded after: {then})", utc(f));
+    }
+    let after = [
+        (c.last_reload_loaded_unix_s, "a reload"),
+        (
+            c.last_upgrade_loaded_unix_s,
+            "a binary upgrade's new master",
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(t, who)| t.filter(|t| *t > f).map(|t| (t, who)))
+    .max_by(|a, b| a.0.total_cmp(&b.0));
+    match after {
+        Some((l, who)) => format!(
+            " (the last at {}; {who} at {} loaded after it)",
+            utc(f),
+            utc(l)
+        ),
+        None => format!(" (the last at {})", utc(f)),
+    }
 }
 
 /// One line per reload generation still draining: its workers, since when, what they
@@ -213,7 +262,21 @@ mod tests {
             ..Default::default()
         });
         let text = lifecycle_section(&r);
-        assert!(text.contains("\n  configuration loads (uretprobe ngx_init_cycle): the master's reloads 1 loaded, 1 failed (the last at 2026-12-06 01:42:51 UTC, none loaded after: nginx serves on with the configuration it had); other processes of its binary (nginx -t, nginx -s, a new or second master; which configuration file is not known) 0 loaded, 2 failed\n"), "{text}");
+        assert!(text.contains("\n  configuration loads (uretprobe ngx_init_cycle): the master's reloads 1 loaded, 1 failed (the last at 2026-12-06 01:42:51 UTC, none loaded after: nginx serves on with the configuration it had); other processes of its binary (nginx -t, nginx -s, another master; which configuration file is not known) 0 loaded, 2 failed\n"), "{text}");
+        // A failed upgrade after it, then a reload that loaded; a parent not read.
+        r.config_loads = Some(ConfigLoadsReport {
+            reloads_loaded: 1,
+            last_reload_loaded_unix_s: Some(1_796_521_380.0),
+            upgrades_failed: 1,
+            last_upgrade_failed_unix_s: Some(1_796_521_371.5),
+            upgrades_unknown: Some("x".into()),
+            ..Default::default()
+        });
+        let text = lifecycle_section(&r);
+        assert!(text.contains("\n  configuration loads (uretprobe ngx_init_cycle): the master's reloads 1 loaded, 0 failed; binary upgrades' new masters (USR2, children of the master) 0 loaded, 1 failed (the last at 2026-12-06 01:42:51 UTC; a reload at 2026-12-06 01:43:00 UTC loaded after it); other processes of its binary (nginx -t, nginx -s, a new or second master; which configuration file is not known) 0 loaded, 0 failed\n"), "{text}");
+        r.config_loads.as_mut().unwrap().last_reload_loaded_unix_s = Some(1_796_521_300.0);
+        let text = lifecycle_section(&r);
+        assert!(text.contains(" 0 loaded, 1 failed (the last at 2026-12-06 01:42:51 UTC, none loaded after: the new master exited and the old one serves on with the binary and configuration it had);"), "{text}");
         r.config_loads = Some(ConfigLoadsReport {
             unknown: Some("no ngx_init_cycle".into()),
             ..Default::default()

@@ -4,7 +4,7 @@
 use std::{thread, time::Duration};
 
 use nginx_probe_tests::{
-    one_request_per_connection, total_accepts, workers, Nginx, NginxConfig, Probe,
+    events, one_request_per_connection, total_accepts, workers, Nginx, NginxConfig, Probe,
 };
 use nix::{
     sys::signal::{kill, Signal},
@@ -14,16 +14,6 @@ use serde_json::Value;
 
 fn signal(pid: u32, sig: Signal) {
     kill(Pid::from_raw(pid as i32), sig).unwrap_or_else(|e| panic!("kill {pid} {sig}: {e}"));
-}
-
-fn events(s: &Value, kind: &str) -> Vec<u64> {
-    s["events"]
-        .as_array()
-        .expect("events")
-        .iter()
-        .filter(|e| e["event"] == kind)
-        .map(|e| e["pid"].as_u64().unwrap())
-        .collect()
 }
 
 /// Waits until the master's worker set is `n` processes none of which is in `old`.
@@ -158,24 +148,8 @@ fn binary_upgrade_then_old_master_exit_gives_final_report_and_exit_0() {
     let old_master = ng.master_pid();
     let probe = Probe::pid(old_master).json().start();
     assert_eq!(one_request_per_connection(ng.addr(), 50), 50);
-    signal(old_master, Signal::SIGUSR2);
     // The new master writes logs/nginx.pid; the old one's moves to nginx.pid.oldbin.
-    let pid_file = ng.prefix.join("logs/nginx.pid");
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let new_master: u32 = loop {
-        if let Some(pid) = std::fs::read_to_string(&pid_file)
-            .ok()
-            .and_then(|s| s.trim().parse::<u32>().ok())
-            .filter(|&p| p != old_master)
-        {
-            break pid;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no new master after USR2"
-        );
-        thread::sleep(Duration::from_millis(20));
-    };
+    let new_master = ng.upgrade().expect("a new master after USR2");
     // Let the probe classify the new master, then retire the old one gracefully.
     thread::sleep(Duration::from_millis(1200));
     signal(old_master, Signal::SIGQUIT);

@@ -10,8 +10,8 @@ use std::{
 };
 
 use nginx_probe_tests::{
-    free_port, paced_requests, read_status, requests_reusing_connections, sum_workers, verdict,
-    CpuCgroup, Nginx, NginxConfig, Probe,
+    events, free_port, paced_requests, read_status, requests_reusing_connections, sum_workers,
+    verdict, CpuCgroup, Nginx, NginxConfig, Probe,
 };
 use serde_json::Value;
 
@@ -598,6 +598,7 @@ fn a_failed_reload_is_said_with_nginx_serving_on() {
     assert_eq!(v["evidence"]["emerg_lines"], 1, "{v}");
     assert_eq!(v["evidence"]["reloads_failed"], 1, "{v}");
     assert_eq!(v["evidence"]["workers_running"], before.len() as u64, "{v}");
+    assert_quotes_the_unknown_directive(&ng, v);
     let advice = v["advice"].as_str().unwrap();
     assert!(
         advice.starts_with("1 of the master's 2 reloads in this period did not load the configuration on disk (uretprobe ngx_init_cycle returned NULL, the last at "),
@@ -665,5 +666,95 @@ fn a_failed_nginx_t_or_a_fixed_reload_fire_nothing_nor_does_a_forged_emerg_line(
         verdict(&s, "config_not_loaded").is_none(),
         "{}",
         s["verdicts"]
+    );
+}
+
+/// A binary upgrade (USR2) to a configuration with an unknown directive: the new
+/// master, a child of the master running its binary file, writes its `[emerg]` line
+/// and exits, and the old master serves on. Measured as the upgrade's failed load
+/// (uretprobe `ngx_init_cycle` returning NULL in a child of the master), never as
+/// another process's: `config_not_loaded` says the upgrade failed. With the
+/// configuration fixed, a second USR2 starts a new master that loads it: counted as
+/// the upgrade's, and nothing fires.
+#[test]
+fn a_binary_upgrade_that_cannot_load_its_configuration_is_said_as_such() {
+    let ng = Nginx::start(&NginxConfig {
+        daemon: true,
+        ..NginxConfig::default()
+    });
+    let conf = ng.prefix.join("nginx.conf");
+    let text = std::fs::read_to_string(&conf).unwrap();
+    let before = ng.worker_pids();
+    let (s, log) = run(&ng, || {
+        std::fs::write(&conf, format!("{text}\nno_such_directive on;\n")).unwrap();
+        assert_eq!(ng.upgrade(), None, "the new master cannot load it");
+    });
+    assert_eq!(
+        log.lines()
+            .filter(|l| l.contains("[emerg]") && l.contains("no_such_directive"))
+            .count(),
+        1,
+        "{log}"
+    );
+    assert_eq!(ng.worker_pids(), before, "the old workers serve on");
+    let loads = &s["config_loads"];
+    assert_eq!(loads["upgrades_failed"], 1, "{loads}");
+    assert_eq!(loads["upgrades_loaded"], 0, "{loads}");
+    assert_eq!(loads["others_failed"], 0, "{loads}");
+    assert_eq!(loads["reloads_failed"], 0, "{loads}");
+    assert_eq!(events(&s, "new_master_failed").len(), 1, "{}", s["events"]);
+    let v = verdict(&s, "config_not_loaded").unwrap_or_else(|| panic!("{}", s["verdicts"]));
+    assert_eq!(v["evidence"]["upgrades_failed"], 1, "{v}");
+    assert_eq!(v["evidence"]["emerg_lines"], 1, "{v}");
+    assert_eq!(v["evidence"]["workers_running"], before.len() as u64, "{v}");
+    assert_quotes_the_unknown_directive(&ng, v);
+    let advice = v["advice"].as_str().unwrap();
+    assert!(
+        advice.starts_with("1 of 1 binary upgrades in this period (USR2) failed: the new master, a child of the master running its binary file, did not load the configuration (uretprobe ngx_init_cycle returned NULL, the last at "),
+        "{advice}"
+    );
+    let mut new_master = None;
+    let (s, _) = run(&ng, || {
+        std::fs::write(&conf, &text).unwrap();
+        new_master = ng.upgrade();
+    });
+    let new_master = new_master.expect("the fixed configuration's new master");
+    // Not the fixture's child: stopped here.
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(new_master as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    let loads = &s["config_loads"];
+    assert_eq!(loads["upgrades_loaded"], 1, "{loads}");
+    assert_eq!(loads["upgrades_failed"], 0, "{loads}");
+    assert_eq!(loads["others_loaded"], 0, "{loads}");
+    assert!(
+        verdict(&s, "config_not_loaded").is_none(),
+        "{}",
+        s["verdicts"]
+    );
+}
+
+/// `config_not_loaded` quotes nginx's own line for the failed load: the unknown
+/// directive appended to the configuration file, with the file and line nginx names.
+fn assert_quotes_the_unknown_directive(ng: &Nginx, v: &Value) {
+    let conf = ng.prefix.join("nginx.conf");
+    let n = std::fs::read_to_string(&conf)
+        .unwrap()
+        .lines()
+        .position(|l| l == "no_such_directive on;")
+        .expect("the directive in the file")
+        + 1;
+    let want = format!(
+        "unknown directive \"no_such_directive\" in {}:{n}",
+        conf.display()
+    );
+    assert_eq!(v["evidence"]["emerg_line"], want.as_str(), "{v}");
+    assert!(
+        v["advice"]
+            .as_str()
+            .unwrap()
+            .contains(&format!(" reads \"{want}\" (as read from the error log, not proven nginx's). Fix what they name")),
+        "{v}"
     );
 }

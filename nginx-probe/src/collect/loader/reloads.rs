@@ -9,6 +9,16 @@ use nginx_probe_common::reloads::{self, ConfigLoads};
 
 use super::Probe;
 
+/// The offsets of `task_struct.real_parent` and `task_struct.tgid` in the kernel's
+/// BTF for the uretprobe's `CONFIG_PARENT_OFF` global, so that a binary upgrade's new
+/// master (a child of the master) is told from other processes; `u64::MAX` each when
+/// unknown (the report then says so: `ConfigLoadsReport::upgrades_unknown`).
+pub(super) fn parent_offsets(btf: Result<&crate::collect::btf::Btf, &String>) -> [u64; 2] {
+    btf.ok()
+        .and_then(|b| crate::collect::btf::offsets_of(b, &reloads::PARENT_PATHS).ok())
+        .unwrap_or([u64::MAX; 2])
+}
+
 /// Processes read from the map at most (its size).
 const MAX_READ: usize = reloads::MAX_PROCESSES as usize;
 

@@ -38,6 +38,7 @@ impl Tracker {
                 None => (None, None),
             },
             crash_lines_contradicted: self.crash_lines_contradicted(),
+            emerg_lines: log.emerg_lines(summary),
         }
     }
 
