@@ -205,7 +205,13 @@ fn verdict_lines(out: &mut String, r: &Report) {
         let ev: Vec<String> = v
             .evidence
             .iter()
-            .map(|(k, val)| format!("{k}={val}"))
+            // A string as it is (the report is sanitized before rendering: its
+            // control characters are already shown as escapes), not JSON-escaped a
+            // second time (`\x1b` printed as `\\x1b`, `"` as `\"`).
+            .map(|(k, val)| match val {
+                serde_json::Value::String(s) => format!("{k}=\"{s}\""),
+                other => format!("{k}={other}"),
+            })
             .collect();
         let _ = writeln!(out, "      evidence: {}", ev.join(" "));
         let _ = writeln!(out, "      directives: {}", v.directives.join(", "));
@@ -409,6 +415,22 @@ mod tests {
             "+1.2s new nginx master 202 started under master 101 (binary upgrade, USR2); --all follows it as a master of its own, with its own summary, from the first /proc scan after master 101 exits; until then its workers are not traced"
         );
         assert!(!all.contains("--pid"), "{all}");
+    }
+
+    #[test]
+    fn evidence_strings_are_escaped_once_and_shown_as_read() {
+        let mut r = real_summary();
+        r.verdicts.truncate(1);
+        r.verdicts[0].evidence.insert(
+            "emerg_line".into(),
+            serde_json::json!("unknown directive \"x\" in /a\u{1b}[2J.conf:3"),
+        );
+        let text = render_text(&r, None, "");
+        assert!(
+            text.contains(" emerg_line=\"unknown directive \"x\" in /a\\x1b[2J.conf:3\" "),
+            "{text}"
+        );
+        assert!(!text.contains('\u{1b}'));
     }
 
     #[test]
