@@ -67,6 +67,10 @@ pub struct Tracker {
     ignored: BTreeSet<u32>,
     /// Children the kernel tracked whose title was still the master's at the last look.
     pending: BTreeSet<u32>,
+    /// Children of the master running nginx's binary, not yet titled: a binary
+    /// upgrade's new binary, loading its configuration. Said as a new master once
+    /// titled one, as a failed upgrade once gone.
+    upgrading: BTreeSet<u32>,
     /// Final stats of exited workers whose slots were recycled.
     finals: BTreeMap<u32, SlotStats>,
     /// Exited workers still reported one by one, oldest first.
@@ -178,6 +182,7 @@ impl Tracker {
             workers: BTreeMap::new(),
             ignored: BTreeSet::new(),
             pending: BTreeSet::new(),
+            upgrading: BTreeSet::new(),
             finals: BTreeMap::new(),
             exited_order: VecDeque::new(),
             merged: model::ZERO_SLOT,
@@ -305,8 +310,10 @@ impl Tracker {
     /// workers' fds and CPU time, the access logs, the workers' reload generations and
     /// nginx's listening sockets closed. Returns the events this call added.
     pub fn refresh(&mut self, probe: &mut Probe) -> Result<Vec<Event>, ProbeError> {
-        // 1. Children the kernel added on fork.
+        // 1. Children the kernel added on fork; a binary upgrade's new binary said
+        //    once it is a master or gone.
         self.adopt_forked(probe)?;
+        self.resolve_upgrades();
         // 2. Workers only /proc knows: those forked between the first scan and fork
         //    following being attached (the first refresh runs right after attach), or
         //    all new ones when fork following could not be attached. Scanning all of
@@ -357,12 +364,23 @@ impl Tracker {
         if crate::collect::target::exe_deleted(self.master.pid) {
             self.config_loads.binary_replaced();
         }
+        let loads = probe.config_loads().map_err(str::to_string);
+        // Processes gone since (not the master): their entries are dropped once read.
+        let gone: Vec<u32> = loads
+            .iter()
+            .flatten()
+            .map(|(tgid, _)| *tgid)
+            .filter(|&t| {
+                t != self.master.pid && matches!(crate::collect::target::alive(t), Ok(false))
+            })
+            .collect();
         self.config_loads.observe(
             self.master.pid,
-            probe.config_loads(),
+            loads.as_deref().map_err(String::as_str),
             unix_now(),
             mono_to_unix,
         );
+        probe.forget_config_loads(&gone);
         if self.log_files_at_attach.is_none() && !self.log_fds.is_empty() {
             self.log_files_at_attach = Some(self.log_files());
         }

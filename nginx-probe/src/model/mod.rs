@@ -489,12 +489,14 @@ pub enum EventKind {
     WorkerStarted,
     /// A worker exited; its counts stay in the report.
     WorkerExited,
-    /// A new master was forked under ours (binary upgrade, USR2).
+    /// A new master was forked under ours (binary upgrade, USR2): the master's child
+    /// running nginx's binary, once `/proc` titles it a master (nginx does after its
+    /// configuration loaded).
     NewMaster,
-    /// A binary upgrade that failed: a child of the master exited with code 1 before
-    /// it was titled a worker (nginx exits 1 when `execve()` of the new binary fails,
-    /// and the new binary exits 1 when it cannot start; a worker that fails to start
-    /// exits 2). Neither a worker nor a master: not counted as one.
+    /// A binary upgrade that failed: a child of the master exited before it was titled
+    /// a worker or a master (nginx exits 1 when `execve()` of the new binary fails, and
+    /// the new binary exits 1 when its configuration does not load; a worker that fails
+    /// to start exits 2). Neither a worker nor a master: not counted as one.
     NewMasterFailed,
     /// Exporter mode attached to this master after the previous one exited.
     MasterRestart,

@@ -245,7 +245,7 @@ impl ConfigLoadHistory {
     pub fn observe(
         &mut self,
         master: u32,
-        loads: Result<Vec<(u32, ConfigLoads)>, &str>,
+        loads: Result<&[(u32, ConfigLoads)], &str>,
         now_unix_s: f64,
         mono_to_unix: impl Fn(u64) -> f64,
     ) {
@@ -258,7 +258,7 @@ impl ConfigLoadHistory {
         };
         self.totals.unknown = None;
         let seen: std::collections::BTreeSet<u32> = loads.iter().map(|(t, _)| *t).collect();
-        for (tgid, now) in loads {
+        for &(tgid, now) in loads {
             let before = self.last.get(&tgid).copied().unwrap_or_default();
             let (before_loaded, before_failed) =
                 if now.loaded < before.loaded || now.failed < before.failed {
@@ -353,18 +353,18 @@ mod tests {
     #[test]
     fn the_master_s_failed_reloads_are_told_from_nginx_t_runs() {
         let mut h = ConfigLoadHistory::default();
-        h.observe(10, Ok(vec![]), 1000.0, wall);
+        h.observe(10, Ok(&[]), 1000.0, wall);
         // A reload that loaded, then `nginx -t` (pid 77) failing at 1001.5.
         h.observe(
             10,
-            Ok(vec![(10, loads(1, 0, 0)), (77, loads(0, 1, 2_500_000_000))]),
+            Ok(&[(10, loads(1, 0, 0)), (77, loads(0, 1, 2_500_000_000))]),
             1002.0,
             wall,
         );
         // The master's reload fails at 1003.25; its entry keeps the load before.
         h.observe(
             10,
-            Ok(vec![
+            Ok(&[
                 (10, loads(1, 1, 4_250_000_000)),
                 (77, loads(0, 1, 2_500_000_000)),
             ]),
@@ -399,7 +399,7 @@ mod tests {
         };
         h.observe(
             10,
-            Ok(vec![(10, fixed), (77, loads(0, 1, 2_500_000_000))]),
+            Ok(&[(10, fixed), (77, loads(0, 1, 2_500_000_000))]),
             1005.0,
             wall,
         );
@@ -432,7 +432,7 @@ mod tests {
         // `nginx -t` from a shell (parent 5) fails too.
         h.observe(
             10,
-            Ok(vec![
+            Ok(&[
                 (10, child(1, 0, 1)),
                 (20, child(0, 1, 10)),
                 (30, child(0, 1, 5)),
@@ -453,18 +453,13 @@ mod tests {
             last_loaded_ns: 5_500_000_000,
             ..child(1, 0, 10)
         };
-        h.observe(10, Ok(vec![(10, child(1, 0, 1)), (21, ok)]), 1005.0, wall);
+        h.observe(10, Ok(&[(10, child(1, 0, 1)), (21, ok)]), 1005.0, wall);
         let s = h.report(0.0, true);
         assert_eq!((s.upgrades_loaded, s.upgrades_failed), (1, 1));
         assert_eq!(s.last_load_failed(), None);
         assert_eq!(h.report(1004.0, false).upgrades_loaded, 1);
         // A parent not read: among the others, and said.
-        h.observe(
-            10,
-            Ok(vec![(40, child(0, 1, PARENT_UNKNOWN))]),
-            1006.0,
-            wall,
-        );
+        h.observe(10, Ok(&[(40, child(0, 1, PARENT_UNKNOWN))]), 1006.0, wall);
         let s = h.report(0.0, true);
         assert_eq!(s.others_failed, 2);
         assert_eq!(s.upgrades_unknown.as_deref(), Some(PARENT_NOT_READ));
@@ -490,7 +485,7 @@ mod tests {
         };
         h.observe(
             10,
-            Ok(vec![
+            Ok(&[
                 (10, l(2_500_000_000, 1)),
                 (20, l(3_000_000_000, 10)),
                 (30, l(4_000_000_000, 5)),
@@ -509,7 +504,7 @@ mod tests {
         assert_eq!(r.last_failed_emerg.as_deref(), Some("child's reason"));
         // Only the master fails: its line is found by its pid in its namespace.
         let mut h = ConfigLoadHistory::default();
-        h.observe(10, Ok(vec![(10, l(2_500_000_000, 1))]), 1004.0, wall);
+        h.observe(10, Ok(&[(10, l(2_500_000_000, 1))]), 1004.0, wall);
         let mut r = h.report(0.0, true);
         r.quote_emerg(&lines, 10, Some(1));
         assert_eq!(r.last_failed_emerg.as_deref(), Some("master's reason"));
@@ -534,9 +529,9 @@ mod tests {
         );
         assert!(r.worth_saying());
         let mut h = ConfigLoadHistory::default();
-        h.observe(10, Ok(vec![(50, loads(0, 3, 1))]), 1.0, wall);
+        h.observe(10, Ok(&[(50, loads(0, 3, 1))]), 1.0, wall);
         // pid 50 reused by a new `nginx -t` whose entry starts again.
-        h.observe(10, Ok(vec![(50, loads(1, 0, 0))]), 2.0, wall);
+        h.observe(10, Ok(&[(50, loads(1, 0, 0))]), 2.0, wall);
         let r = h.report(0.0, true);
         assert_eq!((r.others_loaded, r.others_failed), (1, 3));
         assert!(!ConfigLoadsReport::default().worth_saying());

@@ -25,7 +25,7 @@ pub fn event_line(ev: &Event, master: u32, all: bool) -> String {
             ev.t_s, ev.pid, ev.pid
         ),
         EventKind::NewMasterFailed => format!(
-            "+{:.1}s a binary upgrade failed: master {master}'s child {} exited with code 1 before it became a master or a worker (nginx's error log says why: execve() failed, or the new binary could not start)",
+            "+{:.1}s a binary upgrade failed: master {master}'s child {} exited before it became a master or a worker (execve() of the new binary failed, or its configuration did not load: the configuration loads line and nginx's error log say which)",
             ev.t_s, ev.pid
         ),
         EventKind::MasterRestart => format!(

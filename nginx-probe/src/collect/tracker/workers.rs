@@ -49,9 +49,11 @@ impl Tracker {
                     // The master's child running nginx but not yet titled: the new
                     // binary of a USR2 upgrade between its execve() and its title
                     // (ngx_execute_proc; workers and cache processes are forked, never
-                    // exec'd, and keep the master's title until they retitle).
+                    // exec'd, and keep the master's title until they retitle). It
+                    // titles itself master once its configuration loaded, and exits
+                    // when it did not: said then (`resolve_upgrades`).
                     self.let_go(probe, tgid, slot)?;
-                    self.event(EventKind::NewMaster, tgid);
+                    self.upgrading.insert(tgid);
                 }
                 Some(_) => {
                     // Cache manager/loader: not a worker.
@@ -80,6 +82,29 @@ impl Tracker {
             }
         }
         Ok(())
+    }
+
+    /// Says what became of each binary upgrade's new binary seen before its title: a
+    /// new master once `/proc` titles it one (nginx does after its configuration
+    /// loaded), a failed upgrade once it is gone or a zombie (it exits when its
+    /// configuration did not load: `ngx_init_cycle` returned NULL); still loading, it
+    /// is looked at again next refresh. An unreadable `/proc` entry is no fact: looked
+    /// at again too.
+    pub(super) fn resolve_upgrades(&mut self) {
+        let upgrading: Vec<u32> = self.upgrading.iter().copied().collect();
+        for tgid in upgrading {
+            let kind = match target::role_of(tgid) {
+                Ok(Some((Role::Master, _))) => EventKind::NewMaster,
+                Ok(None) => EventKind::NewMasterFailed,
+                Ok(Some(_)) => continue,
+                Err(e) => {
+                    self.proc_error(&e);
+                    continue;
+                }
+            };
+            self.upgrading.remove(&tgid);
+            self.event(kind, tgid);
+        }
     }
 
     /// Stops following a child that is no worker (a new master, a cache process): out
