@@ -232,8 +232,9 @@ pub fn config_not_loaded(inp: &Inputs, out: &mut Vec<Verdict>) {
             FailedLoad::Reload => "a reload",
             FailedLoad::Upgrade => "a new master's load",
         };
+        let lines = if all_emerg == 1 { "line" } else { "lines" };
         format!(
-            "its error log holds {all_emerg} emerg lines from this period, where nginx writes why {what} failed (nginx -t runs and other writers can add lines there too)"
+            "its error log holds {all_emerg} emerg {lines} from this period, where nginx writes why {what} failed (nginx -t runs and other writers can add lines there too)"
         )
     };
     evidence.insert("reloads_failed", serde_json::json!(l.reloads_failed));
