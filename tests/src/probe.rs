@@ -415,6 +415,15 @@ impl ProbeRun {
         );
     }
 
+    /// Every stderr line the probe wrote so far (read without waiting), joined by
+    /// newlines; kept in `stderr` too.
+    pub fn stderr_so_far(&mut self) -> String {
+        while let Ok(line) = self.stderr_lines.try_recv() {
+            self.stderr.push(line);
+        }
+        self.stderr.join("\n")
+    }
+
     /// Whether the probe is still running.
     pub fn is_running(&mut self) -> bool {
         self.child

@@ -99,12 +99,12 @@ pub async fn run(args: TraceArgs) -> Result<(), ProbeError> {
         let end_reason = session.event_loop().await?;
         // Exporter mode: a master that exits is waited for, not the end of the run.
         let reattach = session.master_exited && args.listen.is_some();
-        let old = session.master.pid;
+        let old = session.master.clone();
         carry = session.finish(end_reason, reattach).await?;
         if !reattach {
             break;
         }
-        match next_master(&args, old, &mut carry).await {
+        match next_master(&args, &old, &mut carry).await {
             Some(m) => master = m,
             None => break,
         }
@@ -185,14 +185,26 @@ pub(super) async fn deadline_of(until: Option<tokio::time::Instant>) {
 
 /// Exporter mode, after master `old` exited: says so, waits for a new master
 /// ([`wait_for_master`]) and counts the restart. None when the run ends first.
-async fn next_master(args: &TraceArgs, old: u32, carry: &mut Carry) -> Option<Master> {
+async fn next_master(args: &TraceArgs, old: &Master, carry: &mut Carry) -> Option<Master> {
     if let Some(path) = &args.record {
         warn!(
-            "the recording {} ended with master {old}; later masters are served on /metrics only",
-            path.display()
+            "the recording {} ended with master {}; later masters are served on /metrics only",
+            path.display(),
+            old.pid
         );
     }
-    eprintln!("nginx-probe: nginx master {old} exited; waiting for a new master (exporter mode)");
+    let which = if args.pid.is_some() {
+        format!(
+            "a new master titled as it was (`{}`, the same nginx started again; --pid)",
+            safe::bounded(&old.title, 200)
+        )
+    } else {
+        "a new master".to_string()
+    };
+    eprintln!(
+        "nginx-probe: nginx master {} exited; waiting for {which} (exporter mode)",
+        old.pid
+    );
     let m = wait_for_master(args, old, carry).await?;
     carry.restarts += 1;
     eprintln!(
@@ -200,6 +212,33 @@ async fn next_master(args: &TraceArgs, old: u32, carry: &mut Carry) -> Option<Ma
         m.pid, carry.restarts
     );
     Some(m)
+}
+
+/// The master that replaces `old` in exporter mode. With `--pid` (a given master, not
+/// discovery): the one live master titled as `old` was (`/proc/<pid>/cmdline`: the
+/// same nginx started again, or a binary upgrade's new master once the old one
+/// exited), never another nginx of the host; else discovery, as at start.
+fn replacement(args: &TraceArgs, old: &Master) -> Result<Master, ProbeError> {
+    if args.pid.is_none() {
+        return find_master(args);
+    }
+    let same: Vec<u32> = crate::collect::masters::scan()
+        .into_iter()
+        .filter(|&p| p != old.pid)
+        .filter(|&p| target::validate_master(p).is_ok_and(|m| m.title == old.title))
+        .collect();
+    match same.as_slice() {
+        [one] => target::validate_master(*one),
+        [] => Err(ProbeError::Discovery(DiscoveryError::NoMaster {
+            pid_file: "-".into(),
+        })),
+        several => Err(ProbeError::Discovery(DiscoveryError::SeveralMasters {
+            masters: several
+                .iter()
+                .map(|p| format!("{p} `{}`", safe::bounded(&old.title, 200)))
+                .collect(),
+        })),
+    }
 }
 
 /// SIGINT, SIGTERM and SIGHUP, which end a run (in that order).
@@ -216,7 +255,7 @@ pub(super) fn end_signals() -> std::io::Result<[tokio::signal::unix::Signal; 3]>
 /// Exporter mode between masters: looks for a new master every 500 ms (the pid file,
 /// else the only master in /proc) while answering scrapes with the probe's own metrics
 /// and `nginx_probe_attached 0`. None when a signal or --duration ends the run first.
-async fn wait_for_master(args: &TraceArgs, old: u32, carry: &mut Carry) -> Option<Master> {
+async fn wait_for_master(args: &TraceArgs, old: &Master, carry: &mut Carry) -> Option<Master> {
     let Ok([mut sigint, mut sigterm, mut sighup]) = end_signals() else {
         return None;
     };
@@ -239,8 +278,8 @@ async fn wait_for_master(args: &TraceArgs, old: u32, carry: &mut Carry) -> Optio
                 };
                 let _ = reply.send(prometheus::render_waiting(&extras));
             }
-            _ = poll.tick() => match find_master(args) {
-                Ok(m) if m.pid != old => return Some(m),
+            _ = poll.tick() => match replacement(args, old) {
+                Ok(m) if m.pid != old.pid => return Some(m),
                 Err(ProbeError::Discovery(e @ DiscoveryError::SeveralMasters { .. })) if !said_several => {
                     warn!("{e}; waiting until one is left");
                     said_several = true;

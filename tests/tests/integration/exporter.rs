@@ -104,6 +104,47 @@ fn exporter_mode_follows_nginx_through_a_restart_and_counts_the_new_master_exact
     );
 }
 
+/// Exporter mode with `--pid A`: when A exits, the probe waits for A's nginx started
+/// again (a master titled as A was), never another nginx of the host: with B running
+/// alone meanwhile, nothing is attached; A started again is.
+#[test]
+fn exporter_mode_with_pid_waits_for_that_nginx_not_another() {
+    let mut a = Nginx::start(&NginxConfig::default());
+    let b = Nginx::start(&NginxConfig::default());
+    let port = free_port();
+    let first = a.master_pid();
+    let mut probe = Probe::pid(first).listen(port).json().summary_only().start();
+    scrape_when_attached_to(port, first);
+    a.stop();
+    probe.wait_for_stderr(
+        &format!("nginx master {first} exited; waiting for a new master titled as it was"),
+        Duration::from_secs(10),
+    );
+    // Three polls with B the only master in /proc: not B's.
+    std::thread::sleep(Duration::from_millis(1600));
+    assert!(
+        !probe.stderr_so_far().contains("found (restart 1)"),
+        "attached to another nginx (B is {}): {}",
+        b.master_pid(),
+        probe.stderr_so_far()
+    );
+    let again = a.restart();
+    probe.wait_for_stderr(
+        &format!("new nginx master {again} found (restart 1)"),
+        Duration::from_secs(20),
+    );
+    probe.wait_for_stderr("Hit Ctrl-C to end.", Duration::from_secs(30));
+    scrape_when_attached_to(port, again);
+    const M: usize = 33;
+    assert_eq!(one_request_per_connection(a.addr(), M), M);
+    let out = probe.stop_with(Signal::SIGTERM);
+    assert!(out.status.success(), "{out:?}");
+    let last: serde_json::Value =
+        serde_json::from_str(out.stdout.lines().last().expect("a summary")).unwrap();
+    assert_eq!(last["master_pid"], again);
+    assert_eq!(nginx_probe_tests::total_accepts(&last), M as u64);
+}
+
 #[test]
 fn without_listen_the_probe_still_exits_when_the_master_exits() {
     let mut ng = Nginx::start(&NginxConfig::default());
