@@ -64,8 +64,9 @@ pub struct ErrorLogReader {
     peers_interval_base: super::error_log_peers::PeerCounts,
     /// Lines held until no later line shows a request wrote them.
     filter: super::error_log_classes::EntryFilter,
-    /// The worker pids of the crash lines read since attach (at most
-    /// [`MAX_CRASH_PIDS`]), to be checked against the workers the kernel saw.
+    /// The distinct worker pids of the crash lines read since attach (at most
+    /// [`MAX_CRASH_PIDS`]), to be checked against the workers the kernel saw: only a
+    /// pid the check confirms is a crash (see `Tracker::crash_lines_contradicted`).
     pub crash_pids: Vec<u32>,
     /// The last `[emerg]` lines read (at most `MAX_EMERG_KEPT`), each with its
     /// number among the emerg lines read since attach.
@@ -151,7 +152,13 @@ impl ErrorLogReader {
                     emerg.push_back((*emerg_read, e));
                 }
                 if class == "worker_crashed" && crash_pids.len() < MAX_CRASH_PIDS {
-                    crash_pids.extend(super::error_log_classes::exited_worker_pid(l));
+                    // Distinct pids: a worker crashes once; lines repeating a pid, or
+                    // beyond the bound, are never counted as crashes.
+                    if let Some(pid) = super::error_log_classes::exited_worker_pid(l)
+                        .filter(|p| !crash_pids.contains(p))
+                    {
+                        crash_pids.push(pid);
+                    }
                 }
                 if super::error_log_classes::class(class)
                     .is_some_and(|c| c.group == Group::Upstream)

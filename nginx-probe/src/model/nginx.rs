@@ -131,9 +131,11 @@ pub struct ProcessHistoryReport {
     /// run).
     #[serde(default)]
     pub workers_crashed_since_attach: u64,
-    /// Crash lines written since attach that name no worker the kernel saw exit (no
-    /// such worker since attach, or one still running): not nginx's (a client can
-    /// write lines into the error log); left out of the two counts above.
+    /// Crash lines written since attach that are no confirmed crash: naming no worker
+    /// the kernel saw exit (no such worker since attach, one still running, one that
+    /// exited with a code), repeating a pid already counted, or beyond the 64 distinct
+    /// pids checked: not nginx's (a client can write lines into the error log); left
+    /// out of the two counts above.
     #[serde(default, skip_serializing_if = "crate::model::is_zero")]
     pub crash_lines_contradicted: u64,
     /// `worker process N exited on signal S` lines since the master's start, S any

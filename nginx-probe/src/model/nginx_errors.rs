@@ -69,9 +69,9 @@ pub struct ErrorLogInputs<'a> {
     /// The master's soft and hard open-files limits (`/proc/<master>/limits`, Max open
     /// files), read when the report is built; None when unlimited or unreadable.
     pub master_nofile: (Option<u64>, Option<u64>),
-    /// Crash lines read since attach that name no worker the kernel saw exit (no such
-    /// worker since attach, or one still running): not nginx's, left out of the crash
-    /// counts.
+    /// Crash lines read since attach that are no confirmed crash (naming no worker the
+    /// kernel saw exit, repeating a pid already counted, or beyond the pids checked):
+    /// not nginx's, left out of the crash counts.
     pub crash_lines_contradicted: u64,
     /// The period's last `[emerg]` lines (at most [`MAX_EMERG_KEPT`]), oldest first:
     /// held in memory for `config_not_loaded` to quote the one of the process whose

@@ -42,15 +42,24 @@ impl Tracker {
         }
     }
 
-    /// Crash lines read since attach (`worker process N exited on signal S`) whose N
-    /// is no worker the tracker saw since attach (by host pid or the pid in nginx's own
-    /// namespace, `NSpid`), a worker still running (`/proc/<pid>`), or one the kernel
-    /// saw exit with a code and no signal (`sched_process_exit`: a graceful exit after
-    /// a reload, say): nginx's master writes the line after reaping a worker a signal
-    /// killed, so such a line is not nginx's (a client can write lines into the error
-    /// log).
+    /// Crash lines read since attach (`worker process N exited on signal S`) that are
+    /// not a confirmed crash: every line but one per distinct N that is a worker the
+    /// tracker saw since attach (by host pid or the pid in nginx's own namespace,
+    /// `NSpid`), no longer running (`/proc/<pid>`), and not seen by the kernel to exit
+    /// with a code and no signal (`sched_process_exit`: a graceful exit after a
+    /// reload, say). nginx's master writes the line once, after reaping a worker a
+    /// signal killed; a client can write lines into the error log, so a line naming
+    /// no such worker, repeating a pid already counted, or beyond the
+    /// [`crate::collect::error_log::MAX_CRASH_PIDS`] pids checked is not nginx's crash.
     fn crash_lines_contradicted(&self) -> u64 {
-        self.error_log
+        let lines: u64 = self
+            .error_log
+            .counts(true)
+            .get("worker_crashed")
+            .map(|l| l.iter().sum())
+            .unwrap_or(0);
+        let confirmed = self
+            .error_log
             .crash_pids
             .iter()
             .filter(|&&p| {
@@ -59,20 +68,21 @@ impl Tracker {
                     .values()
                     .find(|w| w.pid == p || w.nspid.last().is_some_and(|&n| n as u32 == p));
                 match w {
-                    None => true,
+                    None => false,
                     Some(w) if w.alive => {
-                        std::path::Path::new(&format!("/proc/{}", w.pid)).exists()
+                        !std::path::Path::new(&format!("/proc/{}", w.pid)).exists()
                     }
                     // The kernel's exit record (sched_process_exit): an exit with a
                     // code, no signal, is no crash.
-                    Some(w) => self
+                    Some(w) => !self
                         .lifecycle
                         .of(w.pid)
                         .exit
                         .is_some_and(|e| e.signal.is_none() && e.code.is_some()),
                 }
             })
-            .count() as u64
+            .count() as u64;
+        lines.saturating_sub(confirmed)
     }
 }
 
