@@ -44,6 +44,13 @@ fn all_closes(t: &PortLifecycle) -> u64 {
     t.closed_by_nginx + t.closed_by_worker_exit + t.closed_by_client + t.closed_by_reset
 }
 
+/// Whether the clients closed most connections of the period first (tracepoint
+/// `sock:inet_sock_set_state`): then nginx's keepalive settings did not close them.
+/// False when no close was counted.
+pub fn clients_closed_most(inp: &Inputs) -> bool {
+    closes(inp).is_some_and(|t| t.closed_by_client * 2 > all_closes(&t))
+}
+
 /// Who closed first, measured: (`closed_by` evidence, the sentence for the advice);
 /// None when no close was counted (then who closes is unknown).
 pub fn who_closed(inp: &Inputs) -> Option<(serde_json::Value, String)> {

@@ -458,6 +458,8 @@ fn connects_retried(inp: &Inputs, top: &Top) -> Option<serde_json::Value> {
 /// mean below any N: more than 1% of them and the mean says nothing (no verdict). When
 /// abandoned handshakes are counted only in the detail windows, their count over the
 /// windows' coverage stands in for the period's (it only ever holds the verdict back).
+/// Ruled out by what is measured: the clients closing most connections first, or a
+/// configuration (read) whose keepalive_requests is nowhere N.
 pub fn keepalive_requests_low(inp: &Inputs, out: &mut Vec<Verdict>) {
     let Some(requests) = inp.requests.filter(|_| inp.accepts_known()) else {
         return;
@@ -493,6 +495,27 @@ pub fn keepalive_requests_low(inp: &Inputs, out: &mut Vec<Verdict>) {
     if slack > KEEPALIVE_REQUESTS_MAX_SLACK || (per_conn - n as f64).abs() > slack {
         return;
     }
+    // nginx's keepalive_requests closes the connection itself: when the clients closed
+    // most connections first (measured), they sent their N requests and left.
+    if super::conn_verdicts::clients_closed_most(inp) {
+        return;
+    }
+    // The configuration read: no keepalive_requests in force is N (a value on disk,
+    // possibly not loaded, rules nothing out).
+    let configured = inp.config.as_ref().map(|cfg| {
+        cfg.everywhere("keepalive_requests")
+            .filter(|v| v.not_loaded || v.value.trim().parse::<u64>() == Ok(n))
+            .map(|v| v.quoted())
+            .collect::<Vec<_>>()
+    });
+    if configured.as_ref().is_some_and(Vec::is_empty)
+        && inp
+            .config
+            .as_ref()
+            .is_some_and(|c| c.everywhere("keepalive_requests").next().is_some())
+    {
+        return;
+    }
     let mut evidence = BTreeMap::new();
     evidence.insert("accepts", serde_json::json!(accepts));
     evidence.insert("requests", serde_json::json!(requests));
@@ -508,9 +531,15 @@ pub fn keepalive_requests_low(inp: &Inputs, out: &mut Vec<Verdict>) {
         Severity::Warning,
         evidence,
         &["keepalive_requests"],
-        format!(
-            "requests per connection sit at {n} ({per_conn:.2} over {accepts} connections): nginx closes a keepalive connection after keepalive_requests requests (default 1000), so every {n} requests a client reconnects (a TCP handshake, and TLS if any); raise keepalive_requests. (The mean alone cannot tell it from clients that themselves send exactly {n} requests per connection: check keepalive_requests in the config.)"
-        ),
+        match configured.filter(|c| !c.is_empty()) {
+            Some(at) => format!(
+                "requests per connection sit at {n} ({per_conn:.2} over {accepts} connections) and the configuration sets keepalive_requests {}: nginx closes a keepalive connection after that many requests, so every {n} requests a client reconnects (a TCP handshake, and TLS if any); raise keepalive_requests",
+                at.join(", ")
+            ),
+            None => format!(
+                "requests per connection sit at {n} ({per_conn:.2} over {accepts} connections): nginx closes a keepalive connection after keepalive_requests requests (default 1000), so every {n} requests a client reconnects (a TCP handshake, and TLS if any); raise keepalive_requests. (The mean alone cannot tell it from clients that themselves send exactly {n} requests per connection, and the configuration is not read: check keepalive_requests in it.)"
+            ),
+        },
     ));
 }
 

@@ -317,6 +317,45 @@ fn keepalive_requests_pinned_at_ten() {
     inp.workers[0].requests = Some(22_000);
     inp.requests = Some(22_000 + 20_990);
     assert!(judge(&inp).iter().all(|v| v.id != "keepalive_requests_low"));
+    // The trial's clients that send 10 requests and close (measured), or a
+    // configuration whose keepalive_requests is 1000 (the default): no verdict; one
+    // that sets 10 names it.
+    let mut clients = inp.clone();
+    clients.workers[0].requests = Some(19_990);
+    clients.requests = Some(19_990 + 20_990);
+    let fires = |i: &Inputs| {
+        judge(i)
+            .into_iter()
+            .find(|v| v.id == "keepalive_requests_low")
+    };
+    assert!(fires(&clients).is_some());
+    let mut closed = clients.clone();
+    closed.connections = Some(crate::model::connections::ConnectionsReport {
+        ports: vec![crate::model::connections::PortLifecycle {
+            port: 80,
+            established: 4100,
+            closed_by_client: 4000,
+            closed_by_nginx: 100,
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    assert!(fires(&closed).is_none(), "the clients closed them");
+    let value = |v: &str, at: &str| crate::model::config::ConfigValue {
+        directive: "keepalive_requests".into(),
+        scope: "http".into(),
+        value: v.into(),
+        at: at.into(),
+        not_loaded: false,
+    };
+    let mut cfg = crate::model::config::ConfigReport::default();
+    cfg.values = vec![value("1000", "default")];
+    clients.config = Some(cfg.clone());
+    assert!(fires(&clients).is_none(), "keepalive_requests is 1000");
+    cfg.values = vec![value("10", "/e/nginx.conf:7")];
+    clients.config = Some(cfg);
+    let v = fires(&clients).expect("keepalive_requests 10");
+    assert!(v.advice.starts_with("requests per connection sit at 10 (10.00 over 4100 connections) and the configuration sets keepalive_requests 10 (/e/nginx.conf:7): nginx closes"), "{}", v.advice);
     // Long-lived connections (1000 per connection) are not low.
     let mut long = Inputs {
         workers: vec![w(1, 300, 300_000)],
