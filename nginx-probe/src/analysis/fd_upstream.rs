@@ -332,7 +332,8 @@ fn keepalive_off_advice(inp: &Inputs, c: &UpstreamConnects, p50: u64, p99: u64) 
     } else {
         String::new()
     };
-    let fix = super::upstream_pool::pool_advice(inp.config.as_ref());
+    let peer_first = upstream_closes(inp).is_some_and(|(nginx, peer, reset)| peer > nginx + reset);
+    let fix = super::upstream_pool::pool_advice(inp.config.as_ref(), peer_first);
     format!(
         "{:.2} new upstream connections per request that keepalive could have saved ({:.2} established, plus connects that found no local port; {:.2} connect() calls per request in all, failures included; connect p50 {:.0} us, p99 {:.0} us{failed}): nginx opens and closes a TCP connection to the upstream for every proxied request; {}{ran_out}; {fix}",
         c.attempts_per_request(),

@@ -7,9 +7,13 @@ use crate::model::config::ConfigReport;
 
 /// The fix `upstream_keepalive_off` advises: [`pool_unused`] when a pool is configured,
 /// else [`ADD_POOL`]; without the configuration, both, said unknown.
-pub fn pool_advice(cfg: Option<&ConfigReport>) -> String {
+/// `upstream_closed_most`: the upstream closed most of nginx's connections to it first
+/// (measured, tracepoint `sock:inet_sock_set_state`).
+pub fn pool_advice(cfg: Option<&ConfigReport>, upstream_closed_most: bool) -> String {
     match cfg {
-        Some(cfg) => pool_unused(cfg).unwrap_or_else(|| ADD_POOL.to_string()),
+        Some(cfg) => {
+            pool_unused(cfg, upstream_closed_most).unwrap_or_else(|| ADD_POOL.to_string())
+        }
         None => format!("the configuration was not read, so whether the upstream has a pool is unknown; if it has none: {ADD_POOL}; if it has one: {USE_POOL}"),
     }
 }
@@ -23,8 +27,10 @@ pub const USE_POOL: &str = "nginx reuses its pool only with `proxy_http_version 
 /// configured but unused, naming what defeats it where nginx proxies, with `file:line`
 /// (`proxy_http_version` other than 1.1: HTTP/1.0, each response ends the connection;
 /// `proxy_set_header Connection` not cleared: `close` by default), or that nothing
-/// configured defeats it and why it is unused is unknown. None without a pool.
-pub fn pool_unused(cfg: &ConfigReport) -> Option<String> {
+/// configured defeats it: then, when the upstream closed most connections first
+/// (`upstream_closed_most`, measured), that the upstream ends them itself, else that
+/// why it is unused is unknown. None without a pool.
+pub fn pool_unused(cfg: &ConfigReport, upstream_closed_most: bool) -> Option<String> {
     let pools: Vec<String> = cfg
         .values
         .iter()
@@ -47,7 +53,9 @@ pub fn pool_unused(cfg: &ConfigReport) -> Option<String> {
             .map(|v| format!("{}: proxy_set_header Connection {} (not cleared: nginx asks the upstream to close unless the value is empty; set `proxy_set_header Connection \"\";`)", v.scope, v.quoted())),
     );
     let pools = pools.join("; ");
-    Some(if defeats.is_empty() {
+    Some(if defeats.is_empty() && upstream_closed_most {
+        format!("a pool is configured ({pools}) and the proxy settings allow its reuse, but the upstream closed most connections first (above): it ends them itself (keepalive off on the upstream server, or `Connection: close` in its responses), so nginx has none to keep; turn keepalive on in the upstream server")
+    } else if defeats.is_empty() {
         format!("a pool is configured ({pools}) and the proxy settings allow its reuse, yet the connections are not reused: why is unknown (the upstream may close them: its own keepalive timeout or `Connection: close`)")
     } else {
         format!(
@@ -115,6 +123,9 @@ mod tests {
             a.contains("yet the connections are not reused: why is unknown"),
             "{a}"
         );
+        // The upstream closed most of them first (measured): it ends them itself.
+        let c = crate::analysis::upstream_pool::pool_unused(inp.config.as_ref().unwrap(), true);
+        assert!(c.unwrap().ends_with("but the upstream closed most connections first (above): it ends them itself (keepalive off on the upstream server, or `Connection: close` in its responses), so nginx has none to keep; turn keepalive on in the upstream server"));
         assert!(!a.contains("`keepalive 32;`"), "{a}");
         // No pool: add one.
         let mut c = cfg(("1.1", "/e/n.conf:10"), ("", "/e/n.conf:11"));

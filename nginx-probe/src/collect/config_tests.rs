@@ -205,6 +205,35 @@ fn included_tree() -> ConfigReport {
     )
 }
 
+/// `proxy_set_header` at the http level reaches a location whose server and location
+/// set none (a trial's `Connection ""` at http was read as `close (default)`); a level
+/// with a `proxy_set_header` of its own inherits none of the outer ones.
+#[test]
+fn proxy_set_header_at_http_reaches_the_locations_that_set_none() {
+    let main = concat!(
+        "events {}\n",
+        "http {\n",
+        "  proxy_http_version 1.1;\n",
+        "  proxy_set_header Connection \"\";\n",
+        "  server { server_name a; location /x { proxy_pass http://u; } }\n",
+        "  server { server_name b; proxy_set_header Host h;\n",
+        "    location /y { proxy_pass http://u; } }\n",
+        "}\n"
+    );
+    let d = root(&[("/etc/nginx/nginx.conf", main)]);
+    let r = read(
+        &d,
+        "nginx: master process /usr/sbin/nginx -c /etc/nginx/nginx.conf",
+    );
+    let a = val(&r, "proxy_set_header Connection", "server a location /x");
+    assert_eq!(
+        (a.value.as_str(), a.at.as_str()),
+        ("", "/etc/nginx/nginx.conf:4")
+    );
+    let b = val(&r, "proxy_set_header Connection", "server b location /y");
+    assert_eq!((b.value.as_str(), b.at.as_str()), ("close", "default"));
+}
+
 #[test]
 fn includes_globs_overrides_and_lines() {
     let r = included_tree();

@@ -668,7 +668,7 @@ impl Eval<'_> {
         }
     }
 
-    fn server(&mut self, server: &Directive, body: &[Directive]) {
+    fn server(&mut self, server: &Directive, body: &[Directive], http: &[Directive]) {
         let name = find(body, "server_name")
             .and_then(|d| d.args.first())
             .cloned()
@@ -711,7 +711,8 @@ impl Eval<'_> {
         }
         self.overrides(&scope, body);
         self.access_logs(&scope, body);
-        let inherited = Inherited::default();
+        // What the http level sets (proxy_set_header too) reaches its servers.
+        let inherited = Inherited::default().with(http);
         self.locations(&scope, body, &inherited);
     }
 
@@ -892,7 +893,7 @@ pub fn evaluate(main: &[Directive], files: &[ConfigFile], build: &BuildDefaults)
     }
     for d in http {
         match (d.name.as_str(), &d.block) {
-            ("server", Some(b)) => e.server(d, b),
+            ("server", Some(b)) => e.server(d, b, http),
             ("upstream", Some(b)) => e.upstream(d, b),
             _ => {}
         }

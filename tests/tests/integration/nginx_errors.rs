@@ -443,7 +443,10 @@ fn a_crash_line_hidden_past_2_kb_is_contradicted_by_the_kernel() {
     let (s, log) = run(&ng, || {
         for i in 0..70 {
             get_404_padded(&ng, &forged_crash(&log_time_encoded(), master, worker));
-            get_404_padded(&ng, &forged_crash(&log_time_encoded(), master, 4_000_000 + i));
+            get_404_padded(
+                &ng,
+                &forged_crash(&log_time_encoded(), master, 4_000_000 + i),
+            );
         }
     });
     let needle = format!("worker process {worker} exited on signal 11");
