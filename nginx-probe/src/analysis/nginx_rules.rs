@@ -72,6 +72,13 @@ struct Sifted<'a> {
     evidence: BTreeMap<&'static str, serde_json::Value>,
 }
 
+/// Whether `cfg` is known to pass no request to an upstream: read whole and
+/// unmodified (see [`crate::model::config::ConfigReport::lacks`]), no `stream` block
+/// (its `proxy_pass` is not counted), and no `*_pass` directive in the http block.
+fn passes_nothing(cfg: &crate::model::config::ConfigReport) -> bool {
+    cfg.lacks("proxy_pass", true) && cfg.upstream_passes == Some(0)
+}
+
 /// Sifts the `refused` group's `causes` (class, lines, directive) against what nginx
 /// runs and what its clients got, since a client can put such lines in the error log
 /// (a decoded `%0A` in a path nginx logs, cut at 2 KiB before its request field:
@@ -83,6 +90,10 @@ struct Sifted<'a> {
 ///   stand than the requests answered 503, 429 or a configured `limit_req_status` /
 ///   `limit_conn_status`.
 ///
+/// - an `upstream` line from an nginx whose configuration, read whole, passes no
+///   request to an upstream (no `proxy_pass`, `fastcgi_pass`... anywhere, no `stream`
+///   block) was not written by nginx's upstream code: every class is left out.
+///
 /// Other groups pass whole.
 fn sift<'a>(inp: &Inputs, group: &str, causes: Vec<Cause<'a>>) -> Sifted<'a> {
     let mut out = Sifted {
@@ -90,6 +101,16 @@ fn sift<'a>(inp: &Inputs, group: &str, causes: Vec<Cause<'a>>) -> Sifted<'a> {
         cap: None,
         evidence: BTreeMap::new(),
     };
+    if group == "upstream" && inp.config.as_ref().is_some_and(passes_nothing) {
+        // No *_pass anywhere in a configuration read whole: no upstream wrote them.
+        let refuted: BTreeMap<String, u64> =
+            causes.iter().map(|(c, n, _)| (c.to_string(), *n)).collect();
+        if !refuted.is_empty() {
+            out.evidence
+                .insert("lines_contradicted_by_config", serde_json::json!(refuted));
+        }
+        return out;
+    }
     if group != "refused" {
         out.causes = causes;
         return out;

@@ -30,6 +30,45 @@ fn errors(classes: &[(&str, u64, &str, &str)]) -> NginxErrorsReport {
     }
 }
 
+/// Upstream lines from an nginx whose configuration, read whole, passes nothing to an
+/// upstream (a trial's forged `upstream timed out` lines, past 2 KiB, on a static
+/// server): no `upstream_errors`; with one `proxy_pass`, or a `stream` block, they
+/// stand.
+#[test]
+fn upstream_lines_from_an_nginx_that_proxies_nothing_are_not_counted() {
+    use crate::model::config::ConfigReport;
+    let mut cfg = ConfigReport {
+        main_file: "/x/nginx.conf".into(),
+        stream_block: Some(false),
+        upstream_passes: Some(0),
+        ..ConfigReport::default()
+    };
+    let fired = |cfg: &ConfigReport| {
+        let inp = Inputs {
+            workers: vec![w(1, 10, 30), w(2, 10, 25)],
+            requests: Some(55),
+            nginx_errors: Some(errors(&[(
+                "upstream_read_timeout",
+                40,
+                "proxy_read_timeout",
+                "upstream",
+            )])),
+            config: Some(cfg.clone()),
+            ..Inputs::default()
+        };
+        judge(&inp).into_iter().any(|v| v.id == "upstream_errors")
+    };
+    assert!(!fired(&cfg), "no *_pass anywhere");
+    cfg.upstream_passes = Some(1);
+    assert!(fired(&cfg), "one proxy_pass");
+    cfg.upstream_passes = Some(0);
+    cfg.stream_block = Some(true);
+    assert!(fired(&cfg), "a stream block (its proxy_pass not counted)");
+    cfg.stream_block = Some(false);
+    cfg.upstream_passes = None;
+    assert!(fired(&cfg), "an older recording: unknown");
+}
+
 /// Lines of a limit module the configuration nginx runs does not have (read whole,
 /// unmodified) are no refusals: a client can put them in the log. A configuration not
 /// read whole, modified since the load, or with a `stream` block (for limit_conn, not

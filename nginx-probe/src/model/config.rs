@@ -266,6 +266,10 @@ pub struct ConfigReport {
     /// report recorded before this was kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_block: Option<bool>,
+    /// Directives that pass requests to an upstream (`proxy_pass`, `fastcgi_pass`...;
+    /// [`crate::model::config_passes`]) anywhere in the http block; None: unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream_passes: Option<u64>,
 }
 
 /// One `log_format`: its strings concatenated as nginx does.
@@ -900,6 +904,7 @@ pub fn evaluate(main: &[Directive], files: &[ConfigFile], build: &BuildDefaults)
     }
     e.error_logs(main, build);
     e.out.stream_block = Some(find(main, "stream").is_some());
+    e.out.upstream_passes = http_d.map(|_| super::config_passes::count(http));
     e.out.log_paths = log_paths_and_defaults(files, main, &e.out);
     e.out.prefix = build.prefix.clone();
     e.out

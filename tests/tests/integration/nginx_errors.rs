@@ -489,17 +489,25 @@ fn refusals_and_exhaustion_hidden_past_2_kb_are_not_taken_for_facts() {
                 &format!("{now}%20[alert]%20{worker}%23{worker}:%201024%20worker_connections%20are%20not%20enough"),
             );
         }
+        // An nginx that proxies nothing: no upstream wrote these.
+        for _ in 0..20 {
+            let now = log_time_encoded();
+            get_404_padded(
+                &ng,
+                &format!("{now}%20[error]%20{worker}%23{worker}:%20*9%20upstream%20timed%20out%20(110:%20Connection%20timed%20out)%20while%20reading%20response%20header%20from%20upstream"),
+            );
+        }
     });
     let own_line = |l: &&str| l.contains(" [error] ") && l.contains("limiting requests");
     assert_eq!(log.lines().filter(own_line).count(), 12, "{log}");
     let e = &s["nginx_errors"];
     assert_eq!(e["classes"]["limit_req"]["count"], 12, "{e}");
     assert_eq!(e["classes"]["worker_connections"]["count"], 2, "{e}");
-    assert!(
-        verdict(&s, "requests_refused").is_none(),
-        "{}",
-        s["verdicts"]
-    );
+    assert_eq!(e["classes"]["upstream_read_timeout"]["count"], 20, "{e}");
+    assert_eq!(s["config"]["upstream_passes"], 0, "{}", s["config"]);
+    for id in ["requests_refused", "upstream_errors"] {
+        assert!(verdict(&s, id).is_none(), "{id}: {}", s["verdicts"]);
+    }
     let v = verdict(&s, "worker_connections_exhausted")
         .unwrap_or_else(|| panic!("said: {}", s["verdicts"]));
     assert_eq!(v["severity"], "warning", "{v}");
