@@ -521,22 +521,9 @@ pub fn keepalive_requests_low(inp: &Inputs, out: &mut Vec<Verdict>) {
     if super::conn_verdicts::clients_closed_most(inp) {
         return;
     }
-    // The configuration read: no keepalive_requests in force is N (a value on disk,
-    // possibly not loaded, rules nothing out).
-    let configured = inp.config.as_ref().map(|cfg| {
-        cfg.everywhere("keepalive_requests")
-            .filter(|v| v.not_loaded || v.value.trim().parse::<u64>() == Ok(n))
-            .map(|v| v.quoted())
-            .collect::<Vec<_>>()
-    });
-    if configured.as_ref().is_some_and(Vec::is_empty)
-        && inp
-            .config
-            .as_ref()
-            .is_some_and(|c| c.everywhere("keepalive_requests").next().is_some())
-    {
+    let Some(configured) = keepalive_requests_at(inp, n) else {
         return;
-    }
+    };
     let mut evidence = BTreeMap::new();
     evidence.insert("accepts", serde_json::json!(accepts));
     evidence.insert("requests", serde_json::json!(requests));
@@ -552,7 +539,7 @@ pub fn keepalive_requests_low(inp: &Inputs, out: &mut Vec<Verdict>) {
         Severity::Warning,
         evidence,
         &["keepalive_requests"],
-        match configured.filter(|c| !c.is_empty()) {
+        match configured {
             Some(at) => format!(
                 "requests per connection sit at {n} ({per_conn:.2} over {accepts} connections) and the configuration sets keepalive_requests {}: nginx closes a keepalive connection after that many requests, so every {n} requests a client reconnects (a TCP handshake, and TLS if any); raise keepalive_requests",
                 at.join(", ")
@@ -562,6 +549,25 @@ pub fn keepalive_requests_low(inp: &Inputs, out: &mut Vec<Verdict>) {
             ),
         },
     ));
+}
+
+/// The places the configuration read sets keepalive_requests to `n` (`value (at)`,
+/// a value on disk possibly not loaded counted as one): Some(None) when the
+/// configuration is not read (or names no value), None when it is read and sets `n`
+/// nowhere (nginx does not close after `n` requests).
+fn keepalive_requests_at(inp: &Inputs, n: u64) -> Option<Option<Vec<String>>> {
+    let Some(cfg) = inp.config.as_ref() else {
+        return Some(None);
+    };
+    if cfg.everywhere("keepalive_requests").next().is_none() {
+        return Some(None);
+    }
+    let at: Vec<String> = cfg
+        .everywhere("keepalive_requests")
+        .filter(|v| v.not_loaded || v.value.trim().parse::<u64>() == Ok(n))
+        .map(|v| v.quoted())
+        .collect();
+    (!at.is_empty()).then_some(Some(at))
 }
 
 /// `cpu_throttled`: the workers' cgroup CPU quota ran out in at least

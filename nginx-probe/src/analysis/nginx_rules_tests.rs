@@ -356,11 +356,29 @@ fn keepalive_requests_pinned_at_ten() {
     inp.workers[0].requests = Some(22_000);
     inp.requests = Some(22_000 + 20_990);
     assert!(judge(&inp).iter().all(|v| v.id != "keepalive_requests_low"));
-    // The trial's clients that send 10 requests and close (measured), or a
-    // configuration whose keepalive_requests is 1000 (the default): no verdict; one
-    // that sets 10 names it.
-    let mut clients = inp.clone();
-    clients.workers[0].requests = Some(19_990);
+    // Long-lived connections (1000 per connection) are not low.
+    let mut long = Inputs {
+        workers: vec![w(1, 300, 300_000)],
+        connections_active: Some(0),
+        ..Inputs::default()
+    };
+    long.requests = Some(long.workers.iter().map(|w| w.requests.unwrap_or(0)).sum());
+    assert!(judge(&long)
+        .iter()
+        .all(|v| v.id != "keepalive_requests_low"));
+}
+
+/// The trial's clients that send 10 requests and close (measured), or a configuration
+/// whose keepalive_requests is 1000 (the default): no verdict; one that sets 10 names
+/// it.
+#[test]
+fn keepalive_requests_low_is_ruled_out_by_who_closed_and_the_configuration() {
+    let mut clients = Inputs {
+        workers: vec![w(1, 2_000, 19_990), w(2, 2_100, 20_990)],
+        period_s: 5.0,
+        connections_active: Some(10),
+        ..Inputs::default()
+    };
     clients.requests = Some(19_990 + 20_990);
     let fires = |i: &Inputs| {
         judge(i)
@@ -395,16 +413,6 @@ fn keepalive_requests_pinned_at_ten() {
     clients.config = Some(cfg);
     let v = fires(&clients).expect("keepalive_requests 10");
     assert!(v.advice.starts_with("requests per connection sit at 10 (10.00 over 4100 connections) and the configuration sets keepalive_requests 10 (/e/nginx.conf:7): nginx closes"), "{}", v.advice);
-    // Long-lived connections (1000 per connection) are not low.
-    let mut long = Inputs {
-        workers: vec![w(1, 300, 300_000)],
-        connections_active: Some(0),
-        ..Inputs::default()
-    };
-    long.requests = Some(long.workers.iter().map(|w| w.requests.unwrap_or(0)).sum());
-    assert!(judge(&long)
-        .iter()
-        .all(|v| v.id != "keepalive_requests_low"));
 }
 
 /// A new user's HTTP/2 run: 904 connections reached keepalive_requests (1000) and

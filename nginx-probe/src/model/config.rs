@@ -14,21 +14,7 @@ pub const FROM_G: &str = "-g";
 /// [`Directive::file`] of a directive from the master's `-g`.
 pub const G_FILE: usize = usize::MAX;
 
-/// One directive of the tree `collect::config` read, includes already expanded.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Directive {
-    /// Directive name as written.
-    pub name: String,
-    /// Its arguments, quotes removed.
-    pub args: Vec<String>,
-    /// Index into [`ConfigReport::files`] of the file it is written in; [`G_FILE`]
-    /// for the master's `-g`.
-    pub file: usize,
-    /// 1-based line in that file.
-    pub line: usize,
-    /// Its block's directives (`http { ... }`), None for a simple directive.
-    pub block: Option<Vec<Directive>>,
-}
+pub use super::config_tree::Directive;
 
 /// One file read (the main file and every include).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -267,7 +253,7 @@ pub struct ConfigReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_block: Option<bool>,
     /// Directives that pass requests to an upstream (`proxy_pass`, `fastcgi_pass`...;
-    /// [`crate::model::config_passes`]) anywhere in the http block; None: unknown.
+    /// [`crate::model::config_tree::PASSES`]) anywhere in the http block; None: unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upstream_passes: Option<u64>,
 }
@@ -904,7 +890,7 @@ pub fn evaluate(main: &[Directive], files: &[ConfigFile], build: &BuildDefaults)
     }
     e.error_logs(main, build);
     e.out.stream_block = Some(find(main, "stream").is_some());
-    e.out.upstream_passes = http_d.map(|_| super::config_passes::count(http));
+    e.out.upstream_passes = http_d.map(|_| super::config_tree::count_passes(http));
     e.out.log_paths = log_paths_and_defaults(files, main, &e.out);
     e.out.prefix = build.prefix.clone();
     e.out
