@@ -405,8 +405,10 @@ fn keepalive_requests_low_is_ruled_out_by_who_closed_and_the_configuration() {
         at: at.into(),
         not_loaded: false,
     };
-    let mut cfg = crate::model::config::ConfigReport::default();
-    cfg.values = vec![value("1000", "default")];
+    let mut cfg = crate::model::config::ConfigReport {
+        values: vec![value("1000", "default")],
+        ..Default::default()
+    };
     clients.config = Some(cfg.clone());
     assert!(fires(&clients).is_none(), "keepalive_requests is 1000");
     cfg.values = vec![value("10", "/e/nginx.conf:7")];
