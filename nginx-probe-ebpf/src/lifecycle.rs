@@ -355,6 +355,11 @@ fn on_set_state(base: u32, old: i32, new: i32, sk: u64) {
         // the kernel closing an exiting task's files), never in softirq. A TLS close
         // nginx began is counted with the facts of its ngx_ssl_shutdown.
         (TCP_ESTABLISHED, TCP_FIN_WAIT1) => match tls_close_take(sk) {
+            // nginx answering the client's close_notify: the client's close.
+            Some(t) if t.client_began() => {
+                lc_add(base, lc::CLOSED_BY_CLIENT, 1);
+                worker_add(worker_slot(), lc::worker::CLOSED_AFTER_CLIENT);
+            }
             Some(t) => count_nginx_close(base, &t.facts),
             None => count_nginx_close(base, &close_facts(sk)),
         },
@@ -368,7 +373,7 @@ fn on_set_state(base: u32, old: i32, new: i32, sk: u64) {
         // LAST_ACK too: the worker's close() of a connection the client closed (not
         // one whose close nginx began).
         (TCP_CLOSE_WAIT, TCP_LAST_ACK) => {
-            if tls_close_take(sk).is_none() {
+            if tls_close_take(sk).is_none_or(|t| t.client_began()) {
                 worker_add(worker_slot(), lc::worker::CLOSED_AFTER_CLIENT)
             }
         }
@@ -376,7 +381,7 @@ fn on_set_state(base: u32, old: i32, new: i32, sk: u64) {
         // close_notify, say: the kernel sends a reset), unless a received reset is
         // being processed for this socket on this CPU.
         (TCP_CLOSE_WAIT, TCP_CLOSE) if !by_reset => {
-            if tls_close_take(sk).is_none() {
+            if tls_close_take(sk).is_none_or(|t| t.client_began()) {
                 worker_add(worker_slot(), lc::worker::CLOSED_AFTER_CLIENT)
             }
         }

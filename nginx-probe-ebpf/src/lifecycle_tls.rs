@@ -7,7 +7,11 @@
 //! the socket (`c->fd` through the worker's fd table) is marked in `LC_TLS_CLOSING`
 //! with the facts read then (worker, drain state, idle time before the close_notify),
 //! and the state change that ends the close counts it as nginx's (see
-//! `lifecycle::on_set_state`).
+//! `lifecycle::on_set_state`). The other way round, when nginx had read the client's
+//! close_notify or EOF (`c->read->eof`) and the socket is still `ESTABLISHED`, the
+//! client began the close: nginx answers at once and its FIN can go out before the
+//! client's, which the state changes alone would count as nginx's close; the socket
+//! is marked as the client's (`CLIENT_BEGAN`).
 
 use aya_ebpf::{helpers::bpf_probe_read_user, macros::uprobe, programs::ProbeContext};
 use nginx_probe_common::{lifecycle as lc, lifecycle::raw_off, off};
@@ -41,12 +45,25 @@ const EV_EOF: u32 = 1 << 8;
 const EV_TIMEDOUT: u32 = 1 << 10;
 
 /// A socket whose TLS close nginx began: the facts read at its `ngx_ssl_shutdown`, and
-/// whether the close was already counted (the client's FIN came first).
+/// whether the close was already counted (the client's FIN came first); or one whose
+/// close the client began ([`CLIENT_BEGAN`]).
 #[derive(Clone, Copy)]
 #[repr(C)]
 pub(crate) struct TlsClose {
     pub(crate) facts: CloseFacts,
     counted: u64,
+}
+
+/// [`TlsClose::counted`] of a socket whose client began the close: nginx had read its
+/// close_notify or EOF (`c->read->eof`) when it called `ngx_ssl_shutdown`.
+const CLIENT_BEGAN: u64 = 2;
+
+impl TlsClose {
+    /// Whether the client began this close (see [`CLIENT_BEGAN`]).
+    #[inline(always)]
+    pub(crate) fn client_began(&self) -> bool {
+        self.counted == CLIENT_BEGAN
+    }
 }
 
 /// Reads a `T` at address `at` of the worker's memory.
@@ -93,9 +110,6 @@ fn on_ssl_shutdown(ctx: &ProbeContext) -> Option<()> {
         return None;
     }
     let ev = user::<u32>(user::<u64>(c + CONN_READ)? + EV_FLAGS)?;
-    if ev & EV_EOF != 0 {
-        return None;
-    }
     let fd = user::<i32>(c + CONN_FD)?;
     if fd < 0 {
         return None;
@@ -103,6 +117,21 @@ fn on_ssl_shutdown(ctx: &ProbeContext) -> Option<()> {
     let sk = sock_of_fd(fd as u64)?;
     let base = raw_base(sk)?;
     let state = i32::from(raw_read::<u8>(sk, raw_off::SK_STATE)?);
+    if ev & EV_EOF != 0 {
+        // nginx read the client's close_notify (or its EOF): the client began the
+        // close, even when nginx's close() gets its FIN out before the client's.
+        if state == TCP_ESTABLISHED {
+            let facts = close_facts(sk);
+            mark(
+                sk,
+                TlsClose {
+                    facts,
+                    counted: CLIENT_BEGAN,
+                },
+            );
+        }
+        return None;
+    }
     let facts = close_facts(sk);
     if state == TCP_ESTABLISHED {
         mark(sk, TlsClose { facts, counted: 0 });
@@ -167,6 +196,10 @@ pub(crate) fn tls_close_fin_first(base: u32, sk: u64) -> bool {
     // SAFETY: a valid entry of the map; a socket's state changes are serialized by its
     // lock.
     let t = unsafe { &mut *p };
+    if t.counted == CLIENT_BEGAN {
+        // The client's own close: counted as the client's by the caller.
+        return false;
+    }
     if t.counted == 0 {
         t.counted = 1;
         let facts = t.facts;

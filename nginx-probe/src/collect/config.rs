@@ -212,6 +212,35 @@ pub fn read_for_master(pid: u32, workers: &[u32]) -> ConfigReport {
     read_config(Path::new(&root), &cmdline, &bin, loaded, Limits::default())
 }
 
+/// Marks the files of `cfg` (read for master `pid`) whose mtime is not the one read
+/// (modified, replaced, or gone: `ConfigFile::changed_since_read`), looking each up
+/// again inside the master's root (`openat2` beneath `/proc/<pid>/root`, `O_PATH`:
+/// nothing is read). A mark stays; an error opening the root marks nothing (not a
+/// fact about the files).
+pub fn mark_changed_since_read(pid: u32, cfg: &mut ConfigReport) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(root) = nix::fcntl::open(
+        format!("/proc/{pid}/root").as_str(),
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    ) else {
+        return;
+    };
+    // SAFETY: open returned a new fd that nothing else owns.
+    let root = unsafe { OwnedFd::from_raw_fd(root) };
+    for f in cfg.files.iter_mut().filter(|f| !f.changed_since_read) {
+        let now = open_in_root(&root, &f.path, OFlag::O_PATH)
+            .ok()
+            .and_then(|fd| std::fs::File::from(fd).metadata().ok())
+            .map(|m| m.mtime() as f64 + m.mtime_nsec() as f64 / 1e9);
+        f.changed_since_read = match (now, f.mtime_unix_s) {
+            (Some(now), Some(read)) => (now - read).abs() > 1e-6,
+            (None, _) => true,
+            (Some(_), None) => false,
+        };
+    }
+}
+
 /// Reads and evaluates the configuration under `root` for a master with `cmdline`,
 /// built as `bin` says, last loaded at `loaded_unix_s`.
 pub fn read_config(
@@ -373,6 +402,7 @@ impl Reader {
             bytes: bytes.len() as u64,
             mtime_unix_s: Some(mtime),
             changed_since_load: changed,
+            changed_since_read: false,
         });
         let text = String::from_utf8_lossy(&bytes);
         let ast = self.parse(path, &text)?;

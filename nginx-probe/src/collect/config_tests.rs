@@ -588,3 +588,45 @@ fn the_null_device_is_included_as_empty_and_other_devices_are_refused() {
         "{dir}/nginx.conf"
     ))));
 }
+
+/// A file edited (its mtime moved) or removed after it was read is marked, looked up
+/// again inside the master's root (here this process's own, `/`); one untouched is not.
+#[test]
+fn a_file_edited_or_removed_after_it_was_read_is_marked() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, c) = (
+        dir.path().join("a.conf"),
+        dir.path().join("b.conf"),
+        dir.path().join("c.conf"),
+    );
+    for p in [&a, &b, &c] {
+        std::fs::write(p, "x").unwrap();
+    }
+    let file = |p: &std::path::Path| {
+        let m = std::fs::metadata(p).unwrap();
+        config::ConfigFile {
+            path: p.display().to_string(),
+            bytes: 1,
+            mtime_unix_s: Some(m.mtime() as f64 + m.mtime_nsec() as f64 / 1e9),
+            ..Default::default()
+        }
+    };
+    let mut cfg = ConfigReport {
+        files: vec![file(&a), file(&b), file(&c)],
+        ..ConfigReport::default()
+    };
+    let me = std::process::id();
+    mark_changed_since_read(me, &mut cfg);
+    assert!(cfg.files.iter().all(|f| !f.changed_since_read));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&a)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(10))
+        .unwrap();
+    std::fs::remove_file(&b).unwrap();
+    mark_changed_since_read(me, &mut cfg);
+    let marked: Vec<bool> = cfg.files.iter().map(|f| f.changed_since_read).collect();
+    assert_eq!(marked, [true, true, false]);
+}

@@ -686,6 +686,8 @@ const WORDING: &[(Wording, &str)] = &[
             Starts("bind("),
             Starts("listen() to "),
             Starts("still could not bind()"),
+            // "try again to bind() after 500ms" (notice, between bind() attempts).
+            Starts("try again to bind() after "),
             Has("listening socket"),
             Has("inherited socket"),
             Starts("deleting socket "),

@@ -345,6 +345,7 @@ impl Tracker {
         self.refreshes += 1;
         let full_scan = self.refreshes % 4 == 1;
         self.classify_worker_fds(probe, full_scan)?;
+        self.mark_config_changed(full_scan);
         // 6. fd usage and CPU time of the live workers.
         self.sample_worker_usage();
         // 7. The access logs, through the fds just classified (looked up again every 2 s).
@@ -385,6 +386,14 @@ impl Tracker {
             self.log_files_at_attach = Some(self.log_files());
         }
         Ok(std::mem::take(&mut self.fresh))
+    }
+
+    /// On a `full_scan` refresh (every 2 s), marks the configuration files edited on
+    /// disk since they were read (`collect::config::mark_changed_since_read`).
+    fn mark_config_changed(&mut self, full_scan: bool) {
+        if let Some(cfg) = self.config.as_mut().filter(|_| full_scan) {
+            crate::collect::config::mark_changed_since_read(self.master.pid, cfg);
+        }
     }
 
     /// Brings the workers' lifecycle up to date (`worker_state::Lifecycle::refresh`):

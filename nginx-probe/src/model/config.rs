@@ -28,6 +28,10 @@ pub struct ConfigFile {
     /// Modified after the last load (the master's start or its newest worker's start,
     /// `/proc/<pid>/stat` starttime): values from it are on disk, possibly not loaded.
     pub changed_since_load: bool,
+    /// Modified, replaced or removed on disk since it was read (its mtime looked at
+    /// again every 2 s): the values shown are as read, not as the file is now.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub changed_since_read: bool,
 }
 
 /// One effective value.

@@ -163,6 +163,19 @@ impl Row<'_> {
     }
 }
 
+/// The binary upgrade's new master running beside this one in the period, when there
+/// is one: (its pid, seconds since attach it was seen a master). Its workers serve
+/// the same listening sockets and write the same logs, so the per-port connection
+/// counts and the access log's lines include theirs (the report's own events,
+/// `new_master`: the master's child titled a master after its configuration loaded).
+pub fn upgrade_beside(r: &Report) -> Option<(u32, f64)> {
+    r.events
+        .iter()
+        .rev()
+        .find(|e| e.event == crate::model::EventKind::NewMaster)
+        .map(|e| (e.pid, e.t_s))
+}
+
 /// `v` as text, `-` when unknown.
 pub fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map(|x| x.to_string()).unwrap_or_else(|| "-".into())

@@ -136,6 +136,13 @@ fn title_and_problems(out: &mut String, cfg: &ConfigReport) {
             f.path
         );
     }
+    for f in cfg.files.iter().filter(|f| f.changed_since_read) {
+        let _ = writeln!(
+            out,
+            "  ! {} changed on disk since it was read (modified, replaced or removed): the values below are as read, not as the file is now",
+            f.path
+        );
+    }
     for e in cfg.errors.iter().take(MAX_ERRORS_SHOWN) {
         let _ = writeln!(out, "  ! {e}");
     }

@@ -33,6 +33,12 @@ pub fn connections_section(out: &mut String, r: &Report) {
             String::new()
         }
     );
+    if let Some((pid, t_s)) = super::sections::upgrade_beside(r) {
+        let _ = writeln!(
+            out,
+            "  a binary upgrade's new master {pid} runs beside this one since +{t_s:.1}s: its workers serve the same listening sockets, so these counts include their connections from then (the per-worker figures are this master's alone)"
+        );
+    }
     if let Some(why) = c
         .worker_exit_unknown
         .as_ref()
@@ -459,6 +465,20 @@ mod tests {
         );
         assert!(out.contains("listening sockets closed 1"), "{out}");
         assert!(!out.contains("after reload"), "{out}");
+    }
+
+    #[test]
+    fn a_binary_upgrade_s_new_master_beside_is_said_in_the_counts() {
+        let mut r = minimal_report();
+        r.connections = Some(crate::model::connections::sample_report());
+        r.events.push(crate::model::Event {
+            t_s: 6.04,
+            event: crate::model::EventKind::NewMaster,
+            pid: 13614,
+        });
+        let mut out = String::new();
+        connections_section(&mut out, &r);
+        assert!(out.contains("\n  a binary upgrade's new master 13614 runs beside this one since +6.0s: its workers serve the same listening sockets, so these counts include their connections from then (the per-worker figures are this master's alone)\n"), "{out}");
     }
 
     #[test]

@@ -233,17 +233,7 @@ fn lines_line(out: &mut String, r: &Report, a: &AccessLogReport) {
     }
     let behind_at_start: u64 = a.files.iter().map(|f| f.unread_bytes_at_start).sum();
     let behind_at_end: u64 = a.files.iter().map(|f| f.unread_bytes_at_end).sum();
-    if a.over_counted() && behind_at_start > 0 {
-        let _ = writeln!(
-            out,
-            "  more lines than nginx's requests: the reader was {behind_at_start} bytes behind nginx's writes when the period started and caught up in it (lines of earlier periods); these are counts of lines, not requests, and no verdict uses them"
-        );
-    } else if a.over_counted() {
-        let _ = writeln!(
-            out,
-            "  more lines than nginx's requests: some requests are in more than one file read, or lines from before attach were flushed late (a buffered log); these are counts of lines, not requests, and no verdict uses them"
-        );
-    }
+    over_count_line(out, r, a, behind_at_start);
     if behind_at_end > 0 {
         let _ = writeln!(
             out,
@@ -256,6 +246,29 @@ fn lines_line(out: &mut String, r: &Report, a: &AccessLogReport) {
             "  {} is buffered ({}): its last lines reach the file late, until the buffer fills or the flush time",
             f.path,
             f.buffered.as_deref().unwrap_or_default()
+        );
+    }
+}
+
+/// Why the access log holds more lines than nginx's requests, when it does: the reader
+/// behind at the period's start (`behind_at_start` bytes), a binary upgrade's new
+/// master writing the same log, or lines read twice or flushed late.
+fn over_count_line(out: &mut String, r: &Report, a: &AccessLogReport, behind_at_start: u64) {
+    if a.over_counted() && behind_at_start > 0 {
+        let _ = writeln!(
+            out,
+            "  more lines than nginx's requests: the reader was {behind_at_start} bytes behind nginx's writes when the period started and caught up in it (lines of earlier periods); these are counts of lines, not requests, and no verdict uses them"
+        );
+    } else if let Some((pid, t_s)) = super::sections::upgrade_beside(r).filter(|_| a.over_counted())
+    {
+        let _ = writeln!(
+            out,
+            "  more lines than nginx's requests: a binary upgrade's new master {pid} runs beside this one since +{t_s:.1}s and writes the same log, its requests not in this master's count; these are counts of lines, not requests, and no verdict uses them"
+        );
+    } else if a.over_counted() {
+        let _ = writeln!(
+            out,
+            "  more lines than nginx's requests: some requests are in more than one file read, or lines from before attach were flushed late (a buffered log); these are counts of lines, not requests, and no verdict uses them"
         );
     }
 }

@@ -204,6 +204,33 @@ fn clients_that_close_first_are_counted_as_the_client() {
     assert!(verdict(&summary, "keepalive_timeout_closes").is_none());
 }
 
+/// The same on TLS: 20 curl runs over HTTPS/1.1, 5 requests each on one connection,
+/// then curl sends its close_notify and closes. nginx, having read it, answers at once
+/// and its FIN can leave before the client's; the close is still the client's (a trial
+/// counted 20 of 20 as nginx's, and `keepalive_requests_low` then advised raising
+/// keepalive_requests from 1000).
+#[test]
+fn tls_clients_that_close_first_are_counted_as_the_client() {
+    let ng = Nginx::start(&NginxConfig {
+        tls: true,
+        http_extra: "keepalive_timeout 30s;".into(),
+        ..NginxConfig::default()
+    });
+    let url = format!("{}?[1-5]", ng.https_url());
+    let summary = Probe::on(&ng).json().summary_around(|| {
+        for _ in 0..20 {
+            let got = nginx_probe_tests::curl_statuses(&["--http1.1", &url]);
+            assert_eq!(got.len(), 5, "{got:?}");
+        }
+    });
+    let p = port_of(&summary, &ng);
+    assert_eq!(p["established"], 20, "{p}");
+    assert_eq!(p["closed_by_client"], 20, "{p}");
+    assert_eq!(p["closed_by_nginx"], 0, "{p}");
+    assert_eq!(p["closed_by_reset"], 0, "{p}");
+    assert!(verdict(&summary, "keepalive_requests_low").is_none());
+}
+
 /// The verdict `id` of a summary, if it fired.
 fn verdict(summary: &Value, id: &str) -> Option<Value> {
     summary["verdicts"]
