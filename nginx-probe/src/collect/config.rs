@@ -215,8 +215,8 @@ pub fn read_for_master(pid: u32, workers: &[u32]) -> ConfigReport {
 /// Marks the files of `cfg` (read for master `pid`) whose mtime is not the one read
 /// (modified, replaced, or gone: `ConfigFile::changed_since_read`), looking each up
 /// again inside the master's root (`openat2` beneath `/proc/<pid>/root`, `O_PATH`:
-/// nothing is read). A mark stays; an error opening the root marks nothing (not a
-/// fact about the files).
+/// nothing is read). A mark stays; an error other than the file being gone (EMFILE,
+/// EACCES), or opening the root, marks nothing (not a fact about the files).
 pub fn mark_changed_since_read(pid: u32, cfg: &mut ConfigReport) {
     use std::os::unix::fs::MetadataExt;
     let Ok(root) = nix::fcntl::open(
@@ -229,10 +229,15 @@ pub fn mark_changed_since_read(pid: u32, cfg: &mut ConfigReport) {
     // SAFETY: open returned a new fd that nothing else owns.
     let root = unsafe { OwnedFd::from_raw_fd(root) };
     for f in cfg.files.iter_mut().filter(|f| !f.changed_since_read) {
-        let now = open_in_root(&root, &f.path, OFlag::O_PATH)
-            .ok()
-            .and_then(|fd| std::fs::File::from(fd).metadata().ok())
-            .map(|m| m.mtime() as f64 + m.mtime_nsec() as f64 / 1e9);
+        // Gone (ENOENT, ENOTDIR) is a fact; any other error (EMFILE, EACCES) is not.
+        let now = match open_in_root(&root, &f.path, OFlag::O_PATH) {
+            Ok(fd) => match std::fs::File::from(fd).metadata() {
+                Ok(m) => Some(m.mtime() as f64 + m.mtime_nsec() as f64 / 1e9),
+                Err(_) => continue,
+            },
+            Err(nix::errno::Errno::ENOENT | nix::errno::Errno::ENOTDIR) => None,
+            Err(_) => continue,
+        };
         f.changed_since_read = match (now, f.mtime_unix_s) {
             (Some(now), Some(read)) => (now - read).abs() > 1e-6,
             (None, _) => true,

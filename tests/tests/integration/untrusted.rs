@@ -505,8 +505,16 @@ fn a_low_fd_limit_is_named_without_a_verifier_dump_or_a_false_exit() {
 fn running_out_of_fds_mid_run_is_not_taken_for_a_dead_master() {
     let ng = Nginx::start(&NginxConfig::default());
     let probe = Probe::on(&ng).json().summary_only().start();
-    // Its limit lowered to what it holds now: its next /proc read fails with EMFILE.
-    let held = open_fds(probe.pid()) as u64;
+    // Its limit lowered to what it holds between reads (the fewest of 10 looks 10 ms
+    // apart: a look during a read counts that read's fds too, and the limit would
+    // leave room for them): its next /proc read fails with EMFILE.
+    let held = (0..10)
+        .map(|_| {
+            thread::sleep(Duration::from_millis(10));
+            open_fds(probe.pid()) as u64
+        })
+        .min()
+        .unwrap();
     let lim = libc::rlimit {
         rlim_cur: held,
         rlim_max: held,
