@@ -559,11 +559,12 @@ fn keepalive_requests_at(inp: &Inputs, n: u64) -> Option<Option<Vec<String>>> {
     let Some(cfg) = inp.config.as_ref() else {
         return Some(None);
     };
-    if cfg.everywhere("keepalive_requests").next().is_none() {
+    let values: Vec<_> = cfg.everywhere("keepalive_requests").collect();
+    if values.is_empty() {
         return Some(None);
     }
-    let at: Vec<String> = cfg
-        .everywhere("keepalive_requests")
+    let at: Vec<String> = values
+        .iter()
         .filter(|v| v.not_loaded || v.value.trim().parse::<u64>() == Ok(n))
         .map(|v| v.quoted())
         .collect();

@@ -222,20 +222,21 @@ fn replacement(args: &TraceArgs, old: &Master) -> Result<Master, ProbeError> {
     if args.pid.is_none() {
         return find_master(args);
     }
-    let same: Vec<u32> = crate::collect::masters::scan()
+    let same: Vec<Master> = crate::collect::masters::scan()
         .into_iter()
         .filter(|&p| p != old.pid)
-        .filter(|&p| target::validate_master(p).is_ok_and(|m| m.title == old.title))
+        .filter_map(|p| target::validate_master(p).ok())
+        .filter(|m| m.title == old.title)
         .collect();
     match same.as_slice() {
-        [one] => target::validate_master(*one),
+        [one] => Ok(one.clone()),
         [] => Err(ProbeError::Discovery(DiscoveryError::NoMaster {
             pid_file: "-".into(),
         })),
         several => Err(ProbeError::Discovery(DiscoveryError::SeveralMasters {
             masters: several
                 .iter()
-                .map(|p| format!("{p} `{}`", safe::bounded(&old.title, 200)))
+                .map(|m| format!("{} `{}`", m.pid, safe::bounded(&old.title, 200)))
                 .collect(),
         })),
     }

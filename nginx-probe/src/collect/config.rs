@@ -219,15 +219,9 @@ pub fn read_for_master(pid: u32, workers: &[u32]) -> ConfigReport {
 /// EACCES), or opening the root, marks nothing (not a fact about the files).
 pub fn mark_changed_since_read(pid: u32, cfg: &mut ConfigReport) {
     use std::os::unix::fs::MetadataExt;
-    let Ok(root) = nix::fcntl::open(
-        format!("/proc/{pid}/root").as_str(),
-        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-        nix::sys::stat::Mode::empty(),
-    ) else {
+    let Ok(root) = open_root(Path::new(&format!("/proc/{pid}/root"))) else {
         return;
     };
-    // SAFETY: open returned a new fd that nothing else owns.
-    let root = unsafe { OwnedFd::from_raw_fd(root) };
     for f in cfg.files.iter_mut().filter(|f| !f.changed_since_read) {
         // Gone (ENOENT, ENOTDIR) is a fact; any other error (EMFILE, EACCES) is not.
         let now = match open_in_root(&root, &f.path, OFlag::O_PATH) {
@@ -266,12 +260,8 @@ pub fn read_config(
         conf_prefix: String::new(),
         loaded_unix_s,
     };
-    match nix::fcntl::open(
-        root,
-        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-        nix::sys::stat::Mode::empty(),
-    ) {
-        Ok(fd) => r.root = Some(unsafe { OwnedFd::from_raw_fd(fd) }),
+    match open_root(root) {
+        Ok(fd) => r.root = Some(fd),
         Err(e) => r.error(format!(
             "{}: cannot open the master's root: {e}",
             root.display()
@@ -329,6 +319,18 @@ struct Reader {
     stack: Vec<(u64, u64)>,
     conf_prefix: String,
     loaded_unix_s: Option<f64>,
+}
+
+/// A directory fd (`O_PATH`) of `root` (a master's `/proc/<pid>/root`), to open files
+/// beneath with [`open_in_root`].
+pub fn open_root(root: &Path) -> nix::Result<OwnedFd> {
+    let fd = nix::fcntl::open(
+        root,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )?;
+    // SAFETY: open returned a new fd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// Opens `path` under the directory `root` (a process's `/proc/<pid>/root`) as if

@@ -6,7 +6,6 @@
 //! root (`/proc/<master>/root`, symlinks resolved inside it).
 
 use std::collections::BTreeMap;
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 
 use nix::fcntl::OFlag;
@@ -78,14 +77,8 @@ pub fn configured(master_pid: u32, cfg: &ConfigReport) -> Vec<ConfiguredLog> {
             || p.starts_with("syslog:")
             || p.starts_with("memory:"))
     });
-    let root = nix::fcntl::open(
-        format!("/proc/{master_pid}/root").as_str(),
-        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-        nix::sys::stat::Mode::empty(),
-    )
-    .ok()
-    // SAFETY: open returned a new fd that nothing else owns.
-    .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) });
+    let root =
+        super::config::open_root(std::path::Path::new(&format!("/proc/{master_pid}/root"))).ok();
     let mut out: Vec<ConfiguredLog> = Vec::new();
     for l in fixed {
         let (kind, path, at) = (l.kind, l.path.as_str(), l.at.as_str());

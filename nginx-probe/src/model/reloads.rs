@@ -127,6 +127,14 @@ pub struct ConfigLoadsReport {
     pub others_unknown: Option<String>,
 }
 
+/// The later of two optional times (either when only one is known).
+fn later(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// [`ConfigLoadsReport::upgrades_unknown`] when a load's parent was not read.
 pub const PARENT_NOT_READ: &str = "a loading process's parent was not read (task_struct.real_parent or tgid not in the kernel's BTF): a binary upgrade's new master is counted among the other processes";
 
@@ -136,10 +144,6 @@ pub const BINARY_REPLACED: &str = "the master's binary file was replaced or dele
 impl ConfigLoadsReport {
     /// Counts one event in.
     fn add(&mut self, e: &LoadEvent) {
-        let later = |a: Option<f64>, b: Option<f64>| match (a, b) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b),
-        };
         let last_failed = later(
             self.last_reload_failed_unix_s,
             self.last_upgrade_failed_unix_s,
@@ -173,11 +177,7 @@ impl ConfigLoadsReport {
     /// and none of theirs loaded after it (a later one that loaded put a configuration
     /// in force): which it was. Other processes' loads count for nothing here.
     pub fn last_load_failed(&self) -> Option<FailedLoad> {
-        let max = |a: Option<f64>, b: Option<f64>| match (a, b) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b),
-        };
-        let loaded = max(
+        let loaded = later(
             self.last_reload_loaded_unix_s,
             self.last_upgrade_loaded_unix_s,
         );
