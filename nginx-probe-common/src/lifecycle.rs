@@ -145,8 +145,20 @@ pub const CLOSED_BY_NGINX_CLIENT_FIN_FIRST: usize = LC_PER_PORT_BASE + 9;
 /// uprobe in [`CLOSED_BY_NGINX`] (with [`CLOSED_BY_NGINX_CLIENT_FIN_FIRST`]); user
 /// space takes them out of [`CLOSED_BY_CLIENT`].
 pub const CLOSED_BY_CLIENT_ANSWERING_NGINX: usize = LC_PER_PORT_BASE + 10;
+/// Of [`CLOSED_BY_NGINX`], closes nginx decided on its own whose client's FIN came
+/// first: at the worker's `close()` (`CLOSE_WAIT -> LAST_ACK`, not an exiting task)
+/// the client's FIN is unread (`tcp_sock.copied_seq` behind `rcv_nxt`: nginx never
+/// read the client's EOF) and nginx sent data in the close's last jiffy (its
+/// response, then the close: `Connection: close` on keepalive_requests reached,
+/// keepalive_timeout 0, HTTP/1.0), a client that closes on reading the response
+/// having got its FIN in while nginx wrote its access log. The state change counted
+/// them in [`CLOSED_BY_CLIENT`]; user space takes them out. Counted only where the
+/// `LC_FIN_RULE` flag is set (on TLS nginx's reading of the client's close_notify
+/// leaves its FIN unread too: there only with the `ngx_ssl_shutdown` uprobe, which
+/// marks those as the client's).
+pub const CLOSED_BY_NGINX_CLIENT_FIN_UNREAD: usize = LC_PER_PORT_BASE + 11;
 /// Counters per port.
-pub const LC_PER_PORT: usize = CLOSED_BY_CLIENT_ANSWERING_NGINX + 1;
+pub const LC_PER_PORT: usize = CLOSED_BY_NGINX_CLIENT_FIN_UNREAD + 1;
 
 /// The uprobe that tells who began a TLS close: nginx calls `ngx_int_t
 /// ngx_ssl_shutdown(ngx_connection_t *c)` before it closes any TLS connection, before
@@ -324,6 +336,12 @@ indexed! {
     SKC_DADDR => ("sock", "__sk_common.skc_daddr"),
     /// `sock.__sk_common.skc_v6_daddr` (16 bytes): an IPv6 upstream peer's address.
     SKC_V6_DADDR => ("sock", "__sk_common.skc_v6_daddr"),
+    /// `tcp_sock.copied_seq` (u32): the next byte the application reads (a FIN read
+    /// as EOF counts one).
+    TCP_COPIED_SEQ => ("tcp_sock", "copied_seq"),
+    /// `tcp_sock.rcv_nxt` (u32): the next byte expected from the peer (past its FIN
+    /// once received).
+    TCP_RCV_NXT => ("tcp_sock", "rcv_nxt"),
 }
 
 /// Histogram bucket of `ms`.
@@ -374,6 +392,11 @@ pub mod names {
         /// Array, one u32: 1 once the `ngx_ssl_shutdown` uprobe marked a socket in
         /// `LC_TLS_CLOSING`; until then the state changes never look it up.
         LC_TLS_ON = "LC_TLS_ON",
+        /// Array, one u32: 1 when closes with the client's FIN unread are counted as
+        /// nginx's (see [`super::CLOSED_BY_NGINX_CLIENT_FIN_UNREAD`]), set by user
+        /// space after the `ngx_ssl_shutdown` uprobe is attached (or nginx has no
+        /// TLS).
+        LC_FIN_RULE = "LC_FIN_RULE",
     }
     /// Uprobe on `ngx_ssl_shutdown` in nginx's binary.
     pub const PROG_TLS_SHUTDOWN: &str = "lc_ssl_shutdown";

@@ -26,8 +26,9 @@ use crate::{
     lifecycle_tls::{tls_close_fin_first, tls_close_take, tls_closes_on},
     lifecycle_up::{raw_peer, record_peer, up_set_state},
     maps::{
-        LC_BYTES_RECEIVED_OFF, LC_CLOSING, LC_DRAINING, LC_HZ, LC_LRCVTIME_OFF, LC_LSNDTIME_OFF,
-        LC_PORTS, LC_RAW_OFF, LC_RESET_SK, LC_STATS, LC_TASK_FLAGS_OFF, LC_TLS_CLOSING, LC_WORKER,
+        LC_BYTES_RECEIVED_OFF, LC_CLOSING, LC_DRAINING, LC_FIN_RULE, LC_HZ, LC_LRCVTIME_OFF,
+        LC_LSNDTIME_OFF, LC_PORTS, LC_RAW_OFF, LC_RESET_SK, LC_STATS, LC_TASK_FLAGS_OFF,
+        LC_TLS_CLOSING, LC_WORKER,
     },
     workers::worker_slot,
 };
@@ -342,6 +343,44 @@ pub(crate) fn count_nginx_close(base: u32, f: &CloseFacts) {
     on_nginx_close(base, f);
 }
 
+/// The worker's `close()` of `sk` (port `base`) after the client's FIN: nginx's own
+/// close when the FIN is unread and nginx sent data in the close's last jiffy (see
+/// `lc::CLOSED_BY_NGINX_CLIENT_FIN_UNREAD`), else the close of a connection the client
+/// closed.
+#[inline(always)]
+fn on_close_after_fin(base: u32, sk: u64) {
+    let slot = worker_slot();
+    if slot.is_some() && fin_rule_on() && !task_exiting() && fin_unread(sk) {
+        let f = close_facts(sk);
+        if f.wrote() {
+            count_nginx_close(base, &f);
+            lc_add(base, lc::CLOSED_BY_NGINX_CLIENT_FIN_UNREAD, 1);
+            return;
+        }
+    }
+    worker_add(slot, lc::worker::CLOSED_AFTER_CLIENT);
+}
+
+/// Whether user space set `LC_FIN_RULE`.
+#[inline(always)]
+fn fin_rule_on() -> bool {
+    LC_FIN_RULE.get(0) == Some(&1)
+}
+
+/// Whether the peer's FIN on `sk` is received but unread (`tcp_sock.copied_seq`
+/// behind `rcv_nxt`: a read of the EOF moves `copied_seq` past the FIN); false when
+/// the offsets are unknown.
+#[inline(always)]
+fn fin_unread(sk: u64) -> bool {
+    match (
+        raw_read::<u32>(sk, raw_off::TCP_COPIED_SEQ),
+        raw_read::<u32>(sk, raw_off::TCP_RCV_NXT),
+    ) {
+        (Some(copied), Some(next)) => copied != next,
+        _ => false,
+    }
+}
+
 /// A state change of a socket on one of nginx's ports (`base`): who closed first
 /// (nginx, an exiting worker, the client, a reset), established connections,
 /// listeners closed, idle time before nginx's close.
@@ -371,12 +410,13 @@ fn on_set_state(base: u32, old: i32, new: i32, sk: u64) {
             }
         }
         // LAST_ACK too: the worker's close() of a connection the client closed (not
-        // one whose close nginx began).
-        (TCP_CLOSE_WAIT, TCP_LAST_ACK) => {
-            if tls_close_take(sk).is_none_or(|t| t.client_began()) {
-                worker_add(worker_slot(), lc::worker::CLOSED_AFTER_CLIENT)
-            }
-        }
+        // one whose close nginx began), or nginx's own close met by a client's FIN it
+        // never read.
+        (TCP_CLOSE_WAIT, TCP_LAST_ACK) => match tls_close_take(sk) {
+            Some(t) if !t.client_began() => {}
+            Some(_) => worker_add(worker_slot(), lc::worker::CLOSED_AFTER_CLIENT),
+            None => on_close_after_fin(base, sk),
+        },
         // CLOSE directly: the worker's close() with data unread (a TLS client's
         // close_notify, say: the kernel sends a reset), unless a received reset is
         // being processed for this socket on this CPU.

@@ -11,7 +11,10 @@
 //! close_notify or EOF (`c->read->eof`) and the socket is still `ESTABLISHED`, the
 //! client began the close: nginx answers at once and its FIN can go out before the
 //! client's, which the state changes alone would count as nginx's close; the socket
-//! is marked as the client's (`CLIENT_BEGAN`).
+//! is marked as the client's (`CLIENT_BEGAN`). So is one in `CLOSE_WAIT` whose
+//! close_notify nginx read: OpenSSL read the alert, not the FIN behind it, which the
+//! rule of `lifecycle::on_close_after_fin` (a FIN unread at nginx's close) would
+//! otherwise take for nginx's own close.
 
 use aya_ebpf::{helpers::bpf_probe_read_user, macros::uprobe, programs::ProbeContext};
 use nginx_probe_common::{lifecycle as lc, lifecycle::raw_off, off};
@@ -119,8 +122,9 @@ fn on_ssl_shutdown(ctx: &ProbeContext) -> Option<()> {
     let state = i32::from(raw_read::<u8>(sk, raw_off::SK_STATE)?);
     if ev & EV_EOF != 0 {
         // nginx read the client's close_notify (or its EOF): the client began the
-        // close, even when nginx's close() gets its FIN out before the client's.
-        if state == TCP_ESTABLISHED {
+        // close, even when nginx's close() gets its FIN out before the client's, or
+        // when the client's FIN is in but unread (OpenSSL read the alert only).
+        if state == TCP_ESTABLISHED || state == TCP_CLOSE_WAIT {
             let facts = close_facts(sk);
             mark(
                 sk,

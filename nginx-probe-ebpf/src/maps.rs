@@ -345,3 +345,9 @@ pub(crate) static LC_TLS_CLOSING: LruHashMap<u64, crate::lifecycle_tls::TlsClose
 /// nginx serving no TLS) `LC_TLS_CLOSING` is never looked up.
 #[map]
 pub(crate) static LC_TLS_ON: Array<u32> = Array::with_max_entries(1, 0);
+
+/// Element 0 is 1 when closes with the client's FIN unread count as nginx's (see
+/// `nginx_probe_common::lifecycle::CLOSED_BY_NGINX_CLIENT_FIN_UNREAD`); set by user
+/// space.
+#[map]
+pub(crate) static LC_FIN_RULE: Array<u32> = Array::with_max_entries(1, 0);

@@ -425,7 +425,7 @@ fn upstream_errors_advice(inp: &Inputs, share: f64, n: u64, requests: u64, top: 
                 "; yet the workers established at least as many upstream connections as there were requests ({}, connect() and SO_ERROR in the kernel): consistent with nginx having retried the failed connects on another peer (proxy_next_upstream), which makes these lines retried requests, not failed ones (not proven per request: subrequests such as auth_request also connect); the failing peer costs each retried request a connect attempt",
                 established(inp)
             ),
-            None => "; how many clients got an error response is not measured (nginx logs the same line when proxy_next_upstream retries the request on another peer; an access log with $status holding every request would tell)".to_string(),
+            None => super::outcome_rules::clients_saw_at_least(inp).unwrap_or_else(|| "; how many clients got an error response is not measured (nginx logs the same line when proxy_next_upstream retries the request on another peer; an access log with $status holding every request would tell)".to_string()),
         },
     };
     format!(
@@ -516,14 +516,17 @@ pub fn keepalive_requests_low(inp: &Inputs, out: &mut Vec<Verdict>) {
     if slack > KEEPALIVE_REQUESTS_MAX_SLACK || (per_conn - n as f64).abs() > slack {
         return;
     }
-    // nginx's keepalive_requests closes the connection itself: when the clients closed
-    // most connections first (measured), they sent their N requests and left.
-    if super::conn_verdicts::clients_closed_most(inp) {
-        return;
-    }
     let Some(configured) = keepalive_requests_at(inp, n) else {
         return;
     };
+    // Without the configuration read, clients that closed most connections first
+    // (measured) sent their N requests and left. With keepalive_requests N read, who
+    // closed first does not rule it out: nginx announces the close in the response
+    // (`Connection: close`) and writes its access log before close(), and a client
+    // that closes on reading the response often sends its FIN first.
+    if configured.is_none() && super::conn_verdicts::clients_closed_most(inp) {
+        return;
+    }
     let mut evidence = BTreeMap::new();
     evidence.insert("accepts", serde_json::json!(accepts));
     evidence.insert("requests", serde_json::json!(requests));

@@ -54,7 +54,7 @@ pub fn pool_unused(cfg: &ConfigReport, upstream_closed_most: bool) -> Option<Str
     );
     let pools = pools.join("; ");
     Some(if defeats.is_empty() && upstream_closed_most {
-        format!("a pool is configured ({pools}) and the proxy settings allow its reuse, but the upstream closed most connections first (above): it ends them itself (keepalive off on the upstream server, or `Connection: close` in its responses), so nginx has none to keep; turn keepalive on in the upstream server")
+        format!("a pool is configured ({pools}) and the proxy settings allow its reuse, but the upstream closed most connections first (above): it ends them itself, so nginx has none to keep; what makes it close is not measured: its keepalive turned off, `Connection: close` in its responses, its idle timeout shorter than the gaps between requests on a connection, or a cap on requests per connection (check the upstream server's keepalive settings against these)")
     } else if defeats.is_empty() {
         format!("a pool is configured ({pools}) and the proxy settings allow its reuse, yet the connections are not reused: why is unknown (the upstream may close them: its own keepalive timeout or `Connection: close`)")
     } else {
@@ -125,7 +125,7 @@ mod tests {
         );
         // The upstream closed most of them first (measured): it ends them itself.
         let c = crate::analysis::upstream_pool::pool_unused(inp.config.as_ref().unwrap(), true);
-        assert!(c.unwrap().ends_with("but the upstream closed most connections first (above): it ends them itself (keepalive off on the upstream server, or `Connection: close` in its responses), so nginx has none to keep; turn keepalive on in the upstream server"));
+        assert!(c.unwrap().ends_with("but the upstream closed most connections first (above): it ends them itself, so nginx has none to keep; what makes it close is not measured: its keepalive turned off, `Connection: close` in its responses, its idle timeout shorter than the gaps between requests on a connection, or a cap on requests per connection (check the upstream server's keepalive settings against these)"));
         assert!(!a.contains("`keepalive 32;`"), "{a}");
         // No pool: add one.
         let mut c = cfg(("1.1", "/e/n.conf:10"), ("", "/e/n.conf:11"));

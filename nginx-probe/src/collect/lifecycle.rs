@@ -105,6 +105,7 @@ pub fn globals(btf: Result<&Btf, &String>) -> Globals {
                 "the uprobe on {} was not attached",
                 nginx_probe_common::lifecycle::TLS_SHUTDOWN_SYMBOL
             )),
+            fin_unread_unknown: Some("the rule was not turned on".into()),
             ..Default::default()
         },
     }

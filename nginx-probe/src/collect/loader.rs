@@ -120,6 +120,7 @@ pub struct Probe {
 
 mod accept;
 mod exits;
+mod lifecycle_uprobes;
 mod perf_link;
 mod reloads;
 mod symbols;
@@ -507,73 +508,6 @@ impl Probe {
             self.attach_uprobe(sym, sym, binary)?;
         }
         Ok(())
-    }
-
-    /// Attaches the drain marker, a uprobe on `ngx_close_idle_connections` in `binary`
-    /// (the master's `/proc/<pid>/exe`), and its uretprobe: a worker entering it (its
-    /// graceful shutdown) has its later closes counted as a draining worker's, those
-    /// before the return as its sweep of idle connections. The uretprobe goes first, so
-    /// a sweep is never left open. Only with the lifecycle programs attached; sets
-    /// `lifecycle.meta.draining_unknown` to why not otherwise.
-    pub fn attach_drain_uprobe(&mut self, binary: &Path) {
-        use nginx_probe_common::lifecycle::{
-            names::{PROG_DRAIN, PROG_DRAIN_SWEPT},
-            worker::DRAIN_SYMBOL,
-        };
-        if !self.lifecycle.meta.attached {
-            return;
-        }
-        let attached = self
-            .attach_uprobe(PROG_DRAIN_SWEPT, DRAIN_SYMBOL, binary)
-            .and_then(|()| self.attach_uprobe(PROG_DRAIN, DRAIN_SYMBOL, binary));
-        self.lifecycle.meta.draining_unknown = match attached {
-            Ok(()) => None,
-            Err(e) => {
-                warn!("closes by draining workers are counted as the serving workers' ({e})");
-                Some(e)
-            }
-        };
-    }
-
-    /// Attaches the uprobe on `ngx_ssl_shutdown` in `binary` (the master's
-    /// `/proc/<pid>/exe`) that tells who began a TLS close (see
-    /// `nginx_probe_common::lifecycle::CLOSED_BY_NGINX_CLIENT_FIN_FIRST`). Needs the
-    /// lifecycle programs, the fd-table walk's offsets and the raw tracepoints' socket
-    /// offsets (it reads the socket of `c->fd`); sets `lifecycle.meta.tls_close_unknown`
-    /// to why not otherwise (nginx built without TLS has no such symbol).
-    pub fn attach_tls_close_uprobe(&mut self, binary: &Path) {
-        use nginx_probe_common::lifecycle::{names::PROG_TLS_SHUTDOWN, TLS_SHUTDOWN_SYMBOL};
-        if !self.lifecycle.meta.attached {
-            return;
-        }
-        let raw_known = self.lifecycle.raw_off_known;
-        let attached = match (&self.fd_walk, raw_known) {
-            (Err(e), _) => Err(format!("the fd-table walk's offsets are unknown: {e}")),
-            (Ok(()), false) => Err("struct sock's offsets are not in the kernel's BTF".into()),
-            (Ok(()), true) => self.attach_uprobe(PROG_TLS_SHUTDOWN, TLS_SHUTDOWN_SYMBOL, binary),
-        };
-        self.lifecycle.meta.tls_close_unknown = match attached {
-            Ok(()) => None,
-            Err(e) => {
-                log::info!("TLS closes nginx began may count as the client's ({e})");
-                Some(e)
-            }
-        };
-    }
-
-    /// Marks worker `slot` draining since before attach (its title said so at the
-    /// first look): its closes count as a draining worker's, with no time since the
-    /// drain. Nothing when the drain uprobe is not attached or the uprobe already
-    /// marked it.
-    pub fn mark_draining_before_attach(&mut self, slot: u32) {
-        use nginx_probe_common::lifecycle::worker::DRAIN_START_UNKNOWN;
-        let m = &self.lifecycle.meta;
-        if !m.attached || m.draining_unknown.is_some() {
-            return;
-        }
-        if self.lc_draining.get(&slot, 0).ok() == Some(0) {
-            let _ = self.lc_draining.set(slot, DRAIN_START_UNKNOWN, 0);
-        }
     }
 
     /// Loads program `prog_name` and attaches it (uprobe or uretprobe, as the object

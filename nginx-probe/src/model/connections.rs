@@ -59,6 +59,10 @@ pub struct LifecycleMeta {
     /// `ngx_ssl_shutdown` uprobe not attached: nginx built without TLS, the fd-table
     /// walk's offsets unknown...), when they can.
     pub tls_close_unknown: Option<String>,
+    /// Why nginx's closes met by a client's FIN it never read can count as the
+    /// client's (see `PortLifecycle::closed_by_nginx_client_fin_unread`), when they
+    /// can.
+    pub fin_unread_unknown: Option<String>,
 }
 
 /// One listening port's client connections in the period.
@@ -77,7 +81,8 @@ pub struct PortLifecycle {
     #[serde(default)]
     pub closed_by_worker_exit: u64,
     /// The client closed first (`ESTABLISHED -> CLOSE_WAIT`), less the FINs that
-    /// answered a TLS close nginx had begun (`closed_by_nginx_client_fin_first`).
+    /// answered a TLS close nginx had begun (`closed_by_nginx_client_fin_first`) and
+    /// those nginx never read before its own close (`closed_by_nginx_client_fin_unread`).
     pub closed_by_client: u64,
     /// Of `closed_by_nginx`, TLS closes nginx began (uprobe `ngx_ssl_shutdown`: the
     /// client's EOF unread, the socket established; a keepalive or idle timeout, a
@@ -86,6 +91,14 @@ pub struct PortLifecycle {
     /// (or HTTP/2 GOAWAY). Not in `closed_by_client`.
     #[serde(default, skip_serializing_if = "crate::model::is_zero")]
     pub closed_by_nginx_client_fin_first: u64,
+    /// Of `closed_by_nginx`, closes nginx decided on its own whose client's FIN came
+    /// first but was never read: at the worker's `close()` (`CLOSE_WAIT -> LAST_ACK`)
+    /// `tcp_sock.copied_seq` was behind `rcv_nxt` and nginx had sent data in the last
+    /// jiffy: a response with `Connection: close` (keepalive_requests reached,
+    /// keepalive_timeout 0, HTTP/1.0) and a client closing on reading it while nginx
+    /// wrote its access log. Not in `closed_by_client`.
+    #[serde(default, skip_serializing_if = "crate::model::is_zero")]
+    pub closed_by_nginx_client_fin_unread: u64,
     /// Of `closed_by_nginx`, closes by draining workers (after they entered
     /// `ngx_close_idle_connections`: a reload, a graceful QUIT, a binary upgrade's
     /// WINCH); not in `idle_before_nginx_close`. 0 also when not told apart (the
@@ -280,6 +293,12 @@ pub struct ConnectionsReport {
     /// client's close (the `ngx_ssl_shutdown` uprobe not attached), when it can.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_close_unknown: Option<String>,
+    /// Why nginx's closes met by a client's FIN it never read (a response with
+    /// `Connection: close` and a client closing on reading it) can be counted as the
+    /// client's (the `ngx_ssl_shutdown` uprobe not attached on an nginx with TLS,
+    /// `tcp_sock` offsets unknown), when they can.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fin_unread_unknown: Option<String>,
     /// nginx listening ports not counted (beyond the first 16).
     #[serde(default, skip_serializing_if = "crate::model::is_zero")]
     pub ports_not_counted: u64,
@@ -351,6 +370,7 @@ impl ConnectionsReport {
             );
             t.closed_by_client += p.closed_by_client;
             t.closed_by_nginx_client_fin_first += p.closed_by_nginx_client_fin_first;
+            t.closed_by_nginx_client_fin_unread += p.closed_by_nginx_client_fin_unread;
             t.closed_by_reset += p.closed_by_reset;
             t.closed_by_nginx_reset += p.closed_by_nginx_reset;
             t.closed_while_draining_reset += p.closed_while_draining_reset;
@@ -453,6 +473,7 @@ pub fn empty_report(meta: &LifecycleMeta) -> ConnectionsReport {
         worker_exit_unknown: meta.worker_exit_unknown.clone(),
         draining_unknown: meta.draining_unknown.clone(),
         tls_close_unknown: meta.tls_close_unknown.clone(),
+        fin_unread_unknown: meta.fin_unread_unknown.clone(),
         ports_not_counted: meta.ports_not_counted,
         raw_unavailable: meta.raw_unavailable.clone(),
         listener_closes: Vec::new(),
@@ -508,8 +529,10 @@ fn port_lifecycle(
             c[lc::DRAIN_AFTER_DATA_INV_MIN_MS],
         ),
         closed_by_client: d(lc::CLOSED_BY_CLIENT)
-            .saturating_sub(d(lc::CLOSED_BY_CLIENT_ANSWERING_NGINX)),
+            .saturating_sub(d(lc::CLOSED_BY_CLIENT_ANSWERING_NGINX))
+            .saturating_sub(d(lc::CLOSED_BY_NGINX_CLIENT_FIN_UNREAD)),
         closed_by_nginx_client_fin_first: d(lc::CLOSED_BY_NGINX_CLIENT_FIN_FIRST),
+        closed_by_nginx_client_fin_unread: d(lc::CLOSED_BY_NGINX_CLIENT_FIN_UNREAD),
         closed_by_reset: d(lc::CLOSED_BY_RESET),
         closed_by_nginx_reset: d(lc::CLOSED_BY_NGINX_RESET),
         closed_while_draining_reset: d(lc::CLOSED_WHILE_DRAINING_RESET),
@@ -756,6 +779,29 @@ mod tests {
                 t.closed_by_nginx_client_fin_first
             ),
             (10, 2, 4)
+        );
+    }
+
+    /// A client's FIN nginx never read before its own close: counted by the state
+    /// change as the client's, by the close as nginx's; the client's count drops it.
+    #[test]
+    fn fins_nginx_never_read_are_not_the_client_s() {
+        let cur = raw(
+            80,
+            &[
+                (lc::CLOSED_BY_NGINX, 300),
+                (lc::CLOSED_BY_CLIENT, 56),
+                (lc::CLOSED_BY_NGINX_CLIENT_FIN_UNREAD, 56),
+            ],
+        );
+        let t = connections_report(&cur, None, &meta()).unwrap().total();
+        assert_eq!(
+            (
+                t.closed_by_nginx,
+                t.closed_by_client,
+                t.closed_by_nginx_client_fin_unread
+            ),
+            (300, 0, 56)
         );
     }
 

@@ -47,6 +47,7 @@ pub fn connections_section(out: &mut String, r: &Report) {
         let _ = writeln!(out, "  closes as a worker exited: not told apart ({why})");
     }
     tls_client_first_line(out, r, c, &t);
+    fin_unread_line(out, c, &t);
     let h2_ports = r.config.as_ref().and_then(|k| k.http2_ports());
     draining_lines(out, c, &t, c.mid_response_on(h2_ports.as_deref()));
     nginx_resets_line(out, &t);
@@ -113,6 +114,28 @@ fn tls_client_first_line(out: &mut String, r: &Report, c: &ConnectionsReport, t:
         out,
         "  on TLS, \"by the client\" may include clients that answered nginx's close_notify before nginx's own close() (who began the close is not told apart: {why}); nginx's close() finding the client's data unread shows as TCP_ABORT_ON_CLOSE resets sent: {aborts}"
     );
+}
+
+/// nginx's closes met by a client's FIN it never read (a response with
+/// `Connection: close` racing a client that closes on reading it), said with their
+/// count; or, when they are not told apart, a caveat on "by the client" with why.
+fn fin_unread_line(out: &mut String, c: &ConnectionsReport, t: &PortLifecycle) {
+    match &c.fin_unread_unknown {
+        None if t.closed_by_nginx_client_fin_unread > 0 => {
+            let _ = writeln!(
+                out,
+                "  {} of nginx's closes met the client's FIN first, unread: nginx sent its response and closed without reading the client's EOF (`Connection: close`: keepalive_requests reached, keepalive_timeout 0, HTTP/1.0), so they are counted as nginx's (tcp_sock.copied_seq behind rcv_nxt at the worker's close())",
+                t.closed_by_nginx_client_fin_unread
+            );
+        }
+        Some(why) if t.closed_by_client > 0 => {
+            let _ = writeln!(
+                out,
+                "  \"by the client\" may include responses with `Connection: close` whose client closed on reading them before nginx's own close() ({why})"
+            );
+        }
+        _ => {}
+    }
 }
 
 /// nginx's closes by draining workers (or why they are not told apart).
@@ -636,6 +659,32 @@ mod tests {
         connections_section(&mut out, &r);
         assert!(
             out.contains("  on TLS, 3 of nginx's closes met the client's FIN before nginx's own close(): the client answered nginx's close_notify or HTTP/2 GOAWAY; nginx began them (uprobe ngx_ssl_shutdown), so they are counted as nginx's\n"),
+            "{out}"
+        );
+    }
+
+    /// Closes nginx made whose client's FIN came first, unread, are said with their
+    /// count; when not told apart, the clients' closes carry the caveat and why.
+    #[test]
+    fn closes_met_by_an_unread_fin_are_said_as_nginx_s_or_caveated() {
+        let mut r = minimal_report();
+        let mut c = crate::model::connections::sample_report();
+        c.ports[0].closed_by_nginx_client_fin_unread = 7;
+        r.connections = Some(c.clone());
+        let mut out = String::new();
+        connections_section(&mut out, &r);
+        assert!(
+            out.contains("  7 of nginx's closes met the client's FIN first, unread: nginx sent its response and closed without reading the client's EOF"),
+            "{out}"
+        );
+        c.ports[0].closed_by_nginx_client_fin_unread = 0;
+        c.ports[0].closed_by_client = 4;
+        c.fin_unread_unknown = Some("struct sock's offsets are not in the kernel's BTF".into());
+        r.connections = Some(c);
+        let mut out = String::new();
+        connections_section(&mut out, &r);
+        assert!(
+            out.contains("  \"by the client\" may include responses with `Connection: close` whose client closed on reading them before nginx's own close() (struct sock's offsets are not in the kernel's BTF)\n"),
             "{out}"
         );
     }
