@@ -71,6 +71,9 @@ pub struct Tracker {
     /// upgrade's new binary, loading its configuration. Said as a new master once
     /// titled one, as a failed upgrade once gone.
     upgrading: BTreeSet<u32>,
+    /// The last binary upgrade's new master seen titled a master, until `/proc` says
+    /// it is gone (`resolve_upgrades`).
+    new_master_beside: Option<crate::model::NewMasterBeside>,
     /// Final stats of exited workers whose slots were recycled.
     finals: BTreeMap<u32, SlotStats>,
     /// Exited workers still reported one by one, oldest first.
@@ -183,6 +186,7 @@ impl Tracker {
             ignored: BTreeSet::new(),
             pending: BTreeSet::new(),
             upgrading: BTreeSet::new(),
+            new_master_beside: None,
             finals: BTreeMap::new(),
             exited_order: VecDeque::new(),
             merged: model::ZERO_SLOT,
@@ -296,6 +300,12 @@ impl Tracker {
             event,
             pid,
         };
+        if event == EventKind::NewMaster {
+            self.new_master_beside = Some(crate::model::NewMasterBeside {
+                pid,
+                since_s: ev.t_s,
+            });
+        }
         self.fresh.push(ev.clone());
         if self.interval_events.len() < MAX_EVENTS {
             self.interval_events.push(ev.clone());
@@ -610,6 +620,7 @@ impl Tracker {
             proc_errors: self.proc_errors,
             events: &self.events,
             interval_events: &self.interval_events,
+            new_master_beside: self.new_master_beside,
             sampling: self.sampling.as_ref().map(|(s, _)| s),
             worker_lifecycles: self
                 .workers

@@ -85,6 +85,9 @@ pub struct PeriodInputs<'a> {
     pub events: &'a [Event],
     /// Worker events since the current interval started (the interval reports').
     pub interval_events: &'a [Event],
+    /// A binary upgrade's new master running beside this one now (the tracker's,
+    /// from `/proc`).
+    pub new_master_beside: Option<super::NewMasterBeside>,
     /// With `--detail sampled`: the windows' schedule and cost.
     pub sampling: Option<&'a Sampler>,
     /// Each listed worker's lifecycle (reload generation, state, exit; from
@@ -651,6 +654,7 @@ fn assemble(p: &Period, parts: Parts, missing: &[String], end_reason: Option<Str
         } else {
             inputs.interval_events.to_vec()
         },
+        new_master_beside: inputs.new_master_beside,
         end_reason,
         detail: parts.detail,
         lifecycle: parts.lifecycle,

@@ -88,6 +88,7 @@ fn build_with(
         proc_errors: 0,
         events: &[],
         interval_events: &[],
+        new_master_beside: None,
         sampling: None,
         worker_lifecycles: BTreeMap::new(),
         exit_history: ExitHistory {

@@ -518,6 +518,16 @@ pub struct Event {
     pub pid: u32,
 }
 
+/// A binary upgrade's new master running beside the traced one (see
+/// `Report::new_master_beside`).
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+pub struct NewMasterBeside {
+    /// Its host pid.
+    pub pid: u32,
+    /// Seconds since attach it was first seen a master (`/proc/<pid>/cmdline`).
+    pub since_s: f64,
+}
+
 /// Old exited workers merged into one aggregate (beyond the most recent 16 exited, `tracker::MAX_EXITED_KEPT`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct MergedReport {
@@ -593,6 +603,13 @@ pub struct Report {
     /// Workers started and exited, new masters: in the period (interval) or since attach
     /// (summary, the last 256).
     pub events: Vec<Event>,
+    /// A binary upgrade's new master running beside this one at the period's end
+    /// (seen titled a master after its configuration loaded, not yet gone from
+    /// `/proc`): its workers serve the same listening sockets and write the same logs,
+    /// so the per-port connection counts and the access log's lines include theirs.
+    /// Absent when none (and in recordings made before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_master_beside: Option<NewMasterBeside>,
     /// Why the run ended (summary only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub end_reason: Option<String>,

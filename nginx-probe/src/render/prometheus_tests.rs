@@ -117,14 +117,16 @@ fn one_listener() -> ListenReport {
 /// `merged` exited workers summed as one: nginx's counters, one listening socket, the
 /// error log, the CPU quota, drops and a verdict.
 fn report_of(workers: &[Worker], merged: Option<(u64, Worker)>) -> Report {
+    // Long because: one struct literal naming every field of a Report.
     let total: u64 = workers
         .iter()
         .chain(merged.iter().map(|(_, w)| w))
         .map(|w| model::accepts_of(&w.stats))
         .sum();
-    let mut drops = BTreeMap::new();
-    drops.insert("exit_without_entry".to_string(), 2);
-    drops.insert("slots_exhausted".to_string(), 0);
+    let drops = BTreeMap::from([
+        ("exit_without_entry".to_string(), 2),
+        ("slots_exhausted".to_string(), 0),
+    ]);
     Report {
         write_destinations: model::WriteSource::FdTable,
         schema: model::SCHEMA_VERSION,
@@ -181,6 +183,7 @@ fn report_of(workers: &[Worker], merged: Option<(u64, Worker)>) -> Report {
             .collect(),
         missing_tracepoints: Vec::new(),
         events: Vec::new(),
+        new_master_beside: None,
         end_reason: None,
         detail: None,
         lifecycle: None,

@@ -166,9 +166,13 @@ impl Row<'_> {
 /// The binary upgrade's new master running beside this one in the period, when there
 /// is one: (its pid, seconds since attach it was seen a master). Its workers serve
 /// the same listening sockets and write the same logs, so the per-port connection
-/// counts and the access log's lines include theirs (the report's own events,
-/// `new_master`: the master's child titled a master after its configuration loaded).
+/// counts and the access log's lines include theirs (`Report::new_master_beside`, the
+/// tracker's until the new master is gone; in recordings made before it, the report's
+/// own `new_master` events).
 pub fn upgrade_beside(r: &Report) -> Option<(u32, f64)> {
+    if let Some(b) = r.new_master_beside {
+        return Some((b.pid, b.since_s));
+    }
     r.events
         .iter()
         .rev()

@@ -502,6 +502,24 @@ mod tests {
         let mut out = String::new();
         connections_section(&mut out, &r);
         assert!(out.contains("\n  a binary upgrade's new master 13614 runs beside this one since +6.0s: its workers serve the same listening sockets, so these counts include their connections from then (the per-worker figures are this master's alone)\n"), "{out}");
+        // An interval after the event's: the tracker's new master still beside.
+        r.events.clear();
+        r.new_master_beside = Some(crate::model::NewMasterBeside {
+            pid: 13614,
+            since_s: 6.04,
+        });
+        let mut out = String::new();
+        connections_section(&mut out, &r);
+        assert!(
+            out.contains(
+                "\n  a binary upgrade's new master 13614 runs beside this one since +6.0s"
+            ),
+            "{out}"
+        );
+        r.new_master_beside = None;
+        let mut out = String::new();
+        connections_section(&mut out, &r);
+        assert!(!out.contains("new master"), "{out}");
     }
 
     #[test]

@@ -165,6 +165,8 @@ fn binary_upgrade_then_old_master_exit_gives_final_report_and_exit_0() {
         "{}",
         s["events"]
     );
+    // Still running when the old master exited: beside it in the summary.
+    assert_eq!(s["new_master_beside"]["pid"], new_master, "{s}");
     assert!(
         s["end_reason"]
             .as_str()

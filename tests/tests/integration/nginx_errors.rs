@@ -725,6 +725,7 @@ fn a_binary_upgrade_that_cannot_load_its_configuration_is_said_as_such() {
     assert_eq!(loads["reloads_failed"], 0, "{loads}");
     assert_eq!(events(&s, "new_master_failed").len(), 1, "{}", s["events"]);
     assert!(events(&s, "new_master").is_empty(), "{}", s["events"]);
+    assert!(s["new_master_beside"].is_null(), "{s}");
     let v = verdict(&s, "config_not_loaded").unwrap_or_else(|| panic!("{}", s["verdicts"]));
     assert_eq!(v["evidence"]["upgrades_failed"], 1, "{v}");
     assert_eq!(v["evidence"]["emerg_lines"], 1, "{v}");
@@ -752,6 +753,7 @@ fn a_binary_upgrade_that_cannot_load_its_configuration_is_said_as_such() {
         "{}",
         s["events"]
     );
+    assert_eq!(s["new_master_beside"]["pid"], new_master, "{s}");
     let loads = &s["config_loads"];
     assert_eq!(loads["upgrades_loaded"], 1, "{loads}");
     assert_eq!(loads["upgrades_failed"], 0, "{loads}");

@@ -91,6 +91,14 @@ impl Tracker {
     /// is looked at again next refresh. An unreadable `/proc` entry is no fact: looked
     /// at again too.
     pub(super) fn resolve_upgrades(&mut self) {
+        // The new master beside, once gone (or a zombie), is no longer beside.
+        if let Some(b) = self.new_master_beside {
+            match target::role_of(b.pid) {
+                Ok(None) => self.new_master_beside = None,
+                Ok(Some(_)) => {}
+                Err(e) => self.proc_error(&e),
+            }
+        }
         let upgrading: Vec<u32> = self.upgrading.iter().copied().collect();
         for tgid in upgrading {
             let kind = match target::role_of(tgid) {
