@@ -369,9 +369,6 @@ const WORDING: &[(Wording, &str)] = &[
         Any(&[
             Starts("could not respawn "),
             Starts("no more than "),
-            // "start new binary process %P" (notice): an upgrade begun; its outcome
-            // is read by the rows above and `process_exit`.
-            Starts("start new binary process "),
             Starts("kill("),
             Starts("waitpid()"),
         ]),
@@ -384,8 +381,7 @@ const WORDING: &[(Wording, &str)] = &[
         "process_other",
     ),
     // The master's and workers' notice lines (nginx 1.22 and 1.26): start, signals,
-    // reloads, log reopens, exits. Whole messages or fixed prefixes only; "start new
-    // binary process %P" stays process_other (above).
+    // reloads, log reopens, exits. Whole messages or fixed prefixes only.
     (
         Any(&[
             Is("start worker processes"),
@@ -410,9 +406,13 @@ const WORDING: &[(Wording, &str)] = &[
         ]),
         "master_signal",
     ),
+    (Is("reconfiguring"), "master_reload"),
+    // A binary upgrade (USR2) begun: "changing binary" (the master's notice on the
+    // signal), "start new binary process %P" (notice); its outcome is read by
+    // `binary_upgrade_failed` above and `process_exit`.
     (
-        Any(&[Is("reconfiguring"), Is("changing binary")]),
-        "master_reload",
+        Any(&[Is("changing binary"), Starts("start new binary process ")]),
+        "binary_upgrade",
     ),
     (Is("reopening logs"), "log_reopen"),
     (

@@ -196,7 +196,12 @@ pub const CLASSES: &[Class] = &[
         "- (a signal to the master: nginx -s, kill, a child's exit)",
         P,
     ),
-    c("master_reload", "nginx.conf (a reload re-reads it) / the binary (upgrade)", P),
+    c("master_reload", "nginx.conf (a reload re-reads it)", P),
+    c(
+        "binary_upgrade",
+        "- (USR2: a binary upgrade begun; its outcome is binary_upgrade_failed or the new master's workers)",
+        P,
+    ),
     c("log_reopen", "access_log / error_log (USR1: log rotation)", P),
     c(
         "process_exiting",
