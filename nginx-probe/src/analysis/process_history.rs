@@ -247,8 +247,12 @@ pub fn config_not_loaded(inp: &Inputs, out: &mut Vec<Verdict>) {
     let quote = match (&l.last_failed_emerg, l.last_failed_pid) {
         (Some(line), Some(pid)) => {
             evidence.insert("emerg_line", serde_json::json!(line));
+            let ns = l
+                .last_failed_emerg_nspid
+                .map(|n| format!(" (pid {n} in its pid namespace, as nginx wrote it)"))
+                .unwrap_or_default();
             format!(
-                "; the last emerg line process {pid} wrote in this period reads \"{line}\" (as read from the error log, not proven nginx's)"
+                "; the last emerg line process {pid}{ns} wrote in this period reads \"{line}\" (as read from the error log, not proven nginx's)"
             )
         }
         _ => String::new(),

@@ -107,6 +107,10 @@ pub struct ConfigLoadsReport {
     /// can write lines into the error log. Absent when no such line was read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_failed_emerg: Option<String>,
+    /// The pid nginx wrote on that line when it is not `last_failed_pid`: the
+    /// master's pid in its own pid namespace (a container's nginx writes `1#1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failed_emerg_nspid: Option<u32>,
     /// Why a binary upgrade's new master is not told from other processes, when it is
     /// not (a load's parent could not be read): its loads are then among the others'.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -207,11 +211,12 @@ impl ConfigLoadsReport {
             return;
         };
         let ns = master_nspid.filter(|_| pid == master);
-        self.last_failed_emerg = lines
+        let line = lines
             .iter()
             .rev()
-            .find(|l| l.pid == pid || Some(l.pid) == ns)
-            .map(|l| l.message.clone());
+            .find(|l| l.pid == pid || Some(l.pid) == ns);
+        self.last_failed_emerg = line.map(|l| l.message.clone());
+        self.last_failed_emerg_nspid = line.map(|l| l.pid).filter(|&p| p != pid);
     }
 
     /// Whether any load was seen (or loads are unknown): the report then says so.
@@ -502,12 +507,14 @@ mod tests {
         assert_eq!(r.last_failed_pid, Some(20));
         r.quote_emerg(&lines, 10, Some(1));
         assert_eq!(r.last_failed_emerg.as_deref(), Some("child's reason"));
+        assert_eq!(r.last_failed_emerg_nspid, None, "written with its host pid");
         // Only the master fails: its line is found by its pid in its namespace.
         let mut h = ConfigLoadHistory::default();
         h.observe(10, Ok(&[(10, l(2_500_000_000, 1))]), 1004.0, wall);
         let mut r = h.report(0.0, true);
         r.quote_emerg(&lines, 10, Some(1));
         assert_eq!(r.last_failed_emerg.as_deref(), Some("master's reason"));
+        assert_eq!(r.last_failed_emerg_nspid, Some(1));
         // No line of that process: nothing quoted.
         r.quote_emerg(&lines[1..], 10, Some(1));
         assert_eq!(r.last_failed_emerg, None);
