@@ -70,6 +70,7 @@ pub(super) fn attach_programs(
         // attached between windows.
         let exe = std::path::PathBuf::from(format!("/proc/{}/exe", master.pid));
         if let Err(e) = probe.attach_accept_uprobe(&exe) {
+            probe.check_fds()?;
             warn!("accepts come from the accept4/accept tracepoints, attached all the time ({e}): every syscall of every process takes the kernel's syscall-tracing path between windows");
         }
     }
@@ -84,6 +85,7 @@ pub(super) fn attach_programs(
     probe.attach_drain_uprobe(&exe);
     probe.attach_tls_close_uprobe(&exe);
     probe.attach_config_loads(&exe);
+    probe.check_fds()?;
     tracker.mark_draining_at_attach(probe);
     tracker.accepts_from_uprobe = probe.accepts_from_uprobe;
     tracker.traced = args.syscalls.0.clone();
@@ -91,7 +93,7 @@ pub(super) fn attach_programs(
         tracker.write_source = model::WriteSource::FdTable;
     }
     tracker.counts_log_opens = probe.counts_log_opens;
-    attach_request_sources(args, master, probe, tracker, sampled);
+    attach_request_sources(args, master, probe, tracker, sampled)?;
     // Workers forked between the first scan and fork following being attached.
     tracker.refresh(probe)?;
     for m in &probe.missing {
@@ -109,7 +111,7 @@ fn attach_request_sources(
     probe: &mut Probe,
     tracker: &mut Tracker,
     sampled: bool,
-) {
+) -> Result<(), ProbeError> {
     tracker.open_counters();
     if let Some(e) = &tracker.counters_error {
         warn!(
@@ -125,25 +127,38 @@ fn attach_request_sources(
         let exe = std::path::PathBuf::from(format!("/proc/{}/exe", master.pid));
         match probe.attach_uprobes(&exe) {
             Ok(()) => tracker.request_source = model::RequestSource::Uprobe,
-            Err(e) => warn!("per-worker request counts unavailable ({e})"),
+            Err(e) => {
+                probe.check_fds()?;
+                warn!("per-worker request counts unavailable ({e})");
+            }
         }
     }
     if !args.no_tls {
-        attach_tls(master, probe, tracker, sampled);
+        attach_tls(master, probe, tracker, sampled)?;
     }
+    Ok(())
 }
 
 /// The TLS handshake uprobes: nginx's count in its binary, libssl's programs where
 /// libssl's functions are (the libssl the master maps, or the nginx binary when OpenSSL
 /// is linked into it); what cannot be had is warned about with its reason.
-fn attach_tls(master: &Master, probe: &mut Probe, tracker: &mut Tracker, sampled: bool) {
+///
+/// Errors: [`ProbeError::FdLimit`] when a uprobe failed for want of file descriptors.
+fn attach_tls(
+    master: &Master,
+    probe: &mut Probe,
+    tracker: &mut Tracker,
+    sampled: bool,
+) -> Result<(), ProbeError> {
     let exe = std::path::PathBuf::from(format!("/proc/{}/exe", master.pid));
     let libssl = loader::find_libssl(master.pid);
     let shown = match &libssl {
         Ok(f) => libssl_words(&f.source),
         Err(_) => String::new(),
     };
-    match probe.attach_tls(libssl, &exe, sampled) {
+    let attached = probe.attach_tls(libssl, &exe, sampled);
+    probe.check_fds()?;
+    match attached {
         Ok(src) => {
             tracker.tls_from_nginx = src.handshakes_from_nginx;
             tracker.tls_libssl_sampled = src.libssl_sampled;
@@ -164,6 +179,7 @@ fn attach_tls(master: &Master, probe: &mut Probe, tracker: &mut Tracker, sampled
         ),
         Err(e) => warn!("TLS handshakes are not timed ({shown}: {e})"),
     }
+    Ok(())
 }
 
 /// Where libssl's functions are, as the banner and warnings say it.

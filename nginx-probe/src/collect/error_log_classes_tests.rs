@@ -237,7 +237,10 @@ fn a_failed_binary_upgrade_is_its_own_class() {
     // The upgrade begun: its own class, not a reload's (a newcomer saw "changing
     // binary" under master_reload with nginx.conf as its directive).
     assert_eq!(class("changing binary"), Some("binary_upgrade"));
-    assert_eq!(class("start new binary process 4900"), Some("binary_upgrade"));
+    assert_eq!(
+        class("start new binary process 4900"),
+        Some("binary_upgrade")
+    );
     assert_eq!(class("reconfiguring"), Some("master_reload"));
     // A worker's exit stays a worker's.
     assert_eq!(

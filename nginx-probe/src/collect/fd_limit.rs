@@ -53,6 +53,24 @@ pub fn is_exhaustion(e: &(dyn std::error::Error + 'static)) -> bool {
     text.contains("os error 24") || text.contains("os error 23")
 }
 
+/// Errors: [`ProbeError::FdLimit`] when this process cannot open `n` more files now
+/// (each opened, /dev/null, and closed again). Checked before the first tracepoint is
+/// attached: aya looks for tracefs once per process and keeps "tracefs not found"
+/// when that look itself ran out of file descriptors, which would then be taken for
+/// a kernel without tracefs.
+pub fn headroom(n: usize, what: &str) -> Result<(), ProbeError> {
+    let mut held = Vec::with_capacity(n);
+    for _ in 0..n {
+        match std::fs::File::open("/dev/null") {
+            Ok(f) => held.push(f),
+            Err(e) if is_exhaustion(&e) => return Err(ProbeError::FdLimit(exhausted(what))),
+            // /dev/null missing or refused: no fact about the limit.
+            Err(_) => break,
+        }
+    }
+    Ok(())
+}
+
 /// One line naming the limit that ran out and what to do.
 pub fn exhausted(what: &str) -> String {
     let limit = match limits() {

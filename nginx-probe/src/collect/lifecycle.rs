@@ -248,8 +248,9 @@ const LAYOUT: &[(&str, &[(&str, u64)])] = &[
 /// on the first refusal the ones attached are unloaded (detached) again.
 ///
 /// Errors: the program or the raw tracepoint missing, or the kernel refusing it (a
-/// tracepoint with fewer arguments than the program reads), as one line.
-fn attach_raw(ebpf: &mut Ebpf) -> Result<(), String> {
+/// tracepoint with fewer arguments than the program reads), as one line; Err(Err)
+/// when this process ran out of file descriptors (no fact about the kernel).
+fn attach_raw(ebpf: &mut Ebpf) -> Result<(), Result<String, ProbeError>> {
     let mut done: Vec<&str> = Vec::new();
     for &(prog, tp) in names::RAW_PROGS {
         let res = ebpf
@@ -269,11 +270,21 @@ fn attach_raw(ebpf: &mut Ebpf) -> Result<(), String> {
                     let _ = p.unload();
                 }
             }
-            return Err(format!("raw tracepoint {tp} refused: {e}"));
+            if crate::collect::fd_limit::is_exhaustion(&e) {
+                return Err(Err(fds_ran_out()));
+            }
+            return Err(Ok(format!("raw tracepoint {tp} refused: {e}")));
         }
         done.push(prog);
     }
     Ok(())
+}
+
+/// This process ran out of file descriptors loading or attaching a program.
+fn fds_ran_out() -> ProbeError {
+    ProbeError::FdLimit(crate::collect::fd_limit::exhausted(
+        "loading the eBPF programs",
+    ))
 }
 
 /// The lifecycle maps and what was attached.
@@ -321,9 +332,12 @@ impl Lifecycle {
     /// tracepoint program whose tracepoint exists with the record layout it reads;
     /// nothing when the user left them out (`meta.not_traced`). Returns the ones left
     /// out (as "category:event (why)").
-    pub fn attach(&mut self, ebpf: &mut Ebpf, root: &Path) -> Vec<String> {
+    ///
+    /// Errors: [`ProbeError::FdLimit`] when this process ran out of file descriptors
+    /// (then nothing is taken for the kernel refusing a program).
+    pub fn attach(&mut self, ebpf: &mut Ebpf, root: &Path) -> Result<Vec<String>, ProbeError> {
         if self.meta.not_traced.is_some() {
-            return Vec::new();
+            return Ok(Vec::new());
         }
         if self.meta.raw_unavailable.is_none() {
             match attach_raw(ebpf) {
@@ -335,9 +349,10 @@ impl Lifecycle {
                     if let Ok(format) = std::fs::read_to_string(format) {
                         self.meta.reason_names = parse_reason_names(&format);
                     }
-                    return Vec::new();
+                    return Ok(Vec::new());
                 }
-                Err(e) => {
+                Err(Err(e)) => return Err(e),
+                Err(Ok(e)) => {
                     warn!("connection lifecycle from the perf-event tracepoints ({e})");
                     self.meta.raw_unavailable = Some(e);
                 }
@@ -347,7 +362,7 @@ impl Lifecycle {
     }
 
     /// Attaches the perf-event tracepoint set (see [`Lifecycle::attach`]).
-    fn attach_perf(&mut self, ebpf: &mut Ebpf, root: &Path) -> Vec<String> {
+    fn attach_perf(&mut self, ebpf: &mut Ebpf, root: &Path) -> Result<Vec<String>, ProbeError> {
         let mut missing = Vec::new();
         for &(prog, cat, event) in names::PROGS {
             let format =
@@ -383,13 +398,14 @@ impl Lifecycle {
                     self.attached.push(prog);
                     self.meta.attached = true;
                 }
+                Err(e) if crate::collect::fd_limit::is_exhaustion(&e) => return Err(fds_ran_out()),
                 Err(e) => {
                     warn!("could not attach {cat}:{event} ({e}); connection lifecycle counts leave it out");
                     missing.push(format!("{cat}:{event}"));
                 }
             }
         }
-        missing
+        Ok(missing)
     }
 
     /// Counts the client connections of `ports` (nginx's listening ports) from now on;

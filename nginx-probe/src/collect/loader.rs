@@ -37,6 +37,9 @@ static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"),
 pub struct Probe {
     // Owns the programs and their links; dropping it detaches everything.
     ebpf: Ebpf,
+    /// A uprobe failed to load or attach for want of file descriptors (see
+    /// [`Probe::check_fds`]).
+    fds_ran_out: bool,
     workers: HashMap<MapData, u32, u32>,
     /// Direct-mapped copy of `workers` (see the eBPF `FILTER` map).
     filter: Array<MapData, u64>,
@@ -302,6 +305,7 @@ impl Probe {
             lc_worker: PerCpuArray::try_from(take(lc_names::LC_WORKER)?)?,
             lc_draining: Array::try_from(take(lc_names::LC_DRAINING)?)?,
             fd_walk: loaded.fd_walk,
+            fds_ran_out: false,
             missing: Vec::new(),
             attached: 0,
             follows_forks: false,
@@ -354,9 +358,11 @@ impl Probe {
             // Closed until the first window opens.
             self.set_detail_gate(false)?;
         }
+        // Room for aya's one look for tracefs at the first attach (see `headroom`).
+        fd_limit::headroom(8, "loading the eBPF programs")?;
         // Exit status before fork following, so no worker it tracks exits unseen.
         self.attach_exits(tracefs_root)?;
-        let lc_missing = self.lifecycle.attach(&mut self.ebpf, tracefs_root);
+        let lc_missing = self.lifecycle.attach(&mut self.ebpf, tracefs_root)?;
         self.missing.extend(lc_missing);
         // Fork following first, so no worker forked from here on is missed.
         self.attach_fork(tracefs_root)?;
@@ -521,9 +527,29 @@ impl Probe {
             .ok_or_else(|| format!("the eBPF object has no program {prog_name}"))?
             .try_into()
             .map_err(|e: ProgramError| e.to_string())?;
-        prog.load().map_err(|e| format!("{prog_name}: {e}"))?;
+        let fds = &mut self.fds_ran_out;
+        let mut ran_out = |e: &(dyn std::error::Error + 'static)| {
+            *fds |= fd_limit::is_exhaustion(e);
+        };
+        prog.load().map_err(|e| {
+            ran_out(&e);
+            format!("{prog_name}: {e}")
+        })?;
         prog.attach(sym, target, UProbeScope::AllProcesses)
-            .map_err(|e| format!("uprobe on {sym} in {}: {e}", target.display()))?;
+            .map_err(|e| {
+                ran_out(&e);
+                format!("uprobe on {sym} in {}: {e}", target.display())
+            })?;
+        Ok(())
+    }
+
+    /// Errors: [`ProbeError::FdLimit`] when a uprobe could not be loaded or attached
+    /// because this process ran out of file descriptors (its warning then named no
+    /// fact about nginx or the kernel).
+    pub fn check_fds(&self) -> Result<(), ProbeError> {
+        if self.fds_ran_out {
+            return Err(fd_exhausted());
+        }
         Ok(())
     }
 

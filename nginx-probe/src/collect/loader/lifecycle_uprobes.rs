@@ -31,7 +31,10 @@ impl Probe {
         self.lifecycle.meta.draining_unknown = match attached {
             Ok(()) => None,
             Err(e) => {
-                warn!("closes by draining workers are counted as the serving workers' ({e})");
+                // Out of fds: no fact about nginx; `check_fds` names the limit.
+                if !self.fds_ran_out {
+                    warn!("closes by draining workers are counted as the serving workers' ({e})");
+                }
                 Some(e)
             }
         };

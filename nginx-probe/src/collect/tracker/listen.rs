@@ -42,6 +42,9 @@ impl Tracker {
             }
             // The master exited between two looks: the run is ending, nothing to say.
             Err(_) if matches!(target::alive(self.master.pid), Ok(false)) => {}
+            // Out of file descriptors: no fact about sock_diag; looked at again next
+            // refresh (the run names the limit where it matters).
+            Err(e) if crate::collect::fd_limit::is_exhaustion(&e) => self.proc_errors += 1,
             Err(e) => {
                 self.listen_failed = true;
                 warn!("cannot read nginx's listen queues with sock_diag ({e}); reporting without them");
