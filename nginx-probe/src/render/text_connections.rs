@@ -314,6 +314,8 @@ fn idle_lines(
                         None => "no verdict judged which timeout: too few closes, or too small a share of them".into(),
                     }
                 );
+            } else {
+                port_pinned_lines(out, c);
             }
         }
         None if t.closed_by_nginx > 0 => {
@@ -322,6 +324,30 @@ fn idle_lines(
             }
         }
         None => {}
+    }
+}
+
+/// Each port's own pinned idle time before nginx's closes, when the ports' times
+/// differ (the total's is then not pinned: a keepalive_timeout set per server, say).
+fn port_pinned_lines(out: &mut String, c: &ConnectionsReport) {
+    if c.ports.len() < 2 {
+        return;
+    }
+    for p in &c.ports {
+        let Some(i) = p.idle_before_nginx_close.as_ref() else {
+            continue;
+        };
+        if let Some(v) = i.pinned_ms.filter(|v| *v >= IDLE_TIMEOUT_MIN_MS) {
+            let _ = writeln!(
+                out,
+                "  port {}: nginx closes connections {} after their last data ({} closes, every one since attach between {} and {}; the ports differ, so no verdict judged which timeout)",
+                p.port,
+                fmt_ms(v),
+                i.count,
+                fmt_ms(i.min_ms_since_attach as f64),
+                fmt_ms(i.max_ms_since_attach as f64)
+            );
+        }
     }
 }
 
@@ -679,6 +705,36 @@ mod tests {
             out.contains("  on TLS, 3 of nginx's closes met the client's FIN before nginx's own close(): the client answered nginx's close_notify or HTTP/2 GOAWAY; nginx began them (uprobe ngx_ssl_shutdown), so they are counted as nginx's\n"),
             "{out}"
         );
+    }
+
+    /// Two ports whose nginx closes sit at different idle times (keepalive_timeout set
+    /// per server): the total is not pinned, each port's time is said.
+    #[test]
+    fn ports_pinned_at_different_times_are_said_each() {
+        let mut r = minimal_report();
+        let mut c = crate::model::connections::sample_report();
+        let mut other = c.ports[0].clone();
+        other.port = 8443;
+        if let Some(i) = other.idle_before_nginx_close.as_mut() {
+            i.pinned_ms = Some(10_000.0);
+            i.min_ms_since_attach = 9_990;
+            i.max_ms_since_attach = 10_020;
+            i.mean_ms = 10_000.0;
+            i.p50_ms = 8_192;
+            i.p99_ms = 8_192;
+        }
+        c.ports.push(other);
+        r.connections = Some(c);
+        let mut out = String::new();
+        connections_section(&mut out, &r);
+        assert!(!out.contains("  nginx closes connections"), "{out}");
+        assert!(
+            out.contains(
+                "  port 80: nginx closes connections 2.0 s after their last data (10 closes"
+            ),
+            "{out}"
+        );
+        assert!(out.contains("  port 8443: nginx closes connections 10.0 s after their last data (10 closes, every one since attach between 10.0 s and 10.0 s; the ports differ, so no verdict judged which timeout)"), "{out}");
     }
 
     /// Closes nginx made whose client's FIN came first, unread, are said with their
