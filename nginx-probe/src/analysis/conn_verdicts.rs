@@ -46,9 +46,15 @@ fn all_closes(t: &PortLifecycle) -> u64 {
 
 /// Whether the clients closed most connections of the period first (tracepoint
 /// `sock:inet_sock_set_state`): then nginx's keepalive settings did not close them.
-/// False when no close was counted.
+/// False when no close was counted, or when a client's FIN that raced nginx's own
+/// close after a `Connection: close` response can be among the clients' closes
+/// (`fin_unread_unknown`: the rule that tells them apart is off).
 pub fn clients_closed_most(inp: &Inputs) -> bool {
-    closes(inp).is_some_and(|t| t.closed_by_client * 2 > all_closes(&t))
+    let told_apart = inp
+        .connections
+        .as_ref()
+        .is_some_and(|c| c.fin_unread_unknown.is_none());
+    told_apart && closes(inp).is_some_and(|t| t.closed_by_client * 2 > all_closes(&t))
 }
 
 /// Who closed first, measured: (`closed_by` evidence, the sentence for the advice);
@@ -152,14 +158,12 @@ fn nginx_closed_why(inp: &Inputs, idle: Option<&crate::model::connections::IdleR
 /// not read, or the requests are not counted).
 pub fn keepalive_settings_ruled_out(inp: &Inputs) -> Option<String> {
     use super::{config_evidence::keepalive_timeout_zero, outcome_rules::value_seconds};
-    if let Some(t) = closes(inp) {
-        if t.closed_by_client * 2 > all_closes(&t) {
-            return Some(format!(
-                "the clients closed {} of {} connections first",
-                t.closed_by_client,
-                all_closes(&t)
-            ));
-        }
+    if let Some(t) = closes(inp).filter(|_| clients_closed_most(inp)) {
+        return Some(format!(
+            "the clients closed {} of {} connections first",
+            t.closed_by_client,
+            all_closes(&t)
+        ));
     }
     let served = inp.requests.filter(|&n| n > 0)?;
     let per_request = inp.workers.iter().map(|w| w.accepts).sum::<u64>() as f64 / served as f64;

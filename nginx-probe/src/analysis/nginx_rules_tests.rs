@@ -398,6 +398,15 @@ fn keepalive_requests_low_is_ruled_out_by_who_closed_and_the_configuration() {
         ..Default::default()
     });
     assert!(fires(&closed).is_none(), "the clients closed them");
+    // Where a client's FIN racing nginx's `Connection: close` is not told apart, the
+    // clients' count rules nothing out.
+    let mut racing = closed.clone();
+    if let Some(c) = racing.connections.as_mut() {
+        c.fin_unread_unknown = Some("struct sock's offsets are not in the kernel's BTF".into());
+    }
+    assert!(fires(&racing).is_some(), "the clients' FINs may be races");
+    assert!(crate::analysis::conn_verdicts::keepalive_settings_ruled_out(&racing).is_none());
+    assert!(crate::analysis::conn_verdicts::keepalive_settings_ruled_out(&closed).is_some());
     let value = |v: &str, at: &str| crate::model::config::ConfigValue {
         directive: "keepalive_requests".into(),
         scope: "http".into(),
