@@ -333,7 +333,16 @@ fn keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
     if requests < KEEPALIVE_MIN_REQUESTS {
         return;
     }
-    let per_request = accepts as f64 / requests as f64;
+    // Connections that carried no request (a TLS handshake the client abandoned,
+    // counted by libssl's programs; one nginx dropped) say nothing of keepalive: out of
+    // the ratio. Counted in the detail windows only, they are unknown: not judged.
+    let abandoned = match inp.tls.as_ref() {
+        Some(t) if t.libssl_sampled && t.abandoned > 0 => return,
+        Some(t) => t.abandoned,
+        None => 0,
+    };
+    let carried = accepts.saturating_sub(abandoned + inp.stub_dropped.unwrap_or(0));
+    let per_request = carried as f64 / requests as f64;
     // Far more connections than requests is not clients declining keepalive but
     // connections closed unserved (see worker_connections_exhausted).
     if per_request < KEEPALIVE_ACCEPTS_PER_REQUEST || unserved(inp).2 {

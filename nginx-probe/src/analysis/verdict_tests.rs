@@ -13,6 +13,32 @@ fn judge(inp: &Inputs) -> Vec<Verdict> {
     super::judge(&inp)
 }
 
+/// Trial 6: hey over HTTPS against keepalive_requests 5: 2230 connections carried 5
+/// requests each, 8750 more carried none (7479 TLS handshakes abandoned, counted by
+/// libssl's programs): 0.98 accepts per request, yet no connection carried one request.
+#[test]
+fn connections_without_a_request_are_no_keepalive_off() {
+    let tls = |abandoned, sampled| crate::model::TlsReport {
+        handshakes: 3_501,
+        started: 3_501 + abandoned,
+        abandoned,
+        libssl_sampled: sampled,
+        ..Default::default()
+    };
+    let mut inp = Inputs {
+        workers: vec![w(1, 5_490, 5_575), w(2, 5_490, 5_575)],
+        tls: Some(tls(7_479, false)),
+        ..Inputs::default()
+    };
+    assert!(judge(&inp).iter().all(|v| v.id != "keepalive_off"));
+    // Counted in the detail windows only: unknown, not judged.
+    inp.tls = Some(tls(700, true));
+    assert!(judge(&inp).iter().all(|v| v.id != "keepalive_off"));
+    // None abandoned: one request per connection, as before.
+    inp.tls = Some(tls(0, false));
+    assert!(judge(&inp).iter().any(|v| v.id == "keepalive_off"));
+}
+
 #[test]
 fn keepalive_off_on_tls_carries_the_handshake_cost() {
     let a = w(1, 400, 400);
