@@ -134,7 +134,9 @@ pub const CLOSED_WHILE_DRAINING_RESET: usize = LC_PER_PORT_BASE + 8;
 /// response with `Connection: close`, a draining worker's sweep) whose client's FIN
 /// arrived before nginx's own `close()`: the client answered nginx's close_notify in
 /// the window between nginx's write of it and its `close()` (`ESTABLISHED ->
-/// CLOSE_WAIT` on a socket the uprobe marked). Counted as nginx's, with the idle time
+/// CLOSE_WAIT` on a socket the uprobe marked), or whose client answered with a reset
+/// (it closed with the close_notify unread: `ESTABLISHED -> CLOSE` while the received
+/// reset is processed). Counted as nginx's, with the idle time
 /// and worker read at the uprobe; never in [`CLOSED_BY_CLIENT`]. Needs the
 /// `ngx_ssl_shutdown` uprobe ([`TLS_SHUTDOWN_SYMBOL`]).
 pub const CLOSED_BY_NGINX_CLIENT_FIN_FIRST: usize = LC_PER_PORT_BASE + 9;

@@ -426,7 +426,13 @@ fn on_set_state(base: u32, old: i32, new: i32, sk: u64) {
             }
         }
         (TCP_ESTABLISHED, TCP_CLOSE) => {
-            let _ = tls_close_take(sk);
+            // A client answering nginx's close_notify with a reset (it closed with
+            // the alert unread) before nginx's close(): nginx began the close.
+            if let Some(t) = tls_close_take(sk).filter(|t| by_reset && t.nginx_began_uncounted()) {
+                count_nginx_close(base, &t.facts);
+                lc_add(base, lc::CLOSED_BY_NGINX_CLIENT_FIN_FIRST, 1);
+                return;
+            }
             lc_add(base, lc::CLOSED_BY_RESET, 1);
             // In a worker's close(), no received reset: nginx's own reset.
             let slot = worker_slot();

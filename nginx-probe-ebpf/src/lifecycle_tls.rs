@@ -67,6 +67,12 @@ impl TlsClose {
     pub(crate) fn client_began(&self) -> bool {
         self.counted == CLIENT_BEGAN
     }
+
+    /// Whether nginx began this close and it is not counted yet.
+    #[inline(always)]
+    pub(crate) fn nginx_began_uncounted(&self) -> bool {
+        self.counted == 0
+    }
 }
 
 /// Reads a `T` at address `at` of the worker's memory.

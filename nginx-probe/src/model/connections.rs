@@ -87,8 +87,8 @@ pub struct PortLifecycle {
     /// Of `closed_by_nginx`, TLS closes nginx began (uprobe `ngx_ssl_shutdown`: the
     /// client's EOF unread, the socket established; a keepalive or idle timeout, a
     /// response with `Connection: close`, a draining worker's sweep) whose client's FIN
-    /// arrived before nginx's own `close()`: the client answered nginx's close_notify
-    /// (or HTTP/2 GOAWAY). Not in `closed_by_client`.
+    /// (or its reset) arrived before nginx's own `close()`: the client answered nginx's
+    /// close_notify (or HTTP/2 GOAWAY). Not in `closed_by_client` nor `closed_by_reset`.
     #[serde(default, skip_serializing_if = "crate::model::is_zero")]
     pub closed_by_nginx_client_fin_first: u64,
     /// Of `closed_by_nginx`, closes nginx decided on its own whose client's FIN came

@@ -96,7 +96,7 @@ fn tls_client_first_line(out: &mut String, r: &Report, c: &ConnectionsReport, t:
         if t.closed_by_nginx_client_fin_first > 0 {
             let _ = writeln!(
                 out,
-                "  on TLS, {} of nginx's closes met the client's FIN before nginx's own close(): the client answered nginx's close_notify or HTTP/2 GOAWAY; nginx began them (uprobe ngx_ssl_shutdown), so they are counted as nginx's",
+                "  on TLS, {} of nginx's closes met the client's FIN or reset before nginx's own close(): the client answered nginx's close_notify or HTTP/2 GOAWAY; nginx began them (uprobe ngx_ssl_shutdown), so they are counted as nginx's",
                 t.closed_by_nginx_client_fin_first
             );
         }
@@ -702,7 +702,7 @@ mod tests {
         let mut out = String::new();
         connections_section(&mut out, &r);
         assert!(
-            out.contains("  on TLS, 3 of nginx's closes met the client's FIN before nginx's own close(): the client answered nginx's close_notify or HTTP/2 GOAWAY; nginx began them (uprobe ngx_ssl_shutdown), so they are counted as nginx's\n"),
+            out.contains("  on TLS, 3 of nginx's closes met the client's FIN or reset before nginx's own close(): the client answered nginx's close_notify or HTTP/2 GOAWAY; nginx began them (uprobe ngx_ssl_shutdown), so they are counted as nginx's\n"),
             "{out}"
         );
     }
