@@ -176,7 +176,7 @@ pub const CLASSES: &[Class] = &[
     c("http3", "http3 / quic / listen ... quic", O),
     c("stream", "stream proxy_pass / server", O),
     c("syslog", "error_log / access_log syslog:", O),
-    c("config", "nginx.conf (nginx -t)", O),
+    c("config", "nginx.conf (the file and line nginx names; check with nginx -t)", O),
     c("event_method", "events { use ... } / worker_connections", O),
     c("internal_alert", "- (nginx or a module's bug: report it)", O),
     c("syscall_failed", "- (the errno in the line names it)", O),
