@@ -322,6 +322,19 @@ fn reuse(accepts_per_request: f64) -> String {
     }
 }
 
+/// Of `accepts`, those that may have carried a request: less the TLS handshakes the
+/// client abandoned (counted by libssl's programs) and the connections nginx dropped
+/// (stub_status), which say nothing of keepalive. None when the abandoned handshakes
+/// are counted in the detail windows only (unknown: not judged).
+fn accepts_that_carried(inp: &Inputs, accepts: u64) -> Option<u64> {
+    let abandoned = match inp.tls.as_ref() {
+        Some(t) if t.libssl_sampled && t.abandoned > 0 => return None,
+        Some(t) => t.abandoned,
+        None => 0,
+    };
+    Some(accepts.saturating_sub(abandoned + inp.stub_dropped.unwrap_or(0)))
+}
+
 /// Verdict `keepalive_off`: [`KEEPALIVE_ACCEPTS_PER_REQUEST`] or more accepts per
 /// request over at least [`KEEPALIVE_MIN_REQUESTS`] exact requests, unless connections
 /// were closed unserved or nginx itself reused idle ones.
@@ -333,15 +346,9 @@ fn keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
     if requests < KEEPALIVE_MIN_REQUESTS {
         return;
     }
-    // Connections that carried no request (a TLS handshake the client abandoned,
-    // counted by libssl's programs; one nginx dropped) say nothing of keepalive: out of
-    // the ratio. Counted in the detail windows only, they are unknown: not judged.
-    let abandoned = match inp.tls.as_ref() {
-        Some(t) if t.libssl_sampled && t.abandoned > 0 => return,
-        Some(t) => t.abandoned,
-        None => 0,
+    let Some(carried) = accepts_that_carried(inp, accepts) else {
+        return;
     };
-    let carried = accepts.saturating_sub(abandoned + inp.stub_dropped.unwrap_or(0));
     let per_request = carried as f64 / requests as f64;
     // Far more connections than requests is not clients declining keepalive but
     // connections closed unserved (see worker_connections_exhausted).
