@@ -71,6 +71,12 @@ pub fn headroom(n: usize, what: &str) -> Result<(), ProbeError> {
     Ok(())
 }
 
+/// The error of a program that could not be loaded or attached for want of file
+/// descriptors.
+pub fn loading_programs() -> ProbeError {
+    ProbeError::FdLimit(exhausted("loading the eBPF programs"))
+}
+
 /// One line naming the limit that ran out and what to do.
 pub fn exhausted(what: &str) -> String {
     let limit = match limits() {

@@ -271,20 +271,13 @@ fn attach_raw(ebpf: &mut Ebpf) -> Result<(), Result<String, ProbeError>> {
                 }
             }
             if crate::collect::fd_limit::is_exhaustion(&e) {
-                return Err(Err(fds_ran_out()));
+                return Err(Err(crate::collect::fd_limit::loading_programs()));
             }
             return Err(Ok(format!("raw tracepoint {tp} refused: {e}")));
         }
         done.push(prog);
     }
     Ok(())
-}
-
-/// This process ran out of file descriptors loading or attaching a program.
-fn fds_ran_out() -> ProbeError {
-    ProbeError::FdLimit(crate::collect::fd_limit::exhausted(
-        "loading the eBPF programs",
-    ))
 }
 
 /// The lifecycle maps and what was attached.
@@ -398,7 +391,9 @@ impl Lifecycle {
                     self.attached.push(prog);
                     self.meta.attached = true;
                 }
-                Err(e) if crate::collect::fd_limit::is_exhaustion(&e) => return Err(fds_ran_out()),
+                Err(e) if crate::collect::fd_limit::is_exhaustion(&e) => {
+                    return Err(crate::collect::fd_limit::loading_programs())
+                }
                 Err(e) => {
                     warn!("could not attach {cat}:{event} ({e}); connection lifecycle counts leave it out");
                     missing.push(format!("{cat}:{event}"));

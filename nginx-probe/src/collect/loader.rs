@@ -809,9 +809,9 @@ pub fn slots_for(workers: usize, ncpus: usize) -> u32 {
 }
 
 /// The error of a program that could not be loaded or attached for want of file
-/// descriptors.
+/// descriptors (see [`fd_limit::loading_programs`]).
 fn fd_exhausted() -> ProbeError {
-    ProbeError::FdLimit(fd_limit::exhausted("loading the eBPF programs"))
+    fd_limit::loading_programs()
 }
 
 #[cfg(test)]
