@@ -159,8 +159,21 @@ pub const CLOSED_BY_CLIENT_ANSWERING_NGINX: usize = LC_PER_PORT_BASE + 10;
 /// leaves its FIN unread too: there only with the `ngx_ssl_shutdown` uprobe, which
 /// marks those as the client's).
 pub const CLOSED_BY_NGINX_CLIENT_FIN_UNREAD: usize = LC_PER_PORT_BASE + 11;
+/// Of [`CLOSED_BY_NGINX`] (`ESTABLISHED -> FIN_WAIT1` in a task not exiting), the
+/// connections that had received not one byte from the client
+/// (`tcp_sock.bytes_received` 0): a connection opened and never used (a client's or a
+/// browser's spare connection, a health check that only connects), closed at
+/// `client_header_timeout` or by a draining worker. Counted besides the closer's own
+/// counter, not instead of it.
+pub const CLOSED_WITHOUT_DATA_BY_NGINX: usize = LC_PER_PORT_BASE + 12;
+/// The same closed first by the client (`ESTABLISHED -> CLOSE_WAIT` with
+/// `tcp_sock.bytes_received` at most 1: the kernel counts the FIN's sequence number in
+/// it): a connection opened and closed without a request.
+pub const CLOSED_WITHOUT_DATA_BY_CLIENT: usize = LC_PER_PORT_BASE + 13;
+/// The same ended by a reset (`ESTABLISHED -> CLOSE`, `tcp_sock.bytes_received` 0).
+pub const CLOSED_WITHOUT_DATA_BY_RESET: usize = LC_PER_PORT_BASE + 14;
 /// Counters per port.
-pub const LC_PER_PORT: usize = CLOSED_BY_NGINX_CLIENT_FIN_UNREAD + 1;
+pub const LC_PER_PORT: usize = CLOSED_WITHOUT_DATA_BY_RESET + 1;
 
 /// The uprobe that tells who began a TLS close: nginx calls `ngx_int_t
 /// ngx_ssl_shutdown(ngx_connection_t *c)` before it closes any TLS connection, before
@@ -458,7 +471,8 @@ pub mod names {
         LC_TASK_FLAGS_OFF = "LC_TASK_FLAGS_OFF",
         /// u64: offset of `tcp_sock.bytes_received` (u64), bytes, from the kernel's
         /// BTF; `u64::MAX` = unknown: an upstream connection whose request went out in
-        /// the jiffy of its connect is not told awaiting.
+        /// the jiffy of its connect is not told awaiting, and client connections closed
+        /// without data are not counted (`CLOSED_WITHOUT_DATA_*`).
         LC_BYTES_RECEIVED_OFF = "LC_BYTES_RECEIVED_OFF",
         /// `[u64; RAW_OFF_COUNT]`: the struct offsets the raw-tracepoint programs read,
         /// indexed by `raw_off` (from the kernel's BTF; `u64::MAX` = unknown).
@@ -477,7 +491,7 @@ mod tests {
         assert_eq!(CLOSED_WHILE_DRAINING_IDLE, 72);
         assert_eq!(DRAIN_SILENT_INV_MIN_MS, 76);
         assert_eq!(DRAIN_AFTER_DATA_INV_MIN_MS, 78);
-        assert_eq!(LC_PER_PORT, 85);
+        assert_eq!(LC_PER_PORT, 88);
         assert_eq!(idle_bucket(0), 0);
         assert_eq!(idle_bucket(2000), 10);
         assert_eq!(idle_bucket(u64::MAX), LC_IDLE_BUCKETS - 1);

@@ -381,6 +381,30 @@ fn fin_unread(sk: u64) -> bool {
     }
 }
 
+/// A first close (`ESTABLISHED -> new`) of `sk` on port `base` with not one byte
+/// received from the client (`tcp_sock.bytes_received` 0, or 1 at `CLOSE_WAIT`: the
+/// kernel counts the FIN's sequence number), counted by who closed first (see
+/// `lc::CLOSED_WITHOUT_DATA_BY_NGINX`); nothing when the offset is unknown.
+#[inline(always)]
+fn count_without_data(base: u32, new: i32, sk: u64) {
+    let (counter, fin) = match new {
+        // An exiting worker's closes are apart (`lc::CLOSED_BY_WORKER_EXIT`).
+        TCP_FIN_WAIT1 if task_exiting() => return,
+        TCP_FIN_WAIT1 => (lc::CLOSED_WITHOUT_DATA_BY_NGINX, 0),
+        TCP_CLOSE_WAIT => (lc::CLOSED_WITHOUT_DATA_BY_CLIENT, 1),
+        TCP_CLOSE => (lc::CLOSED_WITHOUT_DATA_BY_RESET, 0),
+        _ => return,
+    };
+    let off = global(&LC_BYTES_RECEIVED_OFF);
+    if sk == 0 || off == u64::MAX {
+        return;
+    }
+    // SAFETY: bpf_probe_read_kernel copes with any address.
+    if unsafe { bpf_probe_read_kernel((sk + off) as *const u64) }.is_ok_and(|n| n <= fin) {
+        lc_add(base, counter, 1);
+    }
+}
+
 /// A state change of a socket on one of nginx's ports (`base`): who closed first
 /// (nginx, an exiting worker, the client, a reset), established connections,
 /// listeners closed, idle time before nginx's close.
@@ -388,6 +412,9 @@ fn fin_unread(sk: u64) -> bool {
 fn on_set_state(base: u32, old: i32, new: i32, sk: u64) {
     // Read (and forgotten) at every CLOSE, so no stale socket stays noted.
     let by_reset = new == TCP_CLOSE && reset_in_progress(sk);
+    if old == TCP_ESTABLISHED {
+        count_without_data(base, new, sk);
+    }
     match (old, new) {
         (TCP_SYN_RECV, TCP_ESTABLISHED) => lc_add(base, lc::ESTABLISHED, 1),
         // FIN_WAIT1 is entered in the closing task's context (close(), shutdown(), or

@@ -33,9 +33,11 @@ pub const CLOSED_LISTENER_RESETS_CRITICAL: u64 = 10;
 /// Idle p99 under which nginx's closes came right after a response, ms.
 pub const CLOSE_AFTER_RESPONSE_MS: u64 = 100;
 
-/// The period's totals over nginx's ports, when any connection was closed.
+/// The period's totals over nginx's ports, when any connection that carried data was
+/// closed; connections closed before the client sent a byte are left out of who
+/// closed first (see [`PortLifecycle::with_data`]).
 fn closes(inp: &Inputs) -> Option<PortLifecycle> {
-    let t = inp.connections.as_ref()?.total();
+    let t = inp.connections.as_ref()?.total().with_data();
     (all_closes(&t) > 0).then_some(t)
 }
 
@@ -69,7 +71,8 @@ pub fn who_closed(inp: &Inputs) -> Option<(serde_json::Value, String)> {
         "client": t.closed_by_client,
         "reset": t.closed_by_reset,
         "nginx_draining": t.closed_while_draining,
-        "source": "tracepoint sock:inet_sock_set_state (ESTABLISHED -> FIN_WAIT1: nginx, or a worker's exit when the closing task is exiting; -> CLOSE_WAIT: the client; -> CLOSE: a reset); nginx_draining: of nginx's, by workers that had entered ngx_close_idle_connections (uprobe)",
+        "without_data_left_out": t.closed_without_data(),
+        "source": "tracepoint sock:inet_sock_set_state (ESTABLISHED -> FIN_WAIT1: nginx, or a worker's exit when the closing task is exiting; -> CLOSE_WAIT: the client; -> CLOSE: a reset); nginx_draining: of nginx's, by workers that had entered ngx_close_idle_connections (uprobe); without_data_left_out: closed before the client sent a byte (tcp_sock.bytes_received), not in the counts",
         "idle_before_nginx_close_p99_ms": idle.map(|i| i.p99_ms),
         "idle_before_nginx_close_pinned_ms": idle.and_then(|i| i.pinned_ms),
     });
@@ -85,8 +88,12 @@ pub fn who_closed(inp: &Inputs) -> Option<(serde_json::Value, String)> {
         0 => String::new(),
         d => format!(" ({d} of them by draining workers)"),
     };
+    let unused = match t.closed_without_data() {
+        0 => String::new(),
+        n => format!(" that carried data ({n} more closed before their client sent a byte)"),
+    };
     let head = format!(
-        "of {all} connections closed, nginx closed {}{draining} first, the clients {}, resets ended {}{exits} (tracepoint sock:inet_sock_set_state)",
+        "of {all} connections closed{unused}, nginx closed {}{draining} first, the clients {}, resets ended {}{exits} (tracepoint sock:inet_sock_set_state)",
         t.closed_by_nginx, t.closed_by_client, t.closed_by_reset
     );
     let sentence = if t.closed_by_nginx * 2 > all

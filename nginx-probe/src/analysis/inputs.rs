@@ -175,6 +175,19 @@ impl Inputs {
                 .as_ref()
                 .is_some_and(|q| q.makes_requests_per_accept_unknown())
     }
+
+    /// nginx's client connections closed in the period before their client sent a
+    /// byte (they carried no request: a spare connection, a health check that only
+    /// connects), over every port (`tcp_sock.bytes_received` at the first close; see
+    /// [`crate::model::connections::PortLifecycle::closed_without_data`]); 0 when
+    /// they are not counted (no lifecycle, or the offset unknown).
+    pub fn closed_without_data(&self) -> u64 {
+        self.connections
+            .as_ref()
+            .filter(|c| c.without_data_unknown.is_none())
+            .map(|c| c.total().closed_without_data())
+            .unwrap_or(0)
+    }
 }
 
 /// Lines of error-log class `name` in the period (0 when the log is not read).

@@ -479,6 +479,9 @@ fn connects_retried(inp: &Inputs, top: &Top) -> Option<serde_json::Value> {
 /// mean below any N: more than 1% of them and the mean says nothing (no verdict). When
 /// abandoned handshakes are counted only in the detail windows, their count over the
 /// windows' coverage stands in for the period's (it only ever holds the verdict back).
+/// Connections closed before their client sent a byte (`tcp_sock.bytes_received` at
+/// the close: spare connections, health checks that only connect) are counted
+/// exactly: the mean is over the accepts less those.
 /// Ruled out by what is measured: the clients closing most connections first, or a
 /// configuration (read) whose keepalive_requests is nowhere N.
 pub fn keepalive_requests_low(inp: &Inputs, out: &mut Vec<Verdict>) {
@@ -492,27 +495,15 @@ pub fn keepalive_requests_low(inp: &Inputs, out: &mut Vec<Verdict>) {
     if accepts < KEEPALIVE_REQUESTS_MIN_ACCEPTS {
         return;
     }
-    // Abandoned handshakes counted only in the detail windows (libssl sampled) are
-    // scaled by the windows' coverage: an estimate, used here only to hold the verdict
-    // back, never to fire it; with no coverage known there is no verdict.
-    let abandoned = match inp.tls.as_ref() {
-        None => 0,
-        Some(t) if !t.libssl_sampled => t.abandoned,
-        Some(t) => match inp.detail.as_ref().map(|d| d.coverage).filter(|c| *c > 0.0) {
-            Some(c) => (t.abandoned as f64 / c).ceil() as u64,
-            None => return,
-        },
-    };
-    let zero_request = abandoned + inp.stub_dropped.unwrap_or(0);
-    if zero_request.saturating_mul(100) > accepts {
+    let Some((carried, unused)) = carried_requests(inp, accepts) else {
         return;
-    }
-    let per_conn = requests as f64 / accepts as f64;
+    };
+    let per_conn = requests as f64 / carried as f64;
     let n = per_conn.round() as u64;
     if !(2..=KEEPALIVE_REQUESTS_LOW_MAX).contains(&n) {
         return;
     }
-    let slack = n as f64 * 2.0 * active as f64 / accepts as f64 + 0.01;
+    let slack = n as f64 * 2.0 * active as f64 / carried as f64 + 0.01;
     if slack > KEEPALIVE_REQUESTS_MAX_SLACK || (per_conn - n as f64).abs() > slack {
         return;
     }
@@ -531,6 +522,12 @@ pub fn keepalive_requests_low(inp: &Inputs, out: &mut Vec<Verdict>) {
     evidence.insert("accepts", serde_json::json!(accepts));
     evidence.insert("requests", serde_json::json!(requests));
     evidence.insert("requests_per_connection", r3(per_conn));
+    let over = if unused > 0 {
+        evidence.insert("closed_without_data", serde_json::json!(unused));
+        format!("{carried} connections that carried data; {unused} more closed before their client sent a byte (tcp_sock.bytes_received)")
+    } else {
+        format!("{accepts} connections")
+    };
     evidence.insert("pinned_at", serde_json::json!(n));
     evidence.insert("connections_open_at_end", serde_json::json!(active));
     evidence.insert("tolerance", r3(slack));
@@ -544,14 +541,39 @@ pub fn keepalive_requests_low(inp: &Inputs, out: &mut Vec<Verdict>) {
         &["keepalive_requests"],
         match configured {
             Some(at) => format!(
-                "requests per connection sit at {n} ({per_conn:.2} over {accepts} connections) and the configuration sets keepalive_requests {}: nginx closes a keepalive connection after that many requests, so every {n} requests a client reconnects (a TCP handshake, and TLS if any); raise keepalive_requests",
+                "requests per connection sit at {n} ({per_conn:.2} over {over}) and the configuration sets keepalive_requests {}: nginx closes a keepalive connection after that many requests, so every {n} requests a client reconnects (a TCP handshake, and TLS if any); raise keepalive_requests",
                 at.join(", ")
             ),
             None => format!(
-                "requests per connection sit at {n} ({per_conn:.2} over {accepts} connections): nginx closes a keepalive connection after keepalive_requests requests (default 1000), so every {n} requests a client reconnects (a TCP handshake, and TLS if any); raise keepalive_requests. (The mean alone cannot tell it from clients that themselves send exactly {n} requests per connection, and the configuration is not read: check keepalive_requests in it.)"
+                "requests per connection sit at {n} ({per_conn:.2} over {over}): nginx closes a keepalive connection after keepalive_requests requests (default 1000), so every {n} requests a client reconnects (a TCP handshake, and TLS if any); raise keepalive_requests. (The mean alone cannot tell it from clients that themselves send exactly {n} requests per connection, and the configuration is not read: check keepalive_requests in it.)"
             ),
         },
     ));
+}
+
+/// Of `accepts`, the connections that carried requests, and those closed before their
+/// client sent a byte (counted exactly at the close, `tcp_sock.bytes_received`: left
+/// out of the mean). None when too few carried any, or when more than 1% may have
+/// carried none uncounted (abandoned TLS handshakes, nginx's `accepted - handled`
+/// drops): those counted only in the detail windows (libssl sampled) are scaled by
+/// the windows' coverage, an estimate used only to hold the verdict back, never to
+/// fire it; with no coverage known there is no verdict.
+fn carried_requests(inp: &Inputs, accepts: u64) -> Option<(u64, u64)> {
+    let abandoned = match inp.tls.as_ref() {
+        None => 0,
+        Some(t) if !t.libssl_sampled => t.abandoned,
+        Some(t) => {
+            let c = inp.detail.as_ref().map(|d| d.coverage).filter(|c| *c > 0.0)?;
+            (t.abandoned as f64 / c).ceil() as u64
+        }
+    };
+    let zero_request = abandoned + inp.stub_dropped.unwrap_or(0);
+    if zero_request.saturating_mul(100) > accepts {
+        return None;
+    }
+    let unused = inp.closed_without_data();
+    let carried = accepts.saturating_sub(unused);
+    (carried >= KEEPALIVE_REQUESTS_MIN_ACCEPTS).then_some((carried, unused))
 }
 
 /// The places the configuration read sets keepalive_requests to `n` (`value (at)`,

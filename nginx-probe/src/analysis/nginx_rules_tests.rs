@@ -724,3 +724,55 @@ fn keepalive_timeout_is_named_only_where_a_pool_may_be() {
         "upstream server / keepalive_timeout".into();
     assert_eq!(directives(&e, Some(None)), ["upstream server"]);
 }
+
+/// Trial 6: hey against `keepalive_requests 5` opens spare connections that carry no
+/// request (2990 of 25773); counted at their close, they leave the mean at 5.00 and the
+/// verdict fires; not counted (the offset unknown), the mean is 4.42 and it stays silent.
+#[test]
+fn keepalive_requests_low_leaves_out_connections_without_a_byte() {
+    let mut inp = Inputs {
+        workers: vec![w(1, 12_900, 57_000), w(2, 12_873, 56_866)],
+        period_s: 5.0,
+        connections_active: Some(20),
+        ..Inputs::default()
+    };
+    inp.requests = Some(113_866);
+    inp.connections = Some(crate::model::connections::ConnectionsReport {
+        ports: vec![crate::model::connections::PortLifecycle {
+            port: 80,
+            established: 25_773,
+            closed_by_nginx: 22_767,
+            closed_by_client: 3_006,
+            closed_without_data_by_client: 2_990,
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    inp.config = Some(crate::model::config::ConfigReport {
+        values: vec![crate::model::config::ConfigValue {
+            directive: "keepalive_requests".into(),
+            scope: "http".into(),
+            value: "5".into(),
+            at: "/t/nginx.conf:8".into(),
+            not_loaded: false,
+        }],
+        ..Default::default()
+    });
+    let fired = |i: &Inputs| {
+        judge(i)
+            .into_iter()
+            .find(|v| v.id == "keepalive_requests_low")
+    };
+    let v = fired(&inp).expect("mean 5.00 over the connections that carried data");
+    assert_eq!(v.evidence["closed_without_data"], 2990);
+    assert_eq!(v.evidence["requests_per_connection"], 4.998);
+    assert!(
+        v.advice.starts_with("requests per connection sit at 5 (5.00 over 22783 connections that carried data; 2990 more closed before their client sent a byte (tcp_sock.bytes_received)) and the configuration sets keepalive_requests 5 (/t/nginx.conf:8)"),
+        "{}",
+        v.advice
+    );
+    if let Some(c) = inp.connections.as_mut() {
+        c.without_data_unknown = Some("tcp_sock.bytes_received not in the kernel's BTF".into());
+    }
+    assert!(fired(&inp).is_none(), "4.42 per connection");
+}

@@ -324,7 +324,8 @@ fn reuse(accepts_per_request: f64) -> String {
 
 /// Of `accepts`, those that may have carried a request: less the TLS handshakes the
 /// client abandoned (counted by libssl's programs) and the connections nginx dropped
-/// (stub_status), which say nothing of keepalive. None when the abandoned handshakes
+/// (stub_status) or closed before their client sent a byte (`tcp_sock.bytes_received`),
+/// which say nothing of keepalive. None when the abandoned handshakes
 /// are counted in the detail windows only (unknown: not judged).
 fn accepts_that_carried(inp: &Inputs, accepts: u64) -> Option<u64> {
     let abandoned = match inp.tls.as_ref() {
@@ -332,7 +333,8 @@ fn accepts_that_carried(inp: &Inputs, accepts: u64) -> Option<u64> {
         Some(t) => t.abandoned,
         None => 0,
     };
-    Some(accepts.saturating_sub(abandoned + inp.stub_dropped.unwrap_or(0)))
+    let unused = inp.closed_without_data();
+    Some(accepts.saturating_sub(abandoned + inp.stub_dropped.unwrap_or(0) + unused))
 }
 
 /// Verdict `keepalive_off`: [`KEEPALIVE_ACCEPTS_PER_REQUEST`] or more accepts per
@@ -360,7 +362,7 @@ fn keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
     if log_count(inp, "worker_connections_reusing") > 0 {
         return;
     }
-    let mut evidence = keepalive_evidence(inp, accepts, requests);
+    let mut evidence = keepalive_evidence(inp, accepts, carried, requests);
     let who = super::conn_verdicts::who_closed(inp);
     let closed_by = who.as_ref().map(|w| w.0.clone());
     let why = closed_by_unknown(inp);
@@ -417,17 +419,25 @@ fn keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
 }
 
 /// keepalive_off's evidence on the connections: accepts and requests (with the
-/// requests' source), their ratio, and the share of syscall time accepting (and
-/// closing) took.
+/// requests' source), their ratio, the accepts that may have carried a request and
+/// theirs (when `carried` differs: the ratio judged), and the share of syscall time
+/// accepting (and closing) took.
 fn keepalive_evidence(
     inp: &Inputs,
     accepts: u64,
+    carried: u64,
     requests: u64,
 ) -> BTreeMap<&'static str, serde_json::Value> {
     let conn_ns: u64 = inp.workers.iter().map(|w| w.conn_syscall_ns).sum();
     let all_ns: u64 = inp.workers.iter().map(|w| w.all_syscall_ns).sum();
     let mut evidence = BTreeMap::new();
     evidence.insert("accepts", serde_json::json!(accepts));
+    if carried != accepts {
+        // The ratio judged: the accepts less those that carried no request.
+        let c = serde_json::json!(carried);
+        evidence.insert("accepts_that_may_have_carried_a_request", c);
+        evidence.insert("those_per_request", round3(carried as f64 / requests as f64));
+    }
     evidence.insert("requests", serde_json::json!(requests));
     evidence.insert(
         "requests_source",

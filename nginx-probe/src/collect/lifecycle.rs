@@ -82,13 +82,15 @@ pub fn globals(btf: Result<&Btf, &String>) -> Globals {
         Err(e) => Err(format!("no kernel BTF ({e})")),
     };
     let bytes_received = match btf {
-        Ok(b) => b.member_offset("tcp_sock", "bytes_received"),
-        Err(_) => None,
+        Ok(b) => b.member_offset("tcp_sock", "bytes_received").ok_or_else(|| {
+            "tcp_sock.bytes_received not in the kernel's BTF".to_string()
+        }),
+        Err(e) => Err(format!("no kernel BTF ({e})")),
     };
     Globals {
         lsndtime,
         lrcvtime,
-        bytes_received: bytes_received.unwrap_or(u64::MAX),
+        bytes_received: *bytes_received.as_ref().unwrap_or(&u64::MAX),
         hz: hz.as_ref().map(|h| h.0).unwrap_or(0),
         task_flags: *task_flags.as_ref().unwrap_or(&u64::MAX),
         raw_off: *raw.as_ref().unwrap_or(&[u64::MAX; RAW_OFF_COUNT]),
@@ -106,6 +108,7 @@ pub fn globals(btf: Result<&Btf, &String>) -> Globals {
                 nginx_probe_common::lifecycle::TLS_SHUTDOWN_SYMBOL
             )),
             fin_unread_unknown: Some("the rule was not turned on".into()),
+            without_data_unknown: bytes_received.err(),
             ..Default::default()
         },
     }

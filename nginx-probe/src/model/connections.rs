@@ -63,6 +63,9 @@ pub struct LifecycleMeta {
     /// client's (see `PortLifecycle::closed_by_nginx_client_fin_unread`), when they
     /// can.
     pub fin_unread_unknown: Option<String>,
+    /// Why closes of connections that received no data are not counted
+    /// (`tcp_sock.bytes_received` not in the kernel's BTF), when they are not.
+    pub without_data_unknown: Option<String>,
 }
 
 /// One listening port's client connections in the period.
@@ -163,9 +166,46 @@ pub struct PortLifecycle {
     pub listeners_closed: u64,
     /// Resets sent to connections queued on a listener as it was closed.
     pub resets_of_closed_listener_queue: u64,
+    /// Of `closed_by_nginx`, connections that had received not one byte from the
+    /// client (`tcp_sock.bytes_received` 0 at `ESTABLISHED -> FIN_WAIT1`): opened and
+    /// never used (a spare connection, a health check that only connects), closed at
+    /// `client_header_timeout` or by a draining worker. 0 also when not counted (the
+    /// report's
+    /// `without_data_unknown` then says why).
+    #[serde(default, skip_serializing_if = "crate::model::is_zero")]
+    pub closed_without_data_by_nginx: u64,
+    /// Of `closed_by_client`, connections the client closed without sending a byte
+    /// (`tcp_sock.bytes_received` at most 1, the FIN's, at `ESTABLISHED -> CLOSE_WAIT`).
+    #[serde(default, skip_serializing_if = "crate::model::is_zero")]
+    pub closed_without_data_by_client: u64,
+    /// Of `closed_by_reset`, connections that had received no byte before the reset.
+    #[serde(default, skip_serializing_if = "crate::model::is_zero")]
+    pub closed_without_data_by_reset: u64,
     /// Idle time before nginx's closes; absent when not measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_before_nginx_close: Option<IdleReport>,
+}
+
+impl PortLifecycle {
+    /// Connections closed (first, by any side) that had received not one byte from
+    /// the client: they carried no request.
+    pub fn closed_without_data(&self) -> u64 {
+        self.closed_without_data_by_nginx
+            + self.closed_without_data_by_client
+            + self.closed_without_data_by_reset
+    }
+
+    /// These counts with the connections closed before the client sent a byte left
+    /// out of who closed first (`closed_by_nginx`, `closed_by_client`,
+    /// `closed_by_reset`): they carried no request, so their closes say nothing of
+    /// keepalive.
+    pub fn with_data(&self) -> PortLifecycle {
+        let mut c = self.clone();
+        c.closed_by_nginx = c.closed_by_nginx.saturating_sub(c.closed_without_data_by_nginx);
+        c.closed_by_client = c.closed_by_client.saturating_sub(c.closed_without_data_by_client);
+        c.closed_by_reset = c.closed_by_reset.saturating_sub(c.closed_without_data_by_reset);
+        c
+    }
 }
 
 impl PortLifecycle {
@@ -299,6 +339,10 @@ pub struct ConnectionsReport {
     /// `tcp_sock` offsets unknown), when they can.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fin_unread_unknown: Option<String>,
+    /// Why closes of connections that received no data
+    /// (`PortLifecycle::closed_without_data_by_*`) are not counted, when they are not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub without_data_unknown: Option<String>,
     /// nginx listening ports not counted (beyond the first 16).
     #[serde(default, skip_serializing_if = "crate::model::is_zero")]
     pub ports_not_counted: u64,
@@ -371,6 +415,9 @@ impl ConnectionsReport {
             t.closed_by_client += p.closed_by_client;
             t.closed_by_nginx_client_fin_first += p.closed_by_nginx_client_fin_first;
             t.closed_by_nginx_client_fin_unread += p.closed_by_nginx_client_fin_unread;
+            t.closed_without_data_by_nginx += p.closed_without_data_by_nginx;
+            t.closed_without_data_by_client += p.closed_without_data_by_client;
+            t.closed_without_data_by_reset += p.closed_without_data_by_reset;
             t.closed_by_reset += p.closed_by_reset;
             t.closed_by_nginx_reset += p.closed_by_nginx_reset;
             t.closed_while_draining_reset += p.closed_while_draining_reset;
@@ -474,6 +521,7 @@ pub fn empty_report(meta: &LifecycleMeta) -> ConnectionsReport {
         draining_unknown: meta.draining_unknown.clone(),
         tls_close_unknown: meta.tls_close_unknown.clone(),
         fin_unread_unknown: meta.fin_unread_unknown.clone(),
+        without_data_unknown: meta.without_data_unknown.clone(),
         ports_not_counted: meta.ports_not_counted,
         raw_unavailable: meta.raw_unavailable.clone(),
         listener_closes: Vec::new(),
@@ -533,6 +581,9 @@ fn port_lifecycle(
             .saturating_sub(d(lc::CLOSED_BY_NGINX_CLIENT_FIN_UNREAD)),
         closed_by_nginx_client_fin_first: d(lc::CLOSED_BY_NGINX_CLIENT_FIN_FIRST),
         closed_by_nginx_client_fin_unread: d(lc::CLOSED_BY_NGINX_CLIENT_FIN_UNREAD),
+        closed_without_data_by_nginx: d(lc::CLOSED_WITHOUT_DATA_BY_NGINX),
+        closed_without_data_by_client: d(lc::CLOSED_WITHOUT_DATA_BY_CLIENT),
+        closed_without_data_by_reset: d(lc::CLOSED_WITHOUT_DATA_BY_RESET),
         closed_by_reset: d(lc::CLOSED_BY_RESET),
         closed_by_nginx_reset: d(lc::CLOSED_BY_NGINX_RESET),
         closed_while_draining_reset: d(lc::CLOSED_WHILE_DRAINING_RESET),
@@ -803,6 +854,32 @@ mod tests {
             ),
             (300, 0, 56)
         );
+    }
+
+    #[test]
+    fn connections_closed_without_a_byte_are_left_out_of_who_closed() {
+        // Trial 6's hey run: 22767 closed by nginx, 3006 by the client, 2990 of those
+        // without a byte.
+        let cur = raw(
+            80,
+            &[
+                (lc::ESTABLISHED, 25773),
+                (lc::CLOSED_BY_NGINX, 22767),
+                (lc::CLOSED_BY_CLIENT, 3006),
+                (lc::CLOSED_WITHOUT_DATA_BY_CLIENT, 2990),
+                (lc::CLOSED_WITHOUT_DATA_BY_NGINX, 2),
+                (lc::CLOSED_BY_RESET, 1),
+                (lc::CLOSED_WITHOUT_DATA_BY_RESET, 1),
+            ],
+        );
+        let t = connections_report(&cur, None, &meta()).unwrap().total();
+        assert_eq!(t.closed_without_data(), 2993);
+        let d = t.with_data();
+        assert_eq!(
+            (d.closed_by_nginx, d.closed_by_client, d.closed_by_reset),
+            (22765, 16, 0)
+        );
+        assert_eq!(d.closed_without_data(), 2993, "kept for the sentence");
     }
 
     #[test]

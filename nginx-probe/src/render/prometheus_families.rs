@@ -199,7 +199,8 @@ pub static FAMILIES: &[Family] = &[
     // Client connections per port (TCP tracepoints).
     conn::CLOSED, conn::ESTABLISHED, conn::RESETS, conn::LISTENERS_CLOSED,
     conn::IDLE_SECONDS, conn::IDLE_COUNT, conn::IDLE_PINNED, conn::PEER_CONNECTIONS,
-    conn::PEER_IDLE_PINNED, conn::CLOSED_WHILE_DRAINING, conn::WORKER_CLOSED,
+    conn::PEER_IDLE_PINNED, conn::CLOSED_WHILE_DRAINING, conn::CLOSED_WITHOUT_DATA,
+    conn::WORKER_CLOSED,
     // Workers.
     Family::worker(
         "nginx_probe_worker_info",

@@ -218,6 +218,29 @@ fn verdict_lines(out: &mut String, r: &Report) {
     }
 }
 
+/// Requests per connection over the connections that carried data, when some were
+/// closed before their client sent a byte (counted at the close: see the
+/// CONNECTIONS section); nothing with QUIC connections (no accept carried them).
+fn with_data_line(out: &mut String, r: &Report) {
+    let Some(count) = r.requests.count.filter(|_| r.quic.is_none()) else {
+        return;
+    };
+    let Some(c) = r.connections.as_ref().filter(|c| c.without_data_unknown.is_none()) else {
+        return;
+    };
+    let unused = c.total().closed_without_data();
+    let accepts: u64 = r.workers.iter().map(|w| w.accepts).sum();
+    let carried = accepts.saturating_sub(unused);
+    if unused == 0 || carried == 0 {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "  per connection that carried data {:.2} ({carried} of {accepts} accepts; {unused} connections closed before their client sent a byte, tcp_sock.bytes_received)",
+        count as f64 / carried as f64
+    );
+}
+
 /// All of nginx's requests (count, per second, per connection, source), nginx's own
 /// counters, QUIC, TLS handshakes and the syscalls per request of all workers.
 fn requests_lines(out: &mut String, r: &Report) {
@@ -237,6 +260,7 @@ fn requests_lines(out: &mut String, r: &Report) {
             .map(|why| format!(" ({})", text_tables::printable(why)))
             .unwrap_or_default(),
     );
+    with_data_line(out, r);
     if let Some(n) = &r.stub_status {
         let _ = writeln!(
             out,

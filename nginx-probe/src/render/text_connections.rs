@@ -48,6 +48,7 @@ pub fn connections_section(out: &mut String, r: &Report) {
     }
     tls_client_first_line(out, r, c, &t);
     fin_unread_line(out, c, &t);
+    without_data_line(out, &t);
     let h2_ports = r.config.as_ref().and_then(|k| k.http2_ports());
     draining_lines(out, c, &t, c.mid_response_on(h2_ports.as_deref()));
     nginx_resets_line(out, &t);
@@ -113,6 +114,20 @@ fn tls_client_first_line(out: &mut String, r: &Report, c: &ConnectionsReport, t:
     let _ = writeln!(
         out,
         "  on TLS, \"by the client\" may include clients that answered nginx's close_notify before nginx's own close() (who began the close is not told apart: {why}); nginx's close() finding the client's data unread shows as TCP_ABORT_ON_CLOSE resets sent: {aborts}"
+    );
+}
+
+/// Connections closed before the client sent a byte, said with who closed them; they
+/// carried no request (nothing when there were none, or they are not counted).
+fn without_data_line(out: &mut String, t: &PortLifecycle) {
+    let n = t.closed_without_data();
+    if n == 0 {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "  {n} closed without a byte from the client (by the client {}, by nginx {}, by a reset {}): opened and never used (spare connections, health checks that only connect), they carried no request (tcp_sock.bytes_received at the close)",
+        t.closed_without_data_by_client, t.closed_without_data_by_nginx, t.closed_without_data_by_reset
     );
 }
 
@@ -514,6 +529,22 @@ mod tests {
         );
         assert!(out.contains("listening sockets closed 1"), "{out}");
         assert!(!out.contains("after reload"), "{out}");
+    }
+
+    #[test]
+    fn connections_closed_without_a_byte_are_said_with_who_closed_them() {
+        let mut r = minimal_report();
+        let mut c = crate::model::connections::sample_report();
+        c.ports[0].closed_without_data_by_client = 2;
+        c.ports[0].closed_without_data_by_nginx = 1;
+        r.connections = Some(c);
+        let mut out = String::new();
+        connections_section(&mut out, &r);
+        assert!(out.contains("\n  3 closed without a byte from the client (by the client 2, by nginx 1, by a reset 0): opened and never used"), "{out}");
+        r.connections = Some(crate::model::connections::sample_report());
+        out.clear();
+        connections_section(&mut out, &r);
+        assert!(!out.contains("without a byte"), "{out}");
     }
 
     #[test]

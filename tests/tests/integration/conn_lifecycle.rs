@@ -231,6 +231,59 @@ fn tls_clients_that_close_first_are_counted_as_the_client() {
     assert!(verdict(&summary, "keepalive_requests_low").is_none());
 }
 
+/// Connections that carry not one byte, closed every way: 7 the client closes at once,
+/// 4 nginx closes at `client_header_timeout 1s`, 3 the client resets; beside them 5
+/// that carry a request and are closed by the client. Each no-data close is counted
+/// with who closed it (`tcp_sock.bytes_received`), the 5 are not.
+#[test]
+fn connections_closed_without_a_byte_are_counted_by_who_closed() {
+    without_a_byte(false);
+}
+
+/// The same counted by the perf-event tracepoint programs (the fallback set).
+#[test]
+fn connections_closed_without_a_byte_are_counted_by_the_perf_event_fallback_too() {
+    without_a_byte(true);
+}
+
+fn without_a_byte(perf: bool) {
+    let ng = Nginx::start(&NginxConfig {
+        http_extra: "client_header_timeout 1s;".into(),
+        ..NginxConfig::default()
+    });
+    let probe = Probe::on(&ng).json().args(lifecycle_set(perf));
+    let summary = probe.summary_around(|| {
+        let waiting: Vec<TcpStream> = (0..4)
+            .map(|_| TcpStream::connect(ng.addr()).expect("connect"))
+            .collect();
+        for _ in 0..7 {
+            drop(TcpStream::connect(ng.addr()).expect("connect"));
+        }
+        for _ in 0..3 {
+            let s = TcpStream::connect(ng.addr()).expect("connect");
+            reset_on_close(&s);
+            drop(s);
+        }
+        for _ in 0..5 {
+            drop(one_request(ng.addr()));
+        }
+        std::thread::sleep(Duration::from_millis(1800));
+        for mut c in waiting {
+            let mut b = Vec::new();
+            c.read_to_end(&mut b).expect("read after nginx's close");
+            assert!(b.is_empty(), "nginx sent {:?}", String::from_utf8_lossy(&b));
+        }
+    });
+    let p = port_counted_by(&summary, &ng, perf);
+    assert_eq!(p["established"], 19, "{p}");
+    assert_eq!(p["closed_by_client"], 12, "{p}");
+    assert_eq!(p["closed_by_nginx"], 4, "{p}");
+    assert_eq!(p["closed_by_reset"], 3, "{p}");
+    assert_eq!(p["closed_without_data_by_client"], 7, "{p}");
+    assert_eq!(p["closed_without_data_by_nginx"], 4, "{p}");
+    assert_eq!(p["closed_without_data_by_reset"], 3, "{p}");
+}
+
 /// The verdict `id` of a summary, if it fired.
 fn verdict(summary: &Value, id: &str) -> Option<Value> {
     summary["verdicts"]
