@@ -280,8 +280,14 @@ pub mod up {
     /// Sum of the times since nginx's last data at those closes, ms (how long the
     /// response was awaited).
     pub const NGINX_AWAITING_SUM_MS: usize = PEER_CLOSED_AFTER_ITS_DATA + 2;
+    /// Of [`CLOSED_BY_NGINX`], closes not awaiting a response with the peer's last
+    /// data (`icsk_ack.lrcvtime`) at most one jiffy before: nginx ending the connection
+    /// on the response it just read (nginx asked the peer to close, HTTP/1.0 or
+    /// `Connection: close`, or the response said it: an HTTP/1.0 peer, `Connection:
+    /// close` from the peer), its FIN racing the peer's own. Also in the idle counters.
+    pub const NGINX_CLOSED_AFTER_PEER_DATA: usize = PEER_CLOSED_AFTER_ITS_DATA + 3;
     /// Counters per peer.
-    pub const UP_PER_PEER: usize = NGINX_AWAITING_SUM_MS + 1;
+    pub const UP_PER_PEER: usize = NGINX_CLOSED_AFTER_PEER_DATA + 1;
 
     /// An upstream peer: address family (2 AF_INET, 10 AF_INET6, 0 the other peers),
     /// port (host order), address (IPv4 in the first 4 bytes).

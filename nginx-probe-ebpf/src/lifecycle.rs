@@ -164,6 +164,13 @@ pub(crate) fn awaiting_response(sk: u64) -> Option<(bool, u64)> {
     Some((a < b || nothing_received, a as u64 * 1000 / hz))
 }
 
+/// Whether the remote side's last data on `sk` (`icsk_ack.lrcvtime`) came at most one
+/// jiffy ago; false when unknown.
+#[inline(always)]
+pub(crate) fn remote_data_within_a_jiffy(sk: u64) -> bool {
+    lc_hz().is_some() && jiffies_since(sk, global(&LC_LRCVTIME_OFF)).is_some_and(|j| j <= 1)
+}
+
 /// ms since the remote side's last data on `sk` (`icsk_ack.lrcvtime`).
 #[inline(always)]
 pub(crate) fn ms_since_remote_data(sk: u64) -> Option<u64> {

@@ -13,7 +13,7 @@ use nginx_probe_common::lifecycle::{
 use crate::{
     helpers::record_at,
     lifecycle::{
-        awaiting_response, idle_ms, ms_since_remote_data, raw_read, task_exiting, IPPROTO_TCP,
+        awaiting_response, idle_ms, ms_since_remote_data, raw_read, remote_data_within_a_jiffy, task_exiting, IPPROTO_TCP,
         TCP_CLOSE, TCP_CLOSE_WAIT, TCP_ESTABLISHED, TCP_FIN_WAIT1, TCP_SYN_SENT,
     },
     maps::{LC_UP_PEERS, LC_UP_SOCKS, LC_UP_ZERO},
@@ -84,6 +84,30 @@ fn up_idle(p: *mut UpPeerStats, ms: u64, [count, sum, max, inv_min, hist]: [usiz
     up_add(p, hist + lc::idle_bucket(ms), 1);
 }
 
+/// nginx closed its connection `sk` to the peer of `p` first: awaiting a response
+/// (with how long), else its idle time, and whether the peer's data came in the
+/// close's last jiffy.
+#[inline(always)]
+fn up_nginx_close(p: *mut UpPeerStats, sk: u64) {
+    up_add(p, up::CLOSED_BY_NGINX, 1);
+    match awaiting_response(sk) {
+        Some((true, ms)) => {
+            up_add(p, up::NGINX_CLOSED_AWAITING, 1);
+            up_add(p, up::NGINX_AWAITING_SUM_MS, ms);
+        }
+        Some(_) => {
+            if let Some((ms, _)) = idle_ms(sk, true) {
+                up_add(p, up::NGINX_IDLE_COUNT, 1);
+                up_add(p, up::NGINX_IDLE_SUM_MS, ms);
+            }
+            if remote_data_within_a_jiffy(sk) {
+                up_add(p, up::NGINX_CLOSED_AFTER_PEER_DATA, 1);
+            }
+        }
+        None => {}
+    }
+}
+
 /// A state change of a socket that is not on one of nginx's listening ports: a
 /// connection a worker opens (marked at its `connect()`), or nothing of nginx's.
 /// `peer` reads the peer of a socket being connected.
@@ -114,22 +138,7 @@ pub(crate) fn up_set_state(sk: u64, old: i32, new: i32, peer: impl FnOnce() -> O
             (TCP_ESTABLISHED, TCP_FIN_WAIT1) if task_exiting() => {
                 up_add(p, up::CLOSED_BY_WORKER_EXIT, 1)
             }
-            (TCP_ESTABLISHED, TCP_FIN_WAIT1) => {
-                up_add(p, up::CLOSED_BY_NGINX, 1);
-                match awaiting_response(sk) {
-                    Some((true, ms)) => {
-                        up_add(p, up::NGINX_CLOSED_AWAITING, 1);
-                        up_add(p, up::NGINX_AWAITING_SUM_MS, ms);
-                    }
-                    Some(_) => {
-                        if let Some((ms, _)) = idle_ms(sk, true) {
-                            up_add(p, up::NGINX_IDLE_COUNT, 1);
-                            up_add(p, up::NGINX_IDLE_SUM_MS, ms);
-                        }
-                    }
-                    None => {}
-                }
-            }
+            (TCP_ESTABLISHED, TCP_FIN_WAIT1) => up_nginx_close(p, sk),
             (TCP_ESTABLISHED, TCP_CLOSE_WAIT) => {
                 up_add(p, up::CLOSED_BY_PEER, 1);
                 match idle_ms(sk, false) {

@@ -140,7 +140,7 @@ impl UpstreamConnects {
         self.established as f64 / self.requests as f64
     }
 
-    /// Connections keepalive could have saved per request: the established ones and
+    /// New connections per request a pool could save: the established ones and
     /// those that found no local port.
     fn attempts_per_request(&self) -> f64 {
         (self.established + self.ports_out) as f64 / self.requests as f64
@@ -192,11 +192,16 @@ pub(crate) fn upstream_keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
             Severity::Warning
         },
         keepalive_off_evidence(inp, &c, p50, p99),
-        &[
-            "keepalive (upstream block)",
-            "proxy_http_version 1.1",
-            "proxy_set_header Connection \"\"",
-        ],
+        // A pool configured and allowed: nginx's settings are not the cause.
+        if super::upstream_pool::pool_allowed(inp.config.as_ref()) {
+            &[]
+        } else {
+            &[
+                "keepalive (upstream block)",
+                "proxy_http_version 1.1",
+                "proxy_set_header Connection \"\"",
+            ]
+        },
         keepalive_off_advice(inp, &c, p50, p99),
     ));
 }
@@ -252,6 +257,10 @@ fn keepalive_off_evidence(
             serde_json::json!({"nginx": nginx, "upstream": upstream, "reset": reset}),
         );
     }
+    if let Some((ended, _)) = ended_with_response(inp) {
+        let e = serde_json::json!(ended);
+        evidence.insert("upstream_closed_within_a_jiffy_of_its_data", e);
+    }
     let peers = error_log_peers(inp);
     if !peers.is_empty() {
         evidence.insert("peers_in_error_log", serde_json::json!(peers));
@@ -304,8 +313,27 @@ fn upstream_closes(inp: &Inputs) -> Option<(u64, u64, u64)> {
     (closes.0 + closes.1 + closes.2 > 0).then_some(closes)
 }
 
-/// upstream_keepalive_off's advice: the connections per request keepalive could have
-/// saved, the connect latency (`p50`, `p99` in ns), the ports run out, and the fix:
+/// The upstream connections that ended with a response, summed over the peers the
+/// upstream connection lifecycle counted: `(ended, closes)`, the closes within one
+/// jiffy of the peer's last data (nginx's, not awaiting a response, and the peer's:
+/// `closed_by_nginx_after_peer_data` + `closed_by_peer_after_its_data`) and every
+/// close of an established connection; None when no close was counted.
+fn ended_with_response(inp: &Inputs) -> Option<(u64, u64)> {
+    let (nginx, peer, reset) = upstream_closes(inp)?;
+    let ended = inp
+        .connections
+        .as_ref()
+        .map(|c| {
+            c.upstream_peers
+                .iter()
+                .map(|p| p.closed_by_nginx_after_peer_data + p.closed_by_peer_after_its_data)
+                .sum::<u64>()
+        })
+        .unwrap_or(0);
+    Some((ended, nginx + peer + reset))
+}
+
+/// upstream_keepalive_off's advice: the new connections per request, the connect latency (`p50`, `p99` in ns), the ports run out, and the fix:
 /// what defeats a configured pool, else the pool to add
 /// ([`super::upstream_pool::pool_advice`]).
 fn keepalive_off_advice(inp: &Inputs, c: &UpstreamConnects, p50: u64, p99: u64) -> String {
@@ -333,9 +361,13 @@ fn keepalive_off_advice(inp: &Inputs, c: &UpstreamConnects, p50: u64, p99: u64) 
         String::new()
     };
     let peer_first = upstream_closes(inp).is_some_and(|(nginx, peer, reset)| peer > nginx + reset);
-    let fix = super::upstream_pool::pool_advice(inp.config.as_ref(), peer_first);
+    let closes = super::upstream_pool::UpstreamCloses {
+        upstream_closed_most: peer_first,
+        ended_with_response: ended_with_response(inp),
+    };
+    let fix = super::upstream_pool::pool_advice(inp.config.as_ref(), &closes);
     format!(
-        "{:.2} new upstream connections per request that keepalive could have saved ({:.2} established, plus connects that found no local port; {:.2} connect() calls per request in all, failures included; connect p50 {:.0} us, p99 {:.0} us{failed}): nginx opens and closes a TCP connection to the upstream for every proxied request; {}{ran_out}; {fix}",
+        "{:.2} new upstream connections per request ({:.2} established, plus connects that found no local port; {:.2} connect() calls per request in all, failures included; connect p50 {:.0} us, p99 {:.0} us{failed}): nginx opens and closes a TCP connection to the upstream for every proxied request; {}{ran_out}; {fix}",
         c.attempts_per_request(),
         c.per_request(),
         c.connects_per_request(),
@@ -708,7 +740,7 @@ mod tests {
         );
         assert!(
             v.advice.starts_with(
-                "1.00 new upstream connections per request that keepalive could have saved (0.04 established, plus connects that found no local port; 1.00 connect() calls per request in all, failures included;"
+                "1.00 new upstream connections per request (0.04 established, plus connects that found no local port; 1.00 connect() calls per request in all, failures included;"
             ),
             "{}",
             v.advice

@@ -5,21 +5,32 @@
 
 use crate::model::config::ConfigReport;
 
+/// Who ended nginx's upstream connections, measured (tracepoint
+/// `sock:inet_sock_set_state` on the sockets a worker's `connect()` opened).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct UpstreamCloses {
+    /// The upstream closed most of nginx's connections to it first.
+    pub upstream_closed_most: bool,
+    /// `(ended, closes)`: the connections closed (by either side) within one jiffy of
+    /// the upstream's last data, of all the closes; None when no close was counted.
+    pub ended_with_response: Option<(u64, u64)>,
+}
+
+/// Share of the upstream connections closed within a jiffy of the upstream's last data
+/// from which, with a pool configured and allowed, the responses end the connections.
+pub const ENDED_WITH_RESPONSE_SHARE: f64 = 0.9;
+
 /// The fix `upstream_keepalive_off` advises: [`pool_unused`] when a pool is configured,
 /// else [`ADD_POOL`]; without the configuration, both, said unknown.
-/// `upstream_closed_most`: the upstream closed most of nginx's connections to it first
-/// (measured, tracepoint `sock:inet_sock_set_state`).
-pub fn pool_advice(cfg: Option<&ConfigReport>, upstream_closed_most: bool) -> String {
+pub fn pool_advice(cfg: Option<&ConfigReport>, closes: &UpstreamCloses) -> String {
     match cfg {
-        Some(cfg) => {
-            pool_unused(cfg, upstream_closed_most).unwrap_or_else(|| ADD_POOL.to_string())
-        }
+        Some(cfg) => pool_unused(cfg, closes).unwrap_or_else(|| ADD_POOL.to_string()),
         None => format!("the configuration was not read, so whether the upstream has a pool is unknown; if it has none: {ADD_POOL}; if it has one: {USE_POOL}"),
     }
 }
 
 /// The advice when no upstream block has a pool.
-pub const ADD_POOL: &str = "reuse them: `keepalive 32;` in the `upstream` block of the peer (a proxy_pass to a bare address has no connection pool: give it one), with `proxy_http_version 1.1;` and `proxy_set_header Connection \"\";` where it is proxied";
+pub const ADD_POOL: &str = "reuse them: `keepalive 32;` in the `upstream` block of the peer (a proxy_pass to a bare address has no connection pool: give it one), with `proxy_http_version 1.1;` and `proxy_set_header Connection \"\";` where it is proxied; this saves connections only if the upstream server keeps them alive (an HTTP/1.0 server closes after every response whatever nginx asks), which cannot be seen while nginx asks it to close each one";
 /// What a configured pool needs to be used.
 pub const USE_POOL: &str = "nginx reuses its pool only with `proxy_http_version 1.1;` and `proxy_set_header Connection \"\";` where it is proxied";
 
@@ -27,33 +38,24 @@ pub const USE_POOL: &str = "nginx reuses its pool only with `proxy_http_version 
 /// configured but unused, naming what defeats it where nginx proxies, with `file:line`
 /// (`proxy_http_version` other than 1.1: HTTP/1.0, each response ends the connection;
 /// `proxy_set_header Connection` not cleared: `close` by default), or that nothing
-/// configured defeats it: then, when the upstream closed most connections first
-/// (`upstream_closed_most`, measured), that the upstream ends them itself, else that
-/// why it is unused is unknown. None without a pool.
-pub fn pool_unused(cfg: &ConfigReport, upstream_closed_most: bool) -> Option<String> {
-    let pools: Vec<String> = cfg
-        .values
-        .iter()
-        .filter(|v| {
-            v.directive == "keepalive" && v.scope.starts_with("upstream ") && !v.is_default()
-        })
-        .map(|v| format!("{}: keepalive {}", v.scope, v.quoted()))
-        .collect();
+/// configured defeats it: then, when most connections ended within a jiffy of the
+/// upstream's last data ([`ENDED_WITH_RESPONSE_SHARE`], measured), that its responses
+/// end them; when the upstream closed most connections first (measured), that the
+/// upstream ends them itself; else that why it is unused is unknown. None without a
+/// pool.
+pub fn pool_unused(cfg: &ConfigReport, closes: &UpstreamCloses) -> Option<String> {
+    let pools = pools(cfg);
     if pools.is_empty() {
         return None;
     }
-    let mut defeats: Vec<String> = cfg
-        .proxied("proxy_http_version")
-        .filter(|v| v.value.trim() != "1.1")
-        .map(|v| format!("{}: proxy_http_version {} (nginx speaks HTTP/1.0 to the upstream, which ends the connection after each response; set `proxy_http_version 1.1;`)", v.scope, v.quoted()))
-        .collect();
-    defeats.extend(
-        cfg.proxied("proxy_set_header Connection")
-            .filter(|v| !v.value.is_empty())
-            .map(|v| format!("{}: proxy_set_header Connection {} (not cleared: nginx asks the upstream to close unless the value is empty; set `proxy_set_header Connection \"\";`)", v.scope, v.quoted())),
-    );
+    let defeats = defeats(cfg);
     let pools = pools.join("; ");
-    Some(if defeats.is_empty() && upstream_closed_most {
+    let ended = closes
+        .ended_with_response
+        .filter(|&(e, n)| n > 0 && e as f64 >= ENDED_WITH_RESPONSE_SHARE * n as f64);
+    Some(if let Some((e, n)) = ended.filter(|_| defeats.is_empty()) {
+        format!("a pool is configured ({pools}) and the proxy settings allow its reuse, yet {e} of {n} upstream connections closed within a jiffy of the upstream's last data (nginx on the response it had just read, or the upstream itself; tracepoint sock:inet_sock_set_state, icsk_ack.lrcvtime): the responses end the connections, and nginx keeps a connection after a whole response unless the response forbids it (HTTP/1.0, `Connection: close`, a body delimited by the close); check the upstream server's keepalive (an HTTP/1.0 server cannot keep one): until it keeps connections alive a pool cannot reuse them, and nginx's settings are not the cause")
+    } else if defeats.is_empty() && closes.upstream_closed_most {
         format!("a pool is configured ({pools}) and the proxy settings allow its reuse, but the upstream closed most connections first (above): it ends them itself, so nginx has none to keep; what makes it close is not measured: its keepalive turned off, `Connection: close` in its responses, its idle timeout shorter than the gaps between requests on a connection, or a cap on requests per connection (check the upstream server's keepalive settings against these)")
     } else if defeats.is_empty() {
         format!("a pool is configured ({pools}) and the proxy settings allow its reuse, yet the connections are not reused: why is unknown (the upstream may close them: its own keepalive timeout or `Connection: close`)")
@@ -65,12 +67,63 @@ pub fn pool_unused(cfg: &ConfigReport, upstream_closed_most: bool) -> Option<Str
     })
 }
 
+/// Whether the configuration read has a pool (`keepalive N` in an `upstream` block)
+/// and nothing where nginx proxies defeats it: then nginx's own settings are not why
+/// connections are not reused, and `upstream_keepalive_off` names none of them.
+pub fn pool_allowed(cfg: Option<&ConfigReport>) -> bool {
+    cfg.is_some_and(|c| !pools(c).is_empty() && defeats(c).is_empty())
+}
+
+/// The pools configured: `upstream NAME: keepalive N`, each.
+fn pools(cfg: &ConfigReport) -> Vec<String> {
+    cfg.values
+        .iter()
+        .filter(|v| {
+            v.directive == "keepalive" && v.scope.starts_with("upstream ") && !v.is_default()
+        })
+        .map(|v| format!("{}: keepalive {}", v.scope, v.quoted()))
+        .collect()
+}
+
+/// What defeats a pool where nginx proxies: `proxy_http_version` other than 1.1,
+/// `proxy_set_header Connection` not cleared; each with its place and fix.
+fn defeats(cfg: &ConfigReport) -> Vec<String> {
+    let mut defeats: Vec<String> = cfg
+        .proxied("proxy_http_version")
+        .filter(|v| v.value.trim() != "1.1")
+        .map(|v| format!("{}: proxy_http_version {} (nginx speaks HTTP/1.0 to the upstream, which ends the connection after each response; set `proxy_http_version 1.1;`)", v.scope, v.quoted()))
+        .collect();
+    defeats.extend(
+        cfg.proxied("proxy_set_header Connection")
+            .filter(|v| !v.value.is_empty())
+            .map(|v| format!("{}: proxy_set_header Connection {} (not cleared: nginx asks the upstream to close unless the value is empty; set `proxy_set_header Connection \"\";`)", v.scope, v.quoted())),
+    );
+    defeats
+}
+
 #[cfg(test)]
 mod tests {
     use crate::analysis::{
         fd_upstream::upstream_keepalive_off,
         inputs::{w, Inputs},
     };
+
+    /// A configuration proxying `location /` of server a to `upstream be { keepalive
+    /// 16; }` with `proxy_http_version` and `proxy_set_header Connection` as given
+    /// (value, place).
+    fn cfg(version: (&str, &str), conn: (&str, &str)) -> crate::model::config::ConfigReport {
+        use crate::model::config::{ConfigReport, ConfigValue};
+        let loc = "server a location /";
+        ConfigReport {
+            values: vec![
+                ConfigValue::of("proxy_pass", loc, "http://be", "/e/n.conf:9"),
+                ConfigValue::of("proxy_http_version", loc, version.0, version.1),
+                ConfigValue::of("proxy_set_header Connection", loc, conn.0, conn.1),
+                ConfigValue::of("keepalive", "upstream be", "16", "/e/n.conf:3"),
+            ],
+            ..Default::default()
+        }
+    }
 
     /// The trial on nginx 1.22: `upstream be { server ...; keepalive 16; }` proxied
     /// without `proxy_http_version` (1.0 by default) nor `Connection ""`: one connect
@@ -79,17 +132,7 @@ mod tests {
     /// TIME-WAIT is not measured.
     #[test]
     fn a_configured_pool_unused_names_what_defeats_it_not_add_keepalive() {
-        use crate::model::config::{ConfigReport, ConfigValue};
-        let loc = "server a location /";
-        let cfg = |version: (&str, &str), conn: (&str, &str)| ConfigReport {
-            values: vec![
-                ConfigValue::of("proxy_pass", loc, "http://be", "/e/n.conf:9"),
-                ConfigValue::of("proxy_http_version", loc, version.0, version.1),
-                ConfigValue::of("proxy_set_header Connection", loc, conn.0, conn.1),
-                ConfigValue::of("keepalive", "upstream be", "16", "/e/n.conf:3"),
-            ],
-            ..Default::default()
-        };
+        use crate::model::config::ConfigValue;
         let mut a = w(1, 1000, 1000);
         a.upstream_connects = 1000;
         a.upstream_established = 1000;
@@ -123,8 +166,19 @@ mod tests {
             a.contains("yet the connections are not reused: why is unknown"),
             "{a}"
         );
+        let directives = |inp: &Inputs| {
+            let mut out = Vec::new();
+            upstream_keepalive_off(inp, &mut out);
+            out.remove(0).directives
+        };
+        assert!(directives(&inp).is_empty(), "the pool is set up: nothing to change");
+        use crate::analysis::upstream_pool::{pool_unused, UpstreamCloses};
         // The upstream closed most of them first (measured): it ends them itself.
-        let c = crate::analysis::upstream_pool::pool_unused(inp.config.as_ref().unwrap(), true);
+        let most = UpstreamCloses {
+            upstream_closed_most: true,
+            ended_with_response: None,
+        };
+        let c = pool_unused(inp.config.as_ref().unwrap(), &most);
         assert!(c.unwrap().ends_with("but the upstream closed most connections first (above): it ends them itself, so nginx has none to keep; what makes it close is not measured: its keepalive turned off, `Connection: close` in its responses, its idle timeout shorter than the gaps between requests on a connection, or a cap on requests per connection (check the upstream server's keepalive settings against these)"));
         assert!(!a.contains("`keepalive 32;`"), "{a}");
         // No pool: add one.
@@ -137,6 +191,8 @@ mod tests {
         );
         inp.config = Some(c);
         assert!(advice(&inp).contains("`keepalive 32;` in the `upstream` block"));
+        assert!(advice(&inp).contains("this saves connections only if the upstream server keeps them alive"));
+        assert_eq!(directives(&inp).len(), 3, "no pool: nginx's settings named");
         // Not read: both, said unknown.
         inp.config = None;
         let a = advice(&inp);
@@ -144,5 +200,35 @@ mod tests {
             a.contains("whether the upstream has a pool is unknown"),
             "{a}"
         );
+    }
+
+    /// Trial 6's HTTP/1.0 peer (python's http.server) with the pool set up (HTTP/1.1,
+    /// `Connection ""`): nginx closed 8131 connections on the response it had read,
+    /// the peer 889 right after its data: the responses end them, said so; under 90%
+    /// of the closes, why stays unknown; a setting that defeats the pool is named
+    /// whatever the closes.
+    #[test]
+    fn an_upstream_whose_responses_end_its_connections_is_named_not_nginx() {
+        use crate::analysis::upstream_pool::{pool_unused, UpstreamCloses};
+        let allowed = cfg(("1.1", "/e/n.conf:10"), ("", "/e/n.conf:11"));
+        // Trial 6's HTTP/1.0 peer (python's http.server) with the pool set up: nginx
+        // closed 8144 connections on the response it had read, the peer 889 right after
+        // its data: the responses end them.
+        let ended = UpstreamCloses {
+            upstream_closed_most: false,
+            ended_with_response: Some((9020, 9033)),
+        };
+        let c = pool_unused(&allowed, &ended).unwrap();
+        assert!(c.contains("yet 9020 of 9033 upstream connections closed within a jiffy of the upstream's last data"), "{c}");
+        assert!(c.ends_with("until it keeps connections alive a pool cannot reuse them, and nginx's settings are not the cause"), "{c}");
+        let fewer = UpstreamCloses {
+            ended_with_response: Some((8000, 9033)),
+            ..ended
+        };
+        let c = pool_unused(&allowed, &fewer).unwrap();
+        assert!(c.contains("why is unknown"), "under 90%: {c}");
+        // Defeated by nginx's settings: named, whatever the closes.
+        let c = pool_unused(&cfg(("1.0", "default"), ("", "/e/n.conf:11")), &ended).unwrap();
+        assert!(c.contains("but unused: server a location /: proxy_http_version 1.0"), "{c}");
     }
 }

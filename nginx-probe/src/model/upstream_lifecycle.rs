@@ -89,6 +89,14 @@ pub struct PeerLifecycle {
     /// Their mean time since nginx's last data, ms: how long the response was awaited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub awaited_before_nginx_close_mean_ms: Option<f64>,
+    /// Of `closed_by_nginx`, closes not awaiting a response with the peer's last data
+    /// (`icsk_ack.lrcvtime`) at most one jiffy before: nginx ending the connection on
+    /// the response it just read (it asked the peer to close, or the response said so:
+    /// HTTP/1.0, `Connection: close`), its FIN racing the peer's own. With
+    /// `closed_by_peer_after_its_data`, the connections that ended with a response.
+    /// Absent when 0 (and not counted when idle times are not measured).
+    #[serde(default, skip_serializing_if = "crate::model::is_zero")]
+    pub closed_by_nginx_after_peer_data: u64,
 }
 
 impl PeerLifecycle {
@@ -168,6 +176,7 @@ pub fn peer_lifecycles(
                 d(up::NGINX_AWAITING_SUM_MS),
                 d(up::NGINX_CLOSED_AWAITING),
             ),
+            closed_by_nginx_after_peer_data: d(up::NGINX_CLOSED_AFTER_PEER_DATA),
         };
         if r.events().iter().any(|(_, n)| *n > 0) {
             out.push((k.family == 0, r));

@@ -71,6 +71,13 @@ fn peer_lines(out: &mut String, p: &PeerLifecycle) {
             p.closed_by_peer_after_its_data
         );
     }
+    if p.closed_by_nginx_after_peer_data > 0 {
+        let _ = writeln!(
+            out,
+            "    {} of nginx's closes came right after the peer's data (nginx ending the connection on the response it had just read: its request or the response asked for the close), its FIN racing the peer's own",
+            p.closed_by_nginx_after_peer_data
+        );
+    }
     if let Some(i) = &p.since_peer_data_at_reset {
         let _ = writeln!(
             out,
@@ -143,5 +150,12 @@ mod tests {
             out.contains("the peer closes idle connections after 1.0 s"),
             "{out}"
         );
+        assert!(!out.contains("right after the peer's data"), "{out}");
+        if let Some(c) = r.connections.as_mut() {
+            c.upstream_peers[0].closed_by_nginx_after_peer_data = 7;
+        }
+        out.clear();
+        peers_section(&mut out, &r);
+        assert!(out.contains("\n    7 of nginx's closes came right after the peer's data (nginx ending the connection on the response it had just read"), "{out}");
     }
 }

@@ -146,6 +146,43 @@ fn a_configured_pool_unused_is_said_so_with_what_defeats_it() {
     );
 }
 
+/// A pool set up right (`keepalive 16`, HTTP/1.1, `Connection ""`) in front of a peer
+/// whose every response says `Connection: close` (as an HTTP/1.0 server's does):
+/// 400 requests, 400 connects, 400 closes, nearly all within a jiffy of the peer's
+/// response. The verdict says the responses end the connections and names none of
+/// nginx's directives (trial 6 was told to set the three it had set).
+#[test]
+fn a_peer_whose_responses_end_its_connections_is_named_not_nginx_settings() {
+    let be = SlowBackend::start(Duration::ZERO);
+    let ng = proxy(
+        be.addr(),
+        "keepalive 16;",
+        "proxy_http_version 1.1; proxy_set_header Connection \"\";",
+    );
+    let probe = Probe::on(&ng).json().summary_only().uprobes().start();
+    assert_eq!(keepalive_requests(ng.addr(), 4, 100), 400);
+    let s = probe.stop().summary_json();
+    assert_eq!(sum_workers(&s, &["upstream", "connects"]), 400);
+    let v = verdict(&s, "upstream_keepalive_off").expect("upstream_keepalive_off fires");
+    let by = &v["evidence"]["upstream_closed_first_by"];
+    let closes: u64 = ["nginx", "upstream", "reset"]
+        .iter()
+        .map(|k| by[k].as_u64().unwrap())
+        .sum();
+    assert_eq!(closes, 400, "{by}");
+    let ended = v["evidence"]["upstream_closed_within_a_jiffy_of_its_data"]
+        .as_u64()
+        .unwrap();
+    assert!(ended >= 360, "{v}");
+    let a = v["advice"].as_str().unwrap();
+    assert!(
+        a.contains(&format!("and the proxy settings allow its reuse, yet {ended} of 400 upstream connections closed within a jiffy of the upstream's last data")),
+        "{a}"
+    );
+    assert!(a.contains("nginx's settings are not the cause"), "{a}");
+    assert_eq!(v["directives"], serde_json::json!([]), "{v}");
+}
+
 /// Case 10 with `keepalive 32; proxy_http_version 1.1; proxy_set_header Connection "";`:
 /// at most one upstream connection per client connection in flight, within the pool,
 /// and no verdict.
