@@ -50,12 +50,13 @@ fn all_closes(t: &PortLifecycle) -> u64 {
 /// `sock:inet_sock_set_state`): then nginx's keepalive settings did not close them.
 /// False when no close was counted, or when a client's FIN that raced nginx's own
 /// close after a `Connection: close` response can be among the clients' closes
-/// (`fin_unread_unknown`: the rule that tells them apart is off).
+/// (`ConnectionsReport::fin_unread_why`: the rule that tells them apart was off, or
+/// the report was recorded before it).
 pub fn clients_closed_most(inp: &Inputs) -> bool {
     let told_apart = inp
         .connections
         .as_ref()
-        .is_some_and(|c| c.fin_unread_unknown.is_none());
+        .is_some_and(|c| c.fin_unread_why().is_none());
     told_apart && closes(inp).is_some_and(|t| t.closed_by_client * 2 > all_closes(&t))
 }
 

@@ -395,14 +395,22 @@ fn keepalive_requests_low_is_ruled_out_by_who_closed_and_the_configuration() {
             closed_by_nginx: 100,
             ..Default::default()
         }],
+        fin_unread_told_apart: true,
         ..Default::default()
     });
     assert!(fires(&closed).is_none(), "the clients closed them");
+    // A recording made before the FIN rule: the clients' count rules nothing out.
+    let mut old = closed.clone();
+    if let Some(c) = old.connections.as_mut() {
+        c.fin_unread_told_apart = false;
+    }
+    assert!(fires(&old).is_some(), "not told apart in an old recording");
     // Where a client's FIN racing nginx's `Connection: close` is not told apart, the
     // clients' count rules nothing out.
     let mut racing = closed.clone();
     if let Some(c) = racing.connections.as_mut() {
         c.fin_unread_unknown = Some("struct sock's offsets are not in the kernel's BTF".into());
+        c.fin_unread_told_apart = false;
     }
     assert!(fires(&racing).is_some(), "the clients' FINs may be races");
     assert!(crate::analysis::conn_verdicts::keepalive_settings_ruled_out(&racing).is_none());

@@ -339,6 +339,11 @@ pub struct ConnectionsReport {
     /// `tcp_sock` offsets unknown), when they can.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fin_unread_unknown: Option<String>,
+    /// Whether nginx's closes met by a client's FIN it never read are told apart from
+    /// the clients' closes (the rule was on: `fin_unread_unknown` unset). Absent
+    /// (false) in recordings made before the rule: there they are not.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fin_unread_told_apart: bool,
     /// Why closes of connections that received no data
     /// (`PortLifecycle::closed_without_data_by_*`) are not counted, when they are not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -386,6 +391,18 @@ impl ConnectionsReport {
             .filter(|p| h2_ports.is_none_or(|h| h.contains(&p.port)))
             .map(|p| p.closed_while_draining_mid_response)
             .sum()
+    }
+
+    /// Why nginx's closes met by a client's FIN it never read can be among the clients'
+    /// closes: `fin_unread_unknown`, or, in a recording made before the rule, that;
+    /// None when they are told apart.
+    pub fn fin_unread_why(&self) -> Option<String> {
+        if self.fin_unread_told_apart {
+            return None;
+        }
+        Some(self.fin_unread_unknown.clone().unwrap_or_else(|| {
+            "recorded by a version that did not tell them apart".to_string()
+        }))
     }
 
     /// Sum over ports (idle: counts and histogram added, pinned kept only when every
@@ -521,6 +538,7 @@ pub fn empty_report(meta: &LifecycleMeta) -> ConnectionsReport {
         draining_unknown: meta.draining_unknown.clone(),
         tls_close_unknown: meta.tls_close_unknown.clone(),
         fin_unread_unknown: meta.fin_unread_unknown.clone(),
+        fin_unread_told_apart: meta.fin_unread_unknown.is_none(),
         without_data_unknown: meta.without_data_unknown.clone(),
         ports_not_counted: meta.ports_not_counted,
         raw_unavailable: meta.raw_unavailable.clone(),

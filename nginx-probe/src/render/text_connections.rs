@@ -135,7 +135,7 @@ fn without_data_line(out: &mut String, t: &PortLifecycle) {
 /// `Connection: close` racing a client that closes on reading it), said with their
 /// count; or, when they are not told apart, a caveat on "by the client" with why.
 fn fin_unread_line(out: &mut String, c: &ConnectionsReport, t: &PortLifecycle) {
-    match &c.fin_unread_unknown {
+    match &c.fin_unread_why() {
         None if t.closed_by_nginx_client_fin_unread > 0 => {
             let _ = writeln!(
                 out,
@@ -785,13 +785,20 @@ mod tests {
         c.ports[0].closed_by_nginx_client_fin_unread = 0;
         c.ports[0].closed_by_client = 4;
         c.fin_unread_unknown = Some("struct sock's offsets are not in the kernel's BTF".into());
-        r.connections = Some(c);
+        c.fin_unread_told_apart = false;
+        r.connections = Some(c.clone());
         let mut out = String::new();
         connections_section(&mut out, &r);
         assert!(
             out.contains("  \"by the client\" may include responses with `Connection: close` whose client closed on reading them before nginx's own close() (struct sock's offsets are not in the kernel's BTF)\n"),
             "{out}"
         );
+        // A recording made before the rule: no reason recorded, not told apart.
+        c.fin_unread_unknown = None;
+        r.connections = Some(c);
+        let mut out = String::new();
+        connections_section(&mut out, &r);
+        assert!(out.contains("before nginx's own close() (recorded by a version that did not tell them apart)\n"), "{out}");
     }
 
     /// Closes right after a response name what makes nginx do so, with the values in
