@@ -172,8 +172,11 @@ pub const CLOSED_WITHOUT_DATA_BY_NGINX: usize = LC_PER_PORT_BASE + 12;
 pub const CLOSED_WITHOUT_DATA_BY_CLIENT: usize = LC_PER_PORT_BASE + 13;
 /// The same ended by a reset (`ESTABLISHED -> CLOSE`, `tcp_sock.bytes_received` 0).
 pub const CLOSED_WITHOUT_DATA_BY_RESET: usize = LC_PER_PORT_BASE + 14;
+/// Of [`CLOSED_BY_NGINX_CLIENT_FIN_FIRST`], those whose client answered with a reset
+/// (`ESTABLISHED -> CLOSE` while the received reset is processed), not a FIN.
+pub const CLOSED_BY_NGINX_CLIENT_RST_FIRST: usize = LC_PER_PORT_BASE + 15;
 /// Counters per port.
-pub const LC_PER_PORT: usize = CLOSED_WITHOUT_DATA_BY_RESET + 1;
+pub const LC_PER_PORT: usize = CLOSED_BY_NGINX_CLIENT_RST_FIRST + 1;
 
 /// The uprobe that tells who began a TLS close: nginx calls `ngx_int_t
 /// ngx_ssl_shutdown(ngx_connection_t *c)` before it closes any TLS connection, before
@@ -497,7 +500,7 @@ mod tests {
         assert_eq!(CLOSED_WHILE_DRAINING_IDLE, 72);
         assert_eq!(DRAIN_SILENT_INV_MIN_MS, 76);
         assert_eq!(DRAIN_AFTER_DATA_INV_MIN_MS, 78);
-        assert_eq!(LC_PER_PORT, 88);
+        assert_eq!(LC_PER_PORT, 89);
         assert_eq!(idle_bucket(0), 0);
         assert_eq!(idle_bucket(2000), 10);
         assert_eq!(idle_bucket(u64::MAX), LC_IDLE_BUCKETS - 1);

@@ -465,6 +465,7 @@ fn on_set_state(base: u32, old: i32, new: i32, sk: u64) {
             if let Some(t) = tls_close_take(sk).filter(|t| by_reset && t.nginx_began_uncounted()) {
                 count_nginx_close(base, &t.facts);
                 lc_add(base, lc::CLOSED_BY_NGINX_CLIENT_FIN_FIRST, 1);
+                lc_add(base, lc::CLOSED_BY_NGINX_CLIENT_RST_FIRST, 1);
                 return;
             }
             lc_add(base, lc::CLOSED_BY_RESET, 1);

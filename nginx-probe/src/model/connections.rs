@@ -94,6 +94,10 @@ pub struct PortLifecycle {
     /// close_notify (or HTTP/2 GOAWAY). Not in `closed_by_client` nor `closed_by_reset`.
     #[serde(default, skip_serializing_if = "crate::model::is_zero")]
     pub closed_by_nginx_client_fin_first: u64,
+    /// Of `closed_by_nginx_client_fin_first`, those whose client answered with a reset
+    /// (it closed with nginx's close_notify unread), not a FIN.
+    #[serde(default, skip_serializing_if = "crate::model::is_zero")]
+    pub closed_by_nginx_client_reset_first: u64,
     /// Of `closed_by_nginx`, closes nginx decided on its own whose client's FIN came
     /// first but was never read: at the worker's `close()` (`CLOSE_WAIT -> LAST_ACK`)
     /// `tcp_sock.copied_seq` was behind `rcv_nxt` and nginx had sent data in the last
@@ -431,6 +435,7 @@ impl ConnectionsReport {
             );
             t.closed_by_client += p.closed_by_client;
             t.closed_by_nginx_client_fin_first += p.closed_by_nginx_client_fin_first;
+            t.closed_by_nginx_client_reset_first += p.closed_by_nginx_client_reset_first;
             t.closed_by_nginx_client_fin_unread += p.closed_by_nginx_client_fin_unread;
             t.closed_without_data_by_nginx += p.closed_without_data_by_nginx;
             t.closed_without_data_by_client += p.closed_without_data_by_client;
@@ -598,6 +603,7 @@ fn port_lifecycle(
             .saturating_sub(d(lc::CLOSED_BY_CLIENT_ANSWERING_NGINX))
             .saturating_sub(d(lc::CLOSED_BY_NGINX_CLIENT_FIN_UNREAD)),
         closed_by_nginx_client_fin_first: d(lc::CLOSED_BY_NGINX_CLIENT_FIN_FIRST),
+        closed_by_nginx_client_reset_first: d(lc::CLOSED_BY_NGINX_CLIENT_RST_FIRST),
         closed_by_nginx_client_fin_unread: d(lc::CLOSED_BY_NGINX_CLIENT_FIN_UNREAD),
         closed_without_data_by_nginx: d(lc::CLOSED_WITHOUT_DATA_BY_NGINX),
         closed_without_data_by_client: d(lc::CLOSED_WITHOUT_DATA_BY_CLIENT),

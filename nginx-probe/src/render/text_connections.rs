@@ -95,9 +95,11 @@ fn tls_client_first_line(out: &mut String, r: &Report, c: &ConnectionsReport, t:
     let tls = r.tls.as_ref().is_some_and(|x| x.handshakes > 0);
     let Some(why) = &c.tls_close_unknown else {
         if t.closed_by_nginx_client_fin_first > 0 {
+            let resets = t.closed_by_nginx_client_reset_first;
+            let fins = t.closed_by_nginx_client_fin_first.saturating_sub(resets);
             let _ = writeln!(
                 out,
-                "  on TLS, {} of nginx's closes met the client's FIN or reset before nginx's own close(): the client answered nginx's close_notify or HTTP/2 GOAWAY; nginx began them (uprobe ngx_ssl_shutdown), so they are counted as nginx's",
+                "  on TLS, {} of nginx's closes met the client's answer before nginx's own close() ({fins} a FIN, {resets} a reset): the client answered nginx's close_notify or HTTP/2 GOAWAY; nginx began them (uprobe ngx_ssl_shutdown), so they are counted as nginx's",
                 t.closed_by_nginx_client_fin_first
             );
         }
@@ -729,11 +731,12 @@ mod tests {
         connections_section(&mut out, &r);
         assert!(!out.contains("on TLS"), "{out}");
         c.ports[0].closed_by_nginx_client_fin_first = 3;
+        c.ports[0].closed_by_nginx_client_reset_first = 1;
         r.connections = Some(c);
         let mut out = String::new();
         connections_section(&mut out, &r);
         assert!(
-            out.contains("  on TLS, 3 of nginx's closes met the client's FIN or reset before nginx's own close(): the client answered nginx's close_notify or HTTP/2 GOAWAY; nginx began them (uprobe ngx_ssl_shutdown), so they are counted as nginx's\n"),
+            out.contains("  on TLS, 3 of nginx's closes met the client's answer before nginx's own close() (2 a FIN, 1 a reset): the client answered nginx's close_notify or HTTP/2 GOAWAY; nginx began them (uprobe ngx_ssl_shutdown), so they are counted as nginx's\n"),
             "{out}"
         );
     }

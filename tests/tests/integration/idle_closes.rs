@@ -242,6 +242,7 @@ fn answered_close_notify(flags: &[&str]) {
     assert_eq!(p["established"], N as u64, "{p}");
     assert_eq!(p["closed_by_nginx"], N as u64, "{p}");
     assert_eq!(p["closed_by_nginx_client_fin_first"], N as u64, "{p}");
+    assert!(p.get("closed_by_nginx_client_reset_first").is_none(), "{p}");
     assert_eq!(p["closed_by_client"], 0, "{p}");
     assert!(
         summary["connections"]["tls_close_unknown"].is_null(),
@@ -272,7 +273,7 @@ fn answered_close_notify(flags: &[&str]) {
     );
     assert!(
         text.contains(&format!(
-            "on TLS, {N} of nginx's closes met the client's FIN or reset before nginx's own close()"
+            "on TLS, {N} of nginx's closes met the client's answer before nginx's own close() ({N} a FIN, 0 a reset)"
         )),
         "{text}"
     );
