@@ -204,8 +204,12 @@ pub mod worker {
     pub const CLOSED_AFTER_CLIENT: usize = 2;
     /// `ESTABLISHED -> FIN_WAIT1` as the worker exited (`PF_EXITING`).
     pub const CLOSED_BY_WORKER_EXIT: usize = 3;
+    /// `ESTABLISHED -> CLOSE` by the worker's `close()` with no received reset being
+    /// processed: nginx's own reset (`super::CLOSED_BY_NGINX_RESET`, per worker): a
+    /// close with the client's data unread, or `SO_LINGER` 0.
+    pub const RESET_BY_NGINX: usize = 4;
     /// Counters per worker slot.
-    pub const LC_PER_WORKER: usize = 4;
+    pub const LC_PER_WORKER: usize = 5;
     /// `LC_DRAINING` value of a worker already shutting down at attach (from its
     /// title): draining, since a time not known (no time since the drain is kept for
     /// its closes). A kernel time stamp is never this small.

@@ -473,6 +473,7 @@ fn on_set_state(base: u32, old: i32, new: i32, sk: u64) {
             let slot = worker_slot();
             if !by_reset && slot.is_some() && !task_exiting() {
                 lc_add(base, lc::CLOSED_BY_NGINX_RESET, 1);
+                worker_add(slot, lc::worker::RESET_BY_NGINX);
                 if drain_state(slot) != 0 {
                     lc_add(base, lc::CLOSED_WHILE_DRAINING_RESET, 1);
                 }

@@ -293,6 +293,11 @@ pub struct WorkerCloses {
     /// Closed by the kernel as the worker exited (`ESTABLISHED -> FIN_WAIT1` with
     /// `PF_EXITING`).
     pub by_worker_exit: u64,
+    /// Ended by the worker's own reset (`ESTABLISHED -> CLOSE` in its `close()`, no
+    /// received reset being processed: the client's data unread, or `SO_LINGER` 0 as
+    /// `reset_timedout_connection` sets); 0 in recordings made before it.
+    #[serde(default, skip_serializing_if = "crate::model::is_zero")]
+    pub reset_by_nginx: u64,
 }
 
 impl WorkerCloses {
@@ -305,6 +310,7 @@ impl WorkerCloses {
             while_draining: c(w::CLOSED_WHILE_DRAINING),
             after_client: c(w::CLOSED_AFTER_CLIENT),
             by_worker_exit: c(w::CLOSED_BY_WORKER_EXIT),
+            reset_by_nginx: c(w::RESET_BY_NGINX),
         }
     }
 }
@@ -741,13 +747,15 @@ mod tests {
         let mut slot = crate::model::ZERO_SLOT;
         slot[crate::model::CLOSES_IDX + lc::worker::CLOSED_AFTER_CLIENT].count = 3;
         slot[crate::model::CLOSES_IDX + lc::worker::CLOSED_BY_WORKER_EXIT].count = 2;
+        slot[crate::model::CLOSES_IDX + lc::worker::RESET_BY_NGINX].count = 4;
         assert_eq!(
             WorkerCloses::of(&slot),
             WorkerCloses {
                 by_nginx: 0,
                 while_draining: 0,
                 after_client: 3,
-                by_worker_exit: 2
+                by_worker_exit: 2,
+                reset_by_nginx: 4,
             }
         );
     }

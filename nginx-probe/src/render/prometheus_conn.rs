@@ -74,14 +74,15 @@ pub(super) const WORKER_CLOSED: Family = Family::worker(
     "nginx_probe_worker_connections_closed_total",
     Counter,
     &["worker", "generation", "by"],
-    "Client connections the worker's own close() ended since attach, by who closed first: nginx (ESTABLISHED -> FIN_WAIT1), nginx_draining (of those, while the worker was draining), client (CLOSE_WAIT -> LAST_ACK, or -> CLOSE with data unread: the worker closed its end after the client's FIN), worker_exit (the kernel, as the worker exited); tracepoint sock:inet_sock_set_state in the worker's context. Resets are per port only.",
-    fixed(4),
+    "Client connections the worker's own close() ended since attach, by who closed first: nginx (ESTABLISHED -> FIN_WAIT1), nginx_draining (of those, while the worker was draining), client (CLOSE_WAIT -> LAST_ACK, or -> CLOSE with data unread: the worker closed its end after the client's FIN), worker_exit (the kernel, as the worker exited), nginx_reset (ended by the worker's own reset: ESTABLISHED -> CLOSE in its close(), the client's data unread or SO_LINGER 0); tracepoint sock:inet_sock_set_state in the worker's context. Resets received and sent are per port.",
+    fixed(5),
     |_, w, o| {
         if let Some(c) = &w.connections_closed {
             o.sample(&["nginx"], c.by_nginx);
             o.sample(&["nginx_draining"], c.while_draining);
             o.sample(&["client"], c.after_client);
             o.sample(&["worker_exit"], c.by_worker_exit);
+            o.sample(&["nginx_reset"], c.reset_by_nginx);
         }
     },
 );

@@ -250,7 +250,7 @@ fn worker_closes_line(out: &mut String, r: &Report) {
         .workers
         .iter()
         .filter_map(|w| w.connections_closed.map(|c| (w.pid, c)))
-        .filter(|(_, c)| c.by_nginx + c.after_client + c.by_worker_exit > 0)
+        .filter(|(_, c)| c.by_nginx + c.after_client + c.by_worker_exit + c.reset_by_nginx > 0)
         .map(|(pid, c)| {
             let mut s = format!("{pid}: nginx first {}", c.by_nginx);
             if c.while_draining > 0 {
@@ -259,6 +259,9 @@ fn worker_closes_line(out: &mut String, r: &Report) {
             let _ = write!(s, ", after the client {}", c.after_client);
             if c.by_worker_exit > 0 {
                 let _ = write!(s, ", at its exit {}", c.by_worker_exit);
+            }
+            if c.reset_by_nginx > 0 {
+                let _ = write!(s, ", with its own reset {}", c.reset_by_nginx);
             }
             s
         })
@@ -641,6 +644,7 @@ mod tests {
             while_draining,
             after_client,
             by_worker_exit: 0,
+            reset_by_nginx: 0,
         };
         let mut a = w.clone();
         a.connections_closed = Some(closes(6, 5, 2));
@@ -658,11 +662,14 @@ mod tests {
             !out.contains("each worker"),
             "one worker: no per-worker line: {out}"
         );
+        if let Some(c) = b.connections_closed.as_mut() {
+            c.reset_by_nginx = 3;
+        }
         r.workers = vec![a, b];
         let mut out = String::new();
         connections_section(&mut out, &r);
         assert!(
-            out.contains("  closed by each worker's close() (pid): 101: nginx first 6 (draining 5), after the client 2; 102: nginx first 4 (draining 2), after the client 1\n"),
+            out.contains("  closed by each worker's close() (pid): 101: nginx first 6 (draining 5), after the client 2; 102: nginx first 4 (draining 2), after the client 1, with its own reset 3\n"),
             "{out}"
         );
     }

@@ -447,6 +447,14 @@ fn resets_at_send_timeout_are_nginx_s_own() {
     assert_eq!(p["closed_by_reset"], 4, "{p}");
     assert_eq!(p["closed_by_nginx_reset"], 4, "{p}");
     assert_eq!(p["resets_received"], 0, "{p}");
+    // And per worker: each worker's own resets, 4 in all.
+    let per_worker: u64 = summary["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["connections_closed"]["reset_by_nginx"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(per_worker, 4, "{}", summary["workers"]);
     // Reset reasons are named by kernels from 6.10 on: a close() with SO_LINGER 0 is
     // TCP_STATE (tcp_disconnect()).
     let named = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
