@@ -123,16 +123,17 @@ pub fn who_closed(inp: &Inputs) -> Option<(serde_json::Value, String)> {
 /// pinned idle time matches, a close right after the response (and what the
 /// configuration says of it), or the idle range.
 fn nginx_closed_why(inp: &Inputs, idle: Option<&crate::model::connections::IdleReport>) -> String {
+    let served = inp.served_config();
     match idle {
         Some(i) if i.pinned_ms.is_some_and(|v| v >= KA_TIMEOUT_MIN_IDLE_MS) => {
             closed_at(inp, i.pinned_ms.unwrap_or(0.0))
         }
         Some(i) if i.p99_ms < CLOSE_AFTER_RESPONSE_MS
-            && super::config_evidence::keepalive_timeout_zero(inp.config.as_ref()).is_some() =>
+            && super::config_evidence::keepalive_timeout_zero(served.as_ref()).is_some() =>
         {
             format!(
                 "nginx closed them right after a response (idle p99 under 100 ms): keepalive_timeout 0 is configured ({}), which turns client keepalive off there",
-                super::config_evidence::keepalive_timeout_zero(inp.config.as_ref()).unwrap_or_default()
+                super::config_evidence::keepalive_timeout_zero(served.as_ref()).unwrap_or_default()
             )
         }
         Some(i) if i.p99_ms < CLOSE_AFTER_RESPONSE_MS => match keepalive_settings_ruled_out(inp) {
@@ -141,7 +142,7 @@ fn nginx_closed_why(inp: &Inputs, idle: Option<&crate::model::connections::IdleR
             ),
             None => format!(
                 "nginx closed them right after a response (idle p99 under 100 ms): its keepalive is off for these requests: keepalive_timeout 0, keepalive_requests reached, or the clients asked for `Connection: close` or spoke HTTP/1.0 ({})",
-                match super::config_evidence::keepalive_settings(inp.config.as_ref()) {
+                match super::config_evidence::keepalive_settings(served.as_ref()) {
                     Some(k) => format!("configured: {k}"),
                     None => "nginx's config is not read; check them".into(),
                 }
@@ -175,7 +176,7 @@ pub fn keepalive_settings_ruled_out(inp: &Inputs) -> Option<String> {
     }
     let served = inp.requests.filter(|&n| n > 0)?;
     let per_request = inp.workers.iter().map(|w| w.accepts).sum::<u64>() as f64 / served as f64;
-    let cfg = inp.config.as_ref()?;
+    let cfg = &inp.served_config()?;
     let requests = cfg.value("keepalive_requests")?;
     let timeout = cfg.value("keepalive_timeout")?;
     let on = keepalive_timeout_zero(Some(cfg)).is_none()
@@ -248,7 +249,11 @@ fn closed_at(inp: &Inputs, pinned: f64) -> String {
 /// timeout(s) that match, or saying none matches or the configuration was not read
 /// (unknown). Warning.
 pub fn keepalive_timeout_closes(inp: &Inputs, out: &mut Vec<Verdict>) {
-    let Some(t) = closes(inp) else { return };
+    // Every close, those of connections that carried no byte included: nginx closes
+    // those at client_header_timeout, a timeout like any other here (trial 7).
+    let Some(t) = inp.connections.as_ref().map(|c| c.total()).filter(|t| all_closes(t) > 0) else {
+        return;
+    };
     let all = all_closes(&t);
     let Some(idle) = t.idle_before_nginx_close.as_ref() else {
         return;

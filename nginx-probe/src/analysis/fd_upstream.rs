@@ -192,16 +192,8 @@ pub(crate) fn upstream_keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
             Severity::Warning
         },
         keepalive_off_evidence(inp, &c, p50, p99),
-        // A pool configured and allowed: nginx's settings are not the cause.
-        if super::upstream_pool::pool_allowed(inp.config.as_ref()) {
-            &[]
-        } else {
-            &[
-                "keepalive (upstream block)",
-                "proxy_http_version 1.1",
-                "proxy_set_header Connection \"\"",
-            ]
-        },
+        // Only what the servers that carried the traffic do not already set.
+        &super::upstream_pool::pool_directives(inp.served_config().as_ref()),
         keepalive_off_advice(inp, &c, p50, p99),
     ));
 }
@@ -365,7 +357,8 @@ fn keepalive_off_advice(inp: &Inputs, c: &UpstreamConnects, p50: u64, p99: u64) 
         upstream_closed_most: peer_first,
         ended_with_response: ended_with_response(inp),
     };
-    let fix = super::upstream_pool::pool_advice(inp.config.as_ref(), &closes);
+    // The pools and locations of the servers that carried the traffic only.
+    let fix = super::upstream_pool::pool_advice(inp.served_config().as_ref(), &closes);
     format!(
         "{:.2} new upstream connections per request ({:.2} established, plus connects that found no local port; {:.2} connect() calls per request in all, failures included; connect p50 {:.0} us, p99 {:.0} us{failed}): nginx opens and closes a TCP connection to the upstream for every proxied request; {}{ran_out}; {fix}",
         c.attempts_per_request(),

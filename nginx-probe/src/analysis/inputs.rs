@@ -176,16 +176,38 @@ impl Inputs {
                 .is_some_and(|q| q.makes_requests_per_accept_unknown())
     }
 
+    /// The configuration as it bears on the period's traffic: the servers that had
+    /// client connections and the upstreams they pass to (see
+    /// [`super::config_scope::served`]); None when not read. Advice on keepalive and
+    /// upstream pools quotes this, never an idle server's settings.
+    pub fn served_config(&self) -> Option<crate::model::config::ConfigReport> {
+        let cfg = self.config.as_ref()?;
+        Some(super::config_scope::served(cfg, self.connections.as_ref()))
+    }
+
     /// nginx's client connections closed in the period before their client sent a
     /// byte (they carried no request: a spare connection, a health check that only
     /// connects), over every port (`tcp_sock.bytes_received` at the first close; see
     /// [`crate::model::connections::PortLifecycle::closed_without_data`]); 0 when
     /// they are not counted (no lifecycle, or the offset unknown).
     pub fn closed_without_data(&self) -> u64 {
+        self.without_data(|t| t.closed_without_data())
+    }
+
+    /// Of [`Inputs::closed_without_data`], those the client closed itself (a health
+    /// check that only connects, a spare connection dropped): not closed unserved by
+    /// nginx.
+    pub fn closed_without_data_by_client(&self) -> u64 {
+        self.without_data(|t| t.closed_without_data_by_client)
+    }
+
+    /// `f` of the period's totals when connections closed without data are counted,
+    /// else 0.
+    fn without_data(&self, f: impl Fn(&crate::model::connections::PortLifecycle) -> u64) -> u64 {
         self.connections
             .as_ref()
             .filter(|c| c.without_data_unknown.is_none())
-            .map(|c| c.total().closed_without_data())
+            .map(|c| f(&c.total()))
             .unwrap_or(0)
     }
 }

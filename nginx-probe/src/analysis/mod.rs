@@ -14,6 +14,7 @@ pub mod compare;
 pub mod compare_lifecycle;
 pub mod compare_setup;
 pub mod config_evidence;
+pub mod config_scope;
 pub mod conn_resets;
 pub mod conn_timeouts;
 pub mod conn_verdicts;

@@ -581,7 +581,8 @@ fn carried_requests(inp: &Inputs, accepts: u64) -> Option<(u64, u64)> {
 /// configuration is not read (or names no value), None when it is read and sets `n`
 /// nowhere (nginx does not close after `n` requests).
 fn keepalive_requests_at(inp: &Inputs, n: u64) -> Option<Option<Vec<String>>> {
-    let Some(cfg) = inp.config.as_ref() else {
+    // The servers that carried the traffic: an idle server's value is no cause.
+    let Some(cfg) = inp.served_config() else {
         return Some(None);
     };
     let values: Vec<_> = cfg.everywhere("keepalive_requests").collect();

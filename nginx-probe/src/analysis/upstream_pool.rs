@@ -67,12 +67,34 @@ pub fn pool_unused(cfg: &ConfigReport, closes: &UpstreamCloses) -> Option<String
     })
 }
 
-/// Whether the configuration read has a pool (`keepalive N` in an `upstream` block)
-/// and nothing where nginx proxies defeats it: then nginx's own settings are not why
-/// connections are not reused, and `upstream_keepalive_off` names none of them.
-pub fn pool_allowed(cfg: Option<&ConfigReport>) -> bool {
-    cfg.is_some_and(|c| !pools(c).is_empty() && defeats(c).is_empty())
+/// The directives `upstream_keepalive_off` names: of the pool (`keepalive` in the
+/// `upstream` block), `proxy_http_version 1.1` and `proxy_set_header Connection ""`,
+/// those the configuration read does not already set where nginx proxies; all three
+/// when it was not read. None left: nginx's own settings are not why connections are
+/// not reused.
+pub fn pool_directives(cfg: Option<&ConfigReport>) -> Vec<&'static str> {
+    let Some(c) = cfg else {
+        return vec![KEEPALIVE, HTTP_1_1, CONNECTION];
+    };
+    let mut out = Vec::new();
+    if pools(c).is_empty() {
+        out.push(KEEPALIVE);
+    }
+    if c.proxied("proxy_http_version").any(|v| v.value.trim() != "1.1") {
+        out.push(HTTP_1_1);
+    }
+    if c.proxied("proxy_set_header Connection").any(|v| !v.value.is_empty()) {
+        out.push(CONNECTION);
+    }
+    out
 }
+
+/// The pool directive as verdicts name it.
+const KEEPALIVE: &str = "keepalive (upstream block)";
+/// HTTP/1.1 to the upstream.
+const HTTP_1_1: &str = "proxy_http_version 1.1";
+/// The Connection header cleared.
+const CONNECTION: &str = "proxy_set_header Connection \"\"";
 
 /// The pools configured: `upstream NAME: keepalive N`, each.
 fn pools(cfg: &ConfigReport) -> Vec<String> {
@@ -192,7 +214,11 @@ mod tests {
         inp.config = Some(c);
         assert!(advice(&inp).contains("`keepalive 32;` in the `upstream` block"));
         assert!(advice(&inp).contains("this saves connections only if the upstream server keeps them alive"));
-        assert_eq!(directives(&inp).len(), 3, "no pool: nginx's settings named");
+        assert_eq!(
+            directives(&inp),
+            ["keepalive (upstream block)"],
+            "no pool, the proxy settings set: the pool alone is named (trial 7)"
+        );
         // Not read: both, said unknown.
         inp.config = None;
         let a = advice(&inp);

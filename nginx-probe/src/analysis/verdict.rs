@@ -48,7 +48,8 @@ pub const UNSERVED_MIN_ACCEPTS: u64 = 200;
 pub const UNSERVED_ACCEPTS_PER_REQUEST: f64 = 1.5;
 
 /// Total accepts and requests, and whether so many more connections were accepted than
-/// requests served that many were closed before carrying one: far more accepts than
+/// requests served that many were closed before carrying one (abandoned TLS handshakes
+/// and connections their client closed without a byte left out): far more accepts than
 /// requests, and not because the connections are held open (the workers' peak open fds
 /// stay under half the connections without a request; unknown fds: not judged).
 fn unserved(inp: &Inputs) -> (u64, u64, bool) {
@@ -65,7 +66,9 @@ fn unserved(inp: &Inputs) -> (u64, u64, bool) {
         Some(t) if !t.libssl_sampled => t.abandoned,
         _ => 0,
     };
-    let accepts_left = accepts.saturating_sub(abandoned);
+    // Nor were the connections their clients closed without sending a byte (health
+    // checks that only connect): counted exactly at their close.
+    let accepts_left = accepts.saturating_sub(abandoned + inp.closed_without_data_by_client());
     let without = accepts_left.saturating_sub(requests);
     let fds_peak: Option<u64> = inp.workers.iter().map(|w| w.fds_peak).sum();
     let many = accepts_left >= UNSERVED_MIN_ACCEPTS
@@ -371,7 +374,7 @@ fn keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
         closed_by.unwrap_or_else(|| format!("unknown: {why}").into()),
     );
     let who_closes = who.map(|w| w.1).unwrap_or_else(|| {
-        let settings = match super::config_evidence::keepalive_settings(inp.config.as_ref()) {
+        let settings = match super::config_evidence::keepalive_settings(inp.served_config().as_ref()) {
             Some(k) => format!("configured: {k}"),
             None => "nginx's config is not read, check them".into(),
         };

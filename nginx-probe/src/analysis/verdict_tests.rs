@@ -39,6 +39,49 @@ fn connections_without_a_request_are_no_keepalive_off() {
     assert!(judge(&inp).iter().any(|v| v.id == "keepalive_off"));
 }
 
+/// Trial 7: keepalive_timeout 0 and hey's 400 requests beside a TCP health checker
+/// (2840 connections opened and closed without a byte): the health checks are no
+/// connections closed unserved; keepalive_off fires on the 400 that carried data,
+/// with nginx's 400 closes as who closed. Their closes not counted (the offset
+/// unknown): held back, as before.
+#[test]
+fn a_tcp_health_checker_does_not_silence_keepalive_off() {
+    let mut a = w(1, 1_620, 200);
+    let mut b = w(2, 1_620, 200);
+    a.fds_peak = Some(20);
+    b.fds_peak = Some(20);
+    let mut inp = Inputs {
+        workers: vec![a, b],
+        connections: Some(crate::model::connections::ConnectionsReport {
+            ports: vec![crate::model::connections::PortLifecycle {
+                port: 80,
+                established: 3_240,
+                closed_by_nginx: 400,
+                closed_by_client: 2_840,
+                closed_without_data_by_client: 2_840,
+                ..Default::default()
+            }],
+            fin_unread_told_apart: true,
+            ..Default::default()
+        }),
+        ..Inputs::default()
+    };
+    let v = judge(&inp);
+    let k = v
+        .iter()
+        .find(|v| v.id == "keepalive_off")
+        .unwrap_or_else(|| panic!("{v:?}"));
+    assert_eq!(k.evidence["accepts_that_may_have_carried_a_request"], 400);
+    assert_eq!(k.evidence["those_per_request"], 1.0);
+    assert_eq!(k.evidence["closed_by"]["nginx"], 400);
+    assert_eq!(k.evidence["closed_by"]["without_data_left_out"], 2_840);
+    assert!(v.iter().all(|v| v.id != "worker_connections_exhausted"));
+    if let Some(c) = inp.connections.as_mut() {
+        c.without_data_unknown = Some("tcp_sock.bytes_received not in the kernel's BTF".into());
+    }
+    assert!(judge(&inp).iter().all(|v| v.id != "keepalive_off"));
+}
+
 #[test]
 fn keepalive_off_on_tls_carries_the_handshake_cost() {
     let a = w(1, 400, 400);

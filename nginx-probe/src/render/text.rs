@@ -222,22 +222,13 @@ fn verdict_lines(out: &mut String, r: &Report) {
 /// closed before their client sent a byte (counted at the close: see the
 /// CONNECTIONS section); nothing with QUIC connections (no accept carried them).
 fn with_data_line(out: &mut String, r: &Report) {
-    let Some(count) = r.requests.count.filter(|_| r.quic.is_none()) else {
+    let Some((per, carried, unused)) = super::text_connections::per_carried(r) else {
         return;
     };
-    let Some(c) = r.connections.as_ref().filter(|c| c.without_data_unknown.is_none()) else {
-        return;
-    };
-    let unused = c.total().closed_without_data();
-    let accepts: u64 = r.workers.iter().map(|w| w.accepts).sum();
-    let carried = accepts.saturating_sub(unused);
-    if unused == 0 || carried == 0 {
-        return;
-    }
     let _ = writeln!(
         out,
-        "  per connection that carried data {:.2} ({carried} of {accepts} accepts; {unused} connections closed before their client sent a byte, tcp_sock.bytes_received)",
-        count as f64 / carried as f64
+        "  per connection that carried data {per:.2} ({carried} of {} accepts; {unused} carried no request: closed before their client sent a byte, tcp_sock.bytes_received, or their TLS handshake abandoned)",
+        carried + unused
     );
 }
 

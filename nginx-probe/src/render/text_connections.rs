@@ -371,6 +371,26 @@ fn port_pinned_lines(out: &mut String, c: &ConnectionsReport) {
     }
 }
 
+/// Requests per connection over the connections that carried data, when some were
+/// closed before their client sent a byte (counted at the close) or abandoned their
+/// TLS handshake (libssl's programs): `(per connection, carried, those left out)`;
+/// None when none were, they are not counted, the requests are unknown, the abandoned
+/// handshakes are counted in the detail windows only, or QUIC connections carried
+/// some (no accept did).
+pub(super) fn per_carried(r: &Report) -> Option<(f64, u64, u64)> {
+    let count = r.requests.count.filter(|_| r.quic.is_none())?;
+    let c = r.connections.as_ref().filter(|c| c.without_data_unknown.is_none())?;
+    let abandoned = match r.tls.as_ref() {
+        Some(t) if t.libssl_sampled && t.abandoned > 0 => return None,
+        Some(t) => t.abandoned,
+        None => 0,
+    };
+    let unused = c.total().closed_without_data() + abandoned;
+    let accepts: u64 = r.workers.iter().map(|w| w.accepts).sum();
+    let carried = accepts.saturating_sub(unused);
+    (unused > 0 && carried > 0).then(|| (count as f64 / carried as f64, carried, unused))
+}
+
 /// What makes nginx close a connection right after its response, as candidates with
 /// their values (the configuration's http level, `file:line`) and the period's requests
 /// per connection: none is measured as the one (the verdicts `keepalive_off` and
@@ -383,16 +403,22 @@ fn after_response_causes(r: &Report) -> String {
         Some(v) => format!("{d} {}", v.quoted()),
         None => format!("{d} unknown"),
     };
-    let per = r
-        .requests
-        .per_connection
-        .map(|p| {
-            format!(
-                " ({p:.1} requests per connection here: {} requests over the accepts the kernel saw)",
-                r.requests.source.name()
-            )
-        })
-        .unwrap_or_default();
+    let per = match per_carried(r) {
+        Some((p, _, unused)) => format!(
+            " ({p:.1} requests per connection here: {} requests over the accepts the kernel saw, less the {unused} that carried no request: closed before their client sent a byte, or their TLS handshake abandoned)",
+            r.requests.source.name()
+        ),
+        None => r
+            .requests
+            .per_connection
+            .map(|p| {
+                format!(
+                    " ({p:.1} requests per connection here: {} requests over the accepts the kernel saw)",
+                    r.requests.source.name()
+                )
+            })
+            .unwrap_or_default(),
+    };
     format!(
         "; nginx does so at {}{per}, at {}, with {}, or when the client asks (Connection: close, HTTP/1.0): which one is not measured",
         v("keepalive_requests"),
@@ -534,6 +560,38 @@ mod tests {
         );
         assert!(out.contains("listening sockets closed 1"), "{out}");
         assert!(!out.contains("after reload"), "{out}");
+    }
+
+    /// Trial 7: 400 requests, 3240 accepts, 2840 of them a health checker's that never
+    /// sent a byte: per connection that carried data 1.0, not 0.1; with 10 abandoned
+    /// TLS handshakes too, 390 carried one.
+    #[test]
+    fn requests_per_connection_leave_out_those_that_carried_none() {
+        let mut r = minimal_report();
+        r.requests.count = Some(400);
+        let mut w = r.workers.first().cloned().unwrap_or_else(|| {
+            serde_json::from_str::<Report>(include_str!(
+                "../testdata/two_workers_300_connections.report.json"
+            ))
+            .expect("golden")
+            .workers[0]
+                .clone()
+        });
+        w.accepts = 3240;
+        r.workers = vec![w];
+        let mut c = crate::model::connections::sample_report();
+        c.ports[0].closed_without_data_by_client = 2840;
+        r.connections = Some(c);
+        assert_eq!(per_carried(&r), Some((1.0, 400, 2840)));
+        r.tls = Some(crate::model::TlsReport {
+            abandoned: 10,
+            ..Default::default()
+        });
+        assert_eq!(per_carried(&r), Some((400.0 / 390.0, 390, 2850)));
+        if let Some(t) = r.tls.as_mut() {
+            t.libssl_sampled = true;
+        }
+        assert_eq!(per_carried(&r), None, "abandoned counted in windows only");
     }
 
     #[test]

@@ -186,6 +186,40 @@ fn closes_at_client_header_timeout_name_it_not_keepalive_timeout() {
     );
 }
 
+/// 12 clients that connect and send nothing, closed by nginx at `client_header_timeout
+/// 2s`: 12 closes without a byte, and the timeout is still named (trial 7: left out of
+/// the closes judged, they were said as "too few closes").
+#[test]
+fn silent_clients_closed_at_client_header_timeout_name_it() {
+    const SILENT: usize = 12;
+    let ng = Nginx::start(&NginxConfig {
+        http_extra: "client_header_timeout 2s;".into(),
+        ..NginxConfig::default()
+    });
+    let json = Probe::on(&ng).json().start();
+    let conns: Vec<TcpStream> = (0..SILENT)
+        .map(|_| TcpStream::connect(ng.addr()).expect("connect"))
+        .collect();
+    std::thread::sleep(Duration::from_millis(3000));
+    for mut c in conns {
+        let mut b = Vec::new();
+        c.read_to_end(&mut b).expect("read after nginx's close");
+        assert!(b.is_empty(), "nginx sent {:?}", String::from_utf8_lossy(&b));
+    }
+    std::thread::sleep(Duration::from_millis(600));
+    let summary = json.stop().summary_json();
+    let p = port_of(&summary, &ng);
+    assert_eq!(p["closed_by_nginx"], SILENT as u64, "{p}");
+    assert_eq!(p["closed_without_data_by_nginx"], SILENT as u64, "{p}");
+    let v = verdict(&summary, "nginx_timeout_closes")
+        .unwrap_or_else(|| panic!("no nginx_timeout_closes in {}", summary["verdicts"]));
+    assert_eq!(v["evidence"]["closed_by_nginx"], SILENT as u64, "{v}");
+    assert_eq!(
+        v["directives"],
+        serde_json::json!(["client_header_timeout"])
+    );
+}
+
 /// The control: N clients that close their connection themselves after the response.
 #[test]
 fn clients_that_close_first_are_counted_as_the_client() {
@@ -320,6 +354,35 @@ fn keepalive_off_says_nginx_closed_when_it_did() {
         "{advice}"
     );
     assert!(verdict(&summary, "keepalive_timeout_closes").is_none());
+}
+
+/// The same 200 `Connection: close` requests with a second server beside, idle, that
+/// sets `keepalive_timeout 0`: the advice never blames it (trial 7 was told so), and
+/// says the clients asked for the close.
+#[test]
+fn an_idle_server_s_keepalive_timeout_0_is_not_blamed() {
+    let idle = nginx_probe_tests::free_port();
+    let ng = Nginx::start(&NginxConfig {
+        http_extra: format!(
+            "server {{ listen 127.0.0.1:{idle}; keepalive_timeout 0; location / {{ return 200; }} }}"
+        ),
+        ..NginxConfig::default()
+    });
+    let summary = Probe::on(&ng).json().summary_around(|| {
+        assert_eq!(
+            nginx_probe_tests::one_request_per_connection(ng.addr(), 200),
+            200
+        );
+    });
+    let v = verdict(&summary, "keepalive_off")
+        .unwrap_or_else(|| panic!("no keepalive_off in {}", summary["verdicts"]));
+    let advice = v["advice"].as_str().unwrap_or("");
+    assert!(!advice.contains("keepalive_timeout 0"), "{advice}");
+    assert!(advice.contains("nginx closed 200 first"), "{advice}");
+    assert!(
+        advice.contains("the clients asked for `Connection: close` or spoke HTTP/1.0"),
+        "{advice}"
+    );
 }
 
 /// `--no-lifecycle`: the same 200 one-request connections leave no `connections`

@@ -154,11 +154,21 @@ fn a_configured_pool_unused_is_said_so_with_what_defeats_it() {
 #[test]
 fn a_peer_whose_responses_end_its_connections_is_named_not_nginx_settings() {
     let be = SlowBackend::start(Duration::ZERO);
-    let ng = proxy(
-        be.addr(),
-        "keepalive 16;",
-        "proxy_http_version 1.1; proxy_set_header Connection \"\";",
-    );
+    // Beside it, a server that gets no request, proxying to the same peer without a
+    // pool nor the settings: its settings are no cause (trial 7 was sent to fix them).
+    let idle = free_port();
+    let ng = Nginx::start(&NginxConfig {
+        access_log: Some("off".into()),
+        http_extra: format!(
+            "upstream be {{ server {0}; keepalive 16; }} upstream plain {{ server {0}; }} \
+             server {{ listen 127.0.0.1:{idle}; location / {{ proxy_pass http://plain; }} }}",
+            be.addr()
+        ),
+        server_extra: "location / { proxy_pass http://be; proxy_http_version 1.1; \
+                       proxy_set_header Connection \"\"; }"
+            .into(),
+        ..NginxConfig::default()
+    });
     let probe = Probe::on(&ng).json().summary_only().uprobes().start();
     assert_eq!(keepalive_requests(ng.addr(), 4, 100), 400);
     let s = probe.stop().summary_json();
