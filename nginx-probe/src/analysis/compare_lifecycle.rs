@@ -38,6 +38,11 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "/s",
     ),
     (
+        "closed_without_data_per_s",
+        "client connections closed before their client sent a byte per second",
+        "/s",
+    ),
+    (
         "resets_sent_per_s",
         "TCP resets sent from nginx's ports per second",
         "/s",
@@ -111,6 +116,11 @@ pub fn metrics(r: &Report, requests: Option<u64>) -> Vec<(&'static str, f64)> {
     }
     if attached && c.draining_unknown.is_none() {
         out.push(("closed_while_draining_per_s", rate(t.closed_while_draining)));
+    }
+    // Only where counted (recordings made before it have no count, not a 0), or in a
+    // quiet period of attached programs: no close at all, so none without data.
+    if c.without_data_counted || r.connections.is_none() {
+        out.push(("closed_without_data_per_s", rate(t.closed_without_data())));
     }
     out.push(("resets_sent_per_s", rate(t.resets_sent)));
     out.push(("resets_received_per_s", rate(t.resets_received)));
@@ -186,11 +196,13 @@ mod tests {
             closed_by_worker_exit: 4,
             closed_by_reset: 3,
             resets_received: 9,
+            closed_without_data_by_client: 3,
             idle_before_nginx_close: Some(idle),
             ..port(80, 12, 5, 7)
         };
         ConnectionsReport {
             ports: vec![p80, port(443, 8, 0, 0)],
+            without_data_counted: true,
             ..Default::default()
         }
     }
@@ -214,6 +226,7 @@ mod tests {
         assert_eq!(m["closed_while_draining_per_s"], 0.2);
         assert_eq!(m["resets_sent_per_s"], 0.7);
         assert_eq!(m["resets_received_per_s"], 0.9);
+        assert_eq!(m["closed_without_data_per_s"], 0.3);
         assert_eq!(m["idle_before_nginx_close_pinned_ms"], 2004.0);
         // p50 of 12 closes in 1024..2047 ms (1535), kept within 2000..2008.
         assert_eq!(m["idle_before_nginx_close_p50_ms"], 2000.0);
@@ -221,6 +234,11 @@ mod tests {
         assert_eq!(m["upstream_connects_per_request"], 0.0);
         assert_eq!(m["upstream_closed_by_peer_per_s"], 0.0);
         assert_eq!(m.len(), METRICS.len(), "{m:?}");
+        // A recording made before they were counted: no such metric, not a 0.
+        let mut old = two_ports();
+        old.without_data_counted = false;
+        let m = by_key(&report(Some(old), true), Some(300));
+        assert!(!m.contains_key("closed_without_data_per_s"), "{m:?}");
     }
 
     #[test]

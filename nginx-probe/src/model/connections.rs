@@ -358,6 +358,10 @@ pub struct ConnectionsReport {
     /// (`PortLifecycle::closed_without_data_by_*`) are not counted, when they are not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub without_data_unknown: Option<String>,
+    /// Whether closes of connections that received no data were counted (written
+    /// when they were; absent in recordings made before, where a 0 says nothing).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub without_data_counted: bool,
     /// nginx listening ports not counted (beyond the first 16).
     #[serde(default, skip_serializing_if = "crate::model::is_zero")]
     pub ports_not_counted: u64,
@@ -551,6 +555,7 @@ pub fn empty_report(meta: &LifecycleMeta) -> ConnectionsReport {
         fin_unread_unknown: meta.fin_unread_unknown.clone(),
         fin_unread_told_apart: meta.fin_unread_unknown.is_none(),
         without_data_unknown: meta.without_data_unknown.clone(),
+        without_data_counted: meta.without_data_unknown.is_none(),
         ports_not_counted: meta.ports_not_counted,
         raw_unavailable: meta.raw_unavailable.clone(),
         listener_closes: Vec::new(),
