@@ -13,8 +13,9 @@ use nginx_probe_common::lifecycle::{
 use crate::{
     helpers::record_at,
     lifecycle::{
-        awaiting_response, idle_ms, ms_since_remote_data, raw_read, remote_data_within_a_jiffy, task_exiting, IPPROTO_TCP,
-        TCP_CLOSE, TCP_CLOSE_WAIT, TCP_ESTABLISHED, TCP_FIN_WAIT1, TCP_SYN_SENT,
+        awaiting_response, idle_ms, ms_since_remote_data, raw_read, remote_data_within_a_jiffy,
+        task_exiting, IPPROTO_TCP, TCP_CLOSE, TCP_CLOSE_WAIT, TCP_ESTABLISHED, TCP_FIN_WAIT1,
+        TCP_SYN_SENT,
     },
     maps::{LC_UP_PEERS, LC_UP_SOCKS, LC_UP_ZERO},
     workers::slot_of,

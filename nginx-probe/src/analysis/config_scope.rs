@@ -37,7 +37,11 @@ pub fn served(cfg: &ConfigReport, conns: Option<&ConnectionsReport>) -> ConfigRe
     // Upstreams named by a pass in a served location, and by any location at all.
     let mut named_served = BTreeSet::new();
     let mut named = BTreeSet::new();
-    for v in cfg.values.iter().filter(|v| PASSES.contains(&v.directive.as_str())) {
+    for v in cfg
+        .values
+        .iter()
+        .filter(|v| PASSES.contains(&v.directive.as_str()))
+    {
         let Some(target) = pass_target(&v.value) else {
             continue;
         };
@@ -54,7 +58,8 @@ pub fn served(cfg: &ConfigReport, conns: Option<&ConnectionsReport>) -> ConfigRe
     let mut out = cfg.clone();
     out.values.retain(|v| keep(&v.scope));
     out.listens.retain(|l| keep(&l.scope));
-    out.upstreams.retain(|u| keep(&format!("upstream {}", u.name)));
+    out.upstreams
+        .retain(|u| keep(&format!("upstream {}", u.name)));
     out
 }
 
@@ -111,13 +116,26 @@ mod tests {
             values: vec![
                 ConfigValue::of("keepalive_timeout", "http", "75s", "default"),
                 ConfigValue::of("keepalive_timeout", "server a", "0", "/n.conf:5"),
-                ConfigValue::of("proxy_pass", "server a location /", "http://idle/", "/n.conf:6"),
-                ConfigValue::of("proxy_pass", "server b location /", "http://busy", "/n.conf:9"),
+                ConfigValue::of(
+                    "proxy_pass",
+                    "server a location /",
+                    "http://idle/",
+                    "/n.conf:6",
+                ),
+                ConfigValue::of(
+                    "proxy_pass",
+                    "server b location /",
+                    "http://busy",
+                    "/n.conf:9",
+                ),
                 ConfigValue::of("keepalive", "upstream idle", "16", "/n.conf:1"),
                 ConfigValue::of("keepalive", "upstream busy", "16", "/n.conf:2"),
                 ConfigValue::of("keepalive", "upstream dynamic", "16", "/n.conf:3"),
             ],
-            listens: vec![listen("server a", "127.0.0.1:19540"), listen("server b", "19541")],
+            listens: vec![
+                listen("server a", "127.0.0.1:19540"),
+                listen("server b", "19541"),
+            ],
             ..Default::default()
         };
         let conns = |port: u16| ConnectionsReport {
@@ -133,7 +151,12 @@ mod tests {
         let scopes: Vec<&str> = s.values.iter().map(|v| v.scope.as_str()).collect();
         assert_eq!(
             scopes,
-            ["http", "server b location /", "upstream busy", "upstream dynamic"]
+            [
+                "http",
+                "server b location /",
+                "upstream busy",
+                "upstream dynamic"
+            ]
         );
         assert_eq!(s.listens.len(), 1);
         // Traffic on both, or not counted: everything kept.

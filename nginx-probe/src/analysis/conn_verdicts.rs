@@ -251,7 +251,12 @@ fn closed_at(inp: &Inputs, pinned: f64) -> String {
 pub fn keepalive_timeout_closes(inp: &Inputs, out: &mut Vec<Verdict>) {
     // Every close, those of connections that carried no byte included: nginx closes
     // those at client_header_timeout, a timeout like any other here (trial 7).
-    let Some(t) = inp.connections.as_ref().map(|c| c.total()).filter(|t| all_closes(t) > 0) else {
+    let Some(t) = inp
+        .connections
+        .as_ref()
+        .map(|c| c.total())
+        .filter(|t| all_closes(t) > 0)
+    else {
         return;
     };
     let all = all_closes(&t);

@@ -563,7 +563,11 @@ fn carried_requests(inp: &Inputs, accepts: u64) -> Option<(u64, u64)> {
         None => 0,
         Some(t) if !t.libssl_sampled => t.abandoned,
         Some(t) => {
-            let c = inp.detail.as_ref().map(|d| d.coverage).filter(|c| *c > 0.0)?;
+            let c = inp
+                .detail
+                .as_ref()
+                .map(|d| d.coverage)
+                .filter(|c| *c > 0.0)?;
             (t.abandoned as f64 / c).ceil() as u64
         }
     };

@@ -80,10 +80,14 @@ pub fn pool_directives(cfg: Option<&ConfigReport>) -> Vec<&'static str> {
     if pools(c).is_empty() {
         out.push(KEEPALIVE);
     }
-    if c.proxied("proxy_http_version").any(|v| v.value.trim() != "1.1") {
+    if c.proxied("proxy_http_version")
+        .any(|v| v.value.trim() != "1.1")
+    {
         out.push(HTTP_1_1);
     }
-    if c.proxied("proxy_set_header Connection").any(|v| !v.value.is_empty()) {
+    if c.proxied("proxy_set_header Connection")
+        .any(|v| !v.value.is_empty())
+    {
         out.push(CONNECTION);
     }
     out
@@ -193,7 +197,10 @@ mod tests {
             upstream_keepalive_off(inp, &mut out);
             out.remove(0).directives
         };
-        assert!(directives(&inp).is_empty(), "the pool is set up: nothing to change");
+        assert!(
+            directives(&inp).is_empty(),
+            "the pool is set up: nothing to change"
+        );
         use crate::analysis::upstream_pool::{pool_unused, UpstreamCloses};
         // The upstream closed most of them first (measured): it ends them itself.
         let most = UpstreamCloses {
@@ -213,7 +220,8 @@ mod tests {
         );
         inp.config = Some(c);
         assert!(advice(&inp).contains("`keepalive 32;` in the `upstream` block"));
-        assert!(advice(&inp).contains("this saves connections only if the upstream server keeps them alive"));
+        assert!(advice(&inp)
+            .contains("this saves connections only if the upstream server keeps them alive"));
         assert_eq!(
             directives(&inp),
             ["keepalive (upstream block)"],
@@ -255,6 +263,9 @@ mod tests {
         assert!(c.contains("why is unknown"), "under 90%: {c}");
         // Defeated by nginx's settings: named, whatever the closes.
         let c = pool_unused(&cfg(("1.0", "default"), ("", "/e/n.conf:11")), &ended).unwrap();
-        assert!(c.contains("but unused: server a location /: proxy_http_version 1.0"), "{c}");
+        assert!(
+            c.contains("but unused: server a location /: proxy_http_version 1.0"),
+            "{c}"
+        );
     }
 }

@@ -374,10 +374,11 @@ fn keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
         closed_by.unwrap_or_else(|| format!("unknown: {why}").into()),
     );
     let who_closes = who.map(|w| w.1).unwrap_or_else(|| {
-        let settings = match super::config_evidence::keepalive_settings(inp.served_config().as_ref()) {
-            Some(k) => format!("configured: {k}"),
-            None => "nginx's config is not read, check them".into(),
-        };
+        let settings =
+            match super::config_evidence::keepalive_settings(inp.served_config().as_ref()) {
+                Some(k) => format!("configured: {k}"),
+                None => "nginx's config is not read, check them".into(),
+            };
         WHO_CLOSES
             .replace("{why}", &why)
             .replace("{settings}", &settings)
@@ -439,7 +440,10 @@ fn keepalive_evidence(
         // The ratio judged: the accepts less those that carried no request.
         let c = serde_json::json!(carried);
         evidence.insert("accepts_that_may_have_carried_a_request", c);
-        evidence.insert("those_per_request", round3(carried as f64 / requests as f64));
+        evidence.insert(
+            "those_per_request",
+            round3(carried as f64 / requests as f64),
+        );
     }
     evidence.insert("requests", serde_json::json!(requests));
     evidence.insert(

@@ -82,9 +82,9 @@ pub fn globals(btf: Result<&Btf, &String>) -> Globals {
         Err(e) => Err(format!("no kernel BTF ({e})")),
     };
     let bytes_received = match btf {
-        Ok(b) => b.member_offset("tcp_sock", "bytes_received").ok_or_else(|| {
-            "tcp_sock.bytes_received not in the kernel's BTF".to_string()
-        }),
+        Ok(b) => b
+            .member_offset("tcp_sock", "bytes_received")
+            .ok_or_else(|| "tcp_sock.bytes_received not in the kernel's BTF".to_string()),
         Err(e) => Err(format!("no kernel BTF ({e})")),
     };
     Globals {

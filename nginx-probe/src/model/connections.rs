@@ -205,9 +205,15 @@ impl PortLifecycle {
     /// keepalive.
     pub fn with_data(&self) -> PortLifecycle {
         let mut c = self.clone();
-        c.closed_by_nginx = c.closed_by_nginx.saturating_sub(c.closed_without_data_by_nginx);
-        c.closed_by_client = c.closed_by_client.saturating_sub(c.closed_without_data_by_client);
-        c.closed_by_reset = c.closed_by_reset.saturating_sub(c.closed_without_data_by_reset);
+        c.closed_by_nginx = c
+            .closed_by_nginx
+            .saturating_sub(c.closed_without_data_by_nginx);
+        c.closed_by_client = c
+            .closed_by_client
+            .saturating_sub(c.closed_without_data_by_client);
+        c.closed_by_reset = c
+            .closed_by_reset
+            .saturating_sub(c.closed_without_data_by_reset);
         c
     }
 }
@@ -414,9 +420,11 @@ impl ConnectionsReport {
         if self.fin_unread_told_apart {
             return None;
         }
-        Some(self.fin_unread_unknown.clone().unwrap_or_else(|| {
-            "recorded by a version that did not tell them apart".to_string()
-        }))
+        Some(
+            self.fin_unread_unknown.clone().unwrap_or_else(|| {
+                "recorded by a version that did not tell them apart".to_string()
+            }),
+        )
     }
 
     /// Sum over ports (idle: counts and histogram added, pinned kept only when every

@@ -379,7 +379,10 @@ fn port_pinned_lines(out: &mut String, c: &ConnectionsReport) {
 /// some (no accept did).
 pub(super) fn per_carried(r: &Report) -> Option<(f64, u64, u64)> {
     let count = r.requests.count.filter(|_| r.quic.is_none())?;
-    let c = r.connections.as_ref().filter(|c| c.without_data_unknown.is_none())?;
+    let c = r
+        .connections
+        .as_ref()
+        .filter(|c| c.without_data_unknown.is_none())?;
     let abandoned = match r.tls.as_ref() {
         Some(t) if t.libssl_sampled && t.abandoned > 0 => return None,
         Some(t) => t.abandoned,
@@ -866,7 +869,12 @@ mod tests {
         r.connections = Some(c);
         let mut out = String::new();
         connections_section(&mut out, &r);
-        assert!(out.contains("before nginx's own close() (recorded by a version that did not tell them apart)\n"), "{out}");
+        assert!(
+            out.contains(
+                "before nginx's own close() (recorded by a version that did not tell them apart)\n"
+            ),
+            "{out}"
+        );
     }
 
     /// Closes right after a response name what makes nginx do so, with the values in

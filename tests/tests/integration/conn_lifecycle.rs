@@ -515,7 +515,11 @@ fn resets_at_send_timeout_are_nginx_s_own() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|w| w["connections_closed"]["reset_by_nginx"].as_u64().unwrap_or(0))
+        .map(|w| {
+            w["connections_closed"]["reset_by_nginx"]
+                .as_u64()
+                .unwrap_or(0)
+        })
         .sum();
     assert_eq!(per_worker, 4, "{}", summary["workers"]);
     // Reset reasons are named by kernels from 6.10 on: a close() with SO_LINGER 0 is
