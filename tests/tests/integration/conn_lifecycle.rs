@@ -147,13 +147,7 @@ fn closes_at_client_header_timeout_name_it_not_keepalive_timeout() {
             s
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(3000));
-    for mut c in conns {
-        let mut b = Vec::new();
-        c.read_to_end(&mut b).expect("read after nginx's close");
-        assert!(b.is_empty(), "nginx sent {:?}", String::from_utf8_lossy(&b));
-    }
-    std::thread::sleep(Duration::from_millis(600));
+    await_nginx_closes(conns);
     let summary = json.stop().summary_json();
     let p = port_of(&summary, &ng);
     assert_eq!(p["closed_by_nginx"], HALF as u64, "{p}");
@@ -200,13 +194,7 @@ fn silent_clients_closed_at_client_header_timeout_name_it() {
     let conns: Vec<TcpStream> = (0..SILENT)
         .map(|_| TcpStream::connect(ng.addr()).expect("connect"))
         .collect();
-    std::thread::sleep(Duration::from_millis(3000));
-    for mut c in conns {
-        let mut b = Vec::new();
-        c.read_to_end(&mut b).expect("read after nginx's close");
-        assert!(b.is_empty(), "nginx sent {:?}", String::from_utf8_lossy(&b));
-    }
-    std::thread::sleep(Duration::from_millis(600));
+    await_nginx_closes(conns);
     let summary = json.stop().summary_json();
     let p = port_of(&summary, &ng);
     assert_eq!(p["closed_by_nginx"], SILENT as u64, "{p}");
@@ -218,6 +206,18 @@ fn silent_clients_closed_at_client_header_timeout_name_it() {
         v["directives"],
         serde_json::json!(["client_header_timeout"])
     );
+}
+
+/// Waits 3 s (past a 2 s `client_header_timeout`), reads each of `conns` to the EOF
+/// nginx's close gives, asserting nginx sent nothing, then 600 ms for the probe.
+fn await_nginx_closes(conns: Vec<TcpStream>) {
+    std::thread::sleep(Duration::from_millis(3000));
+    for mut c in conns {
+        let mut b = Vec::new();
+        c.read_to_end(&mut b).expect("read after nginx's close");
+        assert!(b.is_empty(), "nginx sent {:?}", String::from_utf8_lossy(&b));
+    }
+    std::thread::sleep(Duration::from_millis(600));
 }
 
 /// The control: N clients that close their connection themselves after the response.
