@@ -63,7 +63,7 @@ pub struct ErrorLogReader {
     pub peers: super::error_log_peers::PeerCounts,
     peers_interval_base: super::error_log_peers::PeerCounts,
     /// Lines held until no later line shows a request wrote them.
-    filter: super::error_log_classes::EntryFilter,
+    filter: super::error_log_entries::EntryFilter,
     /// The distinct worker pids of the crash lines read since attach (at most
     /// [`MAX_CRASH_PIDS`]), to be checked against the workers the kernel saw: only a
     /// pid the check confirms is a crash (see `Tracker::crash_lines_contradicted`).

@@ -37,7 +37,7 @@ pub fn exited_worker_pid(line: &[u8]) -> Option<u32> {
 
 /// The level index and the message (after `PID#TID: ` and `*CID `) of an error-log
 /// line; None when it is no such line.
-fn level_and_message(line: &[u8]) -> Option<(usize, &str)> {
+pub(super) fn level_and_message(line: &[u8]) -> Option<(usize, &str)> {
     pid_level_message(line).map(|(_, level, msg)| (level, msg))
 }
 
@@ -95,120 +95,6 @@ fn pid_level_message(line: &[u8]) -> Option<(u32, usize, &str)> {
         msg = after[digits..].trim_start();
     }
     Some((pid, level, msg))
-}
-
-/// The most an nginx error-log entry holds, bytes (`NGX_MAX_ERROR_STR`, 2048, with its
-/// line feed): no line further back than this belongs to the entry being read.
-pub const MAX_ENTRY: usize = 2048;
-
-/// The decoded path of a raw request line (`GET /a%0Ab?q HTTP/1.1` -> `/a\nb`): the
-/// second word up to its query, `%XX` decoded (nginx decodes the path, not the query,
-/// into the file names it logs). None without a path. Pure.
-fn decoded_path(raw: &[u8]) -> Option<Vec<u8>> {
-    let uri = raw.split(|&b| b == b' ').nth(1)?;
-    let path = uri.split(|&b| b == b'?').next()?;
-    let hex = |b: Option<&u8>| b.and_then(|&b| (b as char).to_digit(16)).map(|d| d as u8);
-    let mut out = Vec::with_capacity(path.len());
-    let mut i = 0;
-    while i < path.len() {
-        match (path[i], hex(path.get(i + 1)), hex(path.get(i + 2))) {
-            (b'%', Some(h), Some(l)) => {
-                out.push(h << 4 | l);
-                i += 3;
-            }
-            (b, _, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    Some(out)
-}
-
-/// How many of the lines ending at `line` a request wrote into the log: n when one of
-/// the line's `, request: "..."` fields (nginx's raw request line; a client's copy in a
-/// Referer or in the path itself is tried too, and only a verified one counts) has a
-/// path that decodes into n + 1 segments split at newlines, and the n lines before
-/// `line` in `pending` (its newest last) and `line` itself are exactly those segments:
-/// `pending`'s line n back ends with the first segment (nginx's own header line
-/// quoting the file name), the lines after it are the middle segments, and `line`
-/// starts with the last. 0 otherwise: a `%0A` in a query, or in a path nginx logged
-/// without decoding, takes back no line. Pure.
-pub fn request_lines(line: &[u8], pending: &std::collections::VecDeque<Vec<u8>>) -> usize {
-    const KEY: &[u8] = b", request: \"";
-    let mut from = 0;
-    while let Some(at) = line[from..].windows(KEY.len()).position(|w| w == KEY) {
-        let start = from + at + KEY.len();
-        from = start;
-        let end = line[start..]
-            .iter()
-            .position(|&b| b == b'"')
-            .map_or(line.len(), |e| start + e);
-        let Some(path) = decoded_path(&line[start..end]) else {
-            continue;
-        };
-        let segs: Vec<&[u8]> = path.split(|&b| b == b'\n').collect();
-        let n = segs.len() - 1;
-        if n == 0 || n > pending.len() {
-            continue;
-        }
-        let back = pending.len() - n;
-        let verified = pending[back].ends_with(segs[0])
-            && (1..n).all(|k| pending[back + k] == segs[k])
-            && line.starts_with(segs[n]);
-        if verified {
-            return n;
-        }
-    }
-    0
-}
-
-/// Lines of the error log held until no later line can show that a request wrote
-/// them: a line whose request's decoded path matches it and the lines before it
-/// ([`request_lines`]: n) ends an entry whose last n lines began inside a URI nginx
-/// decoded; those n lines (it and the
-/// n - 1 before it, within [`MAX_ENTRY`] bytes) are not nginx's and are handed to
-/// `forged`, the others to `line` in order. Call [`EntryFilter::flush`] when a read
-/// ends: nginx writes an entry whole, with one write().
-#[derive(Default)]
-pub struct EntryFilter {
-    pending: std::collections::VecDeque<Vec<u8>>,
-    pending_bytes: usize,
-}
-
-impl EntryFilter {
-    /// One line (without its line feed).
-    pub fn push(&mut self, l: &[u8], line: &mut dyn FnMut(&[u8]), forged: &mut dyn FnMut(&[u8])) {
-        let n = request_lines(l, &self.pending);
-        if n > 0 {
-            forged(l);
-            for _ in 1..n {
-                let Some(p) = self.pending.pop_back() else {
-                    break;
-                };
-                self.pending_bytes -= p.len() + 1;
-                forged(&p);
-            }
-        } else {
-            self.pending_bytes += l.len() + 1;
-            self.pending.push_back(l.to_vec());
-        }
-        while self.pending_bytes > MAX_ENTRY {
-            let Some(p) = self.pending.pop_front() else {
-                break;
-            };
-            self.pending_bytes -= p.len() + 1;
-            line(&p);
-        }
-    }
-
-    /// Hands every held line to `line`.
-    pub fn flush(&mut self, line: &mut dyn FnMut(&[u8])) {
-        while let Some(p) = self.pending.pop_front() {
-            line(&p);
-        }
-        self.pending_bytes = 0;
-    }
 }
 
 /// The longest prefix of `b` that is valid UTF-8 (a line cut at [`MAX_LINE`] may end

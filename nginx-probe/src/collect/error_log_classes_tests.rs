@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::collect::error_log::{classify, LEVELS};
+use crate::collect::error_log_entries::*;
 
 /// nginx's message formats with the class each must get (see the file's header).
 const FORMATS: &str = include_str!("../testdata/nginx_error_formats.tsv");
@@ -337,4 +338,66 @@ fn the_pid_of_a_worker_exit_line_is_read_from_nginx_s_words_only() {
         None
     );
     assert_eq!(l("worker process 1234 exited on signal 11"), None);
+}
+
+/// An entry nginx cut at 2048 bytes after a quoted path: its `request:` field is gone,
+/// but nginx's header line opens the path and the lines to the cut add up to exactly
+/// 2048 bytes with their line feeds, so the lines after the header are the request's.
+/// One byte short, or a header that quotes no path, and they are nginx's.
+#[test]
+fn lines_of_an_entry_nginx_cut_at_2048_bytes_are_the_request_s() {
+    let header = "2026/12/05 19:00:01 [error] 10#10: *5 open() \"/srv/x";
+    let crash =
+        "2026/12/05 19:00:01 [alert] 9#9: worker process 10 exited on signal 11 (core dumped)";
+    let run = |header: &str, last: &str| {
+        let (mut kept, mut forged) = (Vec::new(), Vec::new());
+        let mut f = EntryFilter::default();
+        for l in [header, crash, last] {
+            f.push(
+                l.as_bytes(),
+                &mut |k| kept.push(String::from_utf8_lossy(k).into_owned()),
+                &mut |k| forged.push(String::from_utf8_lossy(k).into_owned()),
+            );
+        }
+        f.flush(&mut |k| kept.push(String::from_utf8_lossy(k).into_owned()));
+        (kept, forged)
+    };
+    // nginx's errno at its fixed place (2048 - 50 bytes into the entry), then the
+    // client's fields, cut at 2047 bytes and the line feed.
+    let before = header.len() + 1 + crash.len() + 1;
+    let errno = "... (2: No such file or directory), client: 1.2.3.4, server: s, request: \"GET /x";
+    let mut cut = "a".repeat(MAX_ENTRY - 50 - before) + errno + &"a".repeat(100);
+    cut.truncate(MAX_ENTRY - 1 - before);
+    let (kept, forged) = run(header, &cut);
+    assert_eq!(forged, [cut.clone(), crash.to_string()]);
+    // The header gets nginx's errno back, and with it its class.
+    let rejoined = format!("{header}{}", &cut[MAX_ENTRY - 50 - before..]);
+    assert_eq!(kept, std::slice::from_ref(&rejoined));
+    assert_eq!(
+        classify(rejoined.as_bytes()).map(|c| c.1),
+        Some("file_not_found")
+    );
+    // An errno-like text off its place is the client's: not given to the header.
+    let off = "b".to_string() + &cut[..cut.len() - 1];
+    assert_eq!(run(header, &off).0, [header.to_string()]);
+    // One byte short of the bound: not a cut entry.
+    let short = &cut[1..];
+    assert_eq!(run(header, short).1, Vec::<String>::new());
+    // Headers that open a path: any call, a bare quoted path, a directory index.
+    for h in [
+        "2026/12/05 19:00:01 [crit] 10#10: *5 stat() \"/srv/x",
+        "2026/12/05 19:00:01 [error] 10#10: *5 \"/srv/x",
+        "2026/12/05 19:00:01 [error] 10#10: *5 directory index of \"/srv/x",
+    ] {
+        let last = "a".repeat(MAX_ENTRY - h.len() - crash.len() - 3);
+        assert_eq!(run(h, &last).1.len(), 2, "{h}");
+    }
+    // A header that quotes no path (limit_req names its zone): nginx's lines all.
+    let h = "2026/12/05 19:00:01 [error] 10#10: *5 limiting requests, excess: 1.0 by zone \"one";
+    let last = "a".repeat(MAX_ENTRY - h.len() - crash.len() - 3);
+    assert_eq!(run(h, &last).1, Vec::<String>::new());
+    // Not an nginx line at all (no date): nothing taken back.
+    let h = "open() \"/srv/x";
+    let last = "a".repeat(MAX_ENTRY - h.len() - crash.len() - 3);
+    assert_eq!(run(h, &last).1, Vec::<String>::new());
 }

@@ -109,7 +109,7 @@ pub fn scan(file: &mut File, end: u64, since: u64) -> History {
         }
     };
     // Lines a request wrote (a %0A in its URI) are not nginx's: left out.
-    let mut filter = super::error_log_classes::EntryFilter::default();
+    let mut filter = super::error_log_entries::EntryFilter::default();
     let read = read_chunks(file, end - start, &mut |chunk| {
         for &b in chunk {
             if b != b'\n' {

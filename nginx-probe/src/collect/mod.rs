@@ -18,6 +18,7 @@ pub mod config;
 pub mod discover;
 pub mod error_log;
 pub mod error_log_classes;
+pub mod error_log_entries;
 pub mod error_log_history;
 pub mod error_log_peers;
 pub mod fd_limit;

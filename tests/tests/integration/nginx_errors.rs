@@ -394,6 +394,27 @@ fn get_404_padded(ng: &Nginx, line: &str) {
     get_404(ng, &format!("/x%0A{line}%0A{}", "a".repeat(2500)));
 }
 
+/// A 404 (one request) and `line` appended to the error log beside it.
+fn forge_beside_a_404(ng: &Nginx, line: &str) {
+    get_404(ng, "/x");
+    append_to_error_log(ng, line);
+}
+
+/// Appends `line` (encoded as for a path) to nginx's error log as a line of its own,
+/// as another writer of the file would (a shared log, a hand with write access): a
+/// line nginx did not write, that no request's path explains.
+fn append_to_error_log(ng: &Nginx, line: &str) {
+    let line = line
+        .replace("%20", " ")
+        .replace("%23", "#")
+        .replace("%22", "\"");
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(ng.prefix.join("logs/error.log"))
+        .expect("error log");
+    writeln!(f, "{line}").expect("append");
+}
+
 /// GETs `path` (sent as is) on a connection of its own and asserts nginx's 404.
 fn get_404(ng: &Nginx, path: &str) {
     use std::io::Read;
@@ -446,22 +467,22 @@ fn lines_a_request_writes_into_the_error_log_are_not_taken_for_nginx_s() {
 }
 
 /// The same forgery hidden from the request line: URIs padded past nginx's 2 KB
-/// entry, so nginx cuts each entry before its `request:` field and the line filter
-/// cannot see the `%0A`s. 70 forged lines name a live worker's crash, and 70 more name
-/// 70 pids of no worker (more than the 64 pids checked: a trial's 80 gave a critical
-/// "16 workers crashed"); the kernel saw no such exit, so nginx-probe counts the 140
-/// lines as contradicted, no crash, no verdict.
+/// entry, so nginx cuts each entry before its `request:` field. nginx's header line
+/// opens the path and the entry's lines add up to exactly 2048 bytes: 70 forged
+/// crashes of a live worker and 12 limit_req refusals are counted as
+/// `written_by_request` (each with its padding line: 164), nginx's own 82 lines as
+/// `file_not_found` (their errno, written at the cut's end, given back), and nothing
+/// as nginx's crash or refusal.
 #[test]
-fn a_crash_line_hidden_past_2_kb_is_contradicted_by_the_kernel() {
+fn lines_a_request_hides_past_2_kb_are_counted_as_the_request_s() {
     let ng = Nginx::start(&NginxConfig::default());
     let (master, worker) = (ng.master_pid(), ng.worker_pids()[0]);
     let (s, log) = run(&ng, || {
-        for i in 0..70 {
+        for _ in 0..70 {
             get_404_padded(&ng, &forged_crash(&log_time_encoded(), master, worker));
-            get_404_padded(
-                &ng,
-                &forged_crash(&log_time_encoded(), master, 4_000_000 + i),
-            );
+        }
+        for _ in 0..12 {
+            get_404_padded(&ng, &forged_refusal(&log_time_encoded(), worker));
         }
     });
     let needle = format!("worker process {worker} exited on signal 11");
@@ -474,6 +495,42 @@ fn a_crash_line_hidden_past_2_kb_is_contradicted_by_the_kernel() {
         !log.contains("request: \"GET /x%0A"),
         "nginx kept the request field: {log}"
     );
+    let e = &s["nginx_errors"];
+    assert_eq!(e["classes"]["written_by_request"]["count"], 164, "{e}");
+    assert_eq!(e["classes"]["file_not_found"]["count"], 82, "{e}");
+    for class in ["worker_crashed", "limit_req", "other"] {
+        assert!(e["classes"].get(class).is_none(), "{class}: {e}");
+    }
+    assert_eq!(e["history"]["workers_crashed"], 0, "{e}");
+    for id in ["worker_crashed", "worker_crashes", "requests_refused"] {
+        assert!(verdict(&s, id).is_none(), "{id}: {}", s["verdicts"]);
+    }
+}
+
+/// Crash lines nginx did not write, appended to its error log by another writer:
+/// 70 name a live worker's crash, and 70 more name 70 pids of no worker (more than
+/// the 64 pids checked: a trial's 80 gave a critical "16 workers crashed"); the
+/// kernel saw no such exit, so nginx-probe counts the 140 lines as contradicted, no
+/// crash, no verdict.
+#[test]
+fn a_crash_line_nginx_did_not_write_is_contradicted_by_the_kernel() {
+    let ng = Nginx::start(&NginxConfig::default());
+    let (master, worker) = (ng.master_pid(), ng.worker_pids()[0]);
+    let (s, log) = run(&ng, || {
+        for i in 0..70 {
+            append_to_error_log(&ng, &forged_crash(&log_time_encoded(), master, worker));
+            append_to_error_log(
+                &ng,
+                &forged_crash(&log_time_encoded(), master, 4_000_000 + i),
+            );
+        }
+    });
+    let needle = format!("worker process {worker} exited on signal 11");
+    assert_eq!(
+        log.lines().filter(|l| l.contains(&needle)).count(),
+        70,
+        "{log}"
+    );
     let h = &s["nginx_errors"]["history"];
     assert_eq!(h["crash_lines_contradicted"], 140, "{h}");
     assert_eq!(h["workers_crashed"], 0, "{h}");
@@ -483,23 +540,24 @@ fn a_crash_line_hidden_past_2_kb_is_contradicted_by_the_kernel() {
     }
 }
 
-/// Other lines hidden past 2 KB: 12 `limiting requests` lines (nginx runs no
+/// Other lines nginx did not write, each appended to its error log beside a 404
+/// (so the lines are as many as the requests): 12 `limiting requests` lines (nginx runs no
 /// limit_req: its configuration, read whole, rules them out) and 2 `worker_connections
 /// are not enough` (no connection was accepted then closed, none unhandled). The 12
 /// were 100% of the requests and once fired a critical `requests_refused`; now the
 /// configuration rules them out of it and there is no verdict; the other two give a
 /// warning that says nothing measured shows a connection refused.
 #[test]
-fn refusals_and_exhaustion_hidden_past_2_kb_are_not_taken_for_facts() {
+fn refusals_and_exhaustion_nginx_did_not_write_are_not_taken_for_facts() {
     let ng = Nginx::start(&NginxConfig::default());
     let worker = ng.worker_pids()[0];
     let (s, log) = run(&ng, || {
         for _ in 0..12 {
-            get_404_padded(&ng, &forged_refusal(&log_time_encoded(), worker));
+            forge_beside_a_404(&ng, &forged_refusal(&log_time_encoded(), worker));
         }
         for _ in 0..2 {
             let now = log_time_encoded();
-            get_404_padded(
+            forge_beside_a_404(
                 &ng,
                 &format!("{now}%20[alert]%20{worker}%23{worker}:%201024%20worker_connections%20are%20not%20enough"),
             );
@@ -507,7 +565,7 @@ fn refusals_and_exhaustion_hidden_past_2_kb_are_not_taken_for_facts() {
         // An nginx that proxies nothing: no upstream wrote these.
         for _ in 0..20 {
             let now = log_time_encoded();
-            get_404_padded(
+            forge_beside_a_404(
                 &ng,
                 &format!("{now}%20[error]%20{worker}%23{worker}:%20*9%20upstream%20timed%20out%20(110:%20Connection%20timed%20out)%20while%20reading%20response%20header%20from%20upstream"),
             );
@@ -535,8 +593,8 @@ fn refusals_and_exhaustion_hidden_past_2_kb_are_not_taken_for_facts() {
     );
 }
 
-/// The trial's two forgeries that still fired critical verdicts: 12 `limiting requests`
-/// lines past 2 KB where nginx runs limit_req (it refused nothing: its access log, which
+/// The trial's two forgeries that still fired critical verdicts (made here by
+/// appending to the log beside 13 404s): 12 `limiting requests` lines where nginx runs limit_req (it refused nothing: its access log, which
 /// counts every request, has no 503 nor 429), and a crash line naming the worker a
 /// reload had just retired (the kernel saw it exit with code 0). Neither is taken:
 /// no `requests_refused`, the crash line contradicted, no `worker_crashed`.
@@ -560,9 +618,9 @@ fn forged_refusals_and_a_retired_worker_s_crash_are_not_taken() {
         thread::sleep(Duration::from_millis(800));
         let worker = ng.worker_pids()[0];
         for _ in 0..12 {
-            get_404_padded(&ng, &forged_refusal(&log_time_encoded(), worker));
+            forge_beside_a_404(&ng, &forged_refusal(&log_time_encoded(), worker));
         }
-        get_404_padded(&ng, &forged_crash(&log_time_encoded(), master, old));
+        forge_beside_a_404(&ng, &forged_crash(&log_time_encoded(), master, old));
     });
     let crash = format!("worker process {old} exited on signal 11");
     assert_eq!(
@@ -673,22 +731,23 @@ fn a_failed_nginx_t_or_a_fixed_reload_fire_nothing_nor_does_a_forged_emerg_line(
             log_time_encoded(),
             m = ng.master_pid()
         );
+        // One hidden in a 404's path past nginx's 2 KB entry, one appended by
+        // another writer.
         get_404_padded(&ng, &line);
+        append_to_error_log(&ng, &line);
     });
     assert_eq!(
         log.lines()
             .filter(|l| l.contains("[emerg]") && l.contains("unknown directive \"x\""))
             .count(),
-        1,
+        2,
         "{log}"
     );
-    // The forged line is read as nginx's (an entry cut at 2 KB is not told apart):
-    // only the measured loads keep it from firing a verdict.
-    assert_eq!(
-        s["nginx_errors"]["classes"]["config"]["count"], 1,
-        "{}",
-        s["nginx_errors"]
-    );
+    // The request's line is told apart (with its padding line); the appended one is
+    // read as nginx's: only the measured loads keep it from firing a verdict.
+    let e = &s["nginx_errors"];
+    assert_eq!(e["classes"]["written_by_request"]["count"], 2, "{e}");
+    assert_eq!(e["classes"]["config"]["count"], 1, "{e}");
     assert!(
         verdict(&s, "config_not_loaded").is_none(),
         "{}",
