@@ -106,13 +106,15 @@ pub const DRAIN_AFTER_DATA_MAX_MS: usize = LC_PER_PORT_BASE + 4;
 /// `!min` of those times, ms (since attach; combined by max; 0 = none).
 pub const DRAIN_AFTER_DATA_INV_MIN_MS: usize = LC_PER_PORT_BASE + 5;
 /// The per-port counters combined over CPUs by max (extremes), not summed.
-pub const COMBINED_BY_MAX: [usize; 6] = [
+pub const COMBINED_BY_MAX: [usize; 8] = [
     IDLE_MAX_MS,
     IDLE_INV_MIN_MS,
     DRAIN_SILENT_MAX_MS,
     DRAIN_SILENT_INV_MIN_MS,
     DRAIN_AFTER_DATA_MAX_MS,
     DRAIN_AFTER_DATA_INV_MIN_MS,
+    LIFETIME_MAX_MS,
+    LIFETIME_INV_MIN_MS,
 ];
 /// Of [`CLOSED_WHILE_DRAINING_SILENT`], closes with nginx's last data sent a jiffy or
 /// more after the client's last data (`tcp_sock.lsndtime` newer than
@@ -175,8 +177,26 @@ pub const CLOSED_WITHOUT_DATA_BY_RESET: usize = LC_PER_PORT_BASE + 14;
 /// Of [`CLOSED_BY_NGINX_CLIENT_FIN_FIRST`], those whose client answered with a reset
 /// (`ESTABLISHED -> CLOSE` while the received reset is processed), not a FIN.
 pub const CLOSED_BY_NGINX_CLIENT_RST_FIRST: usize = LC_PER_PORT_BASE + 15;
+/// Connections whose lifetime was measured at their first close (`ESTABLISHED ->`
+/// anything, by whoever closed): those established since attach and still noted in
+/// `LC_BORN` (an LRU of [`LC_MAX_BORN`]: the oldest are let go beyond it).
+pub const LIFETIME_COUNT: usize = LC_PER_PORT_BASE + 16;
+/// Sum of their lifetimes (`SYN_RECV -> ESTABLISHED` to the first close,
+/// `bpf_ktime_get_ns()`), ms.
+pub const LIFETIME_SUM_MS: usize = LC_PER_PORT_BASE + 17;
+/// Longest lifetime since attach, ms (combined by max).
+pub const LIFETIME_MAX_MS: usize = LC_PER_PORT_BASE + 18;
+/// Shortest lifetime since attach, bitwise inverted (ms; combined by max; 0 = none).
+pub const LIFETIME_INV_MIN_MS: usize = LC_PER_PORT_BASE + 19;
+/// Lifetime log2 histogram, ms: `LIFETIME_HIST + `[`idle_bucket`]`(ms)`.
+pub const LIFETIME_HIST: usize = LC_PER_PORT_BASE + 20;
 /// Counters per port.
-pub const LC_PER_PORT: usize = CLOSED_BY_NGINX_CLIENT_RST_FIRST + 1;
+pub const LC_PER_PORT: usize = LIFETIME_HIST + LC_IDLE_BUCKETS;
+
+/// Entries of `LC_BORN` (`struct sock *` of a client connection -> when it was
+/// established): the connections whose lifetime can be measured at once. An LRU
+/// hash: beyond it, the longest-noted are let go and their lifetime is not measured.
+pub const LC_MAX_BORN: u32 = 65536;
 
 /// The uprobe that tells who began a TLS close: nginx calls `ngx_int_t
 /// ngx_ssl_shutdown(ngx_connection_t *c)` before it closes any TLS connection, before
@@ -425,6 +445,9 @@ pub mod names {
         /// space after the `ngx_ssl_shutdown` uprobe is attached (or nginx has no
         /// TLS).
         LC_FIN_RULE = "LC_FIN_RULE",
+        /// LRU hash, `struct sock *` of a client connection -> `bpf_ktime_get_ns()`
+        /// at its `SYN_RECV -> ESTABLISHED`, taken at its first close (lifetime).
+        LC_BORN = "LC_BORN",
     }
     /// Uprobe on `ngx_ssl_shutdown` in nginx's binary.
     pub const PROG_TLS_SHUTDOWN: &str = "lc_ssl_shutdown";
@@ -504,7 +527,7 @@ mod tests {
         assert_eq!(CLOSED_WHILE_DRAINING_IDLE, 72);
         assert_eq!(DRAIN_SILENT_INV_MIN_MS, 76);
         assert_eq!(DRAIN_AFTER_DATA_INV_MIN_MS, 78);
-        assert_eq!(LC_PER_PORT, 89);
+        assert_eq!(LC_PER_PORT, 125);
         assert_eq!(idle_bucket(0), 0);
         assert_eq!(idle_bucket(2000), 10);
         assert_eq!(idle_bucket(u64::MAX), LC_IDLE_BUCKETS - 1);

@@ -26,9 +26,9 @@ use crate::{
     lifecycle_tls::{tls_close_fin_first, tls_close_take, tls_closes_on},
     lifecycle_up::{raw_peer, record_peer, up_set_state},
     maps::{
-        LC_BYTES_RECEIVED_OFF, LC_CLOSING, LC_DRAINING, LC_FIN_RULE, LC_HZ, LC_LRCVTIME_OFF,
-        LC_LSNDTIME_OFF, LC_PORTS, LC_RAW_OFF, LC_RESET_SK, LC_STATS, LC_TASK_FLAGS_OFF,
-        LC_TLS_CLOSING, LC_WORKER,
+        LC_BORN, LC_BYTES_RECEIVED_OFF, LC_CLOSING, LC_DRAINING, LC_FIN_RULE, LC_HZ,
+        LC_LRCVTIME_OFF, LC_LSNDTIME_OFF, LC_PORTS, LC_RAW_OFF, LC_RESET_SK, LC_STATS,
+        LC_TASK_FLAGS_OFF, LC_TLS_CLOSING, LC_WORKER,
     },
     workers::worker_slot,
 };
@@ -412,6 +412,32 @@ fn count_without_data(base: u32, new: i32, sk: u64) {
     }
 }
 
+/// Notes when `sk` was established, for its lifetime at its first close.
+#[inline(always)]
+fn note_born(sk: u64) {
+    // SAFETY: helper without preconditions.
+    let now = unsafe { bpf_ktime_get_ns() };
+    let _ = LC_BORN.insert(&sk, &now, 0);
+}
+
+/// The lifetime of `sk` at its first close (`ESTABLISHED -> new`), counted on port
+/// `base` when its establishment was noted (`LC_BORN`), and the note let go.
+#[inline(always)]
+fn count_lifetime(base: u32, sk: u64) {
+    // SAFETY: the value is copied out before the entry is removed.
+    let Some(born) = (unsafe { LC_BORN.get(&sk) }).copied() else {
+        return;
+    };
+    let _ = LC_BORN.remove(&sk);
+    // SAFETY: helper without preconditions.
+    let ms = unsafe { bpf_ktime_get_ns() }.saturating_sub(born) / 1_000_000;
+    lc_add(base, lc::LIFETIME_COUNT, 1);
+    lc_add(base, lc::LIFETIME_SUM_MS, ms);
+    lc_max(base, lc::LIFETIME_MAX_MS, ms);
+    lc_max(base, lc::LIFETIME_INV_MIN_MS, !ms);
+    lc_add(base, lc::LIFETIME_HIST + lc::idle_bucket(ms), 1);
+}
+
 /// A state change of a socket on one of nginx's ports (`base`): who closed first
 /// (nginx, an exiting worker, the client, a reset), established connections,
 /// listeners closed, idle time before nginx's close.
@@ -421,9 +447,13 @@ fn on_set_state(base: u32, old: i32, new: i32, sk: u64) {
     let by_reset = new == TCP_CLOSE && reset_in_progress(sk);
     if old == TCP_ESTABLISHED {
         count_without_data(base, new, sk);
+        count_lifetime(base, sk);
     }
     match (old, new) {
-        (TCP_SYN_RECV, TCP_ESTABLISHED) => lc_add(base, lc::ESTABLISHED, 1),
+        (TCP_SYN_RECV, TCP_ESTABLISHED) => {
+            lc_add(base, lc::ESTABLISHED, 1);
+            note_born(sk);
+        }
         // FIN_WAIT1 is entered in the closing task's context (close(), shutdown(), or
         // the kernel closing an exiting task's files), never in softirq. A TLS close
         // nginx began is counted with the facts of its ngx_ssl_shutdown.

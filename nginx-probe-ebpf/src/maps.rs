@@ -298,6 +298,12 @@ pub(crate) static LC_STATS: PerCpuArray<u64> =
 pub(crate) static LC_CLOSING: LruHashMap<u64, u64> =
     LruHashMap::with_max_entries(lc::LC_MAX_CLOSING, 0);
 
+/// `struct sock *` of one of nginx's client connections -> `bpf_ktime_get_ns()` at its
+/// `SYN_RECV -> ESTABLISHED`, taken at its first close (its lifetime). LRU: beyond
+/// `LC_MAX_BORN` connections open at once, the longest-noted are let go.
+#[map]
+pub(crate) static LC_BORN: LruHashMap<u64, u64> = LruHashMap::with_max_entries(lc::LC_MAX_BORN, 0);
+
 /// `struct sock *` of a TCP connection a tracked worker opened -> its peer, from the
 /// `connect()` (`CLOSE -> SYN_SENT`) to its `CLOSE`. LRU: an entry whose close was
 /// missed is let go.

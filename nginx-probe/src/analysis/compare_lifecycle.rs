@@ -63,6 +63,11 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "ms",
     ),
     (
+        "connection_lifetime_p50_ms",
+        "client connection lifetime, p50",
+        "ms",
+    ),
+    (
         "upstream_connects_per_request",
         "upstream connects per request (all peers)",
         "",
@@ -129,6 +134,9 @@ pub fn metrics(r: &Report, requests: Option<u64>) -> Vec<(&'static str, f64)> {
             out.push(("idle_before_nginx_close_pinned_ms", p));
         }
         out.push(("idle_before_nginx_close_p50_ms", i.p50_ms as f64));
+    }
+    if let Some(l) = &t.lifetime {
+        out.push(("connection_lifetime_p50_ms", l.p50_ms as f64));
     }
     let peers = &c.upstream_peers;
     if attached || !peers.is_empty() {
@@ -197,7 +205,15 @@ mod tests {
             closed_by_reset: 3,
             resets_received: 9,
             closed_without_data_by_client: 3,
-            idle_before_nginx_close: Some(idle),
+            idle_before_nginx_close: Some(idle.clone()),
+            // 12 lifetimes of 1.5 s: the idle time's histogram, kept within 1500 ms.
+            lifetime: Some(IdleReport {
+                mean_ms: 1500.0,
+                min_ms_since_attach: 1500,
+                max_ms_since_attach: 1500,
+                pinned_ms: None,
+                ..idle
+            }),
             ..port(80, 12, 5, 7)
         };
         ConnectionsReport {
@@ -230,6 +246,7 @@ mod tests {
         assert_eq!(m["idle_before_nginx_close_pinned_ms"], 2004.0);
         // p50 of 12 closes in 1024..2047 ms (1535), kept within 2000..2008.
         assert_eq!(m["idle_before_nginx_close_p50_ms"], 2000.0);
+        assert_eq!(m["connection_lifetime_p50_ms"], 1500.0);
         // Attached, no peer counted: no upstream connect in the period.
         assert_eq!(m["upstream_connects_per_request"], 0.0);
         assert_eq!(m["upstream_closed_by_peer_per_s"], 0.0);
@@ -274,14 +291,15 @@ mod tests {
     }
 
     /// Nothing happened in the period (the report then has no `connections`) while
-    /// the programs were attached: counted 0, not unknown; no idle time.
+    /// the programs were attached: counted 0, not unknown; no idle time, no lifetime.
     #[test]
     fn a_quiet_period_of_attached_programs_counts_zero() {
         let m = by_key(&report(None, true), Some(300));
-        for d in METRICS.iter().filter(|d| !d.0.starts_with("idle_")) {
+        let timed = |k: &str| k.starts_with("idle_") || k.starts_with("connection_lifetime_");
+        for d in METRICS.iter().filter(|d| !timed(d.0)) {
             assert_eq!(m.get(d.0), Some(&0.0), "{}", d.0);
         }
-        assert_eq!(m.len(), METRICS.len() - 2, "{m:?}");
+        assert_eq!(m.len(), METRICS.len() - 3, "{m:?}");
     }
 
     #[test]

@@ -7,10 +7,9 @@
 
 use std::collections::BTreeMap;
 
-use nginx_probe_common::lifecycle::{self as lc, LC_IDLE_BUCKETS, LC_PER_PORT, LC_REASONS};
+use nginx_probe_common::lifecycle::{self as lc, LC_PER_PORT, LC_REASONS};
 use serde::{Deserialize, Serialize};
 
-use crate::model::idle::quantile_ms;
 pub use crate::model::idle::{
     fmt_ms, idle_report, pinned, IdleAt, IdleReport, PINNED_MIN_CLOSES, PINNED_SLACK_MS,
     PINNED_SPREAD,
@@ -188,6 +187,13 @@ pub struct PortLifecycle {
     /// Idle time before nginx's closes; absent when not measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_before_nginx_close: Option<IdleReport>,
+    /// Lifetime of the connections first closed in the period (by any side), from
+    /// their `SYN_RECV -> ESTABLISHED` to that close (`bpf_ktime_get_ns()`, the
+    /// socket noted in `LC_BORN`): only those established since attach, and while at
+    /// most `LC_MAX_BORN` were open at once; absent when none was measured.
+    /// `after_nginx_wrote` is 0 here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lifetime: Option<IdleReport>,
 }
 
 impl PortLifecycle {
@@ -427,13 +433,9 @@ impl ConnectionsReport {
         )
     }
 
-    /// Sum over ports (idle: counts and histogram added, pinned kept only when every
-    /// port with closes has the same pinned value within [`PINNED_SPREAD`]).
+    /// Sum over ports (idle and lifetime: [`super::idle::merged`]).
     pub fn total(&self) -> PortLifecycle {
         let mut t = PortLifecycle::default();
-        let mut idle: Option<IdleReport> = None;
-        let mut pinned: Vec<f64> = Vec::new();
-        let mut unpinned = false;
         for p in &self.ports {
             t.established += p.established;
             t.closed_by_nginx += p.closed_by_nginx;
@@ -468,39 +470,13 @@ impl ConnectionsReport {
             for (k, v) in &p.resets_sent_by_reason {
                 *t.resets_sent_by_reason.entry(k.clone()).or_default() += v;
             }
-            if let Some(i) = p.idle_before_nginx_close.as_ref().filter(|i| i.count > 0) {
-                match i.pinned_ms {
-                    Some(v) => pinned.push(v),
-                    None => unpinned = true,
-                }
-                let acc = idle.get_or_insert_with(|| IdleReport {
-                    hist: vec![0; LC_IDLE_BUCKETS],
-                    min_ms_since_attach: u64::MAX,
-                    ..Default::default()
-                });
-                let sum = acc.mean_ms * acc.count as f64 + i.mean_ms * i.count as f64;
-                acc.count += i.count;
-                acc.after_nginx_wrote += i.after_nginx_wrote;
-                acc.mean_ms = sum / acc.count as f64;
-                acc.min_ms_since_attach = acc.min_ms_since_attach.min(i.min_ms_since_attach);
-                acc.max_ms_since_attach = acc.max_ms_since_attach.max(i.max_ms_since_attach);
-                for (a, b) in acc.hist.iter_mut().zip(&i.hist) {
-                    *a += b;
-                }
-            }
         }
-        if let Some(acc) = idle.as_mut() {
-            let (lo, hi) = (acc.min_ms_since_attach, acc.max_ms_since_attach);
-            acc.p50_ms = quantile_ms(&acc.hist, 0.5, lo, hi);
-            acc.p99_ms = quantile_ms(&acc.hist, 0.99, lo, hi);
-            acc.mean_ms = (acc.mean_ms * 1000.0).round() / 1000.0;
-            let lo = pinned.iter().cloned().fold(f64::MAX, f64::min);
-            let hi = pinned.iter().cloned().fold(0.0, f64::max);
-            if !unpinned && !pinned.is_empty() && hi - lo <= PINNED_SPREAD * hi {
-                acc.pinned_ms = Some(acc.mean_ms);
-            }
-        }
-        t.idle_before_nginx_close = idle;
+        t.idle_before_nginx_close = super::idle::merged(
+            self.ports
+                .iter()
+                .filter_map(|p| p.idle_before_nginx_close.as_ref()),
+        );
+        t.lifetime = super::idle::merged(self.ports.iter().filter_map(|p| p.lifetime.as_ref()));
         t
     }
 }
@@ -636,8 +612,18 @@ fn port_lifecycle(
         listeners_closed: d(lc::LISTENERS_CLOSED),
         resets_of_closed_listener_queue: d(lc::RST_CLOSED_LISTENER),
         idle_before_nginx_close: idle.filter(|i| i.count > 0),
+        lifetime: Some(idle_report(c, &d, &LIFETIME)).filter(|l| l.count > 0),
     }
 }
+
+/// The connections' lifetimes in `LC_STATS`.
+const LIFETIME: IdleAt = IdleAt {
+    count: lc::LIFETIME_COUNT,
+    sum: lc::LIFETIME_SUM_MS,
+    max: lc::LIFETIME_MAX_MS,
+    inv_min: lc::LIFETIME_INV_MIN_MS,
+    hist: lc::LIFETIME_HIST,
+};
 
 /// The client side's idle time before nginx's closes in `LC_STATS`.
 const CLIENT_IDLE: IdleAt = IdleAt {
@@ -649,7 +635,7 @@ const CLIENT_IDLE: IdleAt = IdleAt {
 };
 
 /// A report with every field set (port 80: 10 closes by nginx pinned at 2.0 s, 3 by
-/// the client, 1 reset each way, a listener closed; upstream peer 127.0.0.2:8080: 10
+/// the client, 1 reset each way, a listener closed, the 14 lived 2.0 s; upstream peer 127.0.0.2:8080: 10
 /// connects, all closed by the peer after 1.0 s idle), for render tests.
 #[cfg(test)]
 pub(crate) fn sample_report() -> ConnectionsReport {
@@ -669,6 +655,11 @@ pub(crate) fn sample_report() -> ConnectionsReport {
         (lc::IDLE_MAX_MS, 2000),
         (lc::IDLE_INV_MIN_MS, !2000u64),
         (lc::IDLE_HIST + 10, 10),
+        (lc::LIFETIME_COUNT, 14),
+        (lc::LIFETIME_SUM_MS, 28_000),
+        (lc::LIFETIME_MAX_MS, 2010),
+        (lc::LIFETIME_INV_MIN_MS, !1990u64),
+        (lc::LIFETIME_HIST + 10, 14),
     ] {
         v[i] = n;
     }

@@ -113,6 +113,47 @@ pub fn idle_report(c: &[u64], d: &dyn Fn(usize) -> u64, at: &IdleAt) -> IdleRepo
     }
 }
 
+/// The union of several ports' reports: counts, `after_nginx_wrote` and histograms
+/// added, the mean weighted, extremes widened, quantiles read again from the summed
+/// histogram; `pinned_ms` kept only when every report with closes is pinned and the
+/// pinned values lie within [`PINNED_SPREAD`] of each other. None when no report has
+/// a close.
+pub fn merged<'a>(reports: impl Iterator<Item = &'a IdleReport>) -> Option<IdleReport> {
+    let mut acc: Option<IdleReport> = None;
+    let (mut pinned, mut unpinned) = (Vec::new(), false);
+    for i in reports.filter(|i| i.count > 0) {
+        match i.pinned_ms {
+            Some(v) => pinned.push(v),
+            None => unpinned = true,
+        }
+        let a = acc.get_or_insert_with(|| IdleReport {
+            hist: vec![0; LC_IDLE_BUCKETS],
+            min_ms_since_attach: u64::MAX,
+            ..Default::default()
+        });
+        let sum = a.mean_ms * a.count as f64 + i.mean_ms * i.count as f64;
+        a.count += i.count;
+        a.after_nginx_wrote += i.after_nginx_wrote;
+        a.mean_ms = sum / a.count as f64;
+        a.min_ms_since_attach = a.min_ms_since_attach.min(i.min_ms_since_attach);
+        a.max_ms_since_attach = a.max_ms_since_attach.max(i.max_ms_since_attach);
+        for (x, y) in a.hist.iter_mut().zip(&i.hist) {
+            *x += y;
+        }
+    }
+    let mut a = acc?;
+    let (lo, hi) = (a.min_ms_since_attach, a.max_ms_since_attach);
+    a.p50_ms = quantile_ms(&a.hist, 0.5, lo, hi);
+    a.p99_ms = quantile_ms(&a.hist, 0.99, lo, hi);
+    a.mean_ms = (a.mean_ms * 1000.0).round() / 1000.0;
+    let lo = pinned.iter().cloned().fold(f64::MAX, f64::min);
+    let hi = pinned.iter().cloned().fold(0.0, f64::max);
+    if !unpinned && !pinned.is_empty() && hi - lo <= PINNED_SPREAD * hi {
+        a.pinned_ms = Some(a.mean_ms);
+    }
+    Some(a)
+}
+
 /// "2.0 s" / "350 ms": an idle time for people.
 pub fn fmt_ms(ms: f64) -> String {
     if ms >= 1000.0 {

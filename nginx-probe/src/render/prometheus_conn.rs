@@ -152,6 +152,36 @@ pub(super) const IDLE_COUNT: Family = Family::report(
 )
 .omit_if_empty();
 
+/// Connection lifetime: sum.
+pub(super) const LIFETIME_SECONDS: Family = Family::report(
+    "nginx_probe_connection_lifetime_seconds_total",
+    Counter,
+    &["port"],
+    "Sum of the lifetimes (SYN_RECV -> ESTABLISHED to the first close by any side, bpf_ktime_get_ns) of nginx's client connections established since attach, seconds; with nginx_probe_connection_lifetime_measured_total, the mean.",
+    |s, o| {
+        per_port(s, o, |p, o, port| {
+            if let Some(l) = &p.lifetime {
+                o.sample(&[port], l.mean_ms * l.count as f64 / 1e3);
+            }
+        })
+    },
+)
+.omit_if_empty();
+
+/// Connection lifetime: count.
+pub(super) const LIFETIME_COUNT: Family = Family::report(
+    "nginx_probe_connection_lifetime_measured_total",
+    Counter,
+    &["port"],
+    "Client connections established since attach whose lifetime was measured at their first close.",
+    |s, o| {
+        per_port(s, o, |p, o, port| {
+            o.some(&[port], p.lifetime.as_ref().map(|l| l.count))
+        })
+    },
+)
+.omit_if_empty();
+
 /// The pinned idle time.
 pub(super) const IDLE_PINNED: Family = Family::report(
     "nginx_probe_connection_idle_before_nginx_close_pinned_seconds",

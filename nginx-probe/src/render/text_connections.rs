@@ -85,6 +85,21 @@ pub fn connections_section(out: &mut String, r: &Report) {
         .find(|v| v.id == "keepalive_timeout_closes" || v.id == "nginx_timeout_closes")
         .map(|v| v.id.as_str());
     idle_lines(out, r, c, &t, which);
+    lifetime_line(out, &t);
+}
+
+/// How long the connections closed in the period lived, established to first close
+/// (those established since attach: `PortLifecycle::lifetime`).
+fn lifetime_line(out: &mut String, t: &PortLifecycle) {
+    let Some(l) = &t.lifetime else { return };
+    let _ = writeln!(
+        out,
+        "  lifetime, established to first close: p50 {} p99 {} mean {} over {} connections established since attach (log2 histogram, ms)",
+        fmt_ms(l.p50_ms as f64),
+        fmt_ms(l.p99_ms as f64),
+        fmt_ms(l.mean_ms),
+        l.count
+    );
 }
 
 /// On TLS, a client answering nginx's close_notify (or HTTP/2 GOAWAY) before nginx's

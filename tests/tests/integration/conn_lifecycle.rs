@@ -108,6 +108,20 @@ fn nginx_closes_idle_keepalive_connections_at_its_timeout() {
         text.contains("nginx closes connections 2.0 s after their last data"),
         "{text}"
     );
+    // Each lived its request and 2.0 s idle.
+    let l = &p["lifetime"];
+    assert_eq!(l["count"], N as u64, "{l}");
+    for k in ["p50_ms", "mean_ms"] {
+        let v = l[k].as_f64().unwrap_or_else(|| panic!("{k} in {l}"));
+        assert!(
+            (1800.0..=2200.0).contains(&v),
+            "lifetime {k} {v} not 2.0 s +-10%"
+        );
+    }
+    assert!(
+        text.contains("lifetime, established to first close: p50 2.0 s"),
+        "{text}"
+    );
     let v = verdict(&summary, "keepalive_timeout_closes")
         .unwrap_or_else(|| panic!("no keepalive_timeout_closes in {}", summary["verdicts"]));
     assert_eq!(v["evidence"]["closed_by_nginx"], N as u64);
@@ -220,16 +234,28 @@ fn await_nginx_closes(conns: Vec<TcpStream>) {
     std::thread::sleep(Duration::from_millis(600));
 }
 
-/// The control: N clients that close their connection themselves after the response.
+/// The control: N clients that close their connection themselves 1.0 s after the
+/// response, before nginx's 2 s: counted as the client's, each having lived 1.0 s.
 #[test]
 fn clients_that_close_first_are_counted_as_the_client() {
     let ng = keepalive_2s();
     let summary = Probe::on(&ng).json().summary_around(|| {
-        for _ in 0..N {
-            drop(one_request(ng.addr()));
-        }
+        let conns: Vec<TcpStream> = (0..N).map(|_| one_request(ng.addr())).collect();
+        std::thread::sleep(Duration::from_millis(1000));
+        drop(conns);
     });
     let p = port_of(&summary, &ng);
+    let l = &p["lifetime"];
+    assert_eq!(l["count"], N as u64, "{l}");
+    for k in [
+        "p50_ms",
+        "mean_ms",
+        "min_ms_since_attach",
+        "max_ms_since_attach",
+    ] {
+        let v = l[k].as_f64().unwrap_or_else(|| panic!("{k} in {l}"));
+        assert!((900.0..=1100.0).contains(&v), "{k} {v} not 1.0 s +-10%");
+    }
     assert_eq!(p["established"], N as u64, "{p}");
     assert_eq!(p["closed_by_client"], N as u64, "{p}");
     assert_eq!(p["closed_by_nginx"], 0, "{p}");
@@ -316,6 +342,15 @@ fn without_a_byte(perf: bool) {
     assert_eq!(p["closed_without_data_by_client"], 7, "{p}");
     assert_eq!(p["closed_without_data_by_nginx"], 4, "{p}");
     assert_eq!(p["closed_without_data_by_reset"], 3, "{p}");
+    // Every one was established since attach: 19 lifetimes, the longest the 4 silent
+    // ones nginx closed at client_header_timeout 1s.
+    let l = &p["lifetime"];
+    assert_eq!(l["count"], 19, "{l}");
+    let max = l["max_ms_since_attach"].as_f64().unwrap_or(0.0);
+    assert!(
+        (900.0..=1100.0).contains(&max),
+        "longest {max} ms, not 1.0 s +-10%: {l}"
+    );
 }
 
 /// The verdict `id` of a summary, if it fired.
