@@ -417,7 +417,7 @@ fn count_without_data(base: u32, new: i32, sk: u64) {
 fn note_born(sk: u64) {
     // SAFETY: helper without preconditions.
     let now = unsafe { bpf_ktime_get_ns() };
-    let _ = LC_BORN.insert(&sk, &now, 0);
+    let _ = LC_BORN.insert(sk, now, 0);
 }
 
 /// The lifetime of `sk` at its first close (`ESTABLISHED -> new`), counted on port
@@ -425,10 +425,10 @@ fn note_born(sk: u64) {
 #[inline(always)]
 fn count_lifetime(base: u32, sk: u64) {
     // SAFETY: the value is copied out before the entry is removed.
-    let Some(born) = (unsafe { LC_BORN.get(&sk) }).copied() else {
+    let Some(born) = (unsafe { LC_BORN.get(sk) }).copied() else {
         return;
     };
-    let _ = LC_BORN.remove(&sk);
+    let _ = LC_BORN.remove(sk);
     // SAFETY: helper without preconditions.
     let ms = unsafe { bpf_ktime_get_ns() }.saturating_sub(born) / 1_000_000;
     lc_add(base, lc::LIFETIME_COUNT, 1);
