@@ -331,13 +331,11 @@ fn reuse(accepts_per_request: f64) -> String {
 /// which say nothing of keepalive. None when the abandoned handshakes
 /// are counted in the detail windows only (unknown: not judged).
 fn accepts_that_carried(inp: &Inputs, accepts: u64) -> Option<u64> {
-    let abandoned = match inp.tls.as_ref() {
-        Some(t) if t.libssl_sampled && t.abandoned > 0 => return None,
-        Some(t) => t.abandoned,
-        None => 0,
-    };
-    let unused = inp.closed_without_data();
-    Some(accepts.saturating_sub(abandoned + inp.stub_dropped.unwrap_or(0) + unused))
+    let unused = crate::model::connections::accepts_without_request(
+        inp.connections.as_ref(),
+        inp.tls.as_ref(),
+    )?;
+    Some(accepts.saturating_sub(unused + inp.stub_dropped.unwrap_or(0)))
 }
 
 /// Verdict `keepalive_off`: [`KEEPALIVE_ACCEPTS_PER_REQUEST`] or more accepts per

@@ -481,6 +481,28 @@ impl ConnectionsReport {
     }
 }
 
+/// Accepts that carried no request: connections closed before their client sent a
+/// byte (`PortLifecycle::closed_without_data`, when counted) plus TLS handshakes
+/// abandoned (`TlsReport::abandoned`). None when the abandoned handshakes are counted
+/// in the detail windows only (libssl sampled, some counted): their number over the
+/// period is not known. The accepts less these are the connections that may have
+/// carried a request: text's REQUESTS line and the verdict `keepalive_off` take them
+/// from here.
+pub fn accepts_without_request(
+    conns: Option<&ConnectionsReport>,
+    tls: Option<&crate::model::TlsReport>,
+) -> Option<u64> {
+    let abandoned = match tls {
+        Some(t) if t.libssl_sampled && t.abandoned > 0 => return None,
+        Some(t) => t.abandoned,
+        None => 0,
+    };
+    let without_data = conns
+        .filter(|c| c.without_data_unknown.is_none())
+        .map_or(0, |c| c.total().closed_without_data());
+    Some(without_data + abandoned)
+}
+
 /// The report of the period between `prev` (None = attach) and `cur`; None when no
 /// port had anything in the period (the JSON then has no `connections`).
 pub fn connections_report(

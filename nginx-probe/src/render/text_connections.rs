@@ -398,12 +398,7 @@ pub(super) fn per_carried(r: &Report) -> Option<(f64, u64, u64)> {
         .connections
         .as_ref()
         .filter(|c| c.without_data_unknown.is_none())?;
-    let abandoned = match r.tls.as_ref() {
-        Some(t) if t.libssl_sampled && t.abandoned > 0 => return None,
-        Some(t) => t.abandoned,
-        None => 0,
-    };
-    let unused = c.total().closed_without_data() + abandoned;
+    let unused = crate::model::connections::accepts_without_request(Some(c), r.tls.as_ref())?;
     let accepts: u64 = r.workers.iter().map(|w| w.accepts).sum();
     let carried = accepts.saturating_sub(unused);
     (unused > 0 && carried > 0).then(|| (count as f64 / carried as f64, carried, unused))
