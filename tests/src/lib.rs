@@ -57,7 +57,8 @@ pub struct NginxConfig {
     pub main_extra: String,
     /// Extra lines inside `events { }`.
     pub events_extra: String,
-    /// Extra lines inside `http { }` (e.g. `access_log off;`).
+    /// Extra lines inside `http { }` (e.g. `access_log off;`); `@port@` in them is
+    /// replaced by the main server's port (a name-based server beside it).
     pub http_extra: String,
     /// Extra parameters after `listen 127.0.0.1:PORT` (e.g. `reuseport`).
     pub listen_extra: String,
@@ -287,7 +288,7 @@ http {{
             wc = cfg.worker_connections,
             events_extra = cfg.events_extra,
             main_extra = cfg.main_extra,
-            http_extra = cfg.http_extra,
+            http_extra = cfg.http_extra.replace("@port@", &port.to_string()),
             sendfile = if cfg.sendfile { "on" } else { "off" },
             listen_extra = cfg.listen_extra,
             server_extra = cfg.server_extra,

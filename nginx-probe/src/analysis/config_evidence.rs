@@ -54,6 +54,25 @@ pub fn keepalive_timeout_zero(cfg: Option<&ConfigReport>) -> Option<String> {
     (!zero.is_empty()).then(|| zero.join("; "))
 }
 
+/// Whether `keepalive_timeout 0` is in force everywhere the configuration `cfg` sets
+/// keepalive_timeout for clients (its http level and every server or location
+/// override): then every connection of these servers is closed after its response.
+/// False when some server or location keeps keepalive on (a name-based server beside
+/// one that turns it off: which one a connection reached is not measured by port),
+/// or the configuration was not read.
+pub fn keepalive_timeout_zero_everywhere(cfg: Option<&ConfigReport>) -> bool {
+    let Some(cfg) = cfg else { return false };
+    let mut places = cfg
+        .everywhere("keepalive_timeout")
+        .filter(|v| !v.scope.starts_with("upstream"))
+        .peekable();
+    places.peek().is_some()
+        && places.all(|v| {
+            let first = v.value.split_whitespace().next().unwrap_or("");
+            first == "0" || first == "0s" || first == "0ms"
+        })
+}
+
 /// Advice on TLS session resumption from the configuration: what to set when neither
 /// a session cache nor tickets are on (tickets are on by default), else that
 /// resumption is configured (the clients do not resume, or come for the first time).

@@ -86,7 +86,7 @@ fn server_served(cfg: &ConfigReport, ports: &BTreeSet<u16>, scope: &str) -> bool
 
 /// The upstream name a pass's target names (`http://be/x` -> `be`, `be:9000` for
 /// fastcgi -> `be:9000`); None for a target with a variable.
-fn pass_target(value: &str) -> Option<&str> {
+pub(super) fn pass_target(value: &str) -> Option<&str> {
     let v = value.split_whitespace().next()?;
     if v.contains('$') {
         return None;

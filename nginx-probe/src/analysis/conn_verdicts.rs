@@ -131,10 +131,16 @@ fn nginx_closed_why(inp: &Inputs, idle: Option<&crate::model::connections::IdleR
         Some(i) if i.p99_ms < CLOSE_AFTER_RESPONSE_MS
             && super::config_evidence::keepalive_timeout_zero(served.as_ref()).is_some() =>
         {
-            format!(
-                "nginx closed them right after a response (idle p99 under 100 ms): keepalive_timeout 0 is configured ({}), which turns client keepalive off there",
-                super::config_evidence::keepalive_timeout_zero(served.as_ref()).unwrap_or_default()
-            )
+            let zero =
+                super::config_evidence::keepalive_timeout_zero(served.as_ref()).unwrap_or_default();
+            if super::config_evidence::keepalive_timeout_zero_everywhere(served.as_ref()) {
+                format!("nginx closed them right after a response (idle p99 under 100 ms): keepalive_timeout 0 is configured ({zero}), which turns client keepalive off there")
+            } else {
+                format!(
+                    "nginx closed them right after a response (idle p99 under 100 ms): keepalive_timeout 0 is configured in some of the servers or locations that may have served them ({zero}) while the others keep keepalive on ({}); which of them these connections reached is not measured (connections are counted by port, and name-based servers share one), and nginx closes the same way when the clients ask for `Connection: close` or speak HTTP/1.0",
+                    super::config_evidence::keepalive_settings(served.as_ref()).unwrap_or_default()
+                )
+            }
         }
         Some(i) if i.p99_ms < CLOSE_AFTER_RESPONSE_MS => match keepalive_settings_ruled_out(inp) {
             Some(why) => format!(

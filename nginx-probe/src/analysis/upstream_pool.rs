@@ -20,8 +20,9 @@ pub struct UpstreamCloses {
 /// from which, with a pool configured and allowed, the responses end the connections.
 pub const ENDED_WITH_RESPONSE_SHARE: f64 = 0.9;
 
-/// The fix `upstream_keepalive_off` advises: [`pool_unused`] when a pool is configured,
-/// else [`ADD_POOL`]; without the configuration, both, said unknown.
+/// The fix `upstream_keepalive_off` advises: [`pool_unused`] when a location proxies
+/// or a pool is configured, else [`ADD_POOL`]; without the configuration, both, said
+/// unknown.
 pub fn pool_advice(cfg: Option<&ConfigReport>, closes: &UpstreamCloses) -> String {
     match cfg {
         Some(cfg) => pool_unused(cfg, closes).unwrap_or_else(|| ADD_POOL.to_string()),
@@ -33,51 +34,168 @@ pub fn pool_advice(cfg: Option<&ConfigReport>, closes: &UpstreamCloses) -> Strin
 pub const ADD_POOL: &str = "reuse them: `keepalive 32;` in the `upstream` block of the peer (a proxy_pass to a bare address has no connection pool: give it one), with `proxy_http_version 1.1;` and `proxy_set_header Connection \"\";` where it is proxied; this saves connections only if the upstream server keeps them alive (an HTTP/1.0 server closes after every response whatever nginx asks), which cannot be seen while nginx asks it to close each one";
 /// What a configured pool needs to be used.
 pub const USE_POOL: &str = "nginx reuses its pool only with `proxy_http_version 1.1;` and `proxy_set_header Connection \"\";` where it is proxied";
+/// What a pool added saves, and when.
+const SAVES_IF: &str = "a pool saves connections only if the upstream server keeps them alive (an HTTP/1.0 server closes after every response whatever nginx asks), which cannot be seen while nginx asks it to close each one";
 
-/// When an `upstream` block has a pool (`keepalive N`): the advice that the pool is
-/// configured but unused, naming what defeats it where nginx proxies, with `file:line`
-/// (`proxy_http_version` other than 1.1: HTTP/1.0, each response ends the connection;
-/// `proxy_set_header Connection` not cleared: `close` by default), or that nothing
-/// configured defeats it: then, when most connections ended within a jiffy of the
-/// upstream's last data ([`ENDED_WITH_RESPONSE_SHARE`], measured), that its responses
-/// end them; when the upstream closed most connections first (measured), that the
-/// upstream ends them itself; else that why it is unused is unknown. None without a
-/// pool.
+/// One location that proxies (`proxy_pass`), with what its upstream connections can
+/// be reused by: its target's pool and its own proxy settings (effective values).
+struct Pass<'a> {
+    /// `server a location /`.
+    scope: &'a str,
+    /// The `upstream` block it names (`be`), or None for a target with a variable.
+    target: Option<&'a str>,
+    /// The block's pool (`upstream be: keepalive 16 (n.conf:3)`); None when the
+    /// block keeps none or there is no block (a bare address).
+    pool: Option<String>,
+    /// Whether an `upstream` block of that name exists.
+    block: bool,
+    /// What defeats a pool there, each with its place and fix.
+    defeats: Vec<String>,
+}
+
+/// Every location that proxies, from the configuration read.
+fn passes(cfg: &ConfigReport) -> Vec<Pass<'_>> {
+    cfg.proxied("proxy_pass")
+        .map(|v| {
+            let target = super::config_scope::pass_target(&v.value);
+            let upstream = target.map(|t| format!("upstream {t}"));
+            let in_block = |d: &str| {
+                cfg.values
+                    .iter()
+                    .find(|k| k.directive == d && Some(&k.scope) == upstream.as_ref())
+            };
+            Pass {
+                scope: &v.scope,
+                target,
+                pool: in_block("keepalive")
+                    .filter(|k| !k.is_default())
+                    .map(|k| format!("{}: keepalive {}", k.scope, k.quoted())),
+                block: cfg
+                    .upstreams
+                    .iter()
+                    .any(|u| Some(u.name.as_str()) == target)
+                    || in_block("keepalive").is_some(),
+                defeats: defeats_at(cfg, &v.scope),
+            }
+        })
+        .collect()
+}
+
+/// When a location proxies or an `upstream` block has a pool (`keepalive N`): for each
+/// proxying location whose connections cannot be reused, why, with `file:line` and the
+/// fix: a pool configured but defeated there (`proxy_http_version` other than 1.1:
+/// HTTP/1.0, each response ends the connection; `proxy_set_header Connection` not
+/// cleared: `close` by default), or no pool for the upstream it passes to (a block
+/// without `keepalive`, a bare address); with more than one location, that which one
+/// carried the connections is not measured. When every location can reuse its pool:
+/// when most connections ended within a jiffy of the upstream's last data
+/// ([`ENDED_WITH_RESPONSE_SHARE`], measured), that its responses end them; when the
+/// upstream closed most connections first (measured), that the upstream ends them
+/// itself; else that why is unknown. None with neither a proxying location nor a pool.
 pub fn pool_unused(cfg: &ConfigReport, closes: &UpstreamCloses) -> Option<String> {
-    let pools = pools(cfg);
-    if pools.is_empty() {
-        return None;
+    let passes = passes(cfg);
+    let all_pools = pools(cfg);
+    if passes.is_empty() {
+        // No proxy_pass read (another module's pass, or none): the pools alone.
+        return (!all_pools.is_empty()).then(|| allowed(&all_pools.join("; "), closes));
     }
-    let defeats = defeats(cfg);
-    let pools = pools.join("; ");
+    let (ok, bad): (Vec<&Pass>, Vec<&Pass>) = passes
+        .iter()
+        .partition(|p| p.pool.is_some() && p.defeats.is_empty());
+    if bad.is_empty() {
+        let pools: Vec<String> = ok.iter().filter_map(|p| p.pool.clone()).collect();
+        let mut pools = pools;
+        pools.dedup();
+        return Some(allowed(&pools.join("; "), closes));
+    }
+    let mut parts: Vec<String> = bad.iter().map(|p| why_not_reused(p)).collect();
+    if bad.iter().any(|p| p.pool.is_none()) {
+        parts.push(SAVES_IF.to_string());
+    }
+    let mut text = parts.join("; ");
+    if passes.len() > 1 {
+        let fine: Vec<String> = ok
+            .iter()
+            .map(|p| format!("{} reuses {}", p.scope, p.pool.as_deref().unwrap_or("")))
+            .collect();
+        text += &format!(
+            " (which of the {} proxying locations carried these connections is not measured{})",
+            passes.len(),
+            if fine.is_empty() {
+                String::new()
+            } else {
+                format!("; set up for reuse: {}", fine.join(", "))
+            }
+        );
+    }
+    Some(text)
+}
+
+/// Why one location's upstream connections are not reused, with the fix.
+fn why_not_reused(p: &Pass) -> String {
+    let defeats = p.defeats.join("; ");
+    match (&p.pool, p.target) {
+        (Some(pool), _) => format!("a pool is configured ({pool}) but unused: {defeats}"),
+        (None, None) => format!(
+            "{} names its upstream with a variable, so which pool it uses is unknown{}",
+            p.scope,
+            if defeats.is_empty() {
+                String::new()
+            } else {
+                format!("; {defeats}")
+            }
+        ),
+        (None, Some(t)) => {
+            let what = if p.block {
+                format!(
+                    "upstream {t}, which keeps no pool (no `keepalive`): add `keepalive 32;` to it"
+                )
+            } else {
+                format!("{t}, an address with no `upstream` block and so no pool: give it one with `keepalive 32;`")
+            };
+            if defeats.is_empty() {
+                format!("{} passes to {what}", p.scope)
+            } else {
+                format!("{} passes to {what}; and {defeats}", p.scope)
+            }
+        }
+    }
+}
+
+/// The advice when the pools `pools` are configured and nothing configured defeats
+/// them, by what was measured of the closes.
+fn allowed(pools: &str, closes: &UpstreamCloses) -> String {
     let ended = closes
         .ended_with_response
         .filter(|&(e, n)| n > 0 && e as f64 >= ENDED_WITH_RESPONSE_SHARE * n as f64);
-    Some(if let Some((e, n)) = ended.filter(|_| defeats.is_empty()) {
+    if let Some((e, n)) = ended {
         format!("a pool is configured ({pools}) and the proxy settings allow its reuse, yet {e} of {n} upstream connections closed within a jiffy of the upstream's last data (nginx on the response it had just read, or the upstream itself; tracepoint sock:inet_sock_set_state, icsk_ack.lrcvtime): the responses end the connections, and nginx keeps a connection after a whole response unless the response forbids it (HTTP/1.0, `Connection: close`, a body delimited by the close); check the upstream server's keepalive (an HTTP/1.0 server cannot keep one): until it keeps connections alive a pool cannot reuse them, and nginx's settings are not the cause")
-    } else if defeats.is_empty() && closes.upstream_closed_most {
+    } else if closes.upstream_closed_most {
         format!("a pool is configured ({pools}) and the proxy settings allow its reuse, but the upstream closed most connections first (above): it ends them itself, so nginx has none to keep; what makes it close is not measured: its keepalive turned off, `Connection: close` in its responses, its idle timeout shorter than the gaps between requests on a connection, or a cap on requests per connection (check the upstream server's keepalive settings against these)")
-    } else if defeats.is_empty() {
-        format!("a pool is configured ({pools}) and the proxy settings allow its reuse, yet the connections are not reused: why is unknown (the upstream may close them: its own keepalive timeout or `Connection: close`)")
     } else {
-        format!(
-            "a pool is configured ({pools}) but unused: {}",
-            defeats.join("; ")
-        )
-    })
+        format!("a pool is configured ({pools}) and the proxy settings allow its reuse, yet the connections are not reused: why is unknown (the upstream may close them: its own keepalive timeout or `Connection: close`)")
+    }
 }
 
 /// The directives `upstream_keepalive_off` names: of the pool (`keepalive` in the
 /// `upstream` block), `proxy_http_version 1.1` and `proxy_set_header Connection ""`,
-/// those the configuration read does not already set where nginx proxies; all three
-/// when it was not read. None left: nginx's own settings are not why connections are
-/// not reused.
+/// those a proxying location lacks (the pool: when one passes to an upstream without
+/// one, or, with no proxying location read, when no block has one); all three when the
+/// configuration was not read. None left: nginx's own settings are not why
+/// connections are not reused.
 pub fn pool_directives(cfg: Option<&ConfigReport>) -> Vec<&'static str> {
     let Some(c) = cfg else {
         return vec![KEEPALIVE, HTTP_1_1, CONNECTION];
     };
+    let passes = passes(c);
     let mut out = Vec::new();
-    if pools(c).is_empty() {
+    let no_pool = match passes.is_empty() {
+        true => pools(c).is_empty(),
+        false => passes
+            .iter()
+            .any(|p| p.pool.is_none() && p.target.is_some()),
+    };
+    if no_pool {
         out.push(KEEPALIVE);
     }
     if c.proxied("proxy_http_version")
@@ -111,16 +229,16 @@ fn pools(cfg: &ConfigReport) -> Vec<String> {
         .collect()
 }
 
-/// What defeats a pool where nginx proxies: `proxy_http_version` other than 1.1,
-/// `proxy_set_header Connection` not cleared; each with its place and fix.
-fn defeats(cfg: &ConfigReport) -> Vec<String> {
-    let mut defeats: Vec<String> = cfg
-        .proxied("proxy_http_version")
+/// What defeats a pool in the proxying location `scope`: `proxy_http_version` other
+/// than 1.1, `proxy_set_header Connection` not cleared; each with its place and fix.
+fn defeats_at(cfg: &ConfigReport, scope: &str) -> Vec<String> {
+    let at = |d: &'static str| cfg.proxied(d).filter(move |v| v.scope == scope);
+    let mut defeats: Vec<String> = at("proxy_http_version")
         .filter(|v| v.value.trim() != "1.1")
         .map(|v| format!("{}: proxy_http_version {} (nginx speaks HTTP/1.0 to the upstream, which ends the connection after each response; set `proxy_http_version 1.1;`)", v.scope, v.quoted()))
         .collect();
     defeats.extend(
-        cfg.proxied("proxy_set_header Connection")
+        at("proxy_set_header Connection")
             .filter(|v| !v.value.is_empty())
             .map(|v| format!("{}: proxy_set_header Connection {} (not cleared: nginx asks the upstream to close unless the value is empty; set `proxy_set_header Connection \"\";`)", v.scope, v.quoted())),
     );
@@ -219,9 +337,9 @@ mod tests {
             "default",
         );
         inp.config = Some(c);
-        assert!(advice(&inp).contains("`keepalive 32;` in the `upstream` block"));
+        assert!(advice(&inp).contains("server a location / passes to upstream be, which keeps no pool (no `keepalive`): add `keepalive 32;` to it"), "{}", advice(&inp));
         assert!(advice(&inp)
-            .contains("this saves connections only if the upstream server keeps them alive"));
+            .contains("a pool saves connections only if the upstream server keeps them alive"));
         assert_eq!(
             directives(&inp),
             ["keepalive (upstream block)"],
@@ -267,5 +385,67 @@ mod tests {
             c.contains("but unused: server a location /: proxy_http_version 1.0"),
             "{c}"
         );
+    }
+
+    /// Trial 8: two name-based servers on one port, c proxying to `upstream pool {
+    /// keepalive 16; }` set up for reuse, d to `upstream nopool` (no keepalive) at the
+    /// defaults; the load went to d. The advice names d's missing pool (never "c's pool
+    /// is unused"), says c's is set up and that which location carried the connections
+    /// is not measured; with d's proxy settings fixed and every connection ended with a
+    /// response, the missing pool is still named, never "nginx's settings are not the
+    /// cause".
+    #[test]
+    fn each_proxying_location_is_judged_with_its_own_upstream_s_pool() {
+        use crate::analysis::upstream_pool::{pool_directives, pool_unused, UpstreamCloses};
+        use crate::model::config::{ConfigReport, ConfigValue};
+        let (c, d) = ("server c location /", "server d location /");
+        let mut cfg = ConfigReport {
+            values: vec![
+                ConfigValue::of("proxy_pass", c, "http://pool", "/n.conf:11"),
+                ConfigValue::of("proxy_http_version", c, "1.1", "/n.conf:11"),
+                ConfigValue::of("proxy_set_header Connection", c, "", "/n.conf:11"),
+                ConfigValue::of("proxy_pass", d, "http://nopool", "/n.conf:12"),
+                ConfigValue::of("proxy_http_version", d, "1.0", "default"),
+                ConfigValue::of("proxy_set_header Connection", d, "close", "default"),
+                ConfigValue::of("keepalive", "upstream pool", "16", "/n.conf:7"),
+                ConfigValue::of(
+                    "keepalive",
+                    "upstream nopool",
+                    "unset (no idle upstream connections kept)",
+                    "default",
+                ),
+            ],
+            ..Default::default()
+        };
+        let ended = UpstreamCloses {
+            upstream_closed_most: false,
+            ended_with_response: Some((80648, 80648)),
+        };
+        let a = pool_unused(&cfg, &ended).unwrap();
+        assert!(a.starts_with("server d location / passes to upstream nopool, which keeps no pool (no `keepalive`): add `keepalive 32;` to it; and server d location /: proxy_http_version 1.0 (default)"), "{a}");
+        assert!(
+            a.contains("server d location /: proxy_set_header Connection close (default)"),
+            "{a}"
+        );
+        assert!(a.ends_with("(which of the 2 proxying locations carried these connections is not measured; set up for reuse: server c location / reuses upstream pool: keepalive 16 (/n.conf:7))"), "{a}");
+        assert!(!a.contains("but unused"), "{a}");
+        assert_eq!(
+            pool_directives(Some(&cfg)),
+            [
+                "keepalive (upstream block)",
+                "proxy_http_version 1.1",
+                "proxy_set_header Connection \"\""
+            ]
+        );
+        // d's proxy settings fixed: its missing pool is still the cause.
+        cfg.values[4] = ConfigValue::of("proxy_http_version", d, "1.1", "/n.conf:12");
+        cfg.values[5] = ConfigValue::of("proxy_set_header Connection", d, "", "/n.conf:12");
+        let a = pool_unused(&cfg, &ended).unwrap();
+        assert!(
+            a.starts_with("server d location / passes to upstream nopool, which keeps no pool"),
+            "{a}"
+        );
+        assert!(!a.contains("nginx's settings are not the cause"), "{a}");
+        assert_eq!(pool_directives(Some(&cfg)), ["keepalive (upstream block)"]);
     }
 }

@@ -420,6 +420,45 @@ fn an_idle_server_s_keepalive_timeout_0_is_not_blamed() {
     );
 }
 
+/// Trial 8: a name-based server `a.test` that sets `keepalive_timeout 0` shares the
+/// port with the default server, which gets the 200 `Connection: close` requests. By
+/// port the connections may have reached either, so the advice names a.test's
+/// setting as one possible cause among the clients' own close, never as the cause.
+#[test]
+fn a_name_based_server_s_keepalive_timeout_0_is_a_candidate_not_the_cause() {
+    let ng = Nginx::start(&NginxConfig {
+        http_extra: "server { listen 127.0.0.1:@port@; server_name a.test; keepalive_timeout 0; location / { return 200; } }".into(),
+        listen_extra: "default_server".into(),
+        ..NginxConfig::default()
+    });
+    let summary = Probe::on(&ng).json().summary_around(|| {
+        assert_eq!(
+            nginx_probe_tests::one_request_per_connection(ng.addr(), 200),
+            200
+        );
+    });
+    let v = verdict(&summary, "keepalive_off")
+        .unwrap_or_else(|| panic!("no keepalive_off in {}", summary["verdicts"]));
+    let advice = v["advice"].as_str().unwrap_or("");
+    assert!(advice.contains("nginx closed 200 first"), "{advice}");
+    assert!(
+        !advice.contains("which turns client keepalive off there"),
+        "{advice}"
+    );
+    assert!(
+        advice.contains(&format!("keepalive_timeout 0 is configured in some of the servers or locations that may have served them (server a.test: 0 ({}))", ng.conf_at("keepalive_timeout 0"))),
+        "{advice}"
+    );
+    assert!(
+        advice.contains("which of them these connections reached is not measured"),
+        "{advice}"
+    );
+    assert!(
+        advice.contains("when the clients ask for `Connection: close`"),
+        "{advice}"
+    );
+}
+
 /// `--no-lifecycle`: the same 200 one-request connections leave no `connections`
 /// section, the banner says the lifecycle is not traced and why, no verdict names who
 /// closed (it was not measured), and accepts stay exact (200 from the accept uprobe).

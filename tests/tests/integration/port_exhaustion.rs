@@ -123,7 +123,7 @@ fn eaddrnotavail_is_critical_naming_keepalive_the_port_range_and_the_peer() {
     );
     let a = v["advice"].as_str().unwrap();
     assert!(
-        a.contains("`keepalive 32;` in the `upstream` block of the peer"),
+        a.contains(&format!("{loc} passes to {}, an address with no `upstream` block and so no pool: give it one with `keepalive 32;`", backend.addr())),
         "{a}"
     );
     assert!(
