@@ -193,7 +193,10 @@ pub(crate) fn upstream_keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
         },
         keepalive_off_evidence(inp, &c, p50, p99),
         // Only what the servers that carried the traffic do not already set.
-        &super::upstream_pool::pool_directives(inp.served_config().as_ref()),
+        &super::upstream_pool::pool_directives(
+            inp.served_config().as_ref(),
+            &upstream_closes_of(inp),
+        ),
         keepalive_off_advice(inp, &c, p50, p99),
     ));
 }
@@ -305,6 +308,22 @@ fn upstream_closes(inp: &Inputs) -> Option<(u64, u64, u64)> {
     (closes.0 + closes.1 + closes.2 > 0).then_some(closes)
 }
 
+/// Who ended the upstream connections, as the pool advice weighs it.
+fn upstream_closes_of(inp: &Inputs) -> super::upstream_pool::UpstreamCloses {
+    let peer_first = upstream_closes(inp).is_some_and(|(nginx, peer, reset)| peer > nginx + reset);
+    let peer_after_data = inp.connections.as_ref().map_or(0, |c| {
+        c.upstream_peers
+            .iter()
+            .map(|p| p.closed_by_peer_after_its_data)
+            .sum()
+    });
+    super::upstream_pool::UpstreamCloses {
+        upstream_closed_most: peer_first,
+        ended_with_response: ended_with_response(inp),
+        peer_closed_after_its_data: peer_after_data,
+    }
+}
+
 /// The upstream connections that ended with a response, summed over the peers the
 /// upstream connection lifecycle counted: `(ended, closes)`, the closes within one
 /// jiffy of the peer's last data (nginx's, not awaiting a response, and the peer's:
@@ -352,11 +371,7 @@ fn keepalive_off_advice(inp: &Inputs, c: &UpstreamConnects, p50: u64, p99: u64) 
     } else {
         String::new()
     };
-    let peer_first = upstream_closes(inp).is_some_and(|(nginx, peer, reset)| peer > nginx + reset);
-    let closes = super::upstream_pool::UpstreamCloses {
-        upstream_closed_most: peer_first,
-        ended_with_response: ended_with_response(inp),
-    };
+    let closes = upstream_closes_of(inp);
     // The pools and locations of the servers that carried the traffic only.
     let fix = super::upstream_pool::pool_advice(inp.served_config().as_ref(), &closes);
     format!(

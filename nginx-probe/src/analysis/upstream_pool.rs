@@ -14,6 +14,25 @@ pub struct UpstreamCloses {
     /// `(ended, closes)`: the connections closed (by either side) within one jiffy of
     /// the upstream's last data, of all the closes; None when no close was counted.
     pub ended_with_response: Option<(u64, u64)>,
+    /// Of `ended`, those the upstream closed itself (`closed_by_peer_after_its_data`):
+    /// none while nginx closed the others is no response ending its connection but
+    /// nginx closing them (its pool full, or the response asking).
+    pub peer_closed_after_its_data: u64,
+}
+
+impl UpstreamCloses {
+    /// Most connections ended within a jiffy of the upstream's last data
+    /// ([`ENDED_WITH_RESPONSE_SHARE`]): `(ended, closes)`.
+    fn mostly_ended(&self) -> Option<(u64, u64)> {
+        self.ended_with_response
+            .filter(|&(e, n)| n > 0 && e as f64 >= ENDED_WITH_RESPONSE_SHARE * n as f64)
+    }
+
+    /// nginx closed them on the response, the upstream closing none itself: its pool
+    /// may be full whenever a connection comes back.
+    fn nginx_alone_ended(&self) -> bool {
+        self.mostly_ended().is_some() && self.peer_closed_after_its_data == 0
+    }
 }
 
 /// Share of the upstream connections closed within a jiffy of the upstream's last data
@@ -165,10 +184,9 @@ fn why_not_reused(p: &Pass) -> String {
 /// The advice when the pools `pools` are configured and nothing configured defeats
 /// them, by what was measured of the closes.
 fn allowed(pools: &str, closes: &UpstreamCloses) -> String {
-    let ended = closes
-        .ended_with_response
-        .filter(|&(e, n)| n > 0 && e as f64 >= ENDED_WITH_RESPONSE_SHARE * n as f64);
-    if let Some((e, n)) = ended {
+    if let Some((e, n)) = closes.mostly_ended().filter(|_| closes.nginx_alone_ended()) {
+        format!("a pool is configured ({pools}) and the proxy settings allow its reuse, yet nginx closed {e} of {n} upstream connections within a jiffy of the upstream's last data and the upstream closed none itself (tracepoint sock:inet_sock_set_state, icsk_ack.lrcvtime): either the pool is full whenever a connection comes back (more upstream connections busy at once in a worker than its `keepalive` keeps: nginx then closes the least recently used idle one; raise it) or the responses ask for the close (`Connection: close`, HTTP/1.0: check the upstream server's keepalive); which one is not measured")
+    } else if let Some((e, n)) = closes.mostly_ended() {
         format!("a pool is configured ({pools}) and the proxy settings allow its reuse, yet {e} of {n} upstream connections closed within a jiffy of the upstream's last data (nginx on the response it had just read, or the upstream itself; tracepoint sock:inet_sock_set_state, icsk_ack.lrcvtime): the responses end the connections, and nginx keeps a connection after a whole response unless the response forbids it (HTTP/1.0, `Connection: close`, a body delimited by the close); check the upstream server's keepalive (an HTTP/1.0 server cannot keep one): until it keeps connections alive a pool cannot reuse them, and nginx's settings are not the cause")
     } else if closes.upstream_closed_most {
         format!("a pool is configured ({pools}) and the proxy settings allow its reuse, but the upstream closed most connections first (above): it ends them itself, so nginx has none to keep; what makes it close is not measured: its keepalive turned off, `Connection: close` in its responses, its idle timeout shorter than the gaps between requests on a connection, or a cap on requests per connection (check the upstream server's keepalive settings against these)")
@@ -180,10 +198,12 @@ fn allowed(pools: &str, closes: &UpstreamCloses) -> String {
 /// The directives `upstream_keepalive_off` names: of the pool (`keepalive` in the
 /// `upstream` block), `proxy_http_version 1.1` and `proxy_set_header Connection ""`,
 /// those a proxying location lacks (the pool: when one passes to an upstream without
-/// one, or, with no proxying location read, when no block has one); all three when the
-/// configuration was not read. None left: nginx's own settings are not why
+/// one, or, with no proxying location read, when no block has one; or its size, when
+/// nginx alone closed the connections on their responses,
+/// [`UpstreamCloses::nginx_alone_ended`]); all three when the configuration was not
+/// read. None left: nginx's own settings are not why
 /// connections are not reused.
-pub fn pool_directives(cfg: Option<&ConfigReport>) -> Vec<&'static str> {
+pub fn pool_directives(cfg: Option<&ConfigReport>, closes: &UpstreamCloses) -> Vec<&'static str> {
     let Some(c) = cfg else {
         return vec![KEEPALIVE, HTTP_1_1, CONNECTION];
     };
@@ -195,7 +215,8 @@ pub fn pool_directives(cfg: Option<&ConfigReport>) -> Vec<&'static str> {
             .iter()
             .any(|p| p.pool.is_none() && p.target.is_some()),
     };
-    if no_pool {
+    // A pool full whenever a connection comes back is sized by `keepalive` too.
+    if no_pool || closes.nginx_alone_ended() {
         out.push(KEEPALIVE);
     }
     if c.proxied("proxy_http_version")
@@ -324,6 +345,7 @@ mod tests {
         let most = UpstreamCloses {
             upstream_closed_most: true,
             ended_with_response: None,
+            peer_closed_after_its_data: 0,
         };
         let c = pool_unused(inp.config.as_ref().unwrap(), &most);
         assert!(c.unwrap().ends_with("but the upstream closed most connections first (above): it ends them itself, so nginx has none to keep; what makes it close is not measured: its keepalive turned off, `Connection: close` in its responses, its idle timeout shorter than the gaps between requests on a connection, or a cap on requests per connection (check the upstream server's keepalive settings against these)"));
@@ -369,6 +391,7 @@ mod tests {
         let ended = UpstreamCloses {
             upstream_closed_most: false,
             ended_with_response: Some((9020, 9033)),
+            peer_closed_after_its_data: 889,
         };
         let c = pool_unused(&allowed, &ended).unwrap();
         assert!(c.contains("yet 9020 of 9033 upstream connections closed within a jiffy of the upstream's last data"), "{c}");
@@ -379,6 +402,27 @@ mod tests {
         };
         let c = pool_unused(&allowed, &fewer).unwrap();
         assert!(c.contains("why is unknown"), "under 90%: {c}");
+        // Trial 8: nginx alone closed them on the responses, the upstream none itself
+        // (a pool of 16 under 20 connections busy at once): the pool may be full, or
+        // the responses ask; `keepalive` named.
+        let alone = UpstreamCloses {
+            ended_with_response: Some((735, 738)),
+            peer_closed_after_its_data: 0,
+            ..ended
+        };
+        let c = pool_unused(&allowed, &alone).unwrap();
+        assert!(c.contains("yet nginx closed 735 of 738 upstream connections within a jiffy of the upstream's last data and the upstream closed none itself"), "{c}");
+        assert!(
+            c.contains("either the pool is full whenever a connection comes back"),
+            "{c}"
+        );
+        assert!(!c.contains("nginx's settings are not the cause"), "{c}");
+        use crate::analysis::upstream_pool::pool_directives;
+        assert_eq!(
+            pool_directives(Some(&allowed), &alone),
+            ["keepalive (upstream block)"]
+        );
+        assert!(pool_directives(Some(&allowed), &ended).is_empty());
         // Defeated by nginx's settings: named, whatever the closes.
         let c = pool_unused(&cfg(("1.0", "default"), ("", "/e/n.conf:11")), &ended).unwrap();
         assert!(
@@ -420,6 +464,7 @@ mod tests {
         let ended = UpstreamCloses {
             upstream_closed_most: false,
             ended_with_response: Some((80648, 80648)),
+            peer_closed_after_its_data: 0,
         };
         let a = pool_unused(&cfg, &ended).unwrap();
         assert!(a.starts_with("server d location / passes to upstream nopool, which keeps no pool (no `keepalive`): add `keepalive 32;` to it; and server d location /: proxy_http_version 1.0 (default)"), "{a}");
@@ -430,7 +475,7 @@ mod tests {
         assert!(a.ends_with("(which of the 2 proxying locations carried these connections is not measured; set up for reuse: server c location / reuses upstream pool: keepalive 16 (/n.conf:7))"), "{a}");
         assert!(!a.contains("but unused"), "{a}");
         assert_eq!(
-            pool_directives(Some(&cfg)),
+            pool_directives(Some(&cfg), &ended),
             [
                 "keepalive (upstream block)",
                 "proxy_http_version 1.1",
@@ -446,6 +491,9 @@ mod tests {
             "{a}"
         );
         assert!(!a.contains("nginx's settings are not the cause"), "{a}");
-        assert_eq!(pool_directives(Some(&cfg)), ["keepalive (upstream block)"]);
+        assert_eq!(
+            pool_directives(Some(&cfg), &ended),
+            ["keepalive (upstream block)"]
+        );
     }
 }

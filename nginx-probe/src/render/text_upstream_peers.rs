@@ -74,7 +74,7 @@ fn peer_lines(out: &mut String, p: &PeerLifecycle) {
     if p.closed_by_nginx_after_peer_data > 0 {
         let _ = writeln!(
             out,
-            "    {} of nginx's closes came right after the peer's data (nginx ending the connection on the response it had just read: its request or the response asked for the close), its FIN racing the peer's own",
+            "    {} of nginx's closes came right after the peer's data (nginx ending the connection on the response it had just read: its request or the response asked for the close, or its pool was full when the connection came back, more connections busy at once than `keepalive` keeps: not told apart), its FIN racing the peer's own",
             p.closed_by_nginx_after_peer_data
         );
     }
