@@ -8,22 +8,13 @@ use crate::{
     model::{config::ConfigReport, Verdict},
 };
 
-/// Overrides quoted after the http-level value, at most.
-pub const MAX_QUOTED: usize = 8;
+/// Values quoted in a list, at most.
+pub const MAX_QUOTED: usize = crate::model::config::MAX_OVERRIDES_QUOTED;
 
 /// The http-level value of `directive` and its overrides: `65s (nginx.conf:12);
-/// server a: 0 (a.conf:3)`.
+/// server a: 0 (a.conf:3)` ([`ConfigReport::with_overrides`]).
 fn with_overrides(cfg: &ConfigReport, directive: &str) -> Option<String> {
-    let v = cfg.value(directive)?.quoted();
-    let o = bounded(
-        cfg.overrides(directive)
-            .map(|x| format!("{}: {}", x.scope, x.quoted()))
-            .collect(),
-    );
-    Some(match o {
-        Some(o) => format!("{v}; {o}"),
-        None => v,
-    })
+    cfg.with_overrides(directive)
 }
 
 /// nginx's keepalive settings as configured, for advice: `keepalive_timeout 75s

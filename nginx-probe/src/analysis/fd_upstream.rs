@@ -195,7 +195,7 @@ pub(crate) fn upstream_keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
         // Only what the servers that carried the traffic do not already set.
         &super::upstream_pool::pool_directives(
             inp.served_config().as_ref(),
-            &upstream_closes_of(inp),
+            &super::upstream_pool::closes_of(inp),
         ),
         keepalive_off_advice(inp, &c, p50, p99),
     ));
@@ -246,13 +246,13 @@ fn keepalive_off_evidence(
     if !ports.is_empty() {
         evidence.insert("local_ports", serde_json::json!(ports));
     }
-    if let Some((nginx, upstream, reset)) = upstream_closes(inp) {
+    if let Some((nginx, upstream, reset)) = super::upstream_pool::upstream_closes(inp) {
         evidence.insert(
             "upstream_closed_first_by",
             serde_json::json!({"nginx": nginx, "upstream": upstream, "reset": reset}),
         );
     }
-    if let Some((ended, _)) = ended_with_response(inp) {
+    if let Some((ended, _)) = super::upstream_pool::ended_with_response(inp) {
         let e = serde_json::json!(ended);
         evidence.insert("upstream_closed_within_a_jiffy_of_its_data", e);
     }
@@ -274,7 +274,7 @@ const TIME_WAIT_SIDE: &str = "each close leaves a socket in TIME-WAIT on the sid
 /// (nginx first: the TIME-WAIT is on nginx's side and holds its local ports), else
 /// [`TIME_WAIT_SIDE`].
 fn time_wait_side(inp: &Inputs) -> String {
-    let Some((nginx, peer, reset)) = upstream_closes(inp) else {
+    let Some((nginx, peer, reset)) = super::upstream_pool::upstream_closes(inp) else {
         return TIME_WAIT_SIDE.to_string();
     };
     format!(
@@ -285,63 +285,6 @@ fn time_wait_side(inp: &Inputs) -> String {
             "mostly the upstream's (nginx's local ports are not held by them)"
         }
     )
-}
-
-/// Who closed nginx's upstream connections first, summed over the peers the upstream
-/// connection lifecycle counted (tracepoint `sock:inet_sock_set_state`): `(nginx, the
-/// upstream, resets)`, connections; `None` when it counted no close (off, or none
-/// closed).
-fn upstream_closes(inp: &Inputs) -> Option<(u64, u64, u64)> {
-    let peers = inp
-        .connections
-        .as_ref()
-        .map(|c| c.upstream_peers.as_slice())
-        .unwrap_or_default();
-    let sum = |f: fn(&crate::model::upstream_lifecycle::PeerLifecycle) -> u64| {
-        peers.iter().map(f).sum::<u64>()
-    };
-    let closes = (
-        sum(|p| p.closed_by_nginx),
-        sum(|p| p.closed_by_peer),
-        sum(|p| p.closed_by_reset),
-    );
-    (closes.0 + closes.1 + closes.2 > 0).then_some(closes)
-}
-
-/// Who ended the upstream connections, as the pool advice weighs it.
-fn upstream_closes_of(inp: &Inputs) -> super::upstream_pool::UpstreamCloses {
-    let peer_first = upstream_closes(inp).is_some_and(|(nginx, peer, reset)| peer > nginx + reset);
-    let peer_after_data = inp.connections.as_ref().map_or(0, |c| {
-        c.upstream_peers
-            .iter()
-            .map(|p| p.closed_by_peer_after_its_data)
-            .sum()
-    });
-    super::upstream_pool::UpstreamCloses {
-        upstream_closed_most: peer_first,
-        ended_with_response: ended_with_response(inp),
-        peer_closed_after_its_data: peer_after_data,
-    }
-}
-
-/// The upstream connections that ended with a response, summed over the peers the
-/// upstream connection lifecycle counted: `(ended, closes)`, the closes within one
-/// jiffy of the peer's last data (nginx's, not awaiting a response, and the peer's:
-/// `closed_by_nginx_after_peer_data` + `closed_by_peer_after_its_data`) and every
-/// close of an established connection; None when no close was counted.
-fn ended_with_response(inp: &Inputs) -> Option<(u64, u64)> {
-    let (nginx, peer, reset) = upstream_closes(inp)?;
-    let ended = inp
-        .connections
-        .as_ref()
-        .map(|c| {
-            c.upstream_peers
-                .iter()
-                .map(|p| p.closed_by_nginx_after_peer_data + p.closed_by_peer_after_its_data)
-                .sum::<u64>()
-        })
-        .unwrap_or(0);
-    Some((ended, nginx + peer + reset))
 }
 
 /// upstream_keepalive_off's advice: the new connections per request, the connect latency (`p50`, `p99` in ns), the ports run out, and the fix:
@@ -371,7 +314,7 @@ fn keepalive_off_advice(inp: &Inputs, c: &UpstreamConnects, p50: u64, p99: u64) 
     } else {
         String::new()
     };
-    let closes = upstream_closes_of(inp);
+    let closes = super::upstream_pool::closes_of(inp);
     // The pools and locations of the servers that carried the traffic only.
     let fix = super::upstream_pool::pool_advice(inp.served_config().as_ref(), &closes);
     format!(

@@ -35,6 +35,63 @@ impl UpstreamCloses {
     }
 }
 
+/// Who ended the upstream connections, as the pool advice weighs it.
+pub(super) fn closes_of(inp: &super::inputs::Inputs) -> UpstreamCloses {
+    let peer_first = upstream_closes(inp).is_some_and(|(nginx, peer, reset)| peer > nginx + reset);
+    let peer_after_data = inp.connections.as_ref().map_or(0, |c| {
+        c.upstream_peers
+            .iter()
+            .map(|p| p.closed_by_peer_after_its_data)
+            .sum()
+    });
+    UpstreamCloses {
+        upstream_closed_most: peer_first,
+        ended_with_response: ended_with_response(inp),
+        peer_closed_after_its_data: peer_after_data,
+    }
+}
+
+/// Who closed nginx's upstream connections first, summed over the peers the upstream
+/// connection lifecycle counted (tracepoint `sock:inet_sock_set_state`): `(nginx, the
+/// upstream, resets)`, connections; `None` when it counted no close (off, or none
+/// closed).
+pub(super) fn upstream_closes(inp: &super::inputs::Inputs) -> Option<(u64, u64, u64)> {
+    let peers = inp
+        .connections
+        .as_ref()
+        .map(|c| c.upstream_peers.as_slice())
+        .unwrap_or_default();
+    let sum = |f: fn(&crate::model::upstream_lifecycle::PeerLifecycle) -> u64| {
+        peers.iter().map(f).sum::<u64>()
+    };
+    let closes = (
+        sum(|p| p.closed_by_nginx),
+        sum(|p| p.closed_by_peer),
+        sum(|p| p.closed_by_reset),
+    );
+    (closes.0 + closes.1 + closes.2 > 0).then_some(closes)
+}
+
+/// The upstream connections that ended with a response, summed over the peers the
+/// upstream connection lifecycle counted: `(ended, closes)`, the closes within one
+/// jiffy of the peer's last data (nginx's, not awaiting a response, and the peer's:
+/// `closed_by_nginx_after_peer_data` + `closed_by_peer_after_its_data`) and every
+/// close of an established connection; None when no close was counted.
+pub(super) fn ended_with_response(inp: &super::inputs::Inputs) -> Option<(u64, u64)> {
+    let (nginx, peer, reset) = upstream_closes(inp)?;
+    let ended = inp
+        .connections
+        .as_ref()
+        .map(|c| {
+            c.upstream_peers
+                .iter()
+                .map(|p| p.closed_by_nginx_after_peer_data + p.closed_by_peer_after_its_data)
+                .sum::<u64>()
+        })
+        .unwrap_or(0);
+    Some((ended, nginx + peer + reset))
+}
+
 /// Share of the upstream connections closed within a jiffy of the upstream's last data
 /// from which, with a pool configured and allowed, the responses end the connections.
 pub const ENDED_WITH_RESPONSE_SHARE: f64 = 0.9;

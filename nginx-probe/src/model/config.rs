@@ -195,6 +195,9 @@ pub struct UpstreamValue {
     pub at: String,
 }
 
+/// Overrides [`ConfigReport::with_overrides`] quotes after the http-level value, at most.
+pub const MAX_OVERRIDES_QUOTED: usize = 8;
+
 /// The configuration as read at attach (or after the last reload seen).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct ConfigReport {
@@ -303,6 +306,28 @@ impl ConfigReport {
         self.value(directive)
             .into_iter()
             .chain(self.overrides(directive))
+    }
+
+    /// The http-level value of `directive` and its server and location overrides,
+    /// quoted with their places: `65s (nginx.conf:12); server a: 0 (a.conf:3)`, at most
+    /// [`MAX_OVERRIDES_QUOTED`] overrides (`N more` after them); None when the level
+    /// value is unknown.
+    pub fn with_overrides(&self, directive: &str) -> Option<String> {
+        let v = self.value(directive)?.quoted();
+        let o: Vec<String> = self
+            .overrides(directive)
+            .map(|x| format!("{}: {}", x.scope, x.quoted()))
+            .collect();
+        let n = o.len();
+        let mut kept: Vec<String> = o.into_iter().take(MAX_OVERRIDES_QUOTED).collect();
+        if n > MAX_OVERRIDES_QUOTED {
+            kept.push(format!("{} more", n - MAX_OVERRIDES_QUOTED));
+        }
+        Some(if kept.is_empty() {
+            v
+        } else {
+            format!("{v}; {}", kept.join("; "))
+        })
     }
 
     /// The effective value of `directive` in each location that proxies (a location
@@ -428,59 +453,9 @@ pub struct BuildDefaults {
     pub http_log: Option<String>,
 }
 
-/// Main-level directives and nginx's documented defaults.
-const MAIN: &[(&str, &str)] = &[
-    ("worker_processes", "1"),
-    (
-        "worker_rlimit_nofile",
-        "unset (the limit nginx was started with)",
-    ),
-    (
-        "worker_shutdown_timeout",
-        "unset (old workers wait for their connections)",
-    ),
-];
-/// `events { }` directives and defaults.
-const EVENTS: &[(&str, &str)] = &[
-    ("worker_connections", "512"),
-    ("multi_accept", "off"),
-    ("accept_mutex", "off"),
-    ("accept_mutex_delay", "500ms"),
-];
-/// http-level directives that servers and locations may override, and defaults.
-pub const HTTP: &[(&str, &str)] = &[
-    ("keepalive_timeout", "75s"),
-    ("keepalive_requests", "1000"),
-    ("keepalive_time", "1h"),
-    ("client_header_timeout", "60s"),
-    ("client_body_timeout", "60s"),
-    ("send_timeout", "60s"),
-    ("lingering_timeout", "5s"),
-    ("reset_timedout_connection", "off"),
-    ("sendfile", "off"),
-    ("tcp_nopush", "off"),
-    ("tcp_nodelay", "on"),
-    ("gzip", "off"),
-    ("aio", "off"),
-    ("open_file_cache", "off"),
-    ("open_log_file_cache", "off"),
-    ("ssl_session_cache", "none"),
-    ("ssl_session_tickets", "on"),
-    ("client_body_buffer_size", "8k|16k (two memory pages)"),
-    ("resolver", "unset"),
-    ("proxy_connect_timeout", "60s"),
-    ("proxy_read_timeout", "60s"),
-    ("proxy_send_timeout", "60s"),
-    ("proxy_http_version", "1.0"),
-    ("proxy_buffering", "on"),
-    ("log_subrequest", "off"),
-];
-/// Upstream-block directives and defaults.
-const UPSTREAM: &[(&str, &str)] = &[
-    ("keepalive", "unset (no idle upstream connections kept)"),
-    ("keepalive_timeout", "60s"),
-    ("keepalive_requests", "1000"),
-];
+pub use super::config_defaults::HTTP;
+use super::config_defaults::{EVENTS, MAIN, UPSTREAM};
+
 /// Directives listed wherever they appear (no default): zones and log formats.
 const LISTED: &[&str] = &[
     "limit_req_zone",

@@ -14,6 +14,7 @@ pub mod access_log_format;
 pub mod build;
 pub mod clock;
 pub mod config;
+pub mod config_defaults;
 pub mod config_tree;
 pub mod connections;
 pub mod error_classes;

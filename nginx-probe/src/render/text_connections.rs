@@ -412,8 +412,10 @@ fn after_response_causes(r: &Report) -> String {
     let Some(cfg) = r.config.as_ref().filter(|c| c.is_read()) else {
         return "; nginx does so at keepalive_requests, keepalive_time, keepalive_timeout 0, or when the client asks (the configuration was not read)".into();
     };
-    let v = |d: &str| match cfg.value(d) {
-        Some(v) => format!("{d} {}", v.quoted()),
+    // Every place it is set: the value in force where the traffic went is among them
+    // (which server a connection reached is not measured by port).
+    let v = |d: &str| match cfg.with_overrides(d) {
+        Some(v) => format!("{d} {v}"),
         None => format!("{d} unknown"),
     };
     let per = match per_carried(r) {
@@ -919,6 +921,21 @@ mod tests {
         connections_section(&mut out, &r);
         assert!(
             out.contains("; nginx does so at keepalive_requests 1000 (default) (953.8 requests per connection here: stub_status requests over the accepts the kernel saw), at keepalive_time 3s (/x/nginx.conf:9), with keepalive_timeout 75s (default), or when the client asks (Connection: close, HTTP/1.0): which one is not measured\n"),
+            "{out}"
+        );
+        // Trial 8: a server's own value is quoted beside the http level's.
+        if let Some(c) = r.config.as_mut() {
+            c.values.push(ConfigValue::of(
+                "keepalive_requests",
+                "server b.test",
+                "3",
+                "/x/nginx.conf:10",
+            ));
+        }
+        let mut out = String::new();
+        connections_section(&mut out, &r);
+        assert!(
+            out.contains("; nginx does so at keepalive_requests 1000 (default); server b.test: 3 (/x/nginx.conf:10) (953.8 requests"),
             "{out}"
         );
     }
