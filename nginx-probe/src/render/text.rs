@@ -227,8 +227,9 @@ fn with_data_line(out: &mut String, r: &Report) {
     };
     let _ = writeln!(
         out,
-        "  per connection that carried data {per:.2} ({carried} of {} accepts; {unused} carried no request: closed before their client sent a byte, tcp_sock.bytes_received, or their TLS handshake abandoned)",
-        carried + unused
+        "  per connection that carried data {per:.2} ({carried} of {} accepts; {unused} carried no request: closed before their client sent a byte, tcp_sock.bytes_received, or their TLS handshake abandoned{})",
+        carried + unused,
+        super::text_connections::tls_carried_caveat(r)
     );
 }
 

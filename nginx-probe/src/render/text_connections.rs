@@ -386,6 +386,17 @@ fn port_pinned_lines(out: &mut String, c: &ConnectionsReport) {
     }
 }
 
+/// The caveat on [`per_carried`] over TLS: a connection whose handshake completed
+/// carried data whether or not a request followed (trial 8: `hey -h2` completed
+/// thousands of handshakes it never sent a request on, so 2.3 per connection stood
+/// for nginx's 20); empty without TLS handshakes.
+pub(super) fn tls_carried_caveat(r: &Report) -> &'static str {
+    match r.tls.as_ref().filter(|t| t.handshakes > 0) {
+        Some(_) => "; over TLS a connection counts as carrying data once its handshake completed, a request or not, so this is a floor",
+        None => "",
+    }
+}
+
 /// Requests per connection over the connections that carried data, when some were
 /// closed before their client sent a byte (counted at the close) or abandoned their
 /// TLS handshake (libssl's programs): `(per connection, carried, those left out)`;
@@ -420,8 +431,9 @@ fn after_response_causes(r: &Report) -> String {
     };
     let per = match per_carried(r) {
         Some((p, _, unused)) => format!(
-            " ({p:.1} requests per connection here: {} requests over the accepts the kernel saw, less the {unused} that carried no request: closed before their client sent a byte, or their TLS handshake abandoned)",
-            r.requests.source.name()
+            " ({p:.1} requests per connection here: {} requests over the accepts the kernel saw, less the {unused} that carried no request: closed before their client sent a byte, or their TLS handshake abandoned{})",
+            r.requests.source.name(),
+            tls_carried_caveat(r)
         ),
         None => r
             .requests
@@ -607,6 +619,12 @@ mod tests {
             t.libssl_sampled = true;
         }
         assert_eq!(per_carried(&r), None, "abandoned counted in windows only");
+        // Over TLS, a completed handshake is data whether a request followed or not.
+        assert_eq!(tls_carried_caveat(&r), "");
+        if let Some(t) = r.tls.as_mut() {
+            t.handshakes = 7392;
+        }
+        assert!(tls_carried_caveat(&r).contains("so this is a floor"));
     }
 
     #[test]
