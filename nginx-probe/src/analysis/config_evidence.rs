@@ -11,12 +11,6 @@ use crate::{
 /// Values quoted in a list, at most.
 pub const MAX_QUOTED: usize = crate::model::config::MAX_OVERRIDES_QUOTED;
 
-/// The http-level value of `directive` and its overrides: `65s (nginx.conf:12);
-/// server a: 0 (a.conf:3)` ([`ConfigReport::with_overrides`]).
-fn with_overrides(cfg: &ConfigReport, directive: &str) -> Option<String> {
-    cfg.with_overrides(directive)
-}
-
 /// nginx's keepalive settings as configured, for advice: `keepalive_timeout 75s
 /// (default), keepalive_requests 1000 (default)` with overrides; None when the
 /// configuration was not read.
@@ -24,8 +18,8 @@ pub fn keepalive_settings(cfg: Option<&ConfigReport>) -> Option<String> {
     let cfg = cfg?;
     Some(format!(
         "keepalive_timeout {}, keepalive_requests {}",
-        with_overrides(cfg, "keepalive_timeout")?,
-        with_overrides(cfg, "keepalive_requests")?
+        cfg.with_overrides("keepalive_timeout")?,
+        cfg.with_overrides("keepalive_requests")?
     ))
 }
 
@@ -74,8 +68,8 @@ pub fn tls_resumption_advice(cfg: Option<&ConfigReport>) -> String {
         return format!("for clients that must reconnect, resume TLS sessions ({USUAL}; the configuration was not read)");
     };
     let (Some(cache), Some(tickets)) = (
-        with_overrides(cfg, "ssl_session_cache"),
-        with_overrides(cfg, "ssl_session_tickets"),
+        cfg.with_overrides("ssl_session_cache"),
+        cfg.with_overrides("ssl_session_tickets"),
     ) else {
         return format!("for clients that must reconnect, resume TLS sessions ({USUAL})");
     };
@@ -319,14 +313,10 @@ const QUOTES: &[(&str, &[(&str, Quote)])] = &[
     ),
 ];
 
-/// Up to [`MAX_QUOTED`] parts joined with `; `, then `N more`.
+/// Up to [`MAX_QUOTED`] parts joined with `; `, then `N more`
+/// ([`crate::model::config::bounded_list`]).
 fn bounded(parts: Vec<String>) -> Option<String> {
-    let n = parts.len();
-    let mut kept: Vec<String> = parts.into_iter().take(MAX_QUOTED).collect();
-    if n > MAX_QUOTED {
-        kept.push(format!("{} more", n - MAX_QUOTED));
-    }
-    (!kept.is_empty()).then(|| kept.join("; "))
+    crate::model::config::bounded_list(parts)
 }
 
 /// Values of `directive` listed wherever they appear (no level value: `limit_req`,
@@ -343,7 +333,7 @@ fn listed(cfg: &ConfigReport, directive: &str) -> Option<String> {
 
 fn quote(cfg: &ConfigReport, q: Quote) -> Option<String> {
     match q {
-        Directive(d) => with_overrides(cfg, d).or_else(|| listed(cfg, d)),
+        Directive(d) => cfg.with_overrides(d).or_else(|| listed(cfg, d)),
         Upstream(_) if cfg.upstreams.is_empty() && cfg.proxied("proxy_pass").next().is_some() => {
             Some(
                 "no upstream block (a proxy_pass to an address has no pool of idle connections)"

@@ -179,8 +179,7 @@ pub fn pool_unused(cfg: &ConfigReport, closes: &UpstreamCloses) -> Option<String
         .iter()
         .partition(|p| p.pool.is_some() && p.defeats.is_empty());
     if bad.is_empty() {
-        let pools: Vec<String> = ok.iter().filter_map(|p| p.pool.clone()).collect();
-        let mut pools = pools;
+        let mut pools: Vec<String> = ok.iter().filter_map(|p| p.pool.clone()).collect();
         pools.dedup();
         return Some(allowed(&pools.join("; "), closes));
     }

@@ -198,6 +198,17 @@ pub struct UpstreamValue {
 /// Overrides [`ConfigReport::with_overrides`] quotes after the http-level value, at most.
 pub const MAX_OVERRIDES_QUOTED: usize = 8;
 
+/// Up to [`MAX_OVERRIDES_QUOTED`] parts joined with `; `, then `N more`; None when
+/// there are none.
+pub fn bounded_list(parts: Vec<String>) -> Option<String> {
+    let n = parts.len();
+    let mut kept: Vec<String> = parts.into_iter().take(MAX_OVERRIDES_QUOTED).collect();
+    if n > MAX_OVERRIDES_QUOTED {
+        kept.push(format!("{} more", n - MAX_OVERRIDES_QUOTED));
+    }
+    (!kept.is_empty()).then(|| kept.join("; "))
+}
+
 /// The configuration as read at attach (or after the last reload seen).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct ConfigReport {
@@ -314,19 +325,14 @@ impl ConfigReport {
     /// value is unknown.
     pub fn with_overrides(&self, directive: &str) -> Option<String> {
         let v = self.value(directive)?.quoted();
-        let o: Vec<String> = self
-            .overrides(directive)
-            .map(|x| format!("{}: {}", x.scope, x.quoted()))
-            .collect();
-        let n = o.len();
-        let mut kept: Vec<String> = o.into_iter().take(MAX_OVERRIDES_QUOTED).collect();
-        if n > MAX_OVERRIDES_QUOTED {
-            kept.push(format!("{} more", n - MAX_OVERRIDES_QUOTED));
-        }
-        Some(if kept.is_empty() {
-            v
-        } else {
-            format!("{v}; {}", kept.join("; "))
+        let o = bounded_list(
+            self.overrides(directive)
+                .map(|x| format!("{}: {}", x.scope, x.quoted()))
+                .collect(),
+        );
+        Some(match o {
+            Some(o) => format!("{v}; {o}"),
+            None => v,
         })
     }
 

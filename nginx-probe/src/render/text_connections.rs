@@ -88,17 +88,25 @@ pub fn connections_section(out: &mut String, r: &Report) {
     lifetime_line(out, &t);
 }
 
+/// `p50 X p99 Y mean Z over N` of a log2 histogram of ms (idle times, lifetimes).
+fn summary(i: &crate::model::idle::IdleReport) -> String {
+    format!(
+        "p50 {} p99 {} mean {} over {}",
+        fmt_ms(i.p50_ms as f64),
+        fmt_ms(i.p99_ms as f64),
+        fmt_ms(i.mean_ms),
+        i.count
+    )
+}
+
 /// How long the connections closed in the period lived, established to first close
 /// (those established since attach: `PortLifecycle::lifetime`).
 fn lifetime_line(out: &mut String, t: &PortLifecycle) {
     let Some(l) = &t.lifetime else { return };
     let _ = writeln!(
         out,
-        "  lifetime, established to first close: p50 {} p99 {} mean {} over {} connections established since attach (log2 histogram, ms)",
-        fmt_ms(l.p50_ms as f64),
-        fmt_ms(l.p99_ms as f64),
-        fmt_ms(l.mean_ms),
-        l.count
+        "  lifetime, established to first close: {} connections established since attach (log2 histogram, ms)",
+        summary(l)
     );
 }
 
@@ -310,11 +318,8 @@ fn idle_lines(
         Some(i) => {
             let _ = writeln!(
                 out,
-                "  idle before nginx's close (last data sent or received): p50 {} p99 {} mean {} over {} closes (log2 histogram, ms)",
-                fmt_ms(i.p50_ms as f64),
-                fmt_ms(i.p99_ms as f64),
-                fmt_ms(i.mean_ms),
-                i.count
+                "  idle before nginx's close (last data sent or received): {} closes (log2 histogram, ms)",
+                summary(i)
             );
             if i.after_nginx_wrote > 0 {
                 let what = if c.tls_close_unknown.is_some() {
