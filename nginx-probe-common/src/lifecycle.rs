@@ -106,7 +106,7 @@ pub const DRAIN_AFTER_DATA_MAX_MS: usize = LC_PER_PORT_BASE + 4;
 /// `!min` of those times, ms (since attach; combined by max; 0 = none).
 pub const DRAIN_AFTER_DATA_INV_MIN_MS: usize = LC_PER_PORT_BASE + 5;
 /// The per-port counters combined over CPUs by max (extremes), not summed.
-pub const COMBINED_BY_MAX: [usize; 8] = [
+pub const COMBINED_BY_MAX: [usize; 12] = [
     IDLE_MAX_MS,
     IDLE_INV_MIN_MS,
     DRAIN_SILENT_MAX_MS,
@@ -115,6 +115,10 @@ pub const COMBINED_BY_MAX: [usize; 8] = [
     DRAIN_AFTER_DATA_INV_MIN_MS,
     LIFETIME_MAX_MS,
     LIFETIME_INV_MIN_MS,
+    CLIENT_CLOSE_IDLE_MAX_MS,
+    CLIENT_CLOSE_IDLE_INV_MIN_MS,
+    RESET_IDLE_MAX_MS,
+    RESET_IDLE_INV_MIN_MS,
 ];
 /// Of [`CLOSED_WHILE_DRAINING_SILENT`], closes with nginx's last data sent a jiffy or
 /// more after the client's last data (`tcp_sock.lsndtime` newer than
@@ -190,13 +194,48 @@ pub const LIFETIME_MAX_MS: usize = LC_PER_PORT_BASE + 18;
 pub const LIFETIME_INV_MIN_MS: usize = LC_PER_PORT_BASE + 19;
 /// Lifetime log2 histogram, ms: `LIFETIME_HIST + `[`idle_bucket`]`(ms)`.
 pub const LIFETIME_HIST: usize = LC_PER_PORT_BASE + 20;
+/// The client's closes ([`CLOSED_BY_CLIENT`], its FIN first, not an answer to nginx's
+/// close_notify) whose idle time was measured: at `ESTABLISHED -> CLOSE_WAIT`, the
+/// time since the client's last data (`icsk_ack.lrcvtime`), or since nginx's
+/// (`tcp_sock.lsndtime`) when the client sent data in the close's last jiffy or nginx
+/// sent last (a response, then the client's close): how long the connection sat
+/// idle before the client let it go.
+pub const CLIENT_CLOSE_IDLE_COUNT: usize = LIFETIME_HIST + LC_IDLE_BUCKETS;
+/// Sum of those idle times, ms.
+pub const CLIENT_CLOSE_IDLE_SUM_MS: usize = CLIENT_CLOSE_IDLE_COUNT + 1;
+/// Longest since attach, ms (combined by max).
+pub const CLIENT_CLOSE_IDLE_MAX_MS: usize = CLIENT_CLOSE_IDLE_COUNT + 2;
+/// Shortest since attach, bitwise inverted (ms; combined by max; 0 = none).
+pub const CLIENT_CLOSE_IDLE_INV_MIN_MS: usize = CLIENT_CLOSE_IDLE_COUNT + 3;
+/// Their log2 histogram, ms: `CLIENT_CLOSE_IDLE_HIST + `[`idle_bucket`]`(ms)`.
+pub const CLIENT_CLOSE_IDLE_HIST: usize = CLIENT_CLOSE_IDLE_COUNT + 4;
+/// Established connections ended by a reset received (`ESTABLISHED -> CLOSE` while
+/// the received reset is processed, not one answering nginx's close_notify) whose idle
+/// time was measured, as [`CLIENT_CLOSE_IDLE_COUNT`]: near 0 a reset mid-exchange (a
+/// client aborting a response), long ones an idle connection dropped by its client or
+/// a middlebox between.
+pub const RESET_IDLE_COUNT: usize = CLIENT_CLOSE_IDLE_HIST + LC_IDLE_BUCKETS;
+/// Sum of those idle times, ms.
+pub const RESET_IDLE_SUM_MS: usize = RESET_IDLE_COUNT + 1;
+/// Longest since attach, ms (combined by max).
+pub const RESET_IDLE_MAX_MS: usize = RESET_IDLE_COUNT + 2;
+/// Shortest since attach, bitwise inverted (ms; combined by max; 0 = none).
+pub const RESET_IDLE_INV_MIN_MS: usize = RESET_IDLE_COUNT + 3;
+/// Their log2 histogram, ms: `RESET_IDLE_HIST + `[`idle_bucket`]`(ms)`.
+pub const RESET_IDLE_HIST: usize = RESET_IDLE_COUNT + 4;
 /// Counters per port.
-pub const LC_PER_PORT: usize = LIFETIME_HIST + LC_IDLE_BUCKETS;
+pub const LC_PER_PORT: usize = RESET_IDLE_HIST + LC_IDLE_BUCKETS;
 
 /// Entries of `LC_BORN` (`struct sock *` of a client connection -> when it was
 /// established): the connections whose lifetime can be measured at once. An LRU
 /// hash: beyond it, the longest-noted are let go and their lifetime is not measured.
 pub const LC_MAX_BORN: u32 = 65536;
+
+/// Entries of `LC_CLIENT_FIN` (`struct sock *` of a client connection whose FIN
+/// arrived first -> its idle time then, until the worker's close tells whether the
+/// close was the client's): the sockets in `CLOSE_WAIT` at once. An LRU hash: beyond
+/// it, the oldest are let go and their idle time is not counted.
+pub const LC_MAX_CLIENT_FIN: u32 = 16384;
 
 /// The uprobe that tells who began a TLS close: nginx calls `ngx_int_t
 /// ngx_ssl_shutdown(ngx_connection_t *c)` before it closes any TLS connection, before
@@ -448,6 +487,11 @@ pub mod names {
         /// LRU hash, `struct sock *` of a client connection -> `bpf_ktime_get_ns()`
         /// at its `SYN_RECV -> ESTABLISHED`, taken at its first close (lifetime).
         LC_BORN = "LC_BORN",
+        /// LRU hash, `struct sock *` of a client connection whose client's FIN came
+        /// first -> 1 + its idle time then, ms (`lc::CLIENT_CLOSE_IDLE_COUNT`), taken
+        /// when the socket leaves `CLOSE_WAIT` and counted unless the close was
+        /// nginx's after all.
+        LC_CLIENT_FIN = "LC_CLIENT_FIN",
     }
     /// Uprobe on `ngx_ssl_shutdown` in nginx's binary.
     pub const PROG_TLS_SHUTDOWN: &str = "lc_ssl_shutdown";
@@ -527,7 +571,8 @@ mod tests {
         assert_eq!(CLOSED_WHILE_DRAINING_IDLE, 72);
         assert_eq!(DRAIN_SILENT_INV_MIN_MS, 76);
         assert_eq!(DRAIN_AFTER_DATA_INV_MIN_MS, 78);
-        assert_eq!(LC_PER_PORT, 125);
+        assert_eq!(CLIENT_CLOSE_IDLE_COUNT, 125);
+        assert_eq!(LC_PER_PORT, 197);
         assert_eq!(idle_bucket(0), 0);
         assert_eq!(idle_bucket(2000), 10);
         assert_eq!(idle_bucket(u64::MAX), LC_IDLE_BUCKETS - 1);

@@ -26,7 +26,7 @@ use crate::{
     lifecycle_tls::{tls_close_fin_first, tls_close_take, tls_closes_on},
     lifecycle_up::{raw_peer, record_peer, up_set_state},
     maps::{
-        LC_BORN, LC_BYTES_RECEIVED_OFF, LC_CLOSING, LC_DRAINING, LC_FIN_RULE, LC_HZ,
+        LC_BORN, LC_BYTES_RECEIVED_OFF, LC_CLIENT_FIN, LC_CLOSING, LC_DRAINING, LC_FIN_RULE, LC_HZ,
         LC_LRCVTIME_OFF, LC_LSNDTIME_OFF, LC_PORTS, LC_RAW_OFF, LC_RESET_SK, LC_STATS,
         LC_TASK_FLAGS_OFF, LC_TLS_CLOSING, LC_WORKER,
     },
@@ -227,6 +227,12 @@ const F_WROTE: u32 = 4;
 const F_SENT_LAST: u32 = 8;
 
 impl CloseFacts {
+    /// The idle time measured, ms.
+    #[inline(always)]
+    pub(crate) fn idle(&self) -> Option<u64> {
+        (self.flags & F_IDLE_KNOWN != 0).then_some(self.idle_ms)
+    }
+
     /// Whether nginx had sent data in the close's last jiffy.
     #[inline(always)]
     pub(crate) fn wrote(&self) -> bool {
@@ -262,18 +268,103 @@ pub(crate) fn close_facts(sk: u64) -> CloseFacts {
     f
 }
 
+/// The counters of one log2 histogram of ms in a port's `LC_STATS`: count, sum,
+/// maximum, bitwise-inverted minimum, first bucket.
+type HistAt = [usize; 5];
+/// Idle time before a serving worker's close.
+const IDLE_BEFORE_NGINX_CLOSE: HistAt = [
+    lc::IDLE_COUNT,
+    lc::IDLE_SUM_MS,
+    lc::IDLE_MAX_MS,
+    lc::IDLE_INV_MIN_MS,
+    lc::IDLE_HIST,
+];
+/// Lifetime, established to first close.
+const LIFETIME: HistAt = [
+    lc::LIFETIME_COUNT,
+    lc::LIFETIME_SUM_MS,
+    lc::LIFETIME_MAX_MS,
+    lc::LIFETIME_INV_MIN_MS,
+    lc::LIFETIME_HIST,
+];
+/// Idle time before the client's close.
+const IDLE_BEFORE_CLIENT_CLOSE: HistAt = [
+    lc::CLIENT_CLOSE_IDLE_COUNT,
+    lc::CLIENT_CLOSE_IDLE_SUM_MS,
+    lc::CLIENT_CLOSE_IDLE_MAX_MS,
+    lc::CLIENT_CLOSE_IDLE_INV_MIN_MS,
+    lc::CLIENT_CLOSE_IDLE_HIST,
+];
+/// Idle time before a reset received.
+const IDLE_BEFORE_RESET: HistAt = [
+    lc::RESET_IDLE_COUNT,
+    lc::RESET_IDLE_SUM_MS,
+    lc::RESET_IDLE_MAX_MS,
+    lc::RESET_IDLE_INV_MIN_MS,
+    lc::RESET_IDLE_HIST,
+];
+
+/// One value `ms` into the histogram `at` of port `base`.
+#[inline(always)]
+fn lc_idle(base: u32, ms: u64, [count, sum, max, inv_min, hist]: HistAt) {
+    lc_add(base, count, 1);
+    lc_add(base, sum, ms);
+    lc_max(base, max, ms);
+    lc_max(base, inv_min, !ms);
+    lc_add(base, hist + lc::idle_bucket(ms), 1);
+}
+
+/// The client's FIN came first on `sk`: its idle time now (the time since the client's
+/// last data, or since nginx's when the client's came in the last jiffy or before
+/// nginx's: see [`idle_ms`]) noted for [`client_fin_settled`].
+#[inline(always)]
+fn note_client_fin(sk: u64) {
+    if let Some((ms, _)) = idle_ms(sk, false) {
+        let _ = LC_CLIENT_FIN.insert(sk, ms.saturating_add(1), 0);
+    }
+}
+
+/// `sk` leaves `CLOSE_WAIT`: the idle time noted at its client's FIN let go, and
+/// counted on port `base` when the close was the client's (`clients`).
+#[inline(always)]
+fn client_fin_settled(base: u32, sk: u64, clients: bool) {
+    // SAFETY: the value is copied out before the entry is removed.
+    let Some(v) = (unsafe { LC_CLIENT_FIN.get(sk) }).copied() else {
+        return;
+    };
+    let _ = LC_CLIENT_FIN.remove(sk);
+    if clients && v > 0 {
+        lc_idle(base, v - 1, IDLE_BEFORE_CLIENT_CLOSE);
+    }
+}
+
+/// The facts of a TLS close the client began (nginx read its close_notify), in the
+/// worker's `ngx_ssl_shutdown`, before nginx's own close_notify goes out: the worker
+/// and the idle time before the client's close, its side's (see [`idle_ms`]: the
+/// client's data came last, so the time since nginx's last data).
+#[inline(always)]
+pub(crate) fn client_close_facts(sk: u64) -> CloseFacts {
+    let mut f = CloseFacts {
+        slot: worker_slot().unwrap_or(u32::MAX),
+        flags: 0,
+        drain: 0,
+        idle_ms: 0,
+        drain_ms: 0,
+    };
+    if let Some((ms, _)) = idle_ms(sk, false) {
+        f.flags = F_IDLE_KNOWN;
+        f.idle_ms = ms;
+    }
+    f
+}
+
 /// An idle time measured at a serving worker's close.
 #[inline(always)]
 fn on_nginx_close(base: u32, f: &CloseFacts) {
     if f.flags & F_IDLE_KNOWN == 0 {
         return;
     }
-    let ms = f.idle_ms;
-    lc_add(base, lc::IDLE_COUNT, 1);
-    lc_add(base, lc::IDLE_SUM_MS, ms);
-    lc_max(base, lc::IDLE_MAX_MS, ms);
-    lc_max(base, lc::IDLE_INV_MIN_MS, !ms);
-    lc_add(base, lc::IDLE_HIST + lc::idle_bucket(ms), 1);
+    lc_idle(base, f.idle_ms, IDLE_BEFORE_NGINX_CLOSE);
     if f.wrote() {
         lc_add(base, lc::IDLE_AFTER_NGINX_WROTE, 1);
     }
@@ -353,19 +444,20 @@ pub(crate) fn count_nginx_close(base: u32, f: &CloseFacts) {
 /// The worker's `close()` of `sk` (port `base`) after the client's FIN: nginx's own
 /// close when the FIN is unread and nginx sent data in the close's last jiffy (see
 /// `lc::CLOSED_BY_NGINX_CLIENT_FIN_UNREAD`), else the close of a connection the client
-/// closed.
+/// closed; true for the client's.
 #[inline(always)]
-fn on_close_after_fin(base: u32, sk: u64) {
+fn on_close_after_fin(base: u32, sk: u64) -> bool {
     let slot = worker_slot();
     if slot.is_some() && fin_rule_on() && !task_exiting() && fin_unread(sk) {
         let f = close_facts(sk);
         if f.wrote() {
             count_nginx_close(base, &f);
             lc_add(base, lc::CLOSED_BY_NGINX_CLIENT_FIN_UNREAD, 1);
-            return;
+            return false;
         }
     }
     worker_add(slot, lc::worker::CLOSED_AFTER_CLIENT);
+    true
 }
 
 /// Whether user space set `LC_FIN_RULE`.
@@ -431,16 +523,42 @@ fn count_lifetime(base: u32, sk: u64) {
     let _ = LC_BORN.remove(sk);
     // SAFETY: helper without preconditions.
     let ms = unsafe { bpf_ktime_get_ns() }.saturating_sub(born) / 1_000_000;
-    lc_add(base, lc::LIFETIME_COUNT, 1);
-    lc_add(base, lc::LIFETIME_SUM_MS, ms);
-    lc_max(base, lc::LIFETIME_MAX_MS, ms);
-    lc_max(base, lc::LIFETIME_INV_MIN_MS, !ms);
-    lc_add(base, lc::LIFETIME_HIST + lc::idle_bucket(ms), 1);
+    lc_idle(base, ms, LIFETIME);
+}
+
+/// A reset ended an established connection on port `base` (`ESTABLISHED -> CLOSE`):
+/// a client answering nginx's close_notify with a reset (nginx's close), a reset
+/// received (`by_reset`: with its idle time), or nginx's own in a worker's `close()`.
+#[inline(always)]
+fn on_established_reset(base: u32, sk: u64, by_reset: bool) {
+    // A client answering nginx's close_notify with a reset (it closed with
+    // the alert unread) before nginx's close(): nginx began the close.
+    if let Some(t) = tls_close_take(sk).filter(|t| by_reset && t.nginx_began_uncounted()) {
+        count_nginx_close(base, &t.facts);
+        lc_add(base, lc::CLOSED_BY_NGINX_CLIENT_FIN_FIRST, 1);
+        lc_add(base, lc::CLOSED_BY_NGINX_CLIENT_RST_FIRST, 1);
+        return;
+    }
+    lc_add(base, lc::CLOSED_BY_RESET, 1);
+    if by_reset {
+        if let Some((ms, _)) = idle_ms(sk, false) {
+            lc_idle(base, ms, IDLE_BEFORE_RESET);
+        }
+    }
+    // In a worker's close(), no received reset: nginx's own reset.
+    let slot = worker_slot();
+    if !by_reset && slot.is_some() && !task_exiting() {
+        lc_add(base, lc::CLOSED_BY_NGINX_RESET, 1);
+        worker_add(slot, lc::worker::RESET_BY_NGINX);
+        if drain_state(slot) != 0 {
+            lc_add(base, lc::CLOSED_WHILE_DRAINING_RESET, 1);
+        }
+    }
 }
 
 /// A state change of a socket on one of nginx's ports (`base`): who closed first
 /// (nginx, an exiting worker, the client, a reset), established connections,
-/// listeners closed, idle time before nginx's close.
+/// listeners closed, idle time before nginx's close, the client's and a reset received.
 #[inline(always)]
 fn on_set_state(base: u32, old: i32, new: i32, sk: u64) {
     // Read (and forgotten) at every CLOSE, so no stale socket stays noted.
@@ -462,6 +580,9 @@ fn on_set_state(base: u32, old: i32, new: i32, sk: u64) {
             Some(t) if t.client_began() => {
                 lc_add(base, lc::CLOSED_BY_CLIENT, 1);
                 worker_add(worker_slot(), lc::worker::CLOSED_AFTER_CLIENT);
+                if let Some(ms) = t.facts.idle() {
+                    lc_idle(base, ms, IDLE_BEFORE_CLIENT_CLOSE);
+                }
             }
             Some(t) => count_nginx_close(base, &t.facts),
             None => count_nginx_close(base, &close_facts(sk)),
@@ -470,45 +591,35 @@ fn on_set_state(base: u32, old: i32, new: i32, sk: u64) {
         // (a socket whose TLS close nginx began).
         (TCP_ESTABLISHED, TCP_CLOSE_WAIT) => {
             if !tls_close_fin_first(base, sk) {
-                lc_add(base, lc::CLOSED_BY_CLIENT, 1)
+                lc_add(base, lc::CLOSED_BY_CLIENT, 1);
+                note_client_fin(sk);
             }
         }
         // LAST_ACK too: the worker's close() of a connection the client closed (not
         // one whose close nginx began), or nginx's own close met by a client's FIN it
         // never read.
-        (TCP_CLOSE_WAIT, TCP_LAST_ACK) => match tls_close_take(sk) {
-            Some(t) if !t.client_began() => {}
-            Some(_) => worker_add(worker_slot(), lc::worker::CLOSED_AFTER_CLIENT),
-            None => on_close_after_fin(base, sk),
-        },
+        (TCP_CLOSE_WAIT, TCP_LAST_ACK) => {
+            let clients = match tls_close_take(sk) {
+                Some(t) if !t.client_began() => false,
+                Some(_) => {
+                    worker_add(worker_slot(), lc::worker::CLOSED_AFTER_CLIENT);
+                    true
+                }
+                None => on_close_after_fin(base, sk),
+            };
+            client_fin_settled(base, sk, clients);
+        }
         // CLOSE directly: the worker's close() with data unread (a TLS client's
         // close_notify, say: the kernel sends a reset), unless a received reset is
-        // being processed for this socket on this CPU.
-        (TCP_CLOSE_WAIT, TCP_CLOSE) if !by_reset => {
-            if tls_close_take(sk).is_none_or(|t| t.client_began()) {
+        // being processed for this socket on this CPU (a client's reset after its FIN).
+        (TCP_CLOSE_WAIT, TCP_CLOSE) => {
+            let clients = tls_close_take(sk).is_none_or(|t| t.client_began());
+            if clients && !by_reset {
                 worker_add(worker_slot(), lc::worker::CLOSED_AFTER_CLIENT)
             }
+            client_fin_settled(base, sk, clients);
         }
-        (TCP_ESTABLISHED, TCP_CLOSE) => {
-            // A client answering nginx's close_notify with a reset (it closed with
-            // the alert unread) before nginx's close(): nginx began the close.
-            if let Some(t) = tls_close_take(sk).filter(|t| by_reset && t.nginx_began_uncounted()) {
-                count_nginx_close(base, &t.facts);
-                lc_add(base, lc::CLOSED_BY_NGINX_CLIENT_FIN_FIRST, 1);
-                lc_add(base, lc::CLOSED_BY_NGINX_CLIENT_RST_FIRST, 1);
-                return;
-            }
-            lc_add(base, lc::CLOSED_BY_RESET, 1);
-            // In a worker's close(), no received reset: nginx's own reset.
-            let slot = worker_slot();
-            if !by_reset && slot.is_some() && !task_exiting() {
-                lc_add(base, lc::CLOSED_BY_NGINX_RESET, 1);
-                worker_add(slot, lc::worker::RESET_BY_NGINX);
-                if drain_state(slot) != 0 {
-                    lc_add(base, lc::CLOSED_WHILE_DRAINING_RESET, 1);
-                }
-            }
-        }
+        (TCP_ESTABLISHED, TCP_CLOSE) => on_established_reset(base, sk, by_reset),
         (TCP_LISTEN, TCP_CLOSE) => {
             lc_add(base, lc::LISTENERS_CLOSED, 1);
             let _ = LC_CLOSING.insert(bpf_get_current_pid_tgid(), sk, 0);

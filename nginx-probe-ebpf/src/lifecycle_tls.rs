@@ -22,8 +22,8 @@ use nginx_probe_common::{lifecycle as lc, lifecycle::raw_off, off};
 use crate::{
     fds::{fd_file, fd_walk, kread, S_IFMT, S_IFSOCK},
     lifecycle::{
-        close_facts, count_nginx_close, lc_add, raw_base, raw_read, CloseFacts, TCP_CLOSE_WAIT,
-        TCP_ESTABLISHED,
+        client_close_facts, close_facts, count_nginx_close, lc_add, raw_base, raw_read, CloseFacts,
+        TCP_CLOSE_WAIT, TCP_ESTABLISHED,
     },
     maps::{LC_TLS_CLOSING, LC_TLS_ON},
     tls::CONN_LISTENING,
@@ -49,7 +49,8 @@ const EV_TIMEDOUT: u32 = 1 << 10;
 
 /// A socket whose TLS close nginx began: the facts read at its `ngx_ssl_shutdown`, and
 /// whether the close was already counted (the client's FIN came first); or one whose
-/// close the client began ([`CLIENT_BEGAN`]).
+/// close the client began ([`CLIENT_BEGAN`]: its facts are the client's side's,
+/// `lifecycle::client_close_facts`).
 #[derive(Clone, Copy)]
 #[repr(C)]
 pub(crate) struct TlsClose {
@@ -131,7 +132,7 @@ fn on_ssl_shutdown(ctx: &ProbeContext) -> Option<()> {
         // close, even when nginx's close() gets its FIN out before the client's, or
         // when the client's FIN is in but unread (OpenSSL read the alert only).
         if state == TCP_ESTABLISHED || state == TCP_CLOSE_WAIT {
-            let facts = close_facts(sk);
+            let facts = client_close_facts(sk);
             mark(
                 sk,
                 TlsClose {

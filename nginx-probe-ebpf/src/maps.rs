@@ -304,6 +304,14 @@ pub(crate) static LC_CLOSING: LruHashMap<u64, u64> =
 #[map]
 pub(crate) static LC_BORN: LruHashMap<u64, u64> = LruHashMap::with_max_entries(lc::LC_MAX_BORN, 0);
 
+/// `struct sock *` of one of nginx's client connections whose client's FIN came first
+/// -> 1 + its idle time then (ms), from `ESTABLISHED -> CLOSE_WAIT` until it leaves
+/// `CLOSE_WAIT`, where it is counted unless the close was nginx's after all. LRU:
+/// beyond `LC_MAX_CLIENT_FIN` sockets in `CLOSE_WAIT` at once, the oldest are let go.
+#[map]
+pub(crate) static LC_CLIENT_FIN: LruHashMap<u64, u64> =
+    LruHashMap::with_max_entries(lc::LC_MAX_CLIENT_FIN, 0);
+
 /// `struct sock *` of a TCP connection a tracked worker opened -> its peer, from the
 /// `connect()` (`CLOSE -> SYN_SENT`) to its `CLOSE`. LRU: an entry whose close was
 /// missed is let go.

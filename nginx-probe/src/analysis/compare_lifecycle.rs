@@ -68,6 +68,11 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "ms",
     ),
     (
+        "idle_before_client_close_p50_ms",
+        "idle time before the client's closes, p50",
+        "ms",
+    ),
+    (
         "upstream_connects_per_request",
         "upstream connects per request (all peers)",
         "",
@@ -137,6 +142,9 @@ pub fn metrics(r: &Report, requests: Option<u64>) -> Vec<(&'static str, f64)> {
     }
     if let Some(l) = &t.lifetime {
         out.push(("connection_lifetime_p50_ms", l.p50_ms as f64));
+    }
+    if let Some(i) = &t.idle_before_client_close {
+        out.push(("idle_before_client_close_p50_ms", i.p50_ms as f64));
     }
     let peers = &c.upstream_peers;
     if attached || !peers.is_empty() {
@@ -212,6 +220,16 @@ mod tests {
                 min_ms_since_attach: 1500,
                 max_ms_since_attach: 1500,
                 pinned_ms: None,
+                ..idle.clone()
+            }),
+            // The 5 clients closed after 300 ms idle.
+            idle_before_client_close: Some(IdleReport {
+                count: 5,
+                mean_ms: 300.0,
+                min_ms_since_attach: 300,
+                max_ms_since_attach: 300,
+                pinned_ms: Some(300.0),
+                hist: (0..20).map(|b| if b == 8 { 5 } else { 0 }).collect(),
                 ..idle
             }),
             ..port(80, 12, 5, 7)
@@ -247,6 +265,7 @@ mod tests {
         // p50 of 12 closes in 1024..2047 ms (1535), kept within 2000..2008.
         assert_eq!(m["idle_before_nginx_close_p50_ms"], 2000.0);
         assert_eq!(m["connection_lifetime_p50_ms"], 1500.0);
+        assert_eq!(m["idle_before_client_close_p50_ms"], 300.0);
         // Attached, no peer counted: no upstream connect in the period.
         assert_eq!(m["upstream_connects_per_request"], 0.0);
         assert_eq!(m["upstream_closed_by_peer_per_s"], 0.0);
@@ -299,7 +318,7 @@ mod tests {
         for d in METRICS.iter().filter(|d| !timed(d.0)) {
             assert_eq!(m.get(d.0), Some(&0.0), "{}", d.0);
         }
-        assert_eq!(m.len(), METRICS.len() - 3, "{m:?}");
+        assert_eq!(m.len(), METRICS.len() - 4, "{m:?}");
     }
 
     #[test]

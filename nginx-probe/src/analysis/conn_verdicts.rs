@@ -30,7 +30,7 @@ pub const KA_TIMEOUT_MIN_IDLE_MS: f64 = 500.0;
 /// Resets of a closed listener's queue from which `listener_closed_resets` is critical
 /// (below: a warning; each one is a client that got `connection reset`).
 pub const CLOSED_LISTENER_RESETS_CRITICAL: u64 = 10;
-/// Idle p99 under which nginx's closes came right after a response, ms.
+/// Idle p99 under which closes (nginx's, or the clients') came right after a response, ms.
 pub const CLOSE_AFTER_RESPONSE_MS: u64 = 100;
 
 /// The period's totals over nginx's ports, when any connection that carried data was
@@ -76,6 +76,8 @@ pub fn who_closed(inp: &Inputs) -> Option<(serde_json::Value, String)> {
         "source": "tracepoint sock:inet_sock_set_state (ESTABLISHED -> FIN_WAIT1: nginx, or a worker's exit when the closing task is exiting; -> CLOSE_WAIT: the client; -> CLOSE: a reset); nginx_draining: of nginx's, by workers that had entered ngx_close_idle_connections (uprobe); without_data_left_out: closed before the client sent a byte (tcp_sock.bytes_received), not in the counts",
         "idle_before_nginx_close_p99_ms": idle.map(|i| i.p99_ms),
         "idle_before_nginx_close_pinned_ms": idle.and_then(|i| i.pinned_ms),
+        "idle_before_client_close_p50_ms": t.idle_before_client_close.as_ref().map(|i| i.p50_ms),
+        "idle_before_client_close_p99_ms": t.idle_before_client_close.as_ref().map(|i| i.p99_ms),
     });
     let exits = if t.closed_by_worker_exit > 0 {
         format!(
@@ -209,14 +211,29 @@ pub fn keepalive_settings_ruled_out(inp: &Inputs) -> Option<String> {
     })
 }
 
-/// who_closed's sentence when the clients closed most connections first.
+/// who_closed's sentence when the clients closed most connections first, with the
+/// idle time before their closes where measured.
 fn clients_closed(inp: &Inputs, head: &str) -> String {
     let tls = if inp.tls.as_ref().is_some_and(|t| t.handshakes > 0) {
         " (on TLS, a client that answered nginx's close_notify before nginx's own close() also counts as closing first: who started the close is then not told apart)"
     } else {
         ""
     };
-    format!("{head}: the clients close their connections{tls}: a load balancer or proxy in front without keepalive to nginx, or clients that close after one request; check the load balancer's keepalive to nginx and the clients' Connection header")
+    let closes = closes(inp);
+    let idle = match closes.as_ref().and_then(|t| t.idle_before_client_close.as_ref()) {
+        Some(i) if i.p99_ms < CLOSE_AFTER_RESPONSE_MS => format!(
+            ", right after an exchange (idle before their close p50 {}, p99 {}: they close once their response is in)",
+            fmt_ms(i.p50_ms as f64),
+            fmt_ms(i.p99_ms as f64)
+        ),
+        Some(i) => format!(
+            " after they sat idle p50 {}, p99 {} (since the last data, read at their FIN)",
+            fmt_ms(i.p50_ms as f64),
+            fmt_ms(i.p99_ms as f64)
+        ),
+        None => String::new(),
+    };
+    format!("{head}: the clients close their connections{idle}{tls}: a load balancer or proxy in front without keepalive to nginx, or clients that close after one request; check the load balancer's keepalive to nginx and the clients' Connection header")
 }
 
 /// The ports where nginx closed connections first in the period.
@@ -753,7 +770,34 @@ mod tests {
             "{s}"
         );
         let (_, s) = who_closed(&inp(0, 50, None, 0)).unwrap();
-        assert!(s.contains("the clients close their connections"), "{s}");
+        assert!(
+            s.contains("the clients close their connections: a load"),
+            "{s}"
+        );
+        // With the idle time before the clients' closes measured: right after the
+        // exchange, or after a time idle.
+        for (ms, says) in [
+            (3, "the clients close their connections, right after an exchange (idle before their close p50 3 ms, p99 3 ms: they close once their response is in)"),
+            (5000, "the clients close their connections after they sat idle p50 5.0 s, p99 5.0 s (since the last data, read at their FIN)"),
+        ] {
+            let mut i = inp(0, 50, None, 0);
+            if let Some(c) = i.connections.as_mut() {
+                let mut hist = vec![0; 32];
+                hist[nginx_probe_common::lifecycle::idle_bucket(ms)] = 50;
+                c.ports[0].idle_before_client_close = Some(IdleReport {
+                    count: 50,
+                    p50_ms: ms,
+                    p99_ms: ms,
+                    min_ms_since_attach: ms,
+                    max_ms_since_attach: ms,
+                    hist,
+                    ..Default::default()
+                });
+            }
+            let (e, s) = who_closed(&i).unwrap();
+            assert!(s.contains(says), "{s}");
+            assert_eq!(e["idle_before_client_close_p99_ms"], ms);
+        }
         // Trial 8: 876 health checks closed at once beside 20 clients closed at
         // keepalive_timeout 3s: most right after a response, said so (not "0 ms to
         // 3.0 s idle" alone).

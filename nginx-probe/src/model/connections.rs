@@ -194,6 +194,19 @@ pub struct PortLifecycle {
     /// `after_nginx_wrote` is 0 here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lifetime: Option<IdleReport>,
+    /// Idle time before the client's closes (`closed_by_client`, its FIN first), at
+    /// `ESTABLISHED -> CLOSE_WAIT`, counted once the worker's close showed the close
+    /// was the client's: the time since the client's last data
+    /// (`icsk_ack.lrcvtime`), or since nginx's (`tcp_sock.lsndtime`) when nginx sent
+    /// last or the client's data came in the close's last jiffy. Absent when none was
+    /// measured (HZ or the offsets unknown, none closed). `after_nginx_wrote` is 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_before_client_close: Option<IdleReport>,
+    /// Idle time before a reset received ended an established connection (the same
+    /// two time stamps, at `ESTABLISHED -> CLOSE`): near 0 a reset mid-exchange, long
+    /// ones an idle connection dropped. Absent when none was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_before_reset_received: Option<IdleReport>,
 }
 
 impl PortLifecycle {
@@ -476,7 +489,12 @@ impl ConnectionsReport {
                 .iter()
                 .filter_map(|p| p.idle_before_nginx_close.as_ref()),
         );
-        t.lifetime = super::idle::merged(self.ports.iter().filter_map(|p| p.lifetime.as_ref()));
+        let merged = |f: fn(&PortLifecycle) -> Option<&IdleReport>| {
+            super::idle::merged(self.ports.iter().filter_map(f))
+        };
+        t.lifetime = merged(|p| p.lifetime.as_ref());
+        t.idle_before_client_close = merged(|p| p.idle_before_client_close.as_ref());
+        t.idle_before_reset_received = merged(|p| p.idle_before_reset_received.as_ref());
         t
     }
 }
@@ -591,6 +609,7 @@ fn port_lifecycle(
             *by_reason.entry(name).or_default() += n;
         }
     }
+    let measured = |at: &IdleAt| Some(idle_report(c, &d, at)).filter(|i| i.count > 0);
     let idle = (meta.hz.is_some() && meta.idle_unknown.is_none()).then(|| {
         let mut i = idle_report(c, &d, &CLIENT_IDLE);
         i.after_nginx_wrote = d(lc::IDLE_AFTER_NGINX_WROTE);
@@ -634,7 +653,9 @@ fn port_lifecycle(
         listeners_closed: d(lc::LISTENERS_CLOSED),
         resets_of_closed_listener_queue: d(lc::RST_CLOSED_LISTENER),
         idle_before_nginx_close: idle.filter(|i| i.count > 0),
-        lifetime: Some(idle_report(c, &d, &LIFETIME)).filter(|l| l.count > 0),
+        lifetime: measured(&LIFETIME),
+        idle_before_client_close: measured(&IdleAt::from_count(lc::CLIENT_CLOSE_IDLE_COUNT)),
+        idle_before_reset_received: measured(&IdleAt::from_count(lc::RESET_IDLE_COUNT)),
     }
 }
 
@@ -657,7 +678,7 @@ const CLIENT_IDLE: IdleAt = IdleAt {
 };
 
 /// A report with every field set (port 80: 10 closes by nginx pinned at 2.0 s, 3 by
-/// the client, 1 reset each way, a listener closed, the 14 lived 2.0 s; upstream peer 127.0.0.2:8080: 10
+/// the client after 1.0 s idle, 1 reset each way (the received one after 500 ms idle), a listener closed, the 14 lived 2.0 s; upstream peer 127.0.0.2:8080: 10
 /// connects, all closed by the peer after 1.0 s idle), for render tests.
 #[cfg(test)]
 pub(crate) fn sample_report() -> ConnectionsReport {
@@ -682,6 +703,16 @@ pub(crate) fn sample_report() -> ConnectionsReport {
         (lc::LIFETIME_MAX_MS, 2010),
         (lc::LIFETIME_INV_MIN_MS, !1990u64),
         (lc::LIFETIME_HIST + 10, 14),
+        (lc::CLIENT_CLOSE_IDLE_COUNT, 3),
+        (lc::CLIENT_CLOSE_IDLE_SUM_MS, 3000),
+        (lc::CLIENT_CLOSE_IDLE_MAX_MS, 1000),
+        (lc::CLIENT_CLOSE_IDLE_INV_MIN_MS, !1000u64),
+        (lc::CLIENT_CLOSE_IDLE_HIST + 9, 3),
+        (lc::RESET_IDLE_COUNT, 1),
+        (lc::RESET_IDLE_SUM_MS, 500),
+        (lc::RESET_IDLE_MAX_MS, 500),
+        (lc::RESET_IDLE_INV_MIN_MS, !500u64),
+        (lc::RESET_IDLE_HIST + 8, 1),
     ] {
         v[i] = n;
     }

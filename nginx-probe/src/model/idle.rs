@@ -82,6 +82,20 @@ pub struct IdleAt {
     pub hist: usize,
 }
 
+impl IdleAt {
+    /// Counters laid out in a row from `count`: sum, maximum, inverted minimum, then
+    /// the histogram (`lc::CLIENT_CLOSE_IDLE_COUNT`, `lc::RESET_IDLE_COUNT`).
+    pub const fn from_count(count: usize) -> Self {
+        IdleAt {
+            count,
+            sum: count + 1,
+            max: count + 2,
+            inv_min: count + 3,
+            hist: count + 4,
+        }
+    }
+}
+
 /// The idle times of the counters `at` of `c` (their change over the period by `d`):
 /// quantiles from the log2 histogram, min and max since attach, and whether they sit
 /// at one value.

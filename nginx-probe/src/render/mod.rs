@@ -21,6 +21,7 @@ mod prometheus_tls;
 pub mod sections;
 pub mod text;
 mod text_config;
+mod text_conn_idle;
 mod text_connections;
 pub mod text_history;
 mod text_lifecycle;

@@ -9,7 +9,10 @@ use super::prometheus_format::{
     Kind::{Counter, Gauge},
     Scrape, Sink,
 };
-use crate::model::{connections::PortLifecycle, upstream_lifecycle::PeerLifecycle};
+use crate::model::{
+    connections::{IdleReport, PortLifecycle},
+    upstream_lifecycle::PeerLifecycle,
+};
 
 /// One sample per port of `value`, labelled by the port and `extra` label values.
 fn per_port(s: &Scrape, o: &mut Sink, f: impl Fn(&PortLifecycle, &mut Sink, &str)) {
@@ -179,6 +182,41 @@ pub(super) const LIFETIME_COUNT: Family = Family::report(
             o.some(&[port], p.lifetime.as_ref().map(|l| l.count))
         })
     },
+)
+.omit_if_empty();
+
+/// The client's side of the idle times: before its closes (`fin`) and before resets
+/// received (`reset`), each with `f` of the report.
+fn client_side(s: &Scrape, o: &mut Sink, f: impl Fn(&IdleReport) -> f64) {
+    per_port(s, o, |p, o, port| {
+        for (how, i) in [
+            ("fin", &p.idle_before_client_close),
+            ("reset", &p.idle_before_reset_received),
+        ] {
+            if let Some(i) = i {
+                o.sample(&[port, how], f(i));
+            }
+        }
+    })
+}
+
+/// Idle time before the client's closes and resets received: sum.
+pub(super) const CLIENT_IDLE_SECONDS: Family = Family::report(
+    "nginx_probe_connection_idle_before_client_close_seconds_total",
+    Counter,
+    &["port", "how"],
+    "Sum of the idle times (since the last data sent or received: icsk_ack.lrcvtime, tcp_sock.lsndtime) of the connections their client ended first, by a FIN (how=fin, read at ESTABLISHED -> CLOSE_WAIT) or a reset received (how=reset), seconds, since attach; with _measured_total, the mean.",
+    |s, o| client_side(s, o, |i| i.mean_ms * i.count as f64 / 1e3),
+)
+.omit_if_empty();
+
+/// Idle time before the client's closes and resets received: count.
+pub(super) const CLIENT_IDLE_COUNT: Family = Family::report(
+    "nginx_probe_connection_idle_before_client_close_measured_total",
+    Counter,
+    &["port", "how"],
+    "Connections their client ended first (how=fin: its FIN; how=reset: a reset received) whose idle time was measured, since attach.",
+    |s, o| client_side(s, o, |i| i.count as f64),
 )
 .omit_if_empty();
 

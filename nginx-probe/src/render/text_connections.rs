@@ -4,16 +4,17 @@
 
 use std::fmt::Write as _;
 
-/// Pinned idle time below which nginx's closes are not an idle timeout (ms): a close
-/// within it follows the response itself (`Connection: close`, keepalive off).
-const IDLE_TIMEOUT_MIN_MS: f64 = 100.0;
-
 use crate::model::{
     connections::{fmt_ms, ConnectionsReport, PortLifecycle},
     Report,
 };
 
-use super::clock::clock;
+use super::{
+    clock::clock,
+    text_conn_idle::{
+        client_idle_lines, lifetime_line, port_pinned_lines, summary, IDLE_TIMEOUT_MIN_MS,
+    },
+};
 
 /// Appends the section; nothing when the report has no `connections`.
 pub fn connections_section(out: &mut String, r: &Report) {
@@ -85,29 +86,8 @@ pub fn connections_section(out: &mut String, r: &Report) {
         .find(|v| v.id == "keepalive_timeout_closes" || v.id == "nginx_timeout_closes")
         .map(|v| v.id.as_str());
     idle_lines(out, r, c, &t, which);
+    client_idle_lines(out, &t);
     lifetime_line(out, &t);
-}
-
-/// `p50 X p99 Y mean Z over N` of a log2 histogram of ms (idle times, lifetimes).
-fn summary(i: &crate::model::idle::IdleReport) -> String {
-    format!(
-        "p50 {} p99 {} mean {} over {}",
-        fmt_ms(i.p50_ms as f64),
-        fmt_ms(i.p99_ms as f64),
-        fmt_ms(i.mean_ms),
-        i.count
-    )
-}
-
-/// How long the connections closed in the period lived, established to first close
-/// (those established since attach: `PortLifecycle::lifetime`).
-fn lifetime_line(out: &mut String, t: &PortLifecycle) {
-    let Some(l) = &t.lifetime else { return };
-    let _ = writeln!(
-        out,
-        "  lifetime, established to first close: {} connections established since attach (log2 histogram, ms)",
-        summary(l)
-    );
 }
 
 /// On TLS, a client answering nginx's close_notify (or HTTP/2 GOAWAY) before nginx's
@@ -367,59 +347,6 @@ fn idle_lines(
     }
 }
 
-/// Each port's own pinned idle time before nginx's closes, when the ports' times
-/// differ (the total's is then not pinned: a keepalive_timeout set per server, say).
-fn port_pinned_lines(out: &mut String, c: &ConnectionsReport) {
-    if c.ports.len() < 2 {
-        return;
-    }
-    for p in &c.ports {
-        let Some(i) = p.idle_before_nginx_close.as_ref() else {
-            continue;
-        };
-        if let Some(v) = i.pinned_ms.filter(|v| *v >= IDLE_TIMEOUT_MIN_MS) {
-            let _ = writeln!(
-                out,
-                "  port {}: nginx closes connections {} after their last data ({} closes, every one since attach between {} and {}; the ports differ, so no verdict judged which timeout)",
-                p.port,
-                fmt_ms(v),
-                i.count,
-                fmt_ms(i.min_ms_since_attach as f64),
-                fmt_ms(i.max_ms_since_attach as f64)
-            );
-        }
-    }
-}
-
-/// The caveat on [`per_carried`] over TLS: a connection whose handshake completed
-/// carried data whether or not a request followed (trial 8: `hey -h2` completed
-/// thousands of handshakes it never sent a request on, so 2.3 per connection stood
-/// for nginx's 20); empty without TLS handshakes.
-pub(super) fn tls_carried_caveat(r: &Report) -> &'static str {
-    match r.tls.as_ref().filter(|t| t.handshakes > 0) {
-        Some(_) => "; over TLS a connection counts as carrying data once its handshake completed, a request or not, so this is a floor",
-        None => "",
-    }
-}
-
-/// Requests per connection over the connections that carried data, when some were
-/// closed before their client sent a byte (counted at the close) or abandoned their
-/// TLS handshake (libssl's programs): `(per connection, carried, those left out)`;
-/// None when none were, they are not counted, the requests are unknown, the abandoned
-/// handshakes are counted in the detail windows only, or QUIC connections carried
-/// some (no accept did).
-pub(super) fn per_carried(r: &Report) -> Option<(f64, u64, u64)> {
-    let count = r.requests.count.filter(|_| r.quic.is_none())?;
-    let c = r
-        .connections
-        .as_ref()
-        .filter(|c| c.without_data_unknown.is_none())?;
-    let unused = crate::model::connections::accepts_without_request(Some(c), r.tls.as_ref())?;
-    let accepts: u64 = r.workers.iter().map(|w| w.accepts).sum();
-    let carried = accepts.saturating_sub(unused);
-    (unused > 0 && carried > 0).then(|| (count as f64 / carried as f64, carried, unused))
-}
-
 /// What makes nginx close a connection right after its response, as candidates with
 /// their values (the configuration's http level, `file:line`) and the period's requests
 /// per connection: none is measured as the one (the verdicts `keepalive_off` and
@@ -457,6 +384,35 @@ fn after_response_causes(r: &Report) -> String {
         v("keepalive_time"),
         v("keepalive_timeout")
     )
+}
+
+/// The caveat on [`per_carried`] over TLS: a connection whose handshake completed
+/// carried data whether or not a request followed (trial 8: `hey -h2` completed
+/// thousands of handshakes it never sent a request on, so 2.3 per connection stood
+/// for nginx's 20); empty without TLS handshakes.
+pub(super) fn tls_carried_caveat(r: &Report) -> &'static str {
+    match r.tls.as_ref().filter(|t| t.handshakes > 0) {
+        Some(_) => "; over TLS a connection counts as carrying data once its handshake completed, a request or not, so this is a floor",
+        None => "",
+    }
+}
+
+/// Requests per connection over the connections that carried data, when some were
+/// closed before their client sent a byte (counted at the close) or abandoned their
+/// TLS handshake (libssl's programs): `(per connection, carried, those left out)`;
+/// None when none were, they are not counted, the requests are unknown, the abandoned
+/// handshakes are counted in the detail windows only, or QUIC connections carried
+/// some (no accept did).
+pub(super) fn per_carried(r: &Report) -> Option<(f64, u64, u64)> {
+    let count = r.requests.count.filter(|_| r.quic.is_none())?;
+    let c = r
+        .connections
+        .as_ref()
+        .filter(|c| c.without_data_unknown.is_none())?;
+    let unused = crate::model::connections::accepts_without_request(Some(c), r.tls.as_ref())?;
+    let accepts: u64 = r.workers.iter().map(|w| w.accepts).sum();
+    let carried = accepts.saturating_sub(unused);
+    (unused > 0 && carried > 0).then(|| (count as f64 / carried as f64, carried, unused))
 }
 
 /// The section as the HTML page and the live view show it, one source of the facts

@@ -288,6 +288,12 @@ fn tls_clients_that_close_first_are_counted_as_the_client() {
     assert_eq!(p["closed_by_client"], 20, "{p}");
     assert_eq!(p["closed_by_nginx"], 0, "{p}");
     assert_eq!(p["closed_by_reset"], 0, "{p}");
+    // curl closes once its 5th response is in (its close_notify, then its FIN): no
+    // idle time before the client's close, every one measured.
+    let i = &p["idle_before_client_close"];
+    assert_eq!(i["count"], 20, "{p}");
+    let max = i["max_ms_since_attach"].as_f64().unwrap_or(f64::MAX);
+    assert!(max < 100.0, "idle before curl's close up to {max} ms: {i}");
     assert!(verdict(&summary, "keepalive_requests_low").is_none());
 }
 
@@ -298,6 +304,58 @@ fn tls_clients_that_close_first_are_counted_as_the_client() {
 #[test]
 fn connections_closed_without_a_byte_are_counted_by_who_closed() {
     without_a_byte(false);
+}
+
+/// 4 clients send one request each and close after 600 ms idle, 3 others reset after
+/// the same 600 ms (SO_LINGER 0), beside nginx's 2 s keepalive_timeout: the idle time
+/// before the client's closes and before the resets received is 600 ms each (+-10%),
+/// every one of them, on both program sets.
+#[test]
+fn the_idle_time_before_a_client_s_close_or_reset_is_measured() {
+    for perf in [false, true] {
+        idle_before_client_close(perf);
+    }
+}
+
+fn idle_before_client_close(perf: bool) {
+    let ng = keepalive_2s();
+    let json = Probe::on(&ng).json().args(lifecycle_set(perf)).start();
+    let text = (!perf).then(|| Probe::on(&ng).plain().start());
+    let conns: Vec<TcpStream> = (0..7).map(|_| one_request(ng.addr())).collect();
+    std::thread::sleep(Duration::from_millis(600));
+    for (i, c) in conns.into_iter().enumerate() {
+        if i >= 4 {
+            reset_on_close(&c);
+        }
+        drop(c);
+    }
+    std::thread::sleep(Duration::from_millis(600));
+    let summary = json.stop().summary_json();
+    let p = port_counted_by(&summary, &ng, perf);
+    assert_eq!(p["closed_by_client"], 4, "{p}");
+    assert_eq!(p["closed_by_reset"], 3, "{p}");
+    assert_eq!(p["resets_received"], 3, "{p}");
+    for (key, n) in [
+        ("idle_before_client_close", 4),
+        ("idle_before_reset_received", 3),
+    ] {
+        let i = &p[key];
+        assert_eq!(i["count"], n, "{key}: {p}");
+        for k in ["mean_ms", "min_ms_since_attach", "max_ms_since_attach"] {
+            let v = i[k].as_f64().unwrap_or_else(|| panic!("{key}.{k} in {i}"));
+            assert!(
+                (540.0..=660.0).contains(&v),
+                "{key}.{k} {v} not 600 ms +-10%"
+            );
+        }
+    }
+    assert!(p.get("idle_before_nginx_close").is_none(), "{p}");
+    if let Some(text) = text.map(|t| t.stop().stdout) {
+        assert!(
+            text.contains("idle before the client's close (last data sent or received): p50"),
+            "{text}"
+        );
+    }
 }
 
 /// The same counted by the perf-event tracepoint programs (the fallback set).
