@@ -3,11 +3,13 @@
 //! what defeats it where nginx proxies (`proxy_http_version`, `proxy_set_header
 //! Connection`), with `file:line`; unknown when the configuration was not read.
 
+use std::net::SocketAddr;
+
 use crate::model::config::ConfigReport;
 
 /// Who ended nginx's upstream connections, measured (tracepoint
 /// `sock:inet_sock_set_state` on the sockets a worker's `connect()` opened).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct UpstreamCloses {
     /// The upstream closed most of nginx's connections to it first.
     pub upstream_closed_most: bool,
@@ -18,6 +20,10 @@ pub struct UpstreamCloses {
     /// none while nginx closed the others is no response ending its connection but
     /// nginx closing them (its pool full, or the response asking).
     pub peer_closed_after_its_data: u64,
+    /// The peers nginx's workers connected to in the period (`connect()`'s sockaddr,
+    /// `upstream_peers[].connects` > 0); None when not known whole (no upstream
+    /// lifecycle counted, or peers beyond the table summed as `other peers`).
+    pub connected: Option<Vec<SocketAddr>>,
 }
 
 impl UpstreamCloses {
@@ -48,6 +54,13 @@ pub(super) fn closes_of(inp: &super::inputs::Inputs) -> UpstreamCloses {
         upstream_closed_most: peer_first,
         ended_with_response: ended_with_response(inp),
         peer_closed_after_its_data: peer_after_data,
+        connected: inp.connections.as_ref().and_then(|c| {
+            c.upstream_peers
+                .iter()
+                .filter(|p| p.connects > 0)
+                .map(|p| p.peer.parse::<SocketAddr>().ok())
+                .collect()
+        }),
     }
 }
 
@@ -129,8 +142,74 @@ struct Pass<'a> {
     defeats: Vec<String>,
 }
 
-/// Every location that proxies, from the configuration read.
-fn passes(cfg: &ConfigReport) -> Vec<Pass<'_>> {
+/// Every location that proxies, from the configuration read; when some pass to a peer
+/// nginx connected to in the period (`closes.connected`), those whose peers are all
+/// written as addresses and got no connect are left out: they carried none of them.
+fn passes<'a>(cfg: &'a ConfigReport, closes: &UpstreamCloses) -> Vec<Pass<'a>> {
+    let all = all_passes(cfg);
+    let Some(connected) = closes.connected.as_ref() else {
+        return all.into_iter().map(|(p, _)| p).collect();
+    };
+    let carried = |v: &str| -> Option<bool> {
+        let peers = pass_peers(cfg, v)?;
+        Some(peers.iter().any(|a| connected.contains(a)))
+    };
+    let judged: Vec<Option<bool>> = all.iter().map(|(_, v)| carried(v)).collect();
+    let some_carried = judged.contains(&Some(true));
+    all.into_iter()
+        .zip(judged)
+        .filter(|(_, c)| !some_carried || *c != Some(false))
+        .map(|((p, _), _)| p)
+        .collect()
+}
+
+/// The peer addresses a `proxy_pass` value reaches: the `server` lines of the
+/// `upstream` block it names, or the address itself (port 80, 443 for `https://`,
+/// when none is written); `localhost` is 127.0.0.1 and ::1. None when any is
+/// written as another host name, a unix socket or with a variable (which peers it
+/// reaches is not known without resolving it as nginx did).
+fn pass_peers(cfg: &ConfigReport, value: &str) -> Option<Vec<SocketAddr>> {
+    let target = super::config_scope::pass_target(value)?;
+    let port = if value.trim_start().starts_with("https://") {
+        443
+    } else {
+        80
+    };
+    let written: Vec<&str> = match cfg.upstreams.iter().find(|u| u.name == target) {
+        Some(u) => u.servers.iter().map(|s| s.address.as_str()).collect(),
+        None => vec![target],
+    };
+    let mut out = Vec::new();
+    for w in written {
+        out.extend(socket_addrs(w, port)?);
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// `127.0.0.1:8080`, `[::1]:8080`, `10.0.0.1` (port `default`), `localhost:8080` as
+/// socket addresses; None for anything else.
+fn socket_addrs(written: &str, default: u16) -> Option<Vec<SocketAddr>> {
+    if let Ok(a) = written.parse::<SocketAddr>() {
+        return Some(vec![a]);
+    }
+    if let Ok(ip) = written.trim_matches(['[', ']']).parse::<std::net::IpAddr>() {
+        return Some(vec![SocketAddr::new(ip, default)]);
+    }
+    let (host, port) = match written.rsplit_once(':') {
+        Some((h, p)) => (h, p.parse::<u16>().ok()?),
+        None => (written, default),
+    };
+    host.eq_ignore_ascii_case("localhost").then(|| {
+        vec![
+            SocketAddr::from(([127, 0, 0, 1], port)),
+            SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, port)),
+        ]
+    })
+}
+
+/// Every location that proxies, from the configuration read, with its `proxy_pass`
+/// value.
+fn all_passes(cfg: &ConfigReport) -> Vec<(Pass<'_>, &str)> {
     cfg.proxied("proxy_pass")
         .map(|v| {
             let target = super::config_scope::pass_target(&v.value);
@@ -140,7 +219,7 @@ fn passes(cfg: &ConfigReport) -> Vec<Pass<'_>> {
                     .iter()
                     .find(|k| k.directive == d && Some(&k.scope) == upstream.as_ref())
             };
-            Pass {
+            let pass = Pass {
                 scope: &v.scope,
                 target,
                 pool: in_block("keepalive")
@@ -152,7 +231,8 @@ fn passes(cfg: &ConfigReport) -> Vec<Pass<'_>> {
                     .any(|u| Some(u.name.as_str()) == target)
                     || in_block("keepalive").is_some(),
                 defeats: defeats_at(cfg, &v.scope),
-            }
+            };
+            (pass, v.value.as_str())
         })
         .collect()
 }
@@ -162,14 +242,16 @@ fn passes(cfg: &ConfigReport) -> Vec<Pass<'_>> {
 /// fix: a pool configured but defeated there (`proxy_http_version` other than 1.1:
 /// HTTP/1.0, each response ends the connection; `proxy_set_header Connection` not
 /// cleared: `close` by default), or no pool for the upstream it passes to (a block
-/// without `keepalive`, a bare address); with more than one location, that which one
-/// carried the connections is not measured. When every location can reuse its pool:
+/// without `keepalive`, a bare address); only the locations whose peers got connects
+/// in the period when that is known (`UpstreamCloses::connected` against the
+/// addresses written in the configuration: [`passes`]); with more than one left, that
+/// which one carried the connections is not measured. When every location can reuse its pool:
 /// when most connections ended within a jiffy of the upstream's last data
 /// ([`ENDED_WITH_RESPONSE_SHARE`], measured), that its responses end them; when the
 /// upstream closed most connections first (measured), that the upstream ends them
 /// itself; else that why is unknown. None with neither a proxying location nor a pool.
 pub fn pool_unused(cfg: &ConfigReport, closes: &UpstreamCloses) -> Option<String> {
-    let passes = passes(cfg);
+    let passes = passes(cfg, closes);
     let all_pools = pools(cfg);
     if passes.is_empty() {
         // No proxy_pass read (another module's pass, or none): the pools alone.
@@ -263,7 +345,7 @@ pub fn pool_directives(cfg: Option<&ConfigReport>, closes: &UpstreamCloses) -> V
     let Some(c) = cfg else {
         return vec![KEEPALIVE, HTTP_1_1, CONNECTION];
     };
-    let passes = passes(c);
+    let passes = passes(c, closes);
     let mut out = Vec::new();
     let no_pool = match passes.is_empty() {
         true => pools(c).is_empty(),
@@ -275,13 +357,19 @@ pub fn pool_directives(cfg: Option<&ConfigReport>, closes: &UpstreamCloses) -> V
     if no_pool || closes.nginx_alone_ended() {
         out.push(KEEPALIVE);
     }
+    // Where the locations that may have carried the connections set them (all
+    // proxying ones when none is known).
+    let scopes: Vec<&str> = passes.iter().map(|p| p.scope).collect();
+    let at = |v: &crate::model::config::ConfigValue| {
+        passes.is_empty() || scopes.contains(&v.scope.as_str())
+    };
     if c.proxied("proxy_http_version")
-        .any(|v| v.value.trim() != "1.1")
+        .any(|v| at(v) && v.value.trim() != "1.1")
     {
         out.push(HTTP_1_1);
     }
     if c.proxied("proxy_set_header Connection")
-        .any(|v| !v.value.is_empty())
+        .any(|v| at(v) && !v.value.is_empty())
     {
         out.push(CONNECTION);
     }
@@ -402,6 +490,7 @@ mod tests {
             upstream_closed_most: true,
             ended_with_response: None,
             peer_closed_after_its_data: 0,
+            connected: None,
         };
         let c = pool_unused(inp.config.as_ref().unwrap(), &most);
         assert!(c.unwrap().ends_with("but the upstream closed most connections first (above): it ends them itself, so nginx has none to keep; what makes it close is not measured: its keepalive turned off, `Connection: close` in its responses, its idle timeout shorter than the gaps between requests on a connection, or a cap on requests per connection (check the upstream server's keepalive settings against these)"));
@@ -448,13 +537,14 @@ mod tests {
             upstream_closed_most: false,
             ended_with_response: Some((9020, 9033)),
             peer_closed_after_its_data: 889,
+            connected: None,
         };
         let c = pool_unused(&allowed, &ended).unwrap();
         assert!(c.contains("yet 9020 of 9033 upstream connections closed within a jiffy of the upstream's last data"), "{c}");
         assert!(c.ends_with("until it keeps connections alive a pool cannot reuse them, and nginx's settings are not the cause"), "{c}");
         let fewer = UpstreamCloses {
             ended_with_response: Some((8000, 9033)),
-            ..ended
+            ..ended.clone()
         };
         let c = pool_unused(&allowed, &fewer).unwrap();
         assert!(c.contains("why is unknown"), "under 90%: {c}");
@@ -464,7 +554,7 @@ mod tests {
         let alone = UpstreamCloses {
             ended_with_response: Some((735, 738)),
             peer_closed_after_its_data: 0,
-            ..ended
+            ..ended.clone()
         };
         let c = pool_unused(&allowed, &alone).unwrap();
         assert!(c.contains("yet nginx closed 735 of 738 upstream connections within a jiffy of the upstream's last data and the upstream closed none itself"), "{c}");
@@ -521,6 +611,7 @@ mod tests {
             upstream_closed_most: false,
             ended_with_response: Some((80648, 80648)),
             peer_closed_after_its_data: 0,
+            connected: None,
         };
         let a = pool_unused(&cfg, &ended).unwrap();
         assert!(a.starts_with("server d location / passes to upstream nopool, which keeps no pool (no `keepalive`): add `keepalive 32;` to it; and server d location /: proxy_http_version 1.0 (default)"), "{a}");
@@ -550,6 +641,86 @@ mod tests {
         assert_eq!(
             pool_directives(Some(&cfg), &ended),
             ["keepalive (upstream block)"]
+        );
+    }
+
+    /// Trial 9: /a passes to `upstream poolA` (127.0.0.1:19501, keepalive 16, set up
+    /// for reuse), /b to `upstream nopool` (127.0.0.1:19502), /c to the bare address
+    /// 127.0.0.1:19503; only /b's peer got connects. The advice is /b's alone: no word
+    /// of /c's missing pool nor of /a's reuse, and no "which location is not measured";
+    /// with a peer written as a host name, which locations it reaches is unknown, so
+    /// all are kept.
+    #[test]
+    fn only_the_locations_whose_peers_got_connects_are_advised() {
+        use crate::analysis::upstream_pool::{pool_directives, pool_unused, UpstreamCloses};
+        use crate::model::config::{ConfigReport, ConfigValue, UpstreamServer, UpstreamValue};
+        let (a, b, c) = (
+            "server s location /a",
+            "server s location /b",
+            "server s location /c",
+        );
+        let upstream = |name: &str, address: &str| UpstreamValue {
+            name: name.into(),
+            servers: vec![UpstreamServer {
+                address: address.into(),
+                ..Default::default()
+            }],
+            at: "/n.conf:1".into(),
+        };
+        let mut cfg = ConfigReport {
+            values: vec![
+                ConfigValue::of("proxy_pass", a, "http://poolA", "/n.conf:11"),
+                ConfigValue::of("proxy_http_version", a, "1.1", "/n.conf:11"),
+                ConfigValue::of("proxy_set_header Connection", a, "", "/n.conf:11"),
+                ConfigValue::of("proxy_pass", b, "http://nopool", "/n.conf:12"),
+                ConfigValue::of("proxy_http_version", b, "1.0", "default"),
+                ConfigValue::of("proxy_set_header Connection", b, "close", "default"),
+                ConfigValue::of("proxy_pass", c, "http://127.0.0.1:19503", "/n.conf:13"),
+                ConfigValue::of("proxy_http_version", c, "1.1", "/n.conf:13"),
+                ConfigValue::of("proxy_set_header Connection", c, "close", "default"),
+                ConfigValue::of("keepalive", "upstream poolA", "16", "/n.conf:7"),
+            ],
+            upstreams: vec![
+                upstream("poolA", "127.0.0.1:19501"),
+                upstream("nopool", "127.0.0.1:19502"),
+            ],
+            ..Default::default()
+        };
+        let only_b = UpstreamCloses {
+            connected: Some(vec!["127.0.0.1:19502".parse().unwrap()]),
+            ..Default::default()
+        };
+        let advice = pool_unused(&cfg, &only_b).unwrap();
+        assert!(
+            advice
+                .starts_with("server s location /b passes to upstream nopool, which keeps no pool"),
+            "{advice}"
+        );
+        for not in ["location /c", "location /a", "which of the"] {
+            assert!(!advice.contains(not), "{not}: {advice}");
+        }
+        // /c alone: its bare address, and /c's settings only (1.1 there).
+        let only_c = UpstreamCloses {
+            connected: Some(vec!["127.0.0.1:19503".parse().unwrap()]),
+            ..Default::default()
+        };
+        let advice = pool_unused(&cfg, &only_c).unwrap();
+        assert!(advice.starts_with("server s location /c passes to 127.0.0.1:19503, an address with no `upstream` block"), "{advice}");
+        assert_eq!(
+            pool_directives(Some(&cfg), &only_c),
+            [
+                "keepalive (upstream block)",
+                "proxy_set_header Connection \"\""
+            ]
+        );
+        // nopool's server written as a host name: /b may have carried them too.
+        cfg.upstreams[1].servers[0].address = "backend.internal:8080".into();
+        let advice = pool_unused(&cfg, &only_c).unwrap();
+        assert!(advice.contains("location /b"), "{advice}");
+        assert!(!advice.contains("location /a"), "{advice}");
+        assert!(
+            advice.contains("which of the 2 proxying locations"),
+            "{advice}"
         );
     }
 }
