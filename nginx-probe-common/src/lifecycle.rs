@@ -62,7 +62,9 @@ pub const RST_BY_REASON: usize = 12;
 pub const IDLE_HIST: usize = RST_BY_REASON + LC_REASONS;
 /// Closed first on nginx's side by the kernel as a worker exited
 /// (`ESTABLISHED -> FIN_WAIT1` in a task with `PF_EXITING`: a killed or crashed worker's
-/// sockets), not counted in [`CLOSED_BY_NGINX`].
+/// sockets; or `ESTABLISHED -> CLOSE` there, a reset for a socket with the client's
+/// data unread, a request in flight), not counted in [`CLOSED_BY_NGINX`] nor
+/// [`CLOSED_BY_RESET`].
 pub const CLOSED_BY_WORKER_EXIT: usize = IDLE_HIST + LC_IDLE_BUCKETS;
 /// Of [`IDLE_COUNT`], closes nginx sent data at most one jiffy before (a TLS
 /// close_notify, an HTTP/2 GOAWAY, or a response closed at once): their idle time is

@@ -527,8 +527,9 @@ fn count_lifetime(base: u32, sk: u64) {
 }
 
 /// A reset ended an established connection on port `base` (`ESTABLISHED -> CLOSE`):
-/// a client answering nginx's close_notify with a reset (nginx's close), a reset
-/// received (`by_reset`: with its idle time), or nginx's own in a worker's `close()`.
+/// a client answering nginx's close_notify with a reset (nginx's close), an exiting
+/// worker's socket closed with data unread (its exit), a reset received (`by_reset`:
+/// with its idle time), or nginx's own in a worker's `close()`.
 #[inline(always)]
 fn on_established_reset(base: u32, sk: u64, by_reset: bool) {
     // A client answering nginx's close_notify with a reset (it closed with
@@ -537,6 +538,13 @@ fn on_established_reset(base: u32, sk: u64, by_reset: bool) {
         count_nginx_close(base, &t.facts);
         lc_add(base, lc::CLOSED_BY_NGINX_CLIENT_FIN_FIRST, 1);
         lc_add(base, lc::CLOSED_BY_NGINX_CLIENT_RST_FIRST, 1);
+        return;
+    }
+    // An exiting worker's files closed by the kernel, the client's data unread (a
+    // request in flight when it crashed): the worker's exit, not a reset by either.
+    if !by_reset && task_exiting() {
+        lc_add(base, lc::CLOSED_BY_WORKER_EXIT, 1);
+        worker_add(worker_slot(), lc::worker::CLOSED_BY_WORKER_EXIT);
         return;
     }
     lc_add(base, lc::CLOSED_BY_RESET, 1);

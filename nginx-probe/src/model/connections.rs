@@ -79,7 +79,9 @@ pub struct PortLifecycle {
     pub closed_by_nginx: u64,
     /// Closed first on nginx's side by the kernel as the worker holding them exited
     /// (`ESTABLISHED -> FIN_WAIT1` in a task with `PF_EXITING`: a worker killed,
-    /// crashed, or ending without closing them); not in `closed_by_nginx`.
+    /// crashed, or ending without closing them; `ESTABLISHED -> CLOSE` there too, a
+    /// reset for a socket with the client's data unread: a request in flight); not in
+    /// `closed_by_nginx` nor `closed_by_reset`.
     #[serde(default)]
     pub closed_by_worker_exit: u64,
     /// The client closed first (`ESTABLISHED -> CLOSE_WAIT`), less the FINs that
