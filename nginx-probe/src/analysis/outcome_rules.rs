@@ -147,10 +147,45 @@ fn bound_of(ts: &[(f64, String)]) -> Option<f64> {
     }
 }
 
+/// The connects to `peer` that failed in the period: the larger of the upstream
+/// lifecycle's `connect_failed` (`SYN_SENT -> CLOSE`: refused, timed out) and nginx's
+/// error-log lines naming the peer that say so (`upstream_connect_timeout`,
+/// `upstream_connect_failed`); 0 when neither was counted.
+fn connects_failed(inp: &Inputs, peer: &str) -> u64 {
+    let traced = inp.connections.as_ref().map_or(0, |c| {
+        c.upstream_peers
+            .iter()
+            .filter(|p| p.peer == peer)
+            .map(|p| p.connect_failed)
+            .sum()
+    });
+    let logged = inp.nginx_errors.as_ref().map_or(0, |e| {
+        e.upstream_peers
+            .iter()
+            .filter(|p| p.peer == peer)
+            .flat_map(|p| p.by_class.iter())
+            .filter(|(c, _)| {
+                matches!(
+                    c.as_str(),
+                    "upstream_connect_timeout" | "upstream_connect_failed"
+                )
+            })
+            .map(|(_, n)| n)
+            .sum()
+    });
+    traced.max(logged)
+}
+
 /// The peers `upstream_slow` judges slow, with their p99 `$upstream_response_time` in
-/// seconds, the slowest first.
+/// seconds, the slowest first. A peer most of whose tries failed to connect is left
+/// out: its time is the connect's (`proxy_connect_timeout`), not an answer's, and
+/// `upstream_errors` judges it (trial 9: a peer that accepted nothing was called slow,
+/// its 504s put on `proxy_read_timeout`).
 fn slow_peers<'a>(inp: &Inputs, a: &'a AccessLogReport) -> Vec<(&'a UpstreamOutcomeReport, f64)> {
     let slow = |p: &UpstreamOutcomeReport| {
+        if connects_failed(inp, &p.peer) * 2 >= p.tries {
+            return None;
+        }
         let bound = bound_of(&timeouts_of(inp, p).0);
         let t = p.response_time.as_ref()?;
         let over = t.p99_s >= SLOW_UPSTREAM_S
@@ -185,12 +220,27 @@ pub fn upstream_slow(inp: &Inputs, out: &mut Vec<Verdict>) {
     let critical = timed_out > 0 || share.is_some_and(|s| s >= CRITICAL_SHARE_OF_TIMEOUT);
     let mut ev = slow_evidence(&peers);
     let against = against_timeout(&mut ev, share, &timeouts, located);
-    let timeouts_clause = if timed_out > 0 {
+    let failed = connects_failed(inp, &p.peer);
+    ev.insert("connects_failed", serde_json::json!(failed));
+    let timeouts_clause = match (timed_out, failed) {
+        (0, _) => String::new(),
+        (n, 0) => format!("; {n} of its responses were 504 (nginx gave up waiting: proxy_read_timeout)"),
+        (n, f) => format!("; {n} of its responses were 504 (nginx gave up: proxy_read_timeout while waiting for an answer, or proxy_connect_timeout on the {f} connects that failed, whose time is the connect's)"),
+    };
+    // Tries with no $upstream_status: no answer came before they ended (the client
+    // gave up, 499, or the connection was cut): their time is a floor.
+    let unanswered = p.tries.saturating_sub(p.statuses.values().sum());
+    ev.insert("unanswered_tries", serde_json::json!(unanswered));
+    let head = if unanswered * 2 >= p.tries {
         format!(
-            "; {timed_out} of its responses were 504 (nginx gave up waiting: proxy_read_timeout)"
+            "upstream {} had not answered {unanswered} of its {} tries when they ended (no $upstream_status: the client gave up, 499, or the connection was cut): they ended after p50 {:.3} s, p99 {:.3} s, a floor on its response time (nginx's access log, $upstream_response_time)",
+            p.peer, p.tries, t.p50_s, t.p99_s
         )
     } else {
-        String::new()
+        format!(
+            "upstream {} answers slowly: p50 {:.3} s, p99 {:.3} s over {} requests (nginx's access log, $upstream_response_time)",
+            p.peer, t.p50_s, t.p99_s, p.tries
+        )
     };
     out.push(Verdict::new(
         "upstream_slow",
@@ -202,8 +252,7 @@ pub fn upstream_slow(inp: &Inputs, out: &mut Vec<Verdict>) {
         ev,
         &["proxy_pass / upstream", "proxy_read_timeout"],
         format!(
-            "upstream {} answers slowly: p50 {:.3} s, p99 {:.3} s over {} requests (nginx's access log, $upstream_response_time){against}{timeouts_clause}. The time is spent in the upstream, not in nginx: look at the upstream itself; raising proxy_read_timeout only lets clients wait longer",
-            p.peer, t.p50_s, t.p99_s, p.tries
+            "{head}{against}{timeouts_clause}. The time is spent in the upstream, not in nginx: look at the upstream itself; raising proxy_read_timeout only lets clients wait longer"
         ),
     ));
 }
@@ -590,6 +639,58 @@ mod tests {
         i.access_log.as_mut().unwrap().upstreams[0].tries = 10;
         upstream_slow(&i, &mut out);
         assert!(out.is_empty());
+    }
+
+    /// Trial 9: a peer that accepts nothing, its 100 tries 504 at proxy_connect_timeout
+    /// 1s (lifecycle: 100 connects failed; or the error log's 100 `timed out ... while
+    /// connecting`): not slow, whatever its $upstream_response_time; with 10 of 100
+    /// failed, the 504s are put on either timeout. 40 tries the clients gave up on at 1 s
+    /// (no $upstream_status): said as unanswered, a floor.
+    #[test]
+    fn connect_failures_and_unanswered_tries_are_not_called_slow_answers() {
+        use crate::model::{
+            connections::ConnectionsReport, upstream_lifecycle::PeerLifecycle, NginxErrorsReport,
+            PeerErrorsReport,
+        };
+        let traced = |failed: u64| {
+            let mut i = inputs(1.003, &[("504", 100)], Some("60s"));
+            i.connections = Some(ConnectionsReport {
+                upstream_peers: vec![PeerLifecycle {
+                    peer: "10.0.0.1:80".into(),
+                    connects: 100,
+                    established: 100 - failed,
+                    connect_failed: failed,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            });
+            i
+        };
+        let mut out = Vec::new();
+        upstream_slow(&traced(100), &mut out);
+        assert!(out.is_empty(), "{out:?}");
+        let mut logged = inputs(1.003, &[("504", 100)], Some("60s"));
+        logged.nginx_errors = Some(NginxErrorsReport {
+            upstream_peers: vec![PeerErrorsReport {
+                peer: "10.0.0.1:80".into(),
+                lines: 100,
+                by_class: [("upstream_connect_timeout".to_string(), 100)].into(),
+            }],
+            ..Default::default()
+        });
+        upstream_slow(&logged, &mut out);
+        assert!(out.is_empty(), "{out:?}");
+        upstream_slow(&traced(10), &mut out);
+        assert!(out[0].advice.contains("100 of its responses were 504 (nginx gave up: proxy_read_timeout while waiting for an answer, or proxy_connect_timeout on the 10 connects that failed"), "{}", out[0].advice);
+        assert_eq!(out[0].evidence["connects_failed"], 10);
+        let mut out = Vec::new();
+        upstream_slow(&inputs(1.003, &[], Some("60s")), &mut out);
+        assert!(out[0].advice.starts_with("upstream 10.0.0.1:80 had not answered 100 of its 100 tries when they ended (no $upstream_status: the client gave up, 499, or the connection was cut): they ended after p50 0.903 s, p99 1.003 s, a floor"), "{}", out[0].advice);
+        assert!(
+            !out[0].advice.contains("answers slowly"),
+            "{}",
+            out[0].advice
+        );
     }
 
     #[test]
