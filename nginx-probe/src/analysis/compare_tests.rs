@@ -274,6 +274,7 @@ fn caveats_name_what_differs_between_the_setups_and_what_is_unknown() {
             value: v.into(),
             at: "/etc/nginx/nginx.conf:12".into(),
             not_loaded: false,
+            unread_may_set: false,
         }],
         ..Default::default()
     };

@@ -183,6 +183,16 @@ pub fn match_timeout(inp: &Inputs, ports: &[u16], pinned_ms: f64) -> TimeoutMatc
             }
         }
     }
+    // Trial 9: keepalive_timeout 2s in a file past an include glob's limit, the
+    // default 75s quoted as if in force and "no configured timeout matches".
+    let unread = cfg.values.iter().any(|v| v.unread_may_set);
+    if m.matched.is_empty() && unread {
+        m.unknown = Some(format!(
+            "part of nginx's configuration was not read ({}), and it may set the timeout; read: {}",
+            cfg.errors.first().map_or("a limit reached", |e| e.as_str()),
+            m.considered.join("; ")
+        ));
+    }
     m
 }
 

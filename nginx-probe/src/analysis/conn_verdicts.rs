@@ -197,8 +197,13 @@ pub fn keepalive_settings_ruled_out(inp: &Inputs) -> Option<String> {
     let served = inp.requests.filter(|&n| n > 0)?;
     let per_request = inp.workers.iter().map(|w| w.accepts).sum::<u64>() as f64 / served as f64;
     let cfg = &inp.served_config()?;
-    let requests = cfg.value("keepalive_requests")?;
-    let timeout = cfg.value("keepalive_timeout")?;
+    // Not vouched for when part of the configuration was not read.
+    let requests = cfg
+        .value("keepalive_requests")
+        .filter(|v| !v.unread_may_set)?;
+    let timeout = cfg
+        .value("keepalive_timeout")
+        .filter(|v| !v.unread_may_set)?;
     let on = keepalive_timeout_zero(Some(cfg)).is_none()
         && value_seconds(timeout).is_some_and(|s| s > 0.0);
     let many = requests.value.parse::<u64>().is_ok_and(|n| n > 1);
@@ -709,6 +714,22 @@ mod tests {
             "{}",
             v.advice
         );
+        // Trial 9: part of the configuration not read (keepalive_timeout 2s was in
+        // it): which timeout is unknown, the default not taken as nginx's.
+        let mut cfg = trial_config("60s", None);
+        cfg.errors =
+            vec!["/n/big.conf: not read: 5050022 bytes, over the 4194304 byte limit".into()];
+        for v in &mut cfg.values {
+            v.unread_may_set = true;
+        }
+        i.config = Some(cfg);
+        let v = judged(&i);
+        assert!(
+            v.advice.contains("which of nginx's timeouts closed them is unknown: part of nginx's configuration was not read (/n/big.conf: not read: 5050022 bytes, over the 4194304 byte limit), and it may set the timeout; read: keepalive_timeout http: 75s (default; a config file not read may set it)"),
+            "{}",
+            v.advice
+        );
+        assert!(!v.advice.contains("no configured timeout"), "{}", v.advice);
         i.config = None;
         let v = judged(&i);
         assert_eq!(v.id, "nginx_timeout_closes");

@@ -777,6 +777,7 @@ mod tests {
             value: value.into(),
             at: at.into(),
             not_loaded: false,
+            unread_may_set: false,
         };
         let judged = |values: Vec<ConfigValue>| {
             let v = judge(&Inputs {

@@ -421,6 +421,7 @@ fn keepalive_requests_low_is_ruled_out_by_who_closed_and_the_configuration() {
         value: v.into(),
         at: at.into(),
         not_loaded: false,
+        unread_may_set: false,
     };
     let mut cfg = crate::model::config::ConfigReport {
         values: vec![value("1000", "default")],
@@ -763,6 +764,7 @@ fn keepalive_requests_low_leaves_out_connections_without_a_byte() {
             value: "5".into(),
             at: "/t/nginx.conf:8".into(),
             not_loaded: false,
+            unread_may_set: false,
         }],
         ..Default::default()
     });

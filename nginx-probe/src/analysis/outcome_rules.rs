@@ -581,6 +581,7 @@ mod tests {
                     value: t.into(),
                     at: "site.conf:7".into(),
                     not_loaded: false,
+                    unread_may_set: false,
                 },
                 // The marker the evaluator writes for each location that proxies.
                 ConfigValue {
@@ -589,6 +590,7 @@ mod tests {
                     value: "close".into(),
                     at: "default".into(),
                     not_loaded: false,
+                    unread_may_set: false,
                 },
             ],
             ..Default::default()
@@ -854,6 +856,7 @@ mod tests {
             value: v.into(),
             at: at.into(),
             not_loaded: false,
+            unread_may_set: false,
         };
         let mut values = Vec::new();
         for (loc, pass, t, at) in [

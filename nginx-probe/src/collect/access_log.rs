@@ -688,6 +688,7 @@ mod tests {
             value: "on".into(),
             at: "n.conf:3".into(),
             not_loaded: false,
+            unread_may_set: false,
         });
         assert_eq!(
             every_request_logged(&sub, &[]),

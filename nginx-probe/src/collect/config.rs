@@ -297,6 +297,14 @@ pub fn read_config(
             config::evaluate_unread(&tree, &r.files, &loc.build, why)
         }
     };
+    // Whatever was not read (a file over the size limits, matches past an include
+    // glob's limit, a file that failed to parse) may set any directive: no value,
+    // default or not, is vouched for as nginx's then.
+    if !r.errors.is_empty() {
+        for v in report.values.iter_mut().chain(report.error_logs.iter_mut()) {
+            v.unread_may_set = true;
+        }
+    }
     report.main_file = main;
     report.found_by = loc.found_by.to_string();
     report.globals = loc.globals;

@@ -418,6 +418,13 @@ fn limits_bound_files_and_glob_matches() {
         r.errors,
         ["/etc/nginx/nginx.conf:1: include /etc/nginx/m/*.conf: only the first 256 matches read"]
     );
+    // What was not read may set anything: no value is vouched for (trial 9).
+    let ka = r.value("keepalive_timeout").expect("the default");
+    assert!(ka.is_default() && ka.unread_may_set, "{ka:?}");
+    assert_eq!(
+        ka.quoted(),
+        "75s (default; a config file not read may set it)"
+    );
 }
 
 #[test]

@@ -50,15 +50,22 @@ pub struct ConfigValue {
     /// loaded.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub not_loaded: bool,
+    /// Some configuration file was not read (over the size limits, past an include
+    /// glob's match limit): it may set this directive here, so the value shown (a
+    /// default above all) may not be nginx's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unread_may_set: bool,
 }
 
 impl ConfigValue {
-    /// `value (at)`, with `on disk, possibly not loaded` when so: for evidence.
+    /// `value (at)`, with `on disk, possibly not loaded` when so, and `a file not read
+    /// may set it` when so: for evidence.
     pub fn quoted(&self) -> String {
-        let stale = if self.not_loaded {
-            ", on disk, possibly not loaded"
-        } else {
-            ""
+        let stale = match (self.not_loaded, self.unread_may_set) {
+            (true, true) => ", on disk, possibly not loaded; a config file not read may set it",
+            (true, false) => ", on disk, possibly not loaded",
+            (false, true) => "; a config file not read may set it",
+            (false, false) => "",
         };
         // An empty value (`proxy_set_header Connection "";`) as written.
         let value = if self.value.is_empty() {
@@ -83,6 +90,7 @@ impl ConfigValue {
             value: value.into(),
             at: at.into(),
             not_loaded: false,
+            unread_may_set: false,
         }
     }
 }
@@ -576,6 +584,7 @@ impl Eval<'_> {
             value,
             at,
             not_loaded,
+            unread_may_set: false,
         }
     }
 
@@ -596,6 +605,7 @@ impl Eval<'_> {
                     value: default.to_string(),
                     at: DEFAULT.to_string(),
                     not_loaded: false,
+                    unread_may_set: false,
                 },
             };
             self.push(v);
@@ -764,6 +774,7 @@ impl Eval<'_> {
             value: value.to_string(),
             at: DEFAULT.to_string(),
             not_loaded: false,
+            unread_may_set: false,
         }
     }
 

@@ -322,6 +322,7 @@ fn the_access_log_and_the_configuration_have_sections_escaped() {
             value: "2s".into(),
             at: "/etc/nginx/nginx.conf:14".into(),
             not_loaded: true,
+            unread_may_set: false,
         }],
         ..Default::default()
     });

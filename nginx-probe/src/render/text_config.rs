@@ -34,7 +34,17 @@ fn at(cfg: &ConfigReport, at: &str, not_loaded: bool) -> String {
 
 fn cell(cfg: &ConfigReport, v: &ConfigValue) -> String {
     let value = if v.value.is_empty() { "\"\"" } else { &v.value };
-    format!("{} {value} ({})", v.directive, at(cfg, &v.at, v.not_loaded))
+    // A default while part of the configuration was not read: not vouched for.
+    let unread = if v.unread_may_set && v.is_default() {
+        "?"
+    } else {
+        ""
+    };
+    format!(
+        "{} {value} ({}{unread})",
+        v.directive,
+        at(cfg, &v.at, v.not_loaded)
+    )
 }
 
 /// `label: a, b, c` wrapped at [`WIDTH`].
@@ -145,6 +155,12 @@ fn title_and_problems(out: &mut String, cfg: &ConfigReport) {
     }
     for e in cfg.errors.iter().take(MAX_ERRORS_SHOWN) {
         let _ = writeln!(out, "  ! {e}");
+    }
+    if cfg.values.iter().any(|v| v.unread_may_set) {
+        let _ = writeln!(
+            out,
+            "  ! part of the configuration was not read (above): it may set or change any value below, so a `default?` may not be nginx's"
+        );
     }
     if cfg.errors.len() > MAX_ERRORS_SHOWN {
         let _ = writeln!(
@@ -258,6 +274,7 @@ mod tests {
                 value: "3".into(),
                 at: "-g".into(),
                 not_loaded: false,
+                unread_may_set: false,
             }],
             ..Default::default()
         };
