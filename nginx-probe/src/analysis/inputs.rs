@@ -165,15 +165,17 @@ impl Inputs {
         crate::model::sampling::accepts_known(self.detail.as_ref())
     }
 
-    /// Whether accepts per request may be judged: accepts known, and no QUIC
-    /// connection in the period (HTTP/3 requests count in `requests` but no accept
-    /// carried them) ([`crate::model::quic::QuicReport::makes_requests_per_accept_unknown`]).
+    /// Whether accepts per request may be judged: accepts known, no QUIC connection in
+    /// the period (HTTP/3 requests count in `requests` but no accept carried them)
+    /// ([`crate::model::quic::QuicReport::makes_requests_per_accept_unknown`]), and no
+    /// `listen unix:` ([`crate::model::unix_mix`]).
     pub fn accepts_per_request_known(&self) -> bool {
         self.accepts_known()
             && !self
                 .quic
                 .as_ref()
                 .is_some_and(|q| q.makes_requests_per_accept_unknown())
+            && crate::model::unix_mix(self.config.as_ref()).is_none()
     }
 
     /// The configuration as it bears on the period's traffic: the servers that had

@@ -39,6 +39,34 @@ fn connections_without_a_request_are_no_keepalive_off() {
     assert!(judge(&inp).iter().any(|v| v.id == "keepalive_off"));
 }
 
+/// Trial 9: nginx proxying to itself over `listen unix:`: its accepts and requests
+/// count the unix hop's (118k) beside the TCP clients' (124 connections), so accepts
+/// per request say nothing of the clients' keepalive: keepalive_off is not judged.
+#[test]
+fn a_unix_listener_makes_accepts_per_request_unknown() {
+    use crate::model::config::{ConfigReport, ListenValue};
+    let mut inp = Inputs {
+        workers: vec![w(1, 59_000, 59_000), w(2, 59_000, 59_000)],
+        ..Inputs::default()
+    };
+    assert!(judge(&inp).iter().any(|v| v.id == "keepalive_off"));
+    inp.config = Some(ConfigReport {
+        listens: vec![ListenValue {
+            scope: "server peer".into(),
+            address: "unix:/run/peer.sock".into(),
+            at: "/n.conf:4".into(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    assert!(!inp.accepts_per_request_known());
+    assert!(judge(&inp).iter().all(|v| v.id != "keepalive_off"));
+    assert_eq!(
+        crate::model::unix_mix(inp.config.as_ref()).as_deref(),
+        Some("nginx also accepts on a unix socket (listen unix:/run/peer.sock in server peer at /n.conf:4): its accepts and requests count those connections beside the TCP clients', so per connection is unknown")
+    );
+}
+
 /// Trial 7: keepalive_timeout 0 and hey's 400 requests beside a TCP health checker
 /// (2840 connections opened and closed without a byte): the health checks are no
 /// connections closed unserved; keepalive_off fires on the 400 that carried data,

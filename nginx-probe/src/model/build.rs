@@ -230,6 +230,9 @@ pub fn report(
     );
     let mut tls = tls(inputs, &all_stats, detail.is_some());
     let mut requests = requests;
+    if model::unix_mix(inputs.config).is_some() {
+        requests.per_connection = None;
+    }
     if let Some(q) = &quic {
         per_connection_with_quic(q, total_accepts, &mut requests, tls.as_mut());
     }

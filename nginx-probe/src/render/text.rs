@@ -253,6 +253,9 @@ fn requests_lines(out: &mut String, r: &Report) {
             .unwrap_or_default(),
     );
     with_data_line(out, r);
+    if let Some(why) = crate::model::unix_mix(r.config.as_ref()) {
+        let _ = writeln!(out, "  {}", text_tables::printable(&why));
+    }
     if let Some(n) = &r.stub_status {
         let _ = writeln!(
             out,

@@ -404,7 +404,10 @@ pub(super) fn tls_carried_caveat(r: &Report) -> &'static str {
 /// handshakes are counted in the detail windows only, or QUIC connections carried
 /// some (no accept did).
 pub(super) fn per_carried(r: &Report) -> Option<(f64, u64, u64)> {
-    let count = r.requests.count.filter(|_| r.quic.is_none())?;
+    let count = r
+        .requests
+        .count
+        .filter(|_| r.quic.is_none() && crate::model::unix_mix(r.config.as_ref()).is_none())?;
     let c = r
         .connections
         .as_ref()
