@@ -296,13 +296,15 @@ pub fn requests_refused(inp: &Inputs, out: &mut Vec<Verdict>) {
         "refused",
         "requests_refused",
         |share, n, requests, top| {
+            // Trial 9: `burst=10 nodelay` set, and the advice said to allow bursts.
+            let bursts = limit_req_bursts(inp);
             let how = |c: &str| {
                 match c {
-                "limit_req" => "by limit_req (\"limiting requests\" in nginx's error log; answered with limit_req_status, 503 by default): a client over the zone's rate, or bursty under it, with no burst allowed is refused at once; allow bursts with `limit_req zone=... burst=N nodelay`, or raise the zone's rate",
-                "limit_conn" => "by limit_conn (\"limiting connections\" in nginx's error log; answered with limit_conn_status, 503 by default): raise the limit_conn number or the zone's key granularity",
-                _ => "by nginx's own limits",
+                "limit_req" if !bursts.is_empty() => format!("by limit_req (\"limiting requests\" in nginx's error log; answered with limit_req_status, 503 by default): a burst is allowed where it is set ({}), and a client past its burst over the zone's rate is refused; raise burst=N or the zone's rate", bursts.join("; ")),
+                "limit_req" => "by limit_req (\"limiting requests\" in nginx's error log; answered with limit_req_status, 503 by default): a client over the zone's rate, or bursty under it, with no burst allowed is refused at once; allow bursts with `limit_req zone=... burst=N nodelay`, or raise the zone's rate".to_string(),
+                "limit_conn" => "by limit_conn (\"limiting connections\" in nginx's error log; answered with limit_conn_status, 503 by default): raise the limit_conn number or the zone's key granularity".to_string(),
+                _ => "by nginx's own limits".to_string(),
             }
-            .to_string()
             };
             // "most by limit_req", as before; a tie says so.
             let most = top
@@ -315,6 +317,26 @@ pub fn requests_refused(inp: &Inputs, out: &mut Vec<Verdict>) {
         },
         out,
     );
+}
+
+/// Every `limit_req` of the configuration when each sets `burst=` (quoted with its
+/// place); empty when one does not, or the configuration is not read.
+fn limit_req_bursts(inp: &Inputs) -> Vec<String> {
+    let Some(cfg) = inp.config.as_ref() else {
+        return Vec::new();
+    };
+    let all: Vec<_> = cfg
+        .values
+        .iter()
+        .filter(|v| v.directive == "limit_req")
+        .collect();
+    if all.is_empty() || !all.iter().all(|v| v.value.contains("burst=")) {
+        return Vec::new();
+    }
+    all.iter()
+        .take(4)
+        .map(|v| format!("{}: limit_req {}", v.scope, v.quoted()))
+        .collect()
 }
 
 /// `upstream_errors`: requests that failed on the upstream side inside nginx (timeouts,

@@ -113,6 +113,17 @@ fn refusals_by_a_limit_the_configuration_lacks_are_not_counted() {
     });
     let v = refused(&cfg).expect("limit_req configured");
     assert_eq!(v.evidence["refused"], serde_json::json!(300));
+    assert!(v.advice.contains("allow bursts with"), "{}", v.advice);
+    // Trial 9: burst=10 nodelay already set: never told to allow bursts.
+    cfg.values[0] = ConfigValue::of(
+        "limit_req",
+        "server a location /rl",
+        "zone=rl burst=10 nodelay",
+        "/x/nginx.conf:11",
+    );
+    let v = refused(&cfg).expect("limit_req configured");
+    assert!(!v.advice.contains("allow bursts with"), "{}", v.advice);
+    assert!(v.advice.contains("a burst is allowed where it is set (server a location /rl: limit_req zone=rl burst=10 nodelay (/x/nginx.conf:11)), and a client past its burst over the zone's rate is refused; raise burst=N or the zone's rate"), "{}", v.advice);
     cfg.values.clear();
     cfg.errors.push("/x/inc.conf: unreadable".into());
     let v = refused(&cfg).expect("a configuration not read whole rules out nothing");
