@@ -317,15 +317,26 @@ fn keepalive_off_advice(inp: &Inputs, c: &UpstreamConnects, p50: u64, p99: u64) 
     let closes = super::upstream_pool::closes_of(inp);
     // The pools and locations of the servers that carried the traffic only.
     let fix = super::upstream_pool::pool_advice(inp.served_config().as_ref(), &closes);
+    let what = match tcp_connects(inp).filter(|&t| t * 2 < c.connects) {
+        // Trial 9: a unix-socket upstream was told of TCP, TIME-WAIT and local ports.
+        Some(t) => format!("nginx opens and closes a connection to the upstream for every proxied request, most of them not TCP ({t} of the {} connect() calls opened a TCP connection, tracepoint sock:inet_sock_set_state: the others a unix socket's, `server unix:...`): those cost a connect() and an accept per request but hold no TIME-WAIT nor local port", c.connects),
+        None => format!("nginx opens and closes a TCP connection to the upstream for every proxied request; {}", time_wait_side(inp)),
+    };
     format!(
-        "{:.2} new upstream connections per request ({:.2} established, plus connects that found no local port; {:.2} connect() calls per request in all, failures included; connect p50 {:.0} us, p99 {:.0} us{failed}): nginx opens and closes a TCP connection to the upstream for every proxied request; {}{ran_out}; {fix}",
+        "{:.2} new upstream connections per request ({:.2} established, plus connects that found no local port; {:.2} connect() calls per request in all, failures included; connect p50 {:.0} us, p99 {:.0} us{failed}): {what}{ran_out}; {fix}",
         c.attempts_per_request(),
         c.per_request(),
         c.connects_per_request(),
         p50 as f64 / 1e3,
         p99 as f64 / 1e3,
-        time_wait_side(inp),
     )
+}
+
+/// The TCP connections nginx's workers opened to upstreams in the period (the upstream
+/// lifecycle's connects, `CLOSE -> SYN_SENT`, every peer); None when it did not count.
+fn tcp_connects(inp: &Inputs) -> Option<u64> {
+    let c = inp.connections.as_ref()?;
+    Some(c.upstream_peers.iter().map(|p| p.connects).sum())
 }
 
 /// What fd_exhaustion says of `open_file_cache` beside the regular files it counted.

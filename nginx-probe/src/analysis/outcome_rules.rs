@@ -159,10 +159,12 @@ fn connects_failed(inp: &Inputs, peer: &str) -> u64 {
             .map(|p| p.connect_failed)
             .sum()
     });
+    // The error log's peers are `scheme://host:port`, the access log's `host:port`.
+    let authority = |p: &str| p.split_once("://").map_or(p, |(_, a)| a).to_string();
     let logged = inp.nginx_errors.as_ref().map_or(0, |e| {
         e.upstream_peers
             .iter()
-            .filter(|p| p.peer == peer)
+            .filter(|p| authority(&p.peer) == peer)
             .flat_map(|p| p.by_class.iter())
             .filter(|(c, _)| {
                 matches!(
@@ -674,7 +676,7 @@ mod tests {
         let mut logged = inputs(1.003, &[("504", 100)], Some("60s"));
         logged.nginx_errors = Some(NginxErrorsReport {
             upstream_peers: vec![PeerErrorsReport {
-                peer: "10.0.0.1:80".into(),
+                peer: "http://10.0.0.1:80".into(),
                 lines: 100,
                 by_class: [("upstream_connect_timeout".to_string(), 100)].into(),
             }],

@@ -442,14 +442,9 @@ mod tests {
     #[test]
     fn a_configured_pool_unused_names_what_defeats_it_not_add_keepalive() {
         use crate::model::config::ConfigValue;
-        let mut a = w(1, 1000, 1000);
-        a.upstream_connects = 1000;
-        a.upstream_established = 1000;
         let mut inp = Inputs {
-            workers: vec![a],
-            requests: Some(1000),
             config: Some(cfg(("1.0", "default"), ("close", "default"))),
-            ..Inputs::default()
+            ..fresh_each_request()
         };
         let advice = |inp: &Inputs| {
             let mut out = Vec::new();
@@ -722,5 +717,57 @@ mod tests {
             advice.contains("which of the 2 proxying locations"),
             "{advice}"
         );
+    }
+
+    /// 1000 requests over 1000 fresh upstream connections, all established.
+    fn fresh_each_request() -> Inputs {
+        let mut a = w(1, 1000, 1000);
+        a.upstream_connects = 1000;
+        a.upstream_established = 1000;
+        Inputs {
+            workers: vec![a],
+            requests: Some(1000),
+            ..Inputs::default()
+        }
+    }
+
+    /// Trial 9: 1000 connects to a unix-socket upstream, none of them TCP per the
+    /// lifecycle: said as such, with no word of TIME-WAIT nor local ports; with the
+    /// TCP connects counted, the TIME-WAIT sentence as before.
+    #[test]
+    fn a_unix_socket_upstream_is_not_told_of_time_wait() {
+        let mut inp = Inputs {
+            connections: Some(crate::model::connections::ConnectionsReport::default()),
+            ..fresh_each_request()
+        };
+        let mut out = Vec::new();
+        upstream_keepalive_off(&inp, &mut out);
+        let advice = &out[0].advice;
+        assert!(
+            advice.contains(
+                "most of them not TCP (0 of the 1000 connect() calls opened a TCP connection"
+            ),
+            "{advice}"
+        );
+        assert!(!advice.contains("TIME-WAIT on the side"), "{advice}");
+        if let Some(c) = inp.connections.as_mut() {
+            c.upstream_peers = vec![crate::model::upstream_lifecycle::PeerLifecycle {
+                peer: "127.0.0.1:8080".into(),
+                connects: 1000,
+                established: 1000,
+                closed_by_nginx: 1000,
+                ..Default::default()
+            }];
+        }
+        let mut out = Vec::new();
+        upstream_keepalive_off(&inp, &mut out);
+        assert!(
+            out[0]
+                .advice
+                .contains("TIME-WAIT on the side that closed first"),
+            "{}",
+            out[0].advice
+        );
+        assert!(!out[0].advice.contains("not TCP"), "{}", out[0].advice);
     }
 }
