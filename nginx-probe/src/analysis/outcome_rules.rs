@@ -451,21 +451,36 @@ pub fn clients_5xx(inp: &Inputs, out: &mut Vec<Verdict>) {
     if logged == 0 {
         return;
     }
-    let explained = ["requests_refused", "upstream_errors", "upstream_slow"];
-    if out.iter().any(|v| explained.contains(&v.id.as_str())) {
+    if out.iter().any(|v| v.id == "requests_refused") {
         return;
     }
-    let n = a.status_5xx();
+    // The upstream's 5xx are explained by its verdict; nginx's own beside them (no
+    // upstream tried) are not (trial 9: 100 `return 503` folded into 50 502s of a
+    // dead upstream).
+    let upstream = ["upstream_errors", "upstream_slow"];
+    let explained = out.iter().find(|v| upstream.contains(&v.id.as_str()));
+    let n = match (explained, a.no_upstream_5xx) {
+        (None, _) => a.status_5xx(),
+        (Some(_), Some(k)) => k,
+        (Some(_), None) => return,
+    };
     let share = n as f64 / logged as f64;
     if n < CLIENTS_5XX_MIN || share < CLIENTS_5XX_MIN_SHARE {
         return;
     }
     let fives = ClientFives::of(a, n, logged);
-    let directives: &[&str] = if fives.from_peers > 0 {
-        &["error_log", "proxy_pass / upstream"]
-    } else {
-        &["error_log"]
+    let (directives, advice, mut evidence): (&[&str], String, _) = match explained {
+        Some(v) => (
+            &["error_log"],
+            format!("{n} of the {logged} requests nginx logged ({:.1}%) were answered 5xx with no upstream tried ($upstream_addr `-`: nginx's own answers, a `return`, an error page), beside the upstream's 5xx that {} judges. nginx-probe did not measure why: nginx's error log at the same times has the cause", fives.share * 100.0, v.id),
+            fives.evidence(a),
+        ),
+        None if fives.from_peers > 0 => (&["error_log", "proxy_pass / upstream"], fives.advice(a), fives.evidence(a)),
+        None => (&["error_log"], fives.advice(a), fives.evidence(a)),
     };
+    if let Some(k) = a.no_upstream_5xx {
+        evidence.insert("no_upstream_5xx", serde_json::json!(k));
+    }
     out.push(Verdict::new(
         "clients_5xx",
         if share >= CLIENTS_5XX_CRITICAL_SHARE {
@@ -473,9 +488,9 @@ pub fn clients_5xx(inp: &Inputs, out: &mut Vec<Verdict>) {
         } else {
             Severity::Warning
         },
-        fives.evidence(a),
+        evidence,
         directives,
-        fives.advice(a),
+        advice,
     ));
 }
 
@@ -501,11 +516,17 @@ pub fn clients_unharmed(inp: &Inputs) -> Option<serde_json::Value> {
 pub fn clients_saw(inp: &Inputs) -> Option<String> {
     let a = complete_log(inp)?;
     let fives: Vec<String> = a.statuses_5xx().map(|(c, n)| format!("{c} {n}")).collect();
+    let own = match a.no_upstream_5xx {
+        Some(k) if k > 0 => format!(
+            ", {k} of them with no upstream tried ($upstream_addr `-`: nginx's own, not these errors)"
+        ),
+        _ => String::new(),
+    };
     let got = if fives.is_empty() {
         "none was answered with a 5xx".to_string()
     } else {
         format!(
-            "{} were answered 5xx ({})",
+            "{} were answered 5xx ({}){own}",
             a.status_5xx(),
             fives.join(", ")
         )
@@ -790,6 +811,18 @@ mod tests {
         )];
         clients_5xx(&i, &mut out);
         assert_eq!(out.len(), 1);
+        // Trial 9: beside the upstream's, 20 with no upstream tried ($upstream_addr
+        // `-`, a `return 503`): those are not explained, and are the verdict.
+        i.access_log.as_mut().unwrap().no_upstream_5xx = Some(20);
+        clients_5xx(&i, &mut out);
+        assert_eq!(out.len(), 2);
+        assert!(out[1].advice.starts_with("20 of the 400 requests nginx logged (5.0%) were answered 5xx with no upstream tried ($upstream_addr `-`: nginx's own answers, a `return`, an error page), beside the upstream's 5xx that upstream_errors judges"), "{}", out[1].advice);
+        assert_eq!(out[1].evidence["no_upstream_5xx"], 20);
+        i.access_log.as_mut().unwrap().no_upstream_5xx = Some(0);
+        out.truncate(1);
+        clients_5xx(&i, &mut out);
+        assert_eq!(out.len(), 1);
+        i.access_log.as_mut().unwrap().no_upstream_5xx = None;
         // No line with a $status: silent.
         i.access_log.as_mut().unwrap().statuses.clear();
         let mut out = Vec::new();

@@ -165,6 +165,11 @@ pub struct Outcomes {
     pub retried_ok: u64,
     /// `$request_time` of the retried requests.
     pub retried_time: Times,
+    /// Lines whose format logs `$upstream_addr`.
+    pub upstream_addr_logged: u64,
+    /// Of those, lines answered 5xx with no upstream tried (`$upstream_addr` `-` or
+    /// empty): nginx's own 5xx (`return 503`, a limit), not an upstream's.
+    pub no_upstream_5xx: u64,
 }
 
 fn bounded(name: &str) -> String {
@@ -192,6 +197,12 @@ impl Outcomes {
                 &mut self.servers_other
             };
             slot.add(s);
+        }
+        if let Some(a) = f.upstream_addr {
+            self.upstream_addr_logged += 1;
+            if (a == "-" || a.is_empty()) && f.status.is_some_and(|s| (500..600).contains(&s)) {
+                self.no_upstream_5xx += 1;
+            }
         }
         let Some(addrs) = f.upstream_addr.filter(|a| *a != "-" && !a.is_empty()) else {
             return;
@@ -295,6 +306,8 @@ impl Outcomes {
             retried: self.retried,
             retried_ok: self.retried_ok,
             retried_time: self.retried_time.report("$request_time"),
+            no_upstream_5xx: (self.lines > 0 && self.upstream_addr_logged == self.lines)
+                .then_some(self.no_upstream_5xx),
             lacks,
             share_logged: None,
             counts_every_request: false,
@@ -413,6 +426,11 @@ pub struct AccessLogReport {
     /// Their `$request_time` (what the retries cost the clients); None when not logged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retried_time: Option<TimeReport>,
+    /// Lines answered 5xx with no upstream tried (`$upstream_addr` `-`): nginx's own
+    /// (`return 503`, a limit, an error page), not an upstream's; None unless every
+    /// line read logs `$upstream_addr`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_upstream_5xx: Option<u64>,
     /// The variables no format read carries (`$request_time`, ...).
     pub lacks: Vec<String>,
     /// Lines read over nginx's requests in the period (stub_status); None when nginx's
@@ -579,6 +597,9 @@ mod tests {
         );
         count(&mut o, &f, "499 0.200 - - - -");
         let r = o.report(&f.fields, vec![], vec![]);
+        assert_eq!(r.no_upstream_5xx, Some(0));
+        count(&mut o, &f, "503 0.000 - - - -");
+        assert_eq!(o.report(&f.fields, vec![], vec![]).no_upstream_5xx, Some(1));
         assert_eq!(r.lines, 101);
         assert_eq!(r.statuses["200"], 99);
         assert_eq!(r.classes["2xx"], 99);
