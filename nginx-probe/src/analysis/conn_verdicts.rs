@@ -154,6 +154,17 @@ fn nginx_closed_why(inp: &Inputs, idle: Option<&crate::model::connections::IdleR
     use super::config_evidence::{
         keepalive_settings, keepalive_timeout_zero, keepalive_timeout_zero_everywhere,
     };
+    // Trial 9: `return 444` closes without a response, as configured; no keepalive
+    // setting nor client is the cause of those.
+    let dropped = inp
+        .access_log
+        .as_ref()
+        .and_then(|a| a.statuses.get("444"))
+        .copied();
+    let by_nginx = closes(inp).map_or(0, |t| t.closed_by_nginx);
+    if let Some(n) = dropped.filter(|&n| by_nginx > 0 && n * 2 >= by_nginx) {
+        return format!("{after}: nginx's access log has {n} requests answered 444 (`return 444`: nginx closes the connection without a response, as configured), against {by_nginx} closes by nginx");
+    }
     if let Some(zero) = keepalive_timeout_zero(served.as_ref()) {
         return if keepalive_timeout_zero_everywhere(served.as_ref()) {
             format!("{after}: keepalive_timeout 0 is configured ({zero}), which turns client keepalive off there")
@@ -790,6 +801,16 @@ mod tests {
             s.contains("closed them 2.0 s after the last data; which timeout is unknown"),
             "{s}"
         );
+        // Trial 9: `return 444` for every request: said as such, no keepalive cause.
+        let mut dropped = inp(300, 0, Some(1.0), 1);
+        dropped.access_log = Some(crate::model::access_log::AccessLogReport {
+            lines: 300,
+            statuses: [("444".to_string(), 300)].into(),
+            ..Default::default()
+        });
+        let (_, s) = who_closed(&dropped).unwrap();
+        assert!(s.contains("nginx's access log has 300 requests answered 444 (`return 444`: nginx closes the connection without a response, as configured), against 300 closes by nginx"), "{s}");
+        assert!(!s.contains("keepalive"), "{s}");
         let (_, s) = who_closed(&inp(0, 50, None, 0)).unwrap();
         assert!(
             s.contains("the clients close their connections: a load"),

@@ -378,8 +378,13 @@ fn after_response_causes(r: &Report) -> String {
             })
             .unwrap_or_default(),
     };
+    // Trial 9: `return 444` closes without a response; its access-log lines say so.
+    let no_response = match r.access_log.as_ref().and_then(|a| a.statuses.get("444")) {
+        Some(n) => format!(", with `return 444` (nginx's access log: {n} requests closed without a response, status 444)"),
+        None => String::new(),
+    };
     format!(
-        "; nginx does so at {}{per}, at {}, with {}, or when the client asks (Connection: close, HTTP/1.0): which one is not measured",
+        "; nginx does so at {}{per}, at {}, with {}{no_response}, or when the client asks (Connection: close, HTTP/1.0): which one is not measured",
         v("keepalive_requests"),
         v("keepalive_time"),
         v("keepalive_timeout")
