@@ -317,9 +317,11 @@ fn keepalive_off_advice(inp: &Inputs, c: &UpstreamConnects, p50: u64, p99: u64) 
     let closes = super::upstream_pool::closes_of(inp);
     // The pools and locations of the servers that carried the traffic only.
     let fix = super::upstream_pool::pool_advice(inp.served_config().as_ref(), &closes);
-    let what = match tcp_connects(inp).filter(|&t| t * 2 < c.connects) {
+    // Established, not attempted: a connect that found no local port (EADDRNOTAVAIL,
+    // case 18) never reaches SYN_SENT, yet it was TCP.
+    let what = match tcp_established(inp).filter(|&t| t * 2 < c.established) {
         // Trial 9: a unix-socket upstream was told of TCP, TIME-WAIT and local ports.
-        Some(t) => format!("nginx opens and closes a connection to the upstream for every proxied request, most of them not TCP ({t} of the {} connect() calls opened a TCP connection, tracepoint sock:inet_sock_set_state: the others a unix socket's, `server unix:...`): those cost a connect() and an accept per request but hold no TIME-WAIT nor local port", c.connects),
+        Some(t) => format!("nginx opens and closes a connection to the upstream for every proxied request, most of them not TCP ({t} of the {} connections established were TCP, tracepoint sock:inet_sock_set_state: the others a unix socket's, `server unix:...`): those cost a connect() and an accept per request but hold no TIME-WAIT nor local port", c.established),
         None => format!("nginx opens and closes a TCP connection to the upstream for every proxied request; {}", time_wait_side(inp)),
     };
     format!(
@@ -332,11 +334,12 @@ fn keepalive_off_advice(inp: &Inputs, c: &UpstreamConnects, p50: u64, p99: u64) 
     )
 }
 
-/// The TCP connections nginx's workers opened to upstreams in the period (the upstream
-/// lifecycle's connects, `CLOSE -> SYN_SENT`, every peer); None when it did not count.
-fn tcp_connects(inp: &Inputs) -> Option<u64> {
+/// The TCP connections nginx's workers established to upstreams in the period (the
+/// upstream lifecycle's `SYN_SENT -> ESTABLISHED`, every peer); None when it did not
+/// count.
+fn tcp_established(inp: &Inputs) -> Option<u64> {
     let c = inp.connections.as_ref()?;
-    Some(c.upstream_peers.iter().map(|p| p.connects).sum())
+    Some(c.upstream_peers.iter().map(|p| p.established).sum())
 }
 
 /// What fd_exhaustion says of `open_file_cache` beside the regular files it counted.

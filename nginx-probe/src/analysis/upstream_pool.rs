@@ -744,9 +744,7 @@ mod tests {
         upstream_keepalive_off(&inp, &mut out);
         let advice = &out[0].advice;
         assert!(
-            advice.contains(
-                "most of them not TCP (0 of the 1000 connect() calls opened a TCP connection"
-            ),
+            advice.contains("most of them not TCP (0 of the 1000 connections established were TCP"),
             "{advice}"
         );
         assert!(!advice.contains("TIME-WAIT on the side"), "{advice}");
