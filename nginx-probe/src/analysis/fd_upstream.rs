@@ -321,7 +321,7 @@ fn keepalive_off_advice(inp: &Inputs, c: &UpstreamConnects, p50: u64, p99: u64) 
     // case 18) never reaches SYN_SENT, yet it was TCP.
     let what = match tcp_established(inp).filter(|&t| t * 2 < c.established) {
         // Trial 9: a unix-socket upstream was told of TCP, TIME-WAIT and local ports.
-        Some(t) => format!("nginx opens and closes a connection to the upstream for every proxied request, most of them not TCP ({t} of the {} connections established were TCP, tracepoint sock:inet_sock_set_state: the others a unix socket's, `server unix:...`): those cost a connect() and an accept per request but hold no TIME-WAIT nor local port", c.established),
+        Some(t) => format!("nginx opens and closes a connection to the upstream for every proxied request, most of them not TCP ({t} of the {} connections established were TCP, tracepoint sock:inet_sock_set_state; the others not TCP: a unix socket's, `server unix:...`, or another kind, which is not measured): those cost a connect() and an accept per request but hold no TIME-WAIT nor local port", c.established),
         None => format!("nginx opens and closes a TCP connection to the upstream for every proxied request; {}", time_wait_side(inp)),
     };
     format!(
