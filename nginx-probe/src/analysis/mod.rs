@@ -25,6 +25,7 @@ pub mod log_verdicts;
 pub mod nginx_rules;
 pub mod outcome_rules;
 pub mod process_history;
+pub mod tls_handshakes;
 pub mod upstream_failures;
 pub mod upstream_idle;
 pub mod upstream_pool;

@@ -19,9 +19,6 @@ pub const SLOW_SHARE_OF_TIMEOUT: f64 = 0.5;
 pub const CRITICAL_SHARE_OF_TIMEOUT: f64 = 0.9;
 /// Requests to a peer below which it is not judged.
 pub const SLOW_MIN_TRIES: u64 = 20;
-/// Share of nginx's requests the access log must hold for "the clients got" figures
-/// to stand for all requests.
-pub const MIN_SHARE_LOGGED: f64 = 0.99;
 
 /// An nginx time (`60s`, `500ms`, `1m`, `90`: seconds) in seconds.
 pub fn nginx_seconds(v: &str) -> Option<f64> {
@@ -119,15 +116,9 @@ fn read_timeouts_for(cfg: &ConfigReport, peer: &str) -> (Vec<(f64, String)>, boo
 /// The access log, when it holds the clients' statuses for (almost) every request
 /// nginx counted.
 pub(crate) fn complete_log(inp: &Inputs) -> Option<&AccessLogReport> {
-    inp.access_log
-        .as_ref()
-        .filter(|a| a.lines > 0 && a.with_status() == a.lines)
-        .filter(|a| {
-            // Against nginx's own count, or proven from the configuration when the log
-            // is the request count itself.
-            (a.share_logged.is_some_and(|s| s >= MIN_SHARE_LOGGED) || a.counts_every_request)
-                && !a.over_counted()
-        })
+    // Against nginx's own count, or proven from the configuration when the log is the
+    // request count itself.
+    inp.access_log.as_ref().filter(|a| a.is_complete())
 }
 
 /// The `proxy_read_timeout`s of the locations that proxy to `p`, and whether those could

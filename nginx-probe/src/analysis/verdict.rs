@@ -120,6 +120,7 @@ pub fn judge(inp: &Inputs) -> Vec<Verdict> {
     };
     accept_imbalance(inp, &mut out);
     keepalive_off(inp, &mut out);
+    super::tls_handshakes::tls_handshake_cost(inp, &mut out);
     super::conn_verdicts::keepalive_timeout_closes(inp, &mut out);
     super::conn_verdicts::listener_closed_resets(inp, &mut out);
     super::conn_resets::nginx_reset_connections(inp, &mut out);

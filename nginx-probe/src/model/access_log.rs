@@ -170,6 +170,10 @@ pub struct Outcomes {
     /// Of those, lines answered 5xx with no upstream tried (`$upstream_addr` `-` or
     /// empty): nginx's own 5xx (`return 503`, a limit), not an upstream's.
     pub no_upstream_5xx: u64,
+    /// Lines whose format logs `$connection_requests`.
+    pub connection_requests_logged: u64,
+    /// Of those, lines with `$connection_requests` 1: a connection's first request.
+    pub first_requests: u64,
 }
 
 fn bounded(name: &str) -> String {
@@ -197,6 +201,12 @@ impl Outcomes {
                 &mut self.servers_other
             };
             slot.add(s);
+        }
+        if let Some(n) = f.connection_requests {
+            self.connection_requests_logged += 1;
+            if n == 1 {
+                self.first_requests += 1;
+            }
         }
         if let Some(a) = f.upstream_addr {
             self.upstream_addr_logged += 1;
@@ -291,7 +301,7 @@ impl Outcomes {
         }
         let lacks = Field::ALL
             .iter()
-            .filter(|f| !fields.contains(f))
+            .filter(|f| f.reported_missing() && !fields.contains(f))
             .map(|f| f.variable().to_string())
             .collect();
         AccessLogReport {
@@ -308,6 +318,9 @@ impl Outcomes {
             retried_time: self.retried_time.report("$request_time"),
             no_upstream_5xx: (self.lines > 0 && self.upstream_addr_logged == self.lines)
                 .then_some(self.no_upstream_5xx),
+            connections_with_requests: (self.lines > 0
+                && self.connection_requests_logged == self.lines)
+                .then_some(self.first_requests),
             lacks,
             share_logged: None,
             counts_every_request: false,
@@ -431,6 +444,11 @@ pub struct AccessLogReport {
     /// line read logs `$upstream_addr`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_upstream_5xx: Option<u64>,
+    /// Client connections whose first request was logged in the period (lines with
+    /// `$connection_requests` 1): the connections that carried a request, when the log
+    /// is complete; None unless every line read logs `$connection_requests`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections_with_requests: Option<u64>,
     /// The variables no format read carries (`$request_time`, ...).
     pub lacks: Vec<String>,
     /// Lines read over nginx's requests in the period (stub_status); None when nginx's
@@ -455,6 +473,10 @@ pub struct AccessLogReport {
 /// request written to two files read, or lines from before attach (a buffered log
 /// flushed after it). Rules do not use such a log.
 pub const MAX_SHARE_LOGGED: f64 = 1.01;
+
+/// Share of nginx's requests the access log must hold for "the clients got" figures
+/// to stand for all requests.
+pub const MIN_SHARE_LOGGED: f64 = 0.99;
 
 impl AccessLogReport {
     /// Lines in any state (read in a format or not, ambiguous, cut): one per request
@@ -502,6 +524,39 @@ impl AccessLogReport {
                 self.retried, self.retried_ok
             )
         })
+    }
+
+    /// Whether the lines hold the clients' statuses for (almost) every request nginx
+    /// counted: every line read logs `$status`, and the lines are nginx's request count
+    /// itself (`counts_every_request`) or at least [`MIN_SHARE_LOGGED`] of it, never
+    /// over it.
+    pub fn is_complete(&self) -> bool {
+        self.lines > 0
+            && self.with_status() == self.lines
+            && (self.share_logged.is_some_and(|s| s >= MIN_SHARE_LOGGED)
+                || self.counts_every_request)
+            && !self.over_counted()
+    }
+
+    /// Client connections that carried a request in the period, from the access log:
+    /// `(connections, requests that may be missing from the lines)`: lines with
+    /// `$connection_requests` 1 (a connection's first request), when the log is
+    /// complete ([`Self::is_complete`]) and every line logs it; the second figure is 0
+    /// when the lines are nginx's request count itself, else the lines short of
+    /// nginx's count (each could be another connection's first request). None
+    /// otherwise.
+    pub fn connections_carried(&self) -> Option<(u64, u64)> {
+        let n = self
+            .connections_with_requests
+            .filter(|_| self.is_complete())?;
+        let missing = match (self.counts_every_request, self.share_logged) {
+            (true, _) | (false, None) => 0,
+            (false, Some(s)) if s > 0.0 => ((self.lines as f64 / s) - self.lines as f64)
+                .max(0.0)
+                .round() as u64,
+            (false, Some(_)) => 0,
+        };
+        Some((n, missing))
     }
 
     /// More lines than nginx counted requests (see [`MAX_SHARE_LOGGED`]).

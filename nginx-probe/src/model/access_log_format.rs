@@ -43,11 +43,14 @@ pub enum Field {
     UpstreamResponseTime,
     /// `$upstream_connect_time`, seconds, same shape.
     UpstreamConnectTime,
+    /// `$connection_requests`: the request's number on its client connection (1 on a
+    /// connection's first request, HTTP/1 and HTTP/2 alike).
+    ConnectionRequests,
 }
 
 impl Field {
     /// Every field, in report order.
-    pub const ALL: [Field; 7] = [
+    pub const ALL: [Field; 8] = [
         Field::Status,
         Field::RequestTime,
         Field::Server,
@@ -55,7 +58,15 @@ impl Field {
         Field::UpstreamStatus,
         Field::UpstreamResponseTime,
         Field::UpstreamConnectTime,
+        Field::ConnectionRequests,
     ];
+
+    /// The fields whose absence is said in the report (`not logged by the format`):
+    /// those the outcomes need; `$connection_requests` serves only the count of
+    /// connections that carried a request, said where that count is.
+    pub fn reported_missing(self) -> bool {
+        self != Field::ConnectionRequests
+    }
 
     fn of(var: &str) -> Option<Field> {
         Some(match var {
@@ -66,6 +77,7 @@ impl Field {
             "upstream_status" => Field::UpstreamStatus,
             "upstream_response_time" => Field::UpstreamResponseTime,
             "upstream_connect_time" => Field::UpstreamConnectTime,
+            "connection_requests" => Field::ConnectionRequests,
             _ => return None,
         })
     }
@@ -80,6 +92,7 @@ impl Field {
             Field::UpstreamStatus => "$upstream_status",
             Field::UpstreamResponseTime => "$upstream_response_time",
             Field::UpstreamConnectTime => "$upstream_connect_time",
+            Field::ConnectionRequests => "$connection_requests",
         }
     }
 }
@@ -101,6 +114,8 @@ pub struct Fields<'a> {
     pub upstream_response_time: Option<&'a str>,
     /// `$upstream_connect_time` as logged.
     pub upstream_connect_time: Option<&'a str>,
+    /// `$connection_requests`.
+    pub connection_requests: Option<u64>,
 }
 
 /// How one line matched.
@@ -329,6 +344,7 @@ impl LogFormat {
                 Field::UpstreamStatus => out.upstream_status = Some(v),
                 Field::UpstreamResponseTime => out.upstream_response_time = Some(v),
                 Field::UpstreamConnectTime => out.upstream_connect_time = Some(v),
+                Field::ConnectionRequests => out.connection_requests = v.parse().ok(),
             }
         }
         Parsed::Line(out)

@@ -233,6 +233,36 @@ fn with_data_line(out: &mut String, r: &Report) {
     );
 }
 
+/// Requests per connection over the connections that carried a request, counted in a
+/// complete access log that logs `$connection_requests` (lines with 1: a connection's
+/// first request); nothing otherwise, with QUIC connections, or `listen unix:`.
+fn with_request_line(out: &mut String, r: &Report) {
+    let Some(count) = r
+        .requests
+        .count
+        .filter(|_| r.quic.is_none() && crate::model::unix_mix(r.config.as_ref()).is_none())
+    else {
+        return;
+    };
+    let Some((carried, missing)) = r
+        .access_log
+        .as_ref()
+        .and_then(|a| a.connections_carried())
+        .filter(|(c, _)| *c > 0)
+    else {
+        return;
+    };
+    let missing = match missing {
+        0 => String::new(),
+        m => format!("; the log may miss {m} of nginx's requests, so up to {m} more"),
+    };
+    let _ = writeln!(
+        out,
+        "  per connection that carried a request {:.2} ({carried} connections: access-log lines with $connection_requests 1{missing})",
+        count as f64 / carried as f64
+    );
+}
+
 /// All of nginx's requests (count, per second, per connection, source), nginx's own
 /// counters, QUIC, TLS handshakes and the syscalls per request of all workers.
 fn requests_lines(out: &mut String, r: &Report) {
@@ -253,6 +283,7 @@ fn requests_lines(out: &mut String, r: &Report) {
             .unwrap_or_default(),
     );
     with_data_line(out, r);
+    with_request_line(out, r);
     if let Some(why) = crate::model::unix_mix(r.config.as_ref()) {
         let _ = writeln!(out, "  {}", text_tables::printable(&why));
     }

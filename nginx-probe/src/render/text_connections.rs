@@ -361,13 +361,25 @@ fn after_response_causes(r: &Report) -> String {
         Some(v) => format!("{d} {v}"),
         None => format!("{d} unknown"),
     };
-    let per = match per_carried(r) {
-        Some((p, _, unused)) => format!(
+    let logged = r
+        .requests
+        .count
+        .filter(|_| r.quic.is_none() && crate::model::unix_mix(r.config.as_ref()).is_none())
+        .zip(r.access_log.as_ref().and_then(|a| a.connections_carried()))
+        .filter(|(_, (c, _))| *c > 0);
+    let per = match (logged, per_carried(r)) {
+        (Some((count, (carried, missing))), _) => format!(
+            " ({:.1} requests per connection that carried one here: {} requests over the {carried} connections whose first request the access log holds, $connection_requests 1{})",
+            count as f64 / carried as f64,
+            r.requests.source.name(),
+            if missing > 0 { ", a ceiling: the log may miss some first requests" } else { "" }
+        ),
+        (None, Some((p, _, unused))) => format!(
             " ({p:.1} requests per connection here: {} requests over the accepts the kernel saw, less the {unused} that carried no request: closed before their client sent a byte, or their TLS handshake abandoned{})",
             r.requests.source.name(),
             tls_carried_caveat(r)
         ),
-        None => r
+        (None, None) => r
             .requests
             .per_connection
             .map(|p| {

@@ -399,3 +399,58 @@ fn tls_handshakes_are_the_client_connections_not_the_proxys_own_and_exact_betwee
     }
     assert_eq!(backend.access_log_lines(), 2 * N);
 }
+
+/// Case of trial 9 (a Go HTTP/2 client dialing TLS connections it never used): 300
+/// connections complete a TLS handshake and close without a request, beside 5 curl
+/// runs of 20 HTTP/2 requests each on one connection, with `$connection_requests` in
+/// the access log. The connections that carried a request are 5 (lines with 1), so
+/// 20.00 requests per connection that carried one, and `tls_handshake_cost` says at
+/// least the completed handshakes less 5 carried none.
+#[test]
+fn tls_connections_that_carry_no_request_are_counted_from_the_access_log() {
+    let ng = Nginx::start(&NginxConfig {
+        tls: true,
+        http2: true,
+        http_extra: "log_format withconn '$remote_addr [$time_local] \"$request\" $status $connection_requests';".into(),
+        access_log: Some("off".into()),
+        server_extra: "access_log logs/c.log withconn;".into(),
+        ..NginxConfig::default()
+    });
+    let json = Probe::on(&ng).json().start();
+    let text = Probe::on(&ng).plain().start();
+    let script = format!(
+        "import socket, ssl\nctx = ssl.create_default_context()\nctx.check_hostname = False\nctx.verify_mode = ssl.CERT_NONE\nfor _ in range(300):\n    s = ctx.wrap_socket(socket.create_connection(('127.0.0.1', {})))\n    s.close()\n",
+        ng.port
+    );
+    let out = std::process::Command::new("python3")
+        .args(["-c", &script])
+        .output()
+        .expect("python3");
+    assert!(out.status.success(), "{out:?}");
+    let url = format!("{}?[1-20]", ng.https_url());
+    for _ in 0..5 {
+        let got = curl_statuses(&["--http2", &url]);
+        assert_eq!(got.len(), 20, "{got:?}");
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let s = json.stop().summary_json();
+    let text = text.stop().stdout;
+    assert_eq!(stub_requests(&s), 100, "{s}");
+    assert_eq!(s["access_log"]["connections_with_requests"], 5, "{s}");
+    let t = &s["tls"];
+    let done = t["handshakes"].as_u64().unwrap();
+    assert_eq!(done + t["abandoned"].as_u64().unwrap(), 305, "{t}");
+    assert!(
+        text.contains("per connection that carried a request 20.00 (5 connections: access-log lines with $connection_requests 1"),
+        "{text}"
+    );
+    let v = nginx_probe_tests::verdict(&s, "tls_handshake_cost")
+        .unwrap_or_else(|| panic!("no tls_handshake_cost: {s}"));
+    assert_eq!(v["evidence"]["connections_with_requests"], 5, "{v}");
+    assert_eq!(
+        v["evidence"]["tls_handshakes_without_request_min"],
+        done - 5,
+        "{v}"
+    );
+    assert!(!verdict_ids(&s).iter().any(|i| i == "keepalive_off"), "{s}");
+}
