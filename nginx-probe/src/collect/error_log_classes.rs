@@ -468,6 +468,12 @@ const WORDING: &[(Wording, &str)] = &[
         Any(&[Starts("cannot load certificate"), Has("ssl_certificate")]),
         "ssl_certificate",
     ),
+    // A client hanging up mid-handshake (trial 9: Go's spare connections) is not a
+    // protocol or cipher mismatch: its own class, before `ssl`.
+    (
+        Starts("peer closed connection in SSL handshake"),
+        "ssl_client_closed",
+    ),
     (
         Any(&[
             Starts("SSL_"),

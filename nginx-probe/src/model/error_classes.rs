@@ -125,7 +125,18 @@ pub const CLASSES: &[Class] = &[
     c("upstream_stderr", "fastcgi_pass (the application's stderr)", O),
     c("upstream_response_buffered", "proxy_buffers / proxy_max_temp_file_size", O),
     c("client_body_buffered", "client_body_buffer_size", O),
-    c("client_invalid_request", "large_client_header_buffers / http2", O),
+    // Most of these are the client's malformed bytes (control characters, a bad
+    // chunk): no directive; only "too long"/"too large" ones are the buffers'.
+    c(
+        "client_invalid_request",
+        "- (the client's malformed request) / large_client_header_buffers (too long)",
+        O,
+    ),
+    c(
+        "ssl_client_closed",
+        "- (the client hung up mid-handshake: not a protocol or cipher mismatch)",
+        O,
+    ),
     c("proxy_protocol", "listen ... proxy_protocol", O),
     c("rewrite_cycle", "rewrite / try_files / error_page", O),
     c("permission_denied", "user / file permissions", O),
