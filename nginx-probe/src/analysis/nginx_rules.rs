@@ -402,7 +402,7 @@ fn upstream_how(inp: &Inputs, class: &str) -> String {
         "upstream_read_timeout" => "upstream timed out reading the response (504): the upstream is slow; proxy_read_timeout bounds the wait",
         "upstream_connect_timeout" => "upstream timed out while connecting (a 504 unless another peer answered): proxy_connect_timeout; the upstream is not accepting",
         "upstream_send_timeout" => "upstream timed out while sending the request (504): proxy_send_timeout",
-        "upstream_connect_failed" => "connect() to the upstream failed (a 502 unless another peer answered): it is down or refusing connections",
+        "upstream_connect_failed" => "connect() to the upstream failed (a 502 unless another peer answered): refused (down), a unix socket missing or not permitted: the errno in nginx's error-log line says which",
         "no_live_upstreams" => "no live upstreams (502): every server of the upstream block is marked failed (max_fails/fail_timeout)",
         "upstream_prematurely_closed" => "upstream closed the connection before answering (502)",
         "upstream_header_too_big" => "upstream sent a header larger than proxy_buffer_size (502)",

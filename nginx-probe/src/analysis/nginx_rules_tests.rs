@@ -674,7 +674,7 @@ fn a_tie_is_said_as_a_tie_with_each_peer() {
     let v = judge(&inp);
     let u = v.iter().find(|v| v.id == "upstream_errors").expect("fires");
     assert!(
-        u.advice.starts_with("nginx logged 600 upstream errors for 600 requests (100%), most, tied at 300 lines each: connect() to the upstream failed (a 502 unless another peer answered): it is down or refusing connections (peer: http://127.0.0.1:18901 (300 lines)); and the upstream reset fresh connections (502) (peer: http://127.0.0.1:18902 (300 lines)): nginx keeps no idle connections to it (127.0.0.1:18902 is a server of upstream be, which sets no keepalive), so none was closed under it: the peer crashed or refused the request, or a proxy or firewall in between reset the connection"),
+        u.advice.starts_with("nginx logged 600 upstream errors for 600 requests (100%), most, tied at 300 lines each: connect() to the upstream failed (a 502 unless another peer answered): refused (down), a unix socket missing or not permitted: the errno in nginx's error-log line says which (peer: http://127.0.0.1:18901 (300 lines)); and the upstream reset fresh connections (502) (peer: http://127.0.0.1:18902 (300 lines)): nginx keeps no idle connections to it (127.0.0.1:18902 is a server of upstream be, which sets no keepalive), so none was closed under it: the peer crashed or refused the request, or a proxy or firewall in between reset the connection"),
         "{}",
         u.advice
     );
