@@ -568,7 +568,9 @@ impl AccessLogReport {
     /// requests by class (`logged_5xx_share`, `logged_4xx_share`, `logged_499_share`,
     /// only when the log carries `$status`), `logged_request_p50_ms`/`_p99_ms`
     /// (`$request_time`), `upstream_response_p99_ms` (the slowest peer's p99
-    /// `$upstream_response_time`), `retried_share`. None of them without logged lines.
+    /// `$upstream_response_time`), `retried_share`, `logged_requests_per_connection`
+    /// (lines over the connections whose first request they hold,
+    /// [`Self::connections_carried`]). None of them without logged lines.
     pub fn compare_metrics(&self) -> Vec<(&'static str, f64)> {
         let mut m = Vec::new();
         if self.lines == 0 {
@@ -602,6 +604,9 @@ impl AccessLogReport {
         }
         if !self.upstreams.is_empty() {
             m.push(("retried_share", self.retried as f64 / n));
+        }
+        if let Some((c, _)) = self.connections_carried().filter(|(c, _)| *c > 0) {
+            m.push(("logged_requests_per_connection", n / c as f64));
         }
         m
     }

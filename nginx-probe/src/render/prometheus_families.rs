@@ -183,6 +183,7 @@ pub static FAMILIES: &[Family] = &[
     outcomes::SKIPPED,
     outcomes::RESPONSES,
     outcomes::SHARE,
+    outcomes::CONNECTIONS_WITH_REQUESTS,
     outcomes::REQUEST_TIME,
     outcomes::UPSTREAM_TRIES,
     outcomes::UPSTREAM_TIME,

@@ -96,6 +96,16 @@ pub(super) const SHARE: Family = Family::report(
 )
 .omit_if_empty();
 
+/// Client connections that carried a request, per the access log.
+pub(super) const CONNECTIONS_WITH_REQUESTS: Family = Family::report(
+    "nginx_probe_access_log_connections_with_requests_total",
+    Counter,
+    &[],
+    "Client connections whose first request the access log holds since attach (lines with $connection_requests 1, HTTP/1 and HTTP/2 alike): the connections that carried a request, when the log holds every request. Absent unless every line read logs $connection_requests.",
+    |s, o| o.some(&[], read(s).and_then(|a| a.connections_with_requests)),
+)
+.omit_if_empty();
+
 /// `$request_time` quantiles.
 pub(super) const REQUEST_TIME: Family = Family::report(
     "nginx_probe_access_log_request_time_seconds",
