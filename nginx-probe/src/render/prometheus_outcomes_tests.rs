@@ -40,6 +40,7 @@ pub(super) fn sample() -> AccessLogReport {
         retried: 3,
         retried_ok: 2,
         share_logged: Some(1.0),
+        connections_with_requests: Some(9),
         ..Default::default()
     }
 }
@@ -76,6 +77,7 @@ fn access_log_families_render_exact_values_and_are_absent_when_no_log_is_read() 
             "nginx_probe_access_log_responses_total{class=\"499\"} 0",
             "nginx_probe_access_log_responses_total{class=\"5xx\"} 0",
             "nginx_probe_access_log_share_logged 1",
+            "nginx_probe_access_log_connections_with_requests_total 9",
             "nginx_probe_access_log_request_time_seconds{quantile=\"0.5\"} 0.25",
             "nginx_probe_access_log_request_time_seconds{quantile=\"0.9\"} 0.25",
             "nginx_probe_access_log_request_time_seconds{quantile=\"0.99\"} 1.5",
