@@ -277,6 +277,8 @@ const QUOTES: &[(&str, &[(&str, Quote)])] = &[
         &[
             ("config_limit_req", Directive("limit_req")),
             ("config_limit_req_zone", Directive("limit_req_zone")),
+            ("config_limit_conn", Directive("limit_conn")),
+            ("config_limit_conn_zone", Directive("limit_conn_zone")),
         ],
     ),
     (

@@ -296,15 +296,13 @@ pub fn requests_refused(inp: &Inputs, out: &mut Vec<Verdict>) {
         "refused",
         "requests_refused",
         |share, n, requests, top| {
-            // Trial 9: `burst=10 nodelay` set, and the advice said to allow bursts.
-            let bursts = limit_req_bursts(inp);
-            let how = |c: &str| {
-                match c {
-                "limit_req" if !bursts.is_empty() => format!("by limit_req (\"limiting requests\" in nginx's error log; answered with limit_req_status, 503 by default): a burst is allowed where it is set ({}), and a client past its burst over the zone's rate is refused; raise burst=N or the zone's rate", bursts.join("; ")),
-                "limit_req" => "by limit_req (\"limiting requests\" in nginx's error log; answered with limit_req_status, 503 by default): a client over the zone's rate, or bursty under it, with no burst allowed is refused at once; allow bursts with `limit_req zone=... burst=N nodelay`, or raise the zone's rate".to_string(),
+            // Trial 9: `burst=10 nodelay` set, and the advice said to allow bursts;
+            // trial 10: one location with burst=5, one without, and "no burst allowed".
+            let limit_req = limit_req_advice(inp);
+            let how = |c: &str| match c {
+                "limit_req" => limit_req.clone(),
                 "limit_conn" => "by limit_conn (\"limiting connections\" in nginx's error log; answered with limit_conn_status, 503 by default): raise the limit_conn number or the zone's key granularity".to_string(),
                 _ => "by nginx's own limits".to_string(),
-            }
             };
             // "most by limit_req", as before; a tie says so.
             let most = top
@@ -319,24 +317,31 @@ pub fn requests_refused(inp: &Inputs, out: &mut Vec<Verdict>) {
     );
 }
 
-/// Every `limit_req` of the configuration when each sets `burst=` (quoted with its
-/// place); empty when one does not, or the configuration is not read.
-fn limit_req_bursts(inp: &Inputs) -> Vec<String> {
+/// `requests_refused`'s words on limit_req, by what the configuration read sets: no
+/// `burst=` anywhere (refused at once: allow bursts), `burst=` everywhere (refused past
+/// the burst: raise it or the rate), both (each said with its places: which location
+/// refused is not in the error log's line), or not read (both, hedged).
+fn limit_req_advice(inp: &Inputs) -> String {
+    const HEAD: &str = "by limit_req (\"limiting requests\" in nginx's error log; answered with limit_req_status, 503 by default)";
+    const AT_ONCE: &str = "allow bursts with `limit_req zone=... burst=N` (nodelay serves them at once instead of delaying them), or raise the zone's rate";
+    const PAST: &str = "raise burst=N or the zone's rate (nodelay changes when a burst is served, not how many are refused)";
     let Some(cfg) = inp.config.as_ref() else {
-        return Vec::new();
+        return format!("{HEAD}: a client over the zone's rate is refused at once where no burst is set, past its burst where one is (the configuration was not read); {AT_ONCE}");
     };
-    let all: Vec<_> = cfg
-        .values
-        .iter()
-        .filter(|v| v.directive == "limit_req")
-        .collect();
-    if all.is_empty() || !all.iter().all(|v| v.value.contains("burst=")) {
-        return Vec::new();
+    let places = |burst: bool| -> Vec<String> {
+        cfg.values
+            .iter()
+            .filter(|v| v.directive == "limit_req" && v.value.contains("burst=") == burst)
+            .take(4)
+            .map(|v| format!("{}: limit_req {}", v.scope, v.quoted()))
+            .collect()
+    };
+    let (with, without) = (places(true), places(false));
+    match (with.is_empty(), without.is_empty()) {
+        (false, true) => format!("{HEAD}: a burst is allowed where it is set ({}), and a client past its burst over the zone's rate is refused; {PAST}", with.join("; ")),
+        (false, false) => format!("{HEAD}: where a burst is set ({}) a client past it is refused: {PAST}; where none is ({}) a client over the rate is refused at once: {AT_ONCE}; which location refused is not in nginx's line", with.join("; "), without.join("; ")),
+        _ => format!("{HEAD}: a client over the zone's rate, or bursty under it, with no burst allowed is refused at once; {AT_ONCE}"),
     }
-    all.iter()
-        .take(4)
-        .map(|v| format!("{}: limit_req {}", v.scope, v.quoted()))
-        .collect()
 }
 
 /// `upstream_errors`: requests that failed on the upstream side inside nginx (timeouts,

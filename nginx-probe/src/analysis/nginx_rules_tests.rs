@@ -124,6 +124,18 @@ fn refusals_by_a_limit_the_configuration_lacks_are_not_counted() {
     let v = refused(&cfg).expect("limit_req configured");
     assert!(!v.advice.contains("allow bursts with"), "{}", v.advice);
     assert!(v.advice.contains("a burst is allowed where it is set (server a location /rl: limit_req zone=rl burst=10 nodelay (/x/nginx.conf:11)), and a client past its burst over the zone's rate is refused; raise burst=N or the zone's rate"), "{}", v.advice);
+    // Trial 10: one location with burst=5, one without; the refusals' location is not
+    // in nginx's line: both said, with their places, never "no burst allowed" alone.
+    cfg.values.push(ConfigValue::of(
+        "limit_req",
+        "server a location /rate",
+        "zone=rl",
+        "/x/nginx.conf:13",
+    ));
+    let v = refused(&cfg).expect("limit_req configured");
+    assert!(v.advice.contains("where a burst is set (server a location /rl: limit_req zone=rl burst=10 nodelay (/x/nginx.conf:11)) a client past it is refused: raise burst=N or the zone's rate"), "{}", v.advice);
+    assert!(v.advice.contains("where none is (server a location /rate: limit_req zone=rl (/x/nginx.conf:13)) a client over the rate is refused at once"), "{}", v.advice);
+    assert!(!v.advice.contains("with no burst allowed"), "{}", v.advice);
     cfg.values.clear();
     cfg.errors.push("/x/inc.conf: unreadable".into());
     let v = refused(&cfg).expect("a configuration not read whole rules out nothing");
