@@ -299,10 +299,12 @@ pub fn requests_refused(inp: &Inputs, out: &mut Vec<Verdict>) {
             // Trial 9: `burst=10 nodelay` set, and the advice said to allow bursts;
             // trial 10: one location with burst=5, one without, and "no burst allowed".
             let limit_req = limit_req_advice(inp);
-            let how = |c: &str| match c {
+            let how = |c: &str| {
+                match c {
                 "limit_req" => limit_req.clone(),
                 "limit_conn" => "by limit_conn (\"limiting connections\" in nginx's error log; answered with limit_conn_status, 503 by default): raise the limit_conn number or the zone's key granularity".to_string(),
                 _ => "by nginx's own limits".to_string(),
+            }
             };
             // "most by limit_req", as before; a tie says so.
             let most = top

@@ -595,7 +595,9 @@ fn worker_connections_exhausted(inp: &Inputs, out: &mut Vec<Verdict>) {
     );
     out.push(Verdict::new(
         "worker_connections_exhausted",
-        if closed > 0 || (not_enough > 0 && corroborated) {
+        // Trial 10: 177724 connections carried 1629 requests (unserved, measured) and
+        // the verdict was only a warning.
+        if closed > 0 || (unserved && reusing > 0) || (not_enough > 0 && corroborated) {
             Severity::Critical
         } else {
             Severity::Warning

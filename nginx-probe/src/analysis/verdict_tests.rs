@@ -260,6 +260,29 @@ fn connections_closed_unserved_are_worker_connections_not_keepalive() {
     assert_eq!(ids, ["worker_connections_exhausted"]);
     assert_eq!(v[0].severity, Severity::Warning);
     assert_eq!(v[0].evidence["accepts"], serde_json::json!(33_438));
+    // Trial 10: the same with nginx's "reusing connections" lines: critical.
+    let mut errors = crate::model::NginxErrorsReport {
+        readable: true,
+        ..Default::default()
+    };
+    errors
+        .classes
+        .insert("worker_connections_reusing".into(), Default::default());
+    errors
+        .classes
+        .get_mut("worker_connections_reusing")
+        .unwrap()
+        .count = 22;
+    let v = judge(&Inputs {
+        workers: vec![a.clone(), b.clone()],
+        nginx_errors: Some(errors),
+        ..Inputs::default()
+    });
+    let ex = v
+        .iter()
+        .find(|v| v.id == "worker_connections_exhausted")
+        .unwrap();
+    assert_eq!(ex.severity, Severity::Critical, "{ex:?}");
     assert!(
         v[0].advice.contains("at least 23682 were closed"),
         "{}",

@@ -194,7 +194,9 @@ pub const CLASSES: &[Class] = &[
     // nginx's info and notice lines (1.22 and 1.26 wordings).
     c(
         "client_closed_keepalive",
-        "keepalive_timeout (the client closed its idle keepalive connection first)",
+        // Trial 10: the client's own idle timeout (or nginx's upstream pool closing
+        // connections to itself) was said as nginx's keepalive_timeout.
+        "- (the client closed its idle keepalive connection first: its idle timeout, not nginx's; see the CONNECTIONS section)",
         O,
     ),
     c(
