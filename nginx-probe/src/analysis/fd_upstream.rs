@@ -324,8 +324,13 @@ fn keepalive_off_advice(inp: &Inputs, c: &UpstreamConnects, p50: u64, p99: u64) 
         Some(t) => format!("nginx opens and closes a connection to the upstream for every proxied request, most of them not TCP ({t} of the {} connections established were TCP, tracepoint sock:inet_sock_set_state; the others not TCP: a unix socket's, `server unix:...`, or another kind, which is not measured): those cost a connect() and an accept per request but hold no TIME-WAIT nor local port", c.established),
         None => format!("nginx opens and closes a TCP connection to the upstream for every proxied request; {}", time_wait_side(inp)),
     };
+    // Trial 10: nginx proxying to its own listener counts each proxied request twice.
+    let own = match crate::model::own_hops(inp.config.as_ref(), inp.connections.as_ref()) {
+        Some(why) => format!(" (per request nginx counted, its own hops among them, so per proxied request up to twice this: {why})"),
+        None => String::new(),
+    };
     format!(
-        "{:.2} new upstream connections per request ({:.2} established, plus connects that found no local port; {:.2} connect() calls per request in all, failures included; connect p50 {:.0} us, p99 {:.0} us{failed}): {what}{ran_out}; {fix}",
+        "{:.2} new upstream connections per request{own} ({:.2} established, plus connects that found no local port; {:.2} connect() calls per request in all, failures included; connect p50 {:.0} us, p99 {:.0} us{failed}): {what}{ran_out}; {fix}",
         c.attempts_per_request(),
         c.per_request(),
         c.connects_per_request(),

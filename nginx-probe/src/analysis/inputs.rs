@@ -168,14 +168,15 @@ impl Inputs {
     /// Whether accepts per request may be judged: accepts known, no QUIC connection in
     /// the period (HTTP/3 requests count in `requests` but no accept carried them)
     /// ([`crate::model::quic::QuicReport::makes_requests_per_accept_unknown`]), and no
-    /// `listen unix:` ([`crate::model::unix_mix`]).
+    /// own hop of nginx's among them ([`crate::model::own_hops`]: `listen unix:`, a
+    /// proxy to its own listener).
     pub fn accepts_per_request_known(&self) -> bool {
         self.accepts_known()
             && !self
                 .quic
                 .as_ref()
                 .is_some_and(|q| q.makes_requests_per_accept_unknown())
-            && crate::model::unix_mix(self.config.as_ref()).is_none()
+            && crate::model::own_hops(self.config.as_ref(), self.connections.as_ref()).is_none()
     }
 
     /// The configuration as it bears on the period's traffic: the servers that had

@@ -230,9 +230,6 @@ pub fn report(
     );
     let mut tls = tls(inputs, &all_stats, detail.is_some());
     let mut requests = requests;
-    if model::unix_mix(inputs.config).is_some() {
-        requests.per_connection = None;
-    }
     if let Some(q) = &quic {
         per_connection_with_quic(q, total_accepts, &mut requests, tls.as_mut());
     }
@@ -610,6 +607,13 @@ fn assemble(p: &Period, parts: Parts, missing: &[String], end_reason: Option<Str
         connections_report(lc, prev.map(|p| &p.lifecycle.0), lc_meta),
         lc_meta,
     );
+    // nginx's own hops among its accepts and requests (a `listen unix:`, a proxy to its
+    // own listener): per connection says nothing of its clients.
+    let mut parts = parts;
+    if let Some(why) = model::own_hops(inputs.config, connections.as_ref()) {
+        parts.requests.per_connection = None;
+        parts.requests.per_connection_unknown = Some(why);
+    }
     let access_log = inputs.access_log.clone().map(|mut a| {
         // Lines over nginx's own count of the same period (never over an estimate).
         a.share_logged = match (parts.requests.source, parts.requests.count) {

@@ -154,8 +154,14 @@ pub struct RequestTotals {
     /// Requests per second.
     pub per_s: Option<f64>,
     /// Requests per connection the workers accepted (accept4/accept tracepoints); None
-    /// without accepts.
+    /// without accepts, or when nginx's own hops are among them (see
+    /// `per_connection_unknown`).
     pub per_connection: Option<f64>,
+    /// Why `per_connection` is unknown though requests and accepts are known: nginx's
+    /// own hops are counted beside its clients' ([`own_hops`]: `listen unix:`, a proxy
+    /// to its own listener).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_connection_unknown: Option<String>,
     /// Why the count is unknown, or what it leaves out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -224,6 +230,7 @@ pub fn request_totals(
         per_connection: count
             .filter(|_| accepts > 0)
             .map(|c| round3(c as f64 / accepts as f64)),
+        per_connection_unknown: None,
         reason,
         syscalls_per_request: count
             .map(|c| syscalls_per_request(all, c))
@@ -434,6 +441,7 @@ impl Report {
             count: Some(count),
             per_s: (self.duration_s > 0.0).then(|| round3(count as f64 / self.duration_s)),
             per_connection: (accepts > 0).then(|| round3(count as f64 / accepts as f64)),
+            per_connection_unknown: None,
             reason: Some(
                 "recorded before nginx's counters were read: the workers' counts summed".into(),
             ),
@@ -463,6 +471,65 @@ pub fn unix_mix(cfg: Option<&crate::model::config::ConfigReport>) -> Option<Stri
         "nginx also accepts on a unix socket (listen {} in {} at {}): its accepts and requests count those connections beside the TCP clients', so per connection is unknown",
         l.address, l.scope, l.at
     ))
+}
+
+/// `(host, port)` of an nginx `listen` address or an `ip:port` peer: `127.0.0.1:80`,
+/// `[::1]:80`, `80` and `*:80` (host `*`), `localhost` (port 80); None for `unix:`
+/// or a port that is not a number.
+fn host_port(a: &str) -> Option<(&str, u16)> {
+    if a.starts_with("unix:") {
+        return None;
+    }
+    if let Some(rest) = a.strip_prefix('[') {
+        let (h, p) = rest.split_once("]:")?;
+        return Some((h, p.parse().ok()?));
+    }
+    if let Ok(p) = a.parse::<u16>() {
+        return Some(("*", p));
+    }
+    match a.rsplit_once(':') {
+        Some((h, p)) => Some((h, p.parse().ok()?)),
+        None => Some((a, 80)),
+    }
+}
+
+/// Whether `peer` (`ip:port`) is nginx's own listener `listen`: same port, and the same
+/// host, or a loopback peer on a wildcard or `localhost` listener (a wildcard listener's
+/// other local addresses are not known here, and a remote peer on the same port is not
+/// nginx).
+fn is_own_listener(listen: &str, peer: &str) -> bool {
+    let (Some((lh, lp)), Some((ph, pp))) = (host_port(listen), host_port(peer)) else {
+        return false;
+    };
+    let loopback = ph
+        .parse::<std::net::IpAddr>()
+        .is_ok_and(|ip| ip.is_loopback());
+    lp == pp && (lh == ph || (loopback && matches!(lh, "*" | "0.0.0.0" | "::" | "localhost")))
+}
+
+/// Why nginx's own accepts and requests include its own hops, so that requests per
+/// connection (and accepts per request) say nothing of its clients: a `listen unix:`
+/// ([`unix_mix`]), or an upstream peer nginx connected to in the period
+/// (`connections.upstream_peers`, lifecycle tracepoints) that is one of its own TCP
+/// listeners (the configuration's `listen`): nginx proxying to its own server block
+/// counts each proxied request twice (trial 10: 2.0 per connection for clients that
+/// sent 9,090 each). None otherwise, or without the configuration.
+pub fn own_hops(
+    cfg: Option<&crate::model::config::ConfigReport>,
+    connections: Option<&crate::model::connections::ConnectionsReport>,
+) -> Option<String> {
+    if let Some(why) = unix_mix(cfg) {
+        return Some(why);
+    }
+    let cfg = cfg?;
+    let peers = &connections?.upstream_peers;
+    peers.iter().filter(|p| p.connects > 0).find_map(|p| {
+        let l = cfg.listens.iter().find(|l| is_own_listener(&l.address, &p.peer))?;
+        Some(format!(
+            "nginx proxies to its own listener {} ({} connects in the period, lifecycle tracepoints; listen {} in {} at {}): its accepts and requests count each such hop beside the clients', so per connection is unknown",
+            p.peer, p.connects, l.address, l.scope, l.at
+        ))
+    })
 }
 
 #[cfg(test)]
@@ -583,5 +650,39 @@ mod tests {
             .reason
             .unwrap()
             .ends_with("; the access log is no count either: access_log off (n.conf:9) leaves requests unlogged"));
+    }
+
+    #[test]
+    fn nginx_proxying_to_its_own_listener_is_an_own_hop() {
+        assert!(is_own_listener("127.0.0.1:19591", "127.0.0.1:19591"));
+        assert!(is_own_listener("19591", "127.0.0.1:19591"));
+        assert!(is_own_listener("*:19591", "127.0.0.1:19591"));
+        assert!(is_own_listener("[::]:19591", "[::1]:19591"));
+        assert!(is_own_listener("localhost:19591", "127.0.0.1:19591"));
+        assert!(!is_own_listener("*:80", "10.0.0.5:80"), "a remote peer");
+        assert!(!is_own_listener("127.0.0.1:19590", "127.0.0.1:19591"));
+        assert!(!is_own_listener("unix:/x.sock", "127.0.0.1:80"));
+        let mut cfg = crate::model::config::ConfigReport::default();
+        cfg.listens.push(crate::model::config::ListenValue {
+            scope: "server b".into(),
+            address: "127.0.0.1:19591".into(),
+            at: "/x/nginx.conf:9".into(),
+            ..Default::default()
+        });
+        let mut c = crate::model::connections::ConnectionsReport::default();
+        c.upstream_peers
+            .push(crate::model::upstream_lifecycle::PeerLifecycle {
+                peer: "127.0.0.1:19591".into(),
+                connects: 91_002,
+                ..Default::default()
+            });
+        let why = own_hops(Some(&cfg), Some(&c)).expect("an own hop");
+        assert!(
+            why.starts_with("nginx proxies to its own listener 127.0.0.1:19591 (91002 connects"),
+            "{why}"
+        );
+        c.upstream_peers[0].peer = "127.0.0.2:19591".into();
+        assert_eq!(own_hops(Some(&cfg), Some(&c)), None);
+        assert_eq!(own_hops(None, Some(&c)), None);
     }
 }

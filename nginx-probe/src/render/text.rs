@@ -237,11 +237,10 @@ fn with_data_line(out: &mut String, r: &Report) {
 /// complete access log that logs `$connection_requests` (lines with 1: a connection's
 /// first request); nothing otherwise, with QUIC connections, or `listen unix:`.
 fn with_request_line(out: &mut String, r: &Report) {
-    let Some(count) = r
-        .requests
-        .count
-        .filter(|_| r.quic.is_none() && crate::model::unix_mix(r.config.as_ref()).is_none())
-    else {
+    let Some(count) = r.requests.count.filter(|_| {
+        r.quic.is_none()
+            && crate::model::own_hops(r.config.as_ref(), r.connections.as_ref()).is_none()
+    }) else {
         return;
     };
     let Some((carried, missing)) = r
@@ -284,8 +283,10 @@ fn requests_lines(out: &mut String, r: &Report) {
     );
     with_data_line(out, r);
     with_request_line(out, r);
-    if let Some(why) = crate::model::unix_mix(r.config.as_ref()) {
-        let _ = writeln!(out, "  {}", text_tables::printable(&why));
+    // Whole (trial 10: cut at 32 characters, "nginx also accepts on a unix soc…"),
+    // escaped: it quotes the configuration's addresses and paths.
+    if let Some(why) = crate::model::own_hops(r.config.as_ref(), r.connections.as_ref()) {
+        let _ = writeln!(out, "  {}", crate::safe::line(&why));
     }
     if let Some(n) = &r.stub_status {
         let _ = writeln!(

@@ -364,7 +364,10 @@ fn after_response_causes(r: &Report) -> String {
     let logged = r
         .requests
         .count
-        .filter(|_| r.quic.is_none() && crate::model::unix_mix(r.config.as_ref()).is_none())
+        .filter(|_| {
+            r.quic.is_none()
+                && crate::model::own_hops(r.config.as_ref(), r.connections.as_ref()).is_none()
+        })
         .zip(r.access_log.as_ref().and_then(|a| a.connections_carried()))
         .filter(|(_, (c, _))| *c > 0);
     let per = match (logged, per_carried(r)) {
@@ -421,10 +424,10 @@ pub(super) fn tls_carried_caveat(r: &Report) -> &'static str {
 /// handshakes are counted in the detail windows only, or QUIC connections carried
 /// some (no accept did).
 pub(super) fn per_carried(r: &Report) -> Option<(f64, u64, u64)> {
-    let count = r
-        .requests
-        .count
-        .filter(|_| r.quic.is_none() && crate::model::unix_mix(r.config.as_ref()).is_none())?;
+    let count = r.requests.count.filter(|_| {
+        r.quic.is_none()
+            && crate::model::own_hops(r.config.as_ref(), r.connections.as_ref()).is_none()
+    })?;
     let c = r
         .connections
         .as_ref()

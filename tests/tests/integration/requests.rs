@@ -1,7 +1,10 @@
 //! Requests per worker: exact with uprobes, unknown without (nginx's own counter gives
 //! the exact total); the syscall mix per request for a static file.
 
-use nginx_probe_tests::{keepalive_requests, sum_workers, workers, Nginx, NginxConfig, Probe};
+use nginx_probe_tests::{
+    keepalive_requests, sum_workers, verdict_ids, workers, Nginx, NginxConfig, Probe,
+};
+use std::time::Duration;
 
 #[test]
 fn uprobes_count_2000_requests_on_10_keepalive_connections() {
@@ -88,4 +91,58 @@ fn without_uprobes_requests_are_nginx_own_total_and_unknown_per_worker() {
         assert!(w["syscalls"].get("accept4").is_some(), "{w}");
     }
     assert_eq!(s["traced_syscalls"].as_array().unwrap().len(), 20, "{s}");
+}
+
+/// Trial 10: nginx proxying to its own second server block (TCP, no upstream
+/// keepalive). 4 curl runs of 50 requests each on one connection: nginx's counter says
+/// 400 requests (each proxied request counted at both hops) over 204 accepts, "2.0 per
+/// connection" though the clients sent 50 each. Per connection is unknown, said why
+/// (the peer, its connects, the listen line), and no accepts-per-request rule fires.
+#[test]
+fn nginx_proxying_to_its_own_listener_makes_requests_per_connection_unknown() {
+    let back = nginx_probe_tests::free_port();
+    let ng = Nginx::start(&NginxConfig {
+        http_extra: format!(
+            "server {{ listen 127.0.0.1:{back}; location / {{ return 200 back; }} }}"
+        ),
+        server_extra: format!("location / {{ proxy_pass http://127.0.0.1:{back}; }}"),
+        ..NginxConfig::default()
+    });
+    let url = format!("http://127.0.0.1:{}/?[1-50]", ng.port);
+    let run = Probe::on(&ng).json().start();
+    let text = Probe::on(&ng).plain().start();
+    for _ in 0..4 {
+        let got = nginx_probe_tests::curl_statuses(&[&url]);
+        assert_eq!(got.len(), 50, "{got:?}");
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let s = run.stop().summary_json();
+    let text = text.stop().stdout;
+    let r = &s["requests"];
+    assert_eq!(r["count"], 400, "{r}");
+    assert!(r["per_connection"].is_null(), "{r}");
+    let why = r["per_connection_unknown"].as_str().unwrap_or_default();
+    assert!(
+        why.starts_with(&format!(
+            "nginx proxies to its own listener 127.0.0.1:{back} (200 connects in the period"
+        )),
+        "{r}"
+    );
+    assert!(
+        text.contains(&format!(
+            "  nginx proxies to its own listener 127.0.0.1:{back} (200 connects"
+        )),
+        "{text}"
+    );
+    let ids = verdict_ids(&s);
+    assert!(!ids.iter().any(|i| i == "keepalive_off"), "{ids:?}");
+    let up = nginx_probe_tests::verdict(&s, "upstream_keepalive_off")
+        .unwrap_or_else(|| panic!("no upstream_keepalive_off: {ids:?}"));
+    assert!(
+        up["advice"]
+            .as_str()
+            .unwrap()
+            .contains("so per proxied request up to twice this"),
+        "{up}"
+    );
 }
