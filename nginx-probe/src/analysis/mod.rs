@@ -20,6 +20,7 @@ pub mod conn_timeouts;
 pub mod conn_verdicts;
 pub mod fd_upstream;
 pub mod inputs;
+pub mod keepalive_requests_log;
 pub mod log_rotation;
 pub mod log_verdicts;
 pub mod nginx_rules;

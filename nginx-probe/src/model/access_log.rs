@@ -174,6 +174,25 @@ pub struct Outcomes {
     pub connection_requests_logged: u64,
     /// Of those, lines with `$connection_requests` 1: a connection's first request.
     pub first_requests: u64,
+    /// Lines by `$connection_requests` value, up to [`MAX_CONNECTION_REQUESTS`]: the
+    /// connections that reached each count of requests.
+    reached: BTreeMap<u64, u64>,
+}
+
+/// The largest `$connection_requests` value counted one by one (nginx's default
+/// keepalive_requests is 1000); the lines above it only make the counts at the top
+/// unknown.
+pub const MAX_CONNECTION_REQUESTS: u64 = 1000;
+
+/// The number of requests at which most connections ended, from `$connection_requests`:
+/// a connection whose last line in the period says N ended there (or is still open).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct EndedAt {
+    /// Requests on the connection, N (2 or more).
+    pub requests: u64,
+    /// Connections whose last logged request was the Nth (lines with N less lines with
+    /// N + 1).
+    pub connections: u64,
 }
 
 fn bounded(name: &str) -> String {
@@ -206,6 +225,9 @@ impl Outcomes {
             self.connection_requests_logged += 1;
             if n == 1 {
                 self.first_requests += 1;
+            }
+            if (1..=MAX_CONNECTION_REQUESTS).contains(&n) {
+                *self.reached.entry(n).or_insert(0) += 1;
             }
         }
         if let Some(a) = f.upstream_addr {
@@ -253,6 +275,20 @@ impl Outcomes {
                 peer.connect.add(ms);
             }
         }
+    }
+
+    /// The request count (2 or more, below [`MAX_CONNECTION_REQUESTS`]) at which the
+    /// most connections ended: lines with N less lines with N + 1; None when none did.
+    fn ended_most_at(&self) -> Option<EndedAt> {
+        self.reached
+            .iter()
+            .filter(|(n, _)| **n >= 2 && **n < MAX_CONNECTION_REQUESTS)
+            .map(|(n, c)| EndedAt {
+                requests: *n,
+                connections: c.saturating_sub(self.reached.get(&(n + 1)).copied().unwrap_or(0)),
+            })
+            .filter(|e| e.connections > 0)
+            .max_by_key(|e| (e.connections, std::cmp::Reverse(e.requests)))
     }
 
     /// The report's section; `fields` are those the formats read carry, `files` the
@@ -321,6 +357,9 @@ impl Outcomes {
             connections_with_requests: (self.lines > 0
                 && self.connection_requests_logged == self.lines)
                 .then_some(self.first_requests),
+            ended_most_at: (self.lines > 0 && self.connection_requests_logged == self.lines)
+                .then(|| self.ended_most_at())
+                .flatten(),
             lacks,
             share_logged: None,
             counts_every_request: false,
@@ -449,6 +488,11 @@ pub struct AccessLogReport {
     /// is complete; None unless every line read logs `$connection_requests`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connections_with_requests: Option<u64>,
+    /// The request count at which the most connections ended (`$connection_requests`:
+    /// a connection's last line in the period), with how many; None unless every line
+    /// read logs `$connection_requests`, or when none ended at 2 or more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_most_at: Option<EndedAt>,
     /// The variables no format read carries (`$request_time`, ...).
     pub lacks: Vec<String>,
     /// Lines read over nginx's requests in the period (stub_status); None when nginx's
@@ -635,6 +679,33 @@ mod tests {
             Parsed::Line(x) => o.add(&x),
             other => panic!("{line}: {other:?}"),
         }
+    }
+
+    #[test]
+    fn connections_and_where_they_ended_are_read_from_connection_requests() {
+        let f = LogFormat::compile("c", "$status $connection_requests", "default").unwrap();
+        let mut o = Outcomes::default();
+        // 3 connections of 50 requests, 1 of 20, 2 of 1.
+        for len in [50, 50, 50, 20, 1, 1] {
+            for i in 1..=len {
+                count(&mut o, &f, &format!("200 {i}"));
+            }
+        }
+        let r = o.report(&f.fields, vec![], vec![]);
+        assert_eq!(r.connections_with_requests, Some(6));
+        assert_eq!(
+            r.ended_most_at,
+            Some(EndedAt {
+                requests: 50,
+                connections: 3
+            })
+        );
+        assert!(!r.lacks.contains(&"$connection_requests".to_string()));
+        // A format without it: neither.
+        let g = LogFormat::compile("s", "$status", "default").unwrap();
+        count(&mut o, &g, "200");
+        let r = o.report(&f.fields, vec![], vec![]);
+        assert_eq!((r.connections_with_requests, r.ended_most_at), (None, None));
     }
 
     #[test]

@@ -407,3 +407,48 @@ fn a_reopen_under_load_counts_each_log_line_once_in_its_own_file() {
     }
     assert_eq!(a["lines"], ok as u64, "{a}");
 }
+
+/// Trial 10: `keepalive_requests 5` and one client sending 1000 requests on a
+/// keepalive connection it reopens each time nginx closes it (python's http.client):
+/// 200 connections of exactly 5 requests. With `$connection_requests` in a complete
+/// access log, `keepalive_requests_low` fires from the log, not from the mean: 200 of
+/// the 200 connections that carried a request ended after exactly 5, keepalive_requests
+/// 5 quoted with its line.
+#[test]
+fn connections_ending_at_keepalive_requests_are_read_from_the_access_log() {
+    let ng = Nginx::start(&NginxConfig {
+        http_extra: "log_format cr '$status $connection_requests'; keepalive_requests 5;".into(),
+        access_log: Some("off".into()),
+        server_extra: "access_log logs/cr.log cr;".into(),
+        ..NginxConfig::default()
+    });
+    let script = format!(
+        "import http.client\nc = http.client.HTTPConnection('127.0.0.1', {})\nfor _ in range(1000):\n    c.request('GET', '/')\n    r = c.getresponse()\n    assert r.status == 200\n    r.read()\nc.close()\n",
+        ng.port
+    );
+    let s = Probe::on(&ng).json().summary_around(|| {
+        let out = std::process::Command::new("python3")
+            .args(["-c", &script])
+            .output()
+            .expect("python3");
+        assert!(out.status.success(), "{out:?}");
+        std::thread::sleep(Duration::from_millis(600));
+    });
+    let a = &s["access_log"];
+    assert_eq!(a["lines"], 1000, "{a}");
+    assert_eq!(a["connections_with_requests"], 200, "{a}");
+    assert_eq!(
+        a["ended_most_at"],
+        serde_json::json!({"requests": 5, "connections": 200}),
+        "{a}"
+    );
+    let v = verdict(&s, "keepalive_requests_low")
+        .unwrap_or_else(|| panic!("no keepalive_requests_low: {:?}", verdict_ids(&s)));
+    assert_eq!(v["evidence"]["connections_ended_at_n"], 200, "{v}");
+    assert!(
+        v["advice"].as_str().unwrap().contains(
+            "200 of the 200 connections that carried a request ended after exactly 5 requests"
+        ),
+        "{v}"
+    );
+}

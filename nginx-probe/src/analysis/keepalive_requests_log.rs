@@ -1,0 +1,137 @@
+//! `keepalive_requests_low` from the access log: where `$connection_requests` is
+//! logged on every line of a complete log, the request count at which most
+//! connections ended is read, not inferred from a mean (newcomer trial 10: 2265 of
+//! 2285 connections ended at exactly 50 under `keepalive_requests 50`, and the mean's
+//! tolerance, 20 connections open at the end over 3399, held the verdict back). Pure.
+
+use std::collections::BTreeMap;
+
+use super::inputs::Inputs;
+use crate::model::{Severity, Verdict};
+
+/// Share of the connections that carried a request that must have ended at the same
+/// count N for N to be where connections end.
+pub const ENDED_AT_MIN_SHARE: f64 = 0.5;
+
+/// Fires `keepalive_requests_low` from the log and returns true, or returns false
+/// (the mean-based rule then judges): a complete log with `$connection_requests`, at
+/// least [`super::nginx_rules::KEEPALIVE_REQUESTS_MIN_ACCEPTS`] connections that
+/// carried a request, most of them ([`ENDED_AT_MIN_SHARE`]) ending at the same N from
+/// 2 to [`super::nginx_rules::KEEPALIVE_REQUESTS_LOW_MAX`]. Silent (true, nothing
+/// pushed) when the configuration read sets keepalive_requests N nowhere: the clients
+/// themselves send N and close.
+pub fn keepalive_requests_ended(inp: &Inputs, out: &mut Vec<Verdict>) -> bool {
+    let Some(a) = super::outcome_rules::complete_log(inp) else {
+        return false;
+    };
+    let (Some((carried, _)), Some(e)) = (a.connections_carried(), a.ended_most_at.as_ref()) else {
+        return false;
+    };
+    if carried < super::nginx_rules::KEEPALIVE_REQUESTS_MIN_ACCEPTS
+        || !(2..=super::nginx_rules::KEEPALIVE_REQUESTS_LOW_MAX).contains(&e.requests)
+        || (e.connections as f64) < ENDED_AT_MIN_SHARE * carried as f64
+    {
+        return false;
+    }
+    let n = e.requests;
+    let Some(configured) = super::nginx_rules::keepalive_requests_at(inp, n) else {
+        return true;
+    };
+    let mut evidence = BTreeMap::new();
+    evidence.insert("connections_with_requests", serde_json::json!(carried));
+    evidence.insert("connections_ended_at_n", serde_json::json!(e.connections));
+    evidence.insert("pinned_at", serde_json::json!(n));
+    evidence.insert(
+        "source",
+        serde_json::json!("access log: $connection_requests (lines with N less lines with N + 1: connections whose last request was the Nth)"),
+    );
+    if let Some(w) = super::conn_verdicts::who_closed(inp) {
+        evidence.insert("closed_by", w.0);
+    }
+    let head = format!(
+        "{} of the {carried} connections that carried a request ended after exactly {n} requests (nginx's access log, $connection_requests)",
+        e.connections
+    );
+    let advice = match configured {
+        Some(at) => format!(
+            "{head}, and the configuration sets keepalive_requests {}: nginx closes a keepalive connection after that many requests, so every {n} requests a client reconnects (a TCP handshake, and TLS if any); raise keepalive_requests",
+            at.join(", ")
+        ),
+        None => format!(
+            "{head}: nginx closes a keepalive connection after keepalive_requests requests, so every {n} requests a client reconnects; check keepalive_requests in the configuration (not read), unless the clients themselves send {n} requests per connection"
+        ),
+    };
+    out.push(Verdict::new(
+        "keepalive_requests_low",
+        Severity::Warning,
+        evidence,
+        &["keepalive_requests"],
+        advice,
+    ));
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::access_log::{AccessLogReport, EndedAt};
+    use crate::model::config::{ConfigReport, ConfigValue};
+
+    fn inputs(ended: u64, cfg: Option<ConfigReport>) -> Inputs {
+        Inputs {
+            requests: Some(113_250),
+            access_log: Some(AccessLogReport {
+                lines: 113_250,
+                statuses: [("200".to_string(), 113_250)].into_iter().collect(),
+                counts_every_request: true,
+                connections_with_requests: Some(2285),
+                ended_most_at: Some(EndedAt {
+                    requests: 50,
+                    connections: ended,
+                }),
+                ..Default::default()
+            }),
+            config: cfg,
+            ..Inputs::default()
+        }
+    }
+
+    fn run(inp: &Inputs) -> (bool, Vec<Verdict>) {
+        let mut out = Vec::new();
+        (keepalive_requests_ended(inp, &mut out), out)
+    }
+
+    fn config(value: &str) -> ConfigReport {
+        let mut c = ConfigReport::default();
+        c.values.push(ConfigValue::of(
+            "keepalive_requests",
+            "http",
+            value,
+            "/x/nginx.conf:7",
+        ));
+        c
+    }
+
+    #[test]
+    fn connections_ending_at_keepalive_requests_fire_from_the_log() {
+        let (done, v) = run(&inputs(2265, Some(config("50"))));
+        assert!(done);
+        assert_eq!(v.len(), 1);
+        assert_eq!(
+            v[0].evidence["connections_ended_at_n"],
+            serde_json::json!(2265)
+        );
+        assert!(
+            v[0].advice.starts_with("2265 of the 2285 connections that carried a request ended after exactly 50 requests (nginx's access log, $connection_requests), and the configuration sets keepalive_requests 50"),
+            "{}",
+            v[0].advice
+        );
+        // Set to another value: the clients send 50 themselves; nothing, and no
+        // mean-based guess after it.
+        let (done, v) = run(&inputs(2265, Some(config("1000"))));
+        assert!(done && v.is_empty(), "{v:?}");
+        // Fewer than half ended there: the log does not say, the mean-based rule judges.
+        let (done, v) = run(&inputs(1000, Some(config("50"))));
+        assert!(!done && v.is_empty());
+    }
+}
