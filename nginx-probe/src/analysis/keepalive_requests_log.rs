@@ -13,6 +13,15 @@ use crate::model::{Severity, Verdict};
 /// count N for N to be where connections end.
 pub const ENDED_AT_MIN_SHARE: f64 = 0.5;
 
+/// `keepalive_requests_low`: exact first, from the access log's `$connection_requests`
+/// ([`keepalive_requests_ended`]), else from the mean
+/// ([`super::nginx_rules::keepalive_requests_low`]).
+pub fn keepalive_requests_low(inp: &Inputs, out: &mut Vec<Verdict>) {
+    if !keepalive_requests_ended(inp, out) {
+        super::nginx_rules::keepalive_requests_low(inp, out);
+    }
+}
+
 /// Fires `keepalive_requests_low` from the log and returns true, or returns false
 /// (the mean-based rule then judges): a complete log with `$connection_requests`, at
 /// least [`super::nginx_rules::KEEPALIVE_REQUESTS_MIN_ACCEPTS`] connections that

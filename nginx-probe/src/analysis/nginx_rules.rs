@@ -514,11 +514,6 @@ fn connects_retried(inp: &Inputs, top: &Top) -> Option<serde_json::Value> {
 /// Ruled out by what is measured: the clients closing most connections first, or a
 /// configuration (read) whose keepalive_requests is nowhere N.
 pub fn keepalive_requests_low(inp: &Inputs, out: &mut Vec<Verdict>) {
-    // Exact first: the access log's `$connection_requests` says where connections
-    // ended (trial 10: 2265 of 2285 at 50, and the mean's tolerance held it back).
-    if super::keepalive_requests_log::keepalive_requests_ended(inp, out) {
-        return;
-    }
     let Some(requests) = inp.requests.filter(|_| inp.accepts_known()) else {
         return;
     };

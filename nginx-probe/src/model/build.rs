@@ -598,8 +598,44 @@ struct Parts {
     quic: Option<QuicReport>,
 }
 
+/// nginx's own hops among its accepts and requests (a `listen unix:`, a proxy to its
+/// own listener, [`model::own_hops`]): per connection says nothing of its clients, and
+/// is unknown with the reason.
+fn own_hops_unknown(
+    requests: &mut model::RequestTotals,
+    cfg: Option<&model::config::ConfigReport>,
+    connections: Option<&model::connections::ConnectionsReport>,
+) {
+    if let Some(why) = model::own_hops(cfg, connections) {
+        requests.per_connection = None;
+        requests.per_connection_unknown = Some(why);
+    }
+}
+
+/// The access log's section with its lines over nginx's own count of the same period
+/// (stub_status; never over an estimate).
+fn with_share_logged(
+    a: Option<model::access_log::AccessLogReport>,
+    requests: &model::RequestTotals,
+) -> Option<model::access_log::AccessLogReport> {
+    a.map(|mut a| {
+        a.share_logged = match (requests.source, requests.count) {
+            (model::RequestSource::StubStatus, Some(n)) if n > 0 => {
+                Some((a.lines as f64 / n as f64 * 1000.0).round() / 1000.0)
+            }
+            _ => None,
+        };
+        a
+    })
+}
+
 /// The report from its parts and what the inputs and snapshots give directly.
-fn assemble(p: &Period, parts: Parts, missing: &[String], end_reason: Option<String>) -> Report {
+fn assemble(
+    p: &Period,
+    mut parts: Parts,
+    missing: &[String],
+    end_reason: Option<String>,
+) -> Report {
     let (cur, prev, inputs) = (p.cur, p.prev, p.inputs);
     let (lc, lc_meta) = &cur.lifecycle;
     let connections = with_listener_closes(
@@ -607,23 +643,8 @@ fn assemble(p: &Period, parts: Parts, missing: &[String], end_reason: Option<Str
         connections_report(lc, prev.map(|p| &p.lifecycle.0), lc_meta),
         lc_meta,
     );
-    // nginx's own hops among its accepts and requests (a `listen unix:`, a proxy to its
-    // own listener): per connection says nothing of its clients.
-    let mut parts = parts;
-    if let Some(why) = model::own_hops(inputs.config, connections.as_ref()) {
-        parts.requests.per_connection = None;
-        parts.requests.per_connection_unknown = Some(why);
-    }
-    let access_log = inputs.access_log.clone().map(|mut a| {
-        // Lines over nginx's own count of the same period (never over an estimate).
-        a.share_logged = match (parts.requests.source, parts.requests.count) {
-            (model::RequestSource::StubStatus, Some(n)) if n > 0 => {
-                Some((a.lines as f64 / n as f64 * 1000.0).round() / 1000.0)
-            }
-            _ => None,
-        };
-        a
-    });
+    own_hops_unknown(&mut parts.requests, inputs.config, connections.as_ref());
+    let access_log = with_share_logged(inputs.access_log.clone(), &parts.requests);
     Report {
         schema: SCHEMA_VERSION,
         // Judged by analysis once the report is built (cli's session does it).
