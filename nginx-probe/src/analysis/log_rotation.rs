@@ -17,6 +17,10 @@ fn said(s: &StaleLogReport) -> String {
         _ => format!("a renamed file, not the one at its configured path ({})", s.configured.join("; ")),
     };
     let bytes = match s.bytes_in_period {
+        Some(b) if s.became_stale_in_period => format!(
+            "the file grew {b} bytes in this period, in which it was {}: at most {b} went there after that (when is not measured)",
+            if s.state == "deleted" { "deleted" } else { "renamed" }
+        ),
         Some(b) => format!("{b} bytes went there in this period"),
         None => {
             "the bytes written there in this period are unknown (first seen at its end)".to_string()
@@ -103,6 +107,7 @@ mod tests {
             path_now: "/l/access.log.1".into(),
             size_bytes: 4096,
             bytes_in_period: bytes,
+            became_stale_in_period: false,
             workers: vec![11, 12],
             configured: configured.iter().map(|c| c.to_string()).collect(),
         }
@@ -127,6 +132,12 @@ mod tests {
             "2 workers write their access log to /l/access.log.1, a renamed file, not the one at its configured path (/l/access.log (nginx.conf:9): a different file): 3096 bytes went there in this period"
         ), "{}", out[0].advice);
         assert!(out[0].advice.contains("`nginx -s reopen`"));
+        // Trial 10: renamed during the period, part of the growth came before.
+        let mut s = stale("renamed", Some(3096), &[]);
+        s.became_stale_in_period = true;
+        let mut out = Vec::new();
+        log_not_reopened(&[s], &mut out);
+        assert!(out[0].advice.contains("the file grew 3096 bytes in this period, in which it was renamed: at most 3096 went there after that (when is not measured)"), "{}", out[0].advice);
         let mut out = Vec::new();
         log_not_reopened(&[stale("deleted", None, &[])], &mut out);
         assert_eq!(out[0].severity, Severity::Critical);
