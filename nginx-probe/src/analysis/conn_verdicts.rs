@@ -163,7 +163,9 @@ fn nginx_closed_why(inp: &Inputs, idle: Option<&crate::model::connections::IdleR
         .copied();
     let by_nginx = closes(inp).map_or(0, |t| t.closed_by_nginx);
     if let Some(n) = dropped.filter(|&n| by_nginx > 0 && n * 2 >= by_nginx) {
-        return format!("{after}: nginx's access log has {n} requests answered 444 (`return 444`: nginx closes the connection without a response, as configured), against {by_nginx} closes by nginx");
+        // Trial 10: "right after a response" when none was sent.
+        let at_once = after.replacen("right after a response", "at once", 1);
+        return format!("{at_once}: nginx's access log has {n} requests answered 444 (`return 444`: nginx closes the connection without a response, as configured), against {by_nginx} closes by nginx");
     }
     if let Some(zero) = keepalive_timeout_zero(served.as_ref()) {
         return if keepalive_timeout_zero_everywhere(served.as_ref()) {
