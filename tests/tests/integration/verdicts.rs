@@ -634,3 +634,53 @@ fn a_worker_sharing_its_cpu_with_a_busy_process_is_cpu_starved_not_stalled() {
         "{reported}"
     );
 }
+
+/// `return 444` (trials 9 and 10): 300 connections each send one request to a location
+/// that closes without a response. nginx closed all 300 at once, its access log says
+/// 444 for each, and both keepalive_off and the CONNECTIONS section say so: "at once",
+/// not "right after a response", and no keepalive setting as a candidate.
+#[test]
+fn return_444_closes_are_said_as_nginx_closing_without_a_response() {
+    let ng = Nginx::start(&NginxConfig {
+        server_extra: "location /drop { return 444; }".into(),
+        ..NginxConfig::default()
+    });
+    let json = Probe::on(&ng).json().start();
+    let text = Probe::on(&ng).plain().start();
+    for _ in 0..300 {
+        let mut c = std::net::TcpStream::connect(ng.addr()).unwrap();
+        std::io::Write::write_all(&mut c, b"GET /drop HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+        let mut got = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut c, &mut got);
+        assert!(got.is_empty(), "444 sends nothing: {got:?}");
+    }
+    std::thread::sleep(Duration::from_millis(600));
+    let s = json.stop().summary_json();
+    let text = text.stop().stdout;
+    assert_eq!(
+        s["access_log"]["statuses"]["444"], 300,
+        "{}",
+        s["access_log"]
+    );
+    let ports = s["connections"]["ports"].as_array().unwrap();
+    let nginx: u64 = ports
+        .iter()
+        .map(|p| p["closed_by_nginx"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(nginx, 300, "{ports:?}");
+    assert!(
+        text.contains("of them, 300 were `return 444` (nginx's access log: status 444"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("nginx does so at keepalive_requests"),
+        "{text}"
+    );
+    let v = nginx_probe_tests::verdict(&s, "keepalive_off")
+        .unwrap_or_else(|| panic!("{:?}", nginx_probe_tests::verdict_ids(&s)));
+    let a = v["advice"].as_str().unwrap();
+    assert!(
+        a.contains("nginx closed them at once (idle p99 under 100 ms): nginx's access log has 300 requests answered 444"),
+        "{a}"
+    );
+}
