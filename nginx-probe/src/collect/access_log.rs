@@ -486,10 +486,17 @@ impl AccessLogs {
             self.files.iter().find_map(|f| {
                 if !f.tail.has_file() {
                     Some(format!("{} is not read (no worker holds it open)", f.path))
-                } else if f.tail.bytes_skipped > 0 || f.tail.truncations > 0 {
+                } else if f.tail.truncations > 0 {
+                    // Trial 10: a copytruncate rotation was said only as "skipped
+                    // bytes or truncated".
                     Some(format!(
-                        "{}: the reader skipped bytes or saw it truncated",
-                        f.path
+                        "{}: truncated in place {} time(s) since attach (a copytruncate rotation: what nginx wrote between the copy and the truncation is in neither file, and the lines the reader had not reached are not counted)",
+                        f.path, f.tail.truncations
+                    ))
+                } else if f.tail.bytes_skipped > 0 {
+                    Some(format!(
+                        "{}: the reader fell too far behind and skipped {} bytes",
+                        f.path, f.tail.bytes_skipped
                     ))
                 } else {
                     None

@@ -211,3 +211,37 @@ fn every_configured_log_is_known_and_a_rotated_server_error_log_is_an_error_log(
     );
     assert!(configured.ends_with("): absent"), "{configured}");
 }
+
+/// A copytruncate rotation (trial 10): `cp access.log access.log.1; : > access.log`
+/// between two rounds of 50 requests, each round read before the next step. The
+/// reader follows the truncated file from its start (100 lines, all of them), and says
+/// the file was truncated in place once, naming copytruncate, not "skipped bytes".
+#[test]
+fn a_copytruncate_rotation_is_said_as_a_truncation() {
+    let ng = Nginx::start(&NginxConfig::default());
+    let log = ng.prefix.join("logs/access.log");
+    assert_eq!(keepalive_requests(ng.addr(), 1, 1), 1);
+    let s = Probe::on(&ng)
+        .json()
+        .settle(Duration::from_millis(1500))
+        .summary_around(|| {
+            assert_eq!(keepalive_requests(ng.addr(), 5, 10), 50);
+            std::thread::sleep(Duration::from_millis(1200));
+            fs::copy(&log, log.with_extension("log.1")).unwrap();
+            fs::OpenOptions::new()
+                .write(true)
+                .truncate(true)
+                .open(&log)
+                .unwrap();
+            assert_eq!(keepalive_requests(ng.addr(), 5, 10), 50);
+            std::thread::sleep(Duration::from_millis(1200));
+        });
+    let a = &s["access_log"];
+    assert_eq!(a["lines"], 100, "{a}");
+    let why = a["not_every_request"].as_str().unwrap_or_default();
+    assert!(
+        why.ends_with("access.log: truncated in place 1 time(s) since attach (a copytruncate rotation: what nginx wrote between the copy and the truncation is in neither file, and the lines the reader had not reached are not counted)"),
+        "{a}"
+    );
+    assert!(s.get("stale_logs").is_none(), "{s}");
+}
