@@ -373,6 +373,11 @@ type ReadFile = (Vec<u8>, (u64, u64), f64);
 
 impl Reader {
     fn error(&mut self, e: String) {
+        // The same problem met through two includes is one (trial 10: an include
+        // cycle reached twice was said twice).
+        if self.errors.contains(&e) {
+            return;
+        }
         if self.errors.len() < MAX_ERRORS {
             self.errors.push(e);
         } else if self.errors.len() == MAX_ERRORS {
@@ -493,7 +498,7 @@ impl Reader {
         }
         let id = (meta.dev(), meta.ino());
         if self.stack.contains(&id) {
-            return Err("include loop: the file includes itself".to_string());
+            return Err("include loop: the file is already being read (it includes itself, directly or through the files that include it)".to_string());
         }
         let mtime = meta.mtime() as f64 + meta.mtime_nsec() as f64 / 1e9;
         if meta.len() > self.limits.max_file_bytes {

@@ -139,7 +139,13 @@ fn title_and_problems(out: &mut String, cfg: &ConfigReport) {
             .map(|v| format!("; nginx {v}"))
             .unwrap_or_default()
     );
-    for f in cfg.files.iter().filter(|f| f.changed_since_load) {
+    // A file included from two places is listed once.
+    let mut seen = std::collections::BTreeSet::new();
+    for f in cfg
+        .files
+        .iter()
+        .filter(|f| f.changed_since_load && seen.insert(f.path.as_str()))
+    {
         let _ = writeln!(
             out,
             "  ! {} changed after the last load: its values are on disk, possibly not loaded (NOT LOADED?)",

@@ -416,7 +416,7 @@ fn a_hostile_config_gives_a_report_with_one_line_errors_bounded_and_escaped() {
     assert_eq!(
         errors,
         [
-            format!("{hd}/20-loop.conf (included at {hd}/20-loop.conf:1): include loop: the file includes itself"),
+            format!("{hd}/20-loop.conf (included at {hd}/20-loop.conf:1): include loop: the file is already being read (it includes itself, directly or through the files that include it)"),
             format!("{hd}/30-many.conf:1: include {}/*.conf: only the first 256 matches read", many.display()),
             format!("{hd}/40-big.conf (included at {}:{}): not read: 209715200 bytes, over the 4194304 byte limit", ng.prefix.join("nginx.conf").display(), line_of(&ng.prefix.join("nginx.conf"), "include")),
         ]
