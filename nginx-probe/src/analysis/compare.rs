@@ -131,11 +131,6 @@ pub const METRICS: &[MetricDef] = &[
         "share of logged requests retried on another peer",
         "",
     ),
-    def(
-        "logged_requests_per_connection",
-        "requests per connection that carried one ($connection_requests)",
-        "",
-    ),
 ];
 
 /// Every worker of a report, exited ones and the merged old exited ones included.

@@ -342,7 +342,8 @@ fn limit_req_advice(inp: &Inputs) -> String {
     match (with.is_empty(), without.is_empty()) {
         (false, true) => format!("{HEAD}: a burst is allowed where it is set ({}), and a client past its burst over the zone's rate is refused; {PAST}", with.join("; ")),
         (false, false) => format!("{HEAD}: where a burst is set ({}) a client past it is refused: {PAST}; where none is ({}) a client over the rate is refused at once: {AT_ONCE}; which location refused is not in nginx's line", with.join("; "), without.join("; ")),
-        _ => format!("{HEAD}: a client over the zone's rate, or bursty under it, with no burst allowed is refused at once; {AT_ONCE}"),
+        (true, false) => format!("{HEAD}: a client over the zone's rate, or bursty under it, with no burst allowed is refused at once; {AT_ONCE}"),
+        (true, true) => format!("{HEAD}: no limit_req was found in the configuration read; a client over the zone's rate is refused at once where no burst is set, past its burst where one is; {AT_ONCE}"),
     }
 }
 

@@ -213,6 +213,9 @@ pub struct AccessLogs {
     /// Why the configuration does not log every request once, at once, in the files
     /// read (see [`every_request_logged`]); None when it does.
     not_every_request: Option<String>,
+    /// `log_subrequest` is on somewhere: a subrequest's line repeats its parent's
+    /// `$connection_requests`, so lines with 1 are no count of connections.
+    subrequests_logged: bool,
 }
 
 /// Whether the configuration writes every request nginx serves at once to exactly one
@@ -376,6 +379,9 @@ impl AccessLogs {
         files.extend(retired);
         self.files = files;
         self.not_every_request = every_request_logged(cfg, &not_read).err();
+        self.subrequests_logged = cfg
+            .everywhere("log_subrequest")
+            .any(|v| v.value.trim() != "off");
         self.not_read = not_read;
         self.fields = Field::ALL
             .iter()
@@ -528,7 +534,7 @@ impl AccessLogs {
                     // Trial 10: a copytruncate rotation was said only as "skipped
                     // bytes or truncated".
                     Some(format!(
-                        "{}: truncated in place {} time(s) since attach (a copytruncate rotation: what nginx wrote between the copy and the truncation is in neither file, and the lines the reader had not reached are not counted)",
+                        "{}: truncated in place {} time(s) since attach (a copytruncate rotation, or another writer: what nginx wrote between a copy and the truncation is in neither file, and the lines the reader had not reached are not counted)",
                         f.path, f.tail.truncations
                     ))
                 } else if f.tail.bytes_skipped > 0 {
@@ -541,6 +547,10 @@ impl AccessLogs {
                 }
             })
         });
+        if self.subrequests_logged {
+            r.connections_with_requests = None;
+            r.ended_most_at = None;
+        }
         r.counts_every_request = why.is_none();
         r.not_every_request = why;
         Some(r)
@@ -612,6 +622,8 @@ mod tests {
     /// holding the files open (their fds are what is read through).
     #[test]
     fn reloads_that_change_the_format_or_the_path_lose_no_line() {
+        // Long because: one log's story through two reloads and a configuration read
+        // late, each step asserted on the same reader.
         use crate::model::config::LogFormatValue;
         use std::io::Write;
         use std::os::fd::AsRawFd;

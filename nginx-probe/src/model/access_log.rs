@@ -593,14 +593,18 @@ impl AccessLogReport {
         let n = self
             .connections_with_requests
             .filter(|_| self.is_complete())?;
-        let missing = match (self.counts_every_request, self.share_logged) {
-            (true, _) | (false, None) => 0,
-            (false, Some(s)) if s > 0.0 => ((self.lines as f64 / s) - self.lines as f64)
-                .max(0.0)
-                .round() as u64,
-            (false, Some(_)) => 0,
+        // Lines not read (unparsed, ambiguous, cut) may each be a first request; the
+        // share is rounded to 3 decimals, so nginx's count is taken at its largest.
+        let unread = self.lines_all().saturating_sub(self.lines);
+        let short = match (self.counts_every_request, self.share_logged) {
+            // nginx's count is a whole number: the largest one the rounded share
+            // allows.
+            (false, Some(s)) if s > 0.0005 => {
+                ((self.lines as f64 / (s - 0.0005)).floor() as u64).saturating_sub(self.lines)
+            }
+            _ => 0,
         };
-        Some((n, missing))
+        Some((n, unread + short))
     }
 
     /// More lines than nginx counted requests (see [`MAX_SHARE_LOGGED`]).
@@ -612,9 +616,7 @@ impl AccessLogReport {
     /// requests by class (`logged_5xx_share`, `logged_4xx_share`, `logged_499_share`,
     /// only when the log carries `$status`), `logged_request_p50_ms`/`_p99_ms`
     /// (`$request_time`), `upstream_response_p99_ms` (the slowest peer's p99
-    /// `$upstream_response_time`), `retried_share`, `logged_requests_per_connection`
-    /// (lines over the connections whose first request they hold,
-    /// [`Self::connections_carried`]). None of them without logged lines.
+    /// `$upstream_response_time`), `retried_share`. None of them without logged lines.
     pub fn compare_metrics(&self) -> Vec<(&'static str, f64)> {
         let mut m = Vec::new();
         if self.lines == 0 {
@@ -648,9 +650,6 @@ impl AccessLogReport {
         }
         if !self.upstreams.is_empty() {
             m.push(("retried_share", self.retried as f64 / n));
-        }
-        if let Some((c, _)) = self.connections_carried().filter(|(c, _)| *c > 0) {
-            m.push(("logged_requests_per_connection", n / c as f64));
         }
         m
     }

@@ -501,10 +501,18 @@ fn is_own_listener(listen: &str, peer: &str) -> bool {
     let (Some((lh, lp)), Some((ph, pp))) = (host_port(listen), host_port(peer)) else {
         return false;
     };
-    let loopback = ph
-        .parse::<std::net::IpAddr>()
-        .is_ok_and(|ip| ip.is_loopback());
-    lp == pp && (lh == ph || (loopback && matches!(lh, "*" | "0.0.0.0" | "::" | "localhost")))
+    let ip = ph.parse::<std::net::IpAddr>().ok();
+    let loopback = ip.is_some_and(|ip| ip.is_loopback());
+    let v6 = ip.is_some_and(|ip| ip.is_ipv6());
+    // A wildcard listener takes its own family only (nginx's `[::]` is ipv6only by
+    // default); `localhost` may be either.
+    let wildcard = match lh {
+        "*" | "0.0.0.0" => !v6,
+        "::" => v6,
+        "localhost" => true,
+        _ => false,
+    };
+    lp == pp && (lh == ph || (loopback && wildcard))
 }
 
 /// Why nginx's own accepts and requests include its own hops, so that requests per
@@ -524,7 +532,10 @@ pub fn own_hops(
     let cfg = cfg?;
     let peers = &connections?.upstream_peers;
     peers.iter().filter(|p| p.connects > 0).find_map(|p| {
-        let l = cfg.listens.iter().find(|l| is_own_listener(&l.address, &p.peer))?;
+        let l = cfg
+            .listens
+            .iter()
+            .find(|l| !l.not_loaded && is_own_listener(&l.address, &p.peer))?;
         Some(format!(
             "nginx proxies to its own listener {} ({} connects in the period, lifecycle tracepoints; listen {} in {} at {}): its accepts and requests count each such hop beside the clients', so per connection is unknown",
             p.peer, p.connects, l.address, l.scope, l.at
@@ -658,6 +669,11 @@ mod tests {
         assert!(is_own_listener("19591", "127.0.0.1:19591"));
         assert!(is_own_listener("*:19591", "127.0.0.1:19591"));
         assert!(is_own_listener("[::]:19591", "[::1]:19591"));
+        assert!(
+            !is_own_listener("[::]:19591", "127.0.0.1:19591"),
+            "ipv6only"
+        );
+        assert!(!is_own_listener("*:19591", "[::1]:19591"));
         assert!(is_own_listener("localhost:19591", "127.0.0.1:19591"));
         assert!(!is_own_listener("*:80", "10.0.0.5:80"), "a remote peer");
         assert!(!is_own_listener("127.0.0.1:19590", "127.0.0.1:19591"));

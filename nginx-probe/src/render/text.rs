@@ -257,8 +257,9 @@ fn with_request_line(out: &mut String, r: &Report) {
     };
     let _ = writeln!(
         out,
-        "  per connection that carried a request {:.2} ({carried} connections: access-log lines with $connection_requests 1{missing})",
-        count as f64 / carried as f64
+        "  per connection that carried a request {:.2} ({} requests over {carried} connections: access-log lines with $connection_requests 1{missing}; connections open before the period add their requests and not themselves)",
+        count as f64 / carried as f64,
+        r.requests.source.name()
     );
 }
 
@@ -286,7 +287,7 @@ fn requests_lines(out: &mut String, r: &Report) {
     // Whole (trial 10: cut at 32 characters, "nginx also accepts on a unix soc…"),
     // escaped: it quotes the configuration's addresses and paths.
     if let Some(why) = crate::model::own_hops(r.config.as_ref(), r.connections.as_ref()) {
-        let _ = writeln!(out, "  {}", crate::safe::line(&why));
+        let _ = writeln!(out, "  {}", crate::safe::bounded(&why, 1024));
     }
     if let Some(n) = &r.stub_status {
         let _ = writeln!(

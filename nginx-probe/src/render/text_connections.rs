@@ -364,7 +364,7 @@ fn after_response_causes(r: &Report) -> String {
         .and_then(|a| a.statuses.get("444"))
         .filter(|n| by_nginx > 0 && **n * 2 >= by_nginx)
     {
-        return format!("; of them, {n} were `return 444` (nginx's access log: status 444, the connection closed without a response, as configured)");
+        return format!("; nginx's access log has {n} requests answered 444 (`return 444`: the connection closed without a response, as configured; on HTTP/2 only the stream), against {by_nginx} closes by nginx");
     }
     let Some(cfg) = r.config.as_ref().filter(|c| c.is_read()) else {
         return "; nginx does so at keepalive_requests, keepalive_time, keepalive_timeout 0, or when the client asks (the configuration was not read)".into();

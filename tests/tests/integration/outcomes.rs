@@ -447,7 +447,7 @@ fn connections_ending_at_keepalive_requests_are_read_from_the_access_log() {
     assert_eq!(v["evidence"]["connections_ended_at_n"], 200, "{v}");
     assert!(
         v["advice"].as_str().unwrap().contains(
-            "200 of the 200 connections that carried a request ended after exactly 5 requests"
+            "at least 200 of the 200 connections that carried a request ended after exactly 5 requests (nginx's access log, $connection_requests; the 0 open at the end left out)"
         ),
         "{v}"
     );

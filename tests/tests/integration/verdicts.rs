@@ -669,7 +669,7 @@ fn return_444_closes_are_said_as_nginx_closing_without_a_response() {
         .sum();
     assert_eq!(nginx, 300, "{ports:?}");
     assert!(
-        text.contains("of them, 300 were `return 444` (nginx's access log: status 444"),
+        text.contains("nginx's access log has 300 requests answered 444 (`return 444`: the connection closed without a response"),
         "{text}"
     );
     assert!(
