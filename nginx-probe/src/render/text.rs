@@ -237,18 +237,7 @@ fn with_data_line(out: &mut String, r: &Report) {
 /// complete access log that logs `$connection_requests` (lines with 1: a connection's
 /// first request); nothing otherwise, with QUIC connections, or `listen unix:`.
 fn with_request_line(out: &mut String, r: &Report) {
-    let Some(count) = r.requests.count.filter(|_| {
-        r.quic.is_none()
-            && crate::model::own_hops(r.config.as_ref(), r.connections.as_ref()).is_none()
-    }) else {
-        return;
-    };
-    let Some((carried, missing)) = r
-        .access_log
-        .as_ref()
-        .and_then(|a| a.connections_carried())
-        .filter(|(c, _)| *c > 0)
-    else {
+    let Some((count, carried, missing)) = super::text_connections::logged_carried(r) else {
         return;
     };
     let missing = match missing {

@@ -375,17 +375,8 @@ fn after_response_causes(r: &Report) -> String {
         Some(v) => format!("{d} {v}"),
         None => format!("{d} unknown"),
     };
-    let logged = r
-        .requests
-        .count
-        .filter(|_| {
-            r.quic.is_none()
-                && crate::model::own_hops(r.config.as_ref(), r.connections.as_ref()).is_none()
-        })
-        .zip(r.access_log.as_ref().and_then(|a| a.connections_carried()))
-        .filter(|(_, (c, _))| *c > 0);
-    let per = match (logged, per_carried(r)) {
-        (Some((count, (carried, missing))), _) => format!(
+    let per = match (logged_carried(r), per_carried(r)) {
+        (Some((count, carried, missing)), _) => format!(
             " ({:.1} requests per connection that carried one here: {} requests over the {carried} connections whose first request the access log holds, $connection_requests 1{})",
             count as f64 / carried as f64,
             r.requests.source.name(),
@@ -420,6 +411,26 @@ fn after_response_causes(r: &Report) -> String {
     )
 }
 
+/// nginx's request count when it can be set against the accepts: no QUIC connection
+/// carried some (no accept did) and no own hop of nginx's is among them
+/// ([`crate::model::own_hops`]); None otherwise, or when the requests are unknown.
+fn client_requests(r: &Report) -> Option<u64> {
+    r.requests.count.filter(|_| {
+        r.quic.is_none()
+            && crate::model::own_hops(r.config.as_ref(), r.connections.as_ref()).is_none()
+    })
+}
+
+/// `(requests, connections that carried one, requests the log may miss)`: nginx's
+/// count ([`client_requests`]) over the connections whose first request the access log
+/// holds (`AccessLogReport::connections_carried`); None when either is unknown or no
+/// connection carried one.
+pub(super) fn logged_carried(r: &Report) -> Option<(u64, u64, u64)> {
+    let count = client_requests(r)?;
+    let (carried, missing) = r.access_log.as_ref()?.connections_carried()?;
+    (carried > 0).then_some((count, carried, missing))
+}
+
 /// The caveat on [`per_carried`] over TLS: a connection whose handshake completed
 /// carried data whether or not a request followed (trial 8: `hey -h2` completed
 /// thousands of handshakes it never sent a request on, so 2.3 per connection stood
@@ -438,10 +449,7 @@ pub(super) fn tls_carried_caveat(r: &Report) -> &'static str {
 /// handshakes are counted in the detail windows only, or QUIC connections carried
 /// some (no accept did).
 pub(super) fn per_carried(r: &Report) -> Option<(f64, u64, u64)> {
-    let count = r.requests.count.filter(|_| {
-        r.quic.is_none()
-            && crate::model::own_hops(r.config.as_ref(), r.connections.as_ref()).is_none()
-    })?;
+    let count = client_requests(r)?;
     let c = r
         .connections
         .as_ref()
