@@ -33,7 +33,8 @@ pub fn keepalive_requests_ended(inp: &Inputs, out: &mut Vec<Verdict>) -> bool {
     let Some(a) = super::outcome_rules::complete_log(inp) else {
         return false;
     };
-    let (Some((carried, _)), Some(e)) = (a.connections_carried(), a.ended_most_at.as_ref()) else {
+    let (Some((carried, missing)), Some(e)) = (a.connections_carried(), a.ended_most_at.as_ref())
+    else {
         return false;
     };
     // A connection's last line in the period is its end, or it is still open: the
@@ -45,7 +46,8 @@ pub fn keepalive_requests_ended(inp: &Inputs, out: &mut Vec<Verdict>) -> bool {
     let ended = e.connections.saturating_sub(open);
     if carried < super::nginx_rules::KEEPALIVE_REQUESTS_MIN_ACCEPTS
         || !(2..=super::nginx_rules::KEEPALIVE_REQUESTS_LOW_MAX).contains(&e.requests)
-        || (ended as f64) < ENDED_AT_MIN_SHARE * carried as f64
+        // The requests the log may miss may each be another connection's first.
+        || (ended as f64) < ENDED_AT_MIN_SHARE * (carried + missing) as f64
     {
         return false;
     }
@@ -155,5 +157,51 @@ mod tests {
         // Fewer than half ended there: the log does not say, the mean-based rule judges.
         let (done, v) = run(&inputs(1000, Some(config("50"))));
         assert!(!done && v.is_empty());
+    }
+
+    #[test]
+    fn the_default_of_the_nginx_that_runs_is_the_configured_value() {
+        // nginx 1.18 (Debian 11) sets no keepalive_requests: its default is 100, and
+        // connections ending at 100 are nginx's doing.
+        let mut inp = inputs(2265, None);
+        inp.access_log.as_mut().unwrap().ended_most_at = Some(EndedAt {
+            requests: 100,
+            connections: 2265,
+        });
+        let mut values = vec![ConfigValue::of(
+            "keepalive_requests",
+            "http",
+            "1000",
+            crate::model::config::DEFAULT,
+        )];
+        crate::model::config_version::for_version(&mut values, Some("1.18.0"));
+        let mut c = ConfigReport::default();
+        c.values = values;
+        inp.config = Some(c.clone());
+        let (done, v) = run(&inp);
+        assert!(done);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(
+            v[0].advice
+                .contains("the configuration sets keepalive_requests 100 (default)"),
+            "{}",
+            v[0].advice
+        );
+        // The same default on nginx 1.22 is 1000: the clients sent their 100 and left.
+        c.values[0].value = "1000".into();
+        inp.config = Some(c.clone());
+        let (done, v) = run(&inp);
+        assert!(done && v.is_empty(), "{v:?}");
+        // The version unknown: either default may be in force, said as both.
+        c.values[0].value = crate::model::config_version::UNKNOWN_VERSION_KEEPALIVE_REQUESTS.into();
+        inp.config = Some(c);
+        let (done, v) = run(&inp);
+        assert!(done && v.len() == 1, "{v:?}");
+        assert!(
+            v[0].advice
+                .contains("keepalive_requests 1000 (100 before nginx 1.19.10) (default)"),
+            "{}",
+            v[0].advice
+        );
     }
 }

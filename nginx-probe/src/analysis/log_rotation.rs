@@ -55,6 +55,7 @@ pub fn log_not_reopened(stale: &[StaleLogReport], out: &mut Vec<Verdict>) {
                 "state": s.state,
                 "path_now": s.path_now,
                 "bytes_in_period": s.bytes_in_period,
+                "became_stale_in_period": s.became_stale_in_period,
                 "workers": s.workers.len(),
             }))
             .collect::<Vec<_>>()),

@@ -625,7 +625,14 @@ pub(crate) fn keepalive_requests_at(inp: &Inputs, n: u64) -> Option<Option<Vec<S
     }
     let at: Vec<String> = values
         .iter()
-        .filter(|v| v.not_loaded || v.value.trim().parse::<u64>() == Ok(n))
+        .filter(|v| {
+            v.not_loaded
+                || if v.is_default() {
+                    crate::model::config_version::keepalive_requests_default_may_be(&v.value, n)
+                } else {
+                    v.value.trim().parse::<u64>() == Ok(n)
+                }
+        })
         .map(|v| v.quoted())
         .collect();
     (!at.is_empty()).then_some(Some(at))

@@ -310,6 +310,7 @@ pub fn read_config(
     report.globals = loc.globals;
     report.root = root.display().to_string();
     report.nginx_version = bin.version.clone();
+    crate::model::config_version::for_version(&mut report.values, bin.version.as_deref());
     report.loaded_unix_s = loaded_unix_s;
     report.files = r.files;
     report.errors = r.errors;

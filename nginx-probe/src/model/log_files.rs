@@ -120,8 +120,14 @@ pub fn stale_logs(
         };
         let before = prev.and_then(|p| p.iter().find(|q| (q.dev, q.ino) == (s.dev, s.ino)));
         let bytes_in_period = before.map(|q| s.size.saturating_sub(q.size));
-        let became_stale_in_period =
-            before.is_some_and(|q| q.path != s.path || (s.nlink == 0 && q.nlink > 0));
+        // It became stale in the period when it was the live log at the start (at a
+        // configured path, still linked): a file already rotated away and renamed or
+        // deleted again took every byte of the period as a stale file. With no
+        // configured path known, assumed so (the bytes then said as a ceiling).
+        let became_stale_in_period = before.is_some_and(|q| {
+            let was_live = all.is_empty() || all.iter().any(|c| c.path == q.path);
+            was_live && q.nlink > 0 && (q.path != s.path || s.nlink == 0)
+        });
         out.push(StaleLogReport {
             kind: kind.to_string(),
             state: state.to_string(),
@@ -206,7 +212,21 @@ mod tests {
         assert_eq!(v[0].state, "renamed");
         assert_eq!(v[0].path_now, "/l/access.log.1");
         assert_eq!(v[0].bytes_in_period, Some(3096));
+        assert!(v[0].became_stale_in_period);
         assert_eq!(v[0].workers, [11, 12]);
+        // Already rotated away at the start and renamed again (access.log.1 ->
+        // access.log.2): every byte of the period went to a stale file.
+        let again = [sample("access_log", "/l/access.log.2", 5, 1, 4096)];
+        let was = [sample("access_log", "/l/access.log.1", 5, 1, 1000)];
+        let v = stale_logs(&again, Some(&was), Some(&configured), false);
+        assert_eq!((v.len(), v[0].became_stale_in_period), (1, false));
+        // ...or deleted then: the same.
+        let deleted = [sample("access_log", "/l/access.log.1", 5, 0, 4096)];
+        let v = stale_logs(&deleted, Some(&was), Some(&configured), false);
+        assert_eq!(
+            (v[0].state.as_str(), v[0].became_stale_in_period),
+            ("deleted", false)
+        );
         assert_eq!(
             v[0].configured,
             ["/l/access.log (nginx.conf:9): a different file"]

@@ -16,6 +16,7 @@ pub mod clock;
 pub mod config;
 pub mod config_defaults;
 pub mod config_tree;
+pub mod config_version;
 pub mod connections;
 pub mod error_classes;
 pub mod idle;
