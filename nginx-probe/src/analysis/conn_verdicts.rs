@@ -156,16 +156,18 @@ fn nginx_closed_why(inp: &Inputs, idle: Option<&crate::model::connections::IdleR
     };
     // Trial 9: `return 444` closes without a response, as configured; no keepalive
     // setting nor client is the cause of those.
+    let by_nginx = closes(inp).map_or(0, |t| t.closed_by_nginx);
     let dropped = inp
         .access_log
         .as_ref()
-        .and_then(|a| a.statuses.get("444"))
-        .copied();
-    let by_nginx = closes(inp).map_or(0, |t| t.closed_by_nginx);
-    if let Some(n) = dropped.filter(|&n| by_nginx > 0 && n * 2 >= by_nginx) {
+        .and_then(|a| a.answered_444_closing(by_nginx));
+    if let Some(n) = dropped {
         // Trial 10: "right after a response" when none was sent.
         let at_once = after.replacen("right after a response", "at once", 1);
-        return format!("{at_once}: nginx's access log has {n} requests answered 444 (`return 444`: nginx closes the connection without a response, as configured), against {by_nginx} closes by nginx");
+        return format!(
+            "{at_once}: {}",
+            crate::model::access_log::said_444(n, by_nginx)
+        );
     }
     if let Some(zero) = keepalive_timeout_zero(served.as_ref()) {
         return if keepalive_timeout_zero_everywhere(served.as_ref()) {
@@ -811,7 +813,7 @@ mod tests {
             ..Default::default()
         });
         let (_, s) = who_closed(&dropped).unwrap();
-        assert!(s.contains("nginx's access log has 300 requests answered 444 (`return 444`: nginx closes the connection without a response, as configured), against 300 closes by nginx"), "{s}");
+        assert!(s.contains("nginx's access log has 300 requests answered 444 (`return 444`: nginx closes the connection without a response, as configured; on HTTP/2 only the stream), against 300 closes by nginx"), "{s}");
         assert!(!s.contains("keepalive"), "{s}");
         let (_, s) = who_closed(&inp(0, 50, None, 0)).unwrap();
         assert!(

@@ -522,7 +522,25 @@ pub const MAX_SHARE_LOGGED: f64 = 1.01;
 /// to stand for all requests.
 pub const MIN_SHARE_LOGGED: f64 = 0.99;
 
+/// How requests answered 444 are said against nginx's closes, in the text and in
+/// verdicts alike ([`AccessLogReport::answered_444_closing`]).
+pub fn said_444(n: u64, by_nginx: u64) -> String {
+    format!("nginx's access log has {n} requests answered 444 (`return 444`: nginx closes the connection without a response, as configured; on HTTP/2 only the stream), against {by_nginx} closes by nginx")
+}
+
 impl AccessLogReport {
+    /// The requests the log has answered 444 (`return 444`), when they are at least
+    /// half of `closed_by_nginx` (nginx's first closes of connections that carried
+    /// data, tracepoint `sock:inet_sock_set_state`): then they, not a keepalive setting
+    /// or the clients, explain nginx's closes (trials 9 and 10). None otherwise, and
+    /// when nginx closed none.
+    pub fn answered_444_closing(&self, closed_by_nginx: u64) -> Option<u64> {
+        self.statuses
+            .get("444")
+            .copied()
+            .filter(|&n| closed_by_nginx > 0 && n * 2 >= closed_by_nginx)
+    }
+
     /// Lines in any state (read in a format or not, ambiguous, cut): one per request
     /// nginx logged.
     pub fn lines_all(&self) -> u64 {

@@ -354,17 +354,16 @@ fn idle_lines(
 fn after_response_causes(r: &Report) -> String {
     // Trial 10: 300 `return 444` against 300 closes by nginx still listed the
     // keepalive settings as candidates: the 444s are nginx's closes, as configured.
-    let by_nginx: u64 = r
+    let by_nginx = r
         .connections
         .as_ref()
-        .map_or(0, |c| c.ports.iter().map(|p| p.closed_by_nginx).sum());
+        .map_or(0, |c| c.total().with_data().closed_by_nginx);
     if let Some(n) = r
         .access_log
         .as_ref()
-        .and_then(|a| a.statuses.get("444"))
-        .filter(|n| by_nginx > 0 && **n * 2 >= by_nginx)
+        .and_then(|a| a.answered_444_closing(by_nginx))
     {
-        return format!("; nginx's access log has {n} requests answered 444 (`return 444`: the connection closed without a response, as configured; on HTTP/2 only the stream), against {by_nginx} closes by nginx");
+        return format!("; {}", crate::model::access_log::said_444(n, by_nginx));
     }
     let Some(cfg) = r.config.as_ref().filter(|c| c.is_read()) else {
         return "; nginx does so at keepalive_requests, keepalive_time, keepalive_timeout 0, or when the client asks (the configuration was not read)".into();

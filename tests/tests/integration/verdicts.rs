@@ -669,7 +669,7 @@ fn return_444_closes_are_said_as_nginx_closing_without_a_response() {
         .sum();
     assert_eq!(nginx, 300, "{ports:?}");
     assert!(
-        text.contains("nginx's access log has 300 requests answered 444 (`return 444`: the connection closed without a response"),
+        text.contains("nginx's access log has 300 requests answered 444 (`return 444`: nginx closes the connection without a response"),
         "{text}"
     );
     assert!(
