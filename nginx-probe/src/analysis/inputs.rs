@@ -176,7 +176,12 @@ impl Inputs {
                 .quic
                 .as_ref()
                 .is_some_and(|q| q.makes_requests_per_accept_unknown())
-            && crate::model::own_hops(self.config.as_ref(), self.connections.as_ref()).is_none()
+            && crate::model::own_hops(
+                self.config.as_ref(),
+                self.connections.as_ref(),
+                &self.listen,
+            )
+            .is_none()
     }
 
     /// The configuration as it bears on the period's traffic: the servers that had

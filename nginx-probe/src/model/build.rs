@@ -598,18 +598,20 @@ struct Parts {
     quic: Option<QuicReport>,
 }
 
-/// nginx's own hops among its accepts and requests (a `listen unix:`, a proxy to its
-/// own listener, [`model::own_hops`]): per connection says nothing of its clients, and
-/// is unknown with the reason.
-fn own_hops_unknown(
+/// nginx's listening sockets ([`listen`]), and its own hops among its accepts and
+/// requests (a `listen unix:`, a proxy to its own listener, [`model::own_hops`]): per
+/// connection then says nothing of its clients, and is unknown with the reason.
+fn listen_and_own_hops(
     requests: &mut model::RequestTotals,
-    cfg: Option<&model::config::ConfigReport>,
+    p: &Period,
     connections: Option<&model::connections::ConnectionsReport>,
-) {
-    if let Some(why) = model::own_hops(cfg, connections) {
+) -> Vec<model::ListenReport> {
+    let listen = listen(p);
+    if let Some(why) = model::own_hops(p.inputs.config, connections, &listen) {
         requests.per_connection = None;
         requests.per_connection_unknown = Some(why);
     }
+    listen
 }
 
 /// The access log's section with its lines over nginx's own count of the same period
@@ -643,7 +645,7 @@ fn assemble(
         connections_report(lc, prev.map(|p| &p.lifecycle.0), lc_meta),
         lc_meta,
     );
-    own_hops_unknown(&mut parts.requests, inputs.config, connections.as_ref());
+    let listen = listen_and_own_hops(&mut parts.requests, p, connections.as_ref());
     let access_log = with_share_logged(inputs.access_log.clone(), &parts.requests);
     Report {
         schema: SCHEMA_VERSION,
@@ -658,7 +660,7 @@ fn assemble(
         requests: parts.requests,
         stub_status: parts.stub_status,
         tls: parts.tls,
-        listen: listen(p),
+        listen,
         listen_namespace: listen_namespace(p),
         write_destinations: inputs.write_source,
         logs: inputs

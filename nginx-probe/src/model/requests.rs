@@ -515,31 +515,62 @@ fn is_own_listener(listen: &str, peer: &str) -> bool {
     lp == pp && (lh == ph || (loopback && wildcard))
 }
 
+/// Whether `peer` (an upstream peer's `ip:port`) reaches the listening socket bound
+/// to `socket` (sock_diag's `ip:port`, canonical): the same address, or a wildcard
+/// socket of the peer's family on the same port reached over loopback.
+fn reaches_socket(socket: &str, peer: &str) -> bool {
+    use std::net::SocketAddr;
+    let (Ok(l), Ok(p)) = (socket.parse::<SocketAddr>(), peer.parse::<SocketAddr>()) else {
+        return false;
+    };
+    l == p
+        || (l.port() == p.port()
+            && l.ip().is_unspecified()
+            && l.is_ipv6() == p.is_ipv6()
+            && p.ip().is_loopback())
+}
+
 /// Why nginx's own accepts and requests include its own hops, so that requests per
 /// connection (and accepts per request) say nothing of its clients: a `listen unix:`
 /// ([`unix_mix`]), or an upstream peer nginx connected to in the period
 /// (`connections.upstream_peers`, lifecycle tracepoints) that is one of its own TCP
-/// listeners (the configuration's `listen`): nginx proxying to its own server block
-/// counts each proxied request twice (trial 10: 2.0 per connection for clients that
-/// sent 9,090 each). None otherwise, or without the configuration.
+/// listeners: a loaded `listen` of the configuration (quoted with its `file:line`),
+/// else one of the listening sockets nginx holds (`listen`, sock_diag: canonical
+/// addresses, so a listen written as a host name or a non-canonical IPv6 address is
+/// matched too, and without the configuration). nginx proxying to its own server
+/// block counts each proxied request twice (trial 10: 2.0 per connection for clients
+/// that sent 9,090 each). None otherwise. Not seen: a proxy to one of the host's own
+/// non-loopback addresses through a wildcard listener (the host's addresses are not
+/// read).
 pub fn own_hops(
     cfg: Option<&crate::model::config::ConfigReport>,
     connections: Option<&crate::model::connections::ConnectionsReport>,
+    listen: &[crate::model::ListenReport],
 ) -> Option<String> {
     if let Some(why) = unix_mix(cfg) {
         return Some(why);
     }
-    let cfg = cfg?;
     let peers = &connections?.upstream_peers;
     peers.iter().filter(|p| p.connects > 0).find_map(|p| {
-        let l = cfg
-            .listens
-            .iter()
-            .find(|l| !l.not_loaded && is_own_listener(&l.address, &p.peer))?;
-        Some(format!(
-            "nginx proxies to its own listener {} ({} connects in the period, lifecycle tracepoints; listen {} in {} at {}): its accepts and requests count each such hop beside the clients', so per connection is unknown",
-            p.peer, p.connects, l.address, l.scope, l.at
-        ))
+        let said = |l: String| {
+            format!(
+                "nginx proxies to its own listener {} ({} connects in the period, lifecycle tracepoints; {l}): its accepts and requests count each such hop beside the clients', so per connection is unknown",
+                p.peer, p.connects
+            )
+        };
+        let configured = cfg.and_then(|cfg| {
+            cfg.listens
+                .iter()
+                .find(|l| !l.not_loaded && is_own_listener(&l.address, &p.peer))
+        });
+        if let Some(l) = configured {
+            return Some(said(format!("listen {} in {} at {}", l.address, l.scope, l.at)));
+        }
+        let socket = listen.iter().find(|l| reaches_socket(&l.addr, &p.peer))?;
+        Some(said(format!(
+            "nginx's listening socket {}, sock_diag",
+            socket.addr
+        )))
     })
 }
 
@@ -692,13 +723,37 @@ mod tests {
                 connects: 91_002,
                 ..Default::default()
             });
-        let why = own_hops(Some(&cfg), Some(&c)).expect("an own hop");
+        let why = own_hops(Some(&cfg), Some(&c), &[]).expect("an own hop");
         assert!(
             why.starts_with("nginx proxies to its own listener 127.0.0.1:19591 (91002 connects"),
             "{why}"
         );
         c.upstream_peers[0].peer = "127.0.0.2:19591".into();
-        assert_eq!(own_hops(Some(&cfg), Some(&c)), None);
-        assert_eq!(own_hops(None, Some(&c)), None);
+        assert_eq!(own_hops(Some(&cfg), Some(&c), &[]), None);
+        assert_eq!(own_hops(None, Some(&c), &[]), None);
+        // nginx's listening sockets (sock_diag, canonical) find what the configuration
+        // does not: a listen written as a host name, or no configuration read.
+        let socket = |addr: &str| crate::model::ListenReport {
+            addr: addr.into(),
+            ..Default::default()
+        };
+        c.upstream_peers[0].peer = "[::1]:19592".into();
+        let why = own_hops(None, Some(&c), &[socket("[::]:19592")]).expect("an own hop");
+        assert!(
+            why.contains("(91002 connects in the period, lifecycle tracepoints; nginx's listening socket [::]:19592, sock_diag)"),
+            "{why}"
+        );
+        assert!(
+            own_hops(None, Some(&c), &[socket("0.0.0.0:19592")]).is_none(),
+            "ipv6only"
+        );
+        assert!(own_hops(None, Some(&c), &[socket("[::1]:19592")]).is_some());
+        assert!(own_hops(None, Some(&c), &[socket("[::1]:19593")]).is_none());
+        c.upstream_peers[0].peer = "10.0.0.5:19592".into();
+        assert!(
+            own_hops(None, Some(&c), &[socket("0.0.0.0:19592")]).is_none(),
+            "a remote peer"
+        );
+        assert!(own_hops(None, Some(&c), &[socket("10.0.0.5:19592")]).is_some());
     }
 }

@@ -275,7 +275,8 @@ fn requests_lines(out: &mut String, r: &Report) {
     with_request_line(out, r);
     // Whole (trial 10: cut at 32 characters, "nginx also accepts on a unix soc…"),
     // escaped: it quotes the configuration's addresses and paths.
-    if let Some(why) = crate::model::own_hops(r.config.as_ref(), r.connections.as_ref()) {
+    if let Some(why) = crate::model::own_hops(r.config.as_ref(), r.connections.as_ref(), &r.listen)
+    {
         let _ = writeln!(out, "  {}", crate::safe::bounded(&why, 1024));
     }
     if let Some(n) = &r.stub_status {

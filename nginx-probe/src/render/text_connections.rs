@@ -416,7 +416,8 @@ fn after_response_causes(r: &Report) -> String {
 fn client_requests(r: &Report) -> Option<u64> {
     r.requests.count.filter(|_| {
         r.quic.is_none()
-            && crate::model::own_hops(r.config.as_ref(), r.connections.as_ref()).is_none()
+            && crate::model::own_hops(r.config.as_ref(), r.connections.as_ref(), &r.listen)
+                .is_none()
     })
 }
 
