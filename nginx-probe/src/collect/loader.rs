@@ -121,6 +121,45 @@ pub struct Probe {
     pub lifecycle: crate::collect::lifecycle::Lifecycle,
 }
 
+/// Detaching is releasing each link and perf event, and each waits for the kernel
+/// (an RCU grace period under the global `event_mutex`, see [`windows::Closer`]):
+/// about 80 ms each here, so the ~35 programs released one by one held the exit
+/// (Ctrl-C, `--duration`) for about 3 s. Every program is unloaded (its links first)
+/// on a thread of its own, with an open detail window's links and perf events, so the
+/// waits overlap: the exit takes about one of them.
+impl Drop for Probe {
+    fn drop(&mut self) {
+        let mut fds: Vec<windows::Release> = Vec::new();
+        let _ = self.detach_detail_fds(&mut fds);
+        std::thread::scope(|s| {
+            for (_, prog) in self.ebpf.programs_mut() {
+                let spawned = std::thread::Builder::new()
+                    .stack_size(64 * 1024)
+                    .spawn_scoped(s, || unload(prog));
+                // No thread: the program is released with the object, in turn.
+                drop(spawned);
+            }
+            for fd in fds {
+                let _ = std::thread::Builder::new()
+                    .stack_size(64 * 1024)
+                    .spawn_scoped(s, move || drop(fd));
+            }
+        });
+    }
+}
+
+/// Unloads one program, its links first (what dropping it does); kinds this probe
+/// does not load are left to the object's drop.
+fn unload(prog: &mut aya::programs::Program) {
+    use aya::programs::Program;
+    let _ = match prog {
+        Program::TracePoint(p) => p.unload(),
+        Program::RawTracePoint(p) => p.unload(),
+        Program::UProbe(p) => p.unload(),
+        _ => Ok(()),
+    };
+}
+
 mod accept;
 mod exits;
 mod lifecycle_uprobes;

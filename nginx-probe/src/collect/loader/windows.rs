@@ -228,6 +228,17 @@ impl Probe {
     pub fn detach_detail(&mut self) -> WindowCost {
         let t0 = Instant::now();
         let mut fds: Vec<Release> = Vec::with_capacity(2 * self.detail.len());
+        let n = self.detach_detail_fds(&mut fds);
+        self.closer.close(fds);
+        WindowCost {
+            links: n,
+            us: t0.elapsed().as_micros() as u64,
+        }
+    }
+
+    /// Takes an open window's links and perf events into `fds` (released when
+    /// dropped); returns the links taken.
+    pub(super) fn detach_detail_fds(&mut self, fds: &mut Vec<Release>) -> usize {
         let mut n = 0;
         for d in &mut self.detail {
             if let Some(link) = d.link.take() {
@@ -238,12 +249,7 @@ impl Probe {
                 fds.push(Box::new(event));
             }
         }
-        n += self.detach_tls_window(&mut fds);
-        self.closer.close(fds);
-        WindowCost {
-            links: n,
-            us: t0.elapsed().as_micros() as u64,
-        }
+        n + self.detach_tls_window(fds)
     }
 
     /// How long the kernel took to release the last closed window's links and perf
