@@ -175,8 +175,10 @@ mod tests {
             crate::model::config::DEFAULT,
         )];
         crate::model::config_version::for_version(&mut values, Some("1.18.0"));
-        let mut c = ConfigReport::default();
-        c.values = values;
+        let mut c = ConfigReport {
+            values,
+            ..Default::default()
+        };
         inp.config = Some(c.clone());
         let (done, v) = run(&inp);
         assert!(done);

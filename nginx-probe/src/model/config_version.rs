@@ -23,10 +23,9 @@ pub fn parse_version(v: &str) -> Option<(u32, u32, u32)> {
 /// unknown, the default says both values (`1000 (100 before nginx 1.19.10)`): a rule
 /// reading it as a number then reads neither. Values a file sets are left alone.
 pub fn for_version(values: &mut Vec<ConfigValue>, version: Option<&str>) {
-    let old = match version.and_then(parse_version) {
-        Some(v) => Some(v < KEEPALIVE_1000_SINCE),
-        None => None,
-    };
+    let old = version
+        .and_then(parse_version)
+        .map(|v| v < KEEPALIVE_1000_SINCE);
     values.retain(|v| !(v.is_default() && v.directive == "keepalive_time" && old == Some(true)));
     for v in values
         .iter_mut()
