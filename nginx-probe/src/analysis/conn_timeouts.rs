@@ -20,12 +20,16 @@ use crate::{
 /// nginx's timeouts that close a client connection after a wait without data, in the
 /// order they are named. `http2_idle_timeout` (nginx before 1.19.7; later versions
 /// use `keepalive_timeout` for HTTP/2) is not read: a close at it stays unknown.
+/// `lingering_timeout` is not one: a lingering close shuts the write side down first
+/// (`ngx_http_set_lingering_close`: nginx's FIN goes out right after the response),
+/// and the idle time measured is the one before that first close, never the
+/// lingering wait after it (trial 11: `keepalive_timeout 5s` closes were said to be
+/// lingering_timeout's too, its default being 5s).
 pub const CLOSE_TIMEOUTS: &[&str] = &[
     "keepalive_timeout",
     "client_header_timeout",
     "client_body_timeout",
     "send_timeout",
-    "lingering_timeout",
 ];
 
 /// The timeouts nginx logs as `client timed out` (error-log class
@@ -60,6 +64,9 @@ pub struct TimeoutMatch {
     /// nginx's closes whose idle time was measured in the period (the pinned ones);
     /// 0: unknown.
     pub closes: u64,
+    /// Request timeouts whose value matched and that the logs rule out, with why
+    /// ([`rule_out_request_timeouts`]).
+    pub ruled_out: Vec<String>,
 }
 
 impl TimeoutMatch {
@@ -113,6 +120,7 @@ impl TimeoutMatch {
             "client_timed_out_lines": self.client_timed_out,
             "closes_timed": self.closes,
             "access_log_408": self.status_408,
+            "ruled_out": self.ruled_out,
             "source": "the configuration's effective values in the servers listening on the ports with the closes (file:line); nginx's error log (class client_timed_out); the access log's $status",
         })
     }
@@ -183,6 +191,7 @@ pub fn match_timeout(inp: &Inputs, ports: &[u16], pinned_ms: f64) -> TimeoutMatc
             }
         }
     }
+    rule_out_request_timeouts(inp, cfg, &mut m);
     // Trial 9: keepalive_timeout 2s in a file past an include glob's limit, the
     // default 75s quoted as if in force and "no configured timeout matches".
     let unread = cfg.values.iter().any(|v| v.unread_may_set);
@@ -194,6 +203,81 @@ pub fn match_timeout(inp: &Inputs, ports: &[u16], pinned_ms: f64) -> TimeoutMatc
         ));
     }
     m
+}
+
+/// Whether every request timeout would have written a `client timed out` line to the
+/// error log read: it is readable, every main-level `error_log` logs at `info` or
+/// `debug`, and no `error_log` elsewhere (http, server, location) writes to another
+/// file.
+fn request_timeouts_logged(inp: &Inputs, cfg: &ConfigReport) -> Option<String> {
+    if !inp.nginx_errors.as_ref().is_some_and(|e| e.readable) || cfg.error_logs.is_empty() {
+        return None;
+    }
+    let verbose = cfg.error_logs.iter().all(|v| {
+        let level = v.value.split_whitespace().nth(1).unwrap_or("error");
+        matches!(level, "info" | "debug") && !v.unread_may_set && !v.not_loaded
+    });
+    let paths: Vec<&str> = cfg
+        .error_logs
+        .iter()
+        .filter_map(|v| v.value.split_whitespace().next())
+        .collect();
+    let elsewhere = cfg
+        .log_paths
+        .iter()
+        .any(|l| l.kind == "error_log" && !paths.contains(&l.path.as_str()));
+    (verbose && !elsewhere).then(|| {
+        cfg.error_logs
+            .iter()
+            .map(|v| format!("error_log {}", v.quoted()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    })
+}
+
+/// Takes out of `m.matched` the request timeouts (`client_header_timeout`,
+/// `client_body_timeout`, `send_timeout`) that the logs rule out, saying why in
+/// `m.ruled_out`: each request that times out writes `client timed out` at `info`,
+/// so none in an error log written at `info` rules all three out; each header or
+/// body timeout of a request answers 408 in the access log, so none in a complete
+/// log, with no connection nginx closed before its client sent a byte (a wait for
+/// the first request logs no line), rules those two out. Trial 11: idle keepalive
+/// connections closed at `keepalive_timeout 60s` were told of slow clients cut off
+/// mid-request because client_body_timeout and send_timeout default to 60s.
+fn rule_out_request_timeouts(inp: &Inputs, cfg: &ConfigReport, m: &mut TimeoutMatch) {
+    if !m.matched.iter().any(|(d, _)| REQUEST_TIMEOUTS.contains(d)) || m.client_timed_out > 0 {
+        return;
+    }
+    let (out, why): (&[&str], String) = if let Some(logs) = request_timeouts_logged(inp, cfg) {
+        (
+            REQUEST_TIMEOUTS,
+            format!("no `client timed out` line in nginx's error log, written at info ({logs}), where each request that times out writes one"),
+        )
+    } else {
+        let no_data_by_nginx = inp
+            .connections
+            .as_ref()
+            .filter(|c| c.without_data_unknown.is_none())
+            .map(|_| {
+                inp.closed_without_data()
+                    - inp
+                        .closed_without_data_by_client()
+                        .min(inp.closed_without_data())
+            });
+        let complete = super::outcome_rules::complete_log(inp).is_some();
+        if !(complete && m.status_408 == Some(0) && no_data_by_nginx == Some(0)) {
+            return;
+        }
+        (
+            &["client_header_timeout", "client_body_timeout"],
+            "no response 408 in the access log, complete, where each request that times out while nginx reads it is logged 408, and no connection closed by nginx before its client sent a byte (a wait for a first request logs no line)".to_string(),
+        )
+    };
+    let before = m.matched.len();
+    m.matched.retain(|(d, _)| !out.contains(d));
+    if m.matched.len() < before {
+        m.ruled_out.push(format!("{}: {why}", out.join(", ")));
+    }
 }
 
 #[cfg(test)]

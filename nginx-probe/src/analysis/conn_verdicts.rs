@@ -712,6 +712,40 @@ mod tests {
         );
     }
 
+    /// Trial 11: idle keepalive closes at 60 s, client_body_timeout and send_timeout
+    /// at their 60s defaults. The error log at info with no `client timed out` rules
+    /// the request timeouts out; without it they stay candidates.
+    #[test]
+    fn request_timeouts_the_logs_rule_out_leave_keepalive_timeout() {
+        let mut i = inp(12, 0, Some(60_004.0), 60_004);
+        let mut cfg = trial_config("60s", Some("60s"));
+        i.config = Some(cfg.clone());
+        assert_eq!(judged(&i).id, "nginx_timeout_closes");
+        cfg.error_logs = vec![crate::model::config::ConfigValue::of(
+            "error_log",
+            "main",
+            "/l/e.log info",
+            "/e/n.conf:2",
+        )];
+        i.config = Some(cfg.clone());
+        i.nginx_errors = Some(crate::model::NginxErrorsReport {
+            readable: true,
+            ..Default::default()
+        });
+        let v = judged(&i);
+        assert_eq!(v.id, "keepalive_timeout_closes", "{}", v.advice);
+        let ruled = v.evidence["timeout_match"]["ruled_out"].to_string();
+        assert!(ruled.contains("client_header_timeout, client_body_timeout, send_timeout: no `client timed out` line"), "{ruled}");
+        // At error level the lines would not be there: nothing ruled out.
+        cfg.error_logs[0].value = "/l/e.log error".into();
+        i.config = Some(cfg);
+        assert_eq!(judged(&i).id, "nginx_timeout_closes");
+        // keepalive_timeout 5s beside lingering_timeout's 5s default: keepalive alone.
+        let mut i = inp(12, 0, Some(5_004.0), 5_004);
+        i.config = Some(trial_config("60s", Some("5s")));
+        assert_eq!(judged(&i).id, "keepalive_timeout_closes");
+    }
+
     #[test]
     fn closes_matching_no_timeout_or_without_the_config_are_unknown() {
         let mut i = inp(12, 3, Some(2004.0), 2004);

@@ -319,10 +319,15 @@ fn keepalive_off_advice(inp: &Inputs, c: &UpstreamConnects, p50: u64, p99: u64) 
     let fix = super::upstream_pool::pool_advice(inp.served_config().as_ref(), &closes);
     // Established, not attempted: a connect that found no local port (EADDRNOTAVAIL,
     // case 18) never reaches SYN_SENT, yet it was TCP.
+    // "every" only where it is so: at 0.59 per request it was said of every one.
+    let how_often = match c.per_request() {
+        r if r >= 0.95 => "for every proxied request".to_string(),
+        r => format!("for {:.0} of every 100 requests nginx counted", r * 100.0),
+    };
     let what = match tcp_established(inp).filter(|&t| t * 2 < c.established) {
         // Trial 9: a unix-socket upstream was told of TCP, TIME-WAIT and local ports.
-        Some(t) => format!("nginx opens and closes a connection to the upstream for every proxied request, most of them not TCP ({t} of the {} connections established were TCP, tracepoint sock:inet_sock_set_state; the others not TCP: a unix socket's, `server unix:...`, or another kind, which is not measured): those cost a connect() and an accept per request but hold no TIME-WAIT nor local port", c.established),
-        None => format!("nginx opens and closes a TCP connection to the upstream for every proxied request; {}", time_wait_side(inp)),
+        Some(t) => format!("nginx opens and closes a connection to the upstream {how_often}, most of them not TCP ({t} of the {} connections established were TCP, tracepoint sock:inet_sock_set_state; the others not TCP: a unix socket's, `server unix:...`, or another kind, which is not measured): those cost a connect() and an accept per request but hold no TIME-WAIT nor local port", c.established),
+        None => format!("nginx opens and closes a TCP connection to the upstream {how_often}; {}", time_wait_side(inp)),
     };
     // Trial 10: nginx proxying to its own listener counts each proxied request twice.
     let own = match crate::model::own_hops(inp.config.as_ref(), inp.connections.as_ref(), &inp.listen) {
@@ -636,6 +641,23 @@ mod tests {
         assert_eq!(v[0].evidence["connects_per_s"], serde_json::json!(100.0));
         assert_eq!(v[0].evidence["connect_p99_us"], serde_json::json!(60.0));
         assert_eq!(v[0].directives[0], "keepalive (upstream block)");
+        assert!(v[0]
+            .advice
+            .contains("to the upstream for every proxied request;"));
+        // 0.6 per request is said as such, not as every request.
+        let mut some = a.clone();
+        some.upstream_established = 240;
+        let v = judge(&Inputs {
+            workers: vec![some],
+            requests: Some(400),
+            ..Inputs::default()
+        });
+        assert!(
+            v[0].advice
+                .contains("to the upstream for 60 of every 100 requests nginx counted;"),
+            "{}",
+            v[0].advice
+        );
         // Estimated requests (writev counts the upstream request too): quiet.
         assert!(judge(&Inputs {
             workers: vec![a.clone()],
