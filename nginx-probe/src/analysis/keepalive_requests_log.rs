@@ -1,4 +1,5 @@
-//! `keepalive_requests_low` from the access log: where `$connection_requests` is
+//! `keepalive_requests_low` from the access log, and the connections that carried a
+//! request for `keepalive_off` ([`accepts_that_carried`]): where `$connection_requests` is
 //! logged on every line of a complete log, the request count at which most
 //! connections ended is read, not inferred from a mean (newcomer trial 10: 2265 of
 //! 2285 connections ended at exactly 50 under `keepalive_requests 50`, and the mean's
@@ -92,6 +93,33 @@ pub fn keepalive_requests_ended(inp: &Inputs, out: &mut Vec<Verdict>) -> bool {
         advice,
     ));
     true
+}
+
+/// Of `accepts`, those that may have carried a request: less the TLS handshakes the
+/// client abandoned (counted by libssl's programs) and the connections nginx dropped
+/// (stub_status) or closed before their client sent a byte (`tcp_sock.bytes_received`),
+/// which say nothing of keepalive, and at most what the access log's
+/// `$connection_requests` allows ([`carried_ceiling`]).
+/// None when the abandoned handshakes are counted in the detail windows only.
+pub fn accepts_that_carried(inp: &Inputs, accepts: u64) -> Option<u64> {
+    let unused = crate::model::connections::accepts_without_request(
+        inp.connections.as_ref(),
+        inp.tls.as_ref(),
+    )?;
+    let carried = accepts.saturating_sub(unused + inp.stub_dropped.unwrap_or(0));
+    Some(carried_ceiling(inp).map_or(carried, |c| c.min(carried)))
+}
+
+/// At most how many connections carried a request, from a complete access log that
+/// logs `$connection_requests`: those whose first request it holds, the requests it
+/// may miss (each could be another connection's first), and the connections open at
+/// the end (nginx's gauge: a first request still running has no line yet). None when
+/// the log does not say (not complete, the field not on every line) or the gauge is
+/// unknown. Trial 11: 400 TLS handshakes with no request beside 8 connections of 45
+/// requests were taken for connections "not reused: one request each".
+pub fn carried_ceiling(inp: &Inputs) -> Option<u64> {
+    let (n, missing) = super::outcome_rules::complete_log(inp)?.connections_carried()?;
+    Some(n + missing + inp.connections_active?)
 }
 
 #[cfg(test)]
@@ -205,5 +233,22 @@ mod tests {
             "{}",
             v[0].advice
         );
+    }
+
+    /// Trial 11: 8 connections of 45 requests beside 400 TLS handshakes that carried
+    /// none: keepalive_off judges 8 (+ the 2 open at the end), not 408.
+    #[test]
+    fn the_log_bounds_the_connections_that_carried_a_request() {
+        let mut inp = inputs(0, None);
+        inp.requests = Some(360);
+        inp.connections_active = Some(2);
+        let a = inp.access_log.as_mut().unwrap();
+        a.lines = 360;
+        a.statuses = [("200".to_string(), 360)].into_iter().collect();
+        a.connections_with_requests = Some(8);
+        assert_eq!(carried_ceiling(&inp), Some(10));
+        assert_eq!(accepts_that_carried(&inp, 408), Some(10));
+        inp.connections_active = None;
+        assert_eq!(accepts_that_carried(&inp, 408), Some(408));
     }
 }

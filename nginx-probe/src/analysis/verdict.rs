@@ -326,19 +326,6 @@ fn reuse(accepts_per_request: f64) -> String {
     }
 }
 
-/// Of `accepts`, those that may have carried a request: less the TLS handshakes the
-/// client abandoned (counted by libssl's programs) and the connections nginx dropped
-/// (stub_status) or closed before their client sent a byte (`tcp_sock.bytes_received`),
-/// which say nothing of keepalive. None when the abandoned handshakes
-/// are counted in the detail windows only (unknown: not judged).
-fn accepts_that_carried(inp: &Inputs, accepts: u64) -> Option<u64> {
-    let unused = crate::model::connections::accepts_without_request(
-        inp.connections.as_ref(),
-        inp.tls.as_ref(),
-    )?;
-    Some(accepts.saturating_sub(unused + inp.stub_dropped.unwrap_or(0)))
-}
-
 /// Verdict `keepalive_off`: [`KEEPALIVE_ACCEPTS_PER_REQUEST`] or more accepts per
 /// request over at least [`KEEPALIVE_MIN_REQUESTS`] exact requests, unless connections
 /// were closed unserved or nginx itself reused idle ones.
@@ -350,7 +337,7 @@ fn keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
     if requests < KEEPALIVE_MIN_REQUESTS {
         return;
     }
-    let Some(carried) = accepts_that_carried(inp, accepts) else {
+    let Some(carried) = super::keepalive_requests_log::accepts_that_carried(inp, accepts) else {
         return;
     };
     let per_request = carried as f64 / requests as f64;
