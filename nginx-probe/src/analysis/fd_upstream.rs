@@ -330,7 +330,7 @@ fn keepalive_off_advice(inp: &Inputs, c: &UpstreamConnects, p50: u64, p99: u64) 
         None => format!("nginx opens and closes a TCP connection to the upstream {how_often}; {}", time_wait_side(inp)),
     };
     // Trial 10: nginx proxying to its own listener counts each proxied request twice.
-    let own = match crate::model::own_hops(inp.config.as_ref(), inp.connections.as_ref(), &inp.listen) {
+    let own = match inp.own_hops() {
         Some(why) => format!(" (per request nginx counted, its own hops among them, so per proxied request up to twice this: {why})"),
         None => String::new(),
     };

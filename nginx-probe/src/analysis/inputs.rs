@@ -176,12 +176,7 @@ impl Inputs {
                 .quic
                 .as_ref()
                 .is_some_and(|q| q.makes_requests_per_accept_unknown())
-            && crate::model::own_hops(
-                self.config.as_ref(),
-                self.connections.as_ref(),
-                &self.listen,
-            )
-            .is_none()
+            && self.own_hops().is_none()
     }
 
     /// The configuration as it bears on the period's traffic: the servers that had
@@ -191,6 +186,16 @@ impl Inputs {
     pub fn served_config(&self) -> Option<crate::model::config::ConfigReport> {
         let cfg = self.config.as_ref()?;
         Some(super::config_scope::served(cfg, self.connections.as_ref()))
+    }
+
+    /// nginx's own hops among its accepts and requests ([`crate::model::own_hops`]),
+    /// with why; None when there are none.
+    pub fn own_hops(&self) -> Option<String> {
+        crate::model::own_hops(
+            self.config.as_ref(),
+            self.connections.as_ref(),
+            &self.listen,
+        )
     }
 
     /// nginx's client connections closed in the period before their client sent a

@@ -458,8 +458,13 @@ fn upstream_errors_advice(inp: &Inputs, share: f64, n: u64, requests: u64, top: 
             None => super::outcome_rules::clients_saw_at_least(inp).unwrap_or_else(|| "; how many clients got an error response is not measured (nginx logs the same line when proxy_next_upstream retries the request on another peer; an access log with $status holding every request would tell)".to_string()),
         },
     };
+    let hops = if inp.own_hops().is_some() {
+        " nginx counted, its own hops to its own listener among them"
+    } else {
+        ""
+    };
     format!(
-        "nginx logged {n} upstream errors for {requests} requests ({:.0}%), {most}{chain}{outcome}{}",
+        "nginx logged {n} upstream errors for {requests} requests{hops} ({:.0}%), {most}{chain}{outcome}{}",
         share * 100.0,
         super::fd_upstream::ports_and_peers(inp, ports_out > 0)
     )

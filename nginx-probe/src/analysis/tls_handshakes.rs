@@ -108,9 +108,7 @@ fn unused_said(
     if t.handshakes_from.as_deref() != Some("ngx_ssl_ocsp_validate") {
         return Unused::Unknown("how many of them carried a request is unknown: the handshakes were counted at SSL_do_handshake, which nginx's own TLS connects to upstreams reach too".into());
     }
-    if let Some(why) =
-        crate::model::own_hops(inp.config.as_ref(), inp.connections.as_ref(), &inp.listen)
-    {
+    if let Some(why) = inp.own_hops() {
         return Unused::Unknown(format!("how many of them carried a request is unknown: nginx's own hops may be among them ({why})"));
     }
     if inp.quic.is_some() {
