@@ -423,10 +423,16 @@ fn upstream_how(inp: &Inputs, class: &str) -> String {
         _ => "errors talking to the upstream (502/504)",
     };
     let peers = super::upstream_failures::peers_of(inp, class);
+    // nginx writes the block's name there when no server of it is live.
+    let what = if class == "no_live_upstreams" {
+        "upstream block"
+    } else {
+        "peer"
+    };
     if peers.is_empty() {
         how.to_string()
     } else {
-        format!("{how} (peer: {})", peers.join(", "))
+        format!("{how} ({what}: {})", peers.join(", "))
     }
 }
 

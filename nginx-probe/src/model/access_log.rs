@@ -165,6 +165,9 @@ pub struct Outcomes {
     pub retried_ok: u64,
     /// `$request_time` of the retried requests.
     pub retried_time: Times,
+    /// Items of `$upstream_addr` that name an upstream block, not a peer
+    /// ([`is_peer_address`]): nginx found no live server in it and tried none.
+    pub no_live_server: u64,
     /// Lines whose format logs `$upstream_addr`.
     pub upstream_addr_logged: u64,
     /// Of those, lines answered 5xx with no upstream tried (`$upstream_addr` `-` or
@@ -249,7 +252,9 @@ impl Outcomes {
             items(f.upstream_connect_time),
         );
         let addrs: Vec<&str> = list_items(addrs).collect();
-        if addrs.len() > 1 {
+        // Trial 11: `127.0.0.1:19512, dead` was one request retried once, and `dead`
+        // (the block's name) a peer of 299 tries.
+        if addrs.iter().filter(|a| is_peer_address(a)).count() > 1 {
             self.retried += 1;
             if f.status.is_some_and(|s| s < 500) {
                 self.retried_ok += 1;
@@ -259,6 +264,10 @@ impl Outcomes {
             }
         }
         for (i, a) in addrs.iter().enumerate() {
+            if !is_peer_address(a) {
+                self.no_live_server += 1;
+                continue;
+            }
             let peer = if self.peers.contains_key(*a) || self.peers.len() < MAX_NAMES {
                 self.peers.entry(bounded(a)).or_default()
             } else {
@@ -354,6 +363,7 @@ impl Outcomes {
             retried_time: self.retried_time.report("$request_time"),
             no_upstream_5xx: (self.lines > 0 && self.upstream_addr_logged == self.lines)
                 .then_some(self.no_upstream_5xx),
+            no_live_server: self.no_live_server,
             connections_with_requests: (self.lines > 0
                 && self.connection_requests_logged == self.lines)
                 .then_some(self.first_requests),
@@ -478,6 +488,10 @@ pub struct AccessLogReport {
     /// Their `$request_time` (what the retries cost the clients); None when not logged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retried_time: Option<TimeReport>,
+    /// Items of `$upstream_addr` naming an upstream block instead of a peer: nginx
+    /// found no live server in it (`no live upstreams`) and connected to none (502).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub no_live_server: u64,
     /// Lines answered 5xx with no upstream tried (`$upstream_addr` `-`): nginx's own
     /// (`return 503`, a limit, an error page), not an upstream's; None unless every
     /// line read logs `$upstream_addr`.
@@ -521,6 +535,17 @@ pub const MAX_SHARE_LOGGED: f64 = 1.01;
 /// Share of nginx's requests the access log must hold for "the clients got" figures
 /// to stand for all requests.
 pub const MIN_SHARE_LOGGED: f64 = 0.99;
+
+/// Whether an item of `$upstream_addr` is a peer nginx tried: `ip:port`,
+/// `[ip6]:port` or `unix:path`. nginx writes the upstream block's name instead when it
+/// found no live server there (`ngx_http_upstream_next`, `no live upstreams`).
+pub fn is_peer_address(item: &str) -> bool {
+    item.starts_with("unix:") || item.parse::<std::net::SocketAddr>().is_ok()
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
 
 /// How requests answered 444 are said against nginx's closes, in the text and in
 /// verdicts alike ([`AccessLogReport::answered_444_closing`]).
@@ -795,6 +820,42 @@ mod tests {
         assert_eq!(r.statuses["000"], 1);
         assert_eq!(r.classes["other"], 1);
         assert!(r.upstreams[0].statuses.is_empty());
+    }
+
+    /// Trial 11: nginx writes the upstream block's name where it found no live
+    /// server: no peer, no try, and `peer, block` is no retry on another peer.
+    #[test]
+    fn an_upstream_block_name_is_no_peer_and_no_retry() {
+        let f = LogFormat::compile(
+            "t",
+            "$status \"$upstream_addr\" \"$upstream_status\"",
+            "default",
+        )
+        .unwrap();
+        let mut o = Outcomes::default();
+        count(
+            &mut o,
+            &f,
+            "502 \"127.0.0.1:19511, 127.0.0.1:19512\" \"502, 502\"",
+        );
+        count(&mut o, &f, "502 \"127.0.0.1:19512, dead\" \"502, 502\"");
+        count(&mut o, &f, "502 \"dead\" \"502\"");
+        count(&mut o, &f, "200 \"unix:/run/a.sock\" \"200\"");
+        let r = o.report(&f.fields, vec![], vec![]);
+        assert_eq!((r.retried, r.no_live_server), (1, 2));
+        let peers: Vec<(&str, u64)> = r
+            .upstreams
+            .iter()
+            .map(|p| (p.peer.as_str(), p.tries))
+            .collect();
+        assert_eq!(
+            peers,
+            [
+                ("127.0.0.1:19511", 1),
+                ("127.0.0.1:19512", 2),
+                ("unix:/run/a.sock", 1)
+            ]
+        );
     }
 
     #[test]

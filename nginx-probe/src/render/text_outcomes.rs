@@ -75,6 +75,13 @@ pub fn access_log_section(out: &mut String, r: &Report) {
     if let Some(r) = a.retried_said() {
         let _ = writeln!(out, "  retried: {r}");
     }
+    if a.no_live_server > 0 {
+        let _ = writeln!(
+            out,
+            "  no live server: {} times $upstream_addr names the upstream block instead of a peer (nginx found every server of it marked failed and tried none: `no live upstreams`, 502)",
+            a.no_live_server
+        );
+    }
     if !a.lacks.is_empty() {
         let _ = writeln!(out, "  not logged by the format: {}", a.lacks.join(", "));
     }
