@@ -124,6 +124,7 @@ pub fn judge(inp: &Inputs) -> Vec<Verdict> {
     super::conn_verdicts::keepalive_timeout_closes(inp, &mut out);
     super::conn_verdicts::listener_closed_resets(inp, &mut out);
     super::conn_resets::nginx_reset_connections(inp, &mut out);
+    super::conn_resets::requests_after_close(inp, &mut out);
     super::upstream_idle::upstream_peer_idle_closes(inp, &mut out);
     super::fd_upstream::upstream_keepalive_off(per_request, &mut out);
     super::fd_upstream::fd_exhaustion(inp, &mut out);

@@ -737,3 +737,54 @@ fn a_worker_draining_before_attach_closes_as_a_draining_worker() {
     assert!(p.get("silent_close_after_drain_start").is_none(), "{p}");
     assert!(p.get("idle_before_nginx_close").is_none(), "{p}");
 }
+
+/// Trial 11: N clients each send a request on a keepalive connection nginx closed at
+/// `keepalive_timeout 1s` a moment before: each gets a reset (nginx's closed socket
+/// answers the data from TIME-WAIT, reason `TCP_TIMEWAIT_SOCKET`), and `requests_after_close` says N
+/// requests failed that nginx never read, beside `keepalive_timeout_closes`.
+#[test]
+fn requests_sent_on_connections_nginx_closed_are_said_as_failed_requests() {
+    let ng = Nginx::start(&NginxConfig {
+        http_extra: "keepalive_timeout 1s;".into(),
+        ..NginxConfig::default()
+    });
+    let probe = Probe::on(&ng).json().start();
+    let conns: Vec<TcpStream> = (0..N).map(|_| one_request(ng.addr())).collect();
+    thread::sleep(Duration::from_millis(1600));
+    let mut failed = 0;
+    for mut c in conns {
+        c.write_all(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n")
+            .expect("send on a half-closed connection");
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut rest = Vec::new();
+        // nginx's FIN first (read as 0), then the reset its data draws.
+        let _ = c.read_to_end(&mut rest);
+        thread::sleep(Duration::from_millis(50));
+        if c.write_all(b"x").and_then(|_| c.write_all(b"y")).is_err() {
+            failed += 1;
+        }
+        assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
+    }
+    assert_eq!(failed, N, "every second request met a reset");
+    thread::sleep(Duration::from_millis(600));
+    let summary = probe.stop().summary_json();
+    let p = port_of(&summary, &ng);
+    // nginx's closed socket waits in FIN_WAIT2 as a TIME-WAIT entry: the kernel
+    // answers the data from there.
+    assert_eq!(p["resets_sent_by_reason"]["TCP_TIMEWAIT_SOCKET"], N, "{p}");
+    let v = verdict(&summary, "requests_after_close")
+        .unwrap_or_else(|| panic!("no requests_after_close in {}", summary["verdicts"]));
+    assert_eq!(v["evidence"]["resets_after_close"], N, "{v}");
+    let advice = v["advice"].as_str().unwrap();
+    assert!(
+        advice.contains(
+            "nginx's serving workers closed idle connections after 1.0 s (keepalive_timeout"
+        ),
+        "{advice}"
+    );
+    assert!(
+        verdict(&summary, "keepalive_timeout_closes").is_some(),
+        "{}",
+        summary["verdicts"]
+    );
+}
