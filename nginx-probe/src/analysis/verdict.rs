@@ -127,6 +127,7 @@ pub fn judge(inp: &Inputs) -> Vec<Verdict> {
     super::conn_resets::requests_after_close(inp, &mut out);
     super::upstream_idle::upstream_peer_idle_closes(inp, &mut out);
     super::fd_upstream::upstream_keepalive_off(per_request, &mut out);
+    super::upstream_pool::upstream_pool_overflow(per_request, &mut out);
     super::fd_upstream::fd_exhaustion(inp, &mut out);
     event_loop_stall(inp, &mut out);
     accept_queue_overflow(inp, &mut out);

@@ -80,9 +80,26 @@ struct Wanted {
     buffered: Option<String>,
 }
 
+/// The fields the reader counts that `format` (a `log_format` name) logs; 0 when it
+/// is unknown or refused.
+fn fields_logged(cfg: &ConfigReport, format: &str) -> usize {
+    let compiled = match cfg.log_formats.iter().find(|f| f.name == format) {
+        Some(f) => LogFormat::compile(&f.name, &f.format, &f.escape),
+        None if format == "combined" => LogFormat::compile("combined", COMBINED, "default"),
+        None => return 0,
+    };
+    compiled.map_or(0, |f| {
+        let mut fields = f.fields;
+        fields.dedup();
+        fields.len()
+    })
+}
+
 /// nginx writes a request to every access_log of its context: two in one scope log it
-/// twice. One file per scope is read (the first, or one another scope reads): the files
-/// read, and the (scope, path) of those left for it.
+/// twice. One file per scope is read (one another scope reads, else the one whose
+/// format logs the most fields the reader counts, the first of equals: trial 11 read
+/// a `combined` file beside one with `$request_time` and said request time was not
+/// logged): the files read, and the (scope, path) of those left for it.
 fn one_file_per_scope(cfg: &ConfigReport) -> (Vec<&str>, Vec<(&str, &str)>) {
     let fixed = |p: &str| p != "off" && !p.contains('$') && !p.contains(':');
     let mut read_once: Vec<&str> = Vec::new();
@@ -90,17 +107,25 @@ fn one_file_per_scope(cfg: &ConfigReport) -> (Vec<&str>, Vec<(&str, &str)>) {
     let mut scopes: Vec<&str> = cfg.access_logs.iter().map(|a| a.scope.as_str()).collect();
     scopes.dedup();
     for scope in scopes {
-        let paths: Vec<&str> = cfg
+        let logs: Vec<(&str, usize)> = cfg
             .access_logs
             .iter()
             .filter(|a| a.scope == scope && fixed(&a.path))
-            .map(|a| a.path.as_str())
+            .map(|a| (a.path.as_str(), fields_logged(cfg, &a.format)))
             .collect();
+        let paths: Vec<&str> = logs.iter().map(|(p, _)| *p).collect();
+        let richest = logs
+            .iter()
+            .fold(None::<(&str, usize)>, |best, &(p, n)| match best {
+                Some((_, m)) if m >= n => best,
+                _ => Some((p, n)),
+            })
+            .map(|(p, _)| p);
         let keep = paths
             .iter()
+            .copied()
             .find(|p| read_once.contains(p))
-            .or(paths.first())
-            .copied();
+            .or(richest);
         if let Some(k) = keep {
             if !read_once.contains(&k) {
                 read_once.push(k);
@@ -611,6 +636,18 @@ mod tests {
             "logs/access2.log (nginx.conf (http)): its requests are logged in another file"
         ));
         assert!(not_read[1].starts_with("logs/c.log (nginx.conf (server c))"));
+        // Trial 11: beside `combined`, the file whose format logs more is read.
+        let mut cfg = cfg;
+        cfg.access_logs[1].format = "cr".into();
+        cfg.log_formats.push(crate::model::config::LogFormatValue {
+            name: "cr".into(),
+            escape: "default".into(),
+            format: "$status $request_time $connection_requests".into(),
+            at: "nginx.conf:3".into(),
+        });
+        let (wanted, not_read) = wanted_files(&cfg);
+        assert_eq!(wanted[0].path, "/p/logs/access2.log");
+        assert!(not_read[0].starts_with("logs/access.log (nginx.conf (http)): its requests"));
     }
 
     /// Reloads, as the newcomer's trial ran them: a reload that changes the format of
