@@ -207,8 +207,7 @@ pub fn match_timeout(inp: &Inputs, ports: &[u16], pinned_ms: f64) -> TimeoutMatc
 
 /// Whether every request timeout would have written a `client timed out` line to the
 /// error log read: it is readable, every main-level `error_log` logs at `info` or
-/// `debug`, and no `error_log` elsewhere (http, server, location) writes to another
-/// file.
+/// `debug`, and no `error_log` is set elsewhere (http, server, location).
 fn request_timeouts_logged(inp: &Inputs, cfg: &ConfigReport) -> Option<String> {
     if !inp.nginx_errors.as_ref().is_some_and(|e| e.readable) || cfg.error_logs.is_empty() {
         return None;
@@ -217,15 +216,13 @@ fn request_timeouts_logged(inp: &Inputs, cfg: &ConfigReport) -> Option<String> {
         let level = v.value.split_whitespace().nth(1).unwrap_or("error");
         matches!(level, "info" | "debug") && !v.unread_may_set && !v.not_loaded
     });
-    let paths: Vec<&str> = cfg
-        .error_logs
-        .iter()
-        .filter_map(|v| v.value.split_whitespace().next())
-        .collect();
+    // Any error_log set in http, a server or a location may write at another level
+    // (Debian's stock `error_log /var/log/nginx/error.log;` in http is at `error`):
+    // nothing is ruled out then (review).
     let elsewhere = cfg
         .log_paths
         .iter()
-        .any(|l| l.kind == "error_log" && !paths.contains(&l.path.as_str()));
+        .any(|l| l.kind == "error_log" && !cfg.error_logs.iter().any(|v| v.at == l.at));
     (verbose && !elsewhere).then(|| {
         cfg.error_logs
             .iter()

@@ -321,7 +321,7 @@ fn keepalive_off_advice(inp: &Inputs, c: &UpstreamConnects, p50: u64, p99: u64) 
     // case 18) never reaches SYN_SENT, yet it was TCP.
     // "every" only where it is so: at 0.59 per request it was said of every one.
     let how_often = match c.per_request() {
-        r if r >= 0.95 => "for every proxied request".to_string(),
+        r if r >= 0.995 => "for every proxied request".to_string(),
         r => format!("for {:.0} of every 100 requests nginx counted", r * 100.0),
     };
     let what = match tcp_established(inp).filter(|&t| t * 2 < c.established) {

@@ -356,15 +356,32 @@ pub fn upstream_pool_overflow(inp: &super::inputs::Inputs, out: &mut Vec<crate::
     let Some(requests) = inp.requests.filter(|r| *r > 0) else {
         return;
     };
-    let connects: u64 = inp.workers.iter().map(|w| w.upstream_connects).sum();
+    let closes = closes_of(inp);
+    let (Some(cfg), Some(connected)) = (
+        inp.served_config().filter(|_| closes.nginx_alone_ended()),
+        closes.connected.as_ref(),
+    ) else {
+        return;
+    };
+    // Only the connects to the peers of the locations read that proxy: a
+    // memcached_pass, a grpc_pass or another module's peer is not this pool's
+    // (review); any peer outside them and nothing is said.
+    let reached: Vec<SocketAddr> = all_passes(&cfg)
+        .iter()
+        .filter_map(|(_, v)| pass_peers(&cfg, v))
+        .flatten()
+        .collect();
+    if connected.is_empty() || connected.iter().any(|a| !reached.contains(a)) {
+        return;
+    }
+    let connects: u64 = inp
+        .connections
+        .as_ref()
+        .map_or(0, |c| c.upstream_peers.iter().map(|p| p.connects).sum());
     let per_request = connects as f64 / requests as f64;
     if connects < POOL_OVERFLOW_MIN_CONNECTS || per_request < POOL_OVERFLOW_MIN_PER_REQUEST {
         return;
     }
-    let closes = closes_of(inp);
-    let Some(cfg) = inp.served_config().filter(|_| closes.nginx_alone_ended()) else {
-        return;
-    };
     let passes = passes(&cfg, &closes);
     if passes.is_empty()
         || passes
@@ -393,7 +410,7 @@ pub fn upstream_pool_overflow(inp: &super::inputs::Inputs, out: &mut Vec<crate::
         evidence,
         &["keepalive (upstream block)"],
         format!(
-            "{connects} upstream connections opened for {requests} requests ({per_request:.2} per request; connect() traced), each a TCP handshake and a socket left in TIME-WAIT on nginx's side; {}",
+            "{connects} upstream connections opened for {requests} requests ({per_request:.2} per request; tracepoint sock:inet_sock_set_state on the peers of the locations that proxy), each a TCP handshake and a socket left in TIME-WAIT on nginx's side; {}",
             allowed(&pools.join("; "), &closes)
         ),
     ));
@@ -853,11 +870,26 @@ mod tests {
             closed_by_nginx_after_peer_data: 1237,
             ..Default::default()
         });
+        use crate::model::config::{UpstreamServer, UpstreamValue};
+        let with_block = |mut k: crate::model::config::ConfigReport| {
+            k.upstreams.push(UpstreamValue {
+                name: "be".into(),
+                servers: vec![UpstreamServer {
+                    address: "127.0.0.1:19541".into(),
+                    ..Default::default()
+                }],
+                at: "/e/n.conf:2".into(),
+            });
+            k
+        };
         let mut inp = Inputs {
             workers: vec![a],
             requests: Some(8480),
             connections: Some(c),
-            config: Some(cfg(("1.1", "/e/n.conf:10"), ("", "/e/n.conf:11"))),
+            config: Some(with_block(cfg(
+                ("1.1", "/e/n.conf:10"),
+                ("", "/e/n.conf:11"),
+            ))),
             ..Inputs::default()
         };
         let run = |inp: &Inputs| {
@@ -869,14 +901,26 @@ mod tests {
         let v = run(&inp);
         assert_eq!(v.len(), 1, "{v:?}");
         assert_eq!(v[0].id, "upstream_pool_overflow");
-        assert!(v[0].advice.starts_with("1265 upstream connections opened for 8480 requests (0.15 per request; connect() traced), each a TCP handshake and a socket left in TIME-WAIT on nginx's side; a pool is configured (upstream be: keepalive 16 (/e/n.conf:3)) and the proxy settings allow its reuse, yet nginx closed 1237 of 1261"), "{}", v[0].advice);
+        assert!(v[0].advice.starts_with("1265 upstream connections opened for 8480 requests (0.15 per request; tracepoint sock:inet_sock_set_state on the peers of the locations that proxy), each a TCP handshake and a socket left in TIME-WAIT on nginx's side; a pool is configured (upstream be: keepalive 16 (/e/n.conf:3)) and the proxy settings allow its reuse, yet nginx closed 1237 of 1261"), "{}", v[0].advice);
+        // Connects to a peer no proxy_pass reaches (a memcached_pass): not this pool's.
+        let other = inp.connections.as_ref().unwrap().upstream_peers[0].clone();
+        inp.connections
+            .as_mut()
+            .unwrap()
+            .upstream_peers
+            .push(PeerLifecycle {
+                peer: "127.0.0.1:11211".into(),
+                ..other
+            });
+        assert!(run(&inp).is_empty());
+        inp.connections.as_mut().unwrap().upstream_peers.pop();
         // The upstream closing some itself right after its data: its responses may end
         // them, nothing said here.
         inp.connections.as_mut().unwrap().upstream_peers[0].closed_by_peer_after_its_data = 5;
         assert!(run(&inp).is_empty());
         // A pool defeated by the settings is upstream_keepalive_off's to say, at 0.5.
         inp.connections.as_mut().unwrap().upstream_peers[0].closed_by_peer_after_its_data = 0;
-        inp.config = Some(cfg(("1.0", "default"), ("", "/e/n.conf:11")));
+        inp.config = Some(with_block(cfg(("1.0", "default"), ("", "/e/n.conf:11"))));
         assert!(run(&inp).is_empty());
     }
 }

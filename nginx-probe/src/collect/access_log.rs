@@ -90,14 +90,16 @@ fn fields_logged(cfg: &ConfigReport, format: &str) -> usize {
     };
     compiled.map_or(0, |f| {
         let mut fields = f.fields;
+        fields.sort_by_key(|f| f.variable());
         fields.dedup();
         fields.len()
     })
 }
 
 /// nginx writes a request to every access_log of its context: two in one scope log it
-/// twice. One file per scope is read (one another scope reads, else the one whose
-/// format logs the most fields the reader counts, the first of equals: trial 11 read
+/// twice. One file per scope is read (one another scope reads, else one with no
+/// `if=` nor buffer, then the one whose format logs the most fields the reader
+/// counts, the first of equals: trial 11 read
 /// a `combined` file beside one with `$request_time` and said request time was not
 /// logged): the files read, and the (scope, path) of those left for it.
 fn one_file_per_scope(cfg: &ConfigReport) -> (Vec<&str>, Vec<(&str, &str)>) {
@@ -107,16 +109,21 @@ fn one_file_per_scope(cfg: &ConfigReport) -> (Vec<&str>, Vec<(&str, &str)>) {
     let mut scopes: Vec<&str> = cfg.access_logs.iter().map(|a| a.scope.as_str()).collect();
     scopes.dedup();
     for scope in scopes {
-        let logs: Vec<(&str, usize)> = cfg
+        // A conditional (`if=`) or buffered log is never the whole of the period:
+        // the plain one first, then the most fields (review).
+        let logs: Vec<(&str, (bool, usize))> = cfg
             .access_logs
             .iter()
             .filter(|a| a.scope == scope && fixed(&a.path))
-            .map(|a| (a.path.as_str(), fields_logged(cfg, &a.format)))
+            .map(|a| {
+                let plain = a.condition.is_none() && a.buffer.is_none();
+                (a.path.as_str(), (plain, fields_logged(cfg, &a.format)))
+            })
             .collect();
         let paths: Vec<&str> = logs.iter().map(|(p, _)| *p).collect();
         let richest = logs
             .iter()
-            .fold(None::<(&str, usize)>, |best, &(p, n)| match best {
+            .fold(None::<(&str, (bool, usize))>, |best, &(p, n)| match best {
                 Some((_, m)) if m >= n => best,
                 _ => Some((p, n)),
             })

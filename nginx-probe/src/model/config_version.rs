@@ -9,6 +9,9 @@ use super::config::ConfigValue;
 /// defaulted to 100 (http and upstream blocks alike).
 pub const KEEPALIVE_1000_SINCE: (u32, u32, u32) = (1, 19, 10);
 
+/// The nginx version from which an `upstream` block has `keepalive_requests`.
+pub const UPSTREAM_KEEPALIVE_REQUESTS_SINCE: (u32, u32, u32) = (1, 15, 3);
+
 /// `X.Y.Z` (nginx's version as its binary writes it) as numbers; None when it is not
 /// three numbers.
 pub fn parse_version(v: &str) -> Option<(u32, u32, u32)> {
@@ -26,7 +29,17 @@ pub fn for_version(values: &mut Vec<ConfigValue>, version: Option<&str>) {
     let old = version
         .and_then(parse_version)
         .map(|v| v < KEEPALIVE_1000_SINCE);
-    values.retain(|v| !(v.is_default() && v.directive == "keepalive_time" && old == Some(true)));
+    // The upstream block's keepalive_requests exists from 1.15.3 (nginx's CHANGES).
+    let no_upstream_requests = version
+        .and_then(parse_version)
+        .is_some_and(|v| v < UPSTREAM_KEEPALIVE_REQUESTS_SINCE);
+    values.retain(|v| {
+        let gone = (v.directive == "keepalive_time" && old == Some(true))
+            || (v.directive == "keepalive_requests"
+                && v.scope.starts_with("upstream ")
+                && no_upstream_requests);
+        !(v.is_default() && gone)
+    });
     for v in values
         .iter_mut()
         .filter(|v| v.is_default() && v.directive == "keepalive_requests")
@@ -42,13 +55,11 @@ pub fn for_version(values: &mut Vec<ConfigValue>, version: Option<&str>) {
 /// The `keepalive_requests` default when nginx's version is unknown.
 pub const UNKNOWN_VERSION_KEEPALIVE_REQUESTS: &str = "1000 (100 before nginx 1.19.10)";
 
-/// Whether a default `keepalive_requests` value may be `n`: its number, or with the
-/// version unknown either of nginx's two defaults.
+/// Whether a default `keepalive_requests` value is `n`: its number; never with the
+/// version unknown (either of nginx's two defaults may be in force).
 pub fn keepalive_requests_default_may_be(value: &str, n: u64) -> bool {
-    if value == UNKNOWN_VERSION_KEEPALIVE_REQUESTS {
-        return n == 100 || n == 1000;
-    }
-    value.trim().parse::<u64>() == Ok(n)
+    // With the version unknown the default is only maybe `n`: never a cause (review).
+    value != UNKNOWN_VERSION_KEEPALIVE_REQUESTS && value.trim().parse::<u64>() == Ok(n)
 }
 
 #[cfg(test)]
@@ -88,8 +99,13 @@ mod tests {
         for_version(&mut v, None);
         assert_eq!(v[0].value, UNKNOWN_VERSION_KEEPALIVE_REQUESTS);
         assert_eq!(v[3].value, "50");
-        assert!(keepalive_requests_default_may_be(&v[0].value, 100));
-        assert!(keepalive_requests_default_may_be(&v[0].value, 1000));
+        assert!(!keepalive_requests_default_may_be(&v[0].value, 100));
+        assert!(!keepalive_requests_default_may_be(&v[0].value, 1000));
+        assert!(keepalive_requests_default_may_be("100", 100));
+        // nginx 1.14: no keepalive_requests in an upstream block at all.
+        let mut v = defaults();
+        for_version(&mut v, Some("1.14.2"));
+        assert_eq!(v.iter().filter(|x| x.scope == "upstream b").count(), 0);
         assert!(!keepalive_requests_default_may_be(&v[0].value, 50));
         for bad in ["1.18", "1.x.0", "1.2.3.4", ""] {
             assert_eq!(parse_version(bad), None, "{bad}");

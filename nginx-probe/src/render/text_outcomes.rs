@@ -78,7 +78,7 @@ pub fn access_log_section(out: &mut String, r: &Report) {
     if a.no_live_server > 0 {
         let _ = writeln!(
             out,
-            "  no live server: {} times $upstream_addr names the upstream block instead of a peer (nginx found every server of it marked failed and tried none: `no live upstreams`, 502)",
+            "  no live server: {} times $upstream_addr names the upstream block instead of a peer (nginx found no server of it to try, each marked failed by max_fails/fail_timeout or at its max_conns, and tried none: `no live upstreams`, 502)",
             a.no_live_server
         );
     }
