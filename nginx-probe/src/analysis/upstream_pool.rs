@@ -410,7 +410,7 @@ pub fn upstream_pool_overflow(inp: &super::inputs::Inputs, out: &mut Vec<crate::
         evidence,
         &["keepalive (upstream block)"],
         format!(
-            "{connects} upstream connections opened for {requests} requests ({per_request:.2} per request; tracepoint sock:inet_sock_set_state on the peers of the locations that proxy), each a TCP handshake and a socket left in TIME-WAIT on nginx's side; {}",
+            "{connects} upstream connections opened for {requests} requests ({per_request:.2} per request; tracepoint sock:inet_sock_set_state on the peers of the locations that proxy), each a TCP handshake, and a socket in TIME-WAIT on nginx's side for each one nginx closed first; {}",
             allowed(&pools.join("; "), &closes)
         ),
     ));
@@ -901,7 +901,7 @@ mod tests {
         let v = run(&inp);
         assert_eq!(v.len(), 1, "{v:?}");
         assert_eq!(v[0].id, "upstream_pool_overflow");
-        assert!(v[0].advice.starts_with("1265 upstream connections opened for 8480 requests (0.15 per request; tracepoint sock:inet_sock_set_state on the peers of the locations that proxy), each a TCP handshake and a socket left in TIME-WAIT on nginx's side; a pool is configured (upstream be: keepalive 16 (/e/n.conf:3)) and the proxy settings allow its reuse, yet nginx closed 1237 of 1261"), "{}", v[0].advice);
+        assert!(v[0].advice.starts_with("1265 upstream connections opened for 8480 requests (0.15 per request; tracepoint sock:inet_sock_set_state on the peers of the locations that proxy), each a TCP handshake, and a socket in TIME-WAIT on nginx's side for each one nginx closed first; a pool is configured (upstream be: keepalive 16 (/e/n.conf:3)) and the proxy settings allow its reuse, yet nginx closed 1237 of 1261"), "{}", v[0].advice);
         // Connects to a peer no proxy_pass reaches (a memcached_pass): not this pool's.
         let other = inp.connections.as_ref().unwrap().upstream_peers[0].clone();
         inp.connections

@@ -490,7 +490,7 @@ pub struct AccessLogReport {
     pub retried_time: Option<TimeReport>,
     /// Items of `$upstream_addr` naming an upstream block instead of a peer: nginx
     /// found no live server in it (`no live upstreams`) and connected to none (502).
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "super::is_zero")]
     pub no_live_server: u64,
     /// Lines answered 5xx with no upstream tried (`$upstream_addr` `-`): nginx's own
     /// (`return 503`, a limit, an error page), not an upstream's; None unless every
@@ -541,10 +541,6 @@ pub const MIN_SHARE_LOGGED: f64 = 0.99;
 /// found no live server there (`ngx_http_upstream_next`, `no live upstreams`).
 pub fn is_peer_address(item: &str) -> bool {
     item.starts_with("unix:") || item.parse::<std::net::SocketAddr>().is_ok()
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 /// How requests answered 444 are said against nginx's closes, in the text and in
