@@ -225,8 +225,24 @@ pub const RESET_IDLE_MAX_MS: usize = RESET_IDLE_COUNT + 2;
 pub const RESET_IDLE_INV_MIN_MS: usize = RESET_IDLE_COUNT + 3;
 /// Their log2 histogram, ms: `RESET_IDLE_HIST + `[`idle_bucket`]`(ms)`.
 pub const RESET_IDLE_HIST: usize = RESET_IDLE_COUNT + 4;
+/// Of the resets sent for a client's data after nginx closed (reasons
+/// `TCP_ABORT_ON_DATA`, `TCP_TIMEWAIT_SOCKET`), those answering a segment of 1 to
+/// [`ALERT_SIZED_MAX`] bytes of payload (`sk_buff.len` less the TCP header's
+/// `doff`): the size of one TLS alert record, a client's close_notify answering
+/// nginx's (24 bytes in TLS 1.3, 23 to 31 in TLS 1.2's AEAD suites), too short for a
+/// request on a TLS port. Not counted when the offsets are unknown.
+pub const RST_AFTER_CLOSE_ALERT_SIZED: usize = RESET_IDLE_HIST + LC_IDLE_BUCKETS;
+/// Of nginx's closes ([`CLOSED_BY_NGINX`]), TLS closes nginx began (its
+/// `ngx_ssl_shutdown` with the socket `ESTABLISHED`, the client's EOF unread) whose
+/// `close()` found the client's data unread, so the kernel ended them with a reset
+/// (`ESTABLISHED -> CLOSE`, `TCP_ABORT_ON_CLOSE`): the client's close_notify
+/// answering nginx's, most often. Not in [`CLOSED_BY_RESET`].
+pub const CLOSED_BY_NGINX_DATA_UNREAD: usize = RST_AFTER_CLOSE_ALERT_SIZED + 1;
 /// Counters per port.
-pub const LC_PER_PORT: usize = RESET_IDLE_HIST + LC_IDLE_BUCKETS;
+pub const LC_PER_PORT: usize = CLOSED_BY_NGINX_DATA_UNREAD + 1;
+
+/// Largest payload (bytes) of a segment counted in [`RST_AFTER_CLOSE_ALERT_SIZED`].
+pub const ALERT_SIZED_MAX: u32 = 31;
 
 /// Entries of `LC_BORN` (`struct sock *` of a client connection -> when it was
 /// established): the connections whose lifetime can be measured at once. An LRU
@@ -417,6 +433,9 @@ indexed! {
     SK_PROTOCOL => ("sock", "sk_protocol"),
     /// `sk_buff.data`: the TCP header of the segment a reset answers.
     SKB_DATA => ("sk_buff", "data"),
+    /// `sk_buff.len` (u32): the bytes of the segment a reset answers, from its TCP
+    /// header on (`data` points there when the reset is sent).
+    SKB_LEN => ("sk_buff", "len"),
     /// `sock.__sk_common.skc_family` (u16): AF_INET or AF_INET6, of an upstream peer.
     SKC_FAMILY => ("sock", "__sk_common.skc_family"),
     /// `sock.__sk_common.skc_dport` (u16, big-endian): an upstream peer's port.
@@ -574,7 +593,7 @@ mod tests {
         assert_eq!(DRAIN_SILENT_INV_MIN_MS, 76);
         assert_eq!(DRAIN_AFTER_DATA_INV_MIN_MS, 78);
         assert_eq!(CLIENT_CLOSE_IDLE_COUNT, 125);
-        assert_eq!(LC_PER_PORT, 197);
+        assert_eq!(LC_PER_PORT, 199);
         assert_eq!(idle_bucket(0), 0);
         assert_eq!(idle_bucket(2000), 10);
         assert_eq!(idle_bucket(u64::MAX), LC_IDLE_BUCKETS - 1);

@@ -320,8 +320,25 @@ fn lc_idle(base: u32, ms: u64, [count, sum, max, inv_min, hist]: HistAt) {
 #[inline(always)]
 fn note_client_fin(sk: u64) {
     if let Some((ms, _)) = idle_ms(sk, false) {
-        let _ = LC_CLIENT_FIN.insert(sk, ms.saturating_add(1), 0);
+        let answered = jiffies_since(sk, global(&LC_LSNDTIME_OFF)).is_some_and(|j| j <= 1);
+        let flag = if answered { FIN_AFTER_NGINX_DATA } else { 0 };
+        let _ = LC_CLIENT_FIN.insert(sk, (ms & !FIN_AFTER_NGINX_DATA).saturating_add(1) | flag, 0);
     }
+}
+
+/// [`LC_CLIENT_FIN`] bit: nginx's last data (`tcp_sock.lsndtime`) went out at most a
+/// jiffy before the client's FIN came: the FIN answered it (a client closing on
+/// reading a response with `Connection: close`), even when nginx's own close comes
+/// later than a jiffy after its data (a worker preempted between its write and its
+/// close on a loaded machine).
+const FIN_AFTER_NGINX_DATA: u64 = 1 << 63;
+
+/// Whether the client's FIN on `sk` came at most a jiffy after nginx's last data
+/// (noted at the FIN, see [`FIN_AFTER_NGINX_DATA`]); false when not noted.
+#[inline(always)]
+pub(crate) fn fin_after_nginx_data(sk: u64) -> bool {
+    // SAFETY: the value is copied out at once.
+    unsafe { LC_CLIENT_FIN.get(sk) }.is_some_and(|v| v & FIN_AFTER_NGINX_DATA != 0)
 }
 
 /// `sk` leaves `CLOSE_WAIT`: the idle time noted at its client's FIN let go, and
@@ -333,6 +350,7 @@ fn client_fin_settled(base: u32, sk: u64, clients: bool) {
         return;
     };
     let _ = LC_CLIENT_FIN.remove(sk);
+    let v = v & !FIN_AFTER_NGINX_DATA;
     if clients && v > 0 {
         lc_idle(base, v - 1, IDLE_BEFORE_CLIENT_CLOSE);
     }
@@ -442,15 +460,15 @@ pub(crate) fn count_nginx_close(base: u32, f: &CloseFacts) {
 }
 
 /// The worker's `close()` of `sk` (port `base`) after the client's FIN: nginx's own
-/// close when the FIN is unread and nginx sent data in the close's last jiffy (see
-/// `lc::CLOSED_BY_NGINX_CLIENT_FIN_UNREAD`), else the close of a connection the client
-/// closed; true for the client's.
+/// close when the FIN is unread and nginx sent data in the close's last jiffy or in
+/// the jiffy before the FIN came (see `lc::CLOSED_BY_NGINX_CLIENT_FIN_UNREAD`), else
+/// the close of a connection the client closed; true for the client's.
 #[inline(always)]
 fn on_close_after_fin(base: u32, sk: u64) -> bool {
     let slot = worker_slot();
     if slot.is_some() && fin_rule_on() && !task_exiting() && fin_unread(sk) {
         let f = close_facts(sk);
-        if f.wrote() {
+        if f.wrote() || fin_after_nginx_data(sk) {
             count_nginx_close(base, &f);
             lc_add(base, lc::CLOSED_BY_NGINX_CLIENT_FIN_UNREAD, 1);
             return false;
@@ -534,10 +552,16 @@ fn count_lifetime(base: u32, sk: u64) {
 fn on_established_reset(base: u32, sk: u64, by_reset: bool) {
     // A client answering nginx's close_notify with a reset (it closed with
     // the alert unread) before nginx's close(): nginx began the close.
-    if let Some(t) = tls_close_take(sk).filter(|t| by_reset && t.nginx_began_uncounted()) {
+    if let Some(t) = tls_close_take(sk).filter(|t| t.nginx_began_uncounted()) {
         count_nginx_close(base, &t.facts);
-        lc_add(base, lc::CLOSED_BY_NGINX_CLIENT_FIN_FIRST, 1);
-        lc_add(base, lc::CLOSED_BY_NGINX_CLIENT_RST_FIRST, 1);
+        if by_reset {
+            lc_add(base, lc::CLOSED_BY_NGINX_CLIENT_FIN_FIRST, 1);
+            lc_add(base, lc::CLOSED_BY_NGINX_CLIENT_RST_FIRST, 1);
+        } else {
+            // nginx's close() with the client's data unread (its close_notify
+            // answering nginx's): the kernel's reset ends nginx's own close.
+            lc_add(base, lc::CLOSED_BY_NGINX_DATA_UNREAD, 1);
+        }
         return;
     }
     // An exiting worker's files closed by the kernel, the client's data unread (a
@@ -701,7 +725,7 @@ pub fn lc_worker_swept(_ctx: RetProbeContext) -> u32 {
 /// A reset sent from one of nginx's ports (`base`), by the kernel's `reason`, for the
 /// socket `sk` (0: none) in `state` (0: none).
 #[inline(always)]
-fn on_send_reset(base: u32, reason: usize, sk: u64, state: i32) {
+fn on_send_reset(base: u32, reason: usize, sk: u64, state: i32, skb: u64) {
     lc_add(base, lc::RST_SENT, 1);
     let r = if reason < lc::LC_REASONS {
         reason
@@ -709,12 +733,34 @@ fn on_send_reset(base: u32, reason: usize, sk: u64, state: i32) {
         lc::LC_REASONS - 1
     };
     lc_add(base, lc::RST_BY_REASON + r, 1);
+    if (r == RST_ABORT_ON_DATA || r == RST_TIMEWAIT_SOCKET)
+        && payload_of(skb).is_some_and(|n| n > 0 && n <= lc::ALERT_SIZED_MAX)
+    {
+        lc_add(base, lc::RST_AFTER_CLOSE_ALERT_SIZED, 1);
+    }
     // SAFETY: the value is copied out at once.
     if let Some(l) = unsafe { LC_CLOSING.get(bpf_get_current_pid_tgid()) }.copied() {
         if sk != 0 && sk != l && state != TCP_LISTEN {
             lc_add(base, lc::RST_CLOSED_LISTENER, 1);
         }
     }
+}
+
+/// `sk_rst_reason` `TCP_ABORT_ON_DATA`: data came to a socket nginx had closed.
+const RST_ABORT_ON_DATA: usize = 8;
+/// `sk_rst_reason` `TCP_TIMEWAIT_SOCKET`: a segment came to a socket in TIME-WAIT.
+const RST_TIMEWAIT_SOCKET: usize = 9;
+
+/// The payload bytes of the segment `skb` a reset answers: `sk_buff.len` less the TCP
+/// header (`doff`, 4-byte words, at `data + 12`); `data` points at the TCP header when
+/// the reset is sent. None when the offsets are unknown or a read fails.
+#[inline(always)]
+fn payload_of(skb: u64) -> Option<u32> {
+    let len = raw_read::<u32>(skb, raw_off::SKB_LEN)?;
+    let th = raw_read::<u64>(skb, raw_off::SKB_DATA)?;
+    // SAFETY: bpf_probe_read_kernel copes with any address.
+    let doff = unsafe { bpf_probe_read_kernel((th + 12) as *const u8) }.ok()?;
+    len.checked_sub(u32::from(doff >> 4) * 4)
 }
 
 /// `sk` of one of nginx's ports is destroyed: when it is the listener this task was
@@ -763,6 +809,7 @@ pub fn lc_send_reset(ctx: TracePointContext) -> u32 {
         reason,
         record_at::<u64>(&ctx, 16),
         record_at::<i32>(&ctx, 24),
+        record_at::<u64>(&ctx, 8),
     );
     0
 }
@@ -847,7 +894,7 @@ pub fn lc_raw_send_reset(ctx: RawTracePointContext) -> u32 {
         return 0;
     };
     let reason: u64 = ctx.arg(2);
-    on_send_reset(base, reason as usize, sk, state);
+    on_send_reset(base, reason as usize, sk, state, ctx.arg(1));
     0
 }
 

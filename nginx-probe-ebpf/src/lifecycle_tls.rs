@@ -22,8 +22,8 @@ use nginx_probe_common::{lifecycle as lc, lifecycle::raw_off, off};
 use crate::{
     fds::{fd_file, fd_walk, kread, S_IFMT, S_IFSOCK},
     lifecycle::{
-        client_close_facts, close_facts, count_nginx_close, lc_add, raw_base, raw_read, CloseFacts,
-        TCP_CLOSE_WAIT, TCP_ESTABLISHED,
+        client_close_facts, close_facts, count_nginx_close, fin_after_nginx_data, lc_add, raw_base,
+        raw_read, CloseFacts, TCP_CLOSE_WAIT, TCP_ESTABLISHED,
     },
     maps::{LC_TLS_CLOSING, LC_TLS_ON},
     tls::CONN_LISTENING,
@@ -43,9 +43,6 @@ const EV_FLAGS: u64 = 8;
 /// `ngx_event_t.eof`: nginx read the peer's EOF (a FIN, or a TLS close_notify:
 /// `ngx_ssl_recv` sets it on `NGX_DONE`).
 const EV_EOF: u32 = 1 << 8;
-/// `ngx_event_t.timedout`: the event's timer fired (a keepalive or HTTP/2 idle timeout
-/// on the read event).
-const EV_TIMEDOUT: u32 = 1 << 10;
 
 /// A socket whose TLS close nginx began: the facts read at its `ngx_ssl_shutdown`, and
 /// whether the close was already counted (the client's FIN came first); or one whose
@@ -102,10 +99,14 @@ fn sock_of_fd(fd: u64) -> Option<u64> {
 /// `ngx_int_t ngx_ssl_shutdown(ngx_connection_t *c)`, in nginx's binary: nginx is about
 /// to end a TLS connection (write its close_notify unless quiet, then close). Marks
 /// the client socket when nginx began the close (see the module doc). Also counts,
-/// at once, a close nginx began on a read timeout or in its idle sweep, having sent
-/// data (an HTTP/2 GOAWAY) in the jiffy before, whose client's FIN arrived before this
-/// call: the state change counted it as the client's, which
-/// `lc::CLOSED_BY_CLIENT_ANSWERING_NGINX` takes back.
+/// at once, a close nginx began with the client's FIN already in but unread (its
+/// close_notify unread too: `c->read->eof` 0), nginx having sent data (a response
+/// with `Connection: close` at keepalive_requests, an HTTP/2 GOAWAY at a timeout or
+/// in its idle sweep) in the jiffy before this call or before the FIN came: the state
+/// change counted it as the client's, which `lc::CLOSED_BY_CLIENT_ANSWERING_NGINX`
+/// takes back. A client closing an idle connection on its own is read first
+/// (`c->read->eof` set: the client's); so is one aborting a request nginx checks
+/// (`ngx_http_upstream_check_broken_connection` sets it).
 #[uprobe]
 pub fn lc_ssl_shutdown(ctx: ProbeContext) -> u32 {
     let _ = on_ssl_shutdown(&ctx);
@@ -146,10 +147,7 @@ fn on_ssl_shutdown(ctx: &ProbeContext) -> Option<()> {
     let facts = close_facts(sk);
     if state == TCP_ESTABLISHED {
         mark(sk, TlsClose { facts, counted: 0 });
-    } else if state == TCP_CLOSE_WAIT
-        && (ev & EV_TIMEDOUT != 0 || facts.drain & 1 != 0)
-        && facts.wrote()
-    {
+    } else if state == TCP_CLOSE_WAIT && (facts.wrote() || fin_after_nginx_data(sk)) {
         count_nginx_close(base, &facts);
         lc_add(base, lc::CLOSED_BY_NGINX_CLIENT_FIN_FIRST, 1);
         lc_add(base, lc::CLOSED_BY_CLIENT_ANSWERING_NGINX, 1);

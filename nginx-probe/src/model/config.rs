@@ -385,6 +385,18 @@ impl ConfigReport {
         })
     }
 
+    /// The TCP ports of the `listen ... ssl`s (not `quic`); None when the main file was
+    /// not read.
+    pub fn tls_ports(&self) -> Option<Vec<u16>> {
+        self.is_read().then(|| {
+            self.listens
+                .iter()
+                .filter(|l| l.ssl && !l.quic)
+                .filter_map(|l| crate::model::listen::listen_port(&l.address))
+                .collect()
+        })
+    }
+
     /// Whether `directive` is known to be absent from the configuration nginx runs:
     /// the main file and every include read without a problem, none modified since the
     /// last load, the values not cut at [`MAX_VALUES`], and `directive` nowhere in

@@ -102,8 +102,15 @@ fn tls_client_first_line(out: &mut String, r: &Report, c: &ConnectionsReport, t:
             let fins = t.closed_by_nginx_client_fin_first.saturating_sub(resets);
             let _ = writeln!(
                 out,
-                "  on TLS, {} of nginx's closes met the client's answer before nginx's own close() ({fins} a FIN, {resets} a reset): the client answered nginx's close_notify or HTTP/2 GOAWAY; nginx began them (uprobe ngx_ssl_shutdown), so they are counted as nginx's",
+                "  on TLS, {} of nginx's closes met the client's answer before nginx's own close() ({fins} a FIN, {resets} a reset): the client answered nginx's close_notify, HTTP/2 GOAWAY or `Connection: close` response; nginx began them (uprobe ngx_ssl_shutdown), so they are counted as nginx's",
                 t.closed_by_nginx_client_fin_first
+            );
+        }
+        if t.closed_by_nginx_data_unread > 0 {
+            let _ = writeln!(
+                out,
+                "  on TLS, {} of nginx's closes found the client's data unread at nginx's close() (its close_notify answering nginx's, most often), which the kernel ends with a reset (TCP_ABORT_ON_CLOSE): nginx began them (uprobe ngx_ssl_shutdown), so they are counted as nginx's, not as resets",
+                t.closed_by_nginx_data_unread
             );
         }
         return;
@@ -836,11 +843,16 @@ mod tests {
         assert!(!out.contains("on TLS"), "{out}");
         c.ports[0].closed_by_nginx_client_fin_first = 3;
         c.ports[0].closed_by_nginx_client_reset_first = 1;
+        c.ports[0].closed_by_nginx_data_unread = 5;
         r.connections = Some(c);
         let mut out = String::new();
         connections_section(&mut out, &r);
         assert!(
-            out.contains("  on TLS, 3 of nginx's closes met the client's answer before nginx's own close() (2 a FIN, 1 a reset): the client answered nginx's close_notify or HTTP/2 GOAWAY; nginx began them (uprobe ngx_ssl_shutdown), so they are counted as nginx's\n"),
+            out.contains("  on TLS, 5 of nginx's closes found the client's data unread at nginx's close() (its close_notify answering nginx's, most often), which the kernel ends with a reset (TCP_ABORT_ON_CLOSE): nginx began them (uprobe ngx_ssl_shutdown), so they are counted as nginx's, not as resets\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("  on TLS, 3 of nginx's closes met the client's answer before nginx's own close() (2 a FIN, 1 a reset): the client answered nginx's close_notify, HTTP/2 GOAWAY or `Connection: close` response; nginx began them (uprobe ngx_ssl_shutdown), so they are counted as nginx's\n"),
             "{out}"
         );
     }

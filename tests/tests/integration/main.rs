@@ -31,6 +31,7 @@ mod recording;
 mod requests;
 mod source_build;
 mod static_ssl;
+mod tls_closes;
 mod untrusted;
 mod upstream;
 mod verdicts;
