@@ -266,6 +266,7 @@ const QUOTES: &[(&str, &[(&str, Quote)])] = &[
                 Proxied("proxy_connect_timeout"),
             ),
             ("config_proxy_read_timeout", Proxied("proxy_read_timeout")),
+            ("config_proxy_next_upstream", Proxied("proxy_next_upstream")),
         ],
     ),
     (

@@ -352,8 +352,10 @@ fn limit_req_advice(inp: &Inputs) -> String {
 pub fn upstream_errors(inp: &Inputs, out: &mut Vec<Verdict>) {
     // Measured first from what the clients got (the access log), else from the
     // connects the kernel counted.
+    // Not from the connects when the configuration retries nothing.
     let retried = |top: &Top| {
-        super::outcome_rules::clients_unharmed(inp).or_else(|| connects_retried(inp, top))
+        super::outcome_rules::clients_unharmed(inp)
+            .or_else(|| connects_retried(inp, top).filter(|_| next_upstream_off(inp).is_none()))
     };
     error_share_rule_with(
         inp,
@@ -454,14 +456,20 @@ fn upstream_errors_advice(inp: &Inputs, share: f64, n: u64, requests: u64, top: 
     } else {
         String::new()
     };
+    let no_retry = next_upstream_off(inp);
     let outcome = match super::outcome_rules::clients_saw(inp) {
         Some(saw) => saw,
-        None => match connects_retried(inp, top) {
+        None => match connects_retried(inp, top).filter(|_| no_retry.is_none()) {
             Some(_) => format!(
                 "; yet the workers established at least as many upstream connections as there were requests ({}, connect() and SO_ERROR in the kernel): consistent with nginx having retried the failed connects on another peer (proxy_next_upstream), which makes these lines retried requests, not failed ones (not proven per request: subrequests such as auth_request also connect); the failing peer costs each retried request a connect attempt",
                 established(inp)
             ),
-            None => super::outcome_rules::clients_saw_at_least(inp).unwrap_or_else(|| "; how many clients got an error response is not measured (nginx logs the same line when proxy_next_upstream retries the request on another peer; an access log with $status holding every request would tell)".to_string()),
+            None => match &no_retry {
+                Some(off) => format!(
+                    "; proxy_next_upstream is off in every location that proxies ({off}): nginx tries no other peer after a failed try, so each line is a request answered 502/504 (a subrequest's, such as auth_request's, fails its parent)"
+                ),
+                None => super::outcome_rules::clients_saw_at_least(inp).unwrap_or_else(|| "; how many clients got an error response is not measured (nginx logs the same line when proxy_next_upstream retries the request on another peer; an access log with $status holding every request would tell)".to_string()),
+            },
         },
     };
     let hops = if inp.own_hops().is_some() {
@@ -474,6 +482,25 @@ fn upstream_errors_advice(inp: &Inputs, share: f64, n: u64, requests: u64, top: 
         share * 100.0,
         super::fd_upstream::ports_and_peers(inp, ports_out > 0)
     )
+}
+
+/// `proxy_next_upstream off` in every location that proxies, from the configuration
+/// read (each location's effective value, inherited or set; none modified since the
+/// load): the places said (at most 4), else None (not read, a location that retries,
+/// or none that proxies).
+fn next_upstream_off(inp: &Inputs) -> Option<String> {
+    let cfg = inp
+        .config
+        .as_ref()
+        .filter(|k| k.is_read() && !k.changed_since_load())?;
+    let values: Vec<_> = cfg.proxied("proxy_next_upstream").collect();
+    if values.is_empty() || values.iter().any(|v| v.value != "off") {
+        return None;
+    }
+    let mut at: Vec<String> = values.iter().map(|v| v.at.clone()).collect();
+    at.dedup();
+    at.truncate(4);
+    Some(format!("proxy_next_upstream off: {}", at.join(", ")))
 }
 
 /// Upstream connections the workers established in the period (kernel-counted).

@@ -626,6 +626,49 @@ fn connect_failures_retried_on_another_peer_are_not_failed_requests() {
         u.advice
     );
     assert_eq!(u.evidence["retried"]["upstream_established"], 200);
+    // Trial 11's F2: with proxy_next_upstream off in every proxying location (the
+    // configuration read), no retry is claimed: each line is a failed request.
+    let off = |value: &str, at: &str| crate::model::config::ConfigValue {
+        directive: "proxy_next_upstream".into(),
+        scope: "server a location /".into(),
+        value: value.into(),
+        at: at.into(),
+        not_loaded: false,
+        unread_may_set: false,
+    };
+    let marker = crate::model::config::ConfigValue {
+        directive: "proxy_set_header Connection".into(),
+        value: "close".into(),
+        ..off("close", "default")
+    };
+    inp.config = Some(crate::model::config::ConfigReport {
+        values: vec![off("off", "n.conf:9"), marker.clone()],
+        ..Default::default()
+    });
+    let v = judge(&inp);
+    let u = v.iter().find(|v| v.id == "upstream_errors").expect("fires");
+    assert!(
+        u.advice.contains("; proxy_next_upstream is off in every location that proxies (proxy_next_upstream off: n.conf:9): nginx tries no other peer after a failed try, so each line is a request answered 502/504"),
+        "{}",
+        u.advice
+    );
+    assert!(!u.evidence.contains_key("retried"), "{:?}", u.evidence);
+    assert!(
+        u.evidence["config_proxy_next_upstream"]
+            .to_string()
+            .contains("server a location /: off"),
+        "{:?}",
+        u.evidence
+    );
+    // Its default (error timeout) retries: as before.
+    inp.config = Some(crate::model::config::ConfigReport {
+        values: vec![off("error timeout", "default"), marker],
+        ..Default::default()
+    });
+    let v = judge(&inp);
+    let u = v.iter().find(|v| v.id == "upstream_errors").expect("fires");
+    assert_eq!(u.evidence["retried"]["upstream_established"], 200);
+    inp.config = None;
     // Fewer established connections than requests: the outcome is not claimed.
     inp.workers[0].upstream_established = 150;
     let v = judge(&inp);

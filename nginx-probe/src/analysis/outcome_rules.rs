@@ -221,13 +221,24 @@ pub fn upstream_slow(inp: &Inputs, out: &mut Vec<Verdict>) {
         (n, f) => format!("; {n} of its responses were 504 (nginx gave up: proxy_read_timeout while waiting for an answer, or proxy_connect_timeout on the {f} connects that failed, whose time is the connect's)"),
     };
     // Tries with no $upstream_status: no answer came before they ended (the client
-    // gave up, 499, or the connection was cut): their time is a floor.
+    // gave up, 499, or the connection was cut); tries nginx ended at its timeout
+    // ($upstream_status 504): their time is the timeout's. Either is a floor on the
+    // peer's response time, not an answer's (trial 11: a peer cut at
+    // proxy_read_timeout 1s was said to answer in p50 1.000 s).
     let unanswered = p.tries.saturating_sub(p.statuses.values().sum());
     ev.insert("unanswered_tries", serde_json::json!(unanswered));
-    let head = if unanswered * 2 >= p.tries {
+    let not_answered = unanswered + timed_out;
+    let head = if not_answered * 2 >= p.tries {
+        let parts: Vec<String> = [
+            (timed_out > 0).then(|| format!("{timed_out} cut by nginx's timeout, $upstream_status 504")),
+            (unanswered > 0).then(|| format!("{unanswered} with no $upstream_status: the client gave up, 499, or the connection was cut")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
         format!(
-            "upstream {} had not answered {unanswered} of its {} tries when they ended (no $upstream_status: the client gave up, 499, or the connection was cut): they ended after p50 {:.3} s, p99 {:.3} s, a floor on its response time (nginx's access log, $upstream_response_time)",
-            p.peer, p.tries, t.p50_s, t.p99_s
+            "upstream {} had not answered {not_answered} of its {} tries when they ended ({}): they ended after p50 {:.3} s, p99 {:.3} s, a floor on its response time set by their end, not by an answer (nginx's access log, $upstream_response_time)",
+            p.peer, p.tries, parts.join("; "), t.p50_s, t.p99_s
         )
     } else {
         format!(
@@ -664,6 +675,25 @@ mod tests {
         assert!(out.is_empty());
     }
 
+    /// Trial 11's F3: a peer cut at `proxy_read_timeout 1s` on 80 of its 100 tries
+    /// ($upstream_status 504 at 1.0 s) does not "answer slowly" in 1.0 s: the 80 are
+    /// said as not answered, their time a floor set by the timeout.
+    #[test]
+    fn tries_cut_at_the_read_timeout_are_no_answer_time() {
+        let mut out = Vec::new();
+        upstream_slow(
+            &inputs(1.001, &[("200", 20), ("504", 80)], Some("1s")),
+            &mut out,
+        );
+        let v = &out[0];
+        assert!(
+            v.advice.starts_with("upstream 10.0.0.1:80 had not answered 80 of its 100 tries when they ended (80 cut by nginx's timeout, $upstream_status 504): they ended after p50 0.901 s, p99 1.001 s, a floor on its response time set by their end, not by an answer"),
+            "{}",
+            v.advice
+        );
+        assert!(!v.advice.contains("answers slowly"), "{}", v.advice);
+    }
+
     /// Trial 9: a peer that accepts nothing, its 100 tries 504 at proxy_connect_timeout
     /// 1s (lifecycle: 100 connects failed; or the error log's 100 `timed out ... while
     /// connecting`): not slow, whatever its $upstream_response_time; with 10 of 100
@@ -708,7 +738,7 @@ mod tests {
         assert_eq!(out[0].evidence["connects_failed"], 10);
         let mut out = Vec::new();
         upstream_slow(&inputs(1.003, &[], Some("60s")), &mut out);
-        assert!(out[0].advice.starts_with("upstream 10.0.0.1:80 had not answered 100 of its 100 tries when they ended (no $upstream_status: the client gave up, 499, or the connection was cut): they ended after p50 0.903 s, p99 1.003 s, a floor"), "{}", out[0].advice);
+        assert!(out[0].advice.starts_with("upstream 10.0.0.1:80 had not answered 100 of its 100 tries when they ended (100 with no $upstream_status: the client gave up, 499, or the connection was cut): they ended after p50 0.903 s, p99 1.003 s, a floor"), "{}", out[0].advice);
         assert!(
             !out[0].advice.contains("answers slowly"),
             "{}",

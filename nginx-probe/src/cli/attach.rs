@@ -260,11 +260,20 @@ fn tls_note(tracker: &Tracker) -> String {
         (true, _, model::LibsslSource::Unavailable(_)) => {
             "handshakes counted by nginx's ngx_ssl_ocsp_validate, not timed".to_string()
         }
-        (true, true, _) => format!("handshakes counted by nginx's ngx_ssl_ocsp_validate, timed by {libssl} in detail windows"),
-        (true, false, _) => format!("handshakes counted by nginx's ngx_ssl_ocsp_validate, timed by {libssl}"),
+        (true, true, _) => format!("handshakes counted by nginx's ngx_ssl_ocsp_validate (called at every completed handshake, OCSP or not), timed by {libssl} in detail windows"),
+        (true, false, _) => format!("handshakes counted by nginx's ngx_ssl_ocsp_validate (called at every completed handshake, OCSP or not), timed by {libssl}"),
         (false, _, _) => format!("counted and timed by {libssl}"),
     };
-    format!(", TLS handshake uprobes (idle without TLS connections: {what})")
+    // A uprobe in a shared library traps in every process that calls it from that
+    // file (aya's AllProcesses scope), not only nginx's workers: said, with the way
+    // out (newcomer trial 12: an HTTP/3 client on the same host and libssl failed
+    // more often under the probe).
+    let shared = match src {
+        model::LibsslSource::SharedLibrary(_) if !tracker.tls_libssl_sampled => "; libssl's uprobes also trap in every other process on this host calling SSL_do_handshake, SSL_free or SSL_set_connect_state from that file (a few us a call; their BPF programs count nginx's workers only): --no-tls spares them",
+        model::LibsslSource::SharedLibrary(_) => "; in those windows libssl's uprobes also trap in every other process on this host calling SSL_do_handshake, SSL_free or SSL_set_connect_state from that file (a few us a call; their BPF programs count nginx's workers only): --no-tls spares them",
+        _ => "",
+    };
+    format!(", TLS handshake uprobes (idle without TLS connections: {what}{shared})")
 }
 
 /// The banner's words for the connection lifecycle programs: which set is attached

@@ -46,6 +46,8 @@ pub const HTTP: &[(&str, &str)] = &[
     ("proxy_send_timeout", "60s"),
     ("proxy_http_version", "1.0"),
     ("proxy_buffering", "on"),
+    ("proxy_next_upstream", "error timeout"),
+    ("proxy_next_upstream_tries", "0"),
     ("log_subrequest", "off"),
 ];
 /// Upstream-block directives and defaults.

@@ -332,3 +332,67 @@ fn a_worker_started_without_the_shutdown_timeout_outlives_it_and_is_named() {
     );
     drop(held);
 }
+
+/// Newcomer trial 12's F4: requests that reach a worker's idle keepalive connections
+/// as it shuts down gracefully are cut: its sweep of idle connections
+/// (`ngx_close_idle_connections`) closes them with the requests unread, and the kernel
+/// resets them. Made exact here: 5 idle connections get their next request while
+/// the worker is stopped (SIGSTOP), then a SIGQUIT (what a reload's old workers get)
+/// and SIGCONT: the signal ends its `epoll_wait`, and it drains before reading
+/// anything. The 5 clients get a reset; the probe counts 5 draining resets and says
+/// them in `requests_after_close`.
+#[test]
+fn requests_reaching_a_draining_worker_s_idle_connections_are_said_as_cut() {
+    let ng = Nginx::start(&NginxConfig {
+        workers: 1,
+        ..Default::default()
+    });
+    let probe = Probe::on(&ng).json().start();
+    let get = b"GET / HTTP/1.1\r\nHost: test\r\n\r\n";
+    let mut conns: Vec<TcpStream> = (0..5)
+        .map(|_| {
+            let mut s = TcpStream::connect(ng.addr()).expect("connect");
+            s.write_all(get).expect("send");
+            let mut got = Vec::new();
+            let mut chunk = [0u8; 4096];
+            while !got.ends_with(nginx_probe_tests::INDEX_BODY.as_bytes()) {
+                let n = s.read(&mut chunk).expect("read the response");
+                assert!(n > 0, "nginx closed before the response was complete");
+                got.extend_from_slice(&chunk[..n]);
+            }
+            s
+        })
+        .collect();
+    let w = Pid::from_raw(ng.worker_pids()[0] as i32);
+    kill(w, Signal::SIGSTOP).expect("SIGSTOP the worker");
+    thread::sleep(Duration::from_millis(200));
+    for c in &mut conns {
+        c.write_all(get).expect("send the next request");
+    }
+    thread::sleep(Duration::from_millis(200));
+    kill(w, Signal::SIGQUIT).expect("SIGQUIT the worker");
+    kill(w, Signal::SIGCONT).expect("SIGCONT the worker");
+    let mut reset = 0;
+    for c in &mut conns {
+        c.set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        let mut buf = [0u8; 4096];
+        if matches!(c.read(&mut buf), Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset) {
+            reset += 1;
+        }
+    }
+    assert_eq!(reset, 5, "clients reset");
+    thread::sleep(Duration::from_millis(500));
+    let s = probe.stop().summary_json();
+    let port = &s["connections"]["ports"][0];
+    assert_eq!(port["closed_while_draining_reset"], 5, "{port}");
+    let v = verdict(&s, "requests_after_close").unwrap_or_else(|| panic!("{}", s["verdicts"]));
+    assert_eq!(v["evidence"]["draining_resets"], 5, "{v}");
+    assert!(
+        v["advice"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("draining workers' close() found 5 requests unread"),
+        "{v}"
+    );
+}
