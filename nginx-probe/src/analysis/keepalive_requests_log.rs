@@ -14,6 +14,11 @@ use crate::model::{Severity, Verdict};
 /// count N for N to be where connections end.
 pub const ENDED_AT_MIN_SHARE: f64 = 0.5;
 
+/// Fewest connections that carried a request for the log to fire
+/// `keepalive_requests_low` when the configuration read sets keepalive_requests to the
+/// N they ended at (else [`super::nginx_rules::KEEPALIVE_REQUESTS_MIN_ACCEPTS`]).
+pub const LOG_MIN_CONNECTIONS_CONFIGURED: u64 = 20;
+
 /// `keepalive_requests_low`: exact first, from the access log's `$connection_requests`
 /// ([`keepalive_requests_ended`]), else from the mean
 /// ([`super::nginx_rules::keepalive_requests_low`]).
@@ -26,7 +31,8 @@ pub fn keepalive_requests_low(inp: &Inputs, out: &mut Vec<Verdict>) {
 /// Fires `keepalive_requests_low` from the log and returns true, or returns false
 /// (the mean-based rule then judges): a complete log with `$connection_requests`, at
 /// least [`super::nginx_rules::KEEPALIVE_REQUESTS_MIN_ACCEPTS`] connections that
-/// carried a request, most of them ([`ENDED_AT_MIN_SHARE`]) ending at the same N from
+/// carried a request ([`LOG_MIN_CONNECTIONS_CONFIGURED`] when the configuration sets
+/// keepalive_requests N), most of them ([`ENDED_AT_MIN_SHARE`]) ending at the same N from
 /// 2 to [`super::nginx_rules::KEEPALIVE_REQUESTS_LOW_MAX`]. Silent (true, nothing
 /// pushed) when the configuration read sets keepalive_requests N nowhere: the clients
 /// themselves send N and close.
@@ -45,15 +51,25 @@ pub fn keepalive_requests_ended(inp: &Inputs, out: &mut Vec<Verdict>) -> bool {
         return false;
     };
     let ended = e.connections.saturating_sub(open);
-    if carried < super::nginx_rules::KEEPALIVE_REQUESTS_MIN_ACCEPTS
-        || !(2..=super::nginx_rules::KEEPALIVE_REQUESTS_LOW_MAX).contains(&e.requests)
+    let n = e.requests;
+    if !(2..=super::nginx_rules::KEEPALIVE_REQUESTS_LOW_MAX).contains(&n)
         // The requests the log may miss may each be another connection's first.
         || (ended as f64) < ENDED_AT_MIN_SHARE * (carried + missing) as f64
     {
         return false;
     }
-    let n = e.requests;
-    let Some(configured) = super::nginx_rules::keepalive_requests_at(inp, n) else {
+    let configured = super::nginx_rules::keepalive_requests_at(inp, n);
+    // Each connection's end is read, not inferred: with the configuration setting
+    // keepalive_requests N, fewer connections say it (trial 12: 55 of 60 ended at
+    // keepalive_requests 10, below 200, and no verdict).
+    let min = match &configured {
+        Some(Some(_)) => LOG_MIN_CONNECTIONS_CONFIGURED,
+        _ => super::nginx_rules::KEEPALIVE_REQUESTS_MIN_ACCEPTS,
+    };
+    if carried < min {
+        return false;
+    }
+    let Some(configured) = configured else {
         return true;
     };
     // Without the configuration, clients measured closing most connections first sent
@@ -185,6 +201,42 @@ mod tests {
         // Fewer than half ended there: the log does not say, the mean-based rule judges.
         let (done, v) = run(&inputs(1000, Some(config("50"))));
         assert!(!done && v.is_empty());
+    }
+
+    /// Trial 12: 55 of 60 connections ended at `keepalive_requests 10`, below the 200
+    /// the mean needs: with the configuration setting 10, the log's exact ends fire it
+    /// from 20; with it not read, the log leaves it to the mean-based rule.
+    #[test]
+    fn few_connections_ending_at_the_configured_value_fire_it() {
+        let mut inp = inputs(55, Some(config("10")));
+        inp.requests = Some(560);
+        inp.connections_active = Some(0);
+        let a = inp.access_log.as_mut().unwrap();
+        a.lines = 560;
+        a.statuses = [("200".to_string(), 560)].into_iter().collect();
+        a.connections_with_requests = Some(60);
+        a.ended_most_at = Some(EndedAt {
+            requests: 10,
+            connections: 55,
+        });
+        let (done, v) = run(&inp);
+        assert!(done && v.len() == 1, "{v:?}");
+        assert!(
+            v[0].advice.starts_with("at least 55 of the 60 connections that carried a request ended after exactly 10 requests"),
+            "{}",
+            v[0].advice
+        );
+        inp.config = None;
+        let (done, v) = run(&inp);
+        assert!(!done && v.is_empty(), "{v:?}");
+        inp.config = Some(config("10"));
+        inp.access_log.as_mut().unwrap().connections_with_requests = Some(19);
+        inp.access_log.as_mut().unwrap().ended_most_at = Some(EndedAt {
+            requests: 10,
+            connections: 19,
+        });
+        let (done, _) = run(&inp);
+        assert!(!done, "19 connections are too few");
     }
 
     #[test]
