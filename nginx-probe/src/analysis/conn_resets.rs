@@ -126,11 +126,9 @@ fn closes_in_period(t: &PortLifecycle, out: &[Verdict]) -> String {
             t.closed_while_draining_idle
         ));
     }
-    if let Some(v) = out.iter().find(|v| v.id == "keepalive_timeout_closes") {
-        let at = v
-            .evidence
-            .get("idle_before_close_pinned_ms")
-            .and_then(|v| v.as_f64());
+    if out.iter().any(|v| v.id == "keepalive_timeout_closes") {
+        // The pinned idle time from the model, not from another verdict's evidence.
+        let at = t.idle_before_nginx_close.as_ref().and_then(|i| i.pinned_ms);
         closes.push(match at {
             Some(ms) => format!("nginx closed idle connections at keepalive_timeout ({:.1} s: keepalive_timeout_closes)", ms / 1000.0),
             None => "nginx closed idle connections at keepalive_timeout (keepalive_timeout_closes)".to_string(),
