@@ -3,7 +3,8 @@
 //! logs written per request in [`log_verdicts`], the [`nginx_rules`] on what nginx
 //! decided itself (refusals and upstream errors from its error log, keepalive_requests,
 //! the CPU quota), [`fd_upstream`] (upstream keepalive and fd-limit rules), [`conn_verdicts`] (who closed client connections; [`conn_timeouts`] which configured timeout a close time matches; [`conn_resets`] nginx's own resets at a timeout),
-//! [`outcome_rules`] (what the clients got, from nginx's access log),
+//! [`outcome_rules`] (what the clients got, from nginx's access log), [`own_hops`]
+//! (the caveat on per-request figures when nginx's requests include its own hops),
 //! [`upstream_failures`] (which peer failed how, and whether a pool was kept),
 //! [`upstream_pool`] (the pool `upstream_keepalive_off` advises, or what defeats one configured),
 //! [`process_history`] (workers the master failed to spawn or that crashed, from its
@@ -25,6 +26,7 @@ pub mod log_rotation;
 pub mod log_verdicts;
 pub mod nginx_rules;
 pub mod outcome_rules;
+pub mod own_hops;
 pub mod process_history;
 pub mod tls_handshakes;
 pub mod upstream_failures;

@@ -164,6 +164,7 @@ pub fn judge(inp: &Inputs) -> Vec<Verdict> {
     if let Some(d) = &inp.detail {
         mark_sampled(&mut out, d);
     }
+    super::own_hops::mark_own_hops(inp, &mut out);
     super::config_evidence::annotate(inp, &mut out);
     out.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.id.cmp(&b.id)));
     out

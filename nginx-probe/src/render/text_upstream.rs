@@ -36,9 +36,14 @@ fn upstream_per_request_line(r: &Report, rows: &[(String, &WorkerReport)]) -> St
     let all = match r.requests.count {
         Some(0) => "per request: no request in the period".to_string(),
         Some(n) => format!(
-            "per request, all workers: {connects} connects / {n} requests = {:.2} (requests: {}, exact total)",
+            "per request, all workers: {connects} connects / {n} requests = {:.2} (requests: {}, exact total{})",
             connects as f64 / n as f64,
-            r.requests.source.name()
+            r.requests.source.name(),
+            // A client request proxied to nginx itself counts once per hop (trial 12).
+            match crate::model::own_hops(r.config.as_ref(), r.connections.as_ref(), &r.listen) {
+                Some(_) => "; nginx's own hops among them: per hop, not per client request",
+                None => "",
+            }
         ),
         None => format!(
             "per request: unknown ({})",
