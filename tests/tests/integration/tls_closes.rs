@@ -138,14 +138,25 @@ fn port_of(summary: &Value, ng: &Nginx) -> Value {
 /// All 20 are nginx's closes; none is the client's or a reset.
 #[test]
 fn nginx_s_closes_at_keepalive_requests_over_tls_stay_nginx_s_whoever_answers_first() {
+    keepalive_requests_closes(&[]);
+}
+
+/// The same, counted by the perf-event tracepoint programs (the fallback set: the
+/// reset's segment read from the record's `skbaddr`).
+#[test]
+fn tls_closes_at_keepalive_requests_are_told_by_the_perf_event_fallback_too() {
+    keepalive_requests_closes(&["--lifecycle-from-perf-events"]);
+}
+
+fn keepalive_requests_closes(flags: &[&str]) {
     let ng = Nginx::start(&NginxConfig {
         workers: 1,
         tls: true,
         http_extra: "keepalive_requests 10;".into(),
         ..NginxConfig::default()
     });
-    let probe = Probe::on(&ng).json().start();
-    let text = Probe::on(&ng).plain().start();
+    let probe = Probe::on(&ng).json().args(flags).start();
+    let text = Probe::on(&ng).plain().args(flags).start();
     {
         let _slow = SlowWrites::on(ng.worker_pids()[0], 10);
         clients(&ng, 0);
