@@ -145,6 +145,10 @@ pub struct Inputs {
     /// nginx's network namespace's local port range and TIME-WAIT at the period's end;
     /// None when not read.
     pub local_ports: Option<crate::model::local_ports::LocalPortsReport>,
+    /// The run ended because the master exited (the summary's `end_reason`,
+    /// [`crate::model::ended_by_master_exit`]): its last moments are a shutdown, its
+    /// workers gone before it.
+    pub master_exited: bool,
     /// What the clients got, per nginx's access log; None when none was read.
     pub access_log: Option<crate::model::access_log::AccessLogReport>,
 }

@@ -215,8 +215,16 @@ pub fn upstream_slow(inp: &Inputs, out: &mut Vec<Verdict>) {
     let against = against_timeout(&mut ev, share, &timeouts, located);
     let failed = connects_failed(inp, &p.peer);
     ev.insert("connects_failed", serde_json::json!(failed));
+    let unanswered = p.tries.saturating_sub(p.statuses.values().sum());
+    ev.insert("unanswered_tries", serde_json::json!(unanswered));
+    ev.insert("cut_at_timeout", serde_json::json!(timed_out));
     let timeouts_clause = match (timed_out, failed) {
         (0, _) => String::new(),
+        // Said in the head as tries cut by nginx's timeout (trial 13: "20 of its
+        // responses were 504" beside "had not answered 20 of its 20 tries").
+        (n, 0) if (unanswered + n) * 2 >= p.tries => {
+            "; nginx answered those 504 itself (proxy_read_timeout)".to_string()
+        }
         (n, 0) => format!("; {n} of its responses were 504 (nginx gave up waiting: proxy_read_timeout)"),
         (n, f) => format!("; {n} of its responses were 504 (nginx gave up: proxy_read_timeout while waiting for an answer, or proxy_connect_timeout on the {f} connects that failed, whose time is the connect's)"),
     };
@@ -225,8 +233,6 @@ pub fn upstream_slow(inp: &Inputs, out: &mut Vec<Verdict>) {
     // ($upstream_status 504): their time is the timeout's. Either is a floor on the
     // peer's response time, not an answer's (trial 11: a peer cut at
     // proxy_read_timeout 1s was said to answer in p50 1.000 s).
-    let unanswered = p.tries.saturating_sub(p.statuses.values().sum());
-    ev.insert("unanswered_tries", serde_json::json!(unanswered));
     let not_answered = unanswered + timed_out;
     let head = if not_answered * 2 >= p.tries {
         let parts: Vec<String> = [

@@ -904,6 +904,7 @@ pub fn judge_report(r: &crate::model::Report) -> Vec<Verdict> {
     inputs.quic = r.quic.clone();
     inputs.stale_logs = r.stale_logs.clone();
     inputs.local_ports = r.local_ports.clone();
+    inputs.master_exited = crate::model::ended_by_master_exit(r.end_reason.as_deref());
     judge(&inputs)
 }
 

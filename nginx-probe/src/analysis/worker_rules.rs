@@ -389,8 +389,12 @@ fn cut_kinds(
 /// tracker's live workers, `/proc`) while connections wait in an open listening
 /// socket's accept queue (`queue_now`, sock_diag): nothing accepts them. A WINCH
 /// without a binary upgrade, or workers that exited and were not started again.
+/// Not when the run ended with the master's exit (`Inputs::master_exited`).
 pub fn no_workers(inp: &Inputs, out: &mut Vec<Verdict>) {
-    if inp.workers.iter().any(|w| w.alive) {
+    // A master that exited stopped its workers first (`nginx -s stop`, `quit`): its
+    // last moments without workers are its shutdown (trial 13: a critical no_workers
+    // for an ordinary stop).
+    if inp.master_exited || inp.workers.iter().any(|w| w.alive) {
         return;
     }
     let waiting: Vec<(&str, u32)> = inp
@@ -800,6 +804,15 @@ mod tests {
         no_workers(&inp, &mut out);
         assert!(out.is_empty());
         inp.listen = vec![listen(3)];
+        // Trial 13: the run ended with the master's exit (`nginx -s stop`): its
+        // workers went first, and that is its shutdown.
+        inp.master_exited = true;
+        assert!(crate::model::ended_by_master_exit(Some(
+            &crate::model::master_exited_reason(23641)
+        )));
+        no_workers(&inp, &mut out);
+        assert!(out.is_empty());
+        inp.master_exited = false;
         inp.workers[0].alive = true;
         no_workers(&inp, &mut out);
         assert!(out.is_empty());

@@ -482,7 +482,7 @@ impl<'a> Session<'a> {
             Ok(true) => {}
             Ok(false) => {
                 self.master_exited = true;
-                return Ok(Some(format!("nginx master {} exited", self.master.pid)));
+                return Ok(Some(model::master_exited_reason(self.master.pid)));
             }
             // Not a fact about the master (EMFILE, EACCES): said, counted, and the run
             // goes on.

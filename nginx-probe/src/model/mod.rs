@@ -835,3 +835,13 @@ pub struct OwnCost {
 
 #[cfg(test)]
 mod tests;
+
+/// The summary's `end_reason` when the master exited: `nginx master <pid> exited`.
+pub fn master_exited_reason(pid: u32) -> String {
+    format!("nginx master {pid} exited")
+}
+
+/// Whether `end_reason` says the master exited ([`master_exited_reason`]).
+pub fn ended_by_master_exit(end_reason: Option<&str>) -> bool {
+    end_reason.is_some_and(|r| r.starts_with("nginx master ") && r.ends_with(" exited"))
+}
