@@ -83,7 +83,7 @@ pub fn requests_after_close(inp: &Inputs, out: &mut Vec<Verdict>) {
         "source",
         serde_json::json!("tracepoint tcp:tcp_send_reset on nginx's client sockets (the kernel's reason), sock:inet_sock_set_state for the closes"),
     );
-    let why = closes_in_period(&t, out);
+    let why = closes_in_period(inp, &t, out);
     let reasons: Vec<String> = by.iter().map(|(r, n)| format!("{r} {n}")).collect();
     let cut_words = format!("draining workers' close() found {cut} requests unread, which the kernel answers with a reset (TCP_ABORT_ON_CLOSE; closed_while_draining_reset): requests that reached a connection as a reload, a QUIT or a binary upgrade closed it");
     let left_out = match (alerts, tls_known) {
@@ -104,7 +104,7 @@ pub fn requests_after_close(inp: &Inputs, out: &mut Vec<Verdict>) {
         "requests_after_close",
         Severity::Warning,
         evidence,
-        &[],
+        &super::worker_rules::and_worker_connections(inp, &[])[..],
         format!(
             "{head}: a request sent on a kept-alive connection as nginx closed it fails so for its client unless the client retries it, and nginx never reads it (no access-log line, no 5xx); so does the rest of a request body sent after nginx answered early (a 413, a redirect) and closed{why}. Clients that reuse idle connections should retry an idempotent request that fails that way, and close idle connections before nginx does",
         ),
@@ -115,7 +115,7 @@ pub fn requests_after_close(inp: &Inputs, out: &mut Vec<Verdict>) {
 /// the draining workers' idle sweep, nginx's closes at a pinned keepalive_timeout
 /// (`keepalive_timeout_closes` in `out`); which close each reset followed is not
 /// measured.
-fn closes_in_period(t: &PortLifecycle, out: &[Verdict]) -> String {
+fn closes_in_period(inp: &Inputs, t: &PortLifecycle, out: &[Verdict]) -> String {
     // What closed connections in the period, as measured; which close each reset
     // followed is not (review: a 413 answered before its body, a keepalive_requests
     // close, another timeout's close draw the same resets).
@@ -125,6 +125,9 @@ fn closes_in_period(t: &PortLifecycle, out: &[Verdict]) -> String {
             "draining workers closed {} idle keepalive connections under their clients (a reload, a QUIT or a binary upgrade: nginx closes its idle connections as it shuts a worker down)",
             t.closed_while_draining_idle
         ));
+    }
+    if let Some(reached) = super::worker_rules::worker_connections_reached(inp) {
+        closes.push(reached);
     }
     if out.iter().any(|v| v.id == "keepalive_timeout_closes") {
         // The pinned idle time from the model, not from another verdict's evidence.

@@ -402,6 +402,7 @@ fn keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
         (false, false) => &["keepalive_timeout", "keepalive_requests"],
         (false, true) => &[],
     };
+    let directives = &super::worker_rules::and_worker_connections(inp, directives)[..];
     out.push(Verdict::new(
         "keepalive_off",
         Severity::Warning,
