@@ -72,3 +72,45 @@ impl Nginx {
             .success()
     }
 }
+
+/// Holds back every call of one syscall by process `pid` (strace injecting a delay)
+/// until dropped: at the call's entry (`delay_enter`: the call itself waits) or its
+/// exit (`delay_exit`: what it did is done, the process's next step waits).
+pub struct SyscallDelay(std::process::Child);
+
+impl SyscallDelay {
+    /// Delays `syscall` of `pid` by `ms`, at `at` (`"enter"` or `"exit"`); waits
+    /// `settle_ms` for strace to attach.
+    pub fn on(pid: u32, syscall: &str, at: &str, ms: u64, settle_ms: u64) -> SyscallDelay {
+        let child = Command::new("strace")
+            .args(["-qq", "-o", "/dev/null", "-e"])
+            .arg(format!("trace={syscall}"))
+            .arg("-e")
+            .arg(format!("inject={syscall}:delay_{at}={}", ms * 1000))
+            .arg("-p")
+            .arg(pid.to_string())
+            .spawn()
+            .expect("run strace (run `cargo xtask setup`)");
+        std::thread::sleep(Duration::from_millis(settle_ms));
+        SyscallDelay(child)
+    }
+}
+
+impl Drop for SyscallDelay {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The summary's entry in `connections.ports` of `ng`'s port. Panics when absent.
+pub fn port_entry(summary: &serde_json::Value, ng: &Nginx) -> serde_json::Value {
+    let port = ng.addr().port() as u64;
+    summary["connections"]["ports"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no connections in {summary}"))
+        .iter()
+        .find(|p| p["port"] == port)
+        .cloned()
+        .unwrap_or_else(|| panic!("no port {port} in {}", summary["connections"]))
+}

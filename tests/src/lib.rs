@@ -29,6 +29,7 @@ use nix::{
 mod clients;
 pub use clients::*;
 mod control;
+pub use control::{port_entry, SyscallDelay};
 mod proxy;
 pub use proxy::{
     concurrent_requests, get_paths, reset_on_close, stream_client, IdleCloseBackend, ResetBackend,

@@ -353,15 +353,18 @@ pub fn upstream_errors(inp: &Inputs, out: &mut Vec<Verdict>) {
     // Measured first from what the clients got (the access log), else from the
     // connects the kernel counted.
     // Not from the connects when the configuration retries nothing.
+    let no_retry = next_upstream_off(inp);
     let retried = |top: &Top| {
         super::outcome_rules::clients_unharmed(inp)
-            .or_else(|| connects_retried(inp, top).filter(|_| next_upstream_off(inp).is_none()))
+            .or_else(|| connects_retried(inp, top).filter(|_| no_retry.is_none()))
     };
     error_share_rule_with(
         inp,
         "upstream",
         "upstream_errors",
-        |share, n, requests, top| upstream_errors_advice(inp, share, n, requests, top),
+        |share, n, requests, top| {
+            upstream_errors_advice(inp, no_retry.as_deref(), share, n, requests, top)
+        },
         retried,
         out,
     );
@@ -440,7 +443,15 @@ fn upstream_how(inp: &Inputs, class: &str) -> String {
 
 /// upstream_errors' advice: the lines against the requests, the top cause (or the tied
 /// ones) with their peers, the EADDRNOTAVAIL chain, what the clients got.
-fn upstream_errors_advice(inp: &Inputs, share: f64, n: u64, requests: u64, top: &Top) -> String {
+/// `no_retry`: [`next_upstream_off`].
+fn upstream_errors_advice(
+    inp: &Inputs,
+    no_retry: Option<&str>,
+    share: f64,
+    n: u64,
+    requests: u64,
+    top: &Top,
+) -> String {
     let most = top.said(
         |c| upstream_how(inp, c),
         "most: errors talking to the upstream (502/504)",
@@ -456,7 +467,6 @@ fn upstream_errors_advice(inp: &Inputs, share: f64, n: u64, requests: u64, top: 
     } else {
         String::new()
     };
-    let no_retry = next_upstream_off(inp);
     let outcome = match super::outcome_rules::clients_saw(inp) {
         Some(saw) => saw,
         None => match connects_retried(inp, top).filter(|_| no_retry.is_none()) {
@@ -464,7 +474,7 @@ fn upstream_errors_advice(inp: &Inputs, share: f64, n: u64, requests: u64, top: 
                 "; yet the workers established at least as many upstream connections as there were requests ({}, connect() and SO_ERROR in the kernel): consistent with nginx having retried the failed connects on another peer (proxy_next_upstream), which makes these lines retried requests, not failed ones (not proven per request: subrequests such as auth_request also connect); the failing peer costs each retried request a connect attempt",
                 established(inp)
             ),
-            None => match &no_retry {
+            None => match no_retry {
                 Some(off) => format!(
                     "; proxy_next_upstream is off in every location that proxies ({off}): nginx tries no other peer after a failed try, so each line is a request answered 502/504 (a subrequest's, such as auth_request's, fails its parent)"
                 ),

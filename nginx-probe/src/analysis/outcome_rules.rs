@@ -218,11 +218,14 @@ pub fn upstream_slow(inp: &Inputs, out: &mut Vec<Verdict>) {
     let unanswered = p.tries.saturating_sub(p.statuses.values().sum());
     ev.insert("unanswered_tries", serde_json::json!(unanswered));
     ev.insert("cut_at_timeout", serde_json::json!(timed_out));
+    // See `head` below.
+    let not_answered = unanswered + timed_out;
+    let floor = not_answered * 2 >= p.tries;
     let timeouts_clause = match (timed_out, failed) {
         (0, _) => String::new(),
         // Said in the head as tries cut by nginx's timeout (trial 13: "20 of its
         // responses were 504" beside "had not answered 20 of its 20 tries").
-        (n, 0) if (unanswered + n) * 2 >= p.tries => {
+        (_, 0) if floor => {
             "; nginx answered those 504 itself (proxy_read_timeout)".to_string()
         }
         (n, 0) => format!("; {n} of its responses were 504 (nginx gave up waiting: proxy_read_timeout)"),
@@ -233,8 +236,7 @@ pub fn upstream_slow(inp: &Inputs, out: &mut Vec<Verdict>) {
     // ($upstream_status 504): their time is the timeout's. Either is a floor on the
     // peer's response time, not an answer's (trial 11: a peer cut at
     // proxy_read_timeout 1s was said to answer in p50 1.000 s).
-    let not_answered = unanswered + timed_out;
-    let head = if not_answered * 2 >= p.tries {
+    let head = if floor {
         let parts: Vec<String> = [
             (timed_out > 0).then(|| format!("{timed_out} cut by nginx's timeout, $upstream_status 504")),
             (unanswered > 0).then(|| format!("{unanswered} with no $upstream_status: the client gave up, 499, or the connection was cut")),

@@ -376,22 +376,21 @@ impl ConfigReport {
     /// The TCP ports of the `listen`s that serve HTTP/2 (`listen ... http2`, or
     /// `http2 on` in their server); None when the main file was not read.
     pub fn http2_ports(&self) -> Option<Vec<u16>> {
-        self.is_read().then(|| {
-            self.listens
-                .iter()
-                .filter(|l| l.http2 && !l.quic)
-                .filter_map(|l| crate::model::listen::listen_port(&l.address))
-                .collect()
-        })
+        self.tcp_ports_where(|l| l.http2)
     }
 
-    /// The TCP ports of the `listen ... ssl`s (not `quic`); None when the main file was
-    /// not read.
+    /// The TCP ports of the `listen ... ssl`s; None when the main file was not read.
     pub fn tls_ports(&self) -> Option<Vec<u16>> {
+        self.tcp_ports_where(|l| l.ssl)
+    }
+
+    /// The ports of the TCP `listen`s (not `quic`) that `keep` takes; None when the
+    /// main file was not read.
+    fn tcp_ports_where(&self, keep: impl Fn(&ListenValue) -> bool) -> Option<Vec<u16>> {
         self.is_read().then(|| {
             self.listens
                 .iter()
-                .filter(|l| l.ssl && !l.quic)
+                .filter(|l| keep(l) && !l.quic)
                 .filter_map(|l| crate::model::listen::listen_port(&l.address))
                 .collect()
         })

@@ -12,8 +12,8 @@ use std::{
 };
 
 use nginx_probe_tests::{
-    concurrent_requests, stream_client, verdict, IdleCloseBackend, Nginx, NginxConfig, Probe,
-    SlowBackend, StreamBackend, INDEX_BODY,
+    concurrent_requests, port_entry, stream_client, verdict, IdleCloseBackend, Nginx, NginxConfig,
+    Probe, SlowBackend, StreamBackend, SyscallDelay, INDEX_BODY,
 };
 use nix::{
     sys::signal::{kill, Signal},
@@ -85,18 +85,6 @@ fn wait_requests(ng: &Nginx, n: usize) {
     panic!("nginx logged {} of {n} requests", ng.access_log_lines());
 }
 
-/// The summary's port entry of `ng` in `connections`.
-fn port_of(summary: &Value, ng: &Nginx) -> Value {
-    let port = ng.addr().port() as u64;
-    summary["connections"]["ports"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no connections in {summary}"))
-        .iter()
-        .find(|p| p["port"] == port)
-        .cloned()
-        .unwrap_or_else(|| panic!("no port {port} in {}", summary["connections"]))
-}
-
 /// N TLS clients (ALPN `alpn`, one request `bytes` each) left idle past nginx's
 /// `keepalive_timeout 2s`: nginx closes every one, and the idle time is 2.0 s +-10%,
 /// with keepalive_timeout named and no keepalive_off. `wrote` of the closes come right
@@ -121,7 +109,7 @@ fn tls_idle_closes(http2: bool, alpn: &str, bytes: &[u8], wrote: usize) {
     thread::sleep(Duration::from_millis(600));
     let summary = probe.stop().summary_json();
     let text = text.stop().stdout;
-    let p = port_of(&summary, &ng);
+    let p = port_entry(&summary, &ng);
     assert_eq!(p["established"], N as u64, "{p}");
     assert_eq!(p["closed_by_nginx"], N as u64, "{p}");
     assert_eq!(p["closed_by_client"], 0, "{p}");
@@ -173,32 +161,6 @@ fn idle_http2_connections_close_at_keepalive_timeout_not_at_0_ms() {
     tls_idle_closes(true, "h2", &h2_get(), N);
 }
 
-/// Holds back every `close()` of process `pid` by `ms` (strace injecting a delay at
-/// the syscall's entry) until dropped.
-struct SlowCloses(Child);
-
-impl SlowCloses {
-    fn on(pid: u32, ms: u64) -> SlowCloses {
-        let child = Command::new("strace")
-            .args(["-qq", "-o", "/dev/null", "-e", "trace=close", "-e"])
-            .arg(format!("inject=close:delay_enter={}", ms * 1000))
-            .arg("-p")
-            .arg(pid.to_string())
-            .spawn()
-            .expect("run strace (run `cargo xtask setup`)");
-        // strace attaches in a few ms; nginx's timer is seconds away.
-        thread::sleep(Duration::from_millis(300));
-        SlowCloses(child)
-    }
-}
-
-impl Drop for SlowCloses {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// The newcomer trial's D1: HTTPS/1.1 clients that close as soon as they read nginx's
 /// close_notify (openssl s_client, left running) get their FIN in before nginx's own
 /// `close()` when nginx is slow to make it (held back 20 ms here); nginx began every
@@ -231,14 +193,15 @@ fn answered_close_notify(flags: &[&str]) {
     wait_requests(&ng, N);
     // nginx's timer closes the N together: each close() held back 20 ms spreads their
     // idle times over 2.0-2.2 s, still within the verdict's 10%.
-    let slow = SlowCloses::on(ng.worker_pids()[0], 20);
+    // strace attaches in a few ms; nginx's timer is seconds away.
+    let slow = SyscallDelay::on(ng.worker_pids()[0], "close", "enter", 20, 300);
     thread::sleep(Duration::from_millis(2000 + N as u64 * 20 + 800));
     drop(slow);
     drop(clients);
     thread::sleep(Duration::from_millis(400));
     let summary = probe.stop().summary_json();
     let text = text.stop().stdout;
-    let p = port_of(&summary, &ng);
+    let p = port_entry(&summary, &ng);
     assert_eq!(p["established"], N as u64, "{p}");
     assert_eq!(p["closed_by_nginx"], N as u64, "{p}");
     assert_eq!(p["closed_by_nginx_client_fin_first"], N as u64, "{p}");
@@ -344,7 +307,7 @@ fn killed_worker(flags: &[&str]) {
     let all = N + IN_FLIGHT;
     let summary = probe.stop().summary_json();
     let text = text.stop().stdout;
-    let p = port_of(&summary, &ng);
+    let p = port_entry(&summary, &ng);
     assert_eq!(p["established"], all as u64, "{p}");
     assert_eq!(p["closed_by_worker_exit"], all as u64, "{p}");
     assert_eq!(p["closed_by_nginx"], 0, "{p}");
@@ -538,7 +501,7 @@ fn a_reload_closes_idle_connections_as_draining_workers() {
     thread::sleep(Duration::from_millis(600));
     let summary = probe.stop().summary_json();
     let text = text.stop().stdout;
-    let p = port_of(&summary, &ng);
+    let p = port_entry(&summary, &ng);
     assert_eq!(p["established"], 8, "{p}");
     assert_eq!(p["closed_by_nginx"], 8, "{p}");
     assert_eq!(p["closed_while_draining"], 8, "{p}");
@@ -602,7 +565,7 @@ fn a_reload_closes_idle_tls_and_http2_connections_as_idle() {
     drop(clients);
     thread::sleep(Duration::from_millis(600));
     let summary = probe.stop().summary_json();
-    let p = port_of(&summary, &ng);
+    let p = port_entry(&summary, &ng);
     assert_eq!(p["established"], 8, "{p}");
     assert_eq!(p["closed_by_nginx"], 8, "{p}");
     assert_eq!(p["closed_while_draining"], 8, "{p}");
@@ -660,7 +623,7 @@ fn requests_cut_at_worker_shutdown_timeout_are_counted_and_named() {
     thread::sleep(Duration::from_millis(600));
     let summary = probe.stop().summary_json();
     let text = text.stop().stdout;
-    let p = port_of(&summary, &ng);
+    let p = port_entry(&summary, &ng);
     assert_eq!(p["established"], 6, "{p}");
     assert_eq!(p["closed_while_draining"], 6, "{p}");
     assert!(p.get("closed_while_draining_idle").is_none(), "{p}");
@@ -730,7 +693,7 @@ fn a_worker_draining_before_attach_closes_as_a_draining_worker() {
     }
     thread::sleep(Duration::from_millis(600));
     let summary = probe.stop().summary_json();
-    let p = port_of(&summary, &ng);
+    let p = port_entry(&summary, &ng);
     assert_eq!(p["closed_by_nginx"], 3, "{p}");
     assert_eq!(p["closed_while_draining"], 3, "{p}");
     assert_eq!(p["closed_while_draining_after_data"], 3, "{p}");
@@ -768,7 +731,7 @@ fn requests_sent_on_connections_nginx_closed_are_said_as_failed_requests() {
     assert_eq!(failed, N, "every second request met a reset");
     thread::sleep(Duration::from_millis(600));
     let summary = probe.stop().summary_json();
-    let p = port_of(&summary, &ng);
+    let p = port_entry(&summary, &ng);
     // nginx's closed socket waits in FIN_WAIT2 as a TIME-WAIT entry and the kernel
     // answers the data from there (TCP_TIMEWAIT_SOCKET, seen here); with a
     // tcp_fin_timeout over 60 s it stays a full socket (TCP_ABORT_ON_DATA).

@@ -3,14 +3,9 @@
 //! close; and that a client's close_notify reaching a socket nginx closed is no
 //! request. Run as root through `cargo xtask test`.
 
-use std::{
-    process::{Child, Command},
-    thread,
-    time::Duration,
-};
+use std::{process::Command, thread, time::Duration};
 
-use nginx_probe_tests::{verdict, Nginx, NginxConfig, Probe};
-use serde_json::Value;
+use nginx_probe_tests::{port_entry, verdict, Nginx, NginxConfig, Probe, SyscallDelay};
 
 /// HTTPS/1.1 clients, one thread each: 10 requests on one connection, each response
 /// read whole; after the 10th (nginx's `Connection: close`), the client waits
@@ -86,44 +81,6 @@ fn clients(ng: &Nginx, wait_ms: u64) {
     assert_eq!(text.trim(), format!("{} {N}", N * 10), "responses, closes");
 }
 
-/// Holds back every `write()` of process `pid` by `ms` after it is made (strace
-/// injecting a delay at the syscall's exit) until dropped: a response is on the wire,
-/// and nginx's access-log write, its close_notify and its `close()` come after.
-struct SlowWrites(Child);
-
-impl SlowWrites {
-    fn on(pid: u32, ms: u64) -> SlowWrites {
-        let child = Command::new("strace")
-            .args(["-qq", "-o", "/dev/null", "-e", "trace=write", "-e"])
-            .arg(format!("inject=write:delay_exit={}", ms * 1000))
-            .arg("-p")
-            .arg(pid.to_string())
-            .spawn()
-            .expect("run strace (run `cargo xtask setup`)");
-        thread::sleep(Duration::from_millis(500));
-        SlowWrites(child)
-    }
-}
-
-impl Drop for SlowWrites {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// The summary's port entry of `ng` in `connections`.
-fn port_of(summary: &Value, ng: &Nginx) -> Value {
-    let port = ng.addr().port() as u64;
-    summary["connections"]["ports"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no connections in {summary}"))
-        .iter()
-        .find(|p| p["port"] == port)
-        .cloned()
-        .unwrap_or_else(|| panic!("no port {port} in {}", summary["connections"]))
-}
-
 /// Trial 11's F5 (HTTPS at keepalive_requests, 10-30% of nginx's closes counted as
 /// the client's, and with wrk's close_notify a reset of nginx's and 2055 "requests
 /// after close"): nginx closes each connection after its 10th response.
@@ -158,7 +115,9 @@ fn keepalive_requests_closes(flags: &[&str]) {
     let probe = Probe::on(&ng).json().args(flags).start();
     let text = Probe::on(&ng).plain().args(flags).start();
     {
-        let _slow = SlowWrites::on(ng.worker_pids()[0], 10);
+        // Each response is on the wire when write() returns; the access-log write,
+        // the close_notify and the close() come 10 ms later each.
+        let _slow = SyscallDelay::on(ng.worker_pids()[0], "write", "exit", 10, 500);
         clients(&ng, 0);
         thread::sleep(Duration::from_millis(300));
     }
@@ -166,7 +125,7 @@ fn keepalive_requests_closes(flags: &[&str]) {
     thread::sleep(Duration::from_millis(500));
     let summary = probe.stop().summary_json();
     let text = text.stop().stdout;
-    let p = port_of(&summary, &ng);
+    let p = port_entry(&summary, &ng);
     assert_eq!(p["established"], 2 * N as u64, "{p}");
     assert_eq!(p["closed_by_nginx"], 2 * N as u64, "{p}");
     assert_eq!(p["closed_by_client"], 0, "{p}");
