@@ -81,7 +81,7 @@ pub fn requests_after_close(inp: &Inputs, out: &mut Vec<Verdict>) {
     );
     evidence.insert(
         "source",
-        serde_json::json!("tracepoint tcp:tcp_send_reset on nginx's client sockets (the kernel's reason), sock:inet_sock_set_state for the closes"),
+        serde_json::json!("tracepoint tcp:tcp_send_reset on nginx's client sockets (the kernel's reason; alert_sized_left_out: the answered segment's payload, sk_buff.len less the TCP header, 1 to 31 bytes, on a port the configuration serves TLS on or any when it was not read), sock:inet_sock_set_state for the closes (draining_resets: ESTABLISHED -> CLOSE in the close() of a worker past its ngx_close_idle_connections uprobe)"),
     );
     let why = closes_in_period(inp, &t, out);
     let reasons: Vec<String> = by.iter().map(|(r, n)| format!("{r} {n}")).collect();

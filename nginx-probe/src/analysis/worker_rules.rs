@@ -405,7 +405,7 @@ pub fn worker_connections_reached(inp: &Inputs) -> Option<String> {
     let peak = inp.workers.iter().filter_map(|w| w.sockets_peak).max()?;
     (limit > 0 && peak as f64 >= WORKER_CONNECTIONS_REACHED_SHARE * limit as f64).then(|| {
         format!(
-            "a worker's open sockets reached {peak} of worker_connections {} ({}; /proc/<pid>/fd, sampled every 2 s): nginx then closes idle keep-alive connections, and connections whose request it has not read, to free one for a new client (`worker_connections are not enough, reusing connections`, logged at warn)",
+            "a worker's open sockets reached {peak} of worker_connections {} ({}; /proc/<pid>/fd, sampled every 2 s): at the limit nginx closes idle keep-alive connections, and connections whose request it has not read, to free one for a new client (`worker_connections are not enough, reusing connections`, logged at warn); whether it did here is not counted",
             v.value, v.at
         )
     })
