@@ -171,7 +171,10 @@ pub const CLOSED_BY_NGINX_CLIENT_FIN_UNREAD: usize = LC_PER_PORT_BASE + 11;
 /// connections that had received not one byte from the client
 /// (`tcp_sock.bytes_received` 0): a connection opened and never used (a client's or a
 /// browser's spare connection, a health check that only connects), closed at
-/// `client_header_timeout` or by a draining worker. Counted besides the closer's own
+/// `client_header_timeout`, by a draining worker, or by a worker at
+/// `worker_connections` freeing connections it has not read from (nginx's
+/// `ngx_drain_connections`, or its close of a new connection it has no room for).
+/// Counted besides the closer's own
 /// counter, not instead of it.
 pub const CLOSED_WITHOUT_DATA_BY_NGINX: usize = LC_PER_PORT_BASE + 12;
 /// The same closed first by the client (`ESTABLISHED -> CLOSE_WAIT` with

@@ -45,7 +45,7 @@ pub(super) const CLOSED_WITHOUT_DATA: Family = Family::report(
     "nginx_probe_connections_closed_without_data_total",
     Counter,
     &["port", "by"],
-    "Of nginx_probe_connections_closed_total, the connections that had received not one byte from the client when first closed (tcp_sock.bytes_received: 0, or 1 for the client's FIN): opened and never used (spare connections, health checks that only connect), they carried no request; by who closed first: nginx, client, reset; since attach. 0 when tcp_sock.bytes_received is not in the kernel's BTF.",
+    "Of nginx_probe_connections_closed_total, the connections that had received not one byte from the client when first closed (tcp_sock.bytes_received: 0, or 1 for the client's FIN): they carried no request (the client's: opened and never used, spare connections, health checks that only connect; nginx's: closed before the first byte came, client_header_timeout or a worker at worker_connections); by who closed first: nginx, client, reset; since attach. 0 when tcp_sock.bytes_received is not in the kernel's BTF.",
     |s, o| {
         per_port(s, o, |p, o, port| {
             o.sample(&[port, "nginx"], p.closed_without_data_by_nginx);

@@ -138,7 +138,7 @@ fn without_data_line(out: &mut String, t: &PortLifecycle) {
     }
     let _ = writeln!(
         out,
-        "  {n} closed without a byte from the client (by the client {}, by nginx {}, by a reset {}): opened and never used (spare connections, health checks that only connect), they carried no request (tcp_sock.bytes_received at the close)",
+        "  {n} closed without a byte from the client (by the client {}, by nginx {}, by a reset {}), so they carried no request (tcp_sock.bytes_received at the close): the client's are connections opened and never used (spare connections, health checks that only connect); nginx's were closed before their first byte came (client_header_timeout, or a worker at worker_connections freeing connections it has not read from)",
         t.closed_without_data_by_client, t.closed_without_data_by_nginx, t.closed_without_data_by_reset
     );
 }
@@ -649,7 +649,7 @@ mod tests {
         r.connections = Some(c);
         let mut out = String::new();
         connections_section(&mut out, &r);
-        assert!(out.contains("\n  3 closed without a byte from the client (by the client 2, by nginx 1, by a reset 0): opened and never used"), "{out}");
+        assert!(out.contains("\n  3 closed without a byte from the client (by the client 2, by nginx 1, by a reset 0), so they carried no request"), "{out}");
         r.connections = Some(crate::model::connections::sample_report());
         out.clear();
         connections_section(&mut out, &r);
