@@ -241,8 +241,22 @@ pub const RST_AFTER_CLOSE_ALERT_SIZED: usize = RESET_IDLE_HIST + LC_IDLE_BUCKETS
 /// (`ESTABLISHED -> CLOSE`, `TCP_ABORT_ON_CLOSE`): the client's close_notify
 /// answering nginx's, most often. Not in [`CLOSED_BY_RESET`].
 pub const CLOSED_BY_NGINX_DATA_UNREAD: usize = RST_AFTER_CLOSE_ALERT_SIZED + 1;
+/// Of nginx's closes (by its FIN, [`CLOSED_BY_NGINX`], or by its own reset,
+/// [`CLOSED_BY_NGINX_RESET`], or [`CLOSED_BY_NGINX_DATA_UNREAD`]), those made inside
+/// the worker's call of `ngx_get_connection` (the uprobe noted the call's stack slot
+/// and return address, and the slot still held that address at the close): nginx at
+/// `worker_connections`, with 1/16 or fewer of its connections free, closing the
+/// reusable ones (kept-alive idle, or waiting for their first request) to reuse them
+/// for a new connection (its `ngx_drain_connections`, which logs "worker_connections
+/// are not enough, reusing connections" at warn). Counted only with the
+/// `ngx_get_connection` uprobe attached.
+pub const CLOSED_REUSING: usize = CLOSED_BY_NGINX_DATA_UNREAD + 1;
+/// Of [`CLOSED_REUSING`], those ended by a reset because the client's data was
+/// unread at the close (`TCP_ABORT_ON_CLOSE`): a request that had come in and that
+/// nginx never read, failed for its client unless it retries.
+pub const CLOSED_REUSING_RESET: usize = CLOSED_REUSING + 1;
 /// Counters per port.
-pub const LC_PER_PORT: usize = CLOSED_BY_NGINX_DATA_UNREAD + 1;
+pub const LC_PER_PORT: usize = CLOSED_REUSING_RESET + 1;
 
 /// Largest payload (bytes) of a segment counted in [`RST_AFTER_CLOSE_ALERT_SIZED`].
 pub const ALERT_SIZED_MAX: u32 = 31;
@@ -288,8 +302,11 @@ pub mod worker {
     /// processed: nginx's own reset (`super::CLOSED_BY_NGINX_RESET`, per worker): a
     /// close with the client's data unread, or `SO_LINGER` 0.
     pub const RESET_BY_NGINX: usize = 4;
+    /// Closes by the worker inside its `ngx_get_connection`, reusing connections at
+    /// `worker_connections` (`super::CLOSED_REUSING`, per worker).
+    pub const CLOSED_REUSING: usize = 5;
     /// Counters per worker slot.
-    pub const LC_PER_WORKER: usize = 5;
+    pub const LC_PER_WORKER: usize = 6;
     /// `LC_DRAINING` value of a worker already shutting down at attach (from its
     /// title): draining, since a time not known (no time since the drain is kept for
     /// its closes). A kernel time stamp is never this small.
@@ -596,7 +613,7 @@ mod tests {
         assert_eq!(DRAIN_SILENT_INV_MIN_MS, 76);
         assert_eq!(DRAIN_AFTER_DATA_INV_MIN_MS, 78);
         assert_eq!(CLIENT_CLOSE_IDLE_COUNT, 125);
-        assert_eq!(LC_PER_PORT, 199);
+        assert_eq!(LC_PER_PORT, 201);
         assert_eq!(idle_bucket(0), 0);
         assert_eq!(idle_bucket(2000), 10);
         assert_eq!(idle_bucket(u64::MAX), LC_IDLE_BUCKETS - 1);

@@ -35,6 +35,9 @@ pub mod map {
         LAST_ACCEPT = "LAST_ACCEPT",
         /// Array per slot: connections closed right after their accept.
         ACCEPT_CLOSE = "ACCEPT_CLOSE",
+        /// Array per slot: the worker's last `ngx_get_connection` call, [stack slot of
+        /// its return address, that address] (closes inside it reuse connections).
+        GET_CONN_FRAME = "GET_CONN_FRAME",
         /// Per-CPU `SyscallStats` per (slot, fd kind): writes by destination.
         WRITES = "WRITES",
         /// Hash, (tgid << 32 | fd) -> fd kind, from /proc (fallback classification).

@@ -13,26 +13,23 @@ use nginx_probe_common::off;
 use crate::{
     fds::{fd_file, kread, AF_INET, AF_INET6, AF_UNIX, S_IFMT, S_IFSOCK},
     helpers::{count_in_slot, detail_closed, record_word},
-    maps::{ACCEPTED, ACCEPT_CALLER, ACCEPT_CLOSE, LAST_ACCEPT},
+    maps::{ACCEPTED, ACCEPT_CALLER, ACCEPT_CLOSE, GET_CONN_FRAME, LAST_ACCEPT},
     upstream::upstream_close,
     workers::worker_slot,
 };
 
-/// Whether this call of `ngx_get_connection` returns into `ngx_event_accept`: its
-/// return address, the 8 bytes at the stack pointer on entry, minus the probed
-/// function's address, falls in [`ACCEPT_CALLER`]'s range. One read of the worker's
-/// stack instead of the five kernel reads of [`is_accepted_socket`]. None when the
-/// range is unknown or the stack cannot be read (then the fd table decides).
+/// Whether this call of `ngx_get_connection` (entered at `ip`) returns into
+/// `ngx_event_accept`: its return address `ret` minus the probed function's address
+/// falls in [`ACCEPT_CALLER`]'s range. One read of the worker's stack instead of the
+/// five kernel reads of [`is_accepted_socket`]. None when the range is unknown or the
+/// stack could not be read (then the fd table decides).
 #[inline(always)]
-fn called_from_accept(ctx: &ProbeContext) -> Option<bool> {
+fn called_from_accept(ret: Option<u64>, ip: u64) -> Option<bool> {
     let [lo, hi] = *ACCEPT_CALLER.get(0)?;
     if lo == hi {
         return None;
     }
-    // SAFETY: a uprobe's context is the task's user registers.
-    let (sp, ip) = unsafe { ((*ctx.regs).rsp, (*ctx.regs).rip) };
-    // SAFETY: reads 8 bytes of the worker's stack; failure is handled.
-    let ret: u64 = unsafe { bpf_probe_read_user(sp as *const u64) }.ok()?;
+    let ret = ret?;
     Some(ret.wrapping_sub(ip).wrapping_sub(lo) < hi.wrapping_sub(lo))
 }
 
@@ -80,10 +77,23 @@ fn is_accepted_socket(fd: u64) -> bool {
 /// counted. The caller is told by the return address ([`called_from_accept`]); where
 /// that range is unknown, by the fd: an accepted socket ([`is_accepted_socket`]) is
 /// counted, sockets not connected yet and socketpairs are not.
+///
+/// Every call also notes its frame in [`GET_CONN_FRAME`] (the stack slot of its return
+/// address, the 8 bytes at the stack pointer on entry, and that address): closes made
+/// while the slot still holds it are made inside the call, where nginx closes reusable
+/// connections at `worker_connections` (`lifecycle::in_get_connection`).
 #[uprobe]
 pub fn ngx_get_connection(ctx: ProbeContext) -> u32 {
     let Some(slot) = worker_slot() else { return 0 };
-    let accepted = match called_from_accept(&ctx) {
+    // SAFETY: a uprobe's context is the task's user registers.
+    let (sp, ip) = unsafe { ((*ctx.regs).rsp, (*ctx.regs).rip) };
+    // SAFETY: reads 8 bytes of the worker's stack; failure is handled.
+    let ret: Option<u64> = unsafe { bpf_probe_read_user(sp as *const u64) }.ok();
+    if let (Some(r), Some(p)) = (ret, GET_CONN_FRAME.get_ptr_mut(slot)) {
+        // SAFETY: only this worker's main thread writes its element.
+        unsafe { *p = [sp, r] };
+    }
+    let accepted = match called_from_accept(ret, ip) {
         Some(a) => a,
         None => match ctx.arg::<u64>(0) {
             Some(s) => is_accepted_socket(s & 0xffff_ffff),

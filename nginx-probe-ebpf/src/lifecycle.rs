@@ -13,7 +13,7 @@
 use aya_ebpf::{
     helpers::{
         bpf_get_current_pid_tgid, bpf_get_current_task, bpf_jiffies64, bpf_ktime_get_ns,
-        bpf_probe_read_kernel,
+        bpf_probe_read_kernel, bpf_probe_read_user,
     },
     macros::{raw_tracepoint, tracepoint, uprobe, uretprobe},
     maps::PerCpuArray,
@@ -26,9 +26,9 @@ use crate::{
     lifecycle_tls::{tls_close_fin_first, tls_close_take, tls_closes_on},
     lifecycle_up::{raw_peer, record_peer, up_set_state},
     maps::{
-        LC_BORN, LC_BYTES_RECEIVED_OFF, LC_CLIENT_FIN, LC_CLOSING, LC_DRAINING, LC_FIN_RULE, LC_HZ,
-        LC_LRCVTIME_OFF, LC_LSNDTIME_OFF, LC_PORTS, LC_RAW_OFF, LC_RESET_SK, LC_STATS,
-        LC_TASK_FLAGS_OFF, LC_TLS_CLOSING, LC_WORKER,
+        GET_CONN_FRAME, LC_BORN, LC_BYTES_RECEIVED_OFF, LC_CLIENT_FIN, LC_CLOSING, LC_DRAINING,
+        LC_FIN_RULE, LC_HZ, LC_LRCVTIME_OFF, LC_LSNDTIME_OFF, LC_PORTS, LC_RAW_OFF, LC_RESET_SK,
+        LC_STATS, LC_TASK_FLAGS_OFF, LC_TLS_CLOSING, LC_WORKER,
     },
     workers::worker_slot,
 };
@@ -225,6 +225,25 @@ const F_WROTE: u32 = 4;
 /// nginx's last data went out a jiffy or more after the client's (`tcp_sock.lsndtime`
 /// newer than `icsk_ack.lrcvtime`; see [`idle_of`]).
 const F_SENT_LAST: u32 = 8;
+/// Made inside the worker's `ngx_get_connection` (see [`in_get_connection`]): nginx
+/// reusing connections at `worker_connections`.
+const F_REUSING: u32 = 16;
+
+/// Whether worker `slot`'s current task is inside its call of `ngx_get_connection`:
+/// the stack slot its uprobe noted (`GET_CONN_FRAME`) still holds the call's return
+/// address. Its callers make another call as soon as it returns, which overwrites the
+/// slot, so a match means the call has not returned (or a new call's uprobe noted the
+/// same frame again). nginx closes connections there only when it reuses them
+/// (`ngx_drain_connections`: 1/16 or fewer of `worker_connections` free). False
+/// without the uprobe, or in another task's context.
+#[inline(always)]
+pub(crate) fn in_get_connection(slot: Option<u32>) -> bool {
+    let Some(&[sp, ret]) = slot.and_then(|s| GET_CONN_FRAME.get(s)) else {
+        return false;
+    };
+    // SAFETY: reads 8 bytes of the current task's stack; failure is handled.
+    sp != 0 && unsafe { bpf_probe_read_user(sp as *const u64) } == Ok(ret)
+}
 
 impl CloseFacts {
     /// The idle time measured, ms.
@@ -237,6 +256,12 @@ impl CloseFacts {
     #[inline(always)]
     pub(crate) fn wrote(&self) -> bool {
         self.flags & F_WROTE != 0
+    }
+
+    /// Whether the close was made inside `ngx_get_connection` (reusing connections).
+    #[inline(always)]
+    pub(crate) fn reusing(&self) -> bool {
+        self.flags & F_REUSING != 0
     }
 }
 
@@ -256,6 +281,9 @@ pub(crate) fn close_facts(sk: u64) -> CloseFacts {
         return f;
     }
     f.drain = drain_state(slot);
+    if in_get_connection(slot) {
+        f.flags |= F_REUSING;
+    }
     if let Some((ms, wrote, sent_last)) = idle_of(sk, true) {
         f.flags |= F_IDLE_KNOWN | if wrote { F_WROTE } else { 0 };
         f.flags |= if sent_last { F_SENT_LAST } else { 0 };
@@ -439,6 +467,13 @@ fn on_draining_close(base: u32, f: &CloseFacts, slot: Option<u32>) {
     lc_max(base, inv_min, !f.drain_ms);
 }
 
+/// A close nginx made inside `ngx_get_connection`, reusing a connection.
+#[inline(always)]
+fn count_reusing(base: u32, slot: Option<u32>) {
+    lc_add(base, lc::CLOSED_REUSING, 1);
+    worker_add(slot, lc::worker::CLOSED_REUSING);
+}
+
 /// nginx's close of a socket of port `base`, with the facts read in the closing
 /// worker: an exiting worker's, a draining worker's (idle or after its request), or a
 /// serving worker's with its idle time.
@@ -452,6 +487,9 @@ pub(crate) fn count_nginx_close(base: u32, f: &CloseFacts) {
     }
     lc_add(base, lc::CLOSED_BY_NGINX, 1);
     worker_add(slot, lc::worker::CLOSED_BY_NGINX);
+    if f.reusing() {
+        count_reusing(base, slot);
+    }
     if f.drain != 0 {
         on_draining_close(base, f, slot);
         return;
@@ -561,6 +599,9 @@ fn on_established_reset(base: u32, sk: u64, by_reset: bool) {
             // nginx's close() with the client's data unread (its close_notify
             // answering nginx's): the kernel's reset ends nginx's own close.
             lc_add(base, lc::CLOSED_BY_NGINX_DATA_UNREAD, 1);
+            if t.facts.reusing() {
+                lc_add(base, lc::CLOSED_REUSING_RESET, 1);
+            }
         }
         return;
     }
@@ -584,6 +625,10 @@ fn on_established_reset(base: u32, sk: u64, by_reset: bool) {
         worker_add(slot, lc::worker::RESET_BY_NGINX);
         if drain_state(slot) != 0 {
             lc_add(base, lc::CLOSED_WHILE_DRAINING_RESET, 1);
+        }
+        if in_get_connection(slot) {
+            count_reusing(base, slot);
+            lc_add(base, lc::CLOSED_REUSING_RESET, 1);
         }
     }
 }

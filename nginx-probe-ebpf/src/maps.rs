@@ -178,6 +178,15 @@ pub(crate) static LAST_ACCEPT: Array<u64> = Array::with_max_entries(DEFAULT_WORK
 #[map]
 pub(crate) static ACCEPT_CLOSE: Array<u64> = Array::with_max_entries(DEFAULT_WORKER_SLOTS, 0);
 
+/// Per slot: the worker's last call of `ngx_get_connection`, `[sp, ret]`: the user
+/// stack address of its return address at entry and that address. While the call runs
+/// the slot holds it; once it returns, the caller's next call overwrites it (nginx's
+/// callers all call on at once: `ngx_create_pool`, `close`, `setsockopt`), so a
+/// close made while `*sp == ret` is made inside it (`lifecycle::in_get_connection`).
+#[map]
+pub(crate) static GET_CONN_FRAME: Array<[u64; 2]> =
+    Array::with_max_entries(DEFAULT_WORKER_SLOTS, 0);
+
 /// Per worker slot: connections accepted, counted by the `ngx_get_connection` uprobe.
 #[map]
 pub(crate) static ACCEPTED: PerCpuArray<u64> =

@@ -104,7 +104,7 @@ pub fn requests_after_close(inp: &Inputs, out: &mut Vec<Verdict>) {
         "requests_after_close",
         Severity::Warning,
         evidence,
-        &super::worker_rules::and_worker_connections(inp, &[])[..],
+        &super::worker_connections::and_worker_connections(inp, &[])[..],
         format!(
             "{head}: a request sent on a kept-alive connection as nginx closed it fails so for its client unless the client retries it, and nginx never reads it (no access-log line, no 5xx); so does the rest of a request body sent after nginx answered early (a 413, a redirect) and closed{why}. Clients that reuse idle connections should retry an idempotent request that fails that way, and close idle connections before nginx does",
         ),
@@ -126,7 +126,7 @@ fn closes_in_period(inp: &Inputs, t: &PortLifecycle, out: &[Verdict]) -> String 
             t.closed_while_draining_idle
         ));
     }
-    if let Some(reached) = super::worker_rules::worker_connections_reached(inp) {
+    if let Some(reached) = super::worker_connections::worker_connections_reached(inp) {
         closes.push(reached);
     }
     if out.iter().any(|v| v.id == "keepalive_timeout_closes") {

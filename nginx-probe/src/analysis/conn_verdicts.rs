@@ -179,7 +179,7 @@ fn nginx_closed_why(inp: &Inputs, idle: Option<&crate::model::connections::IdleR
             )
         };
     }
-    if let Some(reached) = super::worker_rules::worker_connections_reached(inp) {
+    if let Some(reached) = super::worker_connections::worker_connections_reached(inp) {
         return format!("{after}: {reached}; raise worker_connections (and worker_rlimit_nofile with it), or the clients asked for `Connection: close`: which one is not measured");
     }
     match keepalive_settings_ruled_out(inp) {

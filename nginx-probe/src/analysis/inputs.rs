@@ -54,6 +54,10 @@ pub struct WorkerInput {
     pub run_delay_ns: Option<u64>,
     /// Connections closed right after accept (no free connection).
     pub accepted_then_closed: u64,
+    /// Client connections the worker closed to reuse them at `worker_connections`
+    /// (closes inside its `ngx_get_connection`: `WorkerCloses::reusing`); 0 also when
+    /// not counted.
+    pub closed_reusing: u64,
     /// Writes (write, writev, pwrite64) to access logs, classified by their fd at the
     /// moment of the write.
     pub access_log_writes: u64,

@@ -33,6 +33,7 @@ pub mod upstream_failures;
 pub mod upstream_idle;
 pub mod upstream_pool;
 pub mod verdict;
+pub mod worker_connections;
 pub mod worker_rules;
 
 #[cfg(test)]

@@ -41,41 +41,8 @@ pub use super::log_verdicts::{
     ACCESS_LOG_SHARE_MIN_WRITES_PER_S, ACCESS_LOG_WRITES_PER_REQUEST,
 };
 
-/// Accepts needed before unserved connections are judged.
-pub const UNSERVED_MIN_ACCEPTS: u64 = 200;
-/// Accepts per request at or above which connections are being closed unserved (each
-/// connection carries at least one request unless closed before it).
-pub const UNSERVED_ACCEPTS_PER_REQUEST: f64 = 1.5;
-
-/// Total accepts and requests, and whether so many more connections were accepted than
-/// requests served that many were closed before carrying one (abandoned TLS handshakes
-/// and connections their client closed without a byte left out): far more accepts than
-/// requests, and not because the connections are held open (the workers' peak open fds
-/// stay under half the connections without a request; unknown fds: not judged).
-fn unserved(inp: &Inputs) -> (u64, u64, bool) {
-    let accepts: u64 = inp.workers.iter().map(|w| w.accepts).sum();
-    // Unknown requests or accepts: not judged.
-    let Some(requests) = inp.requests.filter(|_| inp.accepts_per_request_known()) else {
-        return (accepts, 0, false);
-    };
-    // Connections that carried no request because their TLS handshake was abandoned
-    // (counted exactly by libssl's programs) were not closed for want of anything;
-    // counted in the detail windows only, they are unknown: not judged.
-    let abandoned = match inp.tls.as_ref() {
-        Some(t) if t.libssl_sampled && t.abandoned > 0 => return (accepts, requests, false),
-        Some(t) if !t.libssl_sampled => t.abandoned,
-        _ => 0,
-    };
-    // Nor were the connections their clients closed without sending a byte (health
-    // checks that only connect): counted exactly at their close.
-    let accepts_left = accepts.saturating_sub(abandoned + inp.closed_without_data_by_client());
-    let without = accepts_left.saturating_sub(requests);
-    let fds_peak: Option<u64> = inp.workers.iter().map(|w| w.fds_peak).sum();
-    let many = accepts_left >= UNSERVED_MIN_ACCEPTS
-        && accepts_left as f64 >= UNSERVED_ACCEPTS_PER_REQUEST * requests as f64
-        && fds_peak.is_some_and(|p| p * 2 < without);
-    (accepts, requests, many)
-}
+use super::worker_connections::{nginx_reused_them, unserved};
+pub use super::worker_connections::{UNSERVED_ACCEPTS_PER_REQUEST, UNSERVED_MIN_ACCEPTS};
 
 /// Longest event-loop iteration (epoll wait return to next call) that counts as a
 /// stall, ns.
@@ -144,7 +111,7 @@ pub fn judge(inp: &Inputs) -> Vec<Verdict> {
     log_verdicts::access_log_reopened(&logs, &mut out);
     log_verdicts::error_log_verbose(&logs, &mut out);
     super::log_rotation::log_not_reopened(&inp.stale_logs, &mut out);
-    worker_connections_exhausted(inp, &mut out);
+    super::worker_connections::worker_connections_exhausted(inp, &mut out);
     crate::analysis::nginx_rules::requests_refused(inp, &mut out);
     crate::analysis::nginx_rules::upstream_errors(inp, &mut out);
     crate::analysis::keepalive_requests_log::keepalive_requests_low(inp, &mut out);
@@ -349,9 +316,7 @@ fn keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
     if per_request < KEEPALIVE_ACCEPTS_PER_REQUEST || unserved(inp).2 {
         return;
     }
-    // nginx itself closed idle keepalive connections to reuse them (worker_connections
-    // ran out, its error log says so): the clients did keep their connections alive.
-    if log_count(inp, "worker_connections_reusing") > 0 {
+    if nginx_reused_them(inp, carried) {
         return;
     }
     let mut evidence = keepalive_evidence(inp, accepts, carried, requests);
@@ -402,7 +367,7 @@ fn keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
         (false, false) => &["keepalive_timeout", "keepalive_requests"],
         (false, true) => &[],
     };
-    let directives = &super::worker_rules::and_worker_connections(inp, directives)[..];
+    let directives = &super::worker_connections::and_worker_connections(inp, directives)[..];
     out.push(Verdict::new(
         "keepalive_off",
         Severity::Warning,
@@ -518,142 +483,6 @@ fn keepalive_off_tls_advice(
         reuse = reuse(per_request),
         n = t.handshakes,
     )
-}
-
-fn worker_connections_exhausted(inp: &Inputs, out: &mut Vec<Verdict>) {
-    let closed: u64 = inp.workers.iter().map(|w| w.accepted_then_closed).sum();
-    let (accepts, requests, unserved) = unserved(inp);
-    let reusing = log_count(inp, "worker_connections_reusing");
-    let not_enough = log_count(inp, "worker_connections");
-    if closed == 0 && !unserved && reusing == 0 && not_enough == 0 {
-        return;
-    }
-    // Connections closed unserved, and nginx's readable error log has no line saying it
-    // ran out ("worker_connections are not enough" is logged at alert, which every
-    // error_log level but emerg keeps): the cause is not worker_connections, and
-    // nothing measured names another.
-    if closed == 0
-        && reusing == 0
-        && not_enough == 0
-        && inp.nginx_errors.as_ref().is_some_and(|e| e.readable)
-    {
-        return;
-    }
-    let mut evidence = BTreeMap::new();
-    if let Some(e) = inp.nginx_errors.as_ref().filter(|e| e.readable) {
-        evidence.insert("error_log_reusing_connections", serde_json::json!(reusing));
-        evidence.insert("error_log_not_enough", serde_json::json!(not_enough));
-        evidence.insert("error_log", serde_json::json!(e.path));
-    }
-    evidence.insert("accepted_then_closed", serde_json::json!(closed));
-    evidence.insert("accepts", serde_json::json!(accepts));
-    if unserved {
-        evidence.insert("requests", serde_json::json!(requests));
-        evidence.insert(
-            "requests_source",
-            serde_json::json!(inp.requests_source.name()),
-        );
-    }
-    if let Some(d) = inp.stub_dropped {
-        // nginx's own count (stub_status accepted - handled).
-        evidence.insert("nginx_dropped", serde_json::json!(d));
-    }
-    evidence.insert("workers", closing_workers(inp));
-    // A client's connection refused for want of one is accepted then closed at once
-    // (the kernel's accepted_then_closed) and counted by nginx as accepted, not handled
-    // (stub_status): the log's lines alone, with neither, may be upstream connections
-    // nginx could not open, or lines a client wrote into the log (docs/security.md).
-    let dropped = inp.stub_dropped.unwrap_or(0);
-    let corroborated = closed > 0 || dropped > 0;
-    if not_enough > 0 && !corroborated {
-        evidence.insert(
-            "not_enough_uncorroborated",
-            serde_json::json!("no accepted connection was closed at once (tracepoint close after accept) nor left unhandled (stub_status accepted - handled, when read)"),
-        );
-    }
-    let advice = exhausted_advice(
-        inp,
-        &ExhaustedCounts {
-            closed,
-            accepts,
-            requests,
-            unserved,
-            reusing,
-            not_enough,
-            dropped,
-            corroborated,
-        },
-    );
-    out.push(Verdict::new(
-        "worker_connections_exhausted",
-        // Trial 10: 99% unserved with "reusing" lines was only a warning.
-        if closed > 0 || (unserved && reusing > 0) || (not_enough > 0 && corroborated) {
-            Severity::Critical
-        } else {
-            Severity::Warning
-        },
-        evidence,
-        &["worker_connections", "worker_rlimit_nofile"],
-        advice,
-    ));
-}
-
-/// The workers that closed accepted connections at once, with their open fds.
-fn closing_workers(inp: &Inputs) -> serde_json::Value {
-    serde_json::json!(inp
-        .workers
-        .iter()
-        .filter(|w| w.accepted_then_closed > 0)
-        .map(|w| serde_json::json!({"pid": w.pid, "accepted_then_closed": w.accepted_then_closed, "fds_open": w.fds_open}))
-        .collect::<Vec<_>>())
-}
-
-/// What `worker_connections_exhausted` counted (see there).
-struct ExhaustedCounts {
-    closed: u64,
-    accepts: u64,
-    requests: u64,
-    unserved: bool,
-    reusing: u64,
-    not_enough: u64,
-    dropped: u64,
-    corroborated: bool,
-}
-
-/// The advice of `worker_connections_exhausted`, by what was measured.
-fn exhausted_advice(inp: &Inputs, c: &ExhaustedCounts) -> String {
-    let (closed, not_enough, reusing) = (c.closed, c.not_enough, c.reusing);
-    if closed == 0 && !c.unserved && reusing == 0 && !c.corroborated {
-        format!(
-            "nginx's error log says \"worker_connections are not enough\" {not_enough} times, but no client connection was seen refused: none accepted then closed at once (kernel), none accepted and unhandled (nginx's stub_status, {}). The lines may be for upstream connections nginx could not open (then their requests failed) or not nginx's own (a client can write lines into the error log); check the error log's upstream errors and the workers' open fds against worker_connections",
-            if inp.stub_dropped.is_some() { "read" } else { "not read" }
-        )
-    } else if closed == 0 && !c.unserved && reusing == 0 {
-        format!(
-            "nginx ran out of worker_connections: its error log says \"worker_connections are not enough\" {not_enough} times: each time a new connection was accepted and closed at once, with no idle connection to reuse ({} accepted and unhandled, stub_status); raise worker_connections (and worker_rlimit_nofile with it)",
-            c.dropped
-        )
-    } else if closed == 0 && !c.unserved {
-        format!(
-            "nginx ran out of worker_connections: its error log says \"worker_connections are not enough, reusing connections\" {reusing} times (nginx logs it at most once a second per worker, each time closing up to 32 idle connections){}: to accept new clients it closed idle keepalive connections (nginx closed them, not the clients, who must reconnect); raise worker_connections (and worker_rlimit_nofile with it)",
-            if not_enough > 0 {
-                format!(" and \"worker_connections are not enough\" {not_enough} times (connections refused outright)")
-            } else {
-                String::new()
-            }
-        )
-    } else if closed > 0 {
-        format!(
-            "{closed} connections were accepted and closed at once: the workers had no free connection (nginx logs \"worker_connections are not enough\"); raise worker_connections (and worker_rlimit_nofile with it)"
-        )
-    } else {
-        format!(
-            "{} connections carried only {} requests: at least {} were closed before a request was served; when worker_connections runs out nginx closes idle and not-yet-read connections to reuse them (it logs \"worker_connections are not enough, reusing connections\"): raise worker_connections (and worker_rlimit_nofile with it); otherwise clients connect without sending (health checks, preconnects)",
-            c.accepts,
-            c.requests,
-            c.accepts - c.requests
-        )
-    }
 }
 
 fn accept_queue_overflow(inp: &Inputs, out: &mut Vec<Verdict>) {
@@ -970,6 +799,7 @@ fn worker_input(w: &WorkerReport) -> WorkerInput {
         run_delay_ns: w.run_delay_s.map(|s| (s * 1e9) as u64),
         max_iteration_ns: w.event_loop.max_iteration_ns,
         accepted_then_closed: w.accepted_then_closed,
+        closed_reusing: w.connections_closed.map(|c| c.reusing).unwrap_or(0),
         access_log_writes: access_log.map(|x| x.count).unwrap_or(0),
         access_log_ns: access_log.map(|x| x.total_ns).unwrap_or(0),
         access_log_p99_ns: access_log.map(|x| x.p99_ns).unwrap_or(0),

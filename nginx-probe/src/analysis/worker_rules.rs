@@ -385,42 +385,6 @@ fn cut_kinds(
     (cut, other)
 }
 
-/// Share of `worker_connections` a worker's open sockets must reach for nginx to be
-/// taken as possibly reusing connections (its listeners, channels and upstream
-/// connections take slots too; the sockets are sampled every 2 s).
-pub const WORKER_CONNECTIONS_REACHED_SHARE: f64 = 0.9;
-
-/// Whether a worker's open sockets reached `worker_connections` (the configuration
-/// read; a worker's `sockets_peak`, `/proc/<pid>/fd` every 2 s, at
-/// [`WORKER_CONNECTIONS_REACHED_SHARE`] of it or more): nginx then closes idle
-/// keep-alive connections, and connections whose request it has not read, to free a
-/// connection for a new one (`worker_connections are not enough, reusing
-/// connections`, logged at warn), so its closes right after a response are not the
-/// clients' doing. The sentence saying so, or None (not reached, or not known).
-/// Trial 13: `worker_connections 20` under 50 clients was put on clients asking for
-/// `Connection: close`.
-pub fn worker_connections_reached(inp: &Inputs) -> Option<String> {
-    let v = inp.config.as_ref()?.value("worker_connections")?;
-    let limit: u64 = v.value.parse().ok()?;
-    let peak = inp.workers.iter().filter_map(|w| w.sockets_peak).max()?;
-    (limit > 0 && peak as f64 >= WORKER_CONNECTIONS_REACHED_SHARE * limit as f64).then(|| {
-        format!(
-            "a worker's open sockets reached {peak} of worker_connections {} ({}; /proc/<pid>/fd, sampled every 2 s): at the limit nginx closes idle keep-alive connections, and connections whose request it has not read, to free one for a new client (`worker_connections are not enough, reusing connections`, logged at warn); whether it did here is not counted",
-            v.value, v.at
-        )
-    })
-}
-
-/// `directives` with `worker_connections` added when [`worker_connections_reached`]:
-/// nginx reusing connections closes them too (trial 13).
-pub fn and_worker_connections<'a>(inp: &Inputs, directives: &[&'a str]) -> Vec<&'a str> {
-    let mut d = directives.to_vec();
-    if worker_connections_reached(inp).is_some() {
-        d.push("worker_connections");
-    }
-    d
-}
-
 /// `no_workers`: the master runs no worker process at the end of the period (the
 /// tracker's live workers, `/proc`) while connections wait in an open listening
 /// socket's accept queue (`queue_now`, sock_diag): nothing accepts them. A WINCH
@@ -849,27 +813,6 @@ mod tests {
         no_workers(&inp, &mut out);
         assert!(out.is_empty());
         inp.master_exited = false;
-        // Trial 13: worker_connections 20, a worker's sockets peaking at 20: reached.
-        inp.config = Some(crate::model::config::ConfigReport {
-            values: vec![crate::model::config::ConfigValue::of(
-                "worker_connections",
-                "events",
-                "20",
-                "n.conf:2",
-            )],
-            ..Default::default()
-        });
-        inp.workers[0].sockets_peak = Some(20);
-        assert!(
-            worker_connections_reached(&inp).is_some_and(|s| s.starts_with(
-                "a worker's open sockets reached 20 of worker_connections 20 (n.conf:2;"
-            ))
-        );
-        inp.workers[0].sockets_peak = Some(17);
-        assert!(
-            worker_connections_reached(&inp).is_none(),
-            "17 is under 90%"
-        );
         inp.config = None;
         inp.workers[0].alive = true;
         no_workers(&inp, &mut out);

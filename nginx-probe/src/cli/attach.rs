@@ -83,6 +83,7 @@ pub(super) fn attach_programs(
     probe.attach(tracefs_root, &args.syscalls.0, sampled)?;
     let exe = std::path::PathBuf::from(format!("/proc/{}/exe", master.pid));
     probe.attach_drain_uprobe(&exe);
+    probe.attach_reuse_marker(&exe);
     probe.attach_tls_close_uprobe(&exe);
     probe.attach_config_loads(&exe);
     probe.check_fds()?;

@@ -248,6 +248,7 @@ fn load_object(
         .map_max_entries(map::LOOP, slots)
         .map_max_entries(map::LAST_ACCEPT, slots)
         .map_max_entries(map::ACCEPT_CLOSE, slots)
+        .map_max_entries(map::GET_CONN_FRAME, slots)
         .map_max_entries(
             map::WRITES,
             slots * nginx_probe_common::FD_KIND_COUNT as u32,

@@ -65,6 +65,9 @@ pub struct LifecycleMeta {
     /// Why closes of connections that received no data are not counted
     /// (`tcp_sock.bytes_received` not in the kernel's BTF), when they are not.
     pub without_data_unknown: Option<String>,
+    /// Why nginx's closes reusing connections at `worker_connections` are not counted
+    /// (the `ngx_get_connection` uprobe not attached), when they are not.
+    pub reusing_unknown: Option<String>,
 }
 
 /// One listening port's client connections in the period.
@@ -158,6 +161,21 @@ pub struct PortLifecycle {
     pub after_data_close_after_drain_start: Option<MsSpan>,
     /// Ended by a reset while established (`ESTABLISHED -> CLOSE`, either side).
     pub closed_by_reset: u64,
+    /// Of nginx's closes (`closed_by_nginx`, `closed_by_nginx_reset`), those made inside
+    /// the worker's call of `ngx_get_connection` (uprobe: the call's return address
+    /// still in its stack slot at the close): nginx at `worker_connections`, 1/16 or
+    /// fewer of its connections free, closing reusable ones (kept-alive idle, or
+    /// waiting for their first request) to take their place for a new connection
+    /// (`ngx_drain_connections`; nginx logs "worker_connections are not enough,
+    /// reusing connections" at warn). 0 also when not counted (the report's
+    /// `reusing_unknown` then says why).
+    #[serde(default, skip_serializing_if = "crate::model::is_zero")]
+    pub closed_reusing_connections: u64,
+    /// Of `closed_reusing_connections`, those ended by a reset: the client's data was
+    /// unread at the close (`TCP_ABORT_ON_CLOSE`), a request nginx never read, failed
+    /// for its client unless it retries.
+    #[serde(default, skip_serializing_if = "crate::model::is_zero")]
+    pub closed_reusing_connections_reset: u64,
     /// Of `closed_by_reset`, nginx's own: `ESTABLISHED -> CLOSE` in a worker's
     /// `close()` with no received reset being processed: a close with the client's data
     /// unread (`TCP_ABORT_ON_CLOSE`), or `SO_LINGER` 0 (`reset_timedout_connection`).
@@ -340,6 +358,11 @@ pub struct WorkerCloses {
     /// `reset_timedout_connection` sets); 0 in recordings made before it.
     #[serde(default, skip_serializing_if = "crate::model::is_zero")]
     pub reset_by_nginx: u64,
+    /// Closes the worker made inside its `ngx_get_connection`, reusing connections
+    /// at `worker_connections` (`PortLifecycle::closed_reusing_connections`, per
+    /// worker; by its FIN or its reset); 0 in recordings made before it.
+    #[serde(default, skip_serializing_if = "crate::model::is_zero")]
+    pub reusing: u64,
 }
 
 impl WorkerCloses {
@@ -353,6 +376,7 @@ impl WorkerCloses {
             after_client: c(w::CLOSED_AFTER_CLIENT),
             by_worker_exit: c(w::CLOSED_BY_WORKER_EXIT),
             reset_by_nginx: c(w::RESET_BY_NGINX),
+            reusing: c(w::CLOSED_REUSING),
         }
     }
 }
@@ -404,6 +428,15 @@ pub struct ConnectionsReport {
     /// when they were; absent in recordings made before, where a 0 says nothing).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub without_data_counted: bool,
+    /// Why nginx's closes reusing connections at `worker_connections`
+    /// (`PortLifecycle::closed_reusing_connections`) are not counted, when they are
+    /// not: the `ngx_get_connection` uprobe not attached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reusing_unknown: Option<String>,
+    /// Whether those closes were counted (written when they were; absent in
+    /// recordings made before, where a 0 says nothing).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reusing_counted: bool,
     /// nginx listening ports not counted (beyond the first 16).
     #[serde(default, skip_serializing_if = "crate::model::is_zero")]
     pub ports_not_counted: u64,
@@ -495,6 +528,8 @@ impl ConnectionsReport {
             t.closed_by_reset += p.closed_by_reset;
             t.closed_by_nginx_reset += p.closed_by_nginx_reset;
             t.closed_while_draining_reset += p.closed_while_draining_reset;
+            t.closed_reusing_connections += p.closed_reusing_connections;
+            t.closed_reusing_connections_reset += p.closed_reusing_connections_reset;
             t.resets_received += p.resets_received;
             t.resets_sent += p.resets_sent;
             t.listeners_closed += p.listeners_closed;
@@ -599,6 +634,8 @@ pub fn empty_report(meta: &LifecycleMeta) -> ConnectionsReport {
         fin_unread_told_apart: meta.fin_unread_unknown.is_none(),
         without_data_unknown: meta.without_data_unknown.clone(),
         without_data_counted: meta.without_data_unknown.is_none(),
+        reusing_unknown: meta.reusing_unknown.clone(),
+        reusing_counted: meta.reusing_unknown.is_none(),
         ports_not_counted: meta.ports_not_counted,
         raw_unavailable: meta.raw_unavailable.clone(),
         listener_closes: Vec::new(),
@@ -668,6 +705,8 @@ fn port_lifecycle(
         closed_by_reset: d(lc::CLOSED_BY_RESET),
         closed_by_nginx_reset: d(lc::CLOSED_BY_NGINX_RESET),
         closed_while_draining_reset: d(lc::CLOSED_WHILE_DRAINING_RESET),
+        closed_reusing_connections: d(lc::CLOSED_REUSING),
+        closed_reusing_connections_reset: d(lc::CLOSED_REUSING_RESET),
         resets_received: d(lc::RST_RECEIVED),
         resets_sent: d(lc::RST_SENT),
         resets_sent_by_reason: by_reason,

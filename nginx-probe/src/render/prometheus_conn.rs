@@ -56,6 +56,22 @@ pub(super) const CLOSED_WITHOUT_DATA: Family = Family::report(
 )
 .omit_if_empty();
 
+/// nginx's closes reusing connections at worker_connections.
+pub(super) const CLOSED_REUSING: Family = Family::report(
+    "nginx_probe_connections_closed_reusing_total",
+    Counter,
+    &["port", "ended"],
+    "Of nginx's closes (nginx_probe_connections_closed_total{by=\"nginx\"} and nginx's own resets), those made inside the worker's ngx_get_connection (uprobe: the call's return address still on the stack at the close): nginx at worker_connections, 1/16 or fewer of its connections free, closing kept-alive idle connections and ones waiting for their first request to reuse them for new ones; by how the connection ended: fin, or reset (the client's request in and unread: failed for its client unless it retries); since attach. 0 when the ngx_get_connection uprobe is not attached.",
+    |s, o| {
+        per_port(s, o, |p, o, port| {
+            let reset = p.closed_reusing_connections_reset;
+            o.sample(&[port, "fin"], p.closed_reusing_connections.saturating_sub(reset));
+            o.sample(&[port, "reset"], reset);
+        })
+    },
+)
+.omit_if_empty();
+
 /// nginx's closes by draining workers.
 pub(super) const CLOSED_WHILE_DRAINING: Family = Family::report(
     "nginx_probe_connections_closed_while_draining_total",
@@ -77,8 +93,8 @@ pub(super) const WORKER_CLOSED: Family = Family::worker(
     "nginx_probe_worker_connections_closed_total",
     Counter,
     &["worker", "generation", "by"],
-    "Client connections the worker's own close() ended since attach, by who closed first: nginx (ESTABLISHED -> FIN_WAIT1), nginx_draining (of those, while the worker was draining), client (CLOSE_WAIT -> LAST_ACK, or -> CLOSE with data unread: the worker closed its end after the client's FIN), worker_exit (the kernel, as the worker exited), nginx_reset (ended by the worker's own reset: ESTABLISHED -> CLOSE in its close(), the client's data unread or SO_LINGER 0); tracepoint sock:inet_sock_set_state in the worker's context. Resets received and sent are per port.",
-    fixed(5),
+    "Client connections the worker's own close() ended since attach, by who closed first: nginx (ESTABLISHED -> FIN_WAIT1), nginx_draining (of those, while the worker was draining), client (CLOSE_WAIT -> LAST_ACK, or -> CLOSE with data unread: the worker closed its end after the client's FIN), worker_exit (the kernel, as the worker exited), nginx_reset (ended by the worker's own reset: ESTABLISHED -> CLOSE in its close(), the client's data unread or SO_LINGER 0), nginx_reusing (of nginx and nginx_reset, the closes inside its ngx_get_connection, uprobe: reusing connections at worker_connections); tracepoint sock:inet_sock_set_state in the worker's context. Resets received and sent are per port.",
+    fixed(6),
     |_, w, o| {
         if let Some(c) = &w.connections_closed {
             o.sample(&["nginx"], c.by_nginx);
@@ -86,6 +102,7 @@ pub(super) const WORKER_CLOSED: Family = Family::worker(
             o.sample(&["client"], c.after_client);
             o.sample(&["worker_exit"], c.by_worker_exit);
             o.sample(&["nginx_reset"], c.reset_by_nginx);
+            o.sample(&["nginx_reusing"], c.reusing);
         }
     },
 );

@@ -365,7 +365,7 @@ fn metrics_series_per_worker_are_as_documented() {
     // kernel has BTF.
     assert_eq!(per_worker.len(), 2, "{per_worker:?}");
     for (w, n) in &per_worker {
-        assert_eq!(*n, 44 + 32 * 12 + 3 * 8 + 39 + 22, "{w}");
+        assert_eq!(*n, 45 + 32 * 12 + 3 * 8 + 39 + 22, "{w}");
     }
     drop(probe);
 }

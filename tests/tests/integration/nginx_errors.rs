@@ -3,7 +3,7 @@
 //! what nginx wrote.
 
 use std::{
-    io::{BufReader, Write},
+    io::{BufReader, Read, Write},
     net::TcpStream,
     thread,
     time::Duration,
@@ -106,19 +106,17 @@ fn limit_req_refusals_are_counted_from_nginx_error_log() {
     assert_eq!(v["evidence"]["refused"], refused);
 }
 
-#[test]
-fn worker_connections_reuse_is_named_and_keepalive_off_is_not() {
-    // Case 15 A: worker_connections 64, 300 clients each send one full request and
-    // keep the connection open: nginx closes idle keepalive connections to accept
-    // more ("worker_connections are not enough, reusing connections").
-    let ng = Nginx::start(&NginxConfig {
-        worker_connections: 64,
-        ..NginxConfig::default()
-    });
-    let mut ok = 0;
-    let (s, log) = run(&ng, || {
+/// `n` clients, one after the other, each sending one request and keeping its
+/// connection idle after the response; returns how many got their 200 and, once the
+/// probe ended, how many of the held connections nginx had closed (EOF) or reset.
+fn clients_held_idle(
+    ng: &Nginx,
+    n: usize,
+) -> impl FnOnce() -> (usize, Vec<BufReader<TcpStream>>) + '_ {
+    move || {
+        let mut ok = 0;
         let mut held = Vec::new();
-        for _ in 0..300 {
+        for _ in 0..n {
             let mut c = BufReader::new(TcpStream::connect(ng.addr()).expect("connect"));
             c.get_mut()
                 .write_all(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n")
@@ -129,29 +127,92 @@ fn worker_connections_reuse_is_named_and_keepalive_off_is_not() {
             held.push(c);
         }
         thread::sleep(Duration::from_millis(600));
+        (ok, held)
+    }
+}
+
+/// Of `held`, the connections nginx ended: EOF or a reset at a read (an open idle
+/// connection times out).
+fn ended_by_nginx(held: &mut [BufReader<TcpStream>]) -> u64 {
+    let mut ended = 0;
+    for c in held.iter_mut() {
+        let s = c.get_mut();
+        s.set_read_timeout(Some(Duration::from_millis(50)))
+            .expect("timeout");
+        let mut b = [0u8; 1];
+        ended += match s.read(&mut b) {
+            Ok(0) => 1,
+            Ok(_) => panic!("data on an idle connection"),
+            Err(e) => (e.kind() == std::io::ErrorKind::ConnectionReset) as u64,
+        };
+    }
+    ended
+}
+
+/// Case 15 A, then trial 13: `worker_connections` too small for the clients. nginx
+/// closes idle keepalive connections to accept more ("worker_connections are not
+/// enough, reusing connections", logged at warn): each such close is counted inside
+/// ngx_get_connection, exactly as many as the clients saw ended, and named as
+/// worker_connections_exhausted, not keepalive_off, with or without the warn line.
+fn reuse_is_counted_and_named(level: &str) {
+    let ng = Nginx::start(&NginxConfig {
+        worker_connections: 64,
+        error_log_level: level.into(),
+        ..NginxConfig::default()
     });
+    let mut out = None;
+    let load = clients_held_idle(&ng, 300);
+    let (s, log) = run(&ng, || out = Some(load()));
+    let (ok, mut held) = out.expect("load ran");
     assert_eq!(ok, 300);
     assert_eq!(sum_workers(&s, &["requests", "count"]), 300);
     assert_eq!(sum_workers(&s, &["accepts"]), 300);
+    let ended = ended_by_nginx(&mut held);
+    assert!(ended > 0, "nginx did not reuse connections");
+    let port = &s["connections"]["ports"][0];
+    assert_eq!(port["closed_reusing_connections"], ended, "{port}");
+    assert_eq!(
+        port["closed_reusing_connections_reset"],
+        Value::Null,
+        "{port}"
+    );
+    assert_eq!(sum_workers(&s, &["connections_closed", "reusing"]), ended);
     let lines = log
         .matches("worker_connections are not enough, reusing connections")
         .count() as u64;
-    assert!(lines > 0, "nginx did not reuse connections: {log}");
+    assert_eq!(lines > 0, level == "warn", "{log}");
     assert_eq!(
-        s["nginx_errors"]["classes"]["worker_connections_reusing"]["count"],
+        s["nginx_errors"]["classes"]["worker_connections_reusing"]["count"]
+            .as_u64()
+            .unwrap_or(0),
         lines
     );
     let v = verdict(&s, "worker_connections_exhausted").unwrap_or_else(|| panic!("{s}"));
+    assert_eq!(v["evidence"]["closed_reusing_connections"], ended);
     assert_eq!(v["evidence"]["error_log_reusing_connections"], lines);
     assert_eq!(v["directives"][0], "worker_connections");
+    let advice = v["advice"].as_str().unwrap();
     assert!(
-        v["advice"]
-            .as_str()
-            .unwrap()
-            .contains("closed idle keepalive connections"),
+        advice.contains(&format!(
+            "its workers closed {ended} client connections to reuse them for new ones"
+        )),
+        "{v}"
+    );
+    assert!(
+        advice.contains(": 0 of them with a request in that nginx never read"),
         "{v}"
     );
     assert!(verdict(&s, "keepalive_off").is_none(), "{s}");
+}
+
+#[test]
+fn worker_connections_reuse_is_named_and_keepalive_off_is_not() {
+    reuse_is_counted_and_named("warn");
+}
+
+#[test]
+fn worker_connections_reuse_is_counted_at_error_level_where_nginx_logs_no_line() {
+    reuse_is_counted_and_named("error");
 }
 
 #[test]

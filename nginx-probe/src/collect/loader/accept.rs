@@ -57,16 +57,8 @@ impl Probe {
     /// Errors: a one-line reason (neither the caller's range nor the fd table, symbol
     /// not exported, uprobes unsupported); nothing is attached then.
     pub fn attach_accept_uprobe(&mut self, binary: &Path) -> Result<(), String> {
-        match caller_range_in(binary) {
-            Ok(range) => {
-                let m = self
-                    .ebpf
-                    .map_mut(map::ACCEPT_CALLER)
-                    .ok_or_else(|| format!("the eBPF object has no map {}", map::ACCEPT_CALLER))?;
-                let mut a: Array<_, [u64; 2]> = Array::try_from(m).map_err(|e| e.to_string())?;
-                a.set(0, range, 0).map_err(|e| e.to_string())?;
-                debug!("accepts: calls of {CALLEE} from {CALLER} (return address)");
-            }
+        match self.set_caller_range(binary) {
+            Ok(()) => debug!("accepts: calls of {CALLEE} from {CALLER} (return address)"),
             Err(why) => {
                 if let Err(e) = &self.fd_walk {
                     return Err(format!("{why}, and the fd table cannot be walked ({e})"));
@@ -77,6 +69,38 @@ impl Probe {
         self.attach_uprobe(prog::GET_CONNECTION, prog::GET_CONNECTION, binary)?;
         self.accepts_from_uprobe = true;
         Ok(())
+    }
+
+    /// `ACCEPT_CALLER` from `binary`'s symbols ([`caller_range_in`]).
+    ///
+    /// Errors: one line (a symbol missing, the map missing).
+    fn set_caller_range(&mut self, binary: &Path) -> Result<(), String> {
+        let range = caller_range_in(binary)?;
+        let m = self
+            .ebpf
+            .map_mut(map::ACCEPT_CALLER)
+            .ok_or_else(|| format!("the eBPF object has no map {}", map::ACCEPT_CALLER))?;
+        let mut a: Array<_, [u64; 2]> = Array::try_from(m).map_err(|e| e.to_string())?;
+        a.set(0, range, 0).map_err(|e| e.to_string())
+    }
+
+    /// The `ngx_get_connection` uprobe for the lifecycle layer: each call notes its
+    /// frame, so that nginx's closes made inside it (reusing connections at
+    /// `worker_connections`, `nginx_probe_common::lifecycle::CLOSED_REUSING`) are told
+    /// apart. Attached by [`Probe::attach_accept_uprobe`] already with `--detail
+    /// sampled`; attached here otherwise (accepts still come from the tracepoints).
+    /// Only with the lifecycle programs attached; sets `lifecycle.meta.reusing_unknown`
+    /// to why not otherwise.
+    pub fn attach_reuse_marker(&mut self, binary: &Path) {
+        if !self.lifecycle.meta.attached || self.accepts_from_uprobe {
+            return;
+        }
+        // Without the caller's range the program reads the fd table at each call.
+        let _ = self.set_caller_range(binary);
+        if let Err(e) = self.attach_uprobe(prog::GET_CONNECTION, prog::GET_CONNECTION, binary) {
+            self.lifecycle.meta.reusing_unknown =
+                Some(format!("the uprobe on {CALLEE} is not attached: {e}"));
+        }
     }
 }
 
