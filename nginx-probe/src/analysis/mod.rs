@@ -2,7 +2,8 @@
 //! directive involved and the evidence behind it) over their [`inputs`], those on the
 //! logs written per request in [`log_verdicts`], the [`nginx_rules`] on what nginx
 //! decided itself (refusals and upstream errors from its error log, keepalive_requests,
-//! the CPU quota), [`fd_upstream`] (upstream keepalive and fd-limit rules), [`conn_verdicts`] (who closed client connections; [`conn_timeouts`] which configured timeout a close time matches; [`conn_resets`] nginx's own resets at a timeout),
+//! the CPU quota), [`worker_connections`] (nginx out of connections, its reuse of
+//! them counted), [`fd_upstream`] (upstream keepalive and fd-limit rules), [`conn_verdicts`] (who closed client connections; [`conn_timeouts`] which configured timeout a close time matches; [`conn_resets`] nginx's own resets at a timeout),
 //! [`outcome_rules`] (what the clients got, from nginx's access log), [`own_hops`]
 //! (the caveat on per-request figures when nginx's requests include its own hops),
 //! [`upstream_failures`] (which peer failed how, and whether a pool was kept),
