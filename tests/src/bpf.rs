@@ -43,6 +43,13 @@ pub fn loaded_programs() -> Vec<(u64, String)> {
         .unwrap_or_default()
 }
 
+/// Programs a default run (`--detail full`, lifecycle on, TLS uprobes) holds on
+/// Debian's nginx, and what they are: [`prog_ids_held_by`] must find exactly these.
+pub const DEFAULT_PROGRAMS: (usize, &str) = (
+    51,
+    "24 programs on the 12 timed core syscalls, 9 exit-only counters of fd-creating syscalls (openat included), sched_process_fork, sched_process_exit (worker exit status), close_after_accept, access_log_open, the 4 connection-lifecycle tracepoints (inet_sock_set_state, tcp_send_reset, tcp_receive_reset, tcp_destroy_sock), the draining-worker uprobe and its uretprobe (ngx_close_idle_connections: the drain's start and the end of its idle sweep), the reuse marker uprobe (ngx_get_connection: closes made inside it reuse connections at worker_connections), the TLS-close uprobe (ngx_ssl_shutdown: who began a TLS close), the configuration-load uretprobe (ngx_init_cycle) and the 5 TLS handshake uprobes (Debian's nginx maps libssl: ngx_ssl_ocsp_validate in nginx; SSL_set_connect_state, SSL_do_handshake and its return, SSL_free in libssl)",
+);
+
 /// Ids of the BPF programs a process holds open, from `/proc/<pid>/fdinfo/*` (`prog_id:`
 /// of `anon_inode:bpf-prog` fds).
 pub fn prog_ids_held_by(pid: u32) -> Vec<u64> {

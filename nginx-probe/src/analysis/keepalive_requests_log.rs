@@ -50,15 +50,23 @@ pub fn keepalive_requests_ended(inp: &Inputs, out: &mut Vec<Verdict>) -> bool {
     let Some(open) = inp.connections_active else {
         return false;
     };
-    let ended = e.connections.saturating_sub(open);
     let n = e.requests;
-    if !(2..=super::nginx_rules::KEEPALIVE_REQUESTS_LOW_MAX).contains(&n)
-        // The requests the log may miss may each be another connection's first.
-        || (ended as f64) < ENDED_AT_MIN_SHARE * (carried + missing) as f64
-    {
+    if !(2..=super::nginx_rules::KEEPALIVE_REQUESTS_LOW_MAX).contains(&n) {
         return false;
     }
     let configured = super::nginx_rules::keepalive_requests_at(inp, n);
+    // With keepalive_requests N read, a connection whose last line is the Nth is
+    // closing (nginx ends it right after that response, or sends HTTP/2's GOAWAY): the
+    // open ones are taken off the connections judged instead (trial 13: HTTP/2 at
+    // keepalive_requests 10, 30 of 60 ended at 10 and the 30 others open, silent).
+    let (ended, judged) = match &configured {
+        Some(Some(_)) => (e.connections, (carried + missing).saturating_sub(open)),
+        _ => (e.connections.saturating_sub(open), carried + missing),
+    };
+    // The requests the log may miss may each be another connection's first.
+    if (ended as f64) < ENDED_AT_MIN_SHARE * judged as f64 {
+        return false;
+    }
     // Each connection's end is read, not inferred: with the configuration setting
     // keepalive_requests N, fewer connections say it (trial 12: 55 of 60 ended at
     // keepalive_requests 10, below 200, and no verdict).
@@ -77,6 +85,23 @@ pub fn keepalive_requests_ended(inp: &Inputs, out: &mut Vec<Verdict>) -> bool {
     if configured.is_none() && super::conn_verdicts::clients_closed_most(inp) {
         return true;
     }
+    let ends = [carried, missing, ended, judged, open, n];
+    push_ended(inp, out, ends, configured);
+    true
+}
+
+/// Pushes `keepalive_requests_low` from the log's ends: `[carried, missing, ended,
+/// judged, open, n]` (the connections that carried a request and the first requests
+/// the log may miss, those that ended at the `n`th, those judged: less the ones open
+/// at the end when N is configured, and those open at the end, nginx's gauge), with
+/// where the configuration sets N (`configured`: the places, or None when not read).
+fn push_ended(
+    inp: &Inputs,
+    out: &mut Vec<Verdict>,
+    ends: [u64; 6],
+    configured: Option<Vec<String>>,
+) {
+    let [carried, missing, ended, judged, open, n] = ends;
     let mut evidence = BTreeMap::new();
     evidence.insert("connections_with_requests", serde_json::json!(carried));
     evidence.insert("connections_ended_at_n", serde_json::json!(ended));
@@ -89,9 +114,15 @@ pub fn keepalive_requests_ended(inp: &Inputs, out: &mut Vec<Verdict>) -> bool {
     if let Some(w) = super::conn_verdicts::who_closed(inp) {
         evidence.insert("closed_by", w.0);
     }
-    let head = format!(
-        "at least {ended} of the {carried} connections that carried a request ended after exactly {n} requests (nginx's access log, $connection_requests; the {open} open at the end left out)"
-    );
+    let head = if judged == carried + missing {
+        format!(
+            "at least {ended} of the {carried} connections that carried a request ended after exactly {n} requests (nginx's access log, $connection_requests; the {open} open at the end left out)"
+        )
+    } else {
+        format!(
+            "{ended} of the {judged} connections that ended in the period ended after exactly {n} requests (nginx's access log, $connection_requests: {carried} carried a request, {open} were still open at the end)"
+        )
+    };
     let advice = match configured {
         Some(at) => format!(
             "{head}, and the configuration sets keepalive_requests {}: nginx closes a keepalive connection after that many requests, so every {n} requests a client reconnects (a TCP handshake, and TLS if any); raise keepalive_requests",
@@ -108,7 +139,6 @@ pub fn keepalive_requests_ended(inp: &Inputs, out: &mut Vec<Verdict>) -> bool {
         &["keepalive_requests"],
         advice,
     ));
-    true
 }
 
 /// Of `accepts`, those that may have carried a request: less the TLS handshakes the
@@ -187,10 +217,10 @@ mod tests {
         assert_eq!(v.len(), 1);
         assert_eq!(
             v[0].evidence["connections_ended_at_n"],
-            serde_json::json!(2245)
+            serde_json::json!(2265)
         );
         assert!(
-            v[0].advice.starts_with("at least 2245 of the 2285 connections that carried a request ended after exactly 50 requests (nginx's access log, $connection_requests; the 20 open at the end left out), and the configuration sets keepalive_requests 50"),
+            v[0].advice.starts_with("2265 of the 2265 connections that ended in the period ended after exactly 50 requests (nginx's access log, $connection_requests: 2285 carried a request, 20 were still open at the end), and the configuration sets keepalive_requests 50"),
             "{}",
             v[0].advice
         );
@@ -226,6 +256,30 @@ mod tests {
             "{}",
             v[0].advice
         );
+        // Trial 13, HTTP/2: 30 of 60 ended at 10, the 30 others still open at the end
+        // (their last line is below 10: nginx closes right after the 10th).
+        inp.connections_active = Some(30);
+        inp.access_log.as_mut().unwrap().ended_most_at = Some(EndedAt {
+            requests: 10,
+            connections: 30,
+        });
+        let (done, v) = run(&inp);
+        assert!(done && v.len() == 1, "{v:?}");
+        assert!(
+            v[0].advice.starts_with("30 of the 30 connections that ended in the period ended after exactly 10 requests (nginx's access log, $connection_requests: 60 carried a request, 30 were still open at the end)"),
+            "{}",
+            v[0].advice
+        );
+        // Not configured: the open ones may have stopped at 10 themselves.
+        inp.config = None;
+        let (done, v) = run(&inp);
+        assert!(!done && v.is_empty(), "{v:?}");
+        inp.config = Some(config("10"));
+        inp.connections_active = Some(0);
+        inp.access_log.as_mut().unwrap().ended_most_at = Some(EndedAt {
+            requests: 10,
+            connections: 55,
+        });
         inp.config = None;
         let (done, v) = run(&inp);
         assert!(!done && v.is_empty(), "{v:?}");

@@ -242,11 +242,18 @@ pub fn worker_crashes(inp: &Inputs, out: &mut Vec<Verdict>) {
             ),
         )
     };
+    // A core only says something of a crash: a SIGKILL (the OOM killer, an operator)
+    // leaves none, and its directives are not named (trial 13).
+    let directives: &[&str] = if crashes > 0 {
+        &["worker_rlimit_core", "working_directory"]
+    } else {
+        &[]
+    };
     out.push(Verdict::new(
         "worker_crashes",
         severity,
         ev,
-        &["worker_rlimit_core", "working_directory"],
+        directives,
         advice,
     ));
 }
@@ -671,6 +678,7 @@ mod tests {
         worker_crashes(&inputs(Vec::new(), killed), &mut out);
         assert_eq!(out[0].severity, Severity::Warning);
         assert!(out[0].advice.contains("SIGKILL"), "{}", out[0].advice);
+        assert!(out[0].directives.is_empty(), "{:?}", out[0].directives);
     }
 
     /// `worker_shutdown_timeout_cut` on 5 idle closes and 3 silent ones at `lo..hi` ms

@@ -447,8 +447,15 @@ fn after_response_candidates(r: &Report) -> String {
         Some(n) => format!(", with `return 444` (nginx's access log: {n} requests closed without a response, status 444)"),
         None => String::new(),
     };
+    // When keepalive_requests_low judged it (the access log's ends, or the mean),
+    // that one is measured.
+    let which = if r.verdicts.iter().any(|v| v.id == "keepalive_requests_low") {
+        "keepalive_requests is measured as one (see keepalive_requests_low); the others are not"
+    } else {
+        "which one is not measured"
+    };
     format!(
-        "; nginx does so at {}{per}, at {}, with {}{no_response}, or when the client asks (Connection: close, HTTP/1.0): which one is not measured",
+        "; nginx does so at {}{per}, at {}, with {}{no_response}, or when the client asks (Connection: close, HTTP/1.0): {which}",
         v("keepalive_requests"),
         v("keepalive_time"),
         v("keepalive_timeout")

@@ -391,6 +391,21 @@ fn closes_right_after_a_response_list_their_possible_causes() {
         out.contains("; nginx does so at keepalive_requests 1000 (default) (953.8 requests per connection here: stub_status requests over the accepts the kernel saw), at keepalive_time 3s (/x/nginx.conf:9), with keepalive_timeout 75s (default), or when the client asks (Connection: close, HTTP/1.0): which one is not measured\n"),
         "{out}"
     );
+    // Trial 13: keepalive_requests_low fired; the line no longer says none is measured.
+    r.verdicts.push(crate::model::Verdict::new(
+        "keepalive_requests_low",
+        crate::model::Severity::Warning,
+        std::collections::BTreeMap::new(),
+        &["keepalive_requests"],
+        String::new(),
+    ));
+    let mut out = String::new();
+    connections_section(&mut out, &r);
+    assert!(
+        out.contains(", or when the client asks (Connection: close, HTTP/1.0): keepalive_requests is measured as one (see keepalive_requests_low); the others are not\n"),
+        "{out}"
+    );
+    r.verdicts.clear();
     // Trial 8: a server's own value is quoted beside the http level's.
     if let Some(c) = r.config.as_mut() {
         c.values.push(ConfigValue::of(

@@ -104,11 +104,8 @@ fn nothing_stays_attached_after_sigkill() {
     let ng = Nginx::start(&NginxConfig::default());
     let probe = Probe::on(&ng).start();
     let ids = prog_ids_held_by(probe.pid());
-    assert_eq!(
-        ids.len(),
-        50,
-        "24 programs on the 12 timed core syscalls, 9 exit-only counters of fd-creating syscalls (openat included), sched_process_fork, sched_process_exit (worker exit status), close_after_accept, access_log_open, the 4 connection-lifecycle tracepoints (inet_sock_set_state, tcp_send_reset, tcp_receive_reset, tcp_destroy_sock), the draining-worker uprobe and its uretprobe (ngx_close_idle_connections: the drain's start and the end of its idle sweep), the TLS-close uprobe (ngx_ssl_shutdown: who began a TLS close), the configuration-load uretprobe (ngx_init_cycle) and the 5 TLS handshake uprobes (Debian's nginx maps libssl: ngx_ssl_ocsp_validate in nginx; SSL_set_connect_state, SSL_do_handshake and its return, SSL_free in libssl): {ids:?}"
-    );
+    let (n, what) = nginx_probe_tests::DEFAULT_PROGRAMS;
+    assert_eq!(ids.len(), n, "{what}: {ids:?}");
     let out = probe.stop_with(Signal::SIGKILL);
     assert_eq!(out.status.code(), None);
     assert_released(&ids, "after SIGKILL");
