@@ -344,7 +344,7 @@ fn reused_advice(inp: &Inputs, c: &ExhaustedCounts) -> String {
         String::new()
     };
     format!(
-        "nginx ran out of worker_connections{at}: its workers closed {} client connections to reuse them for new ones (closes inside nginx's ngx_get_connection, uprobe: reusing_source): {} of them with a request in that nginx never read (ended by a reset: failed for its client unless it retries), the rest kept-alive idle or waiting for their first request (their clients must reconnect){refused}{log}; raise worker_connections (and worker_rlimit_nofile with it)",
+        "nginx ran out of worker_connections{at}: its workers closed {} client connections to reuse them for new ones (closes inside nginx's ngx_get_connection, its uprobe; see reusing_source): {} of them with a request in that nginx never read (ended by a reset: failed for its client unless it retries), the rest kept-alive idle or waiting for their first request (their clients must reconnect){refused}{log}; raise worker_connections (and worker_rlimit_nofile with it)",
         c.reused, c.reused_reset
     )
 }
