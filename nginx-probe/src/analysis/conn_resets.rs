@@ -102,6 +102,14 @@ pub fn requests_after_close(inp: &Inputs, out: &mut Vec<Verdict>) {
             format!("; of the first, {why}"),
         ),
     };
+    // Trial 14: a reload under wrk, 74 idle connections closed by the draining
+    // workers and 23 requests cut, wrk's 97 errors: what ended under the clients first.
+    let idle = t.closed_while_draining_idle;
+    let head = if idle > 0 && cut > 0 {
+        format!("draining workers (a reload, a QUIT, a binary upgrade) ended {} client connections under their clients: {idle} idle ones closed in their sweep (an error for a client that sends on one as it closes, unless it retries) and {cut} with a request unread; in detail, {head}", idle + cut)
+    } else {
+        head
+    };
     out.push(Verdict::new(
         "requests_after_close",
         Severity::Warning,
@@ -164,6 +172,29 @@ fn alert_sized_on_tls(inp: &Inputs, ports: &[PortLifecycle]) -> (u64, bool) {
     (n, tls.is_some())
 }
 
+/// Where the configuration read sets `reset_timedout_connection on` (`scope (file:line)`)
+/// and the request timeouts it sets (`directive value in scope`); empty when not read.
+fn reset_settings(cfg: Option<&crate::model::config::ConfigReport>) -> (Vec<String>, Vec<String>) {
+    let Some(k) = cfg else {
+        return (Vec::new(), Vec::new());
+    };
+    let on = k
+        .everywhere("reset_timedout_connection")
+        .filter(|v| v.value == "on")
+        .map(|v| format!("{} ({})", v.scope, v.at))
+        .collect();
+    let timeouts = [
+        "send_timeout",
+        "client_body_timeout",
+        "client_header_timeout",
+    ]
+    .iter()
+    .flat_map(|d| k.everywhere(d))
+    .map(|v| format!("{} {} in {}", v.directive, v.quoted(), v.scope))
+    .collect();
+    (on, timeouts)
+}
+
 /// `nginx_reset_connections` (warning): nginx's serving workers reset client
 /// connections themselves (`closed_by_nginx_reset` less the draining workers': a
 /// worker's `close()` taking `ESTABLISHED -> CLOSE` with no reset received) and the
@@ -177,38 +208,26 @@ pub fn nginx_reset_connections(inp: &Inputs, out: &mut Vec<Verdict>) {
         return;
     };
     let t = c.total();
+    // The connections queued on a listener nginx closed are reset in its close() too,
+    // with the same reason as SO_LINGER 0 (TCP_STATE): listener_closed_resets says
+    // them (trial 14: 22 at `nginx -s quit`, taken for SO_LINGER 0).
+    let queued = t.resets_of_closed_listener_queue;
     let serving = t
         .closed_by_nginx_reset
-        .saturating_sub(t.closed_while_draining_reset);
+        .saturating_sub(t.closed_while_draining_reset)
+        .saturating_sub(queued);
     let reason = |r: &str| t.resets_sent_by_reason.get(r).copied().unwrap_or(0);
-    let (linger, unread) = (reason(LINGER_ZERO), reason(ABORT_ON_CLOSE));
+    let (linger, unread) = (
+        reason(LINGER_ZERO).saturating_sub(queued),
+        reason(ABORT_ON_CLOSE),
+    );
     if serving == 0 || linger == 0 {
         return;
     }
     let timed_out = log_count(inp, "client_timed_out");
     let log_read = inp.nginx_errors.as_ref().is_some_and(|e| e.readable);
     let cfg = inp.config.as_ref().filter(|k| k.is_read());
-    let on: Vec<String> = cfg
-        .map(|k| {
-            k.everywhere("reset_timedout_connection")
-                .filter(|v| v.value == "on")
-                .map(|v| format!("{} ({})", v.scope, v.at))
-                .collect()
-        })
-        .unwrap_or_default();
-    let timeouts: Vec<String> = cfg
-        .map(|k| {
-            [
-                "send_timeout",
-                "client_body_timeout",
-                "client_header_timeout",
-            ]
-            .iter()
-            .flat_map(|d| k.everywhere(d))
-            .map(|v| format!("{} {} in {}", v.directive, v.quoted(), v.scope))
-            .collect()
-        })
-        .unwrap_or_default();
+    let (on, timeouts) = reset_settings(cfg);
     let mut evidence = BTreeMap::new();
     evidence.insert("nginx_resets_serving", serde_json::json!(serving));
     evidence.insert("resets_sent_linger_zero", serde_json::json!(linger));
@@ -290,6 +309,13 @@ mod tests {
         let mut out = Vec::new();
         nginx_reset_connections(&inputs(4, &[("TCP_ABORT_ON_CLOSE", 4)]), &mut out);
         assert!(out.is_empty(), "{out:?}");
+        // Trial 14: `nginx -s quit` reset the 22 connections queued on its listeners,
+        // with the reason TCP_STATE: those are listener_closed_resets', not SO_LINGER 0.
+        let mut inp = inputs(22, &[("TCP_STATE", 22)]);
+        inp.connections.as_mut().unwrap().ports[0].resets_of_closed_listener_queue = 22;
+        let mut out = Vec::new();
+        nginx_reset_connections(&inp, &mut out);
+        assert!(out.is_empty(), "{out:?}");
     }
 
     /// Trial 12: a reload under wrk cut 19 requests, reset by the draining workers'
@@ -320,6 +346,17 @@ mod tests {
         );
         assert!(
             out[0].advice.starts_with("6 requests reached connections nginx had closed or was closing: nginx's sockets answered 4 times"),
+            "{}",
+            out[0].advice
+        );
+        // Trial 14: a reload under wrk, 74 idle connections closed in the sweep and 23
+        // requests cut: wrk's 97 errors said first.
+        inp.connections.as_mut().unwrap().ports[0].closed_while_draining_idle = 74;
+        inp.connections.as_mut().unwrap().ports[0].closed_while_draining_reset = 23;
+        let mut out = Vec::new();
+        requests_after_close(&inp, &mut out);
+        assert!(
+            out[0].advice.starts_with("draining workers (a reload, a QUIT, a binary upgrade) ended 97 client connections under their clients: 74 idle ones closed in their sweep"),
             "{}",
             out[0].advice
         );

@@ -51,9 +51,13 @@ pub fn unserved(inp: &Inputs) -> (u64, u64, bool) {
 /// closes inside `ngx_get_connection` ([`reusing_closes`]) are half of them or more.
 /// Then the clients did keep their connections alive (trial 13 put them on clients
 /// asking for `Connection: close`), and `keepalive_off` is not said.
+/// Not when the configuration turns keepalive off itself (`keepalive_timeout 0`):
+/// then the connections nginx reused had carried nothing yet (trial 14:
+/// keepalive_timeout 0 with worker_connections 20, keepalive_off silent).
 pub fn nginx_reused_them(inp: &Inputs, carried: u64) -> bool {
-    log_count(inp, "worker_connections_reusing") > 0
-        || reusing_closes(inp).is_some_and(|(n, _)| 2 * n >= carried)
+    let reused = log_count(inp, "worker_connections_reusing") > 0
+        || reusing_closes(inp).is_some_and(|(n, _)| 2 * n >= carried);
+    reused && super::config_evidence::keepalive_timeout_zero(inp.served_config().as_ref()).is_none()
 }
 
 /// Where [`reusing_closes`] comes from, as the evidence says it.
@@ -344,7 +348,7 @@ fn reused_advice(inp: &Inputs, c: &ExhaustedCounts) -> String {
         String::new()
     };
     format!(
-        "nginx ran out of worker_connections{at}: its workers closed {} client connections to reuse them for new ones (closes inside nginx's ngx_get_connection, its uprobe; see reusing_source): {} of them with a request in that nginx never read (ended by a reset: failed for its client unless it retries), the rest kept-alive idle or waiting for their first request (their clients must reconnect){refused}{log}; raise worker_connections (and worker_rlimit_nofile with it)",
+        "nginx ran out of worker_connections{at}: its workers closed {} client connections to reuse them for new ones (closes inside nginx's ngx_get_connection, its uprobe; see reusing_source): each one ended under its client, an error for a client that sends on it as it closes unless the client retries (a load generator that always has its next request under way counts every one); {} of them with a request in that nginx never read (ended by a reset), the rest kept-alive idle or waiting for their first request{refused}{log}; raise worker_connections (and worker_rlimit_nofile with it)",
         c.reused, c.reused_reset
     )
 }

@@ -79,10 +79,26 @@ fn counted_reuse_is_worker_connections_exhausted_and_no_keepalive_off() {
     );
     assert!(
         x.advice
-            .contains(": 400 of them with a request in that nginx never read"),
+            .contains("; 400 of them with a request in that nginx never read"),
         "{}",
         x.advice
     );
+    // Trial 14: keepalive_timeout 0 configured: nginx's own setting, keepalive_off
+    // still says it beside the reuse.
+    let mut k = reusing(1_500, 400, true);
+    if let Some(c) = k.config.as_mut() {
+        c.values.push(ConfigValue::of(
+            "keepalive_timeout",
+            "http",
+            "0",
+            "n.conf:5",
+        ));
+    }
+    let ids: Vec<String> = crate::analysis::verdict::judge(&k)
+        .into_iter()
+        .map(|v| v.id)
+        .collect();
+    assert!(ids.iter().any(|i| i == "keepalive_off"), "{ids:?}");
     // No reset: nobody lost a request, a warning.
     let v = crate::analysis::verdict::judge(&reusing(1_500, 0, true));
     let x = v

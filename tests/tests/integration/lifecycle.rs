@@ -506,5 +506,13 @@ fn requests_right_before_the_master_stops_are_counted() {
         assert_eq!(s["requests"]["source"], "stub_status", "{s}");
         assert_eq!(s["requests"]["count"], 100, "{}", s["requests"]);
         assert_eq!(total_accepts(&s), 100);
+        // A stop is no incident (trial 13: a critical no_workers at `nginx -s stop`).
+        let critical: Vec<&Value> = s["verdicts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|v| v["severity"] == "critical")
+            .collect();
+        assert!(critical.is_empty(), "{critical:?}");
     }
 }

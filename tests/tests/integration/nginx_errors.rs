@@ -199,7 +199,7 @@ fn reuse_is_counted_and_named(level: &str) {
         "{v}"
     );
     assert!(
-        advice.contains(": 0 of them with a request in that nginx never read"),
+        advice.contains("; 0 of them with a request in that nginx never read"),
         "{v}"
     );
     assert!(verdict(&s, "keepalive_off").is_none(), "{s}");
