@@ -490,36 +490,36 @@ pub fn listener_closed_resets(inp: &Inputs, out: &mut Vec<Verdict>) {
         Some(m) => format!("net.ipv4.tcp_migrate_req is {m} in nginx's network namespace, yet connections were reset: migration needs another open socket in the reuseport group (a listen removed or changed has none); keep each reuseport listen the same across reloads"),
         None => format!("net.ipv4.tcp_migrate_req could not be read in nginx's network namespace ({}): with it at 1 the kernel moves a closing reuseport socket's queued connections to another socket of its group; or keep worker_processes (and each reuseport listen) the same across reloads", if inp.master_exited { "the master had exited, and its namespace with it" } else { "Linux 5.14+ has it" }),
     };
+    let head = format!(
+        "nginx closed {} listening socket(s) in the period and the kernel reset the {n} connection(s) queued on them{}: those clients got `connection reset` without a response",
+        t.listeners_closed,
+        per_reload(&c.listener_closes)
+    );
     // Trial 14: `nginx -s stop` and `quit` close every listener, and the kernel resets
     // what is queued on them: nginx's shutdown, not a reload's reuseport sockets.
-    if inp.master_exited {
-        out.push(Verdict::new(
-            "listener_closed_resets",
+    let (severity, directives, advice): (_, &[&str], _) = if inp.master_exited {
+        (
             Severity::Warning,
-            evidence,
             &[],
-            format!(
-                "nginx closed {} listening socket(s) in the period and the kernel reset the {n} connection(s) queued on them{}: those clients got `connection reset` without a response. The run ended with the master's exit (nginx -s stop or quit, a binary upgrade's old master, a crash): it closes every listener as it goes, so these include its shutdown's; closes before it (a reload) are in the events with the reload they followed",
-                t.listeners_closed,
-                per_reload(&c.listener_closes)
-            ),
-        ));
-        return;
-    }
+            format!("{head}. The run ended with the master's exit (nginx -s stop or quit, a binary upgrade's old master, a crash): it closes every listener as it goes, so these include its shutdown's; closes before it (a reload) are in the events with the reload they followed"),
+        )
+    } else {
+        (
+            if n >= CLOSED_LISTENER_RESETS_CRITICAL {
+                Severity::Critical
+            } else {
+                Severity::Warning
+            },
+            &["listen ... reuseport", "worker_processes"],
+            format!("{head} (with `reuseport` each worker has its own socket, and a reload to fewer workers or changed listens closes the old ones with their accept queues); {remedy}"),
+        )
+    };
     out.push(Verdict::new(
         "listener_closed_resets",
-        if n >= CLOSED_LISTENER_RESETS_CRITICAL {
-            Severity::Critical
-        } else {
-            Severity::Warning
-        },
+        severity,
         evidence,
-        &["listen ... reuseport", "worker_processes"],
-        format!(
-            "nginx closed {} listening socket(s) in the period and the kernel reset the {n} connection(s) queued on them{}: those clients got `connection reset` without a response (with `reuseport` each worker has its own socket, and a reload to fewer workers or changed listens closes the old ones with their accept queues); {remedy}",
-            t.listeners_closed,
-            per_reload(&c.listener_closes)
-        ),
+        directives,
+        advice,
     ));
 }
 

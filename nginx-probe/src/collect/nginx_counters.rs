@@ -68,19 +68,17 @@ struct HeldShm {
 }
 
 impl HeldShm {
-    /// The shared mapping of `pid` that holds every address of `ptrs`, opened. Errors:
-    /// one line (no single shared mapping holds them, map_files unreadable: it needs
-    /// CAP_SYS_ADMIN).
-    fn open(pid: u32, ptrs: &[u64; 7]) -> Result<HeldShm, String> {
-        let maps = procfs::process::Process::new(pid as i32)
-            .and_then(|p| p.maps())
-            .map_err(|e| format!("cannot read /proc/{pid}/maps ({e})"))?;
+    /// The shared mapping of `pid` (`maps`) that holds every address of `ptrs`,
+    /// opened. Errors: one line (no single shared mapping holds them, map_files
+    /// unreadable: it needs CAP_SYS_ADMIN).
+    fn open(
+        pid: u32,
+        maps: &procfs::process::MemoryMaps,
+        ptrs: &[u64; 7],
+    ) -> Result<HeldShm, String> {
         let m = maps
             .iter()
-            .find(|m| {
-                ptrs.iter()
-                    .all(|&p| p >= m.address.0 && p + 8 <= m.address.1)
-            })
+            .find(|m| ptrs.iter().all(|&p| within(p, m.address.0, m.address.1)))
             .filter(|m| m.perms.contains(procfs::process::MMPermissions::SHARED))
             .ok_or_else(|| "no shared mapping holds every counter".to_string())?;
         let (start, end) = m.address;
@@ -97,11 +95,17 @@ impl HeldShm {
     /// The word at address `addr` of the master's mapping; an address outside it is an
     /// error (a pointer nginx changed since).
     fn read_word(&self, addr: u64) -> io::Result<u64> {
-        if addr < self.start || addr + 8 > self.end {
+        if !within(addr, self.start, self.end) {
             return Err(io::Error::other("a counter outside the held mapping"));
         }
         read_word(&self.file, addr - self.start + self.pgoff)
     }
+}
+
+/// Whether the 8 bytes at `addr` lie in `[start, end)`; false when `addr + 8`
+/// overflows (a pointer read from nginx's memory is not trusted).
+fn within(addr: u64, start: u64, end: u64) -> bool {
+    addr >= start && addr.checked_add(8).is_some_and(|e| e <= end)
 }
 
 /// A reader of one master's stub_status counters.
@@ -161,12 +165,21 @@ fn find_symbols(exe: &File) -> Result<([u64; 7], u64), String> {
     Ok((addrs, first_vaddr))
 }
 
-/// Start of the mapping of the binary (device `dev`, inode `ino`) at file offset 0 in
-/// `pid`'s address space.
-fn load_start(pid: u32, dev: u64, ino: u64) -> Result<u64, String> {
-    let maps = procfs::process::Process::new(pid as i32)
+/// `/proc/<pid>/maps`, read once for [`load_start`] and [`HeldShm::open`].
+fn maps_of(pid: u32) -> Result<procfs::process::MemoryMaps, String> {
+    procfs::process::Process::new(pid as i32)
         .and_then(|p| p.maps())
-        .map_err(|e| format!("cannot read /proc/{pid}/maps ({e})"))?;
+        .map_err(|e| format!("cannot read /proc/{pid}/maps ({e})"))
+}
+
+/// Start of the mapping of the binary (device `dev`, inode `ino`) at file offset 0 in
+/// `pid`'s address space (`maps`).
+fn load_start(
+    pid: u32,
+    maps: &procfs::process::MemoryMaps,
+    dev: u64,
+    ino: u64,
+) -> Result<u64, String> {
     let (major, minor) = (nix::sys::stat::major(dev), nix::sys::stat::minor(dev));
     maps.iter()
         .find(|m| {
@@ -193,7 +206,8 @@ impl NginxCounters {
             .metadata()
             .map_err(|e| format!("cannot stat {exe_path} ({e})"))?;
         let (addrs, first_vaddr) = find_symbols(&exe)?;
-        let start = load_start(pid, meta.dev(), meta.ino())?;
+        let maps = maps_of(pid)?;
+        let start = load_start(pid, &maps, meta.dev(), meta.ino())?;
         let bias = start.wrapping_sub(first_vaddr);
         let mem = File::open(format!("/proc/{pid}/mem"))
             .map_err(|e| format!("cannot open /proc/{pid}/mem ({e})"))?;
@@ -211,7 +225,7 @@ impl NginxCounters {
         me.last_ptrs = ptrs;
         me.last = raw;
         me.acc.take_gauges(&raw);
-        me.shm = HeldShm::open(pid, &ptrs)
+        me.shm = HeldShm::open(pid, &maps, &ptrs)
             .map_err(|e| log::debug!("nginx's counters are not held past the master's exit: {e}"))
             .ok();
         Ok(me)

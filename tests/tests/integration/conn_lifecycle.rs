@@ -8,7 +8,7 @@ use std::{
     time::Duration,
 };
 
-use nginx_probe_tests::{reset_on_close, Nginx, NginxConfig, Probe, INDEX_BODY};
+use nginx_probe_tests::{port_entry, reset_on_close, Nginx, NginxConfig, Probe, INDEX_BODY};
 use serde_json::Value;
 
 const N: usize = 10;
@@ -59,14 +59,7 @@ fn port_counted_by(summary: &Value, ng: &Nginx, perf: bool) -> Value {
     } else if std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
         assert!(source.starts_with("raw tracepoints "), "{source}");
     }
-    let port = ng.addr().port() as u64;
-    summary["connections"]["ports"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no connections in {summary}"))
-        .iter()
-        .find(|p| p["port"] == port)
-        .cloned()
-        .unwrap_or_else(|| panic!("no port {port} in {}", summary["connections"]))
+    port_entry(summary, ng)
 }
 
 fn keepalive_2s() -> Nginx {
