@@ -381,6 +381,7 @@ fn quote(cfg: &ConfigReport, q: Quote) -> Option<String> {
         ListenBacklog => bounded(
             cfg.listens
                 .iter()
+                .filter(|l| !l.quic)
                 .map(|l| {
                     format!(
                         "{} backlog={} ({}{})",

@@ -108,7 +108,7 @@ pub(super) const EXITS: Family = Family::report(
     "nginx_probe_worker_exits_total",
     Counter,
     &["status"],
-    "Worker exits since attach by status (kernel: sched:sched_process_exit, task_struct.exit_code): graceful (code 0), exit_code (non-zero), signal (killed: 11 SIGSEGV is a crash), unknown (not recorded).",
+    "Worker exits since attach by status (kernel: sched:sched_process_exit, task_struct.exit_code): graceful (code 0: nginx exits 0 after a graceful QUIT and after a fast stop, TERM/INT, alike; a fast stop shows as nginx_probe_worker_connections_closed_total{by=\"worker_exit\"} rising with it), exit_code (non-zero), signal (killed: 11 SIGSEGV is a crash), unknown (not recorded).",
     |s, o| {
         if known(s) || s.report.lifecycle.is_some() {
             let zero = ExitCounts::default();

@@ -207,12 +207,16 @@ fn servers_and_locations(out: &mut String, cfg: &ConfigReport) {
     }
 }
 
-/// `server: listen ADDRESS backlog=N reuseport ssl ... (file:line)`.
+/// `server: listen ADDRESS backlog=N reuseport ssl ... (file:line)`; a QUIC listen is
+/// UDP, with no accept queue: no backlog said.
 fn listen_row(cfg: &ConfigReport, l: &ListenValue) -> String {
-    let mut opts = vec![format!(
-        "backlog={}",
-        l.backlog.clone().unwrap_or_else(|| "511 (default)".into())
-    )];
+    let mut opts = Vec::new();
+    if !l.quic {
+        opts.push(format!(
+            "backlog={}",
+            l.backlog.clone().unwrap_or_else(|| "511 (default)".into())
+        ));
+    }
     for (on, name) in [
         (l.reuseport, "reuseport"),
         (l.ssl, "ssl"),
@@ -289,6 +293,30 @@ mod tests {
         assert_eq!(
             out,
             "\nCONFIG ? (from unknown; 0 files read under /proc/7/root)\n  every setting UNKNOWN (nginx's defaults are not assumed): the master's title does not say where its configuration is: x\n  main: worker_processes 3 (-g)\n"
+        );
+    }
+
+    /// Trial 14: `listen 127.0.0.1:19010 quic reuseport` beside `listen ... ssl` on the
+    /// same port: the UDP one has no backlog, the TCP one nginx's default.
+    #[test]
+    fn a_quic_listen_has_no_backlog() {
+        let cfg = ConfigReport::default();
+        let mut l = ListenValue {
+            scope: "server".into(),
+            address: "127.0.0.1:19010".into(),
+            quic: true,
+            reuseport: true,
+            at: "/e/n.conf:9".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            listen_row(&cfg, &l),
+            "server: listen 127.0.0.1:19010 reuseport quic (/e/n.conf:9)"
+        );
+        (l.quic, l.reuseport, l.ssl) = (false, false, true);
+        assert_eq!(
+            listen_row(&cfg, &l),
+            "server: listen 127.0.0.1:19010 backlog=511 (default) ssl (/e/n.conf:9)"
         );
     }
 }

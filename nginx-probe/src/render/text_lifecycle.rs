@@ -23,15 +23,25 @@ fn mib(v: Option<u64>) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
-/// How an exit reads: `code 0 (graceful)`, `code 1`, `signal 11 (SIGSEGV)`.
-pub fn exit_text(e: &WorkerExit) -> String {
+/// How an exit reads: `code 0 (graceful)`, `code 0, 17 client connections cut`,
+/// `code 1`, `signal 11 (SIGSEGV)`. `cut`: the client connections the kernel closed as
+/// this worker exited (`WorkerCloses::by_worker_exit`; None without the lifecycle
+/// programs). nginx exits 0 after a graceful QUIT and after a fast stop (TERM/INT, as
+/// `nginx -s stop` sends) alike; a QUIT waits for its connections (or closes them itself
+/// at `worker_shutdown_timeout`), so connections left to the kernel at a code 0 tell a
+/// fast stop, and code 0 is said graceful only when the count says none were.
+pub fn exit_text(e: &WorkerExit, cut: Option<u64>) -> String {
     match (e.code, e.signal) {
         (_, Some(s)) => format!(
             "signal {s} ({}){}",
             signal_name(s),
             if e.core_dumped { ", core dumped" } else { "" }
         ),
-        (Some(0), _) => "code 0 (graceful)".into(),
+        (Some(0), _) => match cut {
+            Some(0) => "code 0 (graceful)".into(),
+            Some(n) => format!("code 0, {n} client connections cut (a fast stop: TERM/INT)"),
+            None => "code 0 (client connections cut at exit: not counted)".into(),
+        },
         (Some(c), _) => format!("code {c}"),
         _ => "unknown".into(),
     }
@@ -62,7 +72,7 @@ pub fn lifecycle_section(r: &Report) -> String {
         .is_some_and(|c| c.listens.iter().any(|l| l.quic));
     draining_lines(&mut out, l, quic);
     worker_rows(&mut out, r);
-    exit_lines(&mut out, l);
+    exit_lines(&mut out, l, code0_exits(r));
     if let Some(c) = loads {
         config_load_line(&mut out, c);
     }
@@ -218,21 +228,70 @@ fn worker_rows(out: &mut String, r: &Report) {
             opt(l.client_connections),
             opt(l.upstream_connections),
             mib(l.rss_bytes),
-            l.exit.as_ref().map(exit_text).unwrap_or_else(|| "-".into()),
+            l.exit
+                .as_ref()
+                .map(|e| exit_text(e, w.connections_closed.as_ref().map(|c| c.by_worker_exit)))
+                .unwrap_or_else(|| "-".into()),
         );
     }
 }
 
-/// The exits of the period by kind (graceful, other codes, signals), respawns, and why
-/// exit statuses are unknown when they are.
-fn exit_lines(out: &mut String, l: &LifecycleReport) {
+/// Code 0 exits among the exited workers the report lists (at most
+/// `collect::tracker::MAX_EXITED_KEPT` kept apart): how many, how many of them left
+/// client connections to the kernel, and those connections (see [`exit_text`]); None
+/// when the lifecycle programs did not count closes at exit.
+#[derive(Clone, Copy, Default)]
+struct Code0Exits {
+    listed: u64,
+    fast: u64,
+    cut: u64,
+}
+
+fn code0_exits(r: &Report) -> Option<Code0Exits> {
+    let mut out = Code0Exits::default();
+    for w in r.workers.iter().filter(|w| !w.alive) {
+        let Some(e) = &w.lifecycle.exit else { continue };
+        if e.code != Some(0) || e.signal.is_some() {
+            continue;
+        }
+        let cut = w.connections_closed.as_ref()?.by_worker_exit;
+        out.listed += 1;
+        if cut > 0 {
+            out.fast += 1;
+            out.cut += cut;
+        }
+    }
+    Some(out)
+}
+
+/// The exits of the period by kind (code 0, other codes, signals), respawns, and why
+/// exit statuses are unknown when they are. `c0`: the code 0 exits told apart
+/// ([`code0_exits`]); the rest are said as code 0 only.
+fn exit_lines(out: &mut String, l: &LifecycleReport, c0: Option<Code0Exits>) {
     let e = &l.exits;
     if e.total() > 0 {
         let signals = e.signal_lines();
+        let code0 = match c0 {
+            Some(c) if c.fast == 0 && c.listed >= e.graceful => {
+                format!("{} graceful (code 0)", e.graceful)
+            }
+            Some(c) if c.fast > 0 => format!(
+                "{} with code 0 ({} of them cut {} client connections as they exited: a fast stop, TERM/INT as `nginx -s stop` sends; a graceful QUIT waits for its connections)",
+                e.graceful, c.fast, c.cut
+            ),
+            _ => format!(
+                "{} with code 0 (graceful QUIT or fast stop: {})",
+                e.graceful,
+                if c0.is_some() {
+                    "not all exited workers are listed"
+                } else {
+                    "connections cut at exit not counted"
+                }
+            ),
+        };
         let _ = writeln!(
             out,
-            "  exits: {} graceful (code 0), {} other codes, {} on signals{}{}, {} unknown; {} respawned",
-            e.graceful,
+            "  exits: {code0}, {} other codes, {} on signals{}{}, {} unknown; {} respawned",
             e.exit_code,
             e.signal,
             if signals.is_empty() { "" } else { ": " },
@@ -285,5 +344,62 @@ mod tests {
             .ends_with("\n  configuration loads: unknown (no ngx_init_cycle)\n"));
         r.config_loads = Some(ConfigLoadsReport::default());
         assert_eq!(lifecycle_section(&r), "", "nothing to tell: no section");
+    }
+
+    /// Trial 14: `nginx -s stop` under wrk: both workers exited with code 0, the kernel
+    /// closed 35 client connections as they exited (17 + 18): a fast stop, never said
+    /// graceful; a worker that closed none at code 0 is graceful; without the lifecycle
+    /// programs code 0 is said without either word.
+    #[test]
+    fn code_0_exits_that_cut_connections_are_a_fast_stop() {
+        use crate::model::{connections::WorkerCloses, worker_lifecycle::ExitCounts};
+        let mut r = crate::render::prometheus::tests::report();
+        r.workers.truncate(1);
+        let mut w2 = r.workers[0].clone();
+        w2.pid = 1101;
+        r.workers.push(w2);
+        let mut exits = ExitCounts::default();
+        for (w, cut) in r.workers.iter_mut().zip([17, 18]) {
+            w.alive = false;
+            w.lifecycle.exit = Some(WorkerExit {
+                code: Some(0),
+                ..Default::default()
+            });
+            exits.add(w.lifecycle.exit.as_ref());
+            w.connections_closed = Some(WorkerCloses {
+                by_worker_exit: cut,
+                ..Default::default()
+            });
+        }
+        r.lifecycle = Some(LifecycleReport {
+            exits,
+            ..Default::default()
+        });
+        let text = lifecycle_section(&r);
+        assert!(text.contains("\n  exits: 2 with code 0 (2 of them cut 35 client connections as they exited: a fast stop, TERM/INT as `nginx -s stop` sends; a graceful QUIT waits for its connections), 0 other codes,"), "{text}");
+        assert!(
+            text.contains("  code 0, 17 client connections cut (a fast stop: TERM/INT)\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  code 0, 18 client connections cut (a fast stop: TERM/INT)\n"),
+            "{text}"
+        );
+        assert!(!text.contains("graceful)"), "{text}");
+        for w in &mut r.workers {
+            w.connections_closed.as_mut().unwrap().by_worker_exit = 0;
+        }
+        let text = lifecycle_section(&r);
+        assert!(
+            text.contains("\n  exits: 2 graceful (code 0), 0 other codes,"),
+            "{text}"
+        );
+        assert!(text.contains("  code 0 (graceful)\n"), "{text}");
+        for w in &mut r.workers {
+            w.connections_closed = None;
+        }
+        let text = lifecycle_section(&r);
+        assert!(text.contains("\n  exits: 2 with code 0 (graceful QUIT or fast stop: connections cut at exit not counted), 0 other codes,"), "{text}");
+        assert!(!text.contains("graceful)"), "{text}");
     }
 }
