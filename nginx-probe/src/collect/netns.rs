@@ -37,8 +37,9 @@ fn small(path: &str) -> Option<String> {
     Some(s)
 }
 
-/// The local port range, TIME-WAIT reuse, reuseport request migration and TIME-WAIT sockets of `master_pid`'s
-/// network namespace (see [`LocalPortsReport`]); each None when unreadable.
+/// The local port range, TIME-WAIT reuse, reuseport request migration and TIME-WAIT
+/// sockets of `master_pid`'s network namespace (see [`LocalPortsReport`]); each None
+/// when unreadable.
 pub fn local_ports(master_pid: u32) -> LocalPortsReport {
     let (range, tcp_tw_reuse, tcp_migrate_req) = in_netns_of(master_pid, || {
         Ok((
@@ -55,5 +56,72 @@ pub fn local_ports(master_pid: u32) -> LocalPortsReport {
         tcp_migrate_req,
         time_wait: small(&format!("/proc/{master_pid}/net/sockstat"))
             .and_then(|t| local_ports::parse_sockstat_tw(&t)),
+    }
+}
+
+/// [`local_ports`] now, its three settings (`ip_local_port_range`, `tcp_tw_reuse`,
+/// `tcp_migrate_req`) each taken from `last_good` when unreadable now (the master
+/// exited and its namespace with it, at `nginx -s stop` before the final snapshot),
+/// and `last_good` updated with what was read. The TIME-WAIT count is a gauge of now:
+/// never carried over.
+pub fn local_ports_keeping(master_pid: u32, last_good: &mut LocalPortsReport) -> LocalPortsReport {
+    keep_settings(local_ports(master_pid), last_good)
+}
+
+/// The settings of `now`, those unread taken from `last_good`, which takes the read ones.
+pub fn keep_settings(
+    mut now: LocalPortsReport,
+    last_good: &mut LocalPortsReport,
+) -> LocalPortsReport {
+    fn keep<T: Copy>(now: &mut Option<T>, last: &mut Option<T>) {
+        match now {
+            Some(v) => *last = Some(*v),
+            None => *now = *last,
+        }
+    }
+    keep(&mut now.range, &mut last_good.range);
+    keep(&mut now.tcp_tw_reuse, &mut last_good.tcp_tw_reuse);
+    keep(&mut now.tcp_migrate_req, &mut last_good.tcp_migrate_req);
+    now
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Read at attach, unread at the end: the settings are the last read, TIME-WAIT
+    /// stays unknown; a later read replaces them.
+    #[test]
+    fn settings_unread_at_the_end_are_the_last_read() {
+        let mut last = LocalPortsReport::default();
+        let first = keep_settings(
+            LocalPortsReport {
+                range: Some([32768, 60999]),
+                tcp_tw_reuse: Some(2),
+                tcp_migrate_req: Some(0),
+                time_wait: Some(12),
+            },
+            &mut last,
+        );
+        assert_eq!(first.tcp_migrate_req, Some(0));
+        let gone = keep_settings(LocalPortsReport::default(), &mut last);
+        assert_eq!(
+            gone,
+            LocalPortsReport {
+                range: Some([32768, 60999]),
+                tcp_tw_reuse: Some(2),
+                tcp_migrate_req: Some(0),
+                time_wait: None,
+            }
+        );
+        let changed = keep_settings(
+            LocalPortsReport {
+                tcp_migrate_req: Some(1),
+                ..Default::default()
+            },
+            &mut last,
+        );
+        assert_eq!(changed.tcp_migrate_req, Some(1));
+        assert_eq!(last.tcp_migrate_req, Some(1));
     }
 }

@@ -174,6 +174,10 @@ pub struct Tracker {
     /// Live worker pid -> its access- and error-log fds -> kind, from the last /proc
     /// scan of its fd table.
     log_fds: BTreeMap<u32, BTreeMap<u32, u32>>,
+    /// The master's network namespace's settings as last read (at attach and each
+    /// snapshot): what a snapshot after the master's exit says
+    /// (`collect::netns::local_ports_keeping`).
+    netns_settings: model::local_ports::LocalPortsReport,
 }
 
 impl Tracker {
@@ -228,6 +232,7 @@ impl Tracker {
             proc_errors: 0,
             sampling: None,
             lifecycle: Default::default(),
+            netns_settings: crate::collect::netns::local_ports(master_pid),
             config: None,
             access_logs: Default::default(),
             log_files_at_attach: None,
@@ -580,7 +585,10 @@ impl Tracker {
             coverage,
             lifecycle: (probe.lifecycle.read()?, probe.lifecycle.meta.clone()),
             log_files: self.log_files(),
-            local_ports: crate::collect::netns::local_ports(self.master.pid),
+            local_ports: crate::collect::netns::local_ports_keeping(
+                self.master.pid,
+                &mut self.netns_settings,
+            ),
             configured_logs: self
                 .config
                 .as_ref()

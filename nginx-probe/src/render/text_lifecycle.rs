@@ -23,13 +23,13 @@ fn mib(v: Option<u64>) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
-/// How an exit reads: `code 0 (graceful)`, `code 0, 17 client connections cut`,
+/// How an exit reads: `code 0 (no connection cut)`, `code 0, 17 client connections cut`,
 /// `code 1`, `signal 11 (SIGSEGV)`. `cut`: the client connections the kernel closed as
 /// this worker exited (`WorkerCloses::by_worker_exit`; None without the lifecycle
 /// programs). nginx exits 0 after a graceful QUIT and after a fast stop (TERM/INT, as
 /// `nginx -s stop` sends) alike; a QUIT waits for its connections (or closes them itself
 /// at `worker_shutdown_timeout`), so connections left to the kernel at a code 0 tell a
-/// fast stop, and code 0 is said graceful only when the count says none were.
+/// fast stop; with none, QUIT and TERM look the same, and neither is named.
 pub fn exit_text(e: &WorkerExit, cut: Option<u64>) -> String {
     match (e.code, e.signal) {
         (_, Some(s)) => format!(
@@ -38,7 +38,7 @@ pub fn exit_text(e: &WorkerExit, cut: Option<u64>) -> String {
             if e.core_dumped { ", core dumped" } else { "" }
         ),
         (Some(0), _) => match cut {
-            Some(0) => "code 0 (graceful)".into(),
+            Some(0) => "code 0 (no connection cut)".into(),
             Some(n) => format!("code 0, {n} client connections cut (a fast stop: TERM/INT)"),
             None => "code 0 (client connections cut at exit: not counted)".into(),
         },
@@ -273,7 +273,10 @@ fn exit_lines(out: &mut String, l: &LifecycleReport, c0: Option<Code0Exits>) {
         let signals = e.signal_lines();
         let code0 = match c0 {
             Some(c) if c.fast == 0 && c.listed >= e.graceful => {
-                format!("{} graceful (code 0)", e.graceful)
+                format!(
+                    "{} with code 0 (none left a client connection to the kernel)",
+                    e.graceful
+                )
             }
             Some(c) if c.fast > 0 => format!(
                 "{} with code 0 ({} of them cut {} client connections as they exited: a fast stop, TERM/INT as `nginx -s stop` sends; a graceful QUIT waits for its connections)",
@@ -348,8 +351,8 @@ mod tests {
 
     /// Trial 14: `nginx -s stop` under wrk: both workers exited with code 0, the kernel
     /// closed 35 client connections as they exited (17 + 18): a fast stop, never said
-    /// graceful; a worker that closed none at code 0 is graceful; without the lifecycle
-    /// programs code 0 is said without either word.
+    /// graceful; a worker that closed none at code 0 cut nothing (QUIT or TERM, not told
+    /// apart); without the lifecycle programs code 0 is said without either word.
     #[test]
     fn code_0_exits_that_cut_connections_are_a_fast_stop() {
         use crate::model::{connections::WorkerCloses, worker_lifecycle::ExitCounts};
@@ -391,10 +394,10 @@ mod tests {
         }
         let text = lifecycle_section(&r);
         assert!(
-            text.contains("\n  exits: 2 graceful (code 0), 0 other codes,"),
+            text.contains("\n  exits: 2 with code 0 (none left a client connection to the kernel), 0 other codes,"),
             "{text}"
         );
-        assert!(text.contains("  code 0 (graceful)\n"), "{text}");
+        assert!(text.contains("  code 0 (no connection cut)\n"), "{text}");
         for w in &mut r.workers {
             w.connections_closed = None;
         }

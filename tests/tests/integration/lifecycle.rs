@@ -516,3 +516,64 @@ fn requests_right_before_the_master_stops_are_counted() {
         assert!(critical.is_empty(), "{critical:?}");
     }
 }
+
+/// Trial 14: a stop (TERM, as `nginx -s stop` sends) with 7 connections open. nginx's
+/// workers exit with code 0 as after a graceful QUIT, and the kernel closes the 7
+/// connections as they exit: a fast stop, never said "graceful". The master's network
+/// namespace is gone at the final snapshot: net.ipv4.tcp_migrate_req is the value read
+/// while it lived, not "could not be read".
+#[test]
+fn a_stop_with_connections_open_is_a_fast_stop_not_graceful() {
+    let mut ng = Nginx::start(&NginxConfig::default());
+    let workers = ng.worker_pids();
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("stop.rec");
+    let mut probe = Probe::pid(ng.master_pid()).json().record(&rec).start();
+    let held = ng.hold_connections(7);
+    // One request on another connection: each held one is accepted before it.
+    assert_eq!(one_request_per_connection(ng.addr(), 1), 1);
+    std::thread::sleep(Duration::from_millis(300));
+    ng.stop();
+    let out = probe.wait();
+    drop(held);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let s = out.summary_json();
+    let exited: Vec<&Value> = s["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| workers.contains(&(w["pid"].as_u64().unwrap() as u32)))
+        .collect();
+    assert_eq!(exited.len(), workers.len(), "{}", s["workers"]);
+    let mut cut = 0;
+    for w in &exited {
+        assert_eq!(w["exit"]["code"], 0, "{w}");
+        cut += w["connections_closed"]["by_worker_exit"].as_u64().unwrap();
+    }
+    assert_eq!(cut, 7, "{}", s["workers"]);
+    let migrate = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_migrate_req")
+        .map(|t| t.trim().parse::<u64>().unwrap());
+    if let Ok(m) = migrate {
+        assert_eq!(
+            s["local_ports"]["tcp_migrate_req"], m,
+            "{}",
+            s["local_ports"]
+        );
+    }
+    let text = Probe::report(&rec).run().stdout;
+    assert!(
+        text.contains(&format!(
+            "  exits: {} with code 0 ({} of them cut 7 client connections as they exited: a fast stop,",
+            workers.len(),
+            exited
+                .iter()
+                .filter(|w| w["connections_closed"]["by_worker_exit"].as_u64() > Some(0))
+                .count()
+        )),
+        "{text}"
+    );
+    assert!(
+        !text.contains("graceful (code 0)") && !text.contains("(graceful)"),
+        "{text}"
+    );
+}
