@@ -15,7 +15,7 @@
 //! table, the error classes), [`histogram`] ([`SyscallStats`] and its log2 histogram),
 //! [`fd_kinds`] (write destinations and the kernel offsets of the fd table walk),
 //! [`workers`] (slots, the worker filter, the drop counters), [`upstream`],
-//! [`uprobes`]; [`names`], [`exits`], [`reloads`] and [`lifecycle`] keep their own paths.
+//! [`uprobes`]; [`names`], [`exits`], [`reloads`], [`quic`] and [`lifecycle`] keep their own paths.
 #![cfg_attr(target_arch = "bpf", no_std)]
 #![deny(missing_docs)]
 
@@ -27,6 +27,7 @@ pub mod fd_kinds;
 pub mod histogram;
 pub mod lifecycle;
 pub mod names;
+pub mod quic;
 pub mod reloads;
 pub mod syscalls;
 pub mod uprobes;

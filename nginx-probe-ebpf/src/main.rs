@@ -32,6 +32,8 @@ mod lifecycle_up;
 #[cfg(target_arch = "bpf")]
 mod maps;
 #[cfg(target_arch = "bpf")]
+mod quic;
+#[cfg(target_arch = "bpf")]
 mod reloads;
 #[cfg(target_arch = "bpf")]
 mod requests;

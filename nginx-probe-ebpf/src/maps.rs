@@ -374,3 +374,12 @@ pub(crate) static LC_TLS_ON: Array<u32> = Array::with_max_entries(1, 0);
 /// space.
 #[map]
 pub(crate) static LC_FIN_RULE: Array<u32> = Array::with_max_entries(1, 0);
+
+// ---- QUIC connections nginx ends (quic.rs) ----
+
+/// (call, error code, reason address) -> calls since attach, of the traced master's
+/// workers (see `nginx_probe_common::quic`); the last entry is `OVERFLOW_KEY`'s,
+/// inserted by user space at load.
+#[map]
+pub(crate) static QUIC_ENDS: HashMap<nginx_probe_common::quic::QuicEndKey, u64> =
+    HashMap::with_max_entries(nginx_probe_common::quic::MAX_ENDS, 0);

@@ -182,6 +182,13 @@ const QUOTES: &[(&str, &[(&str, Quote)])] = &[
         &[("config_keepalive_requests", Directive("keepalive_requests"))],
     ),
     (
+        "quic_keepalive_ended",
+        &[
+            ("config_keepalive_requests", Directive("keepalive_requests")),
+            ("config_keepalive_time", Directive("keepalive_time")),
+        ],
+    ),
+    (
         "access_log_unbuffered",
         &[("config_access_log", AccessLogs)],
     ),

@@ -9,7 +9,8 @@
 //! [`upstream_failures`] (which peer failed how, and whether a pool was kept),
 //! [`upstream_pool`] (the pool `upstream_keepalive_off` advises, or what defeats one configured),
 //! [`process_history`] (workers the master failed to spawn or that crashed, from its
-//! error log back to its start), and [`compare`] (what changed between two recordings, beyond the
+//! error log back to its start), [`quic_ends`] (the QUIC connections nginx ended itself, by
+//! its reasons), and [`compare`] (what changed between two recordings, beyond the
 //! noise; [`compare_setup`] its caveats on setups that differ).
 
 pub mod compare;
@@ -29,6 +30,7 @@ pub mod nginx_rules;
 pub mod outcome_rules;
 pub mod own_hops;
 pub mod process_history;
+pub mod quic_ends;
 pub mod tls_handshakes;
 pub mod upstream_failures;
 pub mod upstream_idle;

@@ -115,6 +115,7 @@ pub fn judge(inp: &Inputs) -> Vec<Verdict> {
     crate::analysis::nginx_rules::requests_refused(inp, &mut out);
     crate::analysis::nginx_rules::upstream_errors(inp, &mut out);
     crate::analysis::keepalive_requests_log::keepalive_requests_low(inp, &mut out);
+    crate::analysis::quic_ends::quic_keepalive_ended(inp, &mut out);
     crate::analysis::nginx_rules::cpu_throttled(inp, &mut out);
     crate::analysis::nginx_rules::slow_requests_idle_workers(inp, &mut out);
     crate::analysis::outcome_rules::upstream_slow(inp, &mut out);

@@ -86,6 +86,7 @@ pub(super) fn attach_programs(
     probe.attach_reuse_marker(&exe);
     probe.attach_tls_close_uprobe(&exe);
     probe.attach_config_loads(&exe);
+    probe.attach_quic_ends(&exe);
     probe.check_fds()?;
     tracker.mark_draining_at_attach(probe);
     tracker.accepts_from_uprobe = probe.accepts_from_uprobe;

@@ -117,6 +117,9 @@ pub struct Probe {
     /// Configuration loads per process (see [`reloads`]): the map once the uretprobe
     /// is attached, else why not.
     config_loads: Result<HashMap<MapData, u32, nginx_probe_common::reloads::ConfigLoads>, String>,
+    /// QUIC connections nginx ended, by call and reason (see [`quic`]): the map once the
+    /// uprobes are attached, else why not.
+    quic_ends: Result<HashMap<MapData, nginx_probe_common::quic::QuicEndKey, u64>, String>,
     /// Client connection lifecycle programs and maps (see [`crate::collect::lifecycle`]).
     pub lifecycle: crate::collect::lifecycle::Lifecycle,
 }
@@ -164,6 +167,7 @@ mod accept;
 mod exits;
 mod lifecycle_uprobes;
 mod perf_link;
+mod quic;
 mod reloads;
 mod symbols;
 mod tls;
@@ -361,6 +365,7 @@ impl Probe {
             exits: HashMap::try_from(take(nginx_probe_common::exits::MAP)?)?,
             exit_status: loaded.exit_status,
             config_loads: Err("not attached yet".into()),
+            quic_ends: Err("not attached yet".into()),
             lifecycle: crate::collect::lifecycle::Lifecycle::take(
                 &mut ebpf,
                 loaded.lifecycle_meta,
@@ -934,11 +939,14 @@ mod tests {
         let mut want: BTreeSet<&str> = map::ALL.iter().chain(lc.iter()).copied().collect();
         want.insert(nginx_probe_common::exits::MAP);
         want.insert(nginx_probe_common::reloads::MAP);
+        want.insert(nginx_probe_common::quic::MAP);
         assert_eq!(maps, want, "maps: object vs nginx_probe_common::names::map");
         let programs: BTreeSet<String> = obj.programs.keys().cloned().collect();
         let mut want: BTreeSet<String> = prog::ALL.iter().map(|p| p.to_string()).collect();
         want.insert(nginx_probe_common::exits::PROGRAM.to_string());
         want.insert(nginx_probe_common::reloads::PROGRAM.to_string());
+        want.insert(nginx_probe_common::quic::PROG_SHUTDOWN.to_string());
+        want.insert(nginx_probe_common::quic::PROG_FINALIZE.to_string());
         for def in &SYSCALLS {
             match def.entry {
                 Entry::Always => {

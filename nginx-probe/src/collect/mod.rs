@@ -30,6 +30,7 @@ pub mod log_files;
 pub mod masters;
 pub mod netns;
 pub mod nginx_counters;
+pub mod quic_reasons;
 pub mod selfcost;
 pub mod tail;
 pub mod target;

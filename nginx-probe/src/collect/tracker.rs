@@ -178,6 +178,8 @@ pub struct Tracker {
     /// snapshot): what a snapshot after the master's exit says
     /// (`collect::netns::local_ports_keeping`).
     netns_settings: model::local_ports::LocalPortsReport,
+    /// nginx's QUIC end reasons read so far (`collect::quic_reasons`).
+    quic_reasons: crate::collect::quic_reasons::QuicReasons,
 }
 
 impl Tracker {
@@ -233,6 +235,7 @@ impl Tracker {
             sampling: None,
             lifecycle: Default::default(),
             netns_settings: crate::collect::netns::local_ports(master_pid),
+            quic_reasons: Default::default(),
             config: None,
             access_logs: Default::default(),
             log_files_at_attach: None,
@@ -589,6 +592,12 @@ impl Tracker {
                 self.master.pid,
                 &mut self.netns_settings,
             ),
+            quic_ends: {
+                let pids: Vec<u32> = std::iter::once(self.master.pid)
+                    .chain(self.workers.values().filter(|w| w.alive).map(|w| w.pid))
+                    .collect();
+                self.quic_reasons.counts(probe.quic_ends(), &pids)
+            },
             configured_logs: self
                 .config
                 .as_ref()

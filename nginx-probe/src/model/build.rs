@@ -212,7 +212,13 @@ pub fn report(
         inputs.udp_ports.clone(),
         stub_growth(&p, |c| c.accepted),
         total_accepts,
-    );
+    )
+    .map(|q| {
+        q.with_ends(model::quic::quic_ends_between(
+            &cur.quic_ends,
+            prev.map(|p| &p.quic_ends),
+        ))
+    });
     let detail = detail(&p, total_accepts, per_worker.len(), quic.is_some());
     // Rates and busy shares of detail figures divide by the seconds it counted.
     let detail_s = model::detail_seconds(duration_s, detail.as_ref());

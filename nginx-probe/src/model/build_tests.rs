@@ -43,6 +43,7 @@ fn snap(workers: &[(u32, u64)], proc: &[(u32, u64)], drops0: u64) -> Snapshot {
         log_files: Vec::new(),
         configured_logs: None,
         local_ports: LocalPortsReport::default(),
+        quic_ends: Err("not attached".into()),
     }
 }
 

@@ -2,9 +2,59 @@
 //! arrive on a UDP socket and no accept4 (nor the `ngx_get_connection` uprobe) returns
 //! them. When nginx has UDP listening sockets, the difference between nginx's
 //! `accepted` and the workers' TCP accepts is reported as QUIC connections, never as an
-//! accepts disagreement. Pure.
+//! accepts disagreement. Beside them, the QUIC connections nginx ended itself, by its
+//! call and its own reason (`nginx_probe_common::quic`). Pure.
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+
+/// Where [`QuicReport::ends`] comes from.
+pub const QUIC_ENDS_SOURCE: &str = "uprobes ngx_quic_shutdown_connection (shutdown: a graceful end begun, HTTP/3's GOAWAY sent) and ngx_quic_finalize_connection (close: CONNECTION_CLOSE posted), their reason string read from nginx's memory";
+
+/// Which of nginx's calls ended a QUIC connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QuicEndCall {
+    /// `ngx_quic_shutdown_connection`: a graceful end begun (streams under way finish).
+    Shutdown,
+    /// `ngx_quic_finalize_connection`: closed at once.
+    Close,
+    /// Calls counted after the map of kinds was full (64 kinds): call and reason unknown.
+    Other,
+}
+
+/// One kind of QUIC end: the call, nginx's error code and its reason (None: nginx gave
+/// none; `unread (0x...)` when its memory could not be read).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct QuicEndId {
+    /// Which call.
+    pub call: QuicEndCall,
+    /// The QUIC or HTTP/3 error code nginx passed (0x100: HTTP/3's H3_NO_ERROR).
+    pub code: u64,
+    /// nginx's reason string, printable ASCII only (at most 96 bytes).
+    pub reason: Option<String>,
+}
+
+/// Calls since attach by kind, as a snapshot holds them; Err: why not counted.
+pub type QuicEndCounts = Result<BTreeMap<QuicEndId, u64>, String>;
+
+/// The QUIC connections nginx ended in a period with one call and reason.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QuicEnd {
+    /// `shutdown`, `close` or `other` ([`QuicEndCall`]).
+    pub call: QuicEndCall,
+    /// nginx's error code.
+    pub code: u64,
+    /// nginx's reason; None when it gave none.
+    pub reason: Option<String>,
+    /// Calls in the period.
+    pub count: u64,
+}
+
+/// nginx's reason for a graceful end at keepalive_requests or keepalive_time (HTTP/3's
+/// `ngx_http_v3_init_request_stream`; the same words for both).
+pub const REACHED_MAX_REQUESTS: &str = "reached maximum number of requests";
 
 /// Where [`QuicReport::connections`] comes from.
 pub const QUIC_SOURCE: &str =
@@ -12,7 +62,7 @@ pub const QUIC_SOURCE: &str =
 
 /// nginx's UDP listening sockets and the connections they took in the period (JSON
 /// `quic`; absent when nginx has no UDP listening socket).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
 pub struct QuicReport {
     /// Ports of the master's UDP sockets bound and unconnected (`/proc/<master>/net/udp`
     /// and `udp6` rows whose inode is one of the master's fds): `listen ... quic`, or
@@ -24,6 +74,41 @@ pub struct QuicReport {
     pub connections: Option<u64>,
     /// [`QUIC_SOURCE`].
     pub source: String,
+    /// The QUIC connections nginx ended in the period, by call and reason, most first
+    /// ([`QUIC_ENDS_SOURCE`]); empty when none or not counted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ends: Vec<QuicEnd>,
+    /// [`QUIC_ENDS_SOURCE`] when `ends` is counted; absent in recordings made before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ends_source: Option<String>,
+    /// Why `ends` is not counted (nginx built without QUIC, the uprobes refused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ends_unknown: Option<String>,
+}
+
+/// The period's QUIC ends: `cur` less `prev` (None: since attach) per kind, those
+/// with calls, most first; Err: why not counted.
+pub fn quic_ends_between(
+    cur: &QuicEndCounts,
+    prev: Option<&QuicEndCounts>,
+) -> Result<Vec<QuicEnd>, String> {
+    let cur = cur.as_ref().map_err(Clone::clone)?;
+    let base = prev.and_then(|p| p.as_ref().ok());
+    let mut ends: Vec<QuicEnd> = cur
+        .iter()
+        .filter_map(|(id, &n)| {
+            let was = base.and_then(|b| b.get(id)).copied().unwrap_or(0);
+            let count = n.saturating_sub(was);
+            (count > 0).then(|| QuicEnd {
+                call: id.call,
+                code: id.code,
+                reason: id.reason.clone(),
+                count,
+            })
+        })
+        .collect();
+    ends.sort_by(|a, b| b.count.cmp(&a.count).then(a.call.cmp(&b.call)));
+    Ok(ends)
 }
 
 impl QuicReport {
@@ -41,7 +126,70 @@ impl QuicReport {
             udp_ports,
             connections: nginx_accepted.map(|a| a.saturating_sub(tcp_accepts)),
             source: QUIC_SOURCE.into(),
+            ..Default::default()
         })
+    }
+
+    /// Sets the period's ends ([`quic_ends_between`]).
+    pub fn with_ends(mut self, ends: Result<Vec<QuicEnd>, String>) -> QuicReport {
+        match ends {
+            Ok(e) => {
+                self.ends = e;
+                self.ends_source = Some(QUIC_ENDS_SOURCE.into());
+            }
+            Err(why) => self.ends_unknown = Some(why),
+        }
+        self
+    }
+
+    /// Calls of `call` with nginx's reason `reason` in the period.
+    pub fn ends_of(&self, call: QuicEndCall, reason: &str) -> u64 {
+        self.ends
+            .iter()
+            .filter(|e| e.call == call && e.reason.as_deref() == Some(reason))
+            .map(|e| e.count)
+            .sum()
+    }
+
+    /// The text report's line of nginx's ends: `QUIC connections nginx ended (...): began
+    /// 24 graceful ends, GOAWAY sent ("reached maximum number of requests" 24); called an
+    /// immediate close 19 times ("reached maximum number of requests" 17, "keepalive
+    /// timeout" 2)`; None when none.
+    pub fn ends_line(&self) -> Option<String> {
+        if let Some(why) = &self.ends_unknown {
+            return Some(format!("  QUIC connections nginx ended: unknown ({why})"));
+        }
+        if self.ends.is_empty() {
+            return None;
+        }
+        let part = |call: QuicEndCall| -> Option<(u64, String)> {
+            let of: Vec<&QuicEnd> = self.ends.iter().filter(|e| e.call == call).collect();
+            let n: u64 = of.iter().map(|e| e.count).sum();
+            (n > 0).then(|| {
+                let kinds: Vec<String> = of
+                    .iter()
+                    .map(|e| match &e.reason {
+                        Some(r) => format!("\"{r}\" {}", e.count),
+                        None => format!("no reason (code {:#x}) {}", e.code, e.count),
+                    })
+                    .collect();
+                (n, kinds.join(", "))
+            })
+        };
+        let mut parts = Vec::new();
+        if let Some((n, k)) = part(QuicEndCall::Shutdown) {
+            parts.push(format!("began {n} graceful ends, GOAWAY sent ({k})"));
+        }
+        if let Some((n, k)) = part(QuicEndCall::Close) {
+            parts.push(format!("called an immediate close {n} times ({k})"));
+        }
+        if let Some((n, _)) = part(QuicEndCall::Other) {
+            parts.push(format!("{n} more calls of other kinds (beyond 64 kinds)"));
+        }
+        Some(format!(
+            "  QUIC connections nginx ended (calls; uprobes ngx_quic_shutdown_connection, ngx_quic_finalize_connection; nginx's reasons): {}; its silent closes at the QUIC idle timeout and the clients' own closes are not counted",
+            parts.join("; ")
+        ))
     }
 
     /// Whether the period's requests may include HTTP/3 requests that no TCP
@@ -71,6 +219,20 @@ impl QuicReport {
     }
 }
 
+/// A report of 12 QUIC connections that nginx began ending at keepalive_requests, for
+/// the renderers' tests.
+#[cfg(test)]
+pub fn sample_report() -> QuicReport {
+    QuicReport::new(vec![8443], Some(12), 0)
+        .unwrap()
+        .with_ends(Ok(vec![QuicEnd {
+            call: QuicEndCall::Shutdown,
+            code: 0x100,
+            reason: Some(REACHED_MAX_REQUESTS.into()),
+            count: 12,
+        }]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -86,5 +248,58 @@ mod tests {
         assert!(!q.makes_requests_per_accept_unknown());
         let q = QuicReport::new(vec![8443], None, 7).unwrap();
         assert!(q.makes_requests_per_accept_unknown());
+    }
+
+    #[test]
+    fn ends_are_the_period_s_calls_by_reason_and_said_in_one_line() {
+        let id = |call, reason: Option<&str>| QuicEndId {
+            call,
+            code: 0x100,
+            reason: reason.map(str::to_string),
+        };
+        let max = Some(REACHED_MAX_REQUESTS);
+        let prev: QuicEndCounts = Ok([(id(QuicEndCall::Shutdown, max), 4)].into());
+        let cur: QuicEndCounts = Ok([
+            (id(QuicEndCall::Shutdown, max), 28),
+            (id(QuicEndCall::Close, max), 17),
+            (id(QuicEndCall::Close, Some("keepalive timeout")), 2),
+            (id(QuicEndCall::Close, None), 0),
+        ]
+        .into());
+        let q = QuicReport::new(vec![8443], Some(30), 0)
+            .unwrap()
+            .with_ends(quic_ends_between(&cur, Some(&prev)));
+        assert_eq!(q.ends_of(QuicEndCall::Shutdown, REACHED_MAX_REQUESTS), 24);
+        assert_eq!(q.ends.len(), 3, "no entry without calls: {:?}", q.ends);
+        assert_eq!(
+            q.ends_line().unwrap(),
+            "  QUIC connections nginx ended (calls; uprobes ngx_quic_shutdown_connection, ngx_quic_finalize_connection; nginx's reasons): began 24 graceful ends, GOAWAY sent (\"reached maximum number of requests\" 24); called an immediate close 19 times (\"reached maximum number of requests\" 17, \"keepalive timeout\" 2); its silent closes at the QUIC idle timeout and the clients' own closes are not counted"
+        );
+        let q = QuicReport::new(vec![8443], Some(30), 0)
+            .unwrap()
+            .with_ends(quic_ends_between(&Err("built without QUIC".into()), None));
+        assert_eq!(
+            q.ends_line().unwrap(),
+            "  QUIC connections nginx ended: unknown (built without QUIC)"
+        );
+        let q = QuicReport::new(vec![8443], Some(30), 0)
+            .unwrap()
+            .with_ends(Ok(vec![]));
+        assert_eq!(q.ends_line(), None);
+    }
+
+    /// The Prometheus family: one series per call and reason, nginx's words as the label.
+    #[test]
+    fn ends_are_a_prometheus_counter_by_call_and_reason() {
+        let mut r = crate::render::prometheus::tests::report();
+        r.quic = Some(sample_report());
+        let text = crate::render::prometheus::render(&r);
+        assert!(
+            text.contains("\nnginx_probe_quic_ends_total{call=\"shutdown\",reason=\"reached maximum number of requests\"} 12\n"),
+            "{text}"
+        );
+        r.quic = None;
+        let text = crate::render::prometheus::render(&r);
+        assert!(!text.contains("nginx_probe_quic_ends_total"), "{text}");
     }
 }

@@ -54,4 +54,7 @@ pub struct Snapshot {
     pub configured_logs: Option<Vec<ConfiguredLog>>,
     /// nginx's network namespace's local ports and TIME-WAIT.
     pub local_ports: LocalPortsReport,
+    /// The QUIC connections nginx ended since attach, by call and reason
+    /// (`collect::quic_reasons`); Err: why not counted.
+    pub quic_ends: crate::model::quic::QuicEndCounts,
 }

@@ -142,6 +142,27 @@ pub(super) const SIGNALS: Family = Family::report(
 )
 .omit_if_empty();
 
+/// QUIC connections nginx ended, by call and reason.
+pub(super) const QUIC_ENDS: Family = Family::report(
+    "nginx_probe_quic_ends_total",
+    Counter,
+    &["call", "reason"],
+    "QUIC connections nginx ended itself since attach, counted as calls (uprobes on ngx_quic_shutdown_connection: call=\"shutdown\", a graceful end begun, HTTP/3's GOAWAY sent; ngx_quic_finalize_connection: call=\"close\", closed at once; call=\"other\": beyond 64 kinds), by nginx's own reason string (\"reached maximum number of requests\": keepalive_requests or keepalive_time; \"keepalive timeout\"; errors; \"none\" when nginx gave none). Silent closes at the QUIC idle timeout and clients' own closes are not counted. Absent when nginx has no UDP listening socket or the uprobes are not attached.",
+    |s, o| {
+        if let Some(q) = &s.report.quic {
+            for e in &q.ends {
+                let call = match e.call {
+                    crate::model::quic::QuicEndCall::Shutdown => "shutdown",
+                    crate::model::quic::QuicEndCall::Close => "close",
+                    crate::model::quic::QuicEndCall::Other => "other",
+                };
+                o.sample(&[call, e.reason.as_deref().unwrap_or("none")], e.count);
+            }
+        }
+    },
+)
+.omit_if_empty();
+
 /// Configuration loads by process and result.
 pub(super) const CONFIG_LOADS: Family = Family::report(
     "nginx_probe_config_loads_total",

@@ -560,6 +560,7 @@ fn every_family_renders_in_table_order_with_its_labels() {
     with_lifecycle(&mut r);
     r.connections = Some(crate::model::connections::sample_report());
     r.access_log = Some(outcomes::sample());
+    r.quic = Some(crate::model::quic::sample_report());
     // The error log's per-peer lines and the master's history back to its start.
     let e = r.nginx_errors.get_or_insert_with(Default::default);
     e.upstream_peers = vec![model::PeerErrorsReport {

@@ -288,6 +288,9 @@ fn requests_lines(out: &mut String, r: &Report) {
     }
     if let Some(q) = &r.quic {
         let _ = writeln!(out, "{}", crate::safe::line(&q.line()));
+        if let Some(l) = q.ends_line() {
+            let _ = writeln!(out, "{}", crate::safe::line(&l));
+        }
     }
     if let Some(h) = &r.tls {
         let _ = writeln!(out, "{}", tls_line(h));

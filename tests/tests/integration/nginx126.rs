@@ -263,3 +263,74 @@ fn http3_connections_are_reported_as_quic_not_as_an_accepts_disagreement() {
         }
     }
 }
+
+/// QUIC connections nginx ends itself, in its own words (newcomer trial 14: HTTP/3 at
+/// keepalive_requests 10, no word on QUIC connection ends). At `keepalive_requests 1`
+/// nginx begins ending every HTTP/3 connection after its first request: one
+/// `ngx_quic_shutdown_connection` call with "reached maximum number of requests" per
+/// connection, 12 for 12 one-request curl runs, and `quic_keepalive_ended` fires naming
+/// keepalive_requests with its file:line. The TCP requests beside them end no QUIC
+/// connection. A TCP-only nginx of the same build has nothing to end.
+#[test]
+fn http3_connections_nginx_ends_at_keepalive_requests_are_counted() {
+    let ng = start(NginxConfig {
+        tls: true,
+        quic: true,
+        http_extra: "keepalive_requests 1;".into(),
+        ..NginxConfig::default()
+    });
+    let root = trixie_root();
+    let run = Probe::on(&ng).json().summary_only().start();
+    let hung: u64 = (0..12).map(|_| http3_request(&root, &ng.https_url())).sum();
+    for _ in 0..3 {
+        assert_eq!(curl_in_root(&root, &["--http1.1"], &ng.https_url()), 200);
+    }
+    thread::sleep(Duration::from_millis(500));
+    let s = run.stop().summary_json();
+    let q = &s["quic"];
+    within_hung(&s, &q["connections"], 12, hung);
+    let ends = q["ends"].as_array().unwrap_or_else(|| panic!("{q}"));
+    let count = |call: &str, reason: &str| -> u64 {
+        ends.iter()
+            .filter(|e| e["call"] == call && e["reason"] == reason)
+            .map(|e| e["count"].as_u64().unwrap())
+            .sum()
+    };
+    within_hung(
+        &s,
+        &serde_json::json!(count("shutdown", "reached maximum number of requests")),
+        12,
+        hung,
+    );
+    assert!(
+        q["ends_source"]
+            .as_str()
+            .unwrap()
+            .contains("ngx_quic_shutdown_connection"),
+        "{q}"
+    );
+    let v = s["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["id"] == "quic_keepalive_ended")
+        .unwrap_or_else(|| panic!("{}", s["verdicts"]));
+    assert_eq!(v["severity"], "warning", "{v}");
+    assert!(
+        v["evidence"]["config_keepalive_requests"]
+            .as_str()
+            .unwrap()
+            .starts_with("1 ("),
+        "{v}"
+    );
+    // Nothing to end without QUIC: no `quic` part at all.
+    let tcp = start(NginxConfig {
+        tls: true,
+        http_extra: "keepalive_requests 1;".into(),
+        ..NginxConfig::default()
+    });
+    let run = Probe::on(&tcp).json().summary_only().start();
+    assert_eq!(curl_in_root(&root, &["--http1.1"], &tcp.https_url()), 200);
+    let s = run.stop().summary_json();
+    assert!(s["quic"].is_null(), "{s}");
+}
