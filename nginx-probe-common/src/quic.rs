@@ -16,8 +16,12 @@
 //!
 //! A uprobe on each counts the calls of the traced master's workers by (call, `err`,
 //! `reason` pointer); user space reads the reason, a string literal in nginx's binary,
-//! from the master's memory. Not counted here: silent closes at the QUIC idle timeout
-//! ("quic client timed out"), a client's own CONNECTION_CLOSE.
+//! from the master's memory. A third, on `void ngx_quic_close_connection(ngx_connection_t
+//! *c, ngx_int_t rc)`, counts nginx's silent closes at the QUIC idle timeout: `rc`
+//! `NGX_DONE` with `c->read->timedout` set, which only its input handler's timer makes
+//! ("quic client timed out" at info; the timeout is keepalive_timeout, or the client's
+//! shorter max_idle_timeout); nginx's later calls for the same connection pass `NGX_OK`.
+//! Not counted: a client's own CONNECTION_CLOSE.
 
 /// The graceful end's function.
 pub const SHUTDOWN_SYMBOL: &str = "ngx_quic_shutdown_connection";
@@ -27,6 +31,12 @@ pub const FINALIZE_SYMBOL: &str = "ngx_quic_finalize_connection";
 pub const PROG_SHUTDOWN: &str = "quic_shutdown";
 /// The uprobe on [`FINALIZE_SYMBOL`].
 pub const PROG_FINALIZE: &str = "quic_finalize";
+/// QUIC's close, every way (its idle timeout among them).
+pub const CLOSE_SYMBOL: &str = "ngx_quic_close_connection";
+/// The uprobe on [`CLOSE_SYMBOL`].
+pub const PROG_CLOSE: &str = "quic_close";
+/// nginx's `NGX_DONE` (`rc` of a silent close).
+pub const NGX_DONE: i64 = -4;
 
 /// Hash map [`QuicEndKey`] -> calls since attach.
 pub const MAP: &str = "QUIC_ENDS";
@@ -38,6 +48,9 @@ pub const MAX_ENDS: u32 = 64;
 pub const CALL_SHUTDOWN: u32 = 0;
 /// [`QuicEndKey::call`] of [`FINALIZE_SYMBOL`].
 pub const CALL_FINALIZE: u32 = 1;
+/// [`QuicEndKey::call`] of a silent close at the QUIC idle timeout ([`CLOSE_SYMBOL`]
+/// with `NGX_DONE` and `c->read->timedout`; reason and code 0).
+pub const CALL_IDLE_TIMEOUT: u32 = 2;
 /// [`QuicEndKey::call`] of [`OVERFLOW_KEY`]: calls counted when the map was full.
 pub const CALL_OVERFLOW: u32 = u32::MAX;
 

@@ -1,10 +1,13 @@
 //! QUIC connections nginx ends, in its own words: uprobes on
 //! `ngx_quic_shutdown_connection` and `ngx_quic_finalize_connection` (see
 //! `nginx_probe_common::quic`) count each call of the traced master's workers by
-//! (call, error code, reason address).
+//! (call, error code, reason address); the one on `ngx_quic_close_connection` counts
+//! its silent closes at the QUIC idle timeout.
 
-use aya_ebpf::{macros::uprobe, programs::ProbeContext};
-use nginx_probe_common::quic::{QuicEndKey, CALL_FINALIZE, CALL_SHUTDOWN, OVERFLOW_KEY};
+use aya_ebpf::{helpers::bpf_probe_read_user, macros::uprobe, programs::ProbeContext};
+use nginx_probe_common::quic::{
+    QuicEndKey, CALL_FINALIZE, CALL_IDLE_TIMEOUT, CALL_SHUTDOWN, NGX_DONE, OVERFLOW_KEY,
+};
 
 use crate::{maps::QUIC_ENDS, workers::worker_slot};
 
@@ -19,6 +22,16 @@ fn bump(p: *mut u64) {
     unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(p, 1) };
 }
 
+/// Offset of `read` (`ngx_event_t *`) in `ngx_connection_t` on 64-bit, after `data`
+/// (as `lifecycle_tls`'s).
+const CONN_READ: u64 = 8;
+/// Offset of `ngx_event_t`'s flag bits on 64-bit, after `void *data`.
+const EV_FLAGS: u64 = 8;
+/// `ngx_event_t.timedout`: bit 10 after `write`, `accept`, `instance`, `active`,
+/// `disabled`, `ready`, `oneshot`, `complete`, `eof`, `error` (the same in every nginx
+/// from 1.14 to 1.29, as `lifecycle_tls::EV_EOF`).
+const EV_TIMEDOUT: u32 = 1 << 10;
+
 /// Counts one call of the current worker's `call(c, err, reason)`: into its key,
 /// inserted if new; into [`OVERFLOW_KEY`] when the map is full.
 #[inline(always)]
@@ -32,12 +45,19 @@ fn count(ctx: &ProbeContext, call: u32) -> u32 {
         call,
         _pad: 0,
     };
+    count_key(key);
+    0
+}
+
+/// Adds one call to `key`, inserted if new; to [`OVERFLOW_KEY`] when the map is full.
+#[inline(always)]
+fn count_key(key: QuicEndKey) {
     if let Some(p) = QUIC_ENDS.get_ptr_mut(key) {
         bump(p);
-        return 0;
+        return;
     }
     if QUIC_ENDS.insert(key, 1, BPF_NOEXIST).is_ok() {
-        return 0;
+        return;
     }
     // Another CPU inserted it meanwhile, or the map is full.
     if let Some(p) = QUIC_ENDS
@@ -46,7 +66,6 @@ fn count(ctx: &ProbeContext, call: u32) -> u32 {
     {
         bump(p);
     }
-    0
 }
 
 /// `ngx_quic_shutdown_connection(c, err, reason)`: a graceful end begun.
@@ -59,4 +78,32 @@ pub fn quic_shutdown(ctx: ProbeContext) -> u32 {
 #[uprobe]
 pub fn quic_finalize(ctx: ProbeContext) -> u32 {
     count(&ctx, CALL_FINALIZE)
+}
+
+/// `ngx_quic_close_connection(c, rc)`: counted only as a silent close at the QUIC idle
+/// timeout (`rc` `NGX_DONE` and `c->read->timedout`).
+#[uprobe]
+pub fn quic_close(ctx: ProbeContext) -> u32 {
+    if ctx.arg::<i64>(1) != Some(NGX_DONE) || worker_slot().is_none() {
+        return 0;
+    }
+    let Some(c) = ctx.arg::<u64>(0) else { return 0 };
+    // SAFETY: bpf_probe_read_user copes with any address (faults return Err).
+    let Ok(rev) = (unsafe { bpf_probe_read_user(c.wrapping_add(CONN_READ) as *const u64) }) else {
+        return 0;
+    };
+    // SAFETY: as above.
+    let Ok(flags) = (unsafe { bpf_probe_read_user(rev.wrapping_add(EV_FLAGS) as *const u32) })
+    else {
+        return 0;
+    };
+    if flags & EV_TIMEDOUT != 0 {
+        count_key(QuicEndKey {
+            reason: 0,
+            code: 0,
+            call: CALL_IDLE_TIMEOUT,
+            _pad: 0,
+        });
+    }
+    0
 }

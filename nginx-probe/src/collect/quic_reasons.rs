@@ -6,7 +6,9 @@
 
 use std::{collections::BTreeMap, fs::File, os::unix::fs::FileExt};
 
-use nginx_probe_common::quic::{QuicEndKey, CALL_FINALIZE, CALL_OVERFLOW, CALL_SHUTDOWN};
+use nginx_probe_common::quic::{
+    QuicEndKey, CALL_FINALIZE, CALL_IDLE_TIMEOUT, CALL_OVERFLOW, CALL_SHUTDOWN,
+};
 
 use crate::model::quic::{QuicEndCall, QuicEndCounts, QuicEndId};
 
@@ -83,6 +85,7 @@ impl QuicReasons {
             let call = match k.call {
                 CALL_SHUTDOWN => QuicEndCall::Shutdown,
                 CALL_FINALIZE => QuicEndCall::Close,
+                CALL_IDLE_TIMEOUT => QuicEndCall::IdleTimeout,
                 CALL_OVERFLOW => QuicEndCall::Other,
                 _ => continue,
             };

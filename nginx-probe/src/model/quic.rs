@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 /// Where [`QuicReport::ends`] comes from.
-pub const QUIC_ENDS_SOURCE: &str = "uprobes ngx_quic_shutdown_connection (shutdown: a graceful end begun, HTTP/3's GOAWAY sent) and ngx_quic_finalize_connection (close: CONNECTION_CLOSE posted), their reason string read from nginx's memory";
+pub const QUIC_ENDS_SOURCE: &str = "uprobes ngx_quic_shutdown_connection (shutdown: a graceful end begun, HTTP/3's GOAWAY sent) and ngx_quic_finalize_connection (close: CONNECTION_CLOSE posted), their reason string read from nginx's memory; ngx_quic_close_connection with NGX_DONE and c->read->timedout (idle_timeout: closed silently at the QUIC idle timeout)";
 
 /// Which of nginx's calls ended a QUIC connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -20,6 +20,10 @@ pub enum QuicEndCall {
     Shutdown,
     /// `ngx_quic_finalize_connection`: closed at once.
     Close,
+    /// `ngx_quic_close_connection` with `NGX_DONE` and its read timer expired: closed
+    /// silently at the QUIC idle timeout (keepalive_timeout, or the client's shorter
+    /// max_idle_timeout; nginx logs "quic client timed out" at info).
+    IdleTimeout,
     /// Calls counted after the map of kinds was full (64 kinds): call and reason unknown.
     Other,
 }
@@ -183,11 +187,14 @@ impl QuicReport {
         if let Some((n, k)) = part(QuicEndCall::Close) {
             parts.push(format!("called an immediate close {n} times ({k})"));
         }
+        if let Some((n, _)) = part(QuicEndCall::IdleTimeout) {
+            parts.push(format!("closed {n} silently at the QUIC idle timeout (keepalive_timeout, or the client's shorter max_idle_timeout)"));
+        }
         if let Some((n, _)) = part(QuicEndCall::Other) {
             parts.push(format!("{n} more calls of other kinds (beyond 64 kinds)"));
         }
         Some(format!(
-            "  QUIC connections nginx ended (calls; uprobes ngx_quic_shutdown_connection, ngx_quic_finalize_connection; nginx's reasons): {}; its silent closes at the QUIC idle timeout and the clients' own closes are not counted",
+            "  QUIC connections nginx ended (calls; uprobes ngx_quic_shutdown_connection, ngx_quic_finalize_connection with nginx's reasons, ngx_quic_close_connection): {}; the clients' own closes are not counted",
             parts.join("; ")
         ))
     }
@@ -264,16 +271,24 @@ mod tests {
             (id(QuicEndCall::Close, max), 17),
             (id(QuicEndCall::Close, Some("keepalive timeout")), 2),
             (id(QuicEndCall::Close, None), 0),
+            (
+                QuicEndId {
+                    call: QuicEndCall::IdleTimeout,
+                    code: 0,
+                    reason: None,
+                },
+                5,
+            ),
         ]
         .into());
         let q = QuicReport::new(vec![8443], Some(30), 0)
             .unwrap()
             .with_ends(quic_ends_between(&cur, Some(&prev)));
         assert_eq!(q.ends_of(QuicEndCall::Shutdown, REACHED_MAX_REQUESTS), 24);
-        assert_eq!(q.ends.len(), 3, "no entry without calls: {:?}", q.ends);
+        assert_eq!(q.ends.len(), 4, "no entry without calls: {:?}", q.ends);
         assert_eq!(
             q.ends_line().unwrap(),
-            "  QUIC connections nginx ended (calls; uprobes ngx_quic_shutdown_connection, ngx_quic_finalize_connection; nginx's reasons): began 24 graceful ends, GOAWAY sent (\"reached maximum number of requests\" 24); called an immediate close 19 times (\"reached maximum number of requests\" 17, \"keepalive timeout\" 2); its silent closes at the QUIC idle timeout and the clients' own closes are not counted"
+            "  QUIC connections nginx ended (calls; uprobes ngx_quic_shutdown_connection, ngx_quic_finalize_connection with nginx's reasons, ngx_quic_close_connection): began 24 graceful ends, GOAWAY sent (\"reached maximum number of requests\" 24); called an immediate close 19 times (\"reached maximum number of requests\" 17, \"keepalive timeout\" 2); closed 5 silently at the QUIC idle timeout (keepalive_timeout, or the client's shorter max_idle_timeout); the clients' own closes are not counted"
         );
         let q = QuicReport::new(vec![8443], Some(30), 0)
             .unwrap()

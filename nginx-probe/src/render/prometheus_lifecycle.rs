@@ -147,13 +147,14 @@ pub(super) const QUIC_ENDS: Family = Family::report(
     "nginx_probe_quic_ends_total",
     Counter,
     &["call", "reason"],
-    "QUIC connections nginx ended itself since attach, counted as calls (uprobes on ngx_quic_shutdown_connection: call=\"shutdown\", a graceful end begun, HTTP/3's GOAWAY sent; ngx_quic_finalize_connection: call=\"close\", closed at once; call=\"other\": beyond 64 kinds), by nginx's own reason string (\"reached maximum number of requests\": keepalive_requests or keepalive_time; \"keepalive timeout\"; errors; \"none\" when nginx gave none). Silent closes at the QUIC idle timeout and clients' own closes are not counted. Absent when nginx has no UDP listening socket or the uprobes are not attached.",
+    "QUIC connections nginx ended itself since attach, counted as calls (uprobes on ngx_quic_shutdown_connection: call=\"shutdown\", a graceful end begun, HTTP/3's GOAWAY sent; ngx_quic_finalize_connection: call=\"close\", closed at once; ngx_quic_close_connection with NGX_DONE and its read timer expired: call=\"idle_timeout\", closed silently at the QUIC idle timeout, keepalive_timeout or the client's shorter max_idle_timeout; call=\"other\": beyond 64 kinds), by nginx's own reason string (\"reached maximum number of requests\": keepalive_requests or keepalive_time; \"keepalive timeout\"; errors; \"none\" when nginx gave none, and for idle_timeout). Clients' own closes are not counted. Absent when nginx has no UDP listening socket or the uprobes are not attached.",
     |s, o| {
         if let Some(q) = &s.report.quic {
             for e in &q.ends {
                 let call = match e.call {
                     crate::model::quic::QuicEndCall::Shutdown => "shutdown",
                     crate::model::quic::QuicEndCall::Close => "close",
+                    crate::model::quic::QuicEndCall::IdleTimeout => "idle_timeout",
                     crate::model::quic::QuicEndCall::Other => "other",
                 };
                 o.sample(&[call, e.reason.as_deref().unwrap_or("none")], e.count);

@@ -113,6 +113,27 @@ pub fn accepts_table(out: &mut String, r: &Report) {
             format!("{}/{}/{}", c("fds open"), c("fds peak"), c("fd limit")),
         );
     }
+    fds_over_limit(out, r);
+}
+
+/// A line per worker whose fds peak (`/proc/<pid>/fd`, since attach) is above its soft
+/// limit now (`/proc/<pid>/limits`): the kernel gives a new fd only a number below the
+/// soft limit but never closes those already open, so the limit was lowered after
+/// they opened (nginx's `worker_rlimit_nofile` applied in the worker after the fds it
+/// inherited from the master, a `prlimit` from outside), or it changed between the
+/// samples. Which of these is not measured.
+fn fds_over_limit(out: &mut String, r: &Report) {
+    for w in &r.workers {
+        if let (Some(peak), Some(limit)) = (w.fds.peak, w.fds.limit) {
+            if peak > limit {
+                let _ = writeln!(
+                    out,
+                    "  worker {}: fds peak {peak} is over its soft limit {limit} (/proc/<pid>/limits now): fds opened before the limit was lowered stay open (worker_rlimit_nofile applied after the fds inherited from the master, or a prlimit from outside; not told apart); a new fd gets only a number below the limit, so opening one fails with EMFILE while all {limit} of those are in use",
+                    w.pid
+                );
+            }
+        }
+    }
 }
 
 /// The listening sockets table ([`sections::listen`]), when nginx listens on any.
@@ -313,6 +334,29 @@ pub fn syscalls_table(out: &mut String, r: &Report) {
             c("max"),
             c("total"),
             c("bytes / events")
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A worker whose limit was lowered under the fds it holds: 120 peak over a soft
+    /// limit of 64 gets its line; one within its limit gets none.
+    #[test]
+    fn a_peak_over_the_soft_limit_is_said_with_what_it_means() {
+        let mut r = crate::render::prometheus::tests::report();
+        r.workers.truncate(2);
+        r.workers[0].fds.peak = Some(120);
+        r.workers[0].fds.limit = Some(64);
+        r.workers[1].fds.peak = Some(64);
+        r.workers[1].fds.limit = Some(64);
+        let mut out = String::new();
+        fds_over_limit(&mut out, &r);
+        assert_eq!(
+            out,
+            format!("  worker {}: fds peak 120 is over its soft limit 64 (/proc/<pid>/limits now): fds opened before the limit was lowered stay open (worker_rlimit_nofile applied after the fds inherited from the master, or a prlimit from outside; not told apart); a new fd gets only a number below the limit, so opening one fails with EMFILE while all 64 of those are in use\n", r.workers[0].pid)
         );
     }
 }

@@ -334,3 +334,66 @@ fn http3_connections_nginx_ends_at_keepalive_requests_are_counted() {
     let s = run.stop().summary_json();
     assert!(s["quic"].is_null(), "{s}");
 }
+
+/// nginx's silent closes at the QUIC idle timeout: 3 HTTP/3 clients killed (SIGKILL, no
+/// CONNECTION_CLOSE sent) in the middle of a slow download leave their connections to
+/// nginx's idle timer (keepalive_timeout 1s here): 3 `idle_timeout` ends, no more. The
+/// keepalive_requests verdict stays silent (nothing ended at keepalive_requests).
+#[test]
+fn http3_connections_left_by_their_clients_close_at_the_idle_timeout() {
+    let ng = start(NginxConfig {
+        tls: true,
+        quic: true,
+        http_extra: "keepalive_timeout 1s;".into(),
+        error_log_level: "info".into(),
+        files: vec![("big".into(), vec![b'x'; 8 << 20])],
+        ..NginxConfig::default()
+    });
+    let root = trixie_root();
+    let run = Probe::on(&ng).json().summary_only().start();
+    let url = format!("{}big", ng.https_url());
+    for _ in 0..3 {
+        let mut curl = std::process::Command::new("chroot")
+            .arg(&root)
+            .args([
+                "/usr/bin/curl",
+                "-sk",
+                "--http3-only",
+                "--limit-rate",
+                "20k",
+            ])
+            .args(["-o", "/dev/null", &url])
+            .spawn()
+            .expect("spawn chroot curl");
+        thread::sleep(Duration::from_millis(1500));
+        curl.kill().expect("kill curl");
+        let _ = curl.wait();
+    }
+    // nginx's idle timer fires 1 s after the last packet from each client.
+    thread::sleep(Duration::from_millis(2500));
+    let s = run.stop().summary_json();
+    let q = &s["quic"];
+    let ends = q["ends"].as_array().unwrap_or_else(|| panic!("{q}"));
+    let idle: u64 = ends
+        .iter()
+        .filter(|e| e["call"] == "idle_timeout")
+        .map(|e| e["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(idle, 3, "{q}");
+    // nginx's own word for each, at info.
+    assert_eq!(
+        ng.error_log().matches("quic client timed out").count(),
+        3,
+        "{}",
+        ng.error_log()
+    );
+    assert!(
+        !s["verdicts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["id"] == "quic_keepalive_ended"),
+        "{}",
+        s["verdicts"]
+    );
+}

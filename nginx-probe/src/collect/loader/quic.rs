@@ -11,24 +11,28 @@ use nginx_probe_common::quic::{self, QuicEndKey, OVERFLOW_KEY};
 use super::{symbols, Probe};
 
 impl Probe {
-    /// Attaches the two uprobes in `binary` (the master's `/proc/<pid>/exe`) when it
-    /// has both symbols (nginx 1.25+ built with QUIC), and inserts the map's overflow
+    /// Attaches the three uprobes in `binary` (the master's `/proc/<pid>/exe`) when it
+    /// has their symbols (nginx 1.25+ built with QUIC), and inserts the map's overflow
     /// entry. Otherwise QUIC ends stay unknown: [`Probe::quic_ends`] gives the reason
     /// (nginx without QUIC: no QUIC connection to end either).
     pub fn attach_quic_ends(&mut self, binary: &Path) {
-        let found = symbols::symbols_in(binary, &[quic::SHUTDOWN_SYMBOL, quic::FINALIZE_SYMBOL]);
-        let attached = match found {
+        let symbols = [
+            quic::SHUTDOWN_SYMBOL,
+            quic::FINALIZE_SYMBOL,
+            quic::CLOSE_SYMBOL,
+        ];
+        let attached = match symbols::symbols_in(binary, &symbols) {
             Err(e) => Err(e),
             Ok(s) if s.found.iter().any(Option::is_none) => Err(format!(
-                "nginx's binary has no {} and {} (built without QUIC)",
-                quic::SHUTDOWN_SYMBOL,
-                quic::FINALIZE_SYMBOL
+                "nginx's binary has no {} (built without QUIC)",
+                symbols.join(", ")
             )),
             Ok(_) => self
                 .attach_uprobe(quic::PROG_SHUTDOWN, quic::SHUTDOWN_SYMBOL, binary)
                 .and_then(|()| {
                     self.attach_uprobe(quic::PROG_FINALIZE, quic::FINALIZE_SYMBOL, binary)
                 })
+                .and_then(|()| self.attach_uprobe(quic::PROG_CLOSE, quic::CLOSE_SYMBOL, binary))
                 .and_then(|()| {
                     let map = self
                         .ebpf
