@@ -1,6 +1,7 @@
 //! QUIC connections nginx ends, from its own calls: the uprobes on
 //! `ngx_quic_shutdown_connection` and `ngx_quic_finalize_connection` (see
-//! `nginx_probe_common::quic`) count them by (call, error code, reason address); the
+//! `nginx_probe_common::quic`) count them by (call, error code, reason address), the one
+//! on `ngx_quic_close_connection` its silent closes at the QUIC idle timeout; the
 //! tracker reads the map at each snapshot.
 
 use std::path::Path;
