@@ -416,3 +416,24 @@ fn draining_generations_and_exits_are_shown_as_the_text_report_says_them() {
     );
     assert!(c.contains("kernel sched:sched_process_exit"), "{c}");
 }
+
+/// The QUIC connections and those nginx ended show on the page as in the text report,
+/// nginx's reasons escaped like everything from a recording.
+#[test]
+fn quic_connections_and_their_ends_are_on_the_page() {
+    let mut rec = real();
+    let mut q = crate::model::quic::sample_report();
+    q.ends[0].reason = Some("<i>reached</i>".into());
+    rec.summary.as_mut().unwrap().quic = Some(q);
+    let page = render_html(&rec);
+    assert!(
+        page.contains("QUIC: 12 QUIC connections (UDP, no accept4)"),
+        "{page}"
+    );
+    assert!(
+        page.contains(
+            "began 12 graceful ends, GOAWAY sent (&quot;&lt;i&gt;reached&lt;/i&gt;&quot; 12)"
+        ),
+        "{page}"
+    );
+}

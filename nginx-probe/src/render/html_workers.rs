@@ -122,6 +122,10 @@ fn requests_part(r: &Report) -> Markup {
                 ", dropped " (n.dropped) ", requests " (n.requests) "; at the end: active " (n.active)
                 ", reading " (n.reading) ", writing " (n.writing) ", waiting " (n.waiting) }
         }
+        @if let Some(q) = &r.quic {
+            p.muted { (q.line()) }
+            @if let Some(l) = q.ends_line() { p.muted { (l.trim_start()) } }
+        }
         (tls_paragraph(r))
         p.muted { (source) }
         @if per_worker_known {
