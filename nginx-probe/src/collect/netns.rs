@@ -59,6 +59,25 @@ pub fn local_ports(master_pid: u32) -> LocalPortsReport {
     }
 }
 
+/// The addresses of the interfaces of `master_pid`'s network namespace (getifaddrs in
+/// it): a connect from nginx to one of them reaches nginx's own wildcard listeners like
+/// loopback does. At most 256; empty when unreadable.
+pub fn own_addresses(master_pid: u32) -> Vec<std::net::IpAddr> {
+    in_netns_of(master_pid, || {
+        let addrs = nix::ifaddrs::getifaddrs().map_err(io::Error::from)?;
+        Ok(addrs
+            .filter_map(|a| {
+                let s = a.address?;
+                s.as_sockaddr_in()
+                    .map(|v4| std::net::IpAddr::V4(v4.ip()))
+                    .or_else(|| s.as_sockaddr_in6().map(|v6| std::net::IpAddr::V6(v6.ip())))
+            })
+            .take(256)
+            .collect())
+    })
+    .unwrap_or_default()
+}
+
 /// [`local_ports`] now, its three settings (`ip_local_port_range`, `tcp_tw_reuse`,
 /// `tcp_migrate_req`) each taken from `last_good` when unreadable now (the master
 /// exited and its namespace with it, at `nginx -s stop` before the final snapshot),

@@ -657,6 +657,7 @@ impl Tracker {
                 self.master.pid,
                 &crate::collect::listen::socket_inodes(self.master.pid),
             ),
+            own_addresses: crate::collect::netns::own_addresses(self.master.pid),
             nginx_errors: self.error_log_inputs(summary),
             access_log: self.access_logs.report(summary),
             cpu_quota: self.quota_inputs(),

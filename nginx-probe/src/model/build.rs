@@ -107,6 +107,9 @@ pub struct PeriodInputs<'a> {
     /// nginx's UDP listening ports (`/proc/<pid>/net/udp{,6}` matched to the master's
     /// socket fds), read when the report is built.
     pub udp_ports: Vec<u16>,
+    /// The addresses of nginx's network namespace's interfaces (getifaddrs in it), read
+    /// when the report is built: upstream peers among them are nginx's own addresses.
+    pub own_addresses: Vec<std::net::IpAddr>,
     /// The error log as the reader knows it for this period (`collect::error_log`'s
     /// counts by class since attach or in the interval), built into `nginx_errors`.
     pub nginx_errors: ErrorLogInputs<'a>,
@@ -591,6 +594,21 @@ fn with_listener_closes(
     Some(c)
 }
 
+/// `c` with each upstream peer whose IP is one of `own` (nginx's network namespace's
+/// addresses) marked [`model::upstream_lifecycle::PeerLifecycle::own_address`].
+fn with_own_addresses(
+    mut c: model::connections::ConnectionsReport,
+    own: &[std::net::IpAddr],
+) -> model::connections::ConnectionsReport {
+    for p in &mut c.upstream_peers {
+        p.own_address = p
+            .peer
+            .parse::<std::net::SocketAddr>()
+            .is_ok_and(|a| own.contains(&a.ip()));
+    }
+    c
+}
+
 /// The parts of a report built from the deltas, for [`assemble`].
 struct Parts {
     workers: Vec<WorkerReport>,
@@ -650,7 +668,8 @@ fn assemble(
         p,
         connections_report(lc, prev.map(|p| &p.lifecycle.0), lc_meta),
         lc_meta,
-    );
+    )
+    .map(|c| with_own_addresses(c, &inputs.own_addresses));
     let listen = listen_and_own_hops(&mut parts.requests, p, connections.as_ref());
     let access_log = with_share_logged(inputs.access_log.clone(), &parts.requests);
     Report {

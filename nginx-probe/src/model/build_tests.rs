@@ -109,6 +109,7 @@ fn build_with(
         },
         listener_closes,
         udp_ports: Vec::new(),
+        own_addresses: Vec::new(),
         nginx_errors: Default::default(),
         cpu_quota: None,
         config: None,

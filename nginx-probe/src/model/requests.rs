@@ -497,12 +497,12 @@ fn host_port(a: &str) -> Option<(&str, u16)> {
 /// host, or a loopback peer on a wildcard or `localhost` listener (a wildcard listener's
 /// other local addresses are not known here, and a remote peer on the same port is not
 /// nginx).
-fn is_own_listener(listen: &str, peer: &str) -> bool {
+fn is_own_listener(listen: &str, peer: &str, own_address: bool) -> bool {
     let (Some((lh, lp)), Some((ph, pp))) = (host_port(listen), host_port(peer)) else {
         return false;
     };
     let ip = ph.parse::<std::net::IpAddr>().ok();
-    let loopback = ip.is_some_and(|ip| ip.is_loopback());
+    let loopback = own_address || ip.is_some_and(|ip| ip.is_loopback());
     let v6 = ip.is_some_and(|ip| ip.is_ipv6());
     // A wildcard listener takes its own family only (nginx's `[::]` is ipv6only by
     // default); `localhost` may be either.
@@ -517,8 +517,9 @@ fn is_own_listener(listen: &str, peer: &str) -> bool {
 
 /// Whether `peer` (an upstream peer's `ip:port`) reaches the listening socket bound
 /// to `socket` (sock_diag's `ip:port`, canonical): the same address, or a wildcard
-/// socket of the peer's family on the same port reached over loopback.
-fn reaches_socket(socket: &str, peer: &str) -> bool {
+/// socket of the peer's family on the same port reached over loopback or one of the
+/// namespace's own addresses (`own_address`).
+fn reaches_socket(socket: &str, peer: &str, own_address: bool) -> bool {
     use std::net::SocketAddr;
     let (Ok(l), Ok(p)) = (socket.parse::<SocketAddr>(), peer.parse::<SocketAddr>()) else {
         return false;
@@ -527,7 +528,7 @@ fn reaches_socket(socket: &str, peer: &str) -> bool {
         || (l.port() == p.port()
             && l.ip().is_unspecified()
             && l.is_ipv6() == p.is_ipv6()
-            && p.ip().is_loopback())
+            && (own_address || p.ip().is_loopback()))
 }
 
 /// Why nginx's own accepts and requests include its own hops, so that requests per
@@ -539,9 +540,9 @@ fn reaches_socket(socket: &str, peer: &str) -> bool {
 /// addresses, so a listen written as a host name or a non-canonical IPv6 address is
 /// matched too, and without the configuration). nginx proxying to its own server
 /// block counts each proxied request twice (trial 10: 2.0 per connection for clients
-/// that sent 9,090 each). None otherwise. Not seen: a proxy to one of the host's own
-/// non-loopback addresses through a wildcard listener (the host's addresses are not
-/// read).
+/// that sent 9,090 each); a peer at one of the namespace's own addresses
+/// (`PeerLifecycle::own_address`) reaches a wildcard listener as loopback does. None
+/// otherwise.
 pub fn own_hops(
     cfg: Option<&crate::model::config::ConfigReport>,
     connections: Option<&crate::model::connections::ConnectionsReport>,
@@ -561,12 +562,14 @@ pub fn own_hops(
         let configured = cfg.and_then(|cfg| {
             cfg.listens
                 .iter()
-                .find(|l| !l.not_loaded && is_own_listener(&l.address, &p.peer))
+                .find(|l| !l.not_loaded && is_own_listener(&l.address, &p.peer, p.own_address))
         });
         if let Some(l) = configured {
             return Some(said(format!("listen {} in {} at {}", l.address, l.scope, l.at)));
         }
-        let socket = listen.iter().find(|l| reaches_socket(&l.addr, &p.peer))?;
+        let socket = listen
+            .iter()
+            .find(|l| reaches_socket(&l.addr, &p.peer, p.own_address))?;
         Some(said(format!(
             "nginx's listening socket {}, sock_diag",
             socket.addr
@@ -696,19 +699,26 @@ mod tests {
 
     #[test]
     fn nginx_proxying_to_its_own_listener_is_an_own_hop() {
-        assert!(is_own_listener("127.0.0.1:19591", "127.0.0.1:19591"));
-        assert!(is_own_listener("19591", "127.0.0.1:19591"));
-        assert!(is_own_listener("*:19591", "127.0.0.1:19591"));
-        assert!(is_own_listener("[::]:19591", "[::1]:19591"));
+        assert!(is_own_listener("127.0.0.1:19591", "127.0.0.1:19591", false));
+        assert!(is_own_listener("19591", "127.0.0.1:19591", false));
+        assert!(is_own_listener("*:19591", "127.0.0.1:19591", false));
+        assert!(is_own_listener("[::]:19591", "[::1]:19591", false));
         assert!(
-            !is_own_listener("[::]:19591", "127.0.0.1:19591"),
+            !is_own_listener("[::]:19591", "127.0.0.1:19591", false),
             "ipv6only"
         );
-        assert!(!is_own_listener("*:19591", "[::1]:19591"));
-        assert!(is_own_listener("localhost:19591", "127.0.0.1:19591"));
-        assert!(!is_own_listener("*:80", "10.0.0.5:80"), "a remote peer");
-        assert!(!is_own_listener("127.0.0.1:19590", "127.0.0.1:19591"));
-        assert!(!is_own_listener("unix:/x.sock", "127.0.0.1:80"));
+        assert!(!is_own_listener("*:19591", "[::1]:19591", false));
+        assert!(is_own_listener("localhost:19591", "127.0.0.1:19591", false));
+        assert!(
+            !is_own_listener("*:80", "10.0.0.5:80", false),
+            "a remote peer"
+        );
+        assert!(!is_own_listener(
+            "127.0.0.1:19590",
+            "127.0.0.1:19591",
+            false
+        ));
+        assert!(!is_own_listener("unix:/x.sock", "127.0.0.1:80", false));
         let mut cfg = crate::model::config::ConfigReport::default();
         cfg.listens.push(crate::model::config::ListenValue {
             scope: "server b".into(),
@@ -755,5 +765,16 @@ mod tests {
             "a remote peer"
         );
         assert!(own_hops(None, Some(&c), &[socket("10.0.0.5:19592")]).is_some());
+        // The peer is one of the host's (the namespace's) own addresses: nginx's
+        // wildcard listener takes it as it takes loopback; the configured `*:19592`
+        // as well.
+        c.upstream_peers[0].own_address = true;
+        let why = own_hops(None, Some(&c), &[socket("0.0.0.0:19592")]).expect("an own hop");
+        assert!(
+            why.contains("nginx's listening socket 0.0.0.0:19592"),
+            "{why}"
+        );
+        assert!(is_own_listener("*:19592", "10.0.0.5:19592", true));
+        assert!(!is_own_listener("127.0.0.1:19592", "10.0.0.5:19592", true));
     }
 }

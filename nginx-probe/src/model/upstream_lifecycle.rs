@@ -97,6 +97,11 @@ pub struct PeerLifecycle {
     /// Absent when 0 (and not counted when idle times are not measured).
     #[serde(default, skip_serializing_if = "crate::model::is_zero")]
     pub closed_by_nginx_after_peer_data: u64,
+    /// The peer's address is one of nginx's network namespace's own (its interfaces,
+    /// getifaddrs in the namespace, read when the report is built): a connect to it
+    /// reaches nginx's wildcard listeners as loopback does. Absent when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub own_address: bool,
 }
 
 impl PeerLifecycle {
@@ -177,6 +182,7 @@ pub fn peer_lifecycles(
                 d(up::NGINX_CLOSED_AWAITING),
             ),
             closed_by_nginx_after_peer_data: d(up::NGINX_CLOSED_AFTER_PEER_DATA),
+            own_address: false,
         };
         if r.events().iter().any(|(_, n)| *n > 0) {
             out.push((k.family == 0, r));

@@ -146,3 +146,49 @@ fn nginx_proxying_to_its_own_listener_makes_requests_per_connection_unknown() {
         "{up}"
     );
 }
+
+/// The same through one of the host's own non-loopback addresses: the backend server
+/// listens on every address (`listen PORT`), nginx proxies to the host's address
+/// (192.0.2.2 here, read from the interfaces), which reaches that wildcard listener as
+/// loopback does. Its hops are found as nginx's own (they were taken for a remote peer:
+/// the host's addresses were not read).
+#[test]
+fn nginx_proxying_to_its_own_host_address_is_an_own_hop() {
+    let Some(host) = nix::ifaddrs::getifaddrs()
+        .unwrap()
+        .filter_map(|a| a.address?.as_sockaddr_in().map(|v4| v4.ip()))
+        .find(|ip| !ip.is_loopback())
+    else {
+        panic!("this test needs a non-loopback IPv4 address on the host");
+    };
+    let back = nginx_probe_tests::free_port();
+    let ng = Nginx::start(&NginxConfig {
+        http_extra: format!("server {{ listen {back}; location / {{ return 200 back; }} }}"),
+        server_extra: format!("location / {{ proxy_pass http://{host}:{back}; }}"),
+        ..NginxConfig::default()
+    });
+    let url = format!("http://127.0.0.1:{}/?[1-50]", ng.port);
+    let run = Probe::on(&ng).json().start();
+    for _ in 0..4 {
+        assert_eq!(nginx_probe_tests::curl_statuses(&[&url]).len(), 50);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let s = run.stop().summary_json();
+    let r = &s["requests"];
+    assert_eq!(r["count"], 400, "{r}");
+    assert!(r["per_connection"].is_null(), "{r}");
+    let why = r["per_connection_unknown"].as_str().unwrap_or_default();
+    assert!(
+        why.starts_with(&format!(
+            "nginx proxies to its own listener {host}:{back} (200 connects in the period, lifecycle tracepoints; listen {back} in "
+        )),
+        "{r}"
+    );
+    let peer = s["connections"]["upstream_peers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["peer"] == format!("{host}:{back}"))
+        .unwrap_or_else(|| panic!("{}", s["connections"]));
+    assert_eq!(peer["own_address"], true, "{peer}");
+}
