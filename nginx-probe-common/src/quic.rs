@@ -35,6 +35,14 @@ pub const PROG_FINALIZE: &str = "quic_finalize";
 pub const CLOSE_SYMBOL: &str = "ngx_quic_close_connection";
 /// The uprobe on [`CLOSE_SYMBOL`].
 pub const PROG_CLOSE: &str = "quic_close";
+/// HTTP/3's start of a QUIC connection: `ngx_int_t ngx_http_v3_init(ngx_connection_t
+/// *c)`, called once per connection whose TLS handshake completed (QUIC's
+/// `ngx_quic_init_streams`, guarded by `qc->streams.initialized`). nginx's `accepted`
+/// counter also counts every datagram it took for a new connection and dropped
+/// (packets for a connection it had closed, handshakes never completed).
+pub const STARTED_SYMBOL: &str = "ngx_http_v3_init";
+/// The uprobe on [`STARTED_SYMBOL`].
+pub const PROG_STARTED: &str = "quic_started";
 /// nginx's `NGX_DONE` (`rc` of a silent close).
 pub const NGX_DONE: i64 = -4;
 
@@ -51,6 +59,9 @@ pub const CALL_FINALIZE: u32 = 1;
 /// [`QuicEndKey::call`] of a silent close at the QUIC idle timeout ([`CLOSE_SYMBOL`]
 /// with `NGX_DONE` and `c->read->timedout`; reason and code 0).
 pub const CALL_IDLE_TIMEOUT: u32 = 2;
+/// [`QuicEndKey::call`] of a QUIC connection started ([`STARTED_SYMBOL`]; reason and
+/// code 0).
+pub const CALL_STARTED: u32 = 3;
 /// [`QuicEndKey::call`] of [`OVERFLOW_KEY`]: calls counted when the map was full.
 pub const CALL_OVERFLOW: u32 = u32::MAX;
 

@@ -6,7 +6,8 @@
 
 use aya_ebpf::{helpers::bpf_probe_read_user, macros::uprobe, programs::ProbeContext};
 use nginx_probe_common::quic::{
-    QuicEndKey, CALL_FINALIZE, CALL_IDLE_TIMEOUT, CALL_SHUTDOWN, NGX_DONE, OVERFLOW_KEY,
+    QuicEndKey, CALL_FINALIZE, CALL_IDLE_TIMEOUT, CALL_SHUTDOWN, CALL_STARTED, NGX_DONE,
+    OVERFLOW_KEY,
 };
 
 use crate::{maps::QUIC_ENDS, workers::worker_slot};
@@ -102,6 +103,20 @@ pub fn quic_close(ctx: ProbeContext) -> u32 {
             reason: 0,
             code: 0,
             call: CALL_IDLE_TIMEOUT,
+            _pad: 0,
+        });
+    }
+    0
+}
+
+/// `ngx_http_v3_init(c)`: a QUIC connection whose handshake completed, started.
+#[uprobe]
+pub fn quic_started(_ctx: ProbeContext) -> u32 {
+    if worker_slot().is_some() {
+        count_key(QuicEndKey {
+            reason: 0,
+            code: 0,
+            call: CALL_STARTED,
             _pad: 0,
         });
     }

@@ -22,14 +22,44 @@ pub const QUIC_ENDED_MIN: u64 = 10;
 /// that nginx must have begun ending at keepalive_requests or keepalive_time.
 pub const QUIC_ENDED_MIN_SHARE: f64 = 0.5;
 
+/// The configuration's settings that make nginx end QUIC connections early, quoted
+/// with their places: keepalive_requests set at or under
+/// [`super::nginx_rules::KEEPALIVE_REQUESTS_LOW_MAX`], keepalive_time set at all
+/// (its default is 1h); None when it sets neither, or was not read (nginx's default of
+/// 1000 requests is no limit worth advice).
+fn early_end_settings(inp: &Inputs) -> Option<String> {
+    let cfg = inp.config.as_ref()?;
+    let low: Vec<String> = cfg
+        .everywhere("keepalive_requests")
+        .filter(|v| !v.is_default())
+        .filter(|v| {
+            v.value
+                .trim()
+                .parse::<u64>()
+                .is_ok_and(|n| n <= super::nginx_rules::KEEPALIVE_REQUESTS_LOW_MAX)
+        })
+        .map(|v| format!("keepalive_requests {}", v.quoted()))
+        .chain(
+            cfg.everywhere("keepalive_time")
+                .filter(|v| !v.is_default())
+                .map(|v| format!("keepalive_time {}", v.quoted())),
+        )
+        .collect();
+    (!low.is_empty()).then(|| low.join(", "))
+}
+
 /// `quic_keepalive_ended`: nginx began ending at least [`QUIC_ENDED_MIN`] QUIC
 /// connections, and [`QUIC_ENDED_MIN_SHARE`] of the period's, with its reason "reached
 /// maximum number of requests" (HTTP/3's GOAWAY once a connection reached
-/// keepalive_requests or keepalive_time: nginx gives the same words for both). Counted
-/// calls, once per connection (nginx guards that shutdown with its GOAWAY flag); silent
-/// when the period's QUIC connections are unknown.
+/// keepalive_requests or keepalive_time: nginx gives the same words for both), and the
+/// configuration read sets one of them low ([`early_end_settings`]). Counted calls,
+/// once per connection (nginx guards that shutdown with its GOAWAY flag); silent when
+/// the period's QUIC connections are unknown.
 pub fn quic_keepalive_ended(inp: &Inputs, out: &mut Vec<Verdict>) {
     let Some(q) = &inp.quic else { return };
+    let Some(settings) = early_end_settings(inp) else {
+        return;
+    };
     let Some(connections) = q.connections else {
         return;
     };
@@ -50,21 +80,13 @@ pub fn quic_keepalive_ended(inp: &Inputs, out: &mut Vec<Verdict>) {
             crate::model::quic::QUIC_SOURCE
         )),
     );
-    let settings = inp.config.as_ref().and_then(|c| {
-        Some(format!(
-            "keepalive_requests {} and keepalive_time {} here",
-            c.with_overrides("keepalive_requests")?,
-            c.with_overrides("keepalive_time")?
-        ))
-    });
     out.push(Verdict::new(
         "quic_keepalive_ended",
         Severity::Warning,
         ev,
         &["keepalive_requests", "keepalive_time"],
         format!(
-            "nginx itself began ending {began} of the period's {connections} QUIC connections at keepalive_requests or keepalive_time (its reason \"{REACHED_MAX_REQUESTS}\", uprobe ngx_quic_shutdown_connection: HTTP/3's GOAWAY after a connection's last allowed request), and called its immediate close with that reason {closed} times in the period (ngx_quic_finalize_connection: once a connection's streams are done, unless it is closing already); each such end makes an HTTP/3 client open a new QUIC connection with a new handshake. nginx applies both to HTTP/3 connections ({}): raise keepalive_requests (1000 is nginx's default) or keepalive_time, unless a limit per connection is meant",
-            settings.unwrap_or_else(|| "the configuration was not read".into())
+            "nginx itself began ending {began} of the period's {connections} QUIC connections at keepalive_requests or keepalive_time (its reason \"{REACHED_MAX_REQUESTS}\", uprobe ngx_quic_shutdown_connection: HTTP/3's GOAWAY after a connection's last allowed request), and called its immediate close with that reason {closed} times in the period (ngx_quic_finalize_connection: once a connection's streams are done, unless it is closing already); each such end makes an HTTP/3 client open a new QUIC connection with a new handshake. nginx applies both to HTTP/3 connections, and this configuration sets {settings}: raise it (keepalive_requests 1000 and keepalive_time 1h are nginx's defaults), unless a limit per connection is meant"
         ),
     ));
 }
@@ -84,6 +106,7 @@ mod tests {
         QuicReport::new(vec![8443], Some(connections + 7), 7)
             .unwrap()
             .with_ends(Ok(vec![
+                crate::model::quic::started(connections),
                 end(QuicEndCall::Shutdown, began),
                 end(QuicEndCall::Close, closed),
                 QuicEnd {
@@ -95,14 +118,27 @@ mod tests {
             ]))
     }
 
+    fn config(requests: &str, at: &str) -> crate::model::config::ConfigReport {
+        use crate::model::config::ConfigValue;
+        crate::model::config::ConfigReport {
+            values: vec![
+                ConfigValue::of("keepalive_requests", "http", requests, at),
+                ConfigValue::of("keepalive_time", "http", "1h", "default"),
+            ],
+            ..Default::default()
+        }
+    }
+
     /// Trial 14's shape: HTTP/3 at keepalive_requests 10, 24 connections ended by nginx
-    /// of 30, 17 of them closed in the period: the verdict says the counts; 9 (below
-    /// the minimum) or 24 of 60 (below half) say nothing; neither do the keepalive
-    /// timeout's closes.
+    /// of 30, 17 of them closed in the period: the verdict says the counts and the
+    /// setting; 9 (below the minimum) or 24 of 60 (below half) say nothing; neither do
+    /// the keepalive timeout's closes, nor nginx's default of 1000 requests, nor an
+    /// unread configuration.
     #[test]
     fn quic_ends_at_max_requests_fire_with_their_counts() {
         let mut inp = Inputs {
             quic: Some(quic(30, 24, 17)),
+            config: Some(config("10", "/e/n.conf:9")),
             ..Default::default()
         };
         let mut out = Vec::new();
@@ -119,10 +155,22 @@ mod tests {
             v.advice
         );
         assert!(
-            v.advice.contains("(the configuration was not read)"),
+            v.advice
+                .contains("this configuration sets keepalive_requests 10 (/e/n.conf:9): raise it"),
             "{}",
             v.advice
         );
+        for cfg in [
+            Some(config("1000", "default")),
+            Some(config("1000", "/e/n.conf:9")),
+            None,
+        ] {
+            inp.config = cfg;
+            let mut out = Vec::new();
+            quic_keepalive_ended(&inp, &mut out);
+            assert!(out.is_empty(), "{out:?}");
+        }
+        inp.config = Some(config("10", "/e/n.conf:9"));
         for (c, b) in [(30, 9), (60, 24)] {
             inp.quic = Some(quic(c, b, 0));
             let mut out = Vec::new();

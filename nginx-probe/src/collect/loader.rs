@@ -948,6 +948,7 @@ mod tests {
         want.insert(nginx_probe_common::quic::PROG_SHUTDOWN.to_string());
         want.insert(nginx_probe_common::quic::PROG_FINALIZE.to_string());
         want.insert(nginx_probe_common::quic::PROG_CLOSE.to_string());
+        want.insert(nginx_probe_common::quic::PROG_STARTED.to_string());
         for def in &SYSCALLS {
             match def.entry {
                 Entry::Always => {

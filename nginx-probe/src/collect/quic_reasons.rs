@@ -7,7 +7,7 @@
 use std::{collections::BTreeMap, fs::File, os::unix::fs::FileExt};
 
 use nginx_probe_common::quic::{
-    QuicEndKey, CALL_FINALIZE, CALL_IDLE_TIMEOUT, CALL_OVERFLOW, CALL_SHUTDOWN,
+    QuicEndKey, CALL_FINALIZE, CALL_IDLE_TIMEOUT, CALL_OVERFLOW, CALL_SHUTDOWN, CALL_STARTED,
 };
 
 use crate::model::quic::{QuicEndCall, QuicEndCounts, QuicEndId};
@@ -86,6 +86,7 @@ impl QuicReasons {
                 CALL_SHUTDOWN => QuicEndCall::Shutdown,
                 CALL_FINALIZE => QuicEndCall::Close,
                 CALL_IDLE_TIMEOUT => QuicEndCall::IdleTimeout,
+                CALL_STARTED => QuicEndCall::Started,
                 CALL_OVERFLOW => QuicEndCall::Other,
                 _ => continue,
             };

@@ -24,6 +24,9 @@ pub enum QuicEndCall {
     /// silently at the QUIC idle timeout (keepalive_timeout, or the client's shorter
     /// max_idle_timeout; nginx logs "quic client timed out" at info).
     IdleTimeout,
+    /// `ngx_http_v3_init`: a connection whose handshake completed, started (not an
+    /// end: taken into [`QuicReport::connections`], never listed in its ends).
+    Started,
     /// Calls counted after the map of kinds was full (64 kinds): call and reason unknown.
     Other,
 }
@@ -60,9 +63,13 @@ pub struct QuicEnd {
 /// `ngx_http_v3_init_request_stream`; the same words for both).
 pub const REACHED_MAX_REQUESTS: &str = "reached maximum number of requests";
 
-/// Where [`QuicReport::connections`] comes from.
+/// Where [`QuicReport::connections`] comes from without the uprobes.
 pub const QUIC_SOURCE: &str =
     "stub_status accepted minus the workers' TCP accepts (UDP, no accept4)";
+
+/// Where [`QuicReport::connections`] comes from with the uprobes attached.
+pub const QUIC_STARTED_SOURCE: &str =
+    "uprobe ngx_http_v3_init (once per QUIC connection whose handshake completed)";
 
 /// nginx's UDP listening sockets and the connections they took in the period (JSON
 /// `quic`; absent when nginx has no UDP listening socket).
@@ -72,10 +79,18 @@ pub struct QuicReport {
     /// and `udp6` rows whose inode is one of the master's fds): `listen ... quic`, or
     /// the stream module's `listen ... udp`, which nginx counts the same way.
     pub udp_ports: Vec<u16>,
-    /// Connections in the period that no accept returned: nginx's `accepted` counter
-    /// (stub_status) minus the workers' accepts (accept4 tracepoints or the
-    /// `ngx_get_connection` uprobe). None when nginx's counters are unreadable.
+    /// QUIC connections in the period: those whose handshake completed
+    /// ([`QUIC_STARTED_SOURCE`]) when the QUIC uprobes are attached; else nginx's
+    /// `accepted` counter (stub_status) minus the workers' TCP accepts (accept4
+    /// tracepoints or the `ngx_get_connection` uprobe), which also counts the datagrams
+    /// nginx took for a new connection and dropped. None when that is unreadable.
     pub connections: Option<u64>,
+    /// With the uprobes: nginx's `accepted` less the TCP accepts and the QUIC
+    /// connections started: datagrams nginx took for a new connection and dropped
+    /// (packets for a connection it had closed, handshakes never completed); None
+    /// when nginx's counters are unreadable or the uprobes are not attached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accepted_not_connections: Option<u64>,
     /// [`QUIC_SOURCE`].
     pub source: String,
     /// The QUIC connections nginx ended in the period, by call and reason, most first
@@ -134,11 +149,19 @@ impl QuicReport {
         })
     }
 
-    /// Sets the period's ends ([`quic_ends_between`]).
+    /// Sets the period's ends ([`quic_ends_between`]), and the connections to those
+    /// started when the uprobes counted them (the rest of nginx's `accepted` in
+    /// [`QuicReport::accepted_not_connections`]).
     pub fn with_ends(mut self, ends: Result<Vec<QuicEnd>, String>) -> QuicReport {
         match ends {
             Ok(e) => {
-                self.ends = e;
+                let (started, ends): (Vec<QuicEnd>, Vec<QuicEnd>) =
+                    e.into_iter().partition(|e| e.call == QuicEndCall::Started);
+                let started: u64 = started.iter().map(|e| e.count).sum();
+                self.accepted_not_connections = self.connections.map(|a| a.saturating_sub(started));
+                self.connections = Some(started);
+                self.source = QUIC_STARTED_SOURCE.into();
+                self.ends = ends;
                 self.ends_source = Some(QUIC_ENDS_SOURCE.into());
             }
             Err(why) => self.ends_unknown = Some(why),
@@ -153,6 +176,48 @@ impl QuicReport {
             .filter(|e| e.call == call && e.reason.as_deref() == Some(reason))
             .map(|e| e.count)
             .sum()
+    }
+
+    /// The settings behind the ends counted, as the configuration `cfg` sets them
+    /// (value and `file:line` or `default`, with overrides): keepalive_requests and
+    /// keepalive_time for "reached maximum number of requests", keepalive_timeout for
+    /// "keepalive timeout" and the idle-timeout closes; None when no such end was
+    /// counted, "unknown (the configuration was not read)" without it.
+    pub fn ends_settings(
+        &self,
+        cfg: Option<&crate::model::config::ConfigReport>,
+    ) -> Option<String> {
+        let max = self
+            .ends
+            .iter()
+            .any(|e| e.reason.as_deref() == Some(REACHED_MAX_REQUESTS));
+        let idle = self.ends.iter().any(|e| {
+            e.call == QuicEndCall::IdleTimeout || e.reason.as_deref() == Some("keepalive timeout")
+        });
+        let mut directives = Vec::new();
+        if max {
+            directives.extend(["keepalive_requests", "keepalive_time"]);
+        }
+        if idle {
+            directives.push("keepalive_timeout");
+        }
+        if directives.is_empty() {
+            return None;
+        }
+        let said: Vec<String> = directives
+            .iter()
+            .map(|d| {
+                let v = cfg.and_then(|c| c.with_overrides(d));
+                format!(
+                    "{d} {}",
+                    v.unwrap_or_else(|| "unknown (the configuration was not read)".into())
+                )
+            })
+            .collect();
+        Some(format!(
+            "  nginx's settings behind these ends: {}",
+            said.join(", ")
+        ))
     }
 
     /// The text report's line of nginx's ends: `QUIC connections nginx ended (...): began
@@ -210,8 +275,13 @@ impl QuicReport {
         let ports: Vec<String> = self.udp_ports.iter().map(|p| p.to_string()).collect();
         match self.connections {
             Some(n) => format!(
-                "QUIC: {n} QUIC connections (UDP, no accept4) on UDP port(s) {}: nginx's accepted counter minus the TCP accepts; not an accepts disagreement{}",
+                "QUIC: {n} QUIC connections (UDP, no accept4) on UDP port(s) {}: {}; not an accepts disagreement{}",
                 ports.join(", "),
+                match self.accepted_not_connections {
+                    _ if self.source != QUIC_STARTED_SOURCE => "nginx's accepted counter minus the TCP accepts".to_string(),
+                    Some(d) if d > 0 => format!("handshakes completed (uprobe ngx_http_v3_init); nginx's accepted counter has {d} more, datagrams it took for a new connection and dropped (packets for connections it had closed, handshakes never completed)"),
+                    _ => "handshakes completed (uprobe ngx_http_v3_init)".to_string(),
+                },
                 if n > 0 {
                     "; accepts per request unknown (requests include HTTP/3 ones)"
                 } else {
@@ -226,18 +296,33 @@ impl QuicReport {
     }
 }
 
-/// A report of 12 QUIC connections that nginx began ending at keepalive_requests, for
-/// the renderers' tests.
+/// `count` QUIC connections started, as the uprobe on `ngx_http_v3_init` counts them
+/// (tests' fixture).
+#[cfg(test)]
+pub fn started(count: u64) -> QuicEnd {
+    QuicEnd {
+        call: QuicEndCall::Started,
+        code: 0,
+        reason: None,
+        count,
+    }
+}
+
+/// A report of 12 QUIC connections (their handshakes counted by the uprobe) that nginx
+/// began ending at keepalive_requests, for the renderers' tests.
 #[cfg(test)]
 pub fn sample_report() -> QuicReport {
     QuicReport::new(vec![8443], Some(12), 0)
         .unwrap()
-        .with_ends(Ok(vec![QuicEnd {
-            call: QuicEndCall::Shutdown,
-            code: 0x100,
-            reason: Some(REACHED_MAX_REQUESTS.into()),
-            count: 12,
-        }]))
+        .with_ends(Ok(vec![
+            started(12),
+            QuicEnd {
+                call: QuicEndCall::Shutdown,
+                code: 0x100,
+                reason: Some(REACHED_MAX_REQUESTS.into()),
+                count: 12,
+            },
+        ]))
 }
 
 #[cfg(test)]
@@ -301,6 +386,41 @@ mod tests {
             .unwrap()
             .with_ends(Ok(vec![]));
         assert_eq!(q.ends_line(), None);
+    }
+
+    /// The directives behind the ends, as configured; nothing without such ends.
+    #[test]
+    fn the_settings_behind_the_ends_are_quoted() {
+        use crate::model::config::{ConfigReport, ConfigValue};
+        let cfg = ConfigReport {
+            values: vec![
+                ConfigValue::of("keepalive_requests", "http", "3", "/t/nginx.conf:8"),
+                ConfigValue::of("keepalive_time", "http", "1h", "default"),
+                ConfigValue::of("keepalive_timeout", "http", "2s", "/t/nginx.conf:9"),
+            ],
+            ..Default::default()
+        };
+        let mut q = sample_report();
+        assert_eq!(
+            q.ends_settings(Some(&cfg)).unwrap(),
+            "  nginx's settings behind these ends: keepalive_requests 3 (/t/nginx.conf:8), keepalive_time 1h (default)"
+        );
+        q.ends.push(QuicEnd {
+            call: QuicEndCall::IdleTimeout,
+            code: 0,
+            reason: None,
+            count: 6,
+        });
+        assert!(q
+            .ends_settings(Some(&cfg))
+            .unwrap()
+            .ends_with(", keepalive_timeout 2s (/t/nginx.conf:9)"));
+        assert!(q
+            .ends_settings(None)
+            .unwrap()
+            .contains("keepalive_requests unknown (the configuration was not read)"));
+        q.ends.clear();
+        assert_eq!(q.ends_settings(Some(&cfg)), None);
     }
 
     /// The Prometheus family: one series per call and reason, nginx's words as the label.

@@ -424,6 +424,12 @@ fn quic_connections_and_their_ends_are_on_the_page() {
     let mut rec = real();
     let mut q = crate::model::quic::sample_report();
     q.ends[0].reason = Some("<i>reached</i>".into());
+    assert_eq!(
+        q.ends.len(),
+        1,
+        "the connections started are no end: {:?}",
+        q.ends
+    );
     rec.summary.as_mut().unwrap().quic = Some(q);
     let page = render_html(&rec);
     assert!(

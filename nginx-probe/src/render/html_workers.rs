@@ -125,6 +125,7 @@ fn requests_part(r: &Report) -> Markup {
         @if let Some(q) = &r.quic {
             p.muted { (q.line()) }
             @if let Some(l) = q.ends_line() { p.muted { (l.trim_start()) } }
+            @if let Some(l) = q.ends_settings(r.config.as_ref()) { p.muted { (l.trim_start()) } }
         }
         (tls_paragraph(r))
         p.muted { (source) }

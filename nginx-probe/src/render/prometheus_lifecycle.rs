@@ -156,6 +156,7 @@ pub(super) const QUIC_ENDS: Family = Family::report(
                     crate::model::quic::QuicEndCall::Close => "close",
                     crate::model::quic::QuicEndCall::IdleTimeout => "idle_timeout",
                     crate::model::quic::QuicEndCall::Other => "other",
+                    crate::model::quic::QuicEndCall::Started => continue,
                 };
                 o.sample(&[call, e.reason.as_deref().unwrap_or("none")], e.count);
             }

@@ -291,6 +291,9 @@ fn requests_lines(out: &mut String, r: &Report) {
         if let Some(l) = q.ends_line() {
             let _ = writeln!(out, "{}", crate::safe::line(&l));
         }
+        if let Some(l) = q.ends_settings(r.config.as_ref()) {
+            let _ = writeln!(out, "{}", crate::safe::line(&l));
+        }
     }
     if let Some(h) = &r.tls {
         let _ = writeln!(out, "{}", tls_line(h));

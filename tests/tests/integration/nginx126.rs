@@ -232,6 +232,12 @@ fn http3_connections_are_reported_as_quic_not_as_an_accepts_disagreement() {
             let got = curl_in_root(&root, &["--http1.1"], &ng.https_url());
             assert_eq!(got, 200, "HTTP/1.1 request {i} with --detail {detail}");
         }
+        // 5 datagrams that are no QUIC connection (trial 15: packets for connections
+        // nginx had closed): nginx's accepted counts each, no handshake follows.
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        for _ in 0..5 {
+            udp.send_to(&[0x40; 1200], ("127.0.0.1", ng.port)).unwrap();
+        }
         thread::sleep(Duration::from_millis(300));
         let s = run.stop().summary_json();
         // 12 HTTP/3 + 7 HTTPS over TCP: 19 requests, 7 accepts, 12 QUIC connections
@@ -240,10 +246,12 @@ fn http3_connections_are_reported_as_quic_not_as_an_accepts_disagreement() {
         assert_eq!(s["requests"]["source"], "stub_status", "{s}");
         assert_eq!(total_accepts(&s), 7, "{s}");
         within_hung(&s, &s["quic"]["connections"], 12, hung);
-        // What nginx accepted is the TCP accepts and the QUIC connections, exactly.
+        // What nginx accepted is the TCP accepts, the QUIC connections (their
+        // handshakes, uprobe ngx_http_v3_init) and the 5 datagrams, exactly.
+        assert_eq!(s["quic"]["accepted_not_connections"], 5, "{}", s["quic"]);
         assert_eq!(
             s["stub_status"]["accepted"].as_u64(),
-            s["quic"]["connections"].as_u64().map(|q| q + 7),
+            s["quic"]["connections"].as_u64().map(|q| q + 7 + 5),
             "{s}"
         );
         // nginx 1.26 calls ngx_ssl_ocsp_validate for QUIC handshakes too.

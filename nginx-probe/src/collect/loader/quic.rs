@@ -1,8 +1,9 @@
 //! QUIC connections nginx ends, from its own calls: the uprobes on
 //! `ngx_quic_shutdown_connection` and `ngx_quic_finalize_connection` (see
 //! `nginx_probe_common::quic`) count them by (call, error code, reason address), the one
-//! on `ngx_quic_close_connection` its silent closes at the QUIC idle timeout; the
-//! tracker reads the map at each snapshot.
+//! on `ngx_quic_close_connection` its silent closes at the QUIC idle timeout, the one
+//! on `ngx_http_v3_init` the connections started; the tracker reads the map at each
+//! snapshot.
 
 use std::path::Path;
 
@@ -12,7 +13,7 @@ use nginx_probe_common::quic::{self, QuicEndKey, OVERFLOW_KEY};
 use super::{symbols, Probe};
 
 impl Probe {
-    /// Attaches the three uprobes in `binary` (the master's `/proc/<pid>/exe`) when it
+    /// Attaches the four uprobes in `binary` (the master's `/proc/<pid>/exe`) when it
     /// has their symbols (nginx 1.25+ built with QUIC), and inserts the map's overflow
     /// entry. Otherwise QUIC ends stay unknown: [`Probe::quic_ends`] gives the reason
     /// (nginx without QUIC: no QUIC connection to end either).
@@ -21,6 +22,7 @@ impl Probe {
             quic::SHUTDOWN_SYMBOL,
             quic::FINALIZE_SYMBOL,
             quic::CLOSE_SYMBOL,
+            quic::STARTED_SYMBOL,
         ];
         let attached = match symbols::symbols_in(binary, &symbols) {
             Err(e) => Err(e),
@@ -34,6 +36,7 @@ impl Probe {
                     self.attach_uprobe(quic::PROG_FINALIZE, quic::FINALIZE_SYMBOL, binary)
                 })
                 .and_then(|()| self.attach_uprobe(quic::PROG_CLOSE, quic::CLOSE_SYMBOL, binary))
+                .and_then(|()| self.attach_uprobe(quic::PROG_STARTED, quic::STARTED_SYMBOL, binary))
                 .and_then(|()| {
                     let map = self
                         .ebpf
