@@ -454,8 +454,15 @@ fn after_response_candidates(r: &Report) -> String {
     } else {
         "which one is not measured"
     };
+    // Trial 15: at `nginx -s stop`, responses in the stopping workers' last loop
+    // closed their connections (nginx keeps none alive once told to stop).
+    let stop = if crate::model::ended_by_master_exit(r.end_reason.as_deref()) {
+        ", when it is stopping (once a worker is told to stop, a QUIT or a fast stop's TERM/INT, nginx keeps no connection alive after a response; this run ended with the master's exit)"
+    } else {
+        ""
+    };
     format!(
-        "; nginx does so at {}{per}, at {}, with {}{no_response}, or when the client asks (Connection: close, HTTP/1.0): {which}",
+        "; nginx does so at {}{per}, at {}, with {}{no_response}{stop}, or when the client asks (Connection: close, HTTP/1.0): {which}",
         v("keepalive_requests"),
         v("keepalive_time"),
         v("keepalive_timeout")

@@ -391,6 +391,15 @@ fn closes_right_after_a_response_list_their_possible_causes() {
         out.contains("; nginx does so at keepalive_requests 1000 (default) (953.8 requests per connection here: stub_status requests over the accepts the kernel saw), at keepalive_time 3s (/x/nginx.conf:9), with keepalive_timeout 75s (default), or when the client asks (Connection: close, HTTP/1.0): which one is not measured\n"),
         "{out}"
     );
+    // Trial 15: a run that ended with the master's exit lists the stop among them.
+    r.end_reason = Some(crate::model::master_exited_reason(7));
+    let mut out = String::new();
+    connections_section(&mut out, &r);
+    assert!(
+        out.contains(", with keepalive_timeout 75s (default), when it is stopping (once a worker is told to stop, a QUIT or a fast stop's TERM/INT, nginx keeps no connection alive after a response; this run ended with the master's exit), or when the client asks"),
+        "{out}"
+    );
+    r.end_reason = None;
     // Trial 13: keepalive_requests_low fired; the line no longer says none is measured.
     r.verdicts.push(crate::model::Verdict::new(
         "keepalive_requests_low",
