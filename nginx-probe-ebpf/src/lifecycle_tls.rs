@@ -31,7 +31,7 @@ use crate::{
 };
 
 /// Offset of `read` (`ngx_event_t *`) in `ngx_connection_t` on 64-bit, after `data`.
-const CONN_READ: u64 = 8;
+pub(crate) const CONN_READ: u64 = 8;
 /// Offset of `fd` (`ngx_socket_t`, an int) in `ngx_connection_t` on 64-bit, after
 /// `data`, `read`, `write`.
 const CONN_FD: u64 = 24;
@@ -39,7 +39,7 @@ const CONN_FD: u64 = 24;
 /// `accept`, `instance`, `active`, `disabled`, `ready`, `oneshot`, `complete`, `eof`,
 /// `error`, `timedout`... one bit each from bit 0, in every nginx from 1.14 to 1.29
 /// (checked in the sources of 1.14, 1.18, 1.22, 1.26 and the current one).
-const EV_FLAGS: u64 = 8;
+pub(crate) const EV_FLAGS: u64 = 8;
 /// `ngx_event_t.eof`: nginx read the peer's EOF (a FIN, or a TLS close_notify:
 /// `ngx_ssl_recv` sets it on `NGX_DONE`).
 const EV_EOF: u32 = 1 << 8;
@@ -75,7 +75,7 @@ impl TlsClose {
 
 /// Reads a `T` at address `at` of the worker's memory.
 #[inline(always)]
-fn user<T>(at: u64) -> Option<T> {
+pub(crate) fn user<T>(at: u64) -> Option<T> {
     // SAFETY: bpf_probe_read_user copes with any address (faults return Err).
     unsafe { bpf_probe_read_user(at as *const T) }.ok()
 }

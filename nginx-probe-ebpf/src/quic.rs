@@ -4,13 +4,17 @@
 //! (call, error code, reason address); the one on `ngx_quic_close_connection` counts
 //! its silent closes at the QUIC idle timeout.
 
-use aya_ebpf::{helpers::bpf_probe_read_user, macros::uprobe, programs::ProbeContext};
+use aya_ebpf::{macros::uprobe, programs::ProbeContext};
 use nginx_probe_common::quic::{
     QuicEndKey, CALL_FINALIZE, CALL_IDLE_TIMEOUT, CALL_SHUTDOWN, CALL_STARTED, NGX_DONE,
     OVERFLOW_KEY,
 };
 
-use crate::{maps::QUIC_ENDS, workers::worker_slot};
+use crate::{
+    lifecycle_tls::{user, CONN_READ, EV_FLAGS},
+    maps::QUIC_ENDS,
+    workers::worker_slot,
+};
 
 /// `bpf_map_update_elem` flag: insert only if absent.
 const BPF_NOEXIST: u64 = 1;
@@ -23,11 +27,6 @@ fn bump(p: *mut u64) {
     unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(p, 1) };
 }
 
-/// Offset of `read` (`ngx_event_t *`) in `ngx_connection_t` on 64-bit, after `data`
-/// (as `lifecycle_tls`'s).
-const CONN_READ: u64 = 8;
-/// Offset of `ngx_event_t`'s flag bits on 64-bit, after `void *data`.
-const EV_FLAGS: u64 = 8;
 /// `ngx_event_t.timedout`: bit 10 after `write`, `accept`, `instance`, `active`,
 /// `disabled`, `ready`, `oneshot`, `complete`, `eof`, `error` (the same in every nginx
 /// from 1.14 to 1.29, as `lifecycle_tls::EV_EOF`).
@@ -48,6 +47,18 @@ fn count(ctx: &ProbeContext, call: u32) -> u32 {
     };
     count_key(key);
     0
+}
+
+/// Adds one call of `call` without error code or reason (the idle-timeout close, a
+/// connection started).
+#[inline(always)]
+fn count_call(call: u32) {
+    count_key(QuicEndKey {
+        reason: 0,
+        code: 0,
+        call,
+        _pad: 0,
+    });
 }
 
 /// Adds one call to `key`, inserted if new; to [`OVERFLOW_KEY`] when the map is full.
@@ -89,22 +100,10 @@ pub fn quic_close(ctx: ProbeContext) -> u32 {
         return 0;
     }
     let Some(c) = ctx.arg::<u64>(0) else { return 0 };
-    // SAFETY: bpf_probe_read_user copes with any address (faults return Err).
-    let Ok(rev) = (unsafe { bpf_probe_read_user(c.wrapping_add(CONN_READ) as *const u64) }) else {
-        return 0;
-    };
-    // SAFETY: as above.
-    let Ok(flags) = (unsafe { bpf_probe_read_user(rev.wrapping_add(EV_FLAGS) as *const u32) })
-    else {
-        return 0;
-    };
-    if flags & EV_TIMEDOUT != 0 {
-        count_key(QuicEndKey {
-            reason: 0,
-            code: 0,
-            call: CALL_IDLE_TIMEOUT,
-            _pad: 0,
-        });
+    let flags = user::<u64>(c.wrapping_add(CONN_READ))
+        .and_then(|rev| user::<u32>(rev.wrapping_add(EV_FLAGS)));
+    if flags.is_some_and(|f| f & EV_TIMEDOUT != 0) {
+        count_call(CALL_IDLE_TIMEOUT);
     }
     0
 }
@@ -113,12 +112,7 @@ pub fn quic_close(ctx: ProbeContext) -> u32 {
 #[uprobe]
 pub fn quic_started(_ctx: ProbeContext) -> u32 {
     if worker_slot().is_some() {
-        count_key(QuicEndKey {
-            reason: 0,
-            code: 0,
-            call: CALL_STARTED,
-            _pad: 0,
-        });
+        count_call(CALL_STARTED);
     }
     0
 }

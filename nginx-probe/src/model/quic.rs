@@ -63,6 +63,10 @@ pub struct QuicEnd {
 /// `ngx_http_v3_init_request_stream`; the same words for both).
 pub const REACHED_MAX_REQUESTS: &str = "reached maximum number of requests";
 
+/// nginx's reason for closing an idle HTTP/3 connection at keepalive_timeout
+/// (`ngx_http_v3_keepalive_handler`).
+pub const KEEPALIVE_TIMEOUT: &str = "keepalive timeout";
+
 /// Where [`QuicReport::connections`] comes from without the uprobes.
 pub const QUIC_SOURCE: &str =
     "stub_status accepted minus the workers' TCP accepts (UDP, no accept4)";
@@ -192,7 +196,7 @@ impl QuicReport {
             .iter()
             .any(|e| e.reason.as_deref() == Some(REACHED_MAX_REQUESTS));
         let idle = self.ends.iter().any(|e| {
-            e.call == QuicEndCall::IdleTimeout || e.reason.as_deref() == Some("keepalive timeout")
+            e.call == QuicEndCall::IdleTimeout || e.reason.as_deref() == Some(KEEPALIVE_TIMEOUT)
         });
         let mut directives = Vec::new();
         if max {

@@ -204,6 +204,15 @@ fn within_hung(s: &serde_json::Value, value: &serde_json::Value, expected: u64, 
     );
 }
 
+/// The calls of `call` in a summary's `quic.ends` (`ends`), with nginx's reason `reason`
+/// (None: whatever reason, or none).
+fn ends_count(ends: &[serde_json::Value], call: &str, reason: Option<&str>) -> u64 {
+    ends.iter()
+        .filter(|e| e["call"] == call && reason.is_none_or(|r| e["reason"] == r))
+        .map(|e| e["count"].as_u64().unwrap())
+        .sum()
+}
+
 #[test]
 fn http3_connections_are_reported_as_quic_not_as_an_accepts_disagreement() {
     let ng = start(NginxConfig {
@@ -298,15 +307,13 @@ fn http3_connections_nginx_ends_at_keepalive_requests_are_counted() {
     let q = &s["quic"];
     within_hung(&s, &q["connections"], 12, hung);
     let ends = q["ends"].as_array().unwrap_or_else(|| panic!("{q}"));
-    let count = |call: &str, reason: &str| -> u64 {
-        ends.iter()
-            .filter(|e| e["call"] == call && e["reason"] == reason)
-            .map(|e| e["count"].as_u64().unwrap())
-            .sum()
-    };
     within_hung(
         &s,
-        &serde_json::json!(count("shutdown", "reached maximum number of requests")),
+        &serde_json::json!(ends_count(
+            ends,
+            "shutdown",
+            Some("reached maximum number of requests")
+        )),
         12,
         hung,
     );
@@ -382,12 +389,7 @@ fn http3_connections_left_by_their_clients_close_at_the_idle_timeout() {
     let s = run.stop().summary_json();
     let q = &s["quic"];
     let ends = q["ends"].as_array().unwrap_or_else(|| panic!("{q}"));
-    let idle: u64 = ends
-        .iter()
-        .filter(|e| e["call"] == "idle_timeout")
-        .map(|e| e["count"].as_u64().unwrap())
-        .sum();
-    assert_eq!(idle, 3, "{q}");
+    assert_eq!(ends_count(ends, "idle_timeout", None), 3, "{q}");
     // nginx's own word for each, at info.
     assert_eq!(
         ng.error_log().matches("quic client timed out").count(),

@@ -93,19 +93,20 @@ fn without_uprobes_requests_are_nginx_own_total_and_unknown_per_worker() {
     assert_eq!(s["traced_syscalls"].as_array().unwrap().len(), 20, "{s}");
 }
 
-/// Trial 10: nginx proxying to its own second server block (TCP, no upstream
-/// keepalive). 4 curl runs of 50 requests each on one connection: nginx's counter says
-/// 400 requests (each proxied request counted at both hops) over 204 accepts, "2.0 per
-/// connection" though the clients sent 50 each. Per connection is unknown, said why
-/// (the peer, its connects, the listen line), and no accepts-per-request rule fires.
-#[test]
-fn nginx_proxying_to_its_own_listener_makes_requests_per_connection_unknown() {
+/// nginx proxying to its own second server block, `listen LISTEN(port)`, through
+/// `http://PEER_HOST:port`: 4 curl runs of 50 requests each on one connection. Returns
+/// the backend's port, the JSON summary and the text report of the run.
+fn proxied_to_itself(
+    listen: impl Fn(u16) -> String,
+    peer_host: &str,
+) -> (u16, serde_json::Value, String) {
     let back = nginx_probe_tests::free_port();
     let ng = Nginx::start(&NginxConfig {
         http_extra: format!(
-            "server {{ listen 127.0.0.1:{back}; location / {{ return 200 back; }} }}"
+            "server {{ listen {}; location / {{ return 200 back; }} }}",
+            listen(back)
         ),
-        server_extra: format!("location / {{ proxy_pass http://127.0.0.1:{back}; }}"),
+        server_extra: format!("location / {{ proxy_pass http://{peer_host}:{back}; }}"),
         ..NginxConfig::default()
     });
     let url = format!("http://127.0.0.1:{}/?[1-50]", ng.port);
@@ -117,7 +118,17 @@ fn nginx_proxying_to_its_own_listener_makes_requests_per_connection_unknown() {
     }
     std::thread::sleep(Duration::from_millis(500));
     let s = run.stop().summary_json();
-    let text = text.stop().stdout;
+    (back, s, text.stop().stdout)
+}
+
+/// Trial 10: nginx proxying to its own second server block (TCP, no upstream
+/// keepalive). 4 curl runs of 50 requests each on one connection: nginx's counter says
+/// 400 requests (each proxied request counted at both hops) over 204 accepts, "2.0 per
+/// connection" though the clients sent 50 each. Per connection is unknown, said why
+/// (the peer, its connects, the listen line), and no accepts-per-request rule fires.
+#[test]
+fn nginx_proxying_to_its_own_listener_makes_requests_per_connection_unknown() {
+    let (back, s, text) = proxied_to_itself(|back| format!("127.0.0.1:{back}"), "127.0.0.1");
     let r = &s["requests"];
     assert_eq!(r["count"], 400, "{r}");
     assert!(r["per_connection"].is_null(), "{r}");
@@ -161,19 +172,7 @@ fn nginx_proxying_to_its_own_host_address_is_an_own_hop() {
     else {
         panic!("this test needs a non-loopback IPv4 address on the host");
     };
-    let back = nginx_probe_tests::free_port();
-    let ng = Nginx::start(&NginxConfig {
-        http_extra: format!("server {{ listen {back}; location / {{ return 200 back; }} }}"),
-        server_extra: format!("location / {{ proxy_pass http://{host}:{back}; }}"),
-        ..NginxConfig::default()
-    });
-    let url = format!("http://127.0.0.1:{}/?[1-50]", ng.port);
-    let run = Probe::on(&ng).json().start();
-    for _ in 0..4 {
-        assert_eq!(nginx_probe_tests::curl_statuses(&[&url]).len(), 50);
-    }
-    std::thread::sleep(Duration::from_millis(500));
-    let s = run.stop().summary_json();
+    let (back, s, _) = proxied_to_itself(|back| back.to_string(), &host.to_string());
     let r = &s["requests"];
     assert_eq!(r["count"], 400, "{r}");
     assert!(r["per_connection"].is_null(), "{r}");
