@@ -18,8 +18,9 @@ use crate::{
 /// `quic_keepalive_ended` is judged.
 pub const QUIC_ENDED_MIN: u64 = 10;
 
-/// Share of the period's QUIC connections (nginx's `accepted` less the TCP accepts)
-/// that nginx must have begun ending at keepalive_requests or keepalive_time.
+/// Share of the period's QUIC connections (`QuicReport::connections`: their
+/// handshakes, uprobe `ngx_http_v3_init`, where attached) that nginx must have begun
+/// ending at keepalive_requests or keepalive_time.
 pub const QUIC_ENDED_MIN_SHARE: f64 = 0.5;
 
 /// The configuration's settings that make nginx end QUIC connections early, quoted
@@ -77,7 +78,7 @@ pub fn quic_keepalive_ended(inp: &Inputs, out: &mut Vec<Verdict>) {
         json!(format!(
             "{}; QUIC connections: {}",
             crate::model::quic::QUIC_ENDS_SOURCE,
-            crate::model::quic::QUIC_SOURCE
+            q.source
         )),
     );
     out.push(Verdict::new(
@@ -86,7 +87,7 @@ pub fn quic_keepalive_ended(inp: &Inputs, out: &mut Vec<Verdict>) {
         ev,
         &["keepalive_requests", "keepalive_time"],
         format!(
-            "nginx itself began ending {began} of the period's {connections} QUIC connections at keepalive_requests or keepalive_time (its reason \"{REACHED_MAX_REQUESTS}\", uprobe ngx_quic_shutdown_connection: HTTP/3's GOAWAY after a connection's last allowed request), and called its immediate close with that reason {closed} times in the period (ngx_quic_finalize_connection: once a connection's streams are done, unless it is closing already); each such end makes an HTTP/3 client open a new QUIC connection with a new handshake. nginx applies both to HTTP/3 connections, and this configuration sets {settings}: raise it (keepalive_requests 1000 and keepalive_time 1h are nginx's defaults), unless a limit per connection is meant"
+            "nginx itself began ending {began} of the period's {connections} QUIC connections at keepalive_requests or keepalive_time (its reason \"{REACHED_MAX_REQUESTS}\", uprobe ngx_quic_shutdown_connection: HTTP/3's GOAWAY after a connection's last allowed request), and called its immediate close with that reason {closed} times in the period (ngx_quic_finalize_connection: once a connection's streams are done, unless it is closing already); a client with more requests to send opens a new QUIC connection, with a new handshake, for them. nginx applies both to HTTP/3 connections, and this configuration sets {settings}: raise it (keepalive_requests 1000 and keepalive_time 1h are nginx's defaults), unless a limit per connection is meant"
         ),
     ));
 }
@@ -147,6 +148,14 @@ mod tests {
         let v = &out[0];
         assert_eq!(v.evidence["quic_graceful_ends_at_max_requests"], 24);
         assert_eq!(v.evidence["quic_closes_at_max_requests"], 17);
+        assert!(
+            v.evidence["source"].as_str().unwrap().ends_with(&format!(
+                "; QUIC connections: {}",
+                crate::model::quic::QUIC_STARTED_SOURCE
+            )),
+            "{}",
+            v.evidence["source"]
+        );
         assert!(v.advice.starts_with("nginx itself began ending 24 of the period's 30 QUIC connections at keepalive_requests or keepalive_time"), "{}", v.advice);
         assert!(
             v.advice

@@ -90,8 +90,9 @@ pub struct QuicReport {
     /// nginx took for a new connection and dropped. None when that is unreadable.
     pub connections: Option<u64>,
     /// With the uprobes: nginx's `accepted` less the TCP accepts and the QUIC
-    /// connections started: datagrams nginx took for a new connection and dropped
-    /// (packets for a connection it had closed, handshakes never completed); None
+    /// connections started: datagrams nginx took for a new connection that no QUIC
+    /// handshake completed (packets for a connection it had closed, handshakes never
+    /// completed, or the stream module's UDP sessions: not told apart); None
     /// when nginx's counters are unreadable or the uprobes are not attached.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accepted_not_connections: Option<u64>,
@@ -283,7 +284,7 @@ impl QuicReport {
                 ports.join(", "),
                 match self.accepted_not_connections {
                     _ if self.source != QUIC_STARTED_SOURCE => "nginx's accepted counter minus the TCP accepts".to_string(),
-                    Some(d) if d > 0 => format!("handshakes completed (uprobe ngx_http_v3_init); nginx's accepted counter has {d} more, datagrams it took for a new connection and dropped (packets for connections it had closed, handshakes never completed)"),
+                    Some(d) if d > 0 => format!("handshakes completed (uprobe ngx_http_v3_init); nginx's accepted counter has {d} more, datagrams it took for a new connection that no QUIC handshake completed (packets for connections it had closed, handshakes never completed; the stream module's `listen ... udp` sessions count there too: which is not told apart)"),
                     _ => "handshakes completed (uprobe ngx_http_v3_init)".to_string(),
                 },
                 if n > 0 {
