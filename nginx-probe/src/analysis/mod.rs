@@ -32,6 +32,7 @@ pub mod own_hops;
 pub mod process_history;
 pub mod quic_ends;
 pub mod tls_handshakes;
+pub mod upstream_down;
 pub mod upstream_failures;
 pub mod upstream_idle;
 pub mod upstream_pool;

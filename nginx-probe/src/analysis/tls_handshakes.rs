@@ -95,61 +95,44 @@ enum Unused {
     Unknown(String),
 }
 
-/// The completed handshakes that carried no request: at least the handshakes less the
-/// connections whose first request the access log holds (`$connection_requests` 1;
-/// those on plain ports among them, so a floor), less the requests the log may miss;
-/// unknown when the handshakes include nginx's own (counted at `SSL_do_handshake`:
-/// TLS connects to upstreams) or QUIC's, or the log cannot count connections.
+/// The completed handshakes that carried no request
+/// ([`crate::model::tls_unused::handshakes_without_request`]), with its figures put in
+/// the evidence.
 fn unused_said(
     inp: &Inputs,
     t: &TlsReport,
     evidence: &mut BTreeMap<&'static str, serde_json::Value>,
 ) -> Unused {
-    if t.handshakes_from.as_deref() != Some("ngx_ssl_ocsp_validate") {
-        return Unused::Unknown("how many of them carried a request is unknown: the handshakes were counted at SSL_do_handshake, which nginx's own TLS connects to upstreams reach too".into());
-    }
-    if let Some(why) = inp.own_hops() {
-        return Unused::Unknown(format!("how many of them carried a request is unknown: nginx's own hops may be among them ({why})"));
-    }
-    if inp.quic.is_some() {
-        return Unused::Unknown("how many of them carried a request is unknown: QUIC connections' handshakes are among them".into());
-    }
-    let Some(a) = inp.access_log.as_ref() else {
-        return Unused::Unknown("how many of them carried a request is unknown: the access log was not read (log $connection_requests in a complete access log to count the connections that carried one)".into());
+    let u = match crate::model::tls_unused::handshakes_without_request(
+        t,
+        inp.access_log.as_ref(),
+        inp.own_hops(),
+        inp.quic.is_some(),
+        inp.connections_active,
+    ) {
+        Ok(u) => u,
+        Err(why) => return Unused::Unknown(why),
     };
-    let Some((carried, missing)) = a.connections_carried() else {
-        return Unused::Unknown("how many of them carried a request is unknown: the access log does not hold every request with $connection_requests (1 on a connection's first request), which counts the connections that carried one".into());
-    };
-    // A connection whose first request is still running at the period's end has no
-    // line yet (nginx logs a request when it ends: a WebSocket, a stream, a long
-    // download): the connections open then (nginx's gauge) may each be one.
-    let Some(open) = inp.connections_active else {
-        return Unused::Unknown("how many of them carried a request is unknown: nginx's count of open connections is not read, and a connection whose first request is still running has no access-log line yet".into());
-    };
-    evidence.insert("connections_open_at_end", serde_json::json!(open));
-    evidence.insert("connections_with_requests", serde_json::json!(carried));
+    evidence.insert("connections_open_at_end", serde_json::json!(u.open));
+    evidence.insert("connections_with_requests", serde_json::json!(u.carried));
     evidence.insert(
         "connections_with_requests_source",
         serde_json::json!("access log lines with $connection_requests 1, all ports"),
     );
-    let floor = t.handshakes.saturating_sub(carried + missing + open);
     evidence.insert(
         "tls_handshakes_without_request_min",
-        serde_json::json!(floor),
+        serde_json::json!(u.min),
     );
-    if floor == 0 {
-        return Unused::Unknown(format!(
-            "every completed handshake may have carried a request ({carried} connections carried one: access log, $connection_requests 1)"
-        ));
-    }
-    let missing_said = match missing {
-        0 => format!(", less the {open} connections open at the end (stub_status active: a first request may still be running)"),
-        m => format!(", less {m} requests the log may miss and the {open} connections open at the end (stub_status active: a first request may still be running)"),
-    };
-    Unused::Counted {
-        text: format!(
-            "at least {floor} of the completed handshakes carried no request ({carried} connections carried one: access log, $connection_requests 1, all ports{missing_said}): clients open TLS connections they never use; some HTTP/2 clients dial spare connections each time nginx ends one (keepalive_requests, keepalive_timeout) — a candidate, not measured"
-        ),
+    match u.said() {
+        None => Unused::Unknown(format!(
+            "every completed handshake may have carried a request ({} connections carried one: access log, $connection_requests 1)",
+            u.carried
+        )),
+        Some(said) => Unused::Counted {
+            text: format!(
+                "{said}: clients open TLS connections they never use; some HTTP/2 clients dial spare connections each time nginx ends one (keepalive_requests, keepalive_timeout) — a candidate, not measured"
+            ),
+        },
     }
 }
 

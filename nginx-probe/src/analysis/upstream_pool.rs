@@ -188,7 +188,7 @@ fn pass_peers(cfg: &ConfigReport, value: &str) -> Option<Vec<SocketAddr>> {
 
 /// `127.0.0.1:8080`, `[::1]:8080`, `10.0.0.1` (port `default`), `localhost:8080` as
 /// socket addresses; None for anything else.
-fn socket_addrs(written: &str, default: u16) -> Option<Vec<SocketAddr>> {
+pub(super) fn socket_addrs(written: &str, default: u16) -> Option<Vec<SocketAddr>> {
     if let Ok(a) = written.parse::<SocketAddr>() {
         return Some(vec![a]);
     }

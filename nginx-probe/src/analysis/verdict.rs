@@ -114,6 +114,7 @@ pub fn judge(inp: &Inputs) -> Vec<Verdict> {
     super::worker_connections::worker_connections_exhausted(inp, &mut out);
     crate::analysis::nginx_rules::requests_refused(inp, &mut out);
     crate::analysis::nginx_rules::upstream_errors(inp, &mut out);
+    crate::analysis::upstream_down::upstream_peer_down(inp, &mut out);
     crate::analysis::keepalive_requests_log::keepalive_requests_low(inp, &mut out);
     crate::analysis::quic_ends::quic_keepalive_ended(inp, &mut out);
     crate::analysis::nginx_rules::cpu_throttled(inp, &mut out);

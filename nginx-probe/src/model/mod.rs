@@ -47,6 +47,7 @@ pub use writes::*;
 pub mod quic;
 pub mod sampling;
 pub mod snapshot;
+pub mod tls_unused;
 
 /// Version of the JSON document; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;

@@ -152,6 +152,9 @@ fn tls_paragraph(r: &Report) -> Markup {
                 "; inside SSL_do_handshake " (opt(h.call_ns_per_handshake.map(fmt_ns))) " per handshake"
                 @if let Some(sh) = h.share_of_worker_busy { ", " (format!("{:.0}%", sh * 100.0)) " of the workers' busy time" } }
         }
+        @if let Some(l) = r.tls.as_ref().and_then(|h| super::text::tls_unused_line(r, h)) {
+            p { (l) }
+        }
         @if let Some(l) = libssl {
             p.muted { "libssl's figures: " code { (l) } }
         }

@@ -77,6 +77,21 @@ pub fn tls_line(h: &crate::model::TlsReport) -> String {
     )
 }
 
+/// The completed handshakes that carried no request, when the access log counts the
+/// connections that carried one and the floor is above 0
+/// ([`crate::model::tls_unused::handshakes_without_request`]); None otherwise.
+pub fn tls_unused_line(r: &Report, h: &crate::model::TlsReport) -> Option<String> {
+    crate::model::tls_unused::handshakes_without_request(
+        h,
+        r.access_log.as_ref(),
+        crate::model::own_hops(r.config.as_ref(), r.connections.as_ref(), &r.listen),
+        r.quic.is_some(),
+        r.stub_status.as_ref().map(|s| s.active),
+    )
+    .ok()?
+    .said()
+}
+
 /// bcc-style log2 histogram (`nsecs : count | **** |`), from the first to the last
 /// non-empty bucket. Empty string when the histogram is empty.
 pub fn log2_hist(hist: &[u64], unit: &str) -> String {
@@ -297,6 +312,9 @@ fn requests_lines(out: &mut String, r: &Report) {
     }
     if let Some(h) = &r.tls {
         let _ = writeln!(out, "{}", tls_line(h));
+        if let Some(l) = tls_unused_line(r, h) {
+            let _ = writeln!(out, "  {l}");
+        }
     }
     if !t.syscalls_per_request.is_empty() {
         let _ = writeln!(
@@ -581,6 +599,36 @@ mod tests {
         assert_eq!(json["libssl_from"], "none");
         assert!(json.get("libssl_path").is_none(), "{json}");
         assert_eq!(json["libssl_unavailable"], "stripped");
+    }
+
+    /// Newcomer trial 12: 320 handshakes counted by nginx, 170 connections whose
+    /// first request the complete access log holds, none open at the end: the text
+    /// says at least 150 carried no request under the TLS line, verdict or not; QUIC
+    /// beside them: nothing (its handshakes are among nginx's count).
+    #[test]
+    fn handshakes_without_a_request_are_said_under_the_tls_line() {
+        let mut r = real_summary();
+        r.tls = Some(crate::model::TlsReport {
+            handshakes: 320,
+            handshakes_from: Some("ngx_ssl_ocsp_validate".into()),
+            ..Default::default()
+        });
+        r.access_log = Some(crate::model::access_log::AccessLogReport {
+            lines: 1200,
+            statuses: [("200".to_string(), 1200)].into(),
+            connections_with_requests: Some(170),
+            counts_every_request: true,
+            ..Default::default()
+        });
+        r.stub_status = Some(crate::model::StubStatusReport::default());
+        let text = render_text(&r, None, "utc");
+        assert!(
+            text.contains("\n  at least 150 of the completed handshakes carried no request (170 connections carried one: access log, $connection_requests 1, all ports, less the 0 connections open at the end"),
+            "{text}"
+        );
+        r.quic = Some(crate::model::quic::QuicReport::default());
+        let text = render_text(&r, None, "utc");
+        assert!(!text.contains("carried no request (170"), "{text}");
     }
 
     /// Accepts from the uprobe: accept errors and the syscall table say they are

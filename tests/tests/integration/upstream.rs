@@ -412,6 +412,74 @@ fn a_dead_and_a_resetting_peer_get_no_pool_advice() {
     );
 }
 
+/// Newcomer trial 15: an upstream of a live peer and a dead one (nothing listens) with
+/// `max_fails=1 fail_timeout=1s`, 40 requests paced over 4 s on one worker: nginx takes
+/// the dead peer out after each failed try and tries it again a second later, so it
+/// sees a few connects, far below `upstream_errors`' 10 lines and 1%. Every client gets
+/// a 200; `upstream_peer_down` names the peer with exactly the failed connects nginx
+/// logged (`connect() failed` lines naming it = the access log's retried requests),
+/// none established, and its `server` line with max_fails and fail_timeout.
+#[test]
+fn a_dead_peer_taken_out_by_max_fails_is_named_however_few_its_tries() {
+    let live = backend_nginx();
+    let dead = free_port();
+    let ng = Nginx::start(&NginxConfig {
+        workers: 1,
+        http_extra: format!(
+            "log_format up '$status $upstream_addr $upstream_status'; \
+             upstream be {{ server 127.0.0.1:{dead} max_fails=1 fail_timeout=1s; server {}; }}",
+            live.addr()
+        ),
+        access_log: Some("off".into()),
+        server_extra: "access_log logs/up.log up; location / { proxy_pass http://be; }".into(),
+        ..NginxConfig::default()
+    });
+    let probe = Probe::on(&ng).json().summary_only().start();
+    let (statuses, _) = paced_requests(ng.addr(), 1, 40, 10.0);
+    assert_eq!(statuses, [(200, 40)].into(), "every client got a 200");
+    std::thread::sleep(Duration::from_millis(1200));
+    let s = probe.stop().summary_json();
+    let failed = log_lines(
+        &ng,
+        "connect() failed (111: Connection refused) while connecting to upstream",
+    );
+    assert!(failed >= 2, "a try about every second: {failed}");
+    assert_eq!(s["access_log"]["retried"], failed, "{}", s["access_log"]);
+    let v = verdict(&s, "upstream_peer_down").unwrap_or_else(|| panic!("{}", s["verdicts"]));
+    assert_eq!(v["severity"], "warning");
+    let p = &v["evidence"]["peers"][0];
+    let peer = format!("127.0.0.1:{dead}");
+    assert_eq!(p["peer"], peer.as_str(), "{v}");
+    assert_eq!(p["connects"], failed, "{v}");
+    assert_eq!(p["connect_failed"], failed, "{v}");
+    assert_eq!(p["established"], 0);
+    assert_eq!(
+        p["error_log_by_class"],
+        serde_json::json!({"upstream_connect_failed": failed})
+    );
+    assert!(
+        p["server"].as_str().unwrap().starts_with(&format!(
+            "upstream be: {peer} max_fails=1 fail_timeout=1s ("
+        )),
+        "{v}"
+    );
+    assert_eq!(
+        v["evidence"]["connect_errors"],
+        format!("ECONNREFUSED {failed}")
+    );
+    let advice = v["advice"].as_str().unwrap();
+    assert!(advice.contains("none was answered with a 5xx"), "{advice}");
+    assert!(
+        advice.contains(&format!("{failed} requests retried on another peer")),
+        "{advice}"
+    );
+    assert!(
+        verdict(&s, "upstream_errors").is_none(),
+        "{}",
+        s["verdicts"]
+    );
+}
+
 /// Count of error-log lines containing `needle`.
 fn log_lines(ng: &Nginx, needle: &str) -> u64 {
     ng.error_log()

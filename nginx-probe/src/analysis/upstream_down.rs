@@ -1,0 +1,389 @@
+//! `upstream_peer_down`: an upstream peer that established none of the connections
+//! nginx's workers tried in the period, named with its `server` line (`max_fails`,
+//! `fail_timeout`) and what the clients got, however few requests reached it.
+//! A peer nginx marks failed gets a try only once per `fail_timeout` per worker, so its
+//! error lines stay under every share threshold (`upstream_errors` fires from 10 lines
+//! and 1% of the requests): newcomer trial 15, a peer refusing 3 of 3 connects at 400
+//! requests, had no verdict.
+
+use std::{collections::BTreeMap, net::SocketAddr};
+
+use crate::{
+    analysis::inputs::Inputs,
+    model::{config::ConfigReport, upstream_lifecycle::PeerLifecycle, Severity, Verdict},
+};
+
+/// Failed connects (and none established) from which a peer is called down: one
+/// failure is a peer restarting as often as a dead one.
+pub const PEER_DOWN_MIN_FAILED: u64 = 2;
+
+/// Dead peers named in the advice, at most (the evidence holds them all).
+const NAMED: usize = 3;
+
+/// The rule: one warning over every TCP peer (`connections.upstream_peers[]`, tracepoint
+/// `sock:inet_sock_set_state`) with at least [`PEER_DOWN_MIN_FAILED`] connects that
+/// failed before the handshake completed (`SYN_SENT -> CLOSE`: refused, timed out,
+/// unreachable, or given up by nginx at `proxy_connect_timeout`) and none established.
+/// A peer the `upstream_errors` verdict already names is left to it. Silent without the
+/// upstream lifecycle (unix-socket peers are not traced), and for `other peers`.
+pub fn upstream_peer_down(inp: &Inputs, out: &mut Vec<Verdict>) {
+    let Some(c) = inp.connections.as_ref() else {
+        return;
+    };
+    let named_elsewhere = |p: &str| {
+        out.iter()
+            .any(|v| v.id == "upstream_errors" && v.advice.contains(p))
+    };
+    let down: Vec<&PeerLifecycle> = c
+        .upstream_peers
+        .iter()
+        .filter(|p| p.peer.parse::<SocketAddr>().is_ok())
+        .filter(|p| p.established == 0 && p.connect_failed >= PEER_DOWN_MIN_FAILED)
+        .filter(|p| !named_elsewhere(&p.peer))
+        .collect();
+    if down.is_empty() {
+        return;
+    }
+    let others_failed = c
+        .upstream_peers
+        .iter()
+        .any(|p| p.connect_failed > 0 && !down.iter().any(|d| d.peer == p.peer));
+    let errnos = errnos_of(inp, down.len() == 1 && !others_failed);
+    let said: Vec<String> = down
+        .iter()
+        .take(NAMED)
+        .map(|p| peer_said(inp, p, errnos.as_deref()))
+        .collect();
+    let more = match down.len().saturating_sub(NAMED) {
+        0 => String::new(),
+        n => format!("; and {n} more peers the same (evidence `peers`)"),
+    };
+    let mut evidence = BTreeMap::new();
+    evidence.insert(
+        "peers",
+        serde_json::json!(down
+            .iter()
+            .map(|p| peer_evidence(inp, p))
+            .collect::<Vec<_>>()),
+    );
+    evidence.insert(
+        "source",
+        serde_json::json!("tracepoint sock:inet_sock_set_state on the sockets of the workers' connect(): CLOSE -> SYN_SENT a connect, SYN_SENT -> ESTABLISHED established, SYN_SENT -> CLOSE failed"),
+    );
+    if let Some(e) = &errnos {
+        evidence.insert("connect_errors", serde_json::json!(e));
+    }
+    if let Some(a) = super::outcome_rules::clients_unharmed(inp) {
+        evidence.insert("retried", a);
+    }
+    let clients = super::outcome_rules::clients_saw(inp).unwrap_or_else(|| {
+        "; what the clients got is not measured (an access log with $status and $upstream_addr holding every request would tell: nginx retries a failed connect on the next peer unless proxy_next_upstream says otherwise)".into()
+    });
+    let advice = format!(
+        "{}{more}{clients}. Bring the peer back, or take it out of its upstream block (or mark it `down`): while it is listed nginx keeps trying it",
+        said.join("; ")
+    );
+    out.push(Verdict::new(
+        "upstream_peer_down",
+        Severity::Warning,
+        evidence,
+        &["upstream server", "max_fails", "fail_timeout"],
+        advice,
+    ));
+}
+
+/// The workers' connect errors by errno (`connect()` and `getsockopt(SO_ERROR)`, all
+/// peers), said only when they are the dead peer's alone (`only`: one peer failed) and
+/// counted over the whole period (not `--detail sampled`); None otherwise.
+fn errnos_of(inp: &Inputs, only: bool) -> Option<String> {
+    if !only || inp.detail.is_some() {
+        return None;
+    }
+    let mut by: BTreeMap<&str, u64> = BTreeMap::new();
+    for w in &inp.workers {
+        for (k, n) in &w.upstream_errors {
+            *by.entry(k.as_str()).or_default() += n;
+        }
+    }
+    (!by.is_empty()).then(|| {
+        by.iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    })
+}
+
+/// One dead peer in words: its counts, nginx's error-log lines naming it, its `server`
+/// line and what `max_fails`/`fail_timeout` do, and its tries in the access log.
+fn peer_said(inp: &Inputs, p: &PeerLifecycle, errnos: Option<&str>) -> String {
+    let errnos = errnos
+        .map(|e| format!(", connect() errors {e}"))
+        .unwrap_or_default();
+    let lines = match log_lines(inp, &p.peer) {
+        Some((n, by)) if n > 0 => format!(
+            "; nginx's error log names it in {n} lines ({})",
+            by.iter()
+                .map(|(c, k)| format!("{c} {k}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Some(_) => "; nginx's error log names it in no line of the period".into(),
+        None => String::new(),
+    };
+    let server = match server_of(inp.config.as_ref(), &p.peer) {
+        Some(s) if s.max_fails == "0" => format!(
+            "; it is `server {}` of upstream {} ({}): max_fails 0, so nginx never marks it failed and every request the balancer sends to it tries it first",
+            s.line, s.upstream, s.at
+        ),
+        Some(s) => format!(
+            "; it is `server {}` of upstream {} ({}): nginx stops sending requests to a server for fail_timeout ({}) once max_fails ({}) tries failed within it, so a dead server costs a failed try about once per fail_timeout per worker, not one per request",
+            s.line, s.upstream, s.at, s.fail_timeout, s.max_fails
+        ),
+        None if inp.config.is_some() => "; no `server` line of the configuration read writes this address (a host name, or a proxy_pass by address)".into(),
+        None => "; the configuration was not read, so its max_fails and fail_timeout are unknown".into(),
+    };
+    let tries = tries_of(inp, &p.peer)
+        .map(|t| format!("; the access log read has {t}"))
+        .unwrap_or_default();
+    format!(
+        "upstream peer {} established none of the {} connections nginx's workers tried in the period ({} failed before the handshake completed{errnos}, none established; tracepoint sock:inet_sock_set_state): it refused them or did not answer{lines}{server}{tries}",
+        p.peer, p.connects, p.connect_failed
+    )
+}
+
+/// One dead peer for the evidence.
+fn peer_evidence(inp: &Inputs, p: &PeerLifecycle) -> serde_json::Value {
+    let mut e = serde_json::json!({
+        "peer": p.peer,
+        "connects": p.connects,
+        "established": p.established,
+        "connect_failed": p.connect_failed,
+    });
+    if let Some((n, by)) = log_lines(inp, &p.peer) {
+        e["error_log_lines"] = serde_json::json!(n);
+        e["error_log_by_class"] = serde_json::json!(by);
+    }
+    if let Some(s) = server_of(inp.config.as_ref(), &p.peer) {
+        e["server"] = serde_json::json!(format!("upstream {}: {} ({})", s.upstream, s.line, s.at));
+    }
+    if let Some(t) = tries_of(inp, &p.peer) {
+        e["access_log"] = serde_json::json!(t);
+    }
+    e
+}
+
+/// nginx's error-log lines naming `peer` (`upstream: "http://127.0.0.1:8080/"`):
+/// (lines, lines by class); None when the log is not read.
+fn log_lines<'a>(inp: &'a Inputs, peer: &str) -> Option<(u64, BTreeMap<&'a str, u64>)> {
+    let e = inp.nginx_errors.as_ref().filter(|e| e.readable)?;
+    let mut n = 0;
+    let mut by: BTreeMap<&str, u64> = BTreeMap::new();
+    for r in e
+        .upstream_peers
+        .iter()
+        .filter(|r| r.peer.split_once("://").map_or(r.peer.as_str(), |x| x.1) == peer)
+    {
+        n += r.lines;
+        for (c, k) in &r.by_class {
+            *by.entry(c.as_str()).or_default() += k;
+        }
+    }
+    Some((n, by))
+}
+
+/// A `server` line of an `upstream` block, as the configuration read writes it.
+struct ServerLine<'a> {
+    /// The upstream block's name.
+    upstream: &'a str,
+    /// `address max_fails=N fail_timeout=T` and its other parameters.
+    line: String,
+    /// `file:line`.
+    at: &'a str,
+    max_fails: &'a str,
+    fail_timeout: &'a str,
+}
+
+/// The `server` line writing `peer`: the first of the configuration's `upstream`
+/// blocks whose server address is the peer (as an IP, or `localhost`).
+fn server_of<'a>(cfg: Option<&'a ConfigReport>, peer: &str) -> Option<ServerLine<'a>> {
+    let addr: SocketAddr = peer.parse().ok()?;
+    cfg?.upstreams.iter().find_map(|u| {
+        u.servers
+            .iter()
+            .find(|s| {
+                super::upstream_pool::socket_addrs(&s.address, 80)
+                    .is_some_and(|v| v.contains(&addr))
+            })
+            .map(|s| ServerLine {
+                upstream: &u.name,
+                line: format!(
+                    "{} max_fails={} fail_timeout={} {}",
+                    s.address, s.max_fails, s.fail_timeout, s.other
+                )
+                .trim_end()
+                .to_string(),
+                at: &s.at,
+                max_fails: &s.max_fails,
+                fail_timeout: &s.fail_timeout,
+            })
+    })
+}
+
+/// The access log's tries of `peer` (`$upstream_addr`): `3 tries of it, upstream status
+/// 502 3`; None when the log does not name it.
+fn tries_of(inp: &Inputs, peer: &str) -> Option<String> {
+    let a = inp.access_log.as_ref()?;
+    let u = a.upstreams.iter().find(|u| u.peer == peer)?;
+    let st: Vec<String> = u.statuses.iter().map(|(s, n)| format!("{s} {n}")).collect();
+    Some(format!(
+        "{} tries of it ($upstream_addr), upstream status {}",
+        u.tries,
+        if st.is_empty() {
+            "not logged".into()
+        } else {
+            st.join(", ")
+        }
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::{inputs::w, upstream_failures::upstream_be};
+    use crate::model::{
+        access_log::{AccessLogReport, UpstreamOutcomeReport},
+        connections::ConnectionsReport,
+        NginxErrorsReport, PeerErrorsReport,
+    };
+
+    fn peer(peer: &str, connects: u64, established: u64) -> PeerLifecycle {
+        PeerLifecycle {
+            peer: peer.into(),
+            connects,
+            established,
+            connect_failed: connects - established,
+            ..Default::default()
+        }
+    }
+
+    /// Newcomer trial 15: `server 127.0.0.1:19702` refused 3 of 3 connects beside a
+    /// live peer that took 400, nginx logged 3 `connect() failed` for it, the access
+    /// log 3 tries answered 502 and retried.
+    fn trial15() -> Inputs {
+        let mut wk = w(1, 400, 400);
+        wk.upstream_errors.insert("ECONNREFUSED".into(), 3);
+        Inputs {
+            workers: vec![wk],
+            connections: Some(ConnectionsReport {
+                upstream_peers: vec![
+                    peer("127.0.0.1:19701", 400, 400),
+                    peer("127.0.0.1:19702", 3, 0),
+                ],
+                ..Default::default()
+            }),
+            nginx_errors: Some(NginxErrorsReport {
+                readable: true,
+                upstream_peers: vec![PeerErrorsReport {
+                    peer: "http://127.0.0.1:19702".into(),
+                    lines: 3,
+                    by_class: [("upstream_connect_failed".to_string(), 3)].into(),
+                }],
+                ..Default::default()
+            }),
+            access_log: Some(AccessLogReport {
+                upstreams: vec![UpstreamOutcomeReport {
+                    peer: "127.0.0.1:19702".into(),
+                    tries: 3,
+                    statuses: [("502".to_string(), 3)].into(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            config: Some(upstream_be(&[19701, 19702], None)),
+            ..Inputs::default()
+        }
+    }
+
+    #[test]
+    fn a_peer_that_established_nothing_is_named_with_its_server_line() {
+        let mut out = Vec::new();
+        upstream_peer_down(&trial15(), &mut out);
+        assert_eq!(out.len(), 1);
+        let v = &out[0];
+        assert_eq!(v.id, "upstream_peer_down");
+        assert_eq!(v.severity, Severity::Warning);
+        assert_eq!(
+            v.advice,
+            "upstream peer 127.0.0.1:19702 established none of the 3 connections nginx's workers tried in the period (3 failed before the handshake completed, connect() errors ECONNREFUSED 3, none established; tracepoint sock:inet_sock_set_state): it refused them or did not answer; nginx's error log names it in 3 lines (upstream_connect_failed 3); it is `server 127.0.0.1:19702 max_fails=1 fail_timeout=10s` of upstream be (/e/a.conf:2): nginx stops sending requests to a server for fail_timeout (10s) once max_fails (1) tries failed within it, so a dead server costs a failed try about once per fail_timeout per worker, not one per request; the access log read has 3 tries of it ($upstream_addr), upstream status 502 3; what the clients got is not measured (an access log with $status and $upstream_addr holding every request would tell: nginx retries a failed connect on the next peer unless proxy_next_upstream says otherwise). Bring the peer back, or take it out of its upstream block (or mark it `down`): while it is listed nginx keeps trying it"
+        );
+        let p = &v.evidence["peers"][0];
+        assert_eq!(p["connect_failed"], 3);
+        assert_eq!(p["established"], 0);
+        assert_eq!(p["error_log_lines"], 3);
+        assert_eq!(
+            p["server"],
+            "upstream be: 127.0.0.1:19702 max_fails=1 fail_timeout=10s (/e/a.conf:2)"
+        );
+        assert_eq!(v.evidence["connect_errors"], "ECONNREFUSED 3");
+        assert_eq!(v.evidence["peers"].as_array().unwrap().len(), 1);
+    }
+
+    /// One failure (a restart as likely as a dead peer), a peer that established one
+    /// connection, and a peer `upstream_errors` already names: silent. Two peers
+    /// failing: the errnos (all peers') are not said as either one's.
+    #[test]
+    fn one_failure_a_live_peer_or_one_named_already_is_not_down() {
+        let mut inp = trial15();
+        let c = inp.connections.as_mut().unwrap();
+        c.upstream_peers[1] = peer("127.0.0.1:19702", 1, 0);
+        let mut out = Vec::new();
+        upstream_peer_down(&inp, &mut out);
+        assert!(out.is_empty());
+        let c = inp.connections.as_mut().unwrap();
+        c.upstream_peers[1] = PeerLifecycle {
+            connect_failed: 5,
+            ..peer("127.0.0.1:19702", 6, 1)
+        };
+        upstream_peer_down(&inp, &mut out);
+        assert!(out.is_empty());
+        let mut out = vec![Verdict::new(
+            "upstream_errors",
+            Severity::Warning,
+            BTreeMap::new(),
+            &[],
+            "... http://127.0.0.1:19702 (3 lines)".into(),
+        )];
+        upstream_peer_down(&trial15(), &mut out);
+        assert_eq!(out.len(), 1);
+        let mut inp = trial15();
+        let c = inp.connections.as_mut().unwrap();
+        c.upstream_peers[0] = PeerLifecycle {
+            connect_failed: 1,
+            ..peer("127.0.0.1:19701", 401, 400)
+        };
+        let mut out = Vec::new();
+        upstream_peer_down(&inp, &mut out);
+        assert!(!out[0].advice.contains("ECONNREFUSED"), "{}", out[0].advice);
+        assert!(!out[0].evidence.contains_key("connect_errors"));
+    }
+
+    /// Without the configuration the limits are unknown and said so; an address no
+    /// `server` line writes is said so.
+    #[test]
+    fn the_server_line_unknown_is_said() {
+        let mut inp = trial15();
+        inp.config = None;
+        let mut out = Vec::new();
+        upstream_peer_down(&inp, &mut out);
+        assert!(out[0].advice.contains(
+            "; the configuration was not read, so its max_fails and fail_timeout are unknown"
+        ));
+        let mut inp = trial15();
+        inp.config = Some(upstream_be(&[19701], None));
+        let mut out = Vec::new();
+        upstream_peer_down(&inp, &mut out);
+        assert!(out[0]
+            .advice
+            .contains("; no `server` line of the configuration read writes this address"));
+    }
+}
