@@ -226,7 +226,11 @@ pub fn metrics(r: &Report) -> BTreeMap<String, f64> {
     }
     per_request(&c, &mut m);
     live_worker_shares(&c, &mut m);
-    for (k, v) in super::compare_lifecycle::metrics(r, c.known) {
+    let lifecycle = super::compare_lifecycle::metrics(r, c.known);
+    for (k, v) in lifecycle
+        .into_iter()
+        .chain(super::compare_lifecycle::quic_metrics(r))
+    {
         m.put(k, v);
     }
     // What the clients got, from nginx's access log.
@@ -857,9 +861,12 @@ fn is_core(m: &MetricChange) -> bool {
     all_defs().any(|d| d.key == m.key)
 }
 
-/// [`METRICS`], then the connection lifecycle's (`compare_lifecycle::METRICS`).
+/// [`METRICS`], then the connection lifecycle's (`compare_lifecycle::METRICS`, then
+/// its `QUIC_METRICS`).
 fn all_defs() -> impl Iterator<Item = MetricDef> {
-    let lifecycle = super::compare_lifecycle::METRICS.iter();
+    let lifecycle = super::compare_lifecycle::METRICS
+        .iter()
+        .chain(super::compare_lifecycle::QUIC_METRICS);
     METRICS
         .iter()
         .copied()

@@ -84,6 +84,25 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// The QUIC metrics ([`quic_metrics`]) as (key, label, unit), after [`METRICS`].
+pub const QUIC_METRICS: &[(&str, &str, &str)] = &[
+    (
+        "quic_connections_per_s",
+        "QUIC connections per second",
+        "/s",
+    ),
+    (
+        "quic_ended_at_max_requests_per_s",
+        "QUIC connections nginx ended at keepalive_requests/keepalive_time per second",
+        "/s",
+    ),
+    (
+        "quic_idle_closes_per_s",
+        "QUIC connections nginx closed at the idle timeout per second",
+        "/s",
+    ),
+];
+
 /// Whether the lifecycle programs were attached for `r`'s period: a worker carries its
 /// own closes (`workers[].connections_closed`, written only then; recordings made
 /// before it have none). Such a report without `connections` is a period in which
@@ -154,6 +173,39 @@ pub fn metrics(r: &Report, requests: Option<u64>) -> Vec<(&'static str, f64)> {
         }
         let by_peer: u64 = peers.iter().map(|p| p.closed_by_peer).sum();
         out.push(("upstream_closed_by_peer_per_s", rate(by_peer)));
+    }
+    out
+}
+
+/// The QUIC metrics of `r` (its `quic` section) as (key, value) per second of
+/// `r.duration_s`: connections when known (`quic.connections`: handshakes completed,
+/// or nginx's accepted less the TCP accepts, as its `source` says), and nginx's ends
+/// when counted (`quic.ends_source`, the QUIC uprobes): graceful ends with "reached
+/// maximum number of requests" (keepalive_requests or keepalive_time) and silent closes
+/// at the idle timeout. Empty without `quic` or a duration; no end key in recordings
+/// made before the ends were counted.
+pub fn quic_metrics(r: &Report) -> Vec<(&'static str, f64)> {
+    use crate::model::quic::{QuicEndCall, REACHED_MAX_REQUESTS};
+    let (Some(q), d) = (&r.quic, r.duration_s) else {
+        return Vec::new();
+    };
+    if d <= 0.0 {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    if let Some(n) = q.connections {
+        out.push(("quic_connections_per_s", n as f64 / d));
+    }
+    if q.ends_source.is_some() {
+        let max = q.ends_of(QuicEndCall::Shutdown, REACHED_MAX_REQUESTS);
+        let idle: u64 = q
+            .ends
+            .iter()
+            .filter(|e| e.call == QuicEndCall::IdleTimeout)
+            .map(|e| e.count)
+            .sum();
+        out.push(("quic_ended_at_max_requests_per_s", max as f64 / d));
+        out.push(("quic_idle_closes_per_s", idle as f64 / d));
     }
     out
 }
@@ -350,5 +402,42 @@ mod tests {
             assert!(!m.contains_key(k), "{k}: {m:?}");
         }
         assert_eq!(m["resets_received_per_s"], 0.9);
+    }
+
+    /// 12 QUIC connections in 10 s, 7 ended at keepalive_requests and 3 closed at the
+    /// idle timeout: per second in `compare`'s metrics; without the ends counted (an
+    /// older recording), only the connections.
+    #[test]
+    fn quic_connections_and_nginx_s_ends_are_compared_per_second() {
+        use crate::model::quic::{QuicEnd, QuicEndCall, QuicReport, REACHED_MAX_REQUESTS};
+        let end = |call, reason: Option<&str>, count| QuicEnd {
+            call,
+            code: 0x100,
+            reason: reason.map(str::to_string),
+            count,
+        };
+        let mut r = report(None, true);
+        r.quic = Some(QuicReport {
+            udp_ports: vec![8443],
+            connections: Some(12),
+            ends: vec![
+                end(QuicEndCall::Shutdown, Some(REACHED_MAX_REQUESTS), 7),
+                end(QuicEndCall::Close, Some(REACHED_MAX_REQUESTS), 6),
+                end(QuicEndCall::IdleTimeout, None, 3),
+            ],
+            ends_source: Some("uprobes".into()),
+            ..Default::default()
+        });
+        let all = crate::analysis::compare::metrics(&r);
+        assert_eq!(all["quic_connections_per_s"], 1.2);
+        assert_eq!(all["quic_ended_at_max_requests_per_s"], 0.7);
+        assert_eq!(all["quic_idle_closes_per_s"], 0.3);
+        r.quic.as_mut().unwrap().ends_source = None;
+        let m: BTreeMap<_, _> = quic_metrics(&r).into_iter().collect();
+        assert_eq!(m.len(), 1, "{m:?}");
+        assert_eq!(
+            crate::analysis::compare::metric_def("quic_idle_closes_per_s").0,
+            "QUIC connections nginx closed at the idle timeout per second"
+        );
     }
 }
