@@ -191,3 +191,53 @@ fn nginx_proxying_to_its_own_host_address_is_an_own_hop() {
         .unwrap_or_else(|| panic!("{}", s["connections"]));
     assert_eq!(peer["own_address"], true, "{peer}");
 }
+
+/// Trial 12 F3: nginx proxying to its own second server through `upstream be` with a
+/// `keepalive 2` pool set up for reuse (HTTP/1.1, `Connection ""`), 30 clients at once:
+/// the pool overflows, nginx closing the connections it cannot keep on their
+/// responses. nginx's count holds both hops (exactly twice hey's requests), so the
+/// connects per counted request are a floor of those per client request:
+/// `upstream_pool_overflow` fires and says so (it was silent with own hops).
+#[test]
+fn a_self_proxy_s_pool_overflow_is_said_as_a_floor() {
+    let back = nginx_probe_tests::free_port();
+    let ng = Nginx::start(&NginxConfig {
+        workers: 1,
+        http_extra: format!(
+            "upstream be {{ server 127.0.0.1:{back}; keepalive 2; }} \
+             server {{ listen 127.0.0.1:{back}; access_log off; location / {{ return 200 back; }} }}"
+        ),
+        server_extra: "location / { proxy_pass http://be; proxy_http_version 1.1; \
+                       proxy_set_header Connection \"\"; }"
+            .into(),
+        ..NginxConfig::default()
+    });
+    let run = Probe::on(&ng).json().start();
+    let url = format!("http://127.0.0.1:{}/", ng.port);
+    assert_eq!(nginx_probe_tests::hey(&["-n", "3000", "-c", "30"], &url), 3000);
+    std::thread::sleep(Duration::from_millis(500));
+    let s = run.stop().summary_json();
+    assert_eq!(s["requests"]["count"], 6000, "both hops: {}", s["requests"]);
+    let peer = s["connections"]["upstream_peers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["peer"] == format!("127.0.0.1:{back}"))
+        .unwrap_or_else(|| panic!("{}", s["connections"]))
+        .clone();
+    let v = nginx_probe_tests::verdict(&s, "upstream_pool_overflow")
+        .unwrap_or_else(|| panic!("{peer} {:?}", verdict_ids(&s)));
+    assert_eq!(v["evidence"]["upstream_connects"], peer["connects"], "{v}");
+    assert_eq!(v["evidence"]["requests"], 6000);
+    assert!(v["evidence"]["requests_include_own_hops"]
+        .as_str()
+        .unwrap()
+        .starts_with(&format!("nginx proxies to its own listener 127.0.0.1:{back}")));
+    let advice = v["advice"].as_str().unwrap();
+    assert!(
+        advice.contains("per request counted by nginx, its own hops among them (")
+            && advice.contains("so per client request more: a floor"),
+        "{advice}"
+    );
+    assert!(verdict_ids(&s).iter().all(|i| i != "upstream_keepalive_off"));
+}
