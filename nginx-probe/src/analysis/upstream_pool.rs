@@ -863,11 +863,24 @@ mod tests {
         assert!(!out[0].advice.contains("not TCP"), "{}", out[0].advice);
     }
 
-    /// Trial 11: `keepalive 2` under 50 clients, set up for reuse: 1265 connects for
-    /// 8480 requests, nginx closing 1237 of 1261 on the response, the upstream none.
-    #[test]
-    fn a_pool_that_overflows_below_one_connect_per_request_is_said() {
-        use crate::analysis::upstream_pool::upstream_pool_overflow;
+    /// `upstream be` with a server at 127.0.0.1:19541 added to `k`.
+    fn with_block(mut k: crate::model::config::ConfigReport) -> crate::model::config::ConfigReport {
+        use crate::model::config::{UpstreamServer, UpstreamValue};
+        k.upstreams.push(UpstreamValue {
+            name: "be".into(),
+            servers: vec![UpstreamServer {
+                address: "127.0.0.1:19541".into(),
+                ..Default::default()
+            }],
+            at: "/e/n.conf:2".into(),
+        });
+        k
+    }
+
+    /// Trial 11's counts: `keepalive 2` under 50 clients, set up for reuse: 1265
+    /// connects for 8480 requests, nginx closing 1237 of 1261 on the response, the
+    /// upstream none.
+    fn trial11() -> Inputs {
         use crate::model::{connections::ConnectionsReport, upstream_lifecycle::PeerLifecycle};
         let mut a = w(1, 1000, 8480);
         a.upstream_connects = 1265;
@@ -881,19 +894,7 @@ mod tests {
             closed_by_nginx_after_peer_data: 1237,
             ..Default::default()
         });
-        use crate::model::config::{UpstreamServer, UpstreamValue};
-        let with_block = |mut k: crate::model::config::ConfigReport| {
-            k.upstreams.push(UpstreamValue {
-                name: "be".into(),
-                servers: vec![UpstreamServer {
-                    address: "127.0.0.1:19541".into(),
-                    ..Default::default()
-                }],
-                at: "/e/n.conf:2".into(),
-            });
-            k
-        };
-        let mut inp = Inputs {
+        Inputs {
             workers: vec![a],
             requests: Some(8480),
             connections: Some(c),
@@ -902,20 +903,22 @@ mod tests {
                 ("", "/e/n.conf:11"),
             ))),
             ..Inputs::default()
-        };
-        let run = |inp: &Inputs| {
-            let mut out = Vec::new();
-            upstream_keepalive_off(inp, &mut out);
-            upstream_pool_overflow(inp, &mut out);
-            out
-        };
-        let v = run(&inp);
-        assert_eq!(v.len(), 1, "{v:?}");
-        assert_eq!(v[0].id, "upstream_pool_overflow");
-        assert!(v[0].advice.starts_with("1265 upstream connections opened for 8480 requests (0.15 per request; tracepoint sock:inet_sock_set_state on the peers of the locations that proxy), each a TCP handshake, and a socket in TIME-WAIT on nginx's side for each one nginx closed first; a pool is configured (upstream be: keepalive 16 (/e/n.conf:3)) and the proxy settings allow its reuse, yet nginx closed 1237 of 1261"), "{}", v[0].advice);
-        // Trial 12: the peer is nginx's own listener (a self-proxy): nginx's count holds
-        // both hops, per client request is more: still said, as a floor, once.
-        let mut hop = inp.clone();
+        }
+    }
+
+    /// `upstream_keepalive_off` then `upstream_pool_overflow`, as `judge` runs them.
+    fn run_pool(inp: &Inputs) -> Vec<crate::model::Verdict> {
+        let mut out = Vec::new();
+        upstream_keepalive_off(inp, &mut out);
+        crate::analysis::upstream_pool::upstream_pool_overflow(inp, &mut out);
+        out
+    }
+
+    /// Trial 12: the peer is nginx's own listener (a self-proxy): nginx's count holds
+    /// both hops, per client request is more: still said, as a floor, once.
+    #[test]
+    fn a_self_proxy_s_pool_overflow_is_said_as_a_floor() {
+        let mut hop = trial11();
         hop.config
             .as_mut()
             .unwrap()
@@ -926,7 +929,7 @@ mod tests {
                 at: "/e/n.conf:20".into(),
                 ..Default::default()
             });
-        let mut out = run(&hop);
+        let mut out = run_pool(&hop);
         crate::analysis::own_hops::mark_own_hops(&hop, &mut out);
         assert_eq!(out.len(), 1, "{out:?}");
         assert!(out[0].advice.starts_with("1265 upstream connections opened for 8480 requests (0.15 per request counted by nginx, its own hops among them (nginx proxies to its own listener 127.0.0.1:19541"), "{}", out[0].advice);
@@ -944,6 +947,19 @@ mod tests {
             out[0].advice
         );
         assert!(out[0].evidence.contains_key("requests_include_own_hops"));
+    }
+
+    /// Trial 11: `keepalive 2` under 50 clients, set up for reuse: 1265 connects for
+    /// 8480 requests, nginx closing 1237 of 1261 on the response, the upstream none.
+    #[test]
+    fn a_pool_that_overflows_below_one_connect_per_request_is_said() {
+        use crate::model::upstream_lifecycle::PeerLifecycle;
+        let mut inp = trial11();
+        let run = run_pool;
+        let v = run(&inp);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!(v[0].id, "upstream_pool_overflow");
+        assert!(v[0].advice.starts_with("1265 upstream connections opened for 8480 requests (0.15 per request; tracepoint sock:inet_sock_set_state on the peers of the locations that proxy), each a TCP handshake, and a socket in TIME-WAIT on nginx's side for each one nginx closed first; a pool is configured (upstream be: keepalive 16 (/e/n.conf:3)) and the proxy settings allow its reuse, yet nginx closed 1237 of 1261"), "{}", v[0].advice);
         // Connects to a peer no proxy_pass reaches (a memcached_pass): not this pool's.
         let other = inp.connections.as_ref().unwrap().upstream_peers[0].clone();
         inp.connections

@@ -214,7 +214,10 @@ fn a_self_proxy_s_pool_overflow_is_said_as_a_floor() {
     });
     let run = Probe::on(&ng).json().start();
     let url = format!("http://127.0.0.1:{}/", ng.port);
-    assert_eq!(nginx_probe_tests::hey(&["-n", "3000", "-c", "30"], &url), 3000);
+    assert_eq!(
+        nginx_probe_tests::hey(&["-n", "3000", "-c", "30"], &url),
+        3000
+    );
     std::thread::sleep(Duration::from_millis(500));
     let s = run.stop().summary_json();
     assert_eq!(s["requests"]["count"], 6000, "both hops: {}", s["requests"]);
@@ -232,12 +235,16 @@ fn a_self_proxy_s_pool_overflow_is_said_as_a_floor() {
     assert!(v["evidence"]["requests_include_own_hops"]
         .as_str()
         .unwrap()
-        .starts_with(&format!("nginx proxies to its own listener 127.0.0.1:{back}")));
+        .starts_with(&format!(
+            "nginx proxies to its own listener 127.0.0.1:{back}"
+        )));
     let advice = v["advice"].as_str().unwrap();
     assert!(
         advice.contains("per request counted by nginx, its own hops among them (")
             && advice.contains("so per client request more: a floor"),
         "{advice}"
     );
-    assert!(verdict_ids(&s).iter().all(|i| i != "upstream_keepalive_off"));
+    assert!(verdict_ids(&s)
+        .iter()
+        .all(|i| i != "upstream_keepalive_off"));
 }
