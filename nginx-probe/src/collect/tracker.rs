@@ -505,6 +505,7 @@ impl Tracker {
     /// Reads a dead worker's final stats, then zeroes and frees its slot.
     fn retire(&mut self, probe: &mut Probe, pid: u32, slot: u32) -> Result<(), ProbeError> {
         let last = probe.read_slot(slot)?;
+        self.lifecycle.note_drained(pid, probe.drained(slot));
         probe.forget_upstream_fds(pid);
         self.finals.insert(pid, last);
         probe.recycle_slot(slot)?;

@@ -64,6 +64,9 @@ struct Life {
     conns: Option<(u64, u64)>,
     exit: Option<WorkerExit>,
     exit_done: bool,
+    /// Whether it had begun its graceful shutdown when its slot was retired
+    /// ([`Lifecycle::note_drained`]); None: not known.
+    drained: Option<bool>,
 }
 
 /// One exit, for period counts.
@@ -374,12 +377,23 @@ impl Lifecycle {
         self.newest
     }
 
+    /// Notes whether worker `pid` had begun its graceful shutdown (the drain uprobe's
+    /// mark, `Probe::drained`), read as its slot is retired, before the mark is zeroed:
+    /// its exit says it. Nothing for a worker not seen yet.
+    pub fn note_drained(&mut self, pid: u32, drained: Option<bool>) {
+        if let Some(l) = self.lives.get_mut(&pid) {
+            l.drained = drained;
+        }
+    }
+
     /// Records the exit of `pid` from the kernel's record.
     fn exited(&mut self, pid: u32, probe: &mut Probe, now: f64) {
+        let drained = self.lives.get(&pid).and_then(|l| l.drained);
         let exit = probe.take_exit(pid).map(|code| match decode(code) {
             Exit::Code(c) => WorkerExit {
                 code: Some(c),
                 seen_unix_s: now,
+                drained,
                 ..Default::default()
             },
             Exit::Signal {

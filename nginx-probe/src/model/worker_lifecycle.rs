@@ -46,6 +46,13 @@ pub struct WorkerExit {
     /// When the tracker saw it gone (the refresh after the exit; within 500 ms),
     /// seconds since the Unix epoch.
     pub seen_unix_s: f64,
+    /// Whether the worker began its graceful shutdown before it exited: it entered
+    /// `ngx_close_idle_connections` (uprobe), as a worker does on QUIT (`nginx -s
+    /// quit`, a reload's old workers) and never on TERM/INT (`nginx -s stop`), or its
+    /// title said it was shutting down at attach. None when not known (the drain
+    /// uprobe not attached, or the worker born and gone between two refreshes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drained: Option<bool>,
 }
 
 /// Per worker (flattened into the JSON of a `WorkerReport`); every field is absent

@@ -23,13 +23,16 @@ fn mib(v: Option<u64>) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
-/// How an exit reads: `code 0 (no connection cut)`, `code 0, 17 client connections cut`,
-/// `code 1`, `signal 11 (SIGSEGV)`. `cut`: the client connections the kernel closed as
-/// this worker exited (`WorkerCloses::by_worker_exit`; None without the lifecycle
-/// programs). nginx exits 0 after a graceful QUIT and after a fast stop (TERM/INT, as
-/// `nginx -s stop` sends) alike; a QUIT waits for its connections (or closes them itself
-/// at `worker_shutdown_timeout`), so connections left to the kernel at a code 0 tell a
-/// fast stop; with none, QUIT and TERM look the same, and neither is named.
+/// How an exit reads: `code 0 after a graceful QUIT (it drained)`, `code 0, a fast
+/// stop (TERM/INT: it never drained), 17 client connections cut`, `code 1`, `signal 11
+/// (SIGSEGV)`. nginx exits 0 after a graceful QUIT and after a fast stop (TERM/INT, as
+/// `nginx -s stop` sends) alike; a QUIT always begins with `ngx_close_idle_connections`,
+/// whose uprobe marks the worker drained (`WorkerExit::drained`), a TERM never: with
+/// the mark known, a code 0 says which. Without it, connections left to the kernel at
+/// a code 0 tell a fast stop (a QUIT waits for its connections, or closes them itself
+/// at `worker_shutdown_timeout`), and with none QUIT and TERM are not told apart.
+/// `cut`: the client connections the kernel closed as the worker exited
+/// (`WorkerCloses::by_worker_exit`; None without the lifecycle programs).
 pub fn exit_text(e: &WorkerExit, cut: Option<u64>) -> String {
     match (e.code, e.signal) {
         (_, Some(s)) => format!(
@@ -37,13 +40,30 @@ pub fn exit_text(e: &WorkerExit, cut: Option<u64>) -> String {
             signal_name(s),
             if e.core_dumped { ", core dumped" } else { "" }
         ),
-        (Some(0), _) => match cut {
-            Some(0) => "code 0 (no connection cut)".into(),
-            Some(n) => format!("code 0, {n} client connections cut (a fast stop: TERM/INT)"),
-            None => "code 0 (client connections cut at exit: not counted)".into(),
-        },
+        (Some(0), _) => code0_text(e.drained, cut),
         (Some(c), _) => format!("code {c}"),
         _ => "unknown".into(),
+    }
+}
+
+/// A code 0 exit in words (see [`exit_text`]).
+fn code0_text(drained: Option<bool>, cut: Option<u64>) -> String {
+    let cut_said = |n: u64| match n {
+        0 => String::new(),
+        n => format!(", {n} client connections cut as it exited"),
+    };
+    match (drained, cut) {
+        (Some(true), c) => format!(
+            "code 0 after a graceful QUIT (it drained){}",
+            c.map(cut_said).unwrap_or_default()
+        ),
+        (Some(false), c) => format!(
+            "code 0, a fast stop (TERM/INT: it never drained){}",
+            c.map(cut_said).unwrap_or_default()
+        ),
+        (None, Some(0)) => "code 0 (no connection cut)".into(),
+        (None, Some(n)) => format!("code 0, {n} client connections cut (a fast stop: TERM/INT)"),
+        (None, None) => "code 0 (client connections cut at exit: not counted)".into(),
     }
 }
 
@@ -237,13 +257,17 @@ fn worker_rows(out: &mut String, r: &Report) {
 }
 
 /// Code 0 exits among the exited workers the report lists (at most
-/// `collect::tracker::MAX_EXITED_KEPT` kept apart): how many, how many of them left
-/// client connections to the kernel, and those connections (see [`exit_text`]); None
-/// when the lifecycle programs did not count closes at exit.
+/// `collect::tracker::MAX_EXITED_KEPT` kept apart): how many, how many were a fast
+/// stop (never drained, or, where that is not known, left client connections to the
+/// kernel), how many a graceful QUIT (drained), and the connections cut as they exited
+/// (see [`exit_text`]); None when the lifecycle programs did not count closes at exit.
 #[derive(Clone, Copy, Default)]
 struct Code0Exits {
     listed: u64,
     fast: u64,
+    quit: u64,
+    /// Those whose drain mark was known (`WorkerExit::drained`).
+    drain_known: u64,
     cut: u64,
 }
 
@@ -256,9 +280,13 @@ fn code0_exits(r: &Report) -> Option<Code0Exits> {
         }
         let cut = w.connections_closed.as_ref()?.by_worker_exit;
         out.listed += 1;
-        if cut > 0 {
-            out.fast += 1;
-            out.cut += cut;
+        out.cut += cut;
+        out.drain_known += u64::from(e.drained.is_some());
+        match e.drained {
+            Some(true) => out.quit += 1,
+            Some(false) => out.fast += 1,
+            None if cut > 0 => out.fast += 1,
+            None => {}
         }
     }
     Some(out)
@@ -272,6 +300,12 @@ fn exit_lines(out: &mut String, l: &LifecycleReport, c0: Option<Code0Exits>) {
     if e.total() > 0 {
         let signals = e.signal_lines();
         let code0 = match c0 {
+            Some(c) if c.listed >= e.graceful && c.drain_known == c.listed && c.listed > 0 => {
+                format!(
+                    "{} with code 0 ({} after a graceful QUIT, they drained; {} a fast stop, TERM/INT as `nginx -s stop` sends, they never drained: ngx_close_idle_connections uprobe; {} client connections cut as they exited)",
+                    e.graceful, c.quit, c.fast, c.cut
+                )
+            }
             Some(c) if c.fast == 0 && c.listed >= e.graceful => {
                 format!(
                     "{} with code 0 (none left a client connection to the kernel)",
@@ -349,12 +383,9 @@ mod tests {
         assert_eq!(lifecycle_section(&r), "", "nothing to tell: no section");
     }
 
-    /// Trial 14: `nginx -s stop` under wrk: both workers exited with code 0, the kernel
-    /// closed 35 client connections as they exited (17 + 18): a fast stop, never said
-    /// graceful; a worker that closed none at code 0 cut nothing (QUIT or TERM, not told
-    /// apart); without the lifecycle programs code 0 is said without either word.
-    #[test]
-    fn code_0_exits_that_cut_connections_are_a_fast_stop() {
+    /// A report whose two workers (1100, 1101) exited with code 0, each with its drain
+    /// mark and the client connections the kernel closed as it exited.
+    fn two_exited(exits_of: [(Option<bool>, u64); 2]) -> Report {
         use crate::model::{connections::WorkerCloses, worker_lifecycle::ExitCounts};
         let mut r = crate::render::prometheus::tests::report();
         r.workers.truncate(1);
@@ -362,10 +393,11 @@ mod tests {
         w2.pid = 1101;
         r.workers.push(w2);
         let mut exits = ExitCounts::default();
-        for (w, cut) in r.workers.iter_mut().zip([17, 18]) {
+        for (w, (drained, cut)) in r.workers.iter_mut().zip(exits_of) {
             w.alive = false;
             w.lifecycle.exit = Some(WorkerExit {
                 code: Some(0),
+                drained,
                 ..Default::default()
             });
             exits.add(w.lifecycle.exit.as_ref());
@@ -378,6 +410,16 @@ mod tests {
             exits,
             ..Default::default()
         });
+        r
+    }
+
+    /// Trial 14: `nginx -s stop` under wrk: both workers exited with code 0, the kernel
+    /// closed 35 client connections as they exited (17 + 18): a fast stop, never said
+    /// graceful; a worker that closed none at code 0 cut nothing (QUIT or TERM, not told
+    /// apart); without the lifecycle programs code 0 is said without either word.
+    #[test]
+    fn code_0_exits_that_cut_connections_are_a_fast_stop() {
+        let mut r = two_exited([(None, 17), (None, 18)]);
         let text = lifecycle_section(&r);
         assert!(text.contains("\n  exits: 2 with code 0 (2 of them cut 35 client connections as they exited: a fast stop, TERM/INT as `nginx -s stop` sends; a graceful QUIT waits for its connections), 0 other codes,"), "{text}");
         assert!(
@@ -404,5 +446,33 @@ mod tests {
         let text = lifecycle_section(&r);
         assert!(text.contains("\n  exits: 2 with code 0 (graceful QUIT or fast stop: connections cut at exit not counted), 0 other codes,"), "{text}");
         assert!(!text.contains("graceful)"), "{text}");
+    }
+
+    /// With the drain uprobe's mark: a worker that drained exited after a QUIT, one
+    /// that never did after a TERM/INT, whatever it cut (a stop of idle workers cuts
+    /// nothing and is still a fast stop).
+    #[test]
+    fn the_drain_mark_tells_a_quit_from_a_stop() {
+        let mut r = two_exited([(Some(true), 0), (Some(false), 3)]);
+        let text = lifecycle_section(&r);
+        assert!(text.contains("\n  exits: 2 with code 0 (1 after a graceful QUIT, they drained; 1 a fast stop, TERM/INT as `nginx -s stop` sends, they never drained: ngx_close_idle_connections uprobe; 3 client connections cut as they exited), 0 other codes,"), "{text}");
+        assert!(
+            text.contains("  code 0 after a graceful QUIT (it drained)\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  code 0, a fast stop (TERM/INT: it never drained), 3 client connections cut as it exited\n"),
+            "{text}"
+        );
+        r.workers[1]
+            .connections_closed
+            .as_mut()
+            .unwrap()
+            .by_worker_exit = 0;
+        let text = lifecycle_section(&r);
+        assert!(
+            text.contains("  code 0, a fast stop (TERM/INT: it never drained)\n"),
+            "{text}"
+        );
     }
 }

@@ -148,6 +148,8 @@ fn three_reloads_with_streams_held_leave_three_generations_draining() {
         assert_eq!(w["alive"], false, "{w}");
         assert_eq!(w["exit"]["code"], 0, "{w}");
         assert!(w["exit"].get("signal").is_none(), "{w}");
+        // A reload's QUIT: it entered ngx_close_idle_connections before exiting.
+        assert_eq!(w["exit"]["drained"], true, "{w}");
     }
     assert_eq!(l["exits"]["graceful"], exited.len() as u64, "{l}");
     assert_eq!(l["exits"]["signal"], 0, "{l}");

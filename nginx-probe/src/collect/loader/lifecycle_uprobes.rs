@@ -93,6 +93,17 @@ impl Probe {
         rule.set(0, 1, 0).map_err(|e| e.to_string())
     }
 
+    /// Whether worker `slot` has begun its graceful shutdown (the drain uprobe marked
+    /// it, or [`Probe::mark_draining_before_attach`] did); None when the drain uprobe
+    /// is not attached or the mark cannot be read.
+    pub fn drained(&self, slot: u32) -> Option<bool> {
+        let m = &self.lifecycle.meta;
+        if !m.attached || m.draining_unknown.is_some() {
+            return None;
+        }
+        self.lc_draining.get(&slot, 0).ok().map(|ns| ns != 0)
+    }
+
     /// Marks worker `slot` draining since before attach (its title said so at the
     /// first look): its closes count as a draining worker's, with no time since the
     /// drain. Nothing when the drain uprobe is not attached or the uprobe already
