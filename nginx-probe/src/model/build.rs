@@ -645,11 +645,12 @@ fn with_share_logged(
     requests: &model::RequestTotals,
 ) -> Option<model::access_log::AccessLogReport> {
     a.map(|mut a| {
-        a.share_logged = match (requests.source, requests.count) {
-            (model::RequestSource::StubStatus, Some(n)) if n > 0 => {
-                Some((a.lines as f64 / n as f64 * 1000.0).round() / 1000.0)
-            }
-            _ => None,
+        (a.share_logged, a.nginx_requests) = match (requests.source, requests.count) {
+            (model::RequestSource::StubStatus, Some(n)) if n > 0 => (
+                Some((a.lines as f64 / n as f64 * 1000.0).round() / 1000.0),
+                Some(n),
+            ),
+            _ => (None, None),
         };
         a
     })
