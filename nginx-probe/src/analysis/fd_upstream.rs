@@ -20,7 +20,7 @@ pub const UPSTREAM_CONNECTS_PER_REQUEST: f64 = 0.5;
 /// stays silent: keepalive cannot keep a connection the peer fails (nginx closes it),
 /// and a reset leaves no TIME-WAIT; the outage is `upstream_errors`'. Failures keepalive
 /// causes or cures (EADDRNOTAVAIL: ports held in TIME-WAIT) are not counted here.
-pub const UPSTREAM_PEER_FAILED_SHARE: f64 = 0.5;
+pub const UPSTREAM_PEER_FAILED_SHARE: f64 = super::upstream_failures::PEER_FAILED_SHARE;
 /// fd headroom (free / limit) under which the fd limit is about to bind.
 pub const FD_HEADROOM_MIN: f64 = 0.10;
 /// Regular files open, as a share of the fd limit, from which open files (e.g.

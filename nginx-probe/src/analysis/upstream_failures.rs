@@ -32,6 +32,35 @@ pub fn peer_failed_lines(inp: &Inputs) -> Option<u64> {
     Some(PEER_FAILED_CLASSES.iter().map(|c| e.count(c)).sum())
 }
 
+/// Error-log lines of [`PEER_FAILED_CLASSES`] naming `peer` (`ip:port`, the error
+/// log's `http://ip:port`); 0 when the log is not read or names it in none.
+pub fn peer_failed_lines_of(inp: &Inputs, peer: &str) -> u64 {
+    let Some(e) = inp.nginx_errors.as_ref().filter(|e| e.readable) else {
+        return 0;
+    };
+    e.upstream_peers
+        .iter()
+        .filter(|p| authority(&p.peer) == peer)
+        .flat_map(|p| {
+            PEER_FAILED_CLASSES
+                .iter()
+                .filter_map(|c| p.by_class.get(*c))
+        })
+        .sum()
+}
+
+/// Whether nginx's error log names `p` in lines where it failed an established
+/// connection ([`peer_failed_lines_of`]) for at least
+/// [`UPSTREAM_PEER_FAILED_SHARE`](super::fd_upstream::UPSTREAM_PEER_FAILED_SHARE) of
+/// the connections nginx established to it: a pool would have kept none of them.
+pub fn failed_most(inp: &Inputs, p: &crate::model::upstream_lifecycle::PeerLifecycle) -> bool {
+    peer_failed_lines_of(inp, &p.peer) as f64 >= PEER_FAILED_SHARE * p.established as f64
+}
+
+/// The share behind [`failed_most`] (`fd_upstream::UPSTREAM_PEER_FAILED_SHARE` is
+/// this value).
+pub const PEER_FAILED_SHARE: f64 = 0.5;
+
 /// The peers whose error-log lines of `class` nginx wrote, most first, at most 3:
 /// `http://127.0.0.1:18902 (300 lines)`; empty when the log names none (or was
 /// recorded before lines were counted by class).
@@ -528,5 +557,136 @@ mod per_peer_reuse {
             pool(&inp, &["http://127.0.0.1:18402"]),
             Pool::Kept(_)
         ));
+    }
+}
+
+/// Trial 16: one nginx with three proxying locations: /a/ to `upstream ua` (a live peer
+/// and one that times out), /b/ to `upstream ub` (a peer that resets or closes every
+/// connection before answering), /c/ to a bare address nothing listens on. 150 of the
+/// 250 requests went to /a/, one connection each: `upstream_keepalive_off` is right for
+/// /a/ and names only it; /b/'s peer (50 established, 50 failed by the peer) and /c/'s
+/// (none established) carried nothing a pool could keep.
+#[cfg(test)]
+mod failing_peers_beside_a_live_one {
+    use super::*;
+    use crate::analysis::{fd_upstream::upstream_keepalive_off, inputs::w};
+    use crate::model::{
+        config::{ConfigReport, ConfigValue, UpstreamServer, UpstreamValue},
+        connections::ConnectionsReport,
+        upstream_lifecycle::PeerLifecycle,
+        NginxErrorsReport, PeerErrorsReport,
+    };
+
+    fn peer(port: u16, connects: u64, established: u64) -> PeerLifecycle {
+        PeerLifecycle {
+            peer: format!("127.0.0.1:{port}"),
+            connects,
+            established,
+            connect_failed: connects - established,
+            ..Default::default()
+        }
+    }
+
+    fn block(name: &str, ports: &[u16]) -> UpstreamValue {
+        UpstreamValue {
+            name: name.into(),
+            servers: ports
+                .iter()
+                .map(|p| UpstreamServer {
+                    address: format!("127.0.0.1:{p}"),
+                    at: "/t/n.conf:3".into(),
+                    ..Default::default()
+                })
+                .collect(),
+            at: "/t/n.conf:3".into(),
+        }
+    }
+
+    fn log_peer(port: u16, class: &str, n: u64) -> PeerErrorsReport {
+        PeerErrorsReport {
+            peer: format!("http://127.0.0.1:{port}"),
+            lines: n,
+            by_class: [(class.to_string(), n)].into(),
+        }
+    }
+
+    #[test]
+    fn only_the_location_of_the_live_peer_is_told_to_keep_connections() {
+        let mut a = w(1, 250, 250);
+        a.upstream_connects = 252;
+        a.upstream_established = 200;
+        let pass = |loc: &str, to: &str, line: u32| {
+            let scope = format!("server s location {loc}");
+            [
+                ConfigValue::of("proxy_pass", &scope, to, &format!("/t/n.conf:{line}")),
+                ConfigValue::of("proxy_http_version", &scope, "1.0", "default"),
+                ConfigValue::of("proxy_set_header Connection", &scope, "close", "default"),
+            ]
+        };
+        let unset = |b: &str| {
+            ConfigValue::of(
+                "keepalive",
+                &format!("upstream {b}"),
+                "unset (no idle upstream connections kept)",
+                crate::model::config::DEFAULT,
+            )
+        };
+        let mut resetting = peer(19513, 50, 50);
+        resetting.closed_by_reset = 34;
+        resetting.closed_by_peer = 16;
+        let inp = Inputs {
+            workers: vec![a],
+            requests: Some(250),
+            connections: Some(ConnectionsReport {
+                upstream_peers: vec![
+                    peer(19512, 150, 150),
+                    resetting,
+                    peer(19514, 50, 0),
+                    peer(19515, 2, 0),
+                ],
+                ..Default::default()
+            }),
+            nginx_errors: Some(NginxErrorsReport {
+                readable: true,
+                upstream_peers: vec![
+                    log_peer(19513, "upstream_reset", 34),
+                    PeerErrorsReport {
+                        lines: 50,
+                        by_class: [
+                            ("upstream_reset".to_string(), 34),
+                            ("upstream_prematurely_closed".to_string(), 16),
+                        ]
+                        .into(),
+                        ..log_peer(19513, "", 0)
+                    },
+                    log_peer(19514, "upstream_connect_failed", 50),
+                    log_peer(19515, "upstream_connect_timeout", 2),
+                ]
+                .split_off(1),
+                ..Default::default()
+            }),
+            config: Some(ConfigReport {
+                values: [
+                    pass("/a/", "http://ua/", 10),
+                    pass("/b/", "http://ub/", 11),
+                    pass("/c/", "http://127.0.0.1:19514/", 12),
+                ]
+                .concat()
+                .into_iter()
+                .chain([unset("ua"), unset("ub")])
+                .collect(),
+                upstreams: vec![block("ua", &[19512, 19515]), block("ub", &[19513])],
+                ..Default::default()
+            }),
+            ..Inputs::default()
+        };
+        let mut out = Vec::new();
+        upstream_keepalive_off(&inp, &mut out);
+        assert_eq!(out.len(), 1, "{out:?}");
+        let advice = &out[0].advice;
+        assert!(advice.contains("location /a/"), "{advice}");
+        assert!(!advice.contains("location /b/"), "{advice}");
+        assert!(!advice.contains("location /c/"), "{advice}");
+        assert!(!advice.contains("which of the"), "{advice}");
     }
 }

@@ -20,9 +20,13 @@ pub struct UpstreamCloses {
     /// none while nginx closed the others is no response ending its connection but
     /// nginx closing them (its pool full, or the response asking).
     pub peer_closed_after_its_data: u64,
-    /// The peers nginx's workers connected to in the period (`connect()`'s sockaddr,
-    /// `upstream_peers[].connects` > 0); None when not known whole (no upstream
-    /// lifecycle counted, or peers beyond the table summed as `other peers`).
+    /// The peers whose connections a pool could have kept in the period (`connect()`'s
+    /// sockaddr): nginx's workers established at least one connection to each, and
+    /// nginx's error log does not hold, for half or more of them, a line where the peer
+    /// failed an established connection (`PEER_FAILED_CLASSES` naming it; trial 16: a
+    /// dead peer and one resetting every connection beside a live one were told to add
+    /// a pool). None when not known whole (no upstream lifecycle counted, or peers
+    /// beyond the table summed as `other peers`).
     pub connected: Option<Vec<SocketAddr>>,
 }
 
@@ -57,7 +61,7 @@ pub(super) fn closes_of(inp: &super::inputs::Inputs) -> UpstreamCloses {
         connected: inp.connections.as_ref().and_then(|c| {
             c.upstream_peers
                 .iter()
-                .filter(|p| p.connects > 0)
+                .filter(|p| p.established > 0 && !super::upstream_failures::failed_most(inp, p))
                 .map(|p| p.peer.parse::<SocketAddr>().ok())
                 .collect()
         }),
