@@ -625,7 +625,7 @@ impl<'a> Session<'a> {
         let Some(sink) = self.record.as_mut() else {
             return;
         };
-        if sink.interval(json_line(r)) == Sent::Closed {
+        if sink.interval(recording::sealed_line(&safe::json(r))) == Sent::Closed {
             let why = match self.record.take().map(|s| s.close()) {
                 Some(Err(e)) => e.to_string(),
                 _ => "its writer stopped".into(),
@@ -691,7 +691,7 @@ impl<'a> Session<'a> {
             let snap = self.tracker.snapshot(&self.probe)?;
             let r = self.interval_report(&snap, tail_s);
             if let Some(sink) = self.record.as_mut() {
-                let _ = sink.interval(json_line(&r));
+                let _ = sink.interval(recording::sealed_line(&safe::json(&r)));
             }
             if self.plan.mode == OutputMode::Json && self.plan.stdout_every_s.is_some() {
                 let _ = self.output.interval(self.render(&r));
@@ -729,7 +729,7 @@ impl Concluded<'_> {
             );
         }
         if let Some(sink) = s.record.take() {
-            if let Err(e) = sink.finish(json_line(&r)) {
+            if let Err(e) = sink.finish(recording::sealed_line(&safe::json(&r))) {
                 s.record_error = Some(e.to_string());
             }
         }

@@ -30,6 +30,49 @@ pub const MAX_COUNT: u64 = 1 << 53;
 /// times [`MAX_LINE_BYTES`] (days of 5 s intervals for a few workers).
 pub const MAX_KEPT_BYTES: usize = 16 * MAX_LINE_BYTES;
 
+/// The field each line of a recording ends with: `,"crc32":"8 hex digits"}`, the
+/// CRC-32 of the line's bytes before it (the JSON object without its closing brace).
+const SEAL_KEY: &str = ",\"crc32\":\"";
+/// Bytes of the seal: the key, 8 hex digits, `"}`.
+const SEAL_LEN: usize = SEAL_KEY.len() + 8 + 2;
+
+/// A JSON object's text (`{...}`, no newline) sealed for a recording: its CRC-32 added
+/// as its last field (see [`SEAL_KEY`]), then a newline. A report or header is never an
+/// empty object.
+pub fn sealed_line(json: &str) -> String {
+    let body = json.strip_suffix('}').unwrap_or(json);
+    format!(
+        "{body}{SEAL_KEY}{:08x}\"}}\n",
+        crc32fast::hash(body.as_bytes())
+    )
+}
+
+/// Checks a line's seal: Ok for a line that has none (recordings made before lines
+/// were sealed, a captured `--json` stdout), and for one whose CRC-32 matches.
+///
+/// Errors: the checksum does not match (the line was changed after it was written:
+/// an edit, or a corrupted disk).
+fn check_seal(line: &[u8]) -> Result<(), String> {
+    let line = line.trim_ascii_end();
+    let Some(cut) = line.len().checked_sub(SEAL_LEN) else {
+        return Ok(());
+    };
+    let (body, seal) = line.split_at(cut);
+    let Some(hex) = seal
+        .strip_prefix(SEAL_KEY.as_bytes())
+        .and_then(|s| s.strip_suffix(b"\"}"))
+        .and_then(|h| std::str::from_utf8(h).ok())
+        .and_then(|h| u32::from_str_radix(h, 16).ok())
+    else {
+        return Ok(());
+    };
+    if crc32fast::hash(body) == hex {
+        Ok(())
+    } else {
+        Err("its checksum (crc32) does not match its content: the line was changed after nginx-probe wrote it (edited, or corrupted on disk), so its numbers cannot be vouched for".into())
+    }
+}
+
 /// One line read with [`read_line_bounded`].
 #[derive(Debug, PartialEq, Eq)]
 pub enum LineRead {
@@ -401,6 +444,7 @@ impl Recording {
                 rec.truncated_tail = true;
                 continue;
             };
+            check_seal(&line).map_err(bad)?;
             let schema = match kind.schema {
                 Some(SchemaField::Number(v)) => v,
                 _ => 0,
@@ -603,7 +647,7 @@ pub fn create(path: &Path, header: &Header) -> Result<Sink, ProbeError> {
                 fail(e)
             }
         })?;
-    let line = safe::json(header) + "\n";
+    let line = sealed_line(&safe::json(header));
     f.write_all(line.as_bytes())
         .and_then(|_| f.sync_data())
         .map_err(fail)?;
@@ -643,6 +687,41 @@ mod tests {
         })
         .to_string()
             + "\n"
+    }
+
+    /// Trial 16: a sealed recording whose worker accepts were edited from 163 to 99163
+    /// read back without a word; sealed lines read back as written, an edited one is
+    /// refused with its line number, an unsealed one (older recordings, a captured
+    /// `--json` stdout) is read as before.
+    #[test]
+    fn an_edited_sealed_line_is_refused_and_unsealed_lines_read() {
+        let sealed = |kind: &str, n: u64| sealed_line(report_line(kind, n).trim_end());
+        let text = sealed("interval", 163) + &sealed("summary", 163);
+        assert!(text.lines().all(|l| l.ends_with("\"}")), "{text}");
+        let r = Recording::parse("r", &text).unwrap();
+        assert_eq!(r.summary.unwrap().workers[0].accepts, 163);
+        let edited = text.replacen("\"accepts\":163", "\"accepts\":99163", 1);
+        assert_ne!(edited, text);
+        match Recording::parse("r", &edited) {
+            Err(RecordingError::BadLine { line, reason, .. }) => {
+                assert_eq!(line, 1);
+                assert!(
+                    reason.starts_with("its checksum (crc32) does not match"),
+                    "{reason}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        let plain = report_line("summary", 7);
+        assert_eq!(
+            Recording::parse("r", &plain)
+                .unwrap()
+                .summary
+                .unwrap()
+                .workers[0]
+                .accepts,
+            7
+        );
     }
 
     #[test]
