@@ -45,11 +45,21 @@ pub fn keepalive_timeout_zero(cfg: Option<&ConfigReport>) -> Option<String> {
 /// False when some server or location keeps keepalive on (a name-based server beside
 /// one that turns it off: which one a connection reached is not measured by port),
 /// or the configuration was not read.
+///
+/// The http-level value counts only where a server inherits it: when every server of
+/// `cfg` (its `listen` lines' scopes) sets its own, it is in force nowhere (trial 17:
+/// the only server, `keepalive_timeout 0`, was said to stand beside "the others" at
+/// the http level's 75s default).
 pub fn keepalive_timeout_zero_everywhere(cfg: Option<&ConfigReport>) -> bool {
     let Some(cfg) = cfg else { return false };
+    let servers: std::collections::BTreeSet<&str> =
+        cfg.listens.iter().map(|l| l.scope.as_str()).collect();
+    let sets_own = |s: &str| cfg.overrides("keepalive_timeout").any(|v| v.scope == s);
+    let http_in_force = servers.is_empty() || servers.iter().any(|s| !sets_own(s));
     let mut places = cfg
         .everywhere("keepalive_timeout")
         .filter(|v| !v.scope.starts_with("upstream"))
+        .filter(|v| http_in_force || v.scope != "http")
         .peekable();
     places.peek().is_some()
         && places.all(|v| {
@@ -445,6 +455,35 @@ pub fn annotate(inp: &Inputs, out: &mut [Verdict]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Trial 17: the only server sets `keepalive_timeout 0`; the http level's 75s
+    /// default is in force nowhere. A second server without its own value inherits it.
+    #[test]
+    fn an_http_value_every_server_overrides_is_in_force_nowhere() {
+        use crate::model::config::{ConfigValue, ListenValue};
+        let listen = |scope: &str| ListenValue {
+            scope: scope.into(),
+            address: "127.0.0.1:19500".into(),
+            at: "/t/n.conf:5".into(),
+            ..Default::default()
+        };
+        let mut cfg = ConfigReport {
+            values: vec![
+                ConfigValue::of(
+                    "keepalive_timeout",
+                    "http",
+                    "75s",
+                    crate::model::config::DEFAULT,
+                ),
+                ConfigValue::of("keepalive_timeout", "server a", "0", "/t/n.conf:6"),
+            ],
+            listens: vec![listen("server a")],
+            ..Default::default()
+        };
+        assert!(keepalive_timeout_zero_everywhere(Some(&cfg)));
+        cfg.listens.push(listen("server b"));
+        assert!(!keepalive_timeout_zero_everywhere(Some(&cfg)));
+    }
     use crate::{
         analysis::inputs::WorkerInput,
         model::{

@@ -89,7 +89,9 @@ fn a_recording_reads_back_as_the_same_report_and_describes_its_run() {
     assert!(rep.status.success(), "{rep:?}");
     let back: Value = serde_json::from_str(rep.stdout.trim()).unwrap();
     // Every recorded line is sealed with its checksum, which the report leaves out.
-    assert!(recorded.iter().all(|l| l["crc32"].as_str().is_some_and(|c| c.len() == 8)));
+    assert!(recorded
+        .iter()
+        .all(|l| l["crc32"].as_str().is_some_and(|c| c.len() == 8)));
     let mut sealed = summary.clone();
     sealed.as_object_mut().unwrap().remove("crc32");
     assert_eq!(back, sealed);
