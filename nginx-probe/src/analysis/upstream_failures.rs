@@ -690,3 +690,78 @@ mod failing_peers_beside_a_live_one {
         assert!(!advice.contains("which of the"), "{advice}");
     }
 }
+
+/// Trial 17: two locations to one live peer, /ka through `upstream ka` with `keepalive
+/// 2` set up for reuse, /live straight to the peer; 30 clients, 3000 requests, 1706
+/// connects, nginx closing almost all of them on the responses: beside the pool to add
+/// for /live, the advice says /ka's pool may be full whenever a connection comes back.
+#[cfg(test)]
+mod a_small_pool_beside_none {
+    use super::*;
+    use crate::analysis::{fd_upstream::upstream_keepalive_off, inputs::w};
+    use crate::model::{
+        config::{ConfigReport, ConfigValue, UpstreamServer, UpstreamValue},
+        connections::ConnectionsReport,
+        upstream_lifecycle::PeerLifecycle,
+    };
+
+    #[test]
+    fn the_pool_set_up_right_is_said_to_overflow() {
+        let mut a = w(1, 30, 3000);
+        a.upstream_connects = 1706;
+        a.upstream_established = 1706;
+        let loc = |l: &str, to: &str, version: &str, conn: &str| {
+            let scope = format!("server s location {l}");
+            vec![
+                ConfigValue::of("proxy_pass", &scope, to, "/t/n.conf:9"),
+                ConfigValue::of("proxy_http_version", &scope, version, "/t/n.conf:10"),
+                ConfigValue::of("proxy_set_header Connection", &scope, conn, "/t/n.conf:11"),
+            ]
+        };
+        let mut values = loc("/ka", "http://ka", "1.1", "");
+        values.extend(loc("/live", "http://127.0.0.1:19512", "1.0", "close"));
+        values.push(ConfigValue::of(
+            "keepalive",
+            "upstream ka",
+            "2",
+            "/t/n.conf:3",
+        ));
+        let inp = Inputs {
+            workers: vec![a],
+            requests: Some(3000),
+            connections: Some(ConnectionsReport {
+                upstream_peers: vec![PeerLifecycle {
+                    peer: "127.0.0.1:19512".into(),
+                    connects: 1706,
+                    established: 1706,
+                    closed_by_nginx: 1700,
+                    closed_by_nginx_after_peer_data: 1690,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            config: Some(ConfigReport {
+                values,
+                upstreams: vec![UpstreamValue {
+                    name: "ka".into(),
+                    servers: vec![UpstreamServer {
+                        address: "127.0.0.1:19512".into(),
+                        ..Default::default()
+                    }],
+                    at: "/t/n.conf:2".into(),
+                }],
+                ..Default::default()
+            }),
+            ..Inputs::default()
+        };
+        let mut out = Vec::new();
+        upstream_keepalive_off(&inp, &mut out);
+        assert_eq!(out.len(), 1, "{out:?}");
+        let advice = &out[0].advice;
+        assert!(advice.contains("location /live"), "{advice}");
+        assert!(
+            advice.contains("; where it is set up for reuse, a pool is configured (upstream ka: keepalive 2 (/t/n.conf:3)) and the proxy settings allow its reuse, yet nginx closed 1690 of 1700 upstream connections within a jiffy of the upstream's last data"),
+            "{advice}"
+        );
+    }
+}

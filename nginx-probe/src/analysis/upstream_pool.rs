@@ -288,6 +288,13 @@ pub fn pool_unused(cfg: &ConfigReport, closes: &UpstreamCloses) -> Option<String
                 format!("; set up for reuse: {}", fine.join(", "))
             }
         );
+        // Trial 17: a `keepalive 2` pool under 30 clients carried them all, and only
+        // the other location was told what to do.
+        let pools: Vec<String> = ok.iter().filter_map(|p| p.pool.clone()).collect();
+        if !pools.is_empty() && closes.nginx_alone_ended() {
+            let said = allowed(&pools.join("; "), closes);
+            text += &format!("; where it is set up for reuse, {said}");
+        }
     }
     Some(text)
 }
