@@ -560,6 +560,15 @@ mod per_peer_reuse {
     }
 }
 
+/// `upstream_keepalive_off`'s advice on `inp`, which must fire once (tests).
+#[cfg(test)]
+fn keepalive_advice(inp: &Inputs) -> String {
+    let mut out = Vec::new();
+    super::fd_upstream::upstream_keepalive_off(inp, &mut out);
+    assert_eq!(out.len(), 1, "{out:?}");
+    out.remove(0).advice
+}
+
 /// Trial 16: one nginx with three proxying locations: /a/ to `upstream ua` (a live peer
 /// and one that times out), /b/ to `upstream ub` (a peer that resets or closes every
 /// connection before answering), /c/ to a bare address nothing listens on. 150 of the
@@ -569,7 +578,7 @@ mod per_peer_reuse {
 #[cfg(test)]
 mod failing_peers_beside_a_live_one {
     use super::*;
-    use crate::analysis::{fd_upstream::upstream_keepalive_off, inputs::w};
+    use crate::analysis::inputs::w;
     use crate::model::{
         config::{ConfigReport, ConfigValue, UpstreamServer, UpstreamValue},
         connections::ConnectionsReport,
@@ -680,10 +689,7 @@ mod failing_peers_beside_a_live_one {
             }),
             ..Inputs::default()
         };
-        let mut out = Vec::new();
-        upstream_keepalive_off(&inp, &mut out);
-        assert_eq!(out.len(), 1, "{out:?}");
-        let advice = &out[0].advice;
+        let advice = &super::keepalive_advice(&inp);
         assert!(advice.contains("location /a/"), "{advice}");
         assert!(!advice.contains("location /b/"), "{advice}");
         assert!(!advice.contains("location /c/"), "{advice}");
@@ -698,7 +704,7 @@ mod failing_peers_beside_a_live_one {
 #[cfg(test)]
 mod a_small_pool_beside_none {
     use super::*;
-    use crate::analysis::{fd_upstream::upstream_keepalive_off, inputs::w};
+    use crate::analysis::inputs::w;
     use crate::model::{
         config::{ConfigReport, ConfigValue, UpstreamServer, UpstreamValue},
         connections::ConnectionsReport,
@@ -754,10 +760,7 @@ mod a_small_pool_beside_none {
             }),
             ..Inputs::default()
         };
-        let mut out = Vec::new();
-        upstream_keepalive_off(&inp, &mut out);
-        assert_eq!(out.len(), 1, "{out:?}");
-        let advice = &out[0].advice;
+        let advice = &super::keepalive_advice(&inp);
         assert!(advice.contains("location /live"), "{advice}");
         assert!(
             advice.contains("; where it is set up for reuse, a pool is configured (upstream ka: keepalive 2 (/t/n.conf:3)) and the proxy settings allow its reuse, yet nginx closed 1690 of 1700 upstream connections within a jiffy of the upstream's last data"),
