@@ -102,12 +102,7 @@ struct UpstreamConnects {
 
 impl UpstreamConnects {
     fn of(inp: &Inputs, requests: u64) -> UpstreamConnects {
-        let mut errors: BTreeMap<String, u64> = BTreeMap::new();
-        for w in &inp.workers {
-            for (k, v) in &w.upstream_errors {
-                *errors.entry(k.clone()).or_default() += v;
-            }
-        }
+        let errors = inp.upstream_connect_errors();
         // The error log counts the whole period; under sampled detail the connects are
         // the windows': the lines are scaled by the windows' requests over the period's.
         let scale = match inp.detail.as_ref().map(|d| d.requests_total) {

@@ -206,6 +206,19 @@ impl Inputs {
         )
     }
 
+    /// The workers' failed upstream connects by errno name (`connect()` and
+    /// `getsockopt(SO_ERROR)`), summed over the workers; detail figures under
+    /// `--detail sampled` (the windows' only).
+    pub fn upstream_connect_errors(&self) -> std::collections::BTreeMap<String, u64> {
+        let mut by = std::collections::BTreeMap::new();
+        for w in &self.workers {
+            for (k, n) in &w.upstream_errors {
+                *by.entry(k.clone()).or_default() += n;
+            }
+        }
+        by
+    }
+
     /// nginx's client connections closed in the period before their client sent a
     /// byte (they carried no request: a spare connection, a health check that only
     /// connects), over every port (`tcp_sock.bytes_received` at the first close; see

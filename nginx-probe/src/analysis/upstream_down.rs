@@ -30,9 +30,11 @@ pub fn upstream_peer_down(inp: &Inputs, out: &mut Vec<Verdict>) {
     let Some(c) = inp.connections.as_ref() else {
         return;
     };
+    // upstream_errors names a peer as nginx's error log does: `http://ip:port (N lines)`.
     let named_elsewhere = |p: &str| {
+        let named = format!("://{p} (");
         out.iter()
-            .any(|v| v.id == "upstream_errors" && v.advice.contains(p))
+            .any(|v| v.id == "upstream_errors" && v.advice.contains(&named))
     };
     let down: Vec<&PeerLifecycle> = c
         .upstream_peers
@@ -44,11 +46,16 @@ pub fn upstream_peer_down(inp: &Inputs, out: &mut Vec<Verdict>) {
     if down.is_empty() {
         return;
     }
+    // The workers' errnos are all peers': said of the dead peer only when no other
+    // peer failed a connect and they add up to its own failures.
     let others_failed = c
         .upstream_peers
         .iter()
         .any(|p| p.connect_failed > 0 && !down.iter().any(|d| d.peer == p.peer));
-    let errnos = errnos_of(inp, down.len() == 1 && !others_failed);
+    let errnos = match down.as_slice() {
+        [p] if !others_failed => errnos_of(inp, p.connect_failed),
+        _ => None,
+    };
     let said: Vec<String> = down
         .iter()
         .take(NAMED)
@@ -93,19 +100,15 @@ pub fn upstream_peer_down(inp: &Inputs, out: &mut Vec<Verdict>) {
 }
 
 /// The workers' connect errors by errno (`connect()` and `getsockopt(SO_ERROR)`, all
-/// peers), said only when they are the dead peer's alone (`only`: one peer failed) and
-/// counted over the whole period (not `--detail sampled`); None otherwise.
-fn errnos_of(inp: &Inputs, only: bool) -> Option<String> {
-    if !only || inp.detail.is_some() {
+/// peers), said as the one dead peer's only when they add up to exactly its `failed`
+/// connects (no EADDRNOTAVAIL, nor a resolver's connect, among them) and were counted over
+/// the whole period (not `--detail sampled`); None otherwise.
+fn errnos_of(inp: &Inputs, failed: u64) -> Option<String> {
+    if inp.detail.is_some() {
         return None;
     }
-    let mut by: BTreeMap<&str, u64> = BTreeMap::new();
-    for w in &inp.workers {
-        for (k, n) in &w.upstream_errors {
-            *by.entry(k.as_str()).or_default() += n;
-        }
-    }
-    (!by.is_empty()).then(|| {
+    let by = inp.upstream_connect_errors();
+    (by.values().sum::<u64>() == failed).then(|| {
         by.iter()
             .map(|(k, n)| format!("{k} {n}"))
             .collect::<Vec<_>>()
@@ -181,7 +184,7 @@ fn log_lines<'a>(inp: &'a Inputs, peer: &str) -> Option<(u64, BTreeMap<&'a str, 
     for r in e
         .upstream_peers
         .iter()
-        .filter(|r| r.peer.split_once("://").map_or(r.peer.as_str(), |x| x.1) == peer)
+        .filter(|r| super::upstream_failures::authority(&r.peer) == peer)
     {
         n += r.lines;
         for (c, k) in &r.by_class {

@@ -109,7 +109,7 @@ pub enum Pool {
 }
 
 /// `scheme://host:port` -> `host:port`.
-fn authority(peer: &str) -> &str {
+pub(super) fn authority(peer: &str) -> &str {
     peer.split_once("://").map_or(peer, |(_, a)| a)
 }
 
