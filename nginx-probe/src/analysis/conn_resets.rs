@@ -114,9 +114,11 @@ pub fn requests_after_close(inp: &Inputs, out: &mut Vec<Verdict>) {
         "requests_after_close",
         Severity::Warning,
         evidence,
-        &super::worker_connections::and_worker_connections(inp, &[])[..],
+        // Trial 17: the directives line was empty; the remedy's timer is nginx's
+        // keepalive_timeout (a reload's sweep has no directive: clients retry).
+        &super::worker_connections::and_worker_connections(inp, &["keepalive_timeout"])[..],
         format!(
-            "{head}: a request sent on a kept-alive connection as nginx closed it fails so for its client unless the client retries it, and nginx never reads it (no access-log line, no 5xx); so does the rest of a request body sent after nginx answered early (a 413, a redirect) and closed{why}. Clients that reuse idle connections should retry an idempotent request that fails that way, and close idle connections before nginx does",
+            "{head}: a request sent on a kept-alive connection as nginx closed it fails so for its client unless the client retries it, and nginx never reads it (no access-log line, no 5xx); so does the rest of a request body sent after nginx answered early (a 413, a redirect) and closed{why}. Clients that reuse idle connections should retry an idempotent request that fails that way (no nginx directive avoids a reload's or a stop's closes), and close idle connections before nginx's keepalive_timeout does",
         ),
     ));
 }

@@ -400,8 +400,7 @@ fn closes_by_an_exiting_worker_are_not_nginx_closing_idle_connections() {
 
 #[test]
 fn resets_of_a_closed_listener_queue_fire_and_name_the_sysctl_read() {
-    let mut i = Inputs::default();
-    let mut v = Vec::new();
+    let (mut i, mut v) = (Inputs::default(), Vec::new());
     listener_closed_resets(&i, &mut v);
     assert!(v.is_empty());
     i.connections = Some(ConnectionsReport {
@@ -425,6 +424,7 @@ fn resets_of_a_closed_listener_queue_fire_and_name_the_sysctl_read() {
             reloads_since_attach: 2,
             listeners_closed: 2,
             resets_of_queued_connections: 12,
+            ..Default::default()
         }];
     }
     listener_closed_resets(&i, &mut v);

@@ -27,6 +27,7 @@ pub mod keepalive_requests_log;
 pub mod log_rotation;
 pub mod log_verdicts;
 pub mod nginx_rules;
+pub mod not_judged;
 pub mod outcome_rules;
 pub mod own_hops;
 pub mod process_history;

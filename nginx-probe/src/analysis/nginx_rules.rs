@@ -375,6 +375,15 @@ pub fn upstream_errors(inp: &Inputs, out: &mut Vec<Verdict>) {
         v.evidence.insert("by_peer".into(), by_peer);
     }
     reset_directive(inp, &mut v.directives);
+    // Trial 17: a failing peer's `max_fails=3 fail_timeout=5s` was only in the
+    // evidence; what they do to it belongs in the advice and the directives.
+    if let Some((servers, applies)) = super::upstream_down::failing_servers(inp) {
+        v.advice.push_str(&servers);
+        if applies {
+            v.directives
+                .extend(["max_fails".to_string(), "fail_timeout".to_string()]);
+        }
+    }
 }
 
 /// The reset class's directive (the peer's `upstream server`) with `keepalive_timeout`

@@ -734,9 +734,20 @@ fn a_tie_is_said_as_a_tie_with_each_peer() {
         u.advice
     );
     assert!(!u.advice.contains("shorter"), "{}", u.advice);
+    // Trial 17: the failing peers' server lines, with what max_fails does to them.
     assert_eq!(
         u.directives,
-        ["upstream server / proxy_next_upstream", "upstream server"]
+        [
+            "upstream server / proxy_next_upstream",
+            "upstream server",
+            "max_fails",
+            "fail_timeout"
+        ]
+    );
+    assert!(
+        u.advice.contains("; the failing peers' server lines: `server 127.0.0.1:18901 max_fails=1 fail_timeout=10s` of upstream be ("),
+        "{}",
+        u.advice
     );
     assert_eq!(
         u.evidence["by_peer"]["http://127.0.0.1:18902"]["upstream_reset"],

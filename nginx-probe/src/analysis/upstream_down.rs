@@ -134,14 +134,7 @@ fn peer_said(inp: &Inputs, p: &PeerLifecycle, errnos: Option<&str>) -> String {
         None => String::new(),
     };
     let server = match server_of(inp.config.as_ref(), &p.peer) {
-        Some(s) if s.max_fails == "0" => format!(
-            "; it is `server {}` of upstream {} ({}): max_fails 0, so nginx never marks it failed and every request the balancer sends to it tries it first",
-            s.line, s.upstream, s.at
-        ),
-        Some(s) => format!(
-            "; it is `server {}` of upstream {} ({}): nginx stops sending requests to a server for fail_timeout ({}) once max_fails ({}) tries failed within it, so a dead server costs a failed try about once per fail_timeout per worker, not one per request",
-            s.line, s.upstream, s.at, s.fail_timeout, s.max_fails
-        ),
+        Some(s) => format!("; it is {}", s.said()),
         None if inp.config.is_some() => "; no `server` line of the configuration read writes this address (a host name, or a proxy_pass by address)".into(),
         None => "; the configuration was not read, so its max_fails and fail_timeout are unknown".into(),
     };
@@ -204,6 +197,59 @@ struct ServerLine<'a> {
     at: &'a str,
     max_fails: &'a str,
     fail_timeout: &'a str,
+    /// The block's only address (one `server` line of one IP address): nginx's
+    /// round-robin never marks a single peer failed (`peers->single` in
+    /// ngx_http_upstream_round_robin.c), so max_fails and fail_timeout do not apply.
+    single: bool,
+}
+
+impl ServerLine<'_> {
+    /// "`server ADDR max_fails=N fail_timeout=T` of upstream NAME (file:line): what
+    /// max_fails and fail_timeout do to it".
+    fn said(&self) -> String {
+        let (line, upstream, at) = (&self.line, self.upstream, self.at);
+        if self.single {
+            format!("`server {line}`, the only server of upstream {upstream} ({at}): nginx never marks a block's only server failed (max_fails and fail_timeout do not apply to it), so every request tries it")
+        } else if self.max_fails == "0" {
+            format!("`server {line}` of upstream {upstream} ({at}): max_fails 0, so nginx never marks it failed and every request the balancer sends to it tries it first")
+        } else {
+            format!(
+                "`server {line}` of upstream {upstream} ({at}): nginx stops sending requests to a server for fail_timeout ({}) once max_fails ({}) tries failed within it, so a dead server costs a failed try about once per fail_timeout per worker, not one per request",
+                self.fail_timeout, self.max_fails
+            )
+        }
+    }
+}
+
+/// For `upstream_errors`: the `server` lines of the peers nginx's error log names
+/// failing (at most [`NAMED`]), each with what max_fails and fail_timeout do to it, as
+/// "; the failing peers' server lines: ..."; and whether max_fails applies to one of
+/// them (not a block's only server, max_fails not 0). None when the configuration was
+/// not read or writes none of them (a proxy_pass by address has no max_fails).
+pub(super) fn failing_servers(inp: &Inputs) -> Option<(String, bool)> {
+    let e = inp.nginx_errors.as_ref().filter(|e| e.readable)?;
+    let mut said = Vec::new();
+    let mut applies = false;
+    let mut seen = std::collections::BTreeSet::new();
+    for p in e.upstream_peers.iter().filter(|p| !p.by_class.is_empty()) {
+        let peer = super::upstream_failures::authority(&p.peer);
+        let Some(s) = server_of(inp.config.as_ref(), peer) else {
+            continue;
+        };
+        if !seen.insert((s.upstream, s.at)) {
+            continue;
+        }
+        applies |= !s.single && s.max_fails != "0";
+        if said.len() < NAMED {
+            said.push(s.said());
+        }
+    }
+    (!said.is_empty()).then(|| {
+        (
+            format!("; the failing peers' server lines: {}", said.join("; ")),
+            applies,
+        )
+    })
 }
 
 /// The `server` line writing `peer`: the first of the configuration's `upstream`
@@ -211,6 +257,7 @@ struct ServerLine<'a> {
 fn server_of<'a>(cfg: Option<&'a ConfigReport>, peer: &str) -> Option<ServerLine<'a>> {
     let addr: SocketAddr = peer.parse().ok()?;
     cfg?.upstreams.iter().find_map(|u| {
+        let single = matches!(u.servers.as_slice(), [s] if s.address.parse::<SocketAddr>().is_ok() || s.address.trim_matches(['[', ']']).parse::<std::net::IpAddr>().is_ok());
         u.servers
             .iter()
             .find(|s| {
@@ -228,6 +275,7 @@ fn server_of<'a>(cfg: Option<&'a ConfigReport>, peer: &str) -> Option<ServerLine
                 at: &s.at,
                 max_fails: &s.max_fails,
                 fail_timeout: &s.fail_timeout,
+                single,
             })
     })
 }
@@ -329,6 +377,35 @@ mod tests {
         );
         assert_eq!(v.evidence["connect_errors"], "ECONNREFUSED 3");
         assert_eq!(v.evidence["peers"].as_array().unwrap().len(), 1);
+    }
+
+    /// Trial 17: `upstream_errors` named max_fails and fail_timeout only in its
+    /// evidence. The failing peers' server lines, with what they do; a block's only
+    /// server is never marked failed (nginx's `peers->single`), so they do not apply.
+    #[test]
+    fn the_failing_peers_server_lines_say_what_max_fails_does() {
+        let inp = trial15();
+        let (said, applies) = failing_servers(&inp).expect("a server line");
+        assert_eq!(said, "; the failing peers' server lines: `server 127.0.0.1:19702 max_fails=1 fail_timeout=10s` of upstream be (/e/a.conf:2): nginx stops sending requests to a server for fail_timeout (10s) once max_fails (1) tries failed within it, so a dead server costs a failed try about once per fail_timeout per worker, not one per request");
+        assert!(applies);
+        let single = Inputs {
+            config: Some(upstream_be(&[19702], None)),
+            ..trial15()
+        };
+        let (said, applies) = failing_servers(&single).expect("a server line");
+        assert!(said.contains("the only server of upstream be"), "{said}");
+        assert!(!applies);
+        // Not read, or no server line for the peer: nothing said.
+        let unread = Inputs {
+            config: None,
+            ..trial15()
+        };
+        assert_eq!(failing_servers(&unread), None);
+        let other = Inputs {
+            config: Some(upstream_be(&[19701], None)),
+            ..trial15()
+        };
+        assert_eq!(failing_servers(&other), None);
     }
 
     /// One failure (a restart as likely as a dead peer), a peer that established one

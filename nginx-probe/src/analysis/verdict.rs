@@ -93,8 +93,16 @@ pub fn judge(inp: &Inputs) -> Vec<Verdict> {
     super::conn_resets::nginx_reset_connections(inp, &mut out);
     super::conn_resets::requests_after_close(inp, &mut out);
     super::upstream_idle::upstream_peer_idle_closes(inp, &mut out);
-    super::fd_upstream::upstream_keepalive_off(per_request, &mut out);
-    super::upstream_pool::upstream_pool_overflow(per_request, &mut out);
+    // Under sampled detail the connection lifecycle's upstream connects are the whole
+    // period's (continuous): judged against the period's requests, not the windows'.
+    let upstream = if super::fd_upstream::counts_from_lifecycle(inp) {
+        inp
+    } else {
+        per_request
+    };
+    super::fd_upstream::upstream_keepalive_off(upstream, &mut out);
+    // Its connects are the lifecycle's, the whole period's, under any --detail.
+    super::upstream_pool::upstream_pool_overflow(inp, &mut out);
     super::fd_upstream::fd_exhaustion(inp, &mut out);
     event_loop_stall(inp, &mut out);
     accept_queue_overflow(inp, &mut out);
@@ -161,6 +169,13 @@ pub fn mark_sampled(out: &mut [Verdict], d: &crate::model::sampling::DetailRepor
         .iter_mut()
         .filter(|v| DETAIL_RULES.contains(&v.id.as_str()))
     {
+        // upstream_keepalive_off on the connection lifecycle's connects: the whole
+        // period's, only its errors and latency in windows.
+        let note = if v.evidence.contains_key("connects_from") {
+            "connect errors and latency were counted only inside --detail windows; connects and established are the connection lifecycle's over the whole period, divided by its requests (stub_status)"
+        } else {
+            "detail figures (histograms, writes, busy time, connects, EMFILE on per-request syscalls) were counted only inside --detail windows; per-request ratios divide by the requests of the same windows (stub_status)"
+        };
         v.evidence.insert(
             "detail".into(),
             serde_json::json!({
@@ -169,7 +184,7 @@ pub fn mark_sampled(out: &mut [Verdict], d: &crate::model::sampling::DetailRepor
                 "windows": d.windows,
                 "in_window_s": d.in_window_s,
                 "requests_in_windows": d.requests_in_windows,
-                "note": "detail figures (histograms, writes, busy time, connects, EMFILE on per-request syscalls) were counted only inside --detail windows; per-request ratios divide by the requests of the same windows (stub_status)",
+                "note": note,
             }),
         );
     }

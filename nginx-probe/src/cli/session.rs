@@ -586,6 +586,7 @@ impl<'a> Session<'a> {
             relabel(&mut r);
         }
         r.verdicts = crate::analysis::verdict::judge_report(&r);
+        r.not_judged = crate::analysis::not_judged::of_report(&r);
         r
     }
 

@@ -87,6 +87,9 @@ pub struct Lifecycle {
     /// before attach).
     newest_at_attach: u32,
     newest_start: Option<u64>,
+    /// When a refresh first saw the newest generation's workers (Unix seconds); None
+    /// for the generation found at attach.
+    newest_seen_unix_s: Option<f64>,
     /// Workers of the newest generation that died abnormally, awaiting a respawn.
     credit: VecDeque<u32>,
     records: VecDeque<ExitRecord>,
@@ -243,37 +246,7 @@ impl Lifecycle {
             }
         }
         // 2. New workers, oldest first.
-        let mut new: Vec<(Option<u64>, u32, bool)> = workers
-            .values()
-            .filter(|w| !self.lives.contains_key(&w.pid))
-            .map(|w| {
-                (
-                    w.alive.then(|| start_ticks(w.pid)).flatten(),
-                    w.pid,
-                    w.alive,
-                )
-            })
-            .collect();
-        new.sort();
-        if first {
-            self.first_generations(&new);
-        } else {
-            for &(start, pid, _) in &new {
-                let generation = self.generation_of(start, pid);
-                self.lives.insert(
-                    pid,
-                    Life {
-                        generation,
-                        ..Default::default()
-                    },
-                );
-            }
-        }
-        for &(_, pid, alive) in &new {
-            if !alive {
-                self.exited(pid, probe, now);
-            }
-        }
+        self.add_new(workers, probe, now, first);
         // 3. States and memory of live workers; connections of draining ones.
         let ports: BTreeSet<u16> = listen_addrs.filter_map(port_of).collect();
         let mut table: Option<Option<BTreeMap<u64, u16>>> = None;
@@ -300,6 +273,53 @@ impl Lifecycle {
         }
         // 4. Workers the tracker no longer lists (merged away).
         self.lives.retain(|pid, _| workers.contains_key(pid));
+    }
+
+    /// Workers not seen before, oldest first: their generations (a first refresh
+    /// numbers those found at attach), when a new generation was first seen, and the
+    /// exits of those already gone.
+    fn add_new(
+        &mut self,
+        workers: &BTreeMap<u32, WorkerInfo>,
+        probe: &mut Probe,
+        now: f64,
+        first: bool,
+    ) {
+        let mut new: Vec<(Option<u64>, u32, bool)> = workers
+            .values()
+            .filter(|w| !self.lives.contains_key(&w.pid))
+            .map(|w| {
+                (
+                    w.alive.then(|| start_ticks(w.pid)).flatten(),
+                    w.pid,
+                    w.alive,
+                )
+            })
+            .collect();
+        new.sort();
+        let newest_before = self.newest;
+        if first {
+            self.first_generations(&new);
+        } else {
+            for &(start, pid, _) in &new {
+                let generation = self.generation_of(start, pid);
+                self.lives.insert(
+                    pid,
+                    Life {
+                        generation,
+                        ..Default::default()
+                    },
+                );
+            }
+        }
+        if !first && self.newest != newest_before {
+            self.newest_seen_unix_s = Some(now);
+        }
+        for &(_, pid, alive) in &new {
+            if !alive {
+                self.exited(pid, probe, now);
+            }
+        }
     }
 
     /// The workers whose title said they were shutting down at the latest look.
@@ -457,7 +477,22 @@ impl Lifecycle {
         ReloadSeen {
             generation: (self.newest > 0).then_some(self.newest),
             since_attach: self.newest.saturating_sub(self.newest_at_attach),
+            seen_unix_s: self.newest_seen_unix_s,
+            stopped: self.newest_stopped(),
         }
+    }
+
+    /// Whether nginx is stopping: the newest generation had workers, and every one has
+    /// begun its shutdown (its title) or exited, none awaiting a respawn (a crash's).
+    fn newest_stopped(&self) -> bool {
+        let mut newest = self
+            .lives
+            .values()
+            .filter(|l| l.generation == self.newest)
+            .peekable();
+        newest.peek().is_some()
+            && self.credit.is_empty()
+            && newest.all(|l| l.exit_done || l.state == Some(WorkerState::ShuttingDown))
     }
 
     /// One worker's lifecycle for its report.
@@ -548,7 +583,9 @@ mod tests {
             l.reload_seen(),
             ReloadSeen {
                 generation: Some(1),
-                since_attach: 1
+                since_attach: 1,
+                seen_unix_s: None,
+                stopped: false,
             }
         );
     }
@@ -566,9 +603,39 @@ mod tests {
             l.reload_seen(),
             ReloadSeen {
                 generation: Some(2),
-                since_attach: 0
+                since_attach: 0,
+                seen_unix_s: None,
+                stopped: false,
             }
         );
+    }
+
+    /// nginx stopping: the newest generation's workers all shutting down or exited,
+    /// none awaiting a respawn; a reload's old workers draining are not a stop.
+    #[test]
+    fn a_stop_is_the_newest_generation_all_stopped() {
+        let life = |generation, state, exit_done| Life {
+            generation,
+            state: Some(state),
+            exit_done,
+            ..Default::default()
+        };
+        let mut l = Lifecycle {
+            newest: 1,
+            ..Default::default()
+        };
+        assert!(!l.reload_seen().stopped, "no worker seen: not a stop");
+        l.lives
+            .insert(10, life(0, WorkerState::ShuttingDown, false));
+        l.lives.insert(11, life(1, WorkerState::Serving, false));
+        l.lives
+            .insert(12, life(1, WorkerState::ShuttingDown, false));
+        assert!(!l.reload_seen().stopped);
+        l.lives.insert(11, life(1, WorkerState::Serving, true));
+        assert!(l.reload_seen().stopped);
+        // A crashed worker of the newest generation awaiting its respawn.
+        l.credit.push_back(11);
+        assert!(!l.reload_seen().stopped);
     }
 
     #[test]

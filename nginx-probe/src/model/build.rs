@@ -677,6 +677,7 @@ fn assemble(
         schema: SCHEMA_VERSION,
         // Judged by analysis once the report is built (cli's session does it).
         verdicts: Vec::new(),
+        not_judged: Vec::new(),
         kind: p.kind,
         time_unix_s: inputs.now_unix_s,
         master_pid: inputs.master_pid,

@@ -211,6 +211,7 @@ fn the_summary_lists_every_listener_close_and_an_interval_its_own() {
     let after = |g| ReloadSeen {
         generation: Some(g),
         since_attach: g,
+        ..Default::default()
     };
     h.observe(&closes_on_80(1, 4).ports, 990.0, after(1));
     let mark = h.mark();

@@ -48,14 +48,38 @@ pub struct ListenerClose {
     /// Resets read in the period after their listener's close (the reading fell
     /// between the two) are added to that close's event.
     pub resets_of_queued_connections: u64,
+    /// When the refreshes first saw the workers of `reload_generation` (the reload's
+    /// new workers, `/proc`), seconds since the Unix epoch; absent for a reload before
+    /// attach, none seen, and in recordings made before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reload_seen_unix_s: Option<f64>,
+    /// Set when nginx stopped as it closed them: within [`STOP_WINDOW_S`] of the close
+    /// the newest generation's workers had all begun their shutdown or exited (their
+    /// titles, the kernel's exit records), none awaiting a respawn and no newer
+    /// generation started (`nginx -s quit` or `stop`, a binary upgrade's old master
+    /// told to quit).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub at_stop: bool,
 }
 
+/// A close seen within this many seconds of the newest generation's workers all
+/// stopping is nginx's stop's (the master closes its listeners as it signals them:
+/// `ngx_master_process_cycle`), and one seen within it before a new generation's first
+/// sighting is that reload's (the master closes the listeners its new configuration
+/// drops before it forks the new workers: `ngx_init_cycle`). Three refreshes.
+pub const STOP_WINDOW_S: f64 = 1.5;
+
 impl ListenerClose {
-    /// The reload the close followed, as the text report, the HTML page, the live
-    /// view and the `listener_closed_resets` verdict say it: "after reload 2
-    /// (generation 2)" (the second reload seen since attach), "after a reload before
-    /// attach (generation 3)", or "with no reload seen (nginx stopping closes them too)".
+    /// The reload the close followed, or nginx's stop, as the text report, the HTML
+    /// page, the live view and the `listener_closed_resets` verdict say it: "as nginx
+    /// stopped (...)" ([`ListenerClose::at_stop`]), "after reload 2 (generation 2)"
+    /// (the second reload seen since attach: its old workers' listeners close as they
+    /// stop, or exit), "after a reload before attach (generation 3)", or "with no
+    /// reload seen (nginx stopping closes them too)".
     pub fn after_reload(&self) -> String {
+        if self.at_stop {
+            return "as nginx stopped (its newest workers all began their shutdown or exited, none started in their place)".into();
+        }
         match self.reload_generation {
             None => "with no reload seen (nginx stopping closes them too)".into(),
             Some(g) if self.reloads_since_attach == 0 => {
@@ -108,6 +132,12 @@ pub struct ReloadSeen {
     pub generation: Option<u32>,
     /// Generations started since attach.
     pub since_attach: u32,
+    /// When a refresh first saw the newest generation's workers, seconds since the
+    /// Unix epoch; None for the generation found at attach.
+    pub seen_unix_s: Option<f64>,
+    /// Whether the newest generation's workers have all begun their shutdown or
+    /// exited, none awaiting a respawn: nginx stopping.
+    pub stopped: bool,
 }
 
 /// Where the history stood when an interval started: the events recorded until then
@@ -159,6 +189,8 @@ pub fn period_events(
                 reloads_since_attach: reload.since_attach,
                 listeners_closed: closed,
                 resets_of_queued_connections: resets,
+                reload_seen_unix_s: reload.seen_unix_s,
+                at_stop: false,
             })
         })
         .collect()
@@ -207,6 +239,37 @@ impl ListenerCloseHistory {
         for (&port, c) in cur {
             if let Some(v) = counters(c) {
                 self.last.insert(port, v);
+            }
+        }
+        self.place_recent(seen_unix_s, reload);
+    }
+
+    /// Places the events seen in the last [`STOP_WINDOW_S`] by what the refreshes saw
+    /// after them: a close read a refresh before its reload's new workers were seen is
+    /// that reload's (the master closes a dropped listener before it forks them), and
+    /// one read as nginx's newest workers all stopped is the stop's (its titles are read
+    /// before the listeners' counters, so a stop is seen one refresh late).
+    fn place_recent(&mut self, now: f64, reload: ReloadSeen) {
+        for e in self.events.iter_mut().rev() {
+            if now - e.seen_unix_s > STOP_WINDOW_S {
+                break;
+            }
+            let older = match (e.reload_generation, reload.generation) {
+                (None, Some(_)) => true,
+                (Some(a), Some(b)) => a < b,
+                _ => false,
+            };
+            if older
+                && reload
+                    .seen_unix_s
+                    .is_some_and(|r| r - e.seen_unix_s <= STOP_WINDOW_S)
+            {
+                e.reload_generation = reload.generation;
+                e.reloads_since_attach = reload.since_attach;
+                e.reload_seen_unix_s = reload.seen_unix_s;
+            }
+            if reload.stopped && e.reload_generation == reload.generation {
+                e.at_stop = true;
             }
         }
     }
@@ -286,6 +349,7 @@ mod tests {
         ReloadSeen {
             generation: Some(g),
             since_attach: g,
+            ..Default::default()
         }
     }
 
@@ -302,6 +366,7 @@ mod tests {
                 reloads_since_attach: 2,
                 listeners_closed: 1,
                 resets_of_queued_connections: 12,
+                ..Default::default()
             }]
         );
         // Nothing changed: no event; counters that went down (untrusted): none either.
@@ -410,6 +475,68 @@ mod tests {
         h.observe(&raw(&[(1, 1, 5)]), 99.0, gen(1));
         let (_, merged) = h.of_period(None);
         assert_eq!(merged.map(|m| m.resets_of_queued_connections), Some(5));
+    }
+
+    fn at(g: Option<u32>, seen: Option<f64>, stopped: bool) -> ReloadSeen {
+        ReloadSeen {
+            generation: g,
+            since_attach: g.unwrap_or(0),
+            seen_unix_s: seen,
+            stopped,
+        }
+    }
+
+    /// Trial 17: `nginx -s quit` 8 s after a reload closed port 19520's listener; it
+    /// was said "after reload 1". The refresh that reads the close may come before
+    /// the workers' titles change: the next one places it.
+    #[test]
+    fn a_close_as_the_newest_workers_stop_is_the_stop_s_not_the_reload_s() {
+        let mut h = ListenerCloseHistory::default();
+        let reload = at(Some(1), Some(32.0), false);
+        h.observe(&raw(&[(80, 0, 0)]), 30.0, ReloadSeen::default());
+        h.observe(&raw(&[(80, 0, 0)]), 32.0, reload);
+        h.observe(&raw(&[(80, 1, 0)]), 40.0, reload);
+        h.observe(&raw(&[(80, 1, 0)]), 40.5, at(Some(1), Some(32.0), true));
+        let (all, _) = h.of_period(None);
+        assert_eq!(all.len(), 1);
+        assert!(all[0].at_stop);
+        assert!(
+            all[0].after_reload().starts_with("as nginx stopped"),
+            "{}",
+            all[0].after_reload()
+        );
+        // Without the stop seen (the newest workers serve): the reload's (its old
+        // workers' sockets close as they stop or exit, however late).
+        let mut h = ListenerCloseHistory::default();
+        h.observe(&raw(&[(80, 0, 0)]), 30.0, ReloadSeen::default());
+        h.observe(&raw(&[(80, 1, 0)]), 40.0, reload);
+        h.observe(&raw(&[(80, 1, 0)]), 40.5, reload);
+        let (all, _) = h.of_period(None);
+        assert!(!all[0].at_stop);
+        assert_eq!(all[0].after_reload(), "after reload 1 (generation 1)");
+    }
+
+    /// A reload's close read a refresh before its new workers are seen (the master
+    /// closes a dropped listener before it forks them) is that reload's; one read at
+    /// the reload stays its own when nginx stops long after.
+    #[test]
+    fn a_close_read_before_its_reload_s_workers_is_that_reload_s() {
+        let mut h = ListenerCloseHistory::default();
+        h.observe(&raw(&[(80, 0, 0)]), 1.0, ReloadSeen::default());
+        h.observe(&raw(&[(80, 1, 3)]), 5.0, ReloadSeen::default());
+        h.observe(&raw(&[(80, 1, 3)]), 5.5, at(Some(1), Some(5.5), false));
+        h.observe(&raw(&[(80, 1, 3)]), 30.0, at(Some(1), Some(5.5), true));
+        let (all, _) = h.of_period(None);
+        assert_eq!(all.len(), 1);
+        assert_eq!(all[0].reload_generation, Some(1));
+        assert!(!all[0].at_stop);
+        assert_eq!(all[0].after_reload(), "after reload 1 (generation 1)");
+        // Read long before the new workers: not moved.
+        let mut h = ListenerCloseHistory::default();
+        h.observe(&raw(&[(80, 1, 0)]), 1.0, ReloadSeen::default());
+        h.observe(&raw(&[(80, 1, 0)]), 9.0, at(Some(1), Some(9.0), false));
+        let (all, _) = h.of_period(None);
+        assert_eq!(all[0].reload_generation, None);
     }
 
     #[test]

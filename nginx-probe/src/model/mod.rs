@@ -548,6 +548,10 @@ pub struct Report {
     pub schema: u32,
     /// Findings, most severe first (see `verdict`).
     pub verdicts: Vec<Verdict>,
+    /// Rules the period could not judge, with why (`analysis::not_judged`); absent
+    /// when every rule could be, and in recordings made before it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_judged: Vec<NotJudged>,
     /// An interval's report or the summary since attach (JSON `"type"`).
     #[serde(rename = "type")]
     pub kind: ReportKind,
@@ -687,6 +691,15 @@ pub enum Severity {
     Warning,
     /// Clients are being refused or dropped.
     Critical,
+}
+
+/// Rules a period could not judge, silent for want of a measurement, and why.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct NotJudged {
+    /// The rules' ids (those of [`Verdict::id`]).
+    pub rules: Vec<String>,
+    /// Why, and what would judge them.
+    pub why: String,
 }
 
 /// One finding.
@@ -845,4 +858,16 @@ pub fn master_exited_reason(pid: u32) -> String {
 /// Whether `end_reason` says the master exited ([`master_exited_reason`]).
 pub fn ended_by_master_exit(end_reason: Option<&str>) -> bool {
     end_reason.is_some_and(|r| r.starts_with("nginx master ") && r.ends_with(" exited"))
+}
+
+/// A summary with nothing in it (one hour after the epoch, master 9, 2 s), for tests.
+#[cfg(test)]
+pub(crate) fn minimal_report() -> Report {
+    serde_json::from_value(serde_json::json!({
+        "schema": 1, "verdicts": [], "type": "summary", "time_unix_s": 3600.0,
+        "master_pid": 9, "master_nspid": [9], "duration_s": 2.0, "workers": [],
+        "listen": [], "logs": {}, "drops": {}, "traced_syscalls": [],
+        "missing_tracepoints": [], "events": []
+    }))
+    .expect("minimal report")
 }

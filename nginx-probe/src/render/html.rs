@@ -174,12 +174,16 @@ fn verdicts_section(r: &Report) -> Markup {
                     }
                 }
                 p { "directives: "
+                    @if v.directives.is_empty() { (super::text::NO_DIRECTIVE) }
                     @for (i, d) in v.directives.iter().enumerate() {
                         @if i > 0 { ", " }
                         code { (d) }
                     }
                 }
             }
+        }
+        @for n in &r.not_judged {
+            p.none data-not-judged=(n.rules.join(",")) { "Not judged: " span.mono { (n.rules.join(", ")) } ": " (n.why) }
         }
     }
 }

@@ -130,6 +130,7 @@ fn report_of(workers: &[Worker], merged: Option<(u64, Worker)>) -> Report {
     Report {
         write_destinations: model::WriteSource::FdTable,
         schema: model::SCHEMA_VERSION,
+        not_judged: Vec::new(),
         verdicts: vec![Verdict::new(
             "keepalive_off",
             Severity::Warning,

@@ -9,6 +9,11 @@ use super::text_tables::{self, worker_label};
 use crate::model::{bucket_bounds, Event, EventKind, Report, ReportKind};
 use crate::safe;
 
+/// What a verdict with no nginx directive to change shows on its directives line (a
+/// stop's resets, clients that close their own connections): the advice says what
+/// does.
+pub const NO_DIRECTIVE: &str = "none of nginx's changes this (the advice says what does)";
+
 /// One line describing a worker-set event of master `master`'s run, for stderr and the
 /// summary; `all`: the run follows every master (`--all`, the report's `master` is set),
 /// which changes what a binary upgrade's new master gets.
@@ -211,6 +216,7 @@ fn header_lines(out: &mut String, r: &Report, clock: &str) {
 fn verdict_lines(out: &mut String, r: &Report) {
     if r.verdicts.is_empty() {
         let _ = writeln!(out, "verdicts: none");
+        not_judged_lines(out, r);
         return;
     }
     let _ = writeln!(out, "VERDICTS");
@@ -229,7 +235,26 @@ fn verdict_lines(out: &mut String, r: &Report) {
             })
             .collect();
         let _ = writeln!(out, "      evidence: {}", ev.join(" "));
-        let _ = writeln!(out, "      directives: {}", v.directives.join(", "));
+        // Trial 17: an empty line read as a directive left out.
+        let directives = if v.directives.is_empty() {
+            NO_DIRECTIVE.to_string()
+        } else {
+            v.directives.join(", ")
+        };
+        let _ = writeln!(out, "      directives: {directives}");
+    }
+    not_judged_lines(out, r);
+}
+
+/// `  not judged: a, b: why` for each group of rules the period could not judge.
+fn not_judged_lines(out: &mut String, r: &Report) {
+    for n in &r.not_judged {
+        let _ = writeln!(
+            out,
+            "  not judged: {}: {}",
+            safe::line(&n.rules.join(", ")),
+            safe::line(&n.why)
+        );
     }
 }
 

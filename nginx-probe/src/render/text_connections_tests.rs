@@ -3,16 +3,7 @@
 use super::*;
 use crate::model::connections::MsSpan;
 
-/// A summary with nothing in it.
-fn minimal_report() -> Report {
-    serde_json::from_value(serde_json::json!({
-        "schema": 1, "verdicts": [], "type": "summary", "time_unix_s": 3600.0,
-        "master_pid": 9, "master_nspid": [9], "duration_s": 2.0, "workers": [],
-        "listen": [], "logs": {}, "drops": {}, "traced_syscalls": [],
-        "missing_tracepoints": [], "events": []
-    }))
-    .expect("minimal report")
-}
+use crate::model::minimal_report;
 
 #[test]
 fn the_section_says_who_closed_and_the_pinned_idle_time() {
@@ -223,6 +214,7 @@ fn each_listener_close_is_a_line_naming_its_reload() {
         reloads_since_attach: since,
         listeners_closed: closed,
         resets_of_queued_connections: resets,
+        ..Default::default()
     };
     c.listener_closes = vec![
         at(Some(1), 1, 1, 12),

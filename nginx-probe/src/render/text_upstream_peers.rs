@@ -81,7 +81,8 @@ fn peer_lines(out: &mut String, p: &PeerLifecycle) {
     if let Some(i) = &p.since_peer_data_at_reset {
         let _ = writeln!(
             out,
-            "    resets came p50 {} ({} since attach) after the peer's last data, over {} resets",
+            // Trial 17: "(0 ms to 4 ms since attach)" read as when the resets came.
+            "    resets came p50 {} after the peer's last data (shortest to longest since attach: {}), over {} resets",
             fmt_ms(i.p50_ms as f64),
             crate::model::idle::ms_range(i.min_ms_since_attach, i.max_ms_since_attach),
             i.count
@@ -110,13 +111,7 @@ mod tests {
 
     #[test]
     fn a_peer_closing_idle_connections_is_said_with_its_time() {
-        let mut r: Report = serde_json::from_value(serde_json::json!({
-            "schema": 1, "verdicts": [], "type": "summary", "time_unix_s": 3600.0,
-            "master_pid": 9, "master_nspid": [9], "duration_s": 2.0, "workers": [],
-            "listen": [], "logs": {}, "drops": {}, "traced_syscalls": [],
-            "missing_tracepoints": [], "events": []
-        }))
-        .expect("minimal report");
+        let mut r = crate::model::minimal_report();
         let mut out = String::new();
         peers_section(&mut out, &r);
         assert_eq!(out, "");
@@ -157,5 +152,18 @@ mod tests {
         out.clear();
         peers_section(&mut out, &r);
         assert!(out.contains("\n    7 of nginx's closes came right after the peer's data (nginx ending the connection on the response it had just read"), "{out}");
+        // Trial 17: the since-attach span was read as when the resets came.
+        if let Some(c) = r.connections.as_mut() {
+            c.upstream_peers[0].since_peer_data_at_reset = Some(IdleReport {
+                count: 300,
+                p50_ms: 4,
+                min_ms_since_attach: 0,
+                max_ms_since_attach: 4,
+                ..Default::default()
+            });
+        }
+        out.clear();
+        peers_section(&mut out, &r);
+        assert!(out.contains("\n    resets came p50 4 ms after the peer's last data (shortest to longest since attach: 0 ms to 4 ms), over 300 resets\n"), "{out}");
     }
 }

@@ -575,3 +575,45 @@ fn a_stop_with_connections_open_is_a_fast_stop_not_graceful() {
         "{text}"
     );
 }
+
+/// Trial 17: the listening sockets `nginx -s quit` closed 8 s after a reload were said
+/// "after reload 1". A reload, 3 s, then QUIT to the master: the reload closes no
+/// listener (the same configuration), the QUIT closes the port's one, and its event is
+/// nginx's stop's (`at_stop`), said "as nginx stopped", never after the reload.
+#[test]
+fn listeners_closed_by_a_quit_after_a_reload_are_the_stop_s() {
+    let ng = Nginx::start(&NginxConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("quit.rec");
+    let mut probe = Probe::pid(ng.master_pid()).json().record(&rec).start();
+    thread::sleep(Duration::from_millis(1000));
+    let old = ng.worker_pids();
+    ng.reload();
+    wait_new_workers(&ng, &old, old.len());
+    assert_eq!(one_request_per_connection(ng.addr(), 5), 5);
+    thread::sleep(Duration::from_millis(3000));
+    signal(ng.master_pid(), Signal::SIGQUIT);
+    let out = probe.wait();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let s = out.summary_json();
+    let events = s["connections"]["listener_closes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no listener close in {}", s["connections"]))
+        .clone();
+    let closed: u64 = events
+        .iter()
+        .map(|e| e["listeners_closed"].as_u64().unwrap())
+        .sum();
+    assert_eq!(closed, 1, "{events:?}");
+    for e in &events {
+        assert_eq!(e["port"], ng.port as u64, "{e}");
+        assert_eq!(e["at_stop"], true, "{e}");
+        assert_eq!(e["reload_generation"], 1, "{e}");
+    }
+    let text = Probe::report(&rec).run().stdout;
+    assert!(
+        text.contains("    as nginx stopped (its newest workers all began their shutdown or exited, none started in their place) at "),
+        "{text}"
+    );
+    assert!(!text.contains("after reload 1 (generation 1) at"), "{text}");
+}

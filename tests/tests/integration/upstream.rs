@@ -95,6 +95,31 @@ fn proxy_without_upstream_keepalive_connects_once_per_request() {
     assert!(verdict(&s, "keepalive_off").is_none(), "{}", s["verdicts"]);
 }
 
+/// Trial 17: under `--detail sampled` (the default of `--record`) whose windows held
+/// none of the requests, the rule was silent. It reads the connection lifecycle's
+/// upstream connects (continuous) over the whole period: 400 requests proxied without
+/// a pool make exactly 400 connects however few the windows caught.
+#[test]
+fn sampled_detail_judges_upstream_keepalive_on_the_whole_period() {
+    let be = backend_nginx();
+    let ng = proxy(be.addr(), "", "");
+    let probe = Probe::on(&ng)
+        .json()
+        .summary_only()
+        .detail("sampled")
+        .start();
+    assert_eq!(keepalive_requests(ng.addr(), 4, 100), 400);
+    let s = probe.stop().summary_json();
+    assert_eq!(s["requests"]["count"], 400, "{}", s["requests"]);
+    let v = verdict(&s, "upstream_keepalive_off")
+        .unwrap_or_else(|| panic!("no upstream_keepalive_off in {}", s["verdicts"]));
+    assert_eq!(v["evidence"]["upstream_connects"], 400, "{v}");
+    assert_eq!(v["evidence"]["established"], 400, "{v}");
+    assert_eq!(v["evidence"]["requests"], 400, "{v}");
+    assert!(v["evidence"]["connects_from"].is_string(), "{v}");
+    assert_eq!(v["evidence"]["detail"]["sampled"], true, "{v}");
+}
+
 /// The trial on nginx 1.22: `upstream be { server ...; keepalive 16; }` proxied without
 /// `proxy_http_version` (1.0) nor `Connection ""`: the pool is never used, 400 requests
 /// over 4 client connections make exactly 400 upstream connects. The advice says the
