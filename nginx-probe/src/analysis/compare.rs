@@ -8,6 +8,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+pub use super::compare_noise::{
+    judge, spread, steady, Significance, Spread, MIN_INTERVALS, MIN_RELATIVE_CHANGE, NOISE_FACTOR,
+};
 use crate::{
     model::recording::Recording,
     model::{quantile_ns, Report, WorkerReport},
@@ -17,15 +20,8 @@ use crate::{
 const WAITS: [&str; 3] = ["epoll_wait", "epoll_pwait", "epoll_pwait2"];
 /// Syscalls that write (write time per request).
 const WRITES: [&str; 4] = ["write", "writev", "pwrite64", "pwritev"];
-/// Intervals needed on each side before their spread is used as the noise estimate.
-pub const MIN_INTERVALS: usize = 3;
-/// A change counts as beyond noise when the interval medians differ by more than this
-/// many times the sum of both sides' spreads (half the interquartile range).
-pub const NOISE_FACTOR: f64 = 2.0;
 /// Peak fds over the limit below which changes in it are reported as unchanged.
 pub const FD_SHARE_THAT_MATTERS: f64 = 0.5;
-/// Relative changes smaller than this are reported as unchanged, whatever the noise.
-pub const MIN_RELATIVE_CHANGE: f64 = 0.05;
 
 /// What a metric means, for tables and sentences.
 #[derive(Clone, Copy, Debug, Serialize)]
@@ -439,53 +435,6 @@ pub fn metric_def(key: &str) -> (String, String) {
     (key.to_string(), String::new())
 }
 
-/// Median and spread (half the interquartile range) of some values.
-#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
-pub struct Spread {
-    /// Values behind it (intervals).
-    pub n: usize,
-    /// The middle value (linear interpolation between closest ranks), in the metric's
-    /// unit.
-    pub median: f64,
-    /// (Q3 - Q1) / 2.
-    pub half_iqr: f64,
-}
-
-/// [`Spread`] of `xs`; None when empty.
-pub fn spread(xs: &[f64]) -> Option<Spread> {
-    if xs.is_empty() {
-        return None;
-    }
-    let mut v = xs.to_vec();
-    v.sort_by(|a, b| a.total_cmp(b));
-    let q = |p: f64| {
-        // Linear interpolation between closest ranks.
-        let pos = p * (v.len() - 1) as f64;
-        let lo = pos.floor() as usize;
-        let hi = pos.ceil() as usize;
-        v[lo] + (v[hi] - v[lo]) * (pos - lo as f64)
-    };
-    Some(Spread {
-        n: v.len(),
-        median: q(0.5),
-        half_iqr: (q(0.75) - q(0.25)) / 2.0,
-    })
-}
-
-/// How a metric moved.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Significance {
-    /// The interval medians moved by more than the noise allows.
-    BeyondNoise,
-    /// The change is within the intervals' noise.
-    WithinNoise,
-    /// Less than [`MIN_RELATIVE_CHANGE`] either way.
-    Unchanged,
-    /// Too few intervals on a side to estimate noise; the whole-run values are shown.
-    NoiseUnknown,
-}
-
 /// One metric's change.
 #[derive(Clone, Debug, Serialize)]
 pub struct MetricChange {
@@ -547,31 +496,6 @@ pub struct Comparison {
     pub sentence: String,
 }
 
-/// Whether a change is beyond the noise: unchanged under [`MIN_RELATIVE_CHANGE`];
-/// with [`MIN_INTERVALS`] a side, beyond noise when the medians differ by more than
-/// [`NOISE_FACTOR`] times both spreads; else noise unknown.
-fn judge(before: Option<Spread>, after: Option<Spread>, relative: Option<f64>) -> Significance {
-    if let Some(r) = relative {
-        if r.abs() < MIN_RELATIVE_CHANGE {
-            return Significance::Unchanged;
-        }
-    }
-    match (before, after) {
-        (Some(b), Some(a)) if b.n >= MIN_INTERVALS && a.n >= MIN_INTERVALS => {
-            let d = (a.median - b.median).abs();
-            let scale = b.median.abs().max(a.median.abs());
-            if scale > 0.0 && d / scale < MIN_RELATIVE_CHANGE {
-                Significance::Unchanged
-            } else if d > NOISE_FACTOR * (a.half_iqr + b.half_iqr) {
-                Significance::BeyondNoise
-            } else {
-                Significance::WithinNoise
-            }
-        }
-        _ => Significance::NoiseUnknown,
-    }
-}
-
 /// Formats a value for a sentence or table: 3 significant digits, at most 2 decimals
 /// for small numbers.
 pub fn fmt_value(v: f64) -> String {
@@ -612,6 +536,8 @@ pub enum NoiseSource {
 /// One side of a comparison: its whole-run values, the values its noise is estimated
 /// from (intervals of one recording, or whole-run values of several), and its verdicts.
 struct Side {
+    /// Whether `whole` holds the medians of one cut-short recording's intervals.
+    cut_short: bool,
     whole: BTreeMap<String, f64>,
     series: BTreeMap<String, Vec<f64>>,
     verdicts: Vec<String>,
@@ -657,6 +583,7 @@ fn verdict_ids(rec: &Recording) -> Vec<String> {
 fn side(recs: &[(&str, &Recording)]) -> Side {
     if let [(_, rec)] = recs {
         return Side {
+            cut_short: rec.summary.is_none(),
             whole: whole_of(rec),
             series: interval_series(rec),
             verdicts: verdict_ids(rec),
@@ -684,6 +611,7 @@ fn side(recs: &[(&str, &Recording)]) -> Side {
     verdicts.sort();
     verdicts.dedup();
     Side {
+        cut_short: false,
         whole,
         series,
         verdicts,
@@ -834,12 +762,30 @@ fn metric_change(key: String, b: &Side, a: &Side) -> MetricChange {
     // fd headroom only matters near the limit: 28 vs 30 fds of 20000 is no change.
     let far_from_limit = key == "fd_peak_share"
         && before.unwrap_or(0.0).max(after.unwrap_or(0.0)) < FD_SHARE_THAT_MATTERS;
+    // A side whose run value lies outside its intervals' middle half had no steady
+    // load: its intervals say nothing of the noise (trial 17: "0±0 (n=5)" for a run
+    // of 156/s, every request in one interval).
+    // A cut-short recording's whole-run value is its intervals' median, steady by
+    // construction: their mean is tried instead (its "requests per second 0" hid 3900
+    // requests).
+    let unsteady = |side: &Side, whole: Option<f64>| match (whole, side.series.get(&key)) {
+        (Some(_), Some(xs)) if side.cut_short && !xs.is_empty() => {
+            !steady(xs.iter().sum::<f64>() / xs.len() as f64, xs)
+        }
+        (Some(w), Some(xs)) => !steady(w, xs),
+        _ => false,
+    };
+    let significance = match judge(bi, ai, relative) {
+        _ if far_from_limit => Significance::Unchanged,
+        Significance::BeyondNoise | Significance::WithinNoise
+            if unsteady(b, before) || unsteady(a, after) =>
+        {
+            Significance::Unsteady
+        }
+        j => j,
+    };
     MetricChange {
-        significance: if far_from_limit {
-            Significance::Unchanged
-        } else {
-            judge(bi, ai, relative)
-        },
+        significance,
         key,
         label,
         unit,
@@ -882,7 +828,7 @@ fn sentence_movers(metrics: &[MetricChange]) -> Vec<&MetricChange> {
         .filter(|m| {
             matches!(
                 m.significance,
-                Significance::BeyondNoise | Significance::NoiseUnknown
+                Significance::BeyondNoise | Significance::NoiseUnknown | Significance::Unsteady
             ) && m.relative.is_some_and(|r| r.abs() >= MIN_RELATIVE_CHANGE)
         })
         .collect();
@@ -946,10 +892,10 @@ fn change_words(m: &MetricChange) -> String {
     } else {
         format!(" {}", m.unit)
     };
-    let noise = if m.significance == Significance::NoiseUnknown {
-        ", noise unknown"
-    } else {
-        ""
+    let noise = match m.significance {
+        Significance::NoiseUnknown => ", noise unknown",
+        Significance::Unsteady => ", load not steady: noise unknown",
+        _ => "",
     };
     // Past tenfold, a factor reads better than a percentage.
     let change = if r >= 9.0 {

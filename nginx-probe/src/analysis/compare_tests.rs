@@ -137,6 +137,46 @@ fn runs_per_side_use_the_runs_as_noise() {
     );
 }
 
+/// Trial 17: every request of a run in one of its intervals: "0±0 (n=5)" for a run
+/// of 156/s. A side whose whole-run value lies outside its intervals' middle half had
+/// no steady load: its change is said with the noise unknown, never beyond noise.
+#[test]
+fn a_burst_in_one_interval_leaves_the_noise_unknown() {
+    let real = include_str!("../testdata/two_workers_300_connections.jsonl");
+    let rec = Recording::parse("real", real).expect("the real recording parses");
+    assert!(
+        rec.intervals.len() >= MIN_INTERVALS,
+        "{}",
+        rec.intervals.len()
+    );
+    let mut burst = rec.clone();
+    let (first, rest) = burst.intervals.split_first_mut().unwrap();
+    for r in rest {
+        for (w, w0) in r.workers.iter_mut().zip(first.workers.iter_mut()) {
+            w0.accepts += w.accepts;
+            w.accepts = 0;
+        }
+    }
+    let mut after = rec.clone();
+    for r in after.intervals.iter_mut().chain(after.summary.as_mut()) {
+        for w in &mut r.workers {
+            w.accepts *= 3;
+        }
+    }
+    let c = compare("burst", &burst, "after", &after);
+    let accepts = c.metrics.iter().find(|m| m.key == "accepts_per_s").unwrap();
+    assert_eq!(accepts.before_intervals.unwrap().median, 0.0, "{accepts:?}");
+    assert_eq!(accepts.significance, Significance::Unsteady, "{accepts:?}");
+    // The recording as made against itself scaled: judged on its intervals' noise.
+    let c = compare("real", &rec, "after", &after);
+    let accepts = c.metrics.iter().find(|m| m.key == "accepts_per_s").unwrap();
+    assert_eq!(
+        accepts.significance,
+        Significance::WithinNoise,
+        "{accepts:?}"
+    );
+}
+
 #[test]
 fn accept_shares_are_among_live_workers_and_unknown_accepts_are_not_compared() {
     let real = include_str!("../testdata/two_workers_300_connections.jsonl");

@@ -15,6 +15,7 @@
 
 pub mod compare;
 pub mod compare_lifecycle;
+pub mod compare_noise;
 pub mod compare_setup;
 pub mod config_evidence;
 pub mod config_scope;

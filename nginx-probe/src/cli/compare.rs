@@ -114,6 +114,7 @@ pub fn render_text(c: &Comparison) -> String {
             Significance::WithinNoise => "within noise",
             Significance::Unchanged => "unchanged",
             Significance::NoiseUnknown => "noise unknown",
+            Significance::Unsteady => "load not steady: noise unknown",
         };
         let _ = writeln!(
             out,
