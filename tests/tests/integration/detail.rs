@@ -411,3 +411,57 @@ fn between_windows_no_perf_event_stays_on_a_per_request_syscall() {
     assert_eq!(total_accepts(&s), 40, "{s}");
     assert_eq!(s["requests"]["count"].as_u64(), Some(40), "{s}");
 }
+
+/// Trial 17: a sampled run whose windows held none of the requests said nothing of
+/// the rules it could not judge. One 100 ms window every 30 s, 300 requests after it
+/// closed: the windows held fewer than the 200 requests the access-log and error-log
+/// rules judge from, the period 300; the report lists those rules as not judged, with
+/// the counts (JSON `not_judged`, the text's `not judged:` line), and leaves
+/// upstream_keepalive_off out (it reads the connection lifecycle, whole period).
+#[test]
+fn rules_the_windows_could_not_judge_are_said_not_judged() {
+    let ng = Nginx::start(&NginxConfig::default());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rec = dir.path().join("run.jsonl");
+    let probe = Probe::on(&ng)
+        .json()
+        .record(&rec)
+        .detail_windows("100ms", "30s")
+        .start();
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(one_request_per_connection(ng.addr(), 300), 300);
+    std::thread::sleep(Duration::from_millis(200));
+    let out = probe.stop_with(Signal::SIGINT);
+    assert!(out.status.success(), "{out:?}");
+    let s = out.summary_json();
+    assert_eq!(s["requests"]["count"].as_u64(), Some(300), "{s}");
+    let in_windows = s["detail"]["requests_in_windows"].as_u64().unwrap();
+    assert!(in_windows < 200, "{s}");
+    let n = s["not_judged"].as_array().unwrap_or_else(|| panic!("{s}"));
+    assert_eq!(n.len(), 1, "{s}");
+    let rules: Vec<&str> = n[0]["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        rules,
+        [
+            "access_log_unbuffered",
+            "access_log_reopened",
+            "error_log_verbose"
+        ],
+        "{s}"
+    );
+    let why = n[0]["why"].as_str().unwrap();
+    assert!(
+        why.contains(&format!("held {in_windows} of the period's 300 requests")),
+        "{why}"
+    );
+    let text = Probe::report(&rec).run().stdout;
+    assert!(
+        text.contains("  not judged: access_log_unbuffered, access_log_reopened, error_log_verbose: --detail sampled: its windows held"),
+        "{text}"
+    );
+}
