@@ -327,10 +327,12 @@ pub enum RecordingError {
         found: u64,
     },
     /// No report in the file.
-    #[error("{path}: no reports in it (an empty recording, or not a recording)")]
+    #[error("{path}: no reports in it ({})", if *.header { "a recording's header alone: the run ended, or was cut, before its first interval" } else { "an empty recording, or not a recording" })]
     Empty {
         /// The recording, as given.
         path: String,
+        /// Whether it holds an nginx-probe recording's header.
+        header: bool,
     },
     /// The file holds the reports of several nginx masters (an `--all --json` stdout,
     /// or an exporter's stdout across a restart) and none was chosen.

@@ -347,10 +347,14 @@ fn live_worker_shares(c: &Counts, m: &mut MetricMap) {
     if live.is_empty() {
         return;
     }
-    m.put(
-        "busy_share_mean",
-        live.iter().map(|w| w.event_loop.busy_share).sum::<f64>() / live.len() as f64,
-    );
+    // Measured only where the detail layer counted: a sampled interval with no
+    // window has none, not 0 (trial 18: "0±0 (n=10)" for busy workers).
+    if crate::model::detail_seconds(c.r.duration_s, c.r.detail.as_ref()) > 0.0 {
+        m.put(
+            "busy_share_mean",
+            live.iter().map(|w| w.event_loop.busy_share).sum::<f64>() / live.len() as f64,
+        );
+    }
     // Shares among the live workers: workers that exited in the period (a reload)
     // took accepts too, and would halve every share of a period with one reload.
     let live_accepts: u64 = live.iter().map(|w| w.accepts).sum();

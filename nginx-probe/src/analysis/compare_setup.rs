@@ -23,7 +23,46 @@ pub fn setup_caveats(runs: &[(&str, &Recording)]) -> Vec<String> {
     out.extend(versions(&whole));
     out.extend(configs(&whole));
     out.extend(workers(&whole));
+    for (name, rec, w) in &whole {
+        out.extend(sampled(name, w));
+        out.extend(load_shape(name, rec));
+    }
     out
+}
+
+/// A run traced with `--detail sampled` (the default of `--record`): its detail
+/// figures are the windows' (trial 18: a mean busy share of 0.48 was one 1 s window's,
+/// and intervals with no window read 0).
+fn sampled(name: &str, w: &Report) -> Option<String> {
+    let d = w.detail.as_ref()?;
+    Some(format!(
+        "{name} was traced with --detail sampled: its detail figures (busy share, syscalls and writes per request, latencies) were counted in {} window(s), {:.0}% of its time, and its intervals with no window have none",
+        d.windows,
+        d.coverage * 100.0
+    ))
+}
+
+/// A run whose requests came mostly in a few of its intervals: the interval values
+/// (a median, its spread) do not describe its load (trial 18: 3000 requests in the
+/// first of 10 intervals, shown as 0±0). Said when one interval held at least half of
+/// the requests of 3 or more intervals.
+fn load_shape(name: &str, rec: &Recording) -> Option<String> {
+    let counts: Vec<u64> = rec
+        .intervals
+        .iter()
+        .map(|r| r.requests.count)
+        .collect::<Option<_>>()?;
+    let total: u64 = counts.iter().sum();
+    let top = *counts.iter().max()?;
+    if counts.len() < 3 || total == 0 || top * 2 < total {
+        return None;
+    }
+    let busy = counts.iter().filter(|&&n| n > 0).count();
+    Some(format!(
+        "{name}'s load was not spread over its run: its busiest interval held {top} of its {total} requests ({:.0}%), and {busy} of its {} intervals had any",
+        top as f64 * 100.0 / total as f64,
+        counts.len()
+    ))
 }
 
 /// The first run whose `f` differs from the first run's, with both values.

@@ -167,6 +167,20 @@ fn a_burst_in_one_interval_leaves_the_noise_unknown() {
     let accepts = c.metrics.iter().find(|m| m.key == "accepts_per_s").unwrap();
     assert_eq!(accepts.before_intervals.unwrap().median, 0.0, "{accepts:?}");
     assert_eq!(accepts.significance, Significance::Unsteady, "{accepts:?}");
+    // Trial 18: the burst's shape is said, not only "not steady".
+    let mut shaped = burst.clone();
+    let n = shaped.intervals.len() as u64;
+    for (i, r) in shaped.intervals.iter_mut().enumerate() {
+        r.requests.count = Some(if i == 0 { 3000 } else { 0 });
+    }
+    let c = compare("burst", &shaped, "after", &after);
+    let want = format!("burst's load was not spread over its run: its busiest interval held 3000 of its 3000 requests (100%), and 1 of its {n} intervals had any");
+    assert!(c.caveats.contains(&want), "{:?}", c.caveats);
+    assert!(
+        !c.caveats.iter().any(|c| c.starts_with("after's load")),
+        "{:?}",
+        c.caveats
+    );
     // The recording as made against itself scaled: judged on its intervals' noise.
     let c = compare("real", &rec, "after", &after);
     let accepts = c.metrics.iter().find(|m| m.key == "accepts_per_s").unwrap();

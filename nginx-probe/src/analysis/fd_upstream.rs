@@ -103,6 +103,9 @@ struct UpstreamConnects {
     /// Whether `connects` and `established` are the connection lifecycle's
     /// ([`counts_from_lifecycle`]).
     from_lifecycle: bool,
+    /// The peers whose tries `requests` counts instead of nginx's requests, with their
+    /// tries ([`UpstreamConnects::over_tries`]); empty: nginx's requests.
+    tries_of: BTreeMap<String, u64>,
 }
 
 /// Whether `upstream_keepalive_off` counts the whole period's upstream connects from
@@ -151,7 +154,47 @@ impl UpstreamConnects {
             peer_failed: super::upstream_failures::peer_failed_lines(inp)
                 .zip(scale)
                 .map(|(n, s)| n as f64 * s),
+            tries_of: BTreeMap::new(),
         }
+    }
+
+    /// The connects of the TCP peers that established connections (the connection
+    /// lifecycle, whole period) against those peers' tries in an access log holding
+    /// every request (`$upstream_addr`), when they tried at least
+    /// [`UPSTREAM_MIN_REQUESTS`]: nginx's requests also count the ones proxied to no
+    /// such peer (static files, a dead peer's refused connects). Trial 18: a dead
+    /// single-server block's 85934 refused requests beside 24914 proxied to a live peer
+    /// with one connect each made 0.22 per request, and no verdict. None otherwise.
+    fn over_tries(inp: &Inputs) -> Option<UpstreamConnects> {
+        let log = super::outcome_rules::complete_log(inp)?;
+        let c = inp.connections.as_ref()?;
+        let mut out = UpstreamConnects {
+            requests: 0,
+            connects: 0,
+            established: 0,
+            ports_out: 0,
+            errors: inp.upstream_connect_errors(),
+            peer_failed: inp
+                .nginx_errors
+                .as_ref()
+                .filter(|e| e.readable)
+                .map(|_| 0.0),
+            from_lifecycle: true,
+            tries_of: BTreeMap::new(),
+        };
+        for p in c.upstream_peers.iter().filter(|p| p.established > 0) {
+            let Some(u) = log.upstreams.iter().find(|u| u.peer == p.peer) else {
+                continue;
+            };
+            out.requests += u.tries;
+            out.connects += p.connects;
+            out.established += p.established;
+            out.peer_failed = out
+                .peer_failed
+                .map(|f| f + super::upstream_failures::peer_failed_lines_of(inp, &p.peer) as f64);
+            out.tries_of.insert(p.peer.clone(), u.tries);
+        }
+        (out.requests >= UPSTREAM_MIN_REQUESTS).then_some(out)
     }
 
     /// Share of the established connections the peer failed (capped at 1); None when
@@ -196,9 +239,14 @@ pub(crate) fn upstream_keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
     // before them were not kept (case 18: almost every connect fails that way, so a
     // rule on established connects alone cannot see it). Other failures (ECONNREFUSED
     // to a dead upstream, timeouts) say nothing about keepalive.
-    let c = UpstreamConnects::of(inp, requests);
+    let mut c = UpstreamConnects::of(inp, requests);
     if c.attempts_per_request() < UPSTREAM_CONNECTS_PER_REQUEST {
-        return;
+        // Over the tries of the peers that took connections, when the log counts
+        // them: the requests also hold others.
+        match UpstreamConnects::over_tries(inp) {
+            Some(t) if t.attempts_per_request() >= UPSTREAM_CONNECTS_PER_REQUEST => c = t,
+            _ => return,
+        }
     }
     // Connections the peer failed (reset, closed before answering, timed out) could not
     // have been kept alive either: when they are most of those established, the
@@ -239,7 +287,14 @@ fn keepalive_off_evidence(
     let mut evidence = BTreeMap::new();
     evidence.insert("upstream_connects", serde_json::json!(c.connects));
     evidence.insert("established", serde_json::json!(c.established));
-    evidence.insert("requests", serde_json::json!(c.requests));
+    if c.tries_of.is_empty() {
+        evidence.insert("requests", serde_json::json!(c.requests));
+    } else {
+        // Per try of the peers that took connections (access log), not per request.
+        evidence.insert("requests", serde_json::json!(inp.requests));
+        evidence.insert("tries", serde_json::json!(c.requests));
+        evidence.insert("tries_of_peers", serde_json::json!(c.tries_of));
+    }
     evidence.insert("connects_per_request", round3(c.connects_per_request()));
     evidence.insert("established_per_request", round3(c.per_request()));
     evidence.insert("attempts_per_request", round3(c.attempts_per_request()));
@@ -357,9 +412,22 @@ fn keepalive_off_advice(inp: &Inputs, c: &UpstreamConnects, p50: u64, p99: u64) 
     // Established, not attempted: a connect that found no local port (EADDRNOTAVAIL,
     // case 18) never reaches SYN_SENT, yet it was TCP.
     // "every" only where it is so: at 0.59 per request it was said of every one.
-    let how_often = match c.per_request() {
-        r if r >= 0.995 => "for every proxied request".to_string(),
-        r => format!("for {:.0} of every 100 requests nginx counted", r * 100.0),
+    let (per, how_often) = match (c.tries_of.is_empty(), c.per_request()) {
+        (true, r) if r >= 0.995 => ("request".to_string(), "for every proxied request".to_string()),
+        (true, r) => ("request".to_string(), format!("for {:.0} of every 100 requests nginx counted", r * 100.0)),
+        (false, r) => (
+            format!(
+                "try of {} (their {} tries in the access log's $upstream_addr; nginx's {} requests also hold others, proxied to no peer that took a connection or not proxied)",
+                c.tries_of.keys().cloned().collect::<Vec<_>>().join(", "),
+                c.requests,
+                inp.requests.unwrap_or(0)
+            ),
+            if r >= 0.995 {
+                "for every try of them".to_string()
+            } else {
+                format!("for {:.0} of every 100 tries of them", r * 100.0)
+            },
+        ),
     };
     let what = match tcp_established(inp).filter(|&t| t * 2 < c.established) {
         // Trial 9: a unix-socket upstream was told of TCP, TIME-WAIT and local ports.
@@ -372,10 +440,11 @@ fn keepalive_off_advice(inp: &Inputs, c: &UpstreamConnects, p50: u64, p99: u64) 
         None => String::new(),
     };
     format!(
-        "{:.2} new upstream connections per request{own} ({:.2} established, plus connects that found no local port; {:.2} connect() calls per request in all, failures included; connect p50 {:.0} us, p99 {:.0} us{failed}): {what}{ran_out}; {fix}",
+        "{:.2} new upstream connections per {per}{own} ({:.2} established, plus connects that found no local port; {:.2} connect() calls per {} in all, failures included; connect p50 {:.0} us, p99 {:.0} us{failed}): {what}{ran_out}; {fix}",
         c.attempts_per_request(),
         c.per_request(),
         c.connects_per_request(),
+        if c.tries_of.is_empty() { "request" } else { "try" },
         p50 as f64 / 1e3,
         p99 as f64 / 1e3,
     )

@@ -224,6 +224,75 @@ fn refused_upstream_connects_are_not_keepalive_off() {
     );
 }
 
+/// Trial 18: a dead single-server block's 85934 refused requests beside 24914
+/// proxied to a live peer with one connect each: 0.22 established per request, and
+/// no verdict. Over the tries of the peers that took connections (an access log
+/// holding every request, `$upstream_addr`): 1.00 per try, and it fires, said per try.
+#[test]
+fn a_dead_peer_s_requests_do_not_hide_a_live_peer_without_a_pool() {
+    use crate::model::access_log::{AccessLogReport, UpstreamOutcomeReport};
+    use crate::model::connections::ConnectionsReport;
+    use crate::model::upstream_lifecycle::PeerLifecycle;
+    let peer = |p: &str, connects: u64, established: u64| PeerLifecycle {
+        peer: p.into(),
+        connects,
+        established,
+        connect_failed: connects - established,
+        ..Default::default()
+    };
+    let tries = |p: &str, tries: u64| UpstreamOutcomeReport {
+        peer: p.into(),
+        tries,
+        ..Default::default()
+    };
+    let mut wk = w(1, 110_848, 110_848);
+    wk.upstream_connects = 110_858;
+    wk.upstream_established = 24_919;
+    let mut inp = Inputs {
+        workers: vec![wk],
+        requests: Some(110_848),
+        connections: Some(ConnectionsReport {
+            upstream_peers: vec![
+                peer("127.0.0.1:19511", 24_914, 24_914),
+                peer("127.0.0.1:19512", 5, 0),
+                peer("127.0.0.1:19513", 5, 5),
+                peer("127.0.0.1:19514", 85_934, 0),
+            ],
+            ..Default::default()
+        }),
+        ..Inputs::default()
+    };
+    let mut out = Vec::new();
+    upstream_keepalive_off(&inp, &mut out);
+    assert!(out.is_empty(), "no access log: per request only, {out:?}");
+    inp.access_log = Some(AccessLogReport {
+        lines: 110_848,
+        statuses: [("200".to_string(), 24_914), ("502".to_string(), 85_934)].into(),
+        counts_every_request: true,
+        upstreams: vec![
+            tries("127.0.0.1:19511", 24_914),
+            tries("127.0.0.1:19512", 5),
+            tries("127.0.0.1:19513", 5),
+            tries("127.0.0.1:19514", 85_934),
+        ],
+        ..Default::default()
+    });
+    upstream_keepalive_off(&inp, &mut out);
+    assert_eq!(out.len(), 1, "{out:?}");
+    let v = &out[0];
+    assert_eq!(v.evidence["tries"], serde_json::json!(24_919));
+    assert_eq!(v.evidence["requests"], serde_json::json!(110_848));
+    assert_eq!(
+        v.evidence["established_per_request"],
+        serde_json::json!(1.0)
+    );
+    assert!(
+        v.advice.starts_with("1.00 new upstream connections per try of 127.0.0.1:19511, 127.0.0.1:19513 (their 24919 tries in the access log's $upstream_addr; nginx's 110848 requests also hold others"),
+        "{}",
+        v.advice
+    );
+}
+
 #[test]
 fn fd_rule_quotes_open_file_cache_as_configured() {
     use crate::model::config::{ConfigReport, ConfigValue, DEFAULT};

@@ -214,7 +214,7 @@ impl ServerLine<'_> {
             format!("`server {line}` of upstream {upstream} ({at}): max_fails 0, so nginx never marks it failed and every request the balancer sends to it tries it first")
         } else {
             format!(
-                "`server {line}` of upstream {upstream} ({at}): nginx stops sending requests to a server for fail_timeout ({}) once max_fails ({}) tries failed within it, so a dead server costs a failed try about once per fail_timeout per worker, not one per request",
+                "`server {line}` of upstream {upstream} ({at}): nginx stops sending requests to a server for fail_timeout ({}) once max_fails ({}) tries failed within it, so a failing server costs max_fails failed tries, then about one per fail_timeout, in each worker (in all of them together when the block has a `zone`), not one per request",
                 self.fail_timeout, self.max_fails
             )
         }
@@ -365,7 +365,7 @@ mod tests {
         assert_eq!(v.severity, Severity::Warning);
         assert_eq!(
             v.advice,
-            "upstream peer 127.0.0.1:19702 established none of the 3 connections nginx's workers tried in the period (3 failed before the handshake completed, connect() errors ECONNREFUSED 3, none established; tracepoint sock:inet_sock_set_state): it refused them, did not answer, or nginx gave up on them first (proxy_connect_timeout, a client gone), not told apart by the tracepoint; nginx's error log names it in 3 lines (upstream_connect_failed 3); it is `server 127.0.0.1:19702 max_fails=1 fail_timeout=10s` of upstream be (/e/a.conf:2): nginx stops sending requests to a server for fail_timeout (10s) once max_fails (1) tries failed within it, so a dead server costs a failed try about once per fail_timeout per worker, not one per request; the access log read has 3 tries of it ($upstream_addr), upstream status 502 3; what the clients got is not measured (an access log with $status and $upstream_addr holding every request would tell: nginx retries a failed connect on the next peer unless proxy_next_upstream says otherwise). Bring the peer back, or take it out of its upstream block (or mark it `down`): while it is listed nginx keeps trying it"
+            "upstream peer 127.0.0.1:19702 established none of the 3 connections nginx's workers tried in the period (3 failed before the handshake completed, connect() errors ECONNREFUSED 3, none established; tracepoint sock:inet_sock_set_state): it refused them, did not answer, or nginx gave up on them first (proxy_connect_timeout, a client gone), not told apart by the tracepoint; nginx's error log names it in 3 lines (upstream_connect_failed 3); it is `server 127.0.0.1:19702 max_fails=1 fail_timeout=10s` of upstream be (/e/a.conf:2): nginx stops sending requests to a server for fail_timeout (10s) once max_fails (1) tries failed within it, so a failing server costs max_fails failed tries, then about one per fail_timeout, in each worker (in all of them together when the block has a `zone`), not one per request; the access log read has 3 tries of it ($upstream_addr), upstream status 502 3; what the clients got is not measured (an access log with $status and $upstream_addr holding every request would tell: nginx retries a failed connect on the next peer unless proxy_next_upstream says otherwise). Bring the peer back, or take it out of its upstream block (or mark it `down`): while it is listed nginx keeps trying it"
         );
         let p = &v.evidence["peers"][0];
         assert_eq!(p["connect_failed"], 3);
@@ -386,7 +386,7 @@ mod tests {
     fn the_failing_peers_server_lines_say_what_max_fails_does() {
         let inp = trial15();
         let (said, applies) = failing_servers(&inp).expect("a server line");
-        assert_eq!(said, "; the failing peers' server lines: `server 127.0.0.1:19702 max_fails=1 fail_timeout=10s` of upstream be (/e/a.conf:2): nginx stops sending requests to a server for fail_timeout (10s) once max_fails (1) tries failed within it, so a dead server costs a failed try about once per fail_timeout per worker, not one per request");
+        assert_eq!(said, "; the failing peers' server lines: `server 127.0.0.1:19702 max_fails=1 fail_timeout=10s` of upstream be (/e/a.conf:2): nginx stops sending requests to a server for fail_timeout (10s) once max_fails (1) tries failed within it, so a failing server costs max_fails failed tries, then about one per fail_timeout, in each worker (in all of them together when the block has a `zone`), not one per request");
         assert!(applies);
         let single = Inputs {
             config: Some(upstream_be(&[19702], None)),

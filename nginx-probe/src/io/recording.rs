@@ -469,6 +469,7 @@ impl Recording {
         if rec.interval_count == 0 && rec.summary.is_none() {
             return Err(RecordingError::Empty {
                 path: path.to_string(),
+                header: rec.header.is_some(),
             });
         }
         Ok(rec)
@@ -811,7 +812,13 @@ mod tests {
             "x:1: not an nginx-probe recording line (expected value at line 1 column 1)"
         );
         let e = Recording::parse("x", "").unwrap_err();
-        assert!(e.to_string().contains("no reports"));
+        assert_eq!(
+            e.to_string(),
+            "x: no reports in it (an empty recording, or not a recording)"
+        );
+        // Trial 18: a header alone is a recording that ended before its first interval.
+        let e = Recording::parse("x", &header_line("1796017762.4")).unwrap_err();
+        assert_eq!(e.to_string(), "x: no reports in it (a recording's header alone: the run ended, or was cut, before its first interval)");
         let newer = report_line("interval", 1).replace("\"schema\":1", "\"schema\":99");
         let e = Recording::parse("x", &newer).unwrap_err();
         assert!(e.to_string().contains("schema 99"), "{e}");
