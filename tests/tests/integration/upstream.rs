@@ -120,6 +120,61 @@ fn sampled_detail_judges_upstream_keepalive_on_the_whole_period() {
     assert_eq!(v["evidence"]["detail"]["sampled"], true, "{v}");
 }
 
+/// Trial 18: a live peer proxied without a pool beside an upstream block whose only
+/// server is dead. 300 requests to /direct make 300 connects; 700 to /lonely are
+/// refused. Per request that is 0.30, under the rule's 0.5; over the live peer's tries
+/// in the access log ($upstream_addr) it is 1.00, and the verdict fires, said per try.
+#[test]
+fn a_dead_single_server_block_does_not_hide_a_live_peer_without_a_pool() {
+    let be = backend_nginx();
+    let dead = free_port();
+    let ng = Nginx::start(&NginxConfig {
+        http_extra: format!(
+            "log_format up '$status $upstream_addr $upstream_status'; \
+             upstream live {{ server {}; }} upstream lonely {{ server 127.0.0.1:{dead}; }}",
+            be.addr()
+        ),
+        access_log: Some("off".into()),
+        server_extra: "access_log logs/up.log up; \
+             location /direct { proxy_pass http://live/; } \
+             location /lonely { proxy_pass http://lonely; }"
+            .into(),
+        ..NginxConfig::default()
+    });
+    let probe = Probe::on(&ng).json().summary_only().start();
+    let mut codes = Vec::new();
+    for _ in 0..3 {
+        codes.extend(concurrent_requests(ng.addr(), 100, "/direct"));
+    }
+    for _ in 0..7 {
+        codes.extend(concurrent_requests(ng.addr(), 100, "/lonely"));
+    }
+    // The access-log reader polls every 500 ms.
+    std::thread::sleep(Duration::from_millis(1200));
+    let s = probe.stop().summary_json();
+    assert_eq!(codes.iter().filter(|&&c| c == 200).count(), 300);
+    assert_eq!(codes.iter().filter(|&&c| c == 502).count(), 700);
+    assert_eq!(s["requests"]["count"], 1000, "{}", s["requests"]);
+    let v = verdict(&s, "upstream_keepalive_off")
+        .unwrap_or_else(|| panic!("no upstream_keepalive_off in {}", s["verdicts"]));
+    assert_eq!(v["evidence"]["tries"], 300, "{v}");
+    assert_eq!(v["evidence"]["requests"], 1000, "{v}");
+    assert_eq!(v["evidence"]["established"], 300, "{v}");
+    assert_eq!(
+        v["evidence"]["tries_of_peers"][be.addr().to_string()],
+        300,
+        "{v}"
+    );
+    let a = v["advice"].as_str().unwrap();
+    assert!(
+        a.starts_with(&format!(
+            "1.00 new upstream connections per try of {} (their 300 tries",
+            be.addr()
+        )),
+        "{a}"
+    );
+}
+
 /// The trial on nginx 1.22: `upstream be { server ...; keepalive 16; }` proxied without
 /// `proxy_http_version` (1.0) nor `Connection ""`: the pool is never used, 400 requests
 /// over 4 client connections make exactly 400 upstream connects. The advice says the
