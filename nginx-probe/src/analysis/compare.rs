@@ -348,8 +348,15 @@ fn live_worker_shares(c: &Counts, m: &mut MetricMap) {
         return;
     }
     // Measured only where the detail layer counted: a sampled interval with no
-    // window has none, not 0 (trial 18: "0±0 (n=10)" for busy workers).
-    if crate::model::detail_seconds(c.r.duration_s, c.r.detail.as_ref()) > 0.0 {
+    // window has none, not 0 (trial 18: "0±0 (n=10)" for busy workers); nor is it
+    // the period's when its windows held none of the period's requests (trial 19: idle
+    // windows beside a loaded period).
+    let windows_missed_the_load = c.r.detail.as_ref().is_some_and(|d| {
+        d.requests_in_windows == Some(0) && d.requests_total.is_some_and(|t| t > 0)
+    });
+    if crate::model::detail_seconds(c.r.duration_s, c.r.detail.as_ref()) > 0.0
+        && !windows_missed_the_load
+    {
         m.put(
             "busy_share_mean",
             live.iter().map(|w| w.event_loop.busy_share).sum::<f64>() / live.len() as f64,
@@ -717,6 +724,12 @@ fn caveats(before: &[(&str, &Recording)], after: &[(&str, &Recording)], same: bo
     }
     let runs: Vec<(&str, &Recording)> = before.iter().chain(after).copied().collect();
     caveats.extend(super::compare_setup::setup_caveats(&runs));
+    // With one recording a side the noise is its intervals'.
+    if before.len() == 1 && after.len() == 1 && !same {
+        for (name, rec) in &runs {
+            caveats.extend(super::compare_setup::few_intervals(name, rec));
+        }
+    }
     let traced: Vec<Vec<String>> = before
         .iter()
         .chain(after)

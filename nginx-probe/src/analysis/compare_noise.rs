@@ -26,24 +26,31 @@ pub struct Spread {
     pub half_iqr: f64,
 }
 
+/// `xs` sorted, ascending.
+fn sorted(xs: &[f64]) -> Vec<f64> {
+    let mut v = xs.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    v
+}
+
+/// The `p` quantile (0..=1) of the sorted, non-empty `v`: linear interpolation between
+/// the closest ranks.
+fn quantile(v: &[f64], p: f64) -> f64 {
+    let pos = p * (v.len() - 1) as f64;
+    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+    v[lo] + (v[hi] - v[lo]) * (pos - lo as f64)
+}
+
 /// [`Spread`] of `xs`; None when empty.
 pub fn spread(xs: &[f64]) -> Option<Spread> {
     if xs.is_empty() {
         return None;
     }
-    let mut v = xs.to_vec();
-    v.sort_by(|a, b| a.total_cmp(b));
-    let q = |p: f64| {
-        // Linear interpolation between closest ranks.
-        let pos = p * (v.len() - 1) as f64;
-        let lo = pos.floor() as usize;
-        let hi = pos.ceil() as usize;
-        v[lo] + (v[hi] - v[lo]) * (pos - lo as f64)
-    };
+    let v = sorted(xs);
     Some(Spread {
         n: v.len(),
-        median: q(0.5),
-        half_iqr: (q(0.75) - q(0.25)) / 2.0,
+        median: quantile(&v, 0.5),
+        half_iqr: (quantile(&v, 0.75) - quantile(&v, 0.25)) / 2.0,
     })
 }
 
@@ -72,15 +79,9 @@ pub fn steady(whole: f64, xs: &[f64]) -> bool {
     if xs.len() < MIN_INTERVALS {
         return true;
     }
-    let mut v = xs.to_vec();
-    v.sort_by(|a, b| a.total_cmp(b));
-    let q = |p: f64| {
-        let pos = p * (v.len() - 1) as f64;
-        let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
-        v[lo] + (v[hi] - v[lo]) * (pos - lo as f64)
-    };
+    let v = sorted(xs);
     let tol = 0.1 * whole.abs() + 1e-9;
-    (q(0.25) - tol..=q(0.75) + tol).contains(&whole)
+    (quantile(&v, 0.25) - tol..=quantile(&v, 0.75) + tol).contains(&whole)
 }
 
 /// Whether a change is beyond the noise: unchanged under [`MIN_RELATIVE_CHANGE`];

@@ -45,23 +45,43 @@ fn sampled(name: &str, w: &Report) -> Option<String> {
 /// A run whose requests came mostly in a few of its intervals: the interval values
 /// (a median, its spread) do not describe its load (trial 18: 3000 requests in the
 /// first of 10 intervals, shown as 0±0). Said when one interval held at least half of
-/// the requests of 3 or more intervals.
+/// the requests of 3 or more intervals, or all of them of 2 (trial 19: a 2-interval
+/// burst was not said). The counts are each interval's exact request count (its
+/// `requests.source`: nginx's stub_status counter, the uprobes or the access log);
+/// an interval with an estimated or unknown count says nothing.
 fn load_shape(name: &str, rec: &Recording) -> Option<String> {
     let counts: Vec<u64> = rec
         .intervals
         .iter()
-        .map(|r| r.requests.count)
+        .map(|r| r.requests.count.filter(|_| r.requests.source.exact()))
         .collect::<Option<_>>()?;
     let total: u64 = counts.iter().sum();
     let top = *counts.iter().max()?;
-    if counts.len() < 3 || total == 0 || top * 2 < total {
+    let concentrated = match counts.len() {
+        0 | 1 => false,
+        2 => top == total,
+        _ => top * 2 >= total,
+    };
+    if total == 0 || !concentrated {
         return None;
     }
     let busy = counts.iter().filter(|&&n| n > 0).count();
+    let source = rec.intervals[0].requests.source.name();
     Some(format!(
-        "{name}'s load was not spread over its run: its busiest interval held {top} of its {total} requests ({:.0}%), and {busy} of its {} intervals had any",
+        "{name}'s load was not spread over its run: its busiest interval held {top} of its {total} requests ({:.0}%, {source}), and {busy} of its {} intervals had any",
         top as f64 * 100.0 / total as f64,
         counts.len()
+    ))
+}
+
+/// A run compared on its own intervals (one recording a side) with fewer than
+/// [`super::compare_noise::MIN_INTERVALS`] of them: the noise of its figures is
+/// unknown, and why (trial 19: "noise unknown" on every metric, not explained).
+pub(super) fn few_intervals(name: &str, rec: &Recording) -> Option<String> {
+    let n = rec.intervals.len();
+    (n < super::compare_noise::MIN_INTERVALS).then(|| format!(
+        "{name} has {n} interval(s), fewer than the {} its noise is estimated from: every change against it is 'noise unknown' (a longer run, or a shorter --interval, records more)",
+        super::compare_noise::MIN_INTERVALS
     ))
 }
 

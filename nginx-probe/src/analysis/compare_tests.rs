@@ -173,11 +173,42 @@ fn a_burst_in_one_interval_leaves_the_noise_unknown() {
     for (i, r) in shaped.intervals.iter_mut().enumerate() {
         r.requests.count = Some(if i == 0 { 3000 } else { 0 });
     }
+    // An estimated count says nothing of the shape; nginx's counter does.
     let c = compare("burst", &shaped, "after", &after);
-    let want = format!("burst's load was not spread over its run: its busiest interval held 3000 of its 3000 requests (100%), and 1 of its {n} intervals had any");
+    assert!(
+        !c.caveats.iter().any(|c| c.contains("not spread")),
+        "{:?}",
+        c.caveats
+    );
+    for r in shaped.intervals.iter_mut() {
+        r.requests.source = crate::model::RequestSource::StubStatus;
+    }
+    let c = compare("burst", &shaped, "after", &after);
+    let want = format!("burst's load was not spread over its run: its busiest interval held 3000 of its 3000 requests (100%, stub_status), and 1 of its {n} intervals had any");
     assert!(c.caveats.contains(&want), "{:?}", c.caveats);
     assert!(
         !c.caveats.iter().any(|c| c.starts_with("after's load")),
+        "{:?}",
+        c.caveats
+    );
+    assert!(
+        !c.caveats.iter().any(|c| c.contains("interval(s)")),
+        "{:?}",
+        c.caveats
+    );
+    // Trial 19: a 2-interval burst: its shape, and why its noise is unknown.
+    shaped.intervals.truncate(2);
+    let c = compare("burst", &shaped, "after", &after);
+    for want in [
+        "burst's load was not spread over its run: its busiest interval held 3000 of its 3000 requests (100%, stub_status), and 1 of its 2 intervals had any",
+        "burst has 2 interval(s), fewer than the 3 its noise is estimated from: every change against it is 'noise unknown' (a longer run, or a shorter --interval, records more)",
+    ] {
+        assert!(c.caveats.iter().any(|c| c == want), "{want} not in {:?}", c.caveats);
+    }
+    shaped.intervals[1].requests.count = Some(1);
+    let c = compare("burst", &shaped, "after", &after);
+    assert!(
+        !c.caveats.iter().any(|c| c.contains("not spread")),
         "{:?}",
         c.caveats
     );
@@ -469,4 +500,24 @@ fn a_keepalive_timeout_change_shows_in_the_connection_lifecycle() {
         c.sentence,
         "Client connections closed first by the client per second fell from 10.0/s to 0/s (-100%)."
     );
+}
+
+/// Trial 19: a sampled period whose window held none of its 3900 requests has no busy
+/// share to compare (its window's is an idle one's), nor one with no window; a window
+/// that held some of them has.
+#[test]
+fn busy_share_is_left_out_of_windows_that_missed_the_load() {
+    let real = include_str!("../testdata/two_workers_300_connections.jsonl");
+    let rec = Recording::parse("real", real).expect("the real recording parses");
+    let mut r = rec.summary.clone().expect("a summary");
+    assert!(metrics(&r).contains_key("busy_share_mean"), "full detail");
+    let window = |in_windows: u64, in_window_s: f64| {
+        crate::model::sampled_detail(Some(in_windows), Some(3900), in_window_s)
+    };
+    r.detail = Some(window(0, 1.0));
+    assert!(!metrics(&r).contains_key("busy_share_mean"));
+    r.detail = Some(window(0, 0.0));
+    assert!(!metrics(&r).contains_key("busy_share_mean"));
+    r.detail = Some(window(390, 1.0));
+    assert!(metrics(&r).contains_key("busy_share_mean"));
 }

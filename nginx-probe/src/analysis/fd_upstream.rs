@@ -27,13 +27,22 @@ pub const FD_HEADROOM_MIN: f64 = 0.10;
 /// `open_file_cache`) are named as holding the fds.
 pub const FILES_SHARE_OF_LIMIT: f64 = 0.25;
 
-/// Connect latency quantile `q` over all workers' histograms, ns.
-fn connect_quantile(inp: &Inputs, q: f64) -> u64 {
+/// What the evidence and advice say of the connect latency when no connect() was
+/// timed (trial 19: the lifecycle counted the connects, the `--detail` windows timed
+/// none, and the advice said "connect p50 0 us").
+const LATENCY_UNKNOWN: &str = "unknown: no connect() was timed (syscalls:sys_enter/exit_connect, counted in the --detail windows only)";
+
+/// Connect latency p50 and p99 over all workers' log2 histograms (tracepoints
+/// `syscalls:sys_enter/exit_connect`), ns; None when no connect() was timed.
+fn connect_latency(inp: &Inputs) -> Option<(u64, u64)> {
     let mut hist = vec![0u64; nginx_probe_common::HIST_BUCKETS];
     for w in &inp.workers {
         for (h, x) in hist.iter_mut().zip(&w.connect_hist) {
             *h += x;
         }
+    }
+    if hist.iter().all(|&n| n == 0) {
+        return None;
     }
     let max = inp
         .workers
@@ -41,7 +50,8 @@ fn connect_quantile(inp: &Inputs, q: f64) -> u64 {
         .map(|w| w.connect_max_ns)
         .max()
         .unwrap_or(0);
-    crate::model::quantile_ns(&hist, q, max)
+    let q = |q| crate::model::quantile_ns(&hist, q, max);
+    Some((q(0.50), q(0.99)))
 }
 
 /// Peers of nginx's upstream-class error-log lines (its `upstream:` field), the
@@ -168,19 +178,19 @@ impl UpstreamConnects {
     fn over_tries(inp: &Inputs) -> Option<UpstreamConnects> {
         let log = super::outcome_rules::complete_log(inp)?;
         let c = inp.connections.as_ref()?;
+        // The counts start at 0 and add up the peers' below; the connect errors are
+        // `of`'s; connects that found no local port belong to no peer: not counted.
         let mut out = UpstreamConnects {
-            requests: 0,
             connects: 0,
             established: 0,
             ports_out: 0,
-            errors: inp.upstream_connect_errors(),
             peer_failed: inp
                 .nginx_errors
                 .as_ref()
                 .filter(|e| e.readable)
                 .map(|_| 0.0),
             from_lifecycle: true,
-            tries_of: BTreeMap::new(),
+            ..Self::of(inp, 0)
         };
         for p in c.upstream_peers.iter().filter(|p| p.established > 0) {
             let Some(u) = log.upstreams.iter().find(|u| u.peer == p.peer) else {
@@ -257,8 +267,7 @@ pub(crate) fn upstream_keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
     {
         return;
     }
-    let p50 = connect_quantile(inp, 0.50);
-    let p99 = connect_quantile(inp, 0.99);
+    let latency = connect_latency(inp);
     out.push(Verdict::new(
         "upstream_keepalive_off",
         if c.ports_out > 0 {
@@ -266,23 +275,23 @@ pub(crate) fn upstream_keepalive_off(inp: &Inputs, out: &mut Vec<Verdict>) {
         } else {
             Severity::Warning
         },
-        keepalive_off_evidence(inp, &c, p50, p99),
+        keepalive_off_evidence(inp, &c, latency),
         // Only what the servers that carried the traffic do not already set.
         &super::upstream_pool::pool_directives(
             inp.served_config().as_ref(),
             &super::upstream_pool::closes_of(inp),
         ),
-        keepalive_off_advice(inp, &c, p50, p99),
+        keepalive_off_advice(inp, &c, latency),
     ));
 }
 
 /// upstream_keepalive_off's evidence: the counts per request and per second, the
-/// connect latency (`p50`, `p99` in ns), the failures, the local ports and the peers.
+/// connect latency (p50, p99 in ns; None: none timed), the failures, the local ports
+/// and the peers.
 fn keepalive_off_evidence(
     inp: &Inputs,
     c: &UpstreamConnects,
-    p50: u64,
-    p99: u64,
+    latency: Option<(u64, u64)>,
 ) -> BTreeMap<&'static str, serde_json::Value> {
     let mut evidence = BTreeMap::new();
     evidence.insert("upstream_connects", serde_json::json!(c.connects));
@@ -320,8 +329,7 @@ fn keepalive_off_evidence(
             evidence.insert("in_window_s", round3(detail_s));
         }
     }
-    evidence.insert("connect_p50_us", round3(p50 as f64 / 1e3));
-    evidence.insert("connect_p99_us", round3(p99 as f64 / 1e3));
+    latency_evidence(&mut evidence, latency);
     evidence.insert("connect_errors", serde_json::json!(c.errors));
     evidence.insert(
         "failed_at_peer",
@@ -355,6 +363,23 @@ fn keepalive_off_evidence(
     evidence
 }
 
+/// The connect latency in `evidence`: `connect_p50_us`, `connect_p99_us` (from the
+/// p50 and p99 in ns), or `connect_latency` [`LATENCY_UNKNOWN`] when none was timed.
+fn latency_evidence(
+    evidence: &mut BTreeMap<&'static str, serde_json::Value>,
+    latency: Option<(u64, u64)>,
+) {
+    match latency {
+        Some((p50, p99)) => {
+            evidence.insert("connect_p50_us", round3(p50 as f64 / 1e3));
+            evidence.insert("connect_p99_us", round3(p99 as f64 / 1e3));
+        }
+        None => {
+            evidence.insert("connect_latency", serde_json::json!(LATENCY_UNKNOWN));
+        }
+    }
+}
+
 /// What the advice says of TIME-WAIT: which side holds it is not measured (the count
 /// of `/proc/<pid>/net/sockstat` is every process of nginx's network namespace, an
 /// upstream on the same host included; under HTTP/1.0 the upstream usually closes
@@ -379,10 +404,11 @@ fn time_wait_side(inp: &Inputs) -> String {
     )
 }
 
-/// upstream_keepalive_off's advice: the new connections per request, the connect latency (`p50`, `p99` in ns), the ports run out, and the fix:
-/// what defeats a configured pool, else the pool to add
+/// upstream_keepalive_off's advice: the new connections per request (or per try),
+/// the connect latency (p50, p99 in ns; None: none timed), the ports run out, and the
+/// fix: what defeats a configured pool, else the pool to add
 /// ([`super::upstream_pool::pool_advice`]).
-fn keepalive_off_advice(inp: &Inputs, c: &UpstreamConnects, p50: u64, p99: u64) -> String {
+fn keepalive_off_advice(inp: &Inputs, c: &UpstreamConnects, latency: Option<(u64, u64)>) -> String {
     let ports_out = c.ports_out;
     // Below the threshold, the connections the peer failed are said apart.
     let failed = match c.peer_failed_share() {
@@ -412,9 +438,16 @@ fn keepalive_off_advice(inp: &Inputs, c: &UpstreamConnects, p50: u64, p99: u64) 
     // Established, not attempted: a connect that found no local port (EADDRNOTAVAIL,
     // case 18) never reaches SYN_SENT, yet it was TCP.
     // "every" only where it is so: at 0.59 per request it was said of every one.
+    // The unit the ratios are over, chosen once: nginx's requests, or the tries of
+    // the peers that took connections.
+    let unit = if c.tries_of.is_empty() {
+        "request"
+    } else {
+        "try"
+    };
     let (per, how_often) = match (c.tries_of.is_empty(), c.per_request()) {
-        (true, r) if r >= 0.995 => ("request".to_string(), "for every proxied request".to_string()),
-        (true, r) => ("request".to_string(), format!("for {:.0} of every 100 requests nginx counted", r * 100.0)),
+        (true, r) if r >= 0.995 => (unit.to_string(), "for every proxied request".to_string()),
+        (true, r) => (unit.to_string(), format!("for {:.0} of every 100 requests nginx counted", r * 100.0)),
         (false, r) => (
             format!(
                 "try of {} (their {} tries in the access log's $upstream_addr; nginx's {} requests also hold others, proxied to no peer that took a connection or not proxied)",
@@ -435,18 +468,24 @@ fn keepalive_off_advice(inp: &Inputs, c: &UpstreamConnects, p50: u64, p99: u64) 
         None => format!("nginx opens and closes a TCP connection to the upstream {how_often}; {}", time_wait_side(inp)),
     };
     // Trial 10: nginx proxying to its own listener counts each proxied request twice.
-    let own = match inp.own_hops() {
+    // Tries are the access log's, one per try: nginx's count is not their unit.
+    let own = match inp.own_hops().filter(|_| c.tries_of.is_empty()) {
         Some(why) => format!(" (per request nginx counted, its own hops among them, so per proxied request up to twice this: {why})"),
         None => String::new(),
     };
+    let latency = match latency {
+        Some((p50, p99)) => format!(
+            "connect p50 {:.0} us, p99 {:.0} us",
+            p50 as f64 / 1e3,
+            p99 as f64 / 1e3
+        ),
+        None => format!("connect latency {LATENCY_UNKNOWN}"),
+    };
     format!(
-        "{:.2} new upstream connections per {per}{own} ({:.2} established, plus connects that found no local port; {:.2} connect() calls per {} in all, failures included; connect p50 {:.0} us, p99 {:.0} us{failed}): {what}{ran_out}; {fix}",
+        "{:.2} new upstream connections per {per}{own} ({:.2} established, plus connects that found no local port; {:.2} connect() calls per {unit} in all, failures included; {latency}{failed}): {what}{ran_out}; {fix}",
         c.attempts_per_request(),
         c.per_request(),
         c.connects_per_request(),
-        if c.tries_of.is_empty() { "request" } else { "try" },
-        p50 as f64 / 1e3,
-        p99 as f64 / 1e3,
     )
 }
 

@@ -871,3 +871,30 @@ pub(crate) fn minimal_report() -> Report {
     }))
     .expect("minimal report")
 }
+
+/// A `--detail sampled` report of one window of `in_window_s` seconds in a 10 s
+/// period, holding `in_windows` of the period's `total` requests, for tests.
+#[cfg(test)]
+pub(crate) fn sampled_detail(
+    in_windows: Option<u64>,
+    total: Option<u64>,
+    in_window_s: f64,
+) -> sampling::DetailReport {
+    sampling::DetailReport {
+        mode: "sampled".into(),
+        window_s: in_window_s,
+        period_s: 10.0,
+        windows: 1,
+        in_window_s,
+        coverage: in_window_s / 10.0,
+        requests_in_windows: in_windows,
+        requests_total: total,
+        sampled: Vec::new(),
+        exact: Vec::new(),
+        accepts_from: String::new(),
+        accepts_check: None,
+        attach_us: 0,
+        detach_us: 0,
+        links: 0,
+    }
+}
