@@ -93,6 +93,13 @@ fn proxy_without_upstream_keepalive_connects_once_per_request() {
     );
     // The client reused its connections: this is not the client-side keepalive_off.
     assert!(verdict(&s, "keepalive_off").is_none(), "{}", s["verdicts"]);
+    // Trial 19: `access_log off`: the upstreams' response time is not in any log, and
+    // upstream_slow is said not judged, with the 400 connects that proxied.
+    assert_eq!(
+        s["not_judged"],
+        serde_json::json!([{"rules": ["upstream_slow"], "why": "nginx made 400 upstream connects in the period (tracepoint sock:inet_sock_set_state), and no access log line was read: upstream_slow reads each peer's $upstream_response_time there"}]),
+        "{s}"
+    );
 }
 
 /// Trial 17: under `--detail sampled` (the default of `--record`) whose windows held
