@@ -305,8 +305,13 @@ pub mod worker {
     /// Closes by the worker inside its `ngx_get_connection`, reusing connections at
     /// `worker_connections` (`super::CLOSED_REUSING`, per worker).
     pub const CLOSED_REUSING: usize = 5;
+    /// Of [`RESET_BY_NGINX`], while the worker was draining
+    /// (`super::CLOSED_WHILE_DRAINING_RESET`, per worker): a request its `close()`
+    /// found unread as it shut down, told apart per worker so that a reload's cuts
+    /// and a stop's are said apart (their workers' generations).
+    pub const RESET_WHILE_DRAINING: usize = 6;
     /// Counters per worker slot.
-    pub const LC_PER_WORKER: usize = 6;
+    pub const LC_PER_WORKER: usize = 7;
     /// `LC_DRAINING` value of a worker already shutting down at attach (from its
     /// title): draining, since a time not known (no time since the drain is kept for
     /// its closes). A kernel time stamp is never this small.

@@ -625,6 +625,7 @@ fn on_established_reset(base: u32, sk: u64, by_reset: bool) {
         worker_add(slot, lc::worker::RESET_BY_NGINX);
         if drain_state(slot) != 0 {
             lc_add(base, lc::CLOSED_WHILE_DRAINING_RESET, 1);
+            worker_add(slot, lc::worker::RESET_WHILE_DRAINING);
         }
         if in_get_connection(slot) {
             count_reusing(base, slot);

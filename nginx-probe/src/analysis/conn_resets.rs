@@ -64,28 +64,11 @@ pub fn requests_after_close(inp: &Inputs, out: &mut Vec<Verdict>) {
     if n < AFTER_CLOSE_MIN {
         return;
     }
-    let mut evidence = BTreeMap::new();
-    evidence.insert("resets_after_close", serde_json::json!(after));
-    evidence.insert("draining_resets", serde_json::json!(cut));
-    evidence.insert("alert_sized_left_out", serde_json::json!(alerts));
-    evidence.insert(
-        "by_reason",
-        serde_json::json!(by
-            .iter()
-            .map(|(r, n)| (r.to_string(), *n))
-            .collect::<BTreeMap<_, _>>()),
-    );
-    evidence.insert(
-        "draining_idle_closes",
-        serde_json::json!(t.closed_while_draining_idle),
-    );
-    evidence.insert(
-        "source",
-        serde_json::json!("tracepoint tcp:tcp_send_reset on nginx's client sockets (the kernel's reason; alert_sized_left_out: the answered segment's payload, sk_buff.len less the TCP header, 1 to 31 bytes, on a port the configuration serves TLS on or any when it was not read), sock:inet_sock_set_state for the closes (draining_resets: ESTABLISHED -> CLOSE in the close() of a worker past its ngx_close_idle_connections uprobe)"),
-    );
+    let by_drain = drain_cuts(inp, cut);
+    let evidence = after_close_evidence([after, cut, alerts], &by, &t, &by_drain);
     let why = closes_in_period(inp, &t, out);
     let reasons: Vec<String> = by.iter().map(|(r, n)| format!("{r} {n}")).collect();
-    let cut_words = format!("draining workers' close() found {cut} requests unread, which the kernel answers with a reset (TCP_ABORT_ON_CLOSE; closed_while_draining_reset): requests that reached a connection as a reload, a QUIT or a binary upgrade closed it");
+    let cut_words = format!("draining workers' close() found {cut} requests unread, which the kernel answers with a reset (TCP_ABORT_ON_CLOSE; closed_while_draining_reset): requests that reached a connection as {}", said_drains(&by_drain));
     let left_out = match (alerts, tls_known) {
         (0, _) => String::new(),
         (a, true) => format!(", less {a} answering a segment of 31 bytes or fewer on a TLS port: a TLS alert's size, a client's close_notify answering nginx's, no request"),
@@ -121,6 +104,102 @@ pub fn requests_after_close(inp: &Inputs, out: &mut Vec<Verdict>) {
             "{head}: a request sent on a kept-alive connection as nginx closed it fails so for its client unless the client retries it, and nginx never reads it (no access-log line, no 5xx); so does the rest of a request body sent after nginx answered early (a 413, a redirect) and closed{why}. Clients that reuse idle connections should retry an idempotent request that fails that way (no nginx directive avoids a reload's or a stop's closes), and close idle connections before nginx's keepalive_timeout does",
         ),
     ));
+}
+
+/// requests_after_close's evidence: `[after, cut, alerts]` (the resets after close
+/// counted, the requests draining workers cut, the alert-sized resets left out), the
+/// resets by reason, the ports' total `t`, and the cuts by drain ([`drain_cuts`]).
+fn after_close_evidence(
+    [after, cut, alerts]: [u64; 3],
+    by: &[(&str, u64)],
+    t: &PortLifecycle,
+    by_drain: &[(String, u64)],
+) -> BTreeMap<&'static str, serde_json::Value> {
+    let mut evidence = BTreeMap::new();
+    evidence.insert("resets_after_close", serde_json::json!(after));
+    evidence.insert("draining_resets", serde_json::json!(cut));
+    evidence.insert("alert_sized_left_out", serde_json::json!(alerts));
+    evidence.insert(
+        "by_reason",
+        serde_json::json!(by
+            .iter()
+            .map(|(r, n)| (r.to_string(), *n))
+            .collect::<BTreeMap<_, _>>()),
+    );
+    evidence.insert(
+        "draining_idle_closes",
+        serde_json::json!(t.closed_while_draining_idle),
+    );
+    evidence.insert(
+        "source",
+        serde_json::json!("tracepoint tcp:tcp_send_reset on nginx's client sockets (the kernel's reason; alert_sized_left_out: the answered segment's payload, sk_buff.len less the TCP header, 1 to 31 bytes, on a port the configuration serves TLS on or any when it was not read), sock:inet_sock_set_state for the closes (draining_resets: ESTABLISHED -> CLOSE in the close() of a worker past its ngx_close_idle_connections uprobe)"),
+    );
+    if !by_drain.is_empty() {
+        evidence.insert(
+            "draining_resets_by_drain",
+            serde_json::json!(by_drain.iter().cloned().collect::<BTreeMap<_, _>>()),
+        );
+    }
+    evidence
+}
+
+/// What a draining worker's cut requests are put on when its drain is unknown.
+const DRAIN_UNKNOWN: &str = "workers of no known generation";
+
+/// The requests draining workers cut (`cut` in all, the ports' count), by what drained
+/// their workers, from each worker's `reset_while_draining` and reload generation: a
+/// worker older than the newest generation drained at the reload that started the
+/// next one; one of the newest generation drained as nginx stopped (a QUIT or stop,
+/// or a binary upgrade's old master shutting its workers down); one already shutting
+/// down at attach, at a reload before attach. What no worker holds (merged exited
+/// workers) is [`DRAIN_UNKNOWN`]'s. Empty when no worker counted any (recordings
+/// made before the per-worker count). Newcomer trial 18: a reload's cuts and a stop's
+/// were said together.
+fn drain_cuts(inp: &Inputs, cut: u64) -> Vec<(String, u64)> {
+    let newest = inp.workers.iter().filter_map(|w| w.reload_generation).max();
+    let mut by: BTreeMap<(u32, String), u64> = BTreeMap::new();
+    for w in inp.workers.iter().filter(|w| w.reset_while_draining > 0) {
+        let key = match (w.reload_generation, newest) {
+            (Some(g), _) if w.draining_at_attach => (g, format!("a reload before attach (generation {g}'s workers, draining at attach)")),
+            (Some(g), Some(n)) if g < n => (g, format!("the reload that started generation {} (generation {g}'s workers)", g + 1)),
+            (Some(g), _) => (g, format!("nginx stopped (generation {g}'s workers, the newest: a QUIT or stop, or a binary upgrade's old master shutting its workers down)")),
+            (None, _) => (u32::MAX, DRAIN_UNKNOWN.to_string()),
+        };
+        *by.entry(key).or_default() += w.reset_while_draining;
+    }
+    let attributed: u64 = by.values().sum();
+    if attributed == 0 {
+        return Vec::new();
+    }
+    if cut > attributed {
+        *by.entry((u32::MAX, DRAIN_UNKNOWN.to_string())).or_default() += cut - attributed;
+    }
+    by.into_iter().map(|((_, k), n)| (k, n)).collect()
+}
+
+/// What drained the workers that cut requests, for the verdict's words: the counts
+/// of [`drain_cuts`] ("19 at the reload that started generation 1 (...), 4 as nginx
+/// stopped (...)"), or the candidates when not counted per worker.
+fn said_drains(by: &[(String, u64)]) -> String {
+    if by.is_empty() {
+        return "a reload, a QUIT or a binary upgrade closed it (which one is not counted per worker here)".to_string();
+    }
+    let parts: Vec<String> = by
+        .iter()
+        .map(|(k, n)| {
+            if k == DRAIN_UNKNOWN {
+                format!("{n} by {k}")
+            } else if k.starts_with("nginx stopped") {
+                format!("{n} as {k}")
+            } else {
+                format!("{n} at {k}")
+            }
+        })
+        .collect();
+    format!(
+        "their workers shut down: {} (per worker, tracepoint sock:inet_sock_set_state in a draining worker's close())",
+        parts.join(", ")
+    )
 }
 
 /// What closed connections in the period, as measured, for `requests_after_close`:
@@ -273,7 +352,7 @@ pub fn nginx_reset_connections(inp: &Inputs, out: &mut Vec<Verdict>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::connections::ConnectionsReport;
+    use crate::{analysis::inputs::WorkerInput, model::connections::ConnectionsReport};
 
     fn inputs(nginx_resets: u64, reasons: &[(&str, u64)]) -> Inputs {
         Inputs {
@@ -332,7 +411,7 @@ mod tests {
         assert_eq!(out[0].evidence["draining_resets"], 19);
         assert_eq!(out[0].evidence["resets_after_close"], 0);
         assert!(
-            out[0].advice.starts_with("draining workers' close() found 19 requests unread, which the kernel answers with a reset (TCP_ABORT_ON_CLOSE; closed_while_draining_reset): requests that reached a connection as a reload, a QUIT or a binary upgrade closed it: a request sent"),
+            out[0].advice.starts_with("draining workers' close() found 19 requests unread, which the kernel answers with a reset (TCP_ABORT_ON_CLOSE; closed_while_draining_reset): requests that reached a connection as a reload, a QUIT or a binary upgrade closed it (which one is not counted per worker here): a request sent"),
             "{}",
             out[0].advice
         );
@@ -367,6 +446,53 @@ mod tests {
         let mut out = Vec::new();
         requests_after_close(&inp, &mut out);
         assert!(out.is_empty(), "2 are below the floor: {out:?}");
+    }
+
+    /// Newcomer trial 18: a reload's cuts and a stop's were said together. Per worker:
+    /// 19 by generation 0's workers (drained at the reload that started generation 1),
+    /// 4 by generation 1's (the newest: nginx stopped), 2 no worker holds.
+    #[test]
+    fn a_reload_s_cuts_and_a_stop_s_are_said_apart() {
+        let mut inp = inputs(25, &[("TCP_ABORT_ON_CLOSE", 25)]);
+        inp.connections.as_mut().unwrap().ports[0].closed_while_draining_reset = 25;
+        let worker = |pid, generation, cut| WorkerInput {
+            pid,
+            reload_generation: Some(generation),
+            reset_while_draining: cut,
+            ..WorkerInput::default()
+        };
+        inp.workers = vec![worker(1, 0, 19), worker(2, 1, 4), worker(3, 1, 0)];
+        let mut out = Vec::new();
+        requests_after_close(&inp, &mut out);
+        assert_eq!(
+            out[0].evidence["draining_resets_by_drain"],
+            serde_json::json!({
+                "the reload that started generation 1 (generation 0's workers)": 19,
+                "nginx stopped (generation 1's workers, the newest: a QUIT or stop, or a binary upgrade's old master shutting its workers down)": 4,
+                "workers of no known generation": 2
+            })
+        );
+        assert!(
+            out[0].advice.starts_with("draining workers' close() found 25 requests unread, which the kernel answers with a reset (TCP_ABORT_ON_CLOSE; closed_while_draining_reset): requests that reached a connection as their workers shut down: 19 at the reload that started generation 1 (generation 0's workers), 4 as nginx stopped (generation 1's workers, the newest: a QUIT or stop, or a binary upgrade's old master shutting its workers down), 2 by workers of no known generation (per worker, tracepoint sock:inet_sock_set_state in a draining worker's close()): a request sent"),
+            "{}",
+            out[0].advice
+        );
+        // A reload alone: no stop named.
+        inp.workers = vec![worker(1, 0, 25), worker(2, 1, 0)];
+        let mut out = Vec::new();
+        requests_after_close(&inp, &mut out);
+        assert!(
+            !out[0].advice.contains("nginx stopped"),
+            "{}",
+            out[0].advice
+        );
+        assert!(
+            out[0]
+                .advice
+                .contains("as their workers shut down: 25 at the reload that started generation 1"),
+            "{}",
+            out[0].advice
+        );
     }
 
     /// wrk over HTTPS at keepalive_requests 10 (this machine): 2067 resets after close,

@@ -58,6 +58,14 @@ pub struct WorkerInput {
     /// (closes inside its `ngx_get_connection`: `WorkerCloses::reusing`); 0 also when
     /// not counted.
     pub closed_reusing: u64,
+    /// Client connections the worker reset as it drained, a request unread
+    /// (`WorkerCloses::reset_while_draining`); 0 also when not counted.
+    pub reset_while_draining: u64,
+    /// The worker's reload generation (`WorkerLifecycle::reload_generation`: 0 for
+    /// the workers seen at attach, +1 per reload seen since); None when unknown.
+    pub reload_generation: Option<u32>,
+    /// Whether it was already shutting down at attach (its title then).
+    pub draining_at_attach: bool,
     /// Writes (write, writev, pwrite64) to access logs, classified by their fd at the
     /// moment of the write.
     pub access_log_writes: u64,

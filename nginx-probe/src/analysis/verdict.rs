@@ -817,6 +817,12 @@ fn worker_input(w: &WorkerReport) -> WorkerInput {
         max_iteration_ns: w.event_loop.max_iteration_ns,
         accepted_then_closed: w.accepted_then_closed,
         closed_reusing: w.connections_closed.map(|c| c.reusing).unwrap_or(0),
+        reset_while_draining: w
+            .connections_closed
+            .map(|c| c.reset_while_draining)
+            .unwrap_or(0),
+        reload_generation: w.lifecycle.reload_generation,
+        draining_at_attach: w.lifecycle.shutting_down_before_attach,
         access_log_writes: access_log.map(|x| x.count).unwrap_or(0),
         access_log_ns: access_log.map(|x| x.total_ns).unwrap_or(0),
         access_log_p99_ns: access_log.map(|x| x.p99_ns).unwrap_or(0),

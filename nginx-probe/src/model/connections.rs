@@ -363,6 +363,11 @@ pub struct WorkerCloses {
     /// worker; by its FIN or its reset); 0 in recordings made before it.
     #[serde(default, skip_serializing_if = "crate::model::is_zero")]
     pub reusing: u64,
+    /// Of `reset_by_nginx`, while the worker was draining: requests its `close()`
+    /// found unread as it shut down (`PortLifecycle::closed_while_draining_reset`,
+    /// per worker); 0 in recordings made before it.
+    #[serde(default, skip_serializing_if = "crate::model::is_zero")]
+    pub reset_while_draining: u64,
 }
 
 impl WorkerCloses {
@@ -377,6 +382,7 @@ impl WorkerCloses {
             by_worker_exit: c(w::CLOSED_BY_WORKER_EXIT),
             reset_by_nginx: c(w::RESET_BY_NGINX),
             reusing: c(w::CLOSED_REUSING),
+            reset_while_draining: c(w::RESET_WHILE_DRAINING),
         }
     }
 }

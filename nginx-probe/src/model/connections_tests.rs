@@ -57,6 +57,7 @@ fn closes_by_draining_workers_are_their_own_counts_since_the_last_period() {
     slot[crate::model::CLOSES_IDX + lc::worker::CLOSED_BY_WORKER_EXIT].count = 2;
     slot[crate::model::CLOSES_IDX + lc::worker::RESET_BY_NGINX].count = 4;
     slot[crate::model::CLOSES_IDX + lc::worker::CLOSED_REUSING].count = 5;
+    slot[crate::model::CLOSES_IDX + lc::worker::RESET_WHILE_DRAINING].count = 1;
     assert_eq!(
         WorkerCloses::of(&slot),
         WorkerCloses {
@@ -66,6 +67,7 @@ fn closes_by_draining_workers_are_their_own_counts_since_the_last_period() {
             by_worker_exit: 2,
             reset_by_nginx: 4,
             reusing: 5,
+            reset_while_draining: 1,
         }
     );
 }

@@ -174,6 +174,7 @@ fn closes_by_draining_workers_and_by_each_worker_are_said_or_why_not() {
         by_worker_exit: 0,
         reset_by_nginx: 0,
         reusing: 0,
+        reset_while_draining: 0,
     };
     let mut a = w.clone();
     a.connections_closed = Some(closes(6, 5, 2));
