@@ -147,23 +147,36 @@ fn after_close_evidence(
 const DRAIN_UNKNOWN: &str = "workers of no known generation";
 
 /// The requests draining workers cut (`cut` in all, the ports' count), by what drained
-/// their workers, from each worker's `reset_while_draining` and reload generation: a
-/// worker older than the newest generation drained at the reload that started the
-/// next one; one of the newest generation drained as nginx stopped (a QUIT or stop,
-/// or a binary upgrade's old master shutting its workers down); one already shutting
-/// down at attach, at a reload before attach. What no worker holds (merged exited
-/// workers) is [`DRAIN_UNKNOWN`]'s. Empty when no worker counted any (recordings
+/// their workers, from each worker's `reset_while_draining`, reload generation and
+/// state: a worker older than the newest generation drained at the reload that
+/// started the next one; one of the newest generation drained as nginx stopped (a
+/// QUIT or stop, or a binary upgrade's old master shutting its workers down) when
+/// none of that generation serves at the end, else it was told to shut down alone
+/// (a signal to that worker: the master starts another in its place); one already
+/// shutting down at attach, at a reload before attach. What no worker holds (merged
+/// exited workers), or a newest worker beside others of unknown state, is
+/// [`DRAIN_UNKNOWN`]'s. Empty when no worker counted any (recordings
 /// made before the per-worker count). Newcomer trial 18: a reload's cuts and a stop's
 /// were said together.
 fn drain_cuts(inp: &Inputs, cut: u64) -> Vec<(String, u64)> {
     let newest = inp.workers.iter().filter_map(|w| w.reload_generation).max();
+    // Whether a worker of the newest generation serves at the end (None: unknown).
+    let newest_serving = newest.and_then(|n| {
+        let of_newest = inp
+            .workers
+            .iter()
+            .filter(|w| w.reload_generation == Some(n));
+        let states: Option<Vec<bool>> = of_newest.map(|w| w.serving).collect();
+        states.map(|s| s.contains(&true))
+    });
     let mut by: BTreeMap<(u32, String), u64> = BTreeMap::new();
     for w in inp.workers.iter().filter(|w| w.reset_while_draining > 0) {
         let key = match (w.reload_generation, newest) {
             (Some(g), _) if w.draining_at_attach => (g, format!("a reload before attach (generation {g}'s workers, draining at attach)")),
             (Some(g), Some(n)) if g < n => (g, format!("the reload that started generation {} (generation {g}'s workers)", g + 1)),
-            (Some(g), _) => (g, format!("nginx stopped (generation {g}'s workers, the newest: a QUIT or stop, or a binary upgrade's old master shutting its workers down)")),
-            (None, _) => (u32::MAX, DRAIN_UNKNOWN.to_string()),
+            (Some(g), _) if newest_serving == Some(false) => (g, format!("nginx stopped (generation {g}'s workers, the newest, none serving at the end: a QUIT or stop, or a binary upgrade's old master shutting its workers down)")),
+            (Some(g), _) if newest_serving == Some(true) => (g, format!("a signal to the worker alone (generation {g}, the newest, whose other workers still serve: not a reload nor a stop)")),
+            _ => (u32::MAX, DRAIN_UNKNOWN.to_string()),
         };
         *by.entry(key).or_default() += w.reset_while_draining;
     }
@@ -191,6 +204,8 @@ fn said_drains(by: &[(String, u64)]) -> String {
                 format!("{n} by {k}")
             } else if k.starts_with("nginx stopped") {
                 format!("{n} as {k}")
+            } else if k.starts_with("a signal") {
+                format!("{n} by {k}")
             } else {
                 format!("{n} at {k}")
             }
@@ -459,6 +474,7 @@ mod tests {
             pid,
             reload_generation: Some(generation),
             reset_while_draining: cut,
+            serving: Some(false),
             ..WorkerInput::default()
         };
         inp.workers = vec![worker(1, 0, 19), worker(2, 1, 4), worker(3, 1, 0)];
@@ -468,12 +484,36 @@ mod tests {
             out[0].evidence["draining_resets_by_drain"],
             serde_json::json!({
                 "the reload that started generation 1 (generation 0's workers)": 19,
-                "nginx stopped (generation 1's workers, the newest: a QUIT or stop, or a binary upgrade's old master shutting its workers down)": 4,
+                "nginx stopped (generation 1's workers, the newest, none serving at the end: a QUIT or stop, or a binary upgrade's old master shutting its workers down)": 4,
                 "workers of no known generation": 2
             })
         );
         assert!(
-            out[0].advice.starts_with("draining workers' close() found 25 requests unread, which the kernel answers with a reset (TCP_ABORT_ON_CLOSE; closed_while_draining_reset): requests that reached a connection as their workers shut down: 19 at the reload that started generation 1 (generation 0's workers), 4 as nginx stopped (generation 1's workers, the newest: a QUIT or stop, or a binary upgrade's old master shutting its workers down), 2 by workers of no known generation (per worker, tracepoint sock:inet_sock_set_state in a draining worker's close()): a request sent"),
+            out[0].advice.starts_with("draining workers' close() found 25 requests unread, which the kernel answers with a reset (TCP_ABORT_ON_CLOSE; closed_while_draining_reset): requests that reached a connection as their workers shut down: 19 at the reload that started generation 1 (generation 0's workers), 4 as nginx stopped (generation 1's workers, the newest, none serving at the end: a QUIT or stop, or a binary upgrade's old master shutting its workers down), 2 by workers of no known generation (per worker, tracepoint sock:inet_sock_set_state in a draining worker's close()): a request sent"),
+            "{}",
+            out[0].advice
+        );
+        // A worker told to quit alone (the master respawned it: its generation
+        // serves on): not nginx's stop.
+        let mut respawned = worker(3, 1, 0);
+        respawned.serving = Some(true);
+        inp.workers = vec![worker(2, 1, 25), respawned.clone()];
+        let mut out = Vec::new();
+        requests_after_close(&inp, &mut out);
+        assert!(
+            out[0].advice.contains("as their workers shut down: 25 by a signal to the worker alone (generation 1, the newest, whose other workers still serve: not a reload nor a stop)"),
+            "{}",
+            out[0].advice
+        );
+        // Its state unknown: said unknown, never a stop.
+        respawned.serving = None;
+        inp.workers = vec![worker(2, 1, 25), respawned];
+        let mut out = Vec::new();
+        requests_after_close(&inp, &mut out);
+        assert!(
+            out[0]
+                .advice
+                .contains("25 by workers of no known generation"),
             "{}",
             out[0].advice
         );

@@ -66,6 +66,9 @@ pub struct WorkerInput {
     pub reload_generation: Option<u32>,
     /// Whether it was already shutting down at attach (its title then).
     pub draining_at_attach: bool,
+    /// Whether it was serving at the period's end (alive, titled `worker process`);
+    /// None when its state is unknown.
+    pub serving: Option<bool>,
     /// Writes (write, writev, pwrite64) to access logs, classified by their fd at the
     /// moment of the write.
     pub access_log_writes: u64,

@@ -823,6 +823,12 @@ fn worker_input(w: &WorkerReport) -> WorkerInput {
             .unwrap_or(0),
         reload_generation: w.lifecycle.reload_generation,
         draining_at_attach: w.lifecycle.shutting_down_before_attach,
+        serving: match (w.alive, w.lifecycle.state) {
+            (false, _) => Some(false),
+            (true, Some(crate::model::worker_lifecycle::WorkerState::Serving)) => Some(true),
+            (true, Some(crate::model::worker_lifecycle::WorkerState::ShuttingDown)) => Some(false),
+            _ => None,
+        },
         access_log_writes: access_log.map(|x| x.count).unwrap_or(0),
         access_log_ns: access_log.map(|x| x.total_ns).unwrap_or(0),
         access_log_p99_ns: access_log.map(|x| x.p99_ns).unwrap_or(0),

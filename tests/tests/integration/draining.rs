@@ -335,26 +335,13 @@ fn a_worker_started_without_the_shutdown_timeout_outlives_it_and_is_named() {
     drop(held);
 }
 
-/// Newcomer trial 12's F4: requests that reach a worker's idle keepalive connections
-/// as it shuts down gracefully are cut: its sweep of idle connections
-/// (`ngx_close_idle_connections`) closes them with the requests unread, and the kernel
-/// resets them. Made exact here: 5 idle connections get their next request while
-/// the worker is stopped (SIGSTOP), then a SIGQUIT (what a reload's old workers get)
-/// and SIGCONT: the signal ends its `epoll_wait`, and it drains before reading
-/// anything. The 5 clients get a reset; the probe counts 5 draining resets and says
-/// them in `requests_after_close`.
-#[test]
-fn requests_reaching_a_draining_worker_s_idle_connections_are_said_as_cut() {
-    let ng = Nginx::start(&NginxConfig {
-        workers: 1,
-        ..Default::default()
-    });
-    let probe = Probe::on(&ng).json().start();
-    let get = b"GET / HTTP/1.1\r\nHost: test\r\n\r\n";
-    let mut conns: Vec<TcpStream> = (0..5)
+/// `n` keepalive connections to `ng`, each with one complete response read: idle in
+/// their worker, ready for a next request.
+fn idle_clients(ng: &Nginx, n: usize) -> Vec<TcpStream> {
+    (0..n)
         .map(|_| {
             let mut s = TcpStream::connect(ng.addr()).expect("connect");
-            s.write_all(get).expect("send");
+            s.write_all(GET).expect("send");
             let mut got = Vec::new();
             let mut chunk = [0u8; 4096];
             while !got.ends_with(nginx_probe_tests::INDEX_BODY.as_bytes()) {
@@ -364,18 +351,31 @@ fn requests_reaching_a_draining_worker_s_idle_connections_are_said_as_cut() {
             }
             s
         })
-        .collect();
-    let w = Pid::from_raw(ng.worker_pids()[0] as i32);
+        .collect()
+}
+
+const GET: &[u8] = b"GET / HTTP/1.1\r\nHost: test\r\n\r\n";
+
+/// Cuts a request on each of `conns` (idle on `worker`) by a graceful shutdown: the
+/// worker is stopped (SIGSTOP), each client sends its next request, `shutdown` runs
+/// (a reload, a QUIT to the master, or nothing), then the worker gets SIGQUIT itself
+/// (the master tells it by its channel, which it would read in the same batch as the
+/// requests: the signal makes its drain come first) and SIGCONT: it drains before
+/// reading anything. Returns the clients that got a reset.
+fn cut_requests(worker: u32, conns: &mut [TcpStream], shutdown: impl FnOnce()) -> usize {
+    let w = Pid::from_raw(worker as i32);
     kill(w, Signal::SIGSTOP).expect("SIGSTOP the worker");
     thread::sleep(Duration::from_millis(200));
-    for c in &mut conns {
-        c.write_all(get).expect("send the next request");
+    for c in conns.iter_mut() {
+        c.write_all(GET).expect("send the next request");
     }
+    thread::sleep(Duration::from_millis(200));
+    shutdown();
     thread::sleep(Duration::from_millis(200));
     kill(w, Signal::SIGQUIT).expect("SIGQUIT the worker");
     kill(w, Signal::SIGCONT).expect("SIGCONT the worker");
     let mut reset = 0;
-    for c in &mut conns {
+    for c in conns.iter_mut() {
         c.set_read_timeout(Some(Duration::from_secs(5)))
             .expect("timeout");
         let mut buf = [0u8; 4096];
@@ -383,7 +383,31 @@ fn requests_reaching_a_draining_worker_s_idle_connections_are_said_as_cut() {
             reset += 1;
         }
     }
-    assert_eq!(reset, 5, "clients reset");
+    reset
+}
+
+/// Newcomer trial 12's F4: requests that reach a worker's idle keepalive connections
+/// as it shuts down gracefully are cut: its sweep of idle connections
+/// (`ngx_close_idle_connections`) closes them with the requests unread, and the kernel
+/// resets them. Made exact here: 5 idle connections get their next request while
+/// the worker is stopped (SIGSTOP), then a SIGQUIT to the worker alone and SIGCONT:
+/// the signal ends its `epoll_wait`, and it drains before reading anything. The 5
+/// clients get a reset; the probe counts 5 draining resets and says them in
+/// `requests_after_close`, put on a signal to that worker (the master starts another
+/// of its generation in its place), not on a reload nor a stop.
+#[test]
+fn requests_reaching_a_draining_worker_s_idle_connections_are_said_as_cut() {
+    let ng = Nginx::start(&NginxConfig {
+        workers: 1,
+        ..Default::default()
+    });
+    let probe = Probe::on(&ng).json().start();
+    let mut conns = idle_clients(&ng, 5);
+    assert_eq!(
+        cut_requests(ng.worker_pids()[0], &mut conns, || ()),
+        5,
+        "clients reset"
+    );
     thread::sleep(Duration::from_millis(500));
     let s = probe.stop().summary_json();
     let port = &s["connections"]["ports"][0];
@@ -397,4 +421,66 @@ fn requests_reaching_a_draining_worker_s_idle_connections_are_said_as_cut() {
             .starts_with("draining workers' close() found 5 requests unread"),
         "{v}"
     );
+    assert_eq!(
+        v["evidence"]["draining_resets_by_drain"],
+        serde_json::json!({"a signal to the worker alone (generation 0, the newest, whose other workers still serve: not a reload nor a stop)": 5}),
+        "{v}"
+    );
+}
+
+/// Newcomer trial 18: the requests a reload's draining workers cut and those nginx's
+/// stop cut were said together. One worker: 3 requests cut as a reload drains it
+/// (generation 0), then 4 cut as `nginx -s quit` drains its successor (generation 1,
+/// the newest, none serving after): said apart, 3 at the reload that started
+/// generation 1 and 4 as nginx stopped, each exact.
+#[test]
+fn a_reload_s_cut_requests_and_a_stop_s_are_said_apart() {
+    let ng = Nginx::start(&NginxConfig {
+        workers: 1,
+        ..Default::default()
+    });
+    let mut probe = Probe::pid(ng.master_pid()).json().start();
+    thread::sleep(Duration::from_millis(500));
+    let old = ng.worker_pids();
+    let mut conns = idle_clients(&ng, 3);
+    assert_eq!(
+        cut_requests(old[0], &mut conns, || ng.reload()),
+        3,
+        "reset at the reload"
+    );
+    let new = wait_serving(&ng, &old);
+    let mut conns = idle_clients(&ng, 4);
+    let master = Pid::from_raw(ng.master_pid() as i32);
+    let quit = || kill(master, Signal::SIGQUIT).expect("SIGQUIT the master");
+    assert_eq!(cut_requests(new, &mut conns, quit), 4, "reset at the stop");
+    let out = probe.wait();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let s = out.summary_json();
+    let v = verdict(&s, "requests_after_close").unwrap_or_else(|| panic!("{}", s["verdicts"]));
+    assert_eq!(v["evidence"]["draining_resets"], 7, "{v}");
+    assert_eq!(
+        v["evidence"]["draining_resets_by_drain"],
+        serde_json::json!({
+            "the reload that started generation 1 (generation 0's workers)": 3,
+            "nginx stopped (generation 1's workers, the newest, none serving at the end: a QUIT or stop, or a binary upgrade's old master shutting its workers down)": 4
+        }),
+        "{v}"
+    );
+}
+
+/// The one worker serving that is not in `old`, once it is titled so.
+fn wait_serving(ng: &Nginx, old: &[u32]) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let fresh: Vec<u32> = ng
+            .worker_pids()
+            .into_iter()
+            .filter(|p| !old.contains(p) && title(*p) == "nginx: worker process")
+            .collect();
+        if let [one] = fresh[..] {
+            return one;
+        }
+        assert!(Instant::now() < deadline, "no new worker serving");
+        thread::sleep(Duration::from_millis(20));
+    }
 }
