@@ -420,6 +420,15 @@ impl Tracker {
     /// before a worker forked since is looked at: a reload while the programs load is
     /// a reload after attach, not one before it.
     pub fn refresh_lifecycle(&mut self, probe: &mut Probe) {
+        // The master's loads (its reloads) before its workers are looked at: a reload
+        // loads the configuration before it forks them.
+        let master = self.master.pid;
+        let loads = probe.config_loads().ok().map(|all| {
+            all.iter()
+                .find(|(tgid, _)| *tgid == master)
+                .map_or(0, |(_, l)| u64::from(l.loaded))
+        });
+        self.lifecycle.set_master_loads(loads);
         let addrs = self.listen.values().map(|l| l.addr.as_str());
         self.lifecycle
             .refresh(&self.workers, addrs, probe, unix_now());

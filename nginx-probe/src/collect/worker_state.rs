@@ -92,6 +92,15 @@ pub struct Lifecycle {
     newest_seen_unix_s: Option<f64>,
     /// Workers of the newest generation that died abnormally, awaiting a respawn.
     credit: VecDeque<u32>,
+    /// The master's configuration loads since attach (the `ngx_init_cycle`
+    /// uretprobe's successful returns, [`Lifecycle::set_master_loads`]); None when not
+    /// counted. A reload loads the configuration before it forks its workers.
+    master_loads: Option<u64>,
+    /// The master's loads the generations started since attach have accounted for:
+    /// a worker started with none left over is no reload's (nginx respawns any worker
+    /// of its configuration that exits unasked, a QUIT sent to that worker alone
+    /// among them: its exit code is 0).
+    loads_used: u64,
     records: VecDeque<ExitRecord>,
     totals: ExitCounts,
     respawns: VecDeque<f64>,
@@ -350,6 +359,8 @@ impl Lifecycle {
         }
         self.newest = draining_batches;
         self.newest_at_attach = draining_batches;
+        // Loads before the first refresh made the workers found then.
+        self.loads_used = self.master_loads.unwrap_or(0);
         for &(start, pid, _) in new {
             let generation = gens.get(&pid).copied().unwrap_or_else(|| {
                 if self.newest_start.is_none() {
@@ -391,10 +402,47 @@ impl Lifecycle {
         if in_batch {
             return self.newest;
         }
+        // No configuration loaded by the master since the newest generation started,
+        // and a worker of it exited: no reload, its respawn (a worker that exited with
+        // code 0 unasked). Without such an exit it stays a reload's (one whose load
+        // came before the uretprobe was attached).
+        if self.master_loads.is_some_and(|n| n <= self.loads_used) && self.respawned_unasked(pid) {
+            return self.newest;
+        }
+        if let Some(n) = self.master_loads {
+            self.loads_used = (self.loads_used + 1).min(n);
+        }
         self.newest += 1;
         self.newest_start = start;
         self.credit.clear();
         self.newest
+    }
+
+    /// Counts `pid` as the respawn of the newest generation's latest exited worker
+    /// not replaced yet (its exit record then names `pid`); false when there is none.
+    fn respawned_unasked(&mut self, pid: u32) -> bool {
+        let newest = self.newest;
+        let lives = &self.lives;
+        let Some(r) = self.records.iter_mut().rev().find(|r| {
+            r.replaced_by.is_none() && lives.get(&r.pid).is_some_and(|l| l.generation == newest)
+        }) else {
+            return false;
+        };
+        r.replaced_by = Some(pid);
+        self.respawns_total += 1;
+        self.respawns.push_back(r.seen);
+        if self.respawns.len() > MAX_EXIT_RECORDS {
+            self.respawns.pop_front();
+        }
+        true
+    }
+
+    /// Sets the master's configuration loads since attach, read before each refresh
+    /// (`collect::tracker`, the `ngx_init_cycle` uretprobe): None when not counted,
+    /// then a worker started apart from its generation's batch is a reload's unless it
+    /// replaces one that died abnormally.
+    pub fn set_master_loads(&mut self, loads: Option<u64>) {
+        self.master_loads = loads;
     }
 
     /// Notes whether worker `pid` had begun its graceful shutdown (the drain uprobe's
@@ -588,6 +636,40 @@ mod tests {
                 stopped: false,
             }
         );
+    }
+
+    /// A worker told to quit alone (a QUIT sent to it: exit code 0, not the master's
+    /// doing) is respawned by nginx; with the master's loads counted, no load since
+    /// the generation started means no reload: the new worker is the respawn, in the
+    /// same generation (draining.rs: it was taken for a reload's generation 1). A load
+    /// makes the next one a reload's.
+    #[test]
+    fn a_worker_started_with_no_configuration_load_is_a_respawn() {
+        let mut l = Lifecycle {
+            newest_start: Some(1000),
+            ..Default::default()
+        };
+        l.set_master_loads(Some(0));
+        l.lives.insert(42, Life::default());
+        l.records.push_back(ExitRecord {
+            pid: 42,
+            exit: None,
+            seen: 5.0,
+            replaced_by: None,
+        });
+        assert_eq!(l.generation_of(Some(2000), 43), 0);
+        assert_eq!(l.respawns_total, 1);
+        assert_eq!(l.records[0].replaced_by, Some(43));
+        // No load and no exit left to replace: a reload whose load was not counted.
+        assert_eq!(l.generation_of(Some(2500), 46), 1);
+        assert_eq!(l.respawns_total, 1);
+        l.newest = 0;
+        l.set_master_loads(Some(1));
+        assert_eq!(l.generation_of(Some(3000), 44), 1);
+        assert_eq!(l.respawns_total, 1);
+        // Loads not counted: the batch rule alone, as before.
+        l.set_master_loads(None);
+        assert_eq!(l.generation_of(Some(4000), 45), 2);
     }
 
     /// Workers draining at attach make the serving ones a later generation: a reload

@@ -426,6 +426,18 @@ fn requests_reaching_a_draining_worker_s_idle_connections_are_said_as_cut() {
         serde_json::json!({"a signal to the worker alone (generation 0, the newest, whose other workers still serve: not a reload nor a stop)": 5}),
         "{v}"
     );
+    // The master loaded no configuration: its new worker is a respawn of generation
+    // 0, not a reload's generation 1.
+    assert_eq!(s["lifecycle"]["respawned"], 1, "{}", s["lifecycle"]);
+    assert!(
+        s["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|w| w["reload_generation"].is_null() || w["reload_generation"] == 0),
+        "{}",
+        s["workers"]
+    );
 }
 
 /// Newcomer trial 18: the requests a reload's draining workers cut and those nginx's
