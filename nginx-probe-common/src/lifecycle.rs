@@ -255,8 +255,14 @@ pub const CLOSED_REUSING: usize = CLOSED_BY_NGINX_DATA_UNREAD + 1;
 /// unread at the close (`TCP_ABORT_ON_CLOSE`): a request that had come in and that
 /// nginx never read, failed for its client unless it retries.
 pub const CLOSED_REUSING_RESET: usize = CLOSED_REUSING + 1;
+/// Of the resets sent with the kernel's reason `NO_SOCKET` (no socket took the
+/// segment), those answering a SYN (TCP flags SYN without ACK, the answered segment's
+/// header byte 13): connection attempts refused because no listener had the port
+/// (nginx stopped, or a reload dropped it), told from late segments of connections
+/// already gone. Not counted when the offsets are unknown.
+pub const RST_NO_SOCKET_SYN: usize = CLOSED_REUSING_RESET + 1;
 /// Counters per port.
-pub const LC_PER_PORT: usize = CLOSED_REUSING_RESET + 1;
+pub const LC_PER_PORT: usize = RST_NO_SOCKET_SYN + 1;
 
 /// Largest payload (bytes) of a segment counted in [`RST_AFTER_CLOSE_ALERT_SIZED`].
 pub const ALERT_SIZED_MAX: u32 = 31;
@@ -618,7 +624,7 @@ mod tests {
         assert_eq!(DRAIN_SILENT_INV_MIN_MS, 76);
         assert_eq!(DRAIN_AFTER_DATA_INV_MIN_MS, 78);
         assert_eq!(CLIENT_CLOSE_IDLE_COUNT, 125);
-        assert_eq!(LC_PER_PORT, 201);
+        assert_eq!(LC_PER_PORT, 202);
         assert_eq!(idle_bucket(0), 0);
         assert_eq!(idle_bucket(2000), 10);
         assert_eq!(idle_bucket(u64::MAX), LC_IDLE_BUCKETS - 1);

@@ -784,12 +784,31 @@ fn on_send_reset(base: u32, reason: usize, sk: u64, state: i32, skb: u64) {
     {
         lc_add(base, lc::RST_AFTER_CLOSE_ALERT_SIZED, 1);
     }
+    if r == RST_NO_SOCKET && tcp_flags_of(skb).is_some_and(|f| f & TCP_SYN_ACK == TCP_SYN) {
+        lc_add(base, lc::RST_NO_SOCKET_SYN, 1);
+    }
     // SAFETY: the value is copied out at once.
     if let Some(l) = unsafe { LC_CLOSING.get(bpf_get_current_pid_tgid()) }.copied() {
         if sk != 0 && sk != l && state != TCP_LISTEN {
             lc_add(base, lc::RST_CLOSED_LISTENER, 1);
         }
     }
+}
+
+/// `sk_rst_reason` `NO_SOCKET`: no socket took the segment.
+const RST_NO_SOCKET: usize = 1;
+/// TCP header flags: SYN, and SYN with ACK.
+const TCP_SYN: u8 = 0x02;
+const TCP_SYN_ACK: u8 = 0x12;
+
+/// The TCP flags (header byte 13) of the segment `skb` a reset answers; `data` points
+/// at the TCP header when the reset is sent. None when the offsets are unknown or a
+/// read fails.
+#[inline(always)]
+fn tcp_flags_of(skb: u64) -> Option<u8> {
+    let th = raw_read::<u64>(skb, raw_off::SKB_DATA)?;
+    // SAFETY: bpf_probe_read_kernel copes with any address.
+    unsafe { bpf_probe_read_kernel((th + 13) as *const u8) }.ok()
 }
 
 /// `sk_rst_reason` `TCP_ABORT_ON_DATA`: data came to a socket nginx had closed.

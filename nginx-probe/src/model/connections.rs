@@ -199,6 +199,12 @@ pub struct PortLifecycle {
     /// TLS port; on a plain port, a request that short is possible.
     #[serde(default, skip_serializing_if = "crate::model::is_zero")]
     pub resets_after_close_alert_sized: u64,
+    /// Of the resets sent with reason `NO_SOCKET`, those answering a SYN (the answered
+    /// segment's TCP flags, tracepoint `tcp:tcp_send_reset`): connection attempts
+    /// refused, no listener having the port (nginx stopped, or a reload dropped it);
+    /// 0 in recordings made before it, and when the offsets are unknown.
+    #[serde(default, skip_serializing_if = "crate::model::is_zero")]
+    pub syns_refused: u64,
     /// Listening sockets of the port closed (`LISTEN -> CLOSE`: a reload that dropped
     /// a `reuseport` socket, a port removed from the config).
     pub listeners_closed: u64,
@@ -528,6 +534,7 @@ impl ConnectionsReport {
             t.closed_by_nginx_client_fin_unread += p.closed_by_nginx_client_fin_unread;
             t.closed_by_nginx_data_unread += p.closed_by_nginx_data_unread;
             t.resets_after_close_alert_sized += p.resets_after_close_alert_sized;
+            t.syns_refused += p.syns_refused;
             t.closed_without_data_by_nginx += p.closed_without_data_by_nginx;
             t.closed_without_data_by_client += p.closed_without_data_by_client;
             t.closed_without_data_by_reset += p.closed_without_data_by_reset;
@@ -705,6 +712,7 @@ fn port_lifecycle(
         closed_by_nginx_client_fin_unread: d(lc::CLOSED_BY_NGINX_CLIENT_FIN_UNREAD),
         closed_by_nginx_data_unread: d(lc::CLOSED_BY_NGINX_DATA_UNREAD),
         resets_after_close_alert_sized: d(lc::RST_AFTER_CLOSE_ALERT_SIZED),
+        syns_refused: d(lc::RST_NO_SOCKET_SYN),
         closed_without_data_by_nginx: d(lc::CLOSED_WITHOUT_DATA_BY_NGINX),
         closed_without_data_by_client: d(lc::CLOSED_WITHOUT_DATA_BY_CLIENT),
         closed_without_data_by_reset: d(lc::CLOSED_WITHOUT_DATA_BY_RESET),

@@ -73,6 +73,7 @@ pub fn connections_section(out: &mut String, r: &Report) {
             }
         );
     }
+    refused_line(out, r, &t);
     if t.listeners_closed > 0 {
         let _ = writeln!(
             out,
@@ -617,3 +618,29 @@ fn count(n: u64, one: &str, many: &str, what: &str) -> String {
 #[cfg(test)]
 #[path = "text_connections_tests.rs"]
 mod tests;
+
+/// Connection attempts refused for want of a listener (SYNs answered with a reset,
+/// reason NO_SOCKET), said with the listener closes of the period (trial 18: 3389
+/// after `nginx -s quit` closed the last listener were only a reset reason).
+fn refused_line(out: &mut String, r: &Report, t: &PortLifecycle) {
+    if t.syns_refused == 0 {
+        return;
+    }
+    let closes = r
+        .connections
+        .as_ref()
+        .map_or(&[][..], |c| c.listener_closes.as_slice());
+    let when = match closes.iter().rev().find(|e| e.listeners_closed > 0) {
+        Some(e) => format!(
+            "nginx's listening socket closed {} ({} closed in the period)",
+            e.after_reload(),
+            closes.iter().map(|e| e.listeners_closed).sum::<u64>()
+        ),
+        None => "no listener close was seen in the period (a port nginx does not listen on for that address, or a close before it)".to_string(),
+    };
+    let _ = writeln!(
+        out,
+        "  {} connection attempts refused: their SYN found no listener and was answered with a reset (NO_SOCKET, tracepoint tcp:tcp_send_reset): clients kept connecting after {when}; each is a connect() failing with ECONNREFUSED on the client",
+        t.syns_refused
+    );
+}

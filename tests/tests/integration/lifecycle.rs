@@ -1,7 +1,12 @@
 //! Reloads, crashes, binary upgrades, pid namespaces, concurrent probes: counts stay
 //! exact and the report says what happened.
 
-use std::{thread, time::Duration};
+use std::{
+    io::{Read, Write},
+    net::TcpStream,
+    thread,
+    time::Duration,
+};
 
 use nginx_probe_tests::{
     events, one_request_per_connection, total_accepts, workers, Nginx, NginxConfig, Probe,
@@ -616,4 +621,52 @@ fn listeners_closed_by_a_quit_after_a_reload_are_the_stop_s() {
         "{text}"
     );
     assert!(!text.contains("after reload 1 (generation 1) at"), "{text}");
+}
+
+/// Trial 18: 3389 connection attempts refused after `nginx -s quit` closed the last
+/// listener were only a reset reason (NO_SOCKET). A request half sent keeps the worker
+/// (and the master) up after QUIT; 5 connects after the listener closed are refused
+/// (ECONNREFUSED on the client): exactly 5 SYNs refused, said with the stop's close.
+#[test]
+fn connection_attempts_after_a_quit_closed_the_listener_are_counted_as_refused() {
+    let ng = Nginx::start(&NginxConfig {
+        workers: 1,
+        ..Default::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("quit.rec");
+    let mut probe = Probe::pid(ng.master_pid()).json().record(&rec).start();
+    thread::sleep(Duration::from_millis(1000));
+    let mut held = TcpStream::connect(ng.addr()).expect("connect");
+    held.write_all(b"GET / HTTP/1.1\r\n")
+        .expect("half a request");
+    thread::sleep(Duration::from_millis(300));
+    signal(ng.master_pid(), Signal::SIGQUIT);
+    thread::sleep(Duration::from_millis(700));
+    let refused = (0..5)
+        .filter(|_| {
+            matches!(TcpStream::connect(ng.addr()), Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused)
+        })
+        .count();
+    assert_eq!(refused, 5, "the clients' connects refused");
+    thread::sleep(Duration::from_millis(700));
+    held.write_all(b"Host: test\r\nConnection: close\r\n\r\n")
+        .expect("the rest of the request");
+    let mut body = Vec::new();
+    let _ = held.read_to_end(&mut body);
+    assert!(
+        body.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&body)
+    );
+    let out = probe.wait();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let s = out.summary_json();
+    let port = &s["connections"]["ports"][0];
+    assert_eq!(port["syns_refused"], 5, "{port}");
+    let text = Probe::report(&rec).run().stdout;
+    assert!(
+        text.contains("  5 connection attempts refused: their SYN found no listener and was answered with a reset (NO_SOCKET, tracepoint tcp:tcp_send_reset): clients kept connecting after nginx's listening socket closed as nginx stopped"),
+        "{text}"
+    );
 }
