@@ -132,6 +132,16 @@ pub(super) const RESETS: Family = Family::report(
 )
 .omit_if_empty();
 
+/// Connection attempts refused for want of a listener.
+pub(super) const SYNS_REFUSED: Family = Family::report(
+    "nginx_probe_connection_attempts_refused_total",
+    Counter,
+    &["port"],
+    "Connection attempts to an nginx listening port refused since attach because no listener had it: SYNs answered with a reset of reason NO_SOCKET (tracepoint tcp:tcp_send_reset, the answered segment's TCP flags): after nginx stopped, or a reload dropped the port.",
+    |s, o| per_port(s, o, |p, o, port| o.sample(&[port], p.syns_refused)),
+)
+.omit_if_empty();
+
 /// Listening sockets closed and resets of their queues.
 pub(super) const LISTENERS_CLOSED: Family = Family::report(
     "nginx_probe_listeners_closed_total",

@@ -199,7 +199,7 @@ pub static FAMILIES: &[Family] = &[
     life::CONFIG_LOADS,
     life::QUIC_ENDS,
     // Client connections per port (TCP tracepoints).
-    conn::CLOSED, conn::ESTABLISHED, conn::RESETS, conn::LISTENERS_CLOSED,
+    conn::CLOSED, conn::ESTABLISHED, conn::RESETS, conn::SYNS_REFUSED, conn::LISTENERS_CLOSED,
     conn::IDLE_SECONDS, conn::IDLE_COUNT, conn::IDLE_PINNED, conn::LIFETIME_SECONDS, conn::LIFETIME_COUNT, conn::CLIENT_IDLE_SECONDS, conn::CLIENT_IDLE_COUNT, conn::PEER_CONNECTIONS,
     conn::PEER_IDLE_PINNED, conn::CLOSED_WHILE_DRAINING, conn::CLOSED_WITHOUT_DATA, conn::CLOSED_REUSING,
     conn::WORKER_CLOSED,

@@ -124,8 +124,8 @@ fn alert_rules_pass_promtool() {
         .expect("run promtool (run `cargo xtask setup`)");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{out:?}");
-    assert!(text.contains("SUCCESS: 7 rules found"), "{text}");
-    assert_eq!(rule_exprs().len(), 7);
+    assert!(text.contains("SUCCESS: 8 rules found"), "{text}");
+    assert_eq!(rule_exprs().len(), 8);
 }
 
 /// Restores `kernel.bpf_stats_enabled` when dropped.

@@ -414,7 +414,7 @@ fn tuned_run_is_silent(run: &Run, rules: &[Rule]) {
 #[test]
 fn the_alert_rules_fire_on_an_emfile_run_and_stay_silent_on_a_tuned_one() {
     let rules = rules();
-    assert_eq!(rules.len(), 7);
+    assert_eq!(rules.len(), 8);
     let emfile = NginxConfig {
         nofile: Some((64, 4096)),
         listen_extra: "reuseport".into(),
