@@ -396,6 +396,50 @@ fn keepalive_requests_pinned_at_ten() {
 /// it.
 #[test]
 fn keepalive_requests_low_is_ruled_out_by_who_closed_and_the_configuration() {
+    keepalive_requests_cases();
+}
+
+/// This machine: wrk -c10 at keepalive_requests 50, the summary after wrk ended: 206758
+/// requests over 4142 connections (49.918), none open at the end, wrk's 10 connections
+/// ended by its resets and 1 by its FIN before their 50th request: the edge is those
+/// 11, and the mean sits at 50 (no verdict before: a tolerance of 0.01).
+#[test]
+fn connections_their_clients_ended_early_widen_the_edge() {
+    let mut inp = Inputs {
+        workers: vec![w(1, 2_071, 103_379), w(2, 2_071, 103_379)],
+        period_s: 6.0,
+        connections_active: Some(0),
+        requests: Some(206_758),
+        ..Inputs::default()
+    };
+    let fires = |i: &Inputs| {
+        judge(i)
+            .into_iter()
+            .any(|v| v.id == "keepalive_requests_low")
+    };
+    assert!(!fires(&inp), "0.082 from 50 with nothing open");
+    inp.connections = Some(crate::model::connections::ConnectionsReport {
+        ports: vec![crate::model::connections::PortLifecycle {
+            port: 80,
+            established: 4142,
+            closed_by_nginx: 4131,
+            closed_by_client: 1,
+            closed_by_reset: 10,
+            ..Default::default()
+        }],
+        fin_unread_told_apart: true,
+        ..Default::default()
+    });
+    let v = judge(&inp)
+        .into_iter()
+        .find(|v| v.id == "keepalive_requests_low")
+        .expect("fires");
+    assert_eq!(v.evidence["connections_ended_by_client_or_reset"], 11);
+    assert_eq!(v.evidence["tolerance"], 0.01);
+    assert_eq!(v.evidence["tolerance_below"], 0.143);
+}
+
+fn keepalive_requests_cases() {
     let mut clients = Inputs {
         workers: vec![w(1, 2_000, 19_990), w(2, 2_100, 20_990)],
         period_s: 5.0,
