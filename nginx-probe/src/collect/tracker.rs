@@ -567,7 +567,11 @@ impl Tracker {
         // The access logs up to now, then nginx's counters: lines written since the
         // last refresh (up to 500 ms of them) count in this period, not the next
         // (the demo's first interval read 88% of nginx's requests, at 60,000 a
-        // second, with no reason given). The fds are the last refresh's.
+        // second, with no reason given). The fds are the last refresh's. The error
+        // log first: nginx writes a request's error lines before its access line, and
+        // a period read only at refreshes held 27248 `connect() failed` lines beside
+        // 28323 502s of the access log (trial 20).
+        self.error_log.poll();
         self.access_logs.poll(&self.log_fds, false);
         let stub = self.counters.as_mut().map(|c| c.read());
         let coverage = self.sampling.as_ref().map(|(s, t0)| {

@@ -239,6 +239,7 @@ pub fn report(
     );
     let mut tls = tls(inputs, &all_stats, detail.is_some());
     let mut requests = requests;
+    traced_only(&mut requests.syscalls_per_request, &inputs.traced);
     if let Some(q) = &quic {
         per_connection_with_quic(q, total_accepts, &mut requests, tls.as_mut());
     }
@@ -740,3 +741,18 @@ fn assemble(
 #[cfg(test)]
 #[path = "build_tests.rs"]
 mod tests;
+
+/// Keeps in `per_request` (syscall name -> calls per request) the `traced` syscalls
+/// (indexes into `SYSCALLS`) only, those the syscall table shows: a program attached
+/// for another count (the access-log opens' on sys_exit_openat) also counts its calls
+/// (trial 20: "openat 1.00" per request with no openat row).
+pub(crate) fn traced_only(
+    per_request: &mut std::collections::BTreeMap<String, f64>,
+    traced: &[usize],
+) {
+    per_request.retain(|name, _| {
+        traced
+            .iter()
+            .any(|&i| nginx_probe_common::SYSCALLS[i].name == name)
+    });
+}

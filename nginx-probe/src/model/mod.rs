@@ -768,7 +768,8 @@ pub fn worker_report(
             SyscallReport::from_stats(i, &stats[i]),
         );
     }
-    let requests = requests_report(stats, source, duration_s);
+    let mut requests = requests_report(stats, source, duration_s);
+    build::traced_only(&mut requests.syscalls_per_request, traced);
     let requests_count = requests.count;
     WorkerReport {
         pid: info.pid,

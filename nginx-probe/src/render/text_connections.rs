@@ -420,6 +420,13 @@ fn after_response_candidates(r: &Report) -> String {
         Some(v) => format!("{d} {v}"),
         None => format!("{d} unknown"),
     };
+    // Trial 20: "1128.7 requests per connection" under keepalive_requests 1000, in a
+    // 5 s interval whose connections were opened before it.
+    let interval = if r.kind == crate::model::ReportKind::Interval {
+        ", this interval's: connections opened before it carry requests into it"
+    } else {
+        ""
+    };
     let per = match (logged_carried(r), per_carried(r)) {
         (Some((count, carried, missing)), _) => format!(
             " ({:.1} requests per connection that carried one here: {} requests over the {carried} connections whose first request the access log holds, $connection_requests 1{})",
@@ -428,7 +435,7 @@ fn after_response_candidates(r: &Report) -> String {
             if missing > 0 { ", a ceiling: the log may miss some first requests" } else { "" }
         ),
         (None, Some((p, _, unused))) => format!(
-            " ({p:.1} requests per connection here: {} requests over the accepts the kernel saw, less the {unused} that carried no request: closed before their client sent a byte, or their TLS handshake abandoned{})",
+            " ({p:.1} requests per connection here: {} requests over the accepts the kernel saw, less the {unused} that carried no request: closed before their client sent a byte, or their TLS handshake abandoned{}{interval})",
             r.requests.source.name(),
             tls_carried_caveat(r)
         ),
@@ -437,7 +444,7 @@ fn after_response_candidates(r: &Report) -> String {
             .per_connection
             .map(|p| {
                 format!(
-                    " ({p:.1} requests per connection here: {} requests over the accepts the kernel saw)",
+                    " ({p:.1} requests per connection here: {} requests over the accepts the kernel saw{interval})",
                     r.requests.source.name()
                 )
             })
