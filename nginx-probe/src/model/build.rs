@@ -239,7 +239,7 @@ pub fn report(
     );
     let mut tls = tls(inputs, &all_stats, detail.is_some());
     let mut requests = requests;
-    traced_only(&mut requests.syscalls_per_request, &inputs.traced);
+    traced_only(&mut requests.syscalls_per_request, inputs.traced);
     if let Some(q) = &quic {
         per_connection_with_quic(q, total_accepts, &mut requests, tls.as_mut());
     }
