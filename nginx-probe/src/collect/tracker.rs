@@ -371,7 +371,9 @@ impl Tracker {
         //    again first (bounded, once): the new workers' lines may be in formats or
         //    files only it names, and the report quotes what they run.
         self.follow_access_logs(full_scan);
-        self.refresh_lifecycle(probe);
+        // Configuration loads, read once: the generations' and step 9's.
+        let loads = probe.config_loads().map_err(str::to_string);
+        self.refresh_lifecycle_with(probe, loads.as_deref().ok());
         // 8. Listening sockets closed since the last refresh, after the generation
         //    just brought up to date: a reload's old workers close theirs 100 ms or
         //    more after its new workers are forked.
@@ -383,7 +385,6 @@ impl Tracker {
         if crate::collect::target::exe_deleted(self.master.pid) {
             self.config_loads.binary_replaced();
         }
-        let loads = probe.config_loads().map_err(str::to_string);
         // Processes gone since (not the master): their entries are dropped once read.
         let gone: Vec<u32> = loads
             .iter()
@@ -420,15 +421,24 @@ impl Tracker {
     /// before a worker forked since is looked at: a reload while the programs load is
     /// a reload after attach, not one before it.
     pub fn refresh_lifecycle(&mut self, probe: &mut Probe) {
-        // The master's loads (its reloads) before its workers are looked at: a reload
-        // loads the configuration before it forks them.
+        let loads = probe.config_loads().ok();
+        self.refresh_lifecycle_with(probe, loads.as_deref());
+    }
+
+    /// [`Tracker::refresh_lifecycle`] with the configuration loads already read
+    /// (`loads`: per process, None when not counted): the master's (its reloads) set
+    /// before its workers are looked at, a reload loading before it forks them.
+    fn refresh_lifecycle_with(
+        &mut self,
+        probe: &mut Probe,
+        loads: Option<&[(u32, nginx_probe_common::reloads::ConfigLoads)]>,
+    ) {
         let master = self.master.pid;
-        let loads = probe.config_loads().ok().map(|all| {
+        self.lifecycle.set_master_loads(loads.map(|all| {
             all.iter()
                 .find(|(tgid, _)| *tgid == master)
                 .map_or(0, |(_, l)| u64::from(l.loaded))
-        });
-        self.lifecycle.set_master_loads(loads);
+        }));
         let addrs = self.listen.values().map(|l| l.addr.as_str());
         self.lifecycle
             .refresh(&self.workers, addrs, probe, unix_now());

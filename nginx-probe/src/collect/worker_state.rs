@@ -387,12 +387,8 @@ impl Lifecycle {
         // and took such respawns for the batch, seen once in the test suite).
         if let Some(dead) = self.credit.pop_front() {
             self.respawns_total += 1;
-            if let Some(r) = self.records.iter_mut().rev().find(|r| r.pid == dead) {
-                r.replaced_by = Some(pid);
-                self.respawns.push_back(r.seen);
-                if self.respawns.len() > MAX_EXIT_RECORDS {
-                    self.respawns.pop_front();
-                }
+            if let Some(i) = self.records.iter().rposition(|r| r.pid == dead) {
+                self.replaced(i, pid);
             }
             for s in self.signal_exits_total.iter_mut().filter(|s| s.pid == dead) {
                 s.replaced_by = Some(pid);
@@ -423,18 +419,25 @@ impl Lifecycle {
     fn respawned_unasked(&mut self, pid: u32) -> bool {
         let newest = self.newest;
         let lives = &self.lives;
-        let Some(r) = self.records.iter_mut().rev().find(|r| {
+        let Some(i) = self.records.iter().rposition(|r| {
             r.replaced_by.is_none() && lives.get(&r.pid).is_some_and(|l| l.generation == newest)
         }) else {
             return false;
         };
-        r.replaced_by = Some(pid);
         self.respawns_total += 1;
+        self.replaced(i, pid);
+        true
+    }
+
+    /// Notes that exit record `i` was replaced by worker `pid`, a respawn, with the
+    /// exit's time among the period's respawns (bounded).
+    fn replaced(&mut self, i: usize, pid: u32) {
+        let r = &mut self.records[i];
+        r.replaced_by = Some(pid);
         self.respawns.push_back(r.seen);
         if self.respawns.len() > MAX_EXIT_RECORDS {
             self.respawns.pop_front();
         }
-        true
     }
 
     /// Sets the master's configuration loads since attach, read before each refresh
