@@ -66,33 +66,53 @@ pub fn requests_after_close(inp: &Inputs, out: &mut Vec<Verdict>) {
     }
     let by_drain = drain_cuts(inp, cut);
     let evidence = after_close_evidence([after, cut, alerts], &by, &t, &by_drain);
-    let why = closes_in_period(inp, &t, out);
     let reasons: Vec<String> = by.iter().map(|(r, n)| format!("{r} {n}")).collect();
-    let cut_words = format!("draining workers' close() found {cut} requests unread, which the kernel answers with a reset (TCP_ABORT_ON_CLOSE; closed_while_draining_reset): requests that reached a connection as {}", said_drains(&by_drain));
     let left_out = match (alerts, tls_known) {
         (0, _) => String::new(),
         (a, true) => format!(", less {a} answering a segment of 31 bytes or fewer on a TLS port: a TLS alert's size, a client's close_notify answering nginx's, no request"),
         (a, false) => format!(", less {a} answering a segment of 31 bytes or fewer: a TLS alert's size, and whether their port serves TLS is unknown (the configuration was not read)"),
     };
-    let after_words = format!("nginx's sockets answered {after} times with a reset a client's data that came after nginx had closed the connection ({}{left_out}; tracepoint tcp:tcp_send_reset)", reasons.join(", "));
-    let (head, why) = match (after, cut) {
-        (0, _) => (cut_words, String::new()),
-        (_, 0) => (after_words, format!("; {why}")),
+    // Trial 20: one ~300-word sentence. Now the head (what the clients got), one
+    // sentence per kind with its source and cause, then the remedy.
+    let idle = t.closed_while_draining_idle;
+    let mut said = Vec::new();
+    // A head (what ended under the clients) when there is more than one kind; each
+    // kind is then labelled.
+    let head = match (after, cut) {
+        // Trial 14: a reload under wrk, 74 idle connections closed by the draining
+        // workers and 23 requests cut, wrk's 97 errors: what ended under the clients
+        // first.
+        (_, c) if idle > 0 && c > 0 => Some(format!("draining workers (a reload, a QUIT, a binary upgrade) ended {} client connections under their clients: {idle} idle ones closed in their sweep (an error for a client that sends on one as it closes, unless it retries) and {c} with a request unread", idle + c)),
         // Trial 13: a reload under wrk, 2 + 5 said apart, wrk's 7 errors: the total
         // first.
-        _ => (
-            format!("{n} requests reached connections nginx had closed or was closing: {after_words}; and {cut_words}"),
-            format!("; of the first, {why}"),
-        ),
+        (a, c) if a > 0 && c > 0 => Some(format!("{n} requests reached connections nginx had closed or was closing")),
+        _ => None,
     };
-    // Trial 14: a reload under wrk, 74 idle connections closed by the draining
-    // workers and 23 requests cut, wrk's 97 errors: what ended under the clients first.
-    let idle = t.closed_while_draining_idle;
-    let head = if idle > 0 && cut > 0 {
-        format!("draining workers (a reload, a QUIT, a binary upgrade) ended {} client connections under their clients: {idle} idle ones closed in their sweep (an error for a client that sends on one as it closes, unless it retries) and {cut} with a request unread; in detail, {head}", idle + cut)
-    } else {
-        head
+    let label = |l: &str| {
+        if head.is_some() {
+            l.to_string()
+        } else {
+            String::new()
+        }
     };
+    said.extend(head.clone());
+    if after > 0 {
+        said.push(format!(
+            "{}nginx's sockets answered {after} times with a reset a client's data that came after nginx had closed the connection ({}{left_out}; tracepoint tcp:tcp_send_reset); {}",
+            label("After close: "),
+            reasons.join(", "),
+            closes_in_period(inp, &t, out)
+        ));
+    }
+    if cut > 0 {
+        said.push(format!(
+            "{}draining workers' close() found {cut} requests unread, which the kernel answers with a reset (TCP_ABORT_ON_CLOSE; closed_while_draining_reset): {}",
+            label("While draining: "),
+            said_drains(&by_drain)
+        ));
+    }
+    said.push("Each such request fails for its client unless the client retries it, and nginx never reads it (no access-log line, no 5xx); so does the rest of a request body sent after nginx answered early (a 413, a redirect) and closed".to_string());
+    said.push("Remedy: clients that reuse idle connections should retry an idempotent request that fails that way (no nginx directive avoids a reload's or a stop's closes), and close idle connections before nginx's keepalive_timeout does".to_string());
     out.push(Verdict::new(
         "requests_after_close",
         Severity::Warning,
@@ -100,9 +120,7 @@ pub fn requests_after_close(inp: &Inputs, out: &mut Vec<Verdict>) {
         // Trial 17: the directives line was empty; the remedy's timer is nginx's
         // keepalive_timeout (a reload's sweep has no directive: clients retry).
         &super::worker_connections::and_worker_connections(inp, &["keepalive_timeout"])[..],
-        format!(
-            "{head}: a request sent on a kept-alive connection as nginx closed it fails so for its client unless the client retries it, and nginx never reads it (no access-log line, no 5xx); so does the rest of a request body sent after nginx answered early (a 413, a redirect) and closed{why}. Clients that reuse idle connections should retry an idempotent request that fails that way (no nginx directive avoids a reload's or a stop's closes), and close idle connections before nginx's keepalive_timeout does",
-        ),
+        said.join(". "),
     ));
 }
 
@@ -113,7 +131,7 @@ fn after_close_evidence(
     [after, cut, alerts]: [u64; 3],
     by: &[(&str, u64)],
     t: &PortLifecycle,
-    by_drain: &[(String, u64)],
+    by_drain: &[(Drain, u64)],
 ) -> BTreeMap<&'static str, serde_json::Value> {
     let mut evidence = BTreeMap::new();
     evidence.insert("resets_after_close", serde_json::json!(after));
@@ -137,14 +155,62 @@ fn after_close_evidence(
     if !by_drain.is_empty() {
         evidence.insert(
             "draining_resets_by_drain",
-            serde_json::json!(by_drain.iter().cloned().collect::<BTreeMap<_, _>>()),
+            serde_json::json!(by_drain
+                .iter()
+                .map(|(d, n)| (d.label(), *n))
+                .collect::<BTreeMap<_, _>>()),
         );
     }
     evidence
 }
 
-/// What a draining worker's cut requests are put on when its drain is unknown.
-const DRAIN_UNKNOWN: &str = "workers of no known generation";
+/// What drained a worker that cut requests, from its generation and state at the end
+/// (see [`drain_cuts`]); each variant's generation is the worker's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Drain {
+    /// Already shutting down at attach: a reload before attach.
+    BeforeAttach(u32),
+    /// Older than the newest generation: the reload that started the next one.
+    Reload(u32),
+    /// The newest generation, none of it serving at the end: nginx stopped.
+    Stop(u32),
+    /// The newest generation, others of it still serving: a signal to that worker.
+    Alone(u32),
+    /// No worker holds the count, or the state is unknown.
+    Unknown,
+}
+
+impl Drain {
+    /// The generation to order by (unknown last).
+    fn generation(self) -> u32 {
+        match self {
+            Drain::BeforeAttach(g) | Drain::Reload(g) | Drain::Stop(g) | Drain::Alone(g) => g,
+            Drain::Unknown => u32::MAX,
+        }
+    }
+
+    /// The evidence key (`draining_resets_by_drain`).
+    fn label(self) -> String {
+        match self {
+            Drain::BeforeAttach(g) => format!("a reload before attach (generation {g}'s workers, draining at attach)"),
+            Drain::Reload(g) => format!("the reload that started generation {} (generation {g}'s workers)", g + 1),
+            Drain::Stop(g) => format!("nginx stopped (generation {g}'s workers, the newest, none serving at the end: a QUIT or stop, or a binary upgrade's old master shutting its workers down)"),
+            Drain::Alone(g) => format!("a signal to the worker alone (generation {g}, the newest, whose other workers still serve: not a reload nor a stop)"),
+            Drain::Unknown => "workers of no known generation".to_string(),
+        }
+    }
+
+    /// `n` put on this drain in words: "19 at the reload ...", "4 as nginx stopped
+    /// ...", "5 by a signal ...".
+    fn said(self, n: u64) -> String {
+        let by = match self {
+            Drain::BeforeAttach(_) | Drain::Reload(_) => "at",
+            Drain::Stop(_) => "as",
+            Drain::Alone(_) | Drain::Unknown => "by",
+        };
+        format!("{n} {by} {}", self.label())
+    }
+}
 
 /// The requests draining workers cut (`cut` in all, the ports' count), by what drained
 /// their workers, from each worker's `reset_while_draining`, reload generation and
@@ -155,10 +221,10 @@ const DRAIN_UNKNOWN: &str = "workers of no known generation";
 /// (a signal to that worker: the master starts another in its place); one already
 /// shutting down at attach, at a reload before attach. What no worker holds (merged
 /// exited workers), or a newest worker beside others of unknown state, is
-/// [`DRAIN_UNKNOWN`]'s. Empty when no worker counted any (recordings
-/// made before the per-worker count). Newcomer trial 18: a reload's cuts and a stop's
-/// were said together.
-fn drain_cuts(inp: &Inputs, cut: u64) -> Vec<(String, u64)> {
+/// [`Drain::Unknown`]'s. Ordered by generation. Empty when no worker counted any
+/// (recordings made before the per-worker count). Newcomer trial 18: a reload's cuts
+/// and a stop's were said together.
+fn drain_cuts(inp: &Inputs, cut: u64) -> Vec<(Drain, u64)> {
     let newest = inp.workers.iter().filter_map(|w| w.reload_generation).max();
     // Whether a worker of the newest generation serves at the end (None: unknown).
     let newest_serving = newest.and_then(|n| {
@@ -169,50 +235,38 @@ fn drain_cuts(inp: &Inputs, cut: u64) -> Vec<(String, u64)> {
         let states: Option<Vec<bool>> = of_newest.map(|w| w.serving).collect();
         states.map(|s| s.contains(&true))
     });
-    let mut by: BTreeMap<(u32, String), u64> = BTreeMap::new();
+    let mut by: BTreeMap<(u32, Drain), u64> = BTreeMap::new();
     for w in inp.workers.iter().filter(|w| w.reset_while_draining > 0) {
-        let key = match (w.reload_generation, newest) {
-            (Some(g), _) if w.draining_at_attach => (g, format!("a reload before attach (generation {g}'s workers, draining at attach)")),
-            (Some(g), Some(n)) if g < n => (g, format!("the reload that started generation {} (generation {g}'s workers)", g + 1)),
-            (Some(g), _) if newest_serving == Some(false) => (g, format!("nginx stopped (generation {g}'s workers, the newest, none serving at the end: a QUIT or stop, or a binary upgrade's old master shutting its workers down)")),
-            (Some(g), _) if newest_serving == Some(true) => (g, format!("a signal to the worker alone (generation {g}, the newest, whose other workers still serve: not a reload nor a stop)")),
-            _ => (u32::MAX, DRAIN_UNKNOWN.to_string()),
+        let drain = match (w.reload_generation, newest) {
+            (Some(g), _) if w.draining_at_attach => Drain::BeforeAttach(g),
+            (Some(g), Some(n)) if g < n => Drain::Reload(g),
+            (Some(g), _) if newest_serving == Some(false) => Drain::Stop(g),
+            (Some(g), _) if newest_serving == Some(true) => Drain::Alone(g),
+            _ => Drain::Unknown,
         };
-        *by.entry(key).or_default() += w.reset_while_draining;
+        *by.entry((drain.generation(), drain)).or_default() += w.reset_while_draining;
     }
     let attributed: u64 = by.values().sum();
     if attributed == 0 {
         return Vec::new();
     }
     if cut > attributed {
-        *by.entry((u32::MAX, DRAIN_UNKNOWN.to_string())).or_default() += cut - attributed;
+        *by.entry((u32::MAX, Drain::Unknown)).or_default() += cut - attributed;
     }
-    by.into_iter().map(|((_, k), n)| (k, n)).collect()
+    by.into_iter().map(|((_, d), n)| (d, n)).collect()
 }
 
 /// What drained the workers that cut requests, for the verdict's words: the counts
-/// of [`drain_cuts`] ("19 at the reload that started generation 1 (...), 4 as nginx
-/// stopped (...)"), or the candidates when not counted per worker.
-fn said_drains(by: &[(String, u64)]) -> String {
+/// of [`drain_cuts`] ("by what shut their workers down: 19 at the reload that started
+/// generation 1 (...), 4 as nginx stopped (...)"), or the candidates when not
+/// counted per worker.
+fn said_drains(by: &[(Drain, u64)]) -> String {
     if by.is_empty() {
-        return "a reload, a QUIT or a binary upgrade closed it (which one is not counted per worker here)".to_string();
+        return "what shut their workers down (a reload, a QUIT or a binary upgrade) is not counted per worker here".to_string();
     }
-    let parts: Vec<String> = by
-        .iter()
-        .map(|(k, n)| {
-            if k == DRAIN_UNKNOWN {
-                format!("{n} by {k}")
-            } else if k.starts_with("nginx stopped") {
-                format!("{n} as {k}")
-            } else if k.starts_with("a signal") {
-                format!("{n} by {k}")
-            } else {
-                format!("{n} at {k}")
-            }
-        })
-        .collect();
+    let parts: Vec<String> = by.iter().map(|(d, n)| d.said(*n)).collect();
     format!(
-        "their workers shut down: {} (per worker, tracepoint sock:inet_sock_set_state in a draining worker's close())",
+        "by what shut their workers down: {} (per worker, tracepoint sock:inet_sock_set_state in a draining worker's close())",
         parts.join(", ")
     )
 }
@@ -426,7 +480,7 @@ mod tests {
         assert_eq!(out[0].evidence["draining_resets"], 19);
         assert_eq!(out[0].evidence["resets_after_close"], 0);
         assert!(
-            out[0].advice.starts_with("draining workers' close() found 19 requests unread, which the kernel answers with a reset (TCP_ABORT_ON_CLOSE; closed_while_draining_reset): requests that reached a connection as a reload, a QUIT or a binary upgrade closed it (which one is not counted per worker here): a request sent"),
+            out[0].advice.starts_with("draining workers' close() found 19 requests unread, which the kernel answers with a reset (TCP_ABORT_ON_CLOSE; closed_while_draining_reset): what shut their workers down (a reload, a QUIT or a binary upgrade) is not counted per worker here. Each such request fails for its client unless the client retries it"),
             "{}",
             out[0].advice
         );
@@ -436,12 +490,12 @@ mod tests {
         let mut out = Vec::new();
         requests_after_close(&inp, &mut out);
         assert!(
-            out[0].advice.contains("(TCP_ABORT_ON_DATA 4; tracepoint tcp:tcp_send_reset); and draining workers' close() found 2 requests unread"),
+            out[0].advice.contains("(TCP_ABORT_ON_DATA 4; tracepoint tcp:tcp_send_reset); what closed those connections is not measured. While draining: draining workers' close() found 2 requests unread"),
             "{}",
             out[0].advice
         );
         assert!(
-            out[0].advice.starts_with("6 requests reached connections nginx had closed or was closing: nginx's sockets answered 4 times"),
+            out[0].advice.starts_with("6 requests reached connections nginx had closed or was closing. After close: nginx's sockets answered 4 times"),
             "{}",
             out[0].advice
         );
@@ -452,7 +506,7 @@ mod tests {
         let mut out = Vec::new();
         requests_after_close(&inp, &mut out);
         assert!(
-            out[0].advice.starts_with("draining workers (a reload, a QUIT, a binary upgrade) ended 97 client connections under their clients: 74 idle ones closed in their sweep"),
+            out[0].advice.starts_with("draining workers (a reload, a QUIT, a binary upgrade) ended 97 client connections under their clients: 74 idle ones closed in their sweep (an error for a client that sends on one as it closes, unless it retries) and 23 with a request unread. After close: "),
             "{}",
             out[0].advice
         );
@@ -489,7 +543,7 @@ mod tests {
             })
         );
         assert!(
-            out[0].advice.starts_with("draining workers' close() found 25 requests unread, which the kernel answers with a reset (TCP_ABORT_ON_CLOSE; closed_while_draining_reset): requests that reached a connection as their workers shut down: 19 at the reload that started generation 1 (generation 0's workers), 4 as nginx stopped (generation 1's workers, the newest, none serving at the end: a QUIT or stop, or a binary upgrade's old master shutting its workers down), 2 by workers of no known generation (per worker, tracepoint sock:inet_sock_set_state in a draining worker's close()): a request sent"),
+            out[0].advice.starts_with("draining workers' close() found 25 requests unread, which the kernel answers with a reset (TCP_ABORT_ON_CLOSE; closed_while_draining_reset): by what shut their workers down: 19 at the reload that started generation 1 (generation 0's workers), 4 as nginx stopped (generation 1's workers, the newest, none serving at the end: a QUIT or stop, or a binary upgrade's old master shutting its workers down), 2 by workers of no known generation (per worker, tracepoint sock:inet_sock_set_state in a draining worker's close()). Each such request"),
             "{}",
             out[0].advice
         );
@@ -501,7 +555,7 @@ mod tests {
         let mut out = Vec::new();
         requests_after_close(&inp, &mut out);
         assert!(
-            out[0].advice.contains("as their workers shut down: 25 by a signal to the worker alone (generation 1, the newest, whose other workers still serve: not a reload nor a stop)"),
+            out[0].advice.contains("by what shut their workers down: 25 by a signal to the worker alone (generation 1, the newest, whose other workers still serve: not a reload nor a stop)"),
             "{}",
             out[0].advice
         );
@@ -527,9 +581,9 @@ mod tests {
             out[0].advice
         );
         assert!(
-            out[0]
-                .advice
-                .contains("as their workers shut down: 25 at the reload that started generation 1"),
+            out[0].advice.contains(
+                "by what shut their workers down: 25 at the reload that started generation 1"
+            ),
             "{}",
             out[0].advice
         );
