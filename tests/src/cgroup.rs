@@ -58,3 +58,48 @@ impl Drop for CpuCgroup {
         }
     }
 }
+
+/// A throwaway cgroup with a process limit: cgroup v2 (`pids.max`) when the unified
+/// hierarchy at `/sys/fs/cgroup` has the pids controller, else v1's `pids` controller.
+/// Dropping it removes the directory (stop the processes in it first).
+pub struct PidsCgroup {
+    /// The cgroup's directory.
+    pub dir: PathBuf,
+}
+
+impl PidsCgroup {
+    /// Creates `name` with `pids.max` `max`.
+    pub fn create(name: &str, max: u64) -> PidsCgroup {
+        let v2 = fs::read_to_string("/sys/fs/cgroup/cgroup.subtree_control")
+            .map(|c| c.split_whitespace().any(|x| x == "pids"))
+            .unwrap_or(false);
+        let dir = if v2 {
+            PathBuf::from("/sys/fs/cgroup").join(name)
+        } else {
+            PathBuf::from("/sys/fs/cgroup/pids").join(name)
+        };
+        let _ = fs::remove_dir(&dir);
+        fs::create_dir(&dir).expect("mkdir cgroup (root, pids controller mounted?)");
+        fs::write(dir.join("pids.max"), max.to_string()).expect("pids.max");
+        PidsCgroup { dir }
+    }
+
+    /// The `max` count of the cgroup's `pids.events`: forks refused at its limit.
+    pub fn refused(&self) -> u64 {
+        fs::read_to_string(self.dir.join("pids.events"))
+            .expect("pids.events")
+            .lines()
+            .find_map(|l| l.strip_prefix("max "))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("max")
+    }
+}
+
+impl Drop for PidsCgroup {
+    fn drop(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while fs::remove_dir(&self.dir).is_err() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}

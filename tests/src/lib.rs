@@ -38,7 +38,7 @@ pub use proxy::{
 mod probe;
 pub use probe::*;
 mod cgroup;
-pub use cgroup::CpuCgroup;
+pub use cgroup::{CpuCgroup, PidsCgroup};
 
 /// Body of the static file every fixture nginx serves at `/` (30 bytes, as in the seeds'
 /// benchmarks).

@@ -86,6 +86,15 @@ pub fn worker_spawn_failed(inp: &Inputs, out: &mut Vec<Verdict>) {
         "master_nofile_hard",
         serde_json::json!(h.master_nofile_hard),
     );
+    if !h.spawn_failed_by_before_attach.is_empty() {
+        evidence.insert(
+            "spawn_failed_by_before_attach",
+            serde_json::json!(h.spawn_failed_by_before_attach),
+        );
+    }
+    if let Some(p) = &h.master_pids_limit {
+        evidence.insert("master_pids_limit", serde_json::json!(p));
+    }
     let bound = if h.reached_master_start {
         String::new()
     } else {
@@ -102,40 +111,91 @@ pub fn worker_spawn_failed(inp: &Inputs, out: &mut Vec<Verdict>) {
         String::new()
     };
     let configured = of_configured(inp);
-    let cause = spawn_cause(h);
+    let (cause, directives) = spawn_cause(h);
     out.push(Verdict::new(
         "worker_spawn_failed",
         Severity::Critical,
         evidence,
-        &["worker_processes", "LimitNOFILE (the master's nofile)"],
+        &directives,
         format!(
             "nginx failed to spawn {failed} worker processes since the master started (error log){bound}{fatal_said}; {running} workers run{configured}{cause}"
         ),
     ));
 }
 
-/// What worker_spawn_failed says of the cause: the master's open-files limit, and when
-/// spawns failed with EMFILE, that the master ran out of fds and how to raise its limit.
-fn spawn_cause(h: &crate::model::ProcessHistoryReport) -> String {
+/// What worker_spawn_failed says of the cause, and the directives and limits it
+/// names: the failures by call and errno (read back before attach); with EMFILE, that
+/// the master ran out of fds under its open-files limit (LimitNOFILE); with EAGAIN at
+/// fork(), the process limit that refused it when measured (its cgroup's
+/// `pids.events` counting refused forks at `pids.max`: TasksMax), else the limits it
+/// may be, said unknown; otherwise the master's open-files limit, no cause named.
+fn spawn_cause(h: &crate::model::ProcessHistoryReport) -> (String, Vec<&'static str>) {
+    let nofile = format!(
+        "the master's open-files limit: soft {}, hard {} (/proc/<master>/limits)",
+        limit(h.master_nofile_soft),
+        limit(h.master_nofile_hard)
+    );
     if h.workers_failed_to_spawn == 0 {
-        format!(
-            "; the master's open-files limit: soft {}, hard {} (/proc/<master>/limits)",
-            limit(h.master_nofile_soft),
-            limit(h.master_nofile_hard)
-        )
-    } else if h.spawn_failed_emfile_before_attach > 0 {
-        format!(
+        return (format!("; {nofile}"), vec!["worker_processes"]);
+    }
+    let by = &h.spawn_failed_by_before_attach;
+    let listed: Vec<String> = by.iter().map(|(k, n)| format!("{k} {n}")).collect();
+    let mut said = String::new();
+    let mut directives = vec!["worker_processes"];
+    if h.spawn_failed_emfile_before_attach > 0 {
+        said.push_str(&format!(
             "; {} of them failed with EMFILE: the master ran out of fds (it holds a channel socketpair, 2 fds, per worker, plus the listening sockets and logs) under its soft open-files limit of {} (hard {}); raise the master's limit (systemd LimitNOFILE=, or ulimit -n where nginx is started: worker_rlimit_nofile applies to the workers only) or lower worker_processes",
             h.spawn_failed_emfile_before_attach,
             limit(h.master_nofile_soft),
             limit(h.master_nofile_hard)
-        )
-    } else {
-        format!(
-            "; the errno of each is in the error log (the master's open-files limit: soft {}, hard {})",
-            limit(h.master_nofile_soft),
-            limit(h.master_nofile_hard)
-        )
+        ));
+        directives.push("LimitNOFILE (the master's nofile)");
+    }
+    let eagain = by.get("fork() EAGAIN").copied().unwrap_or(0);
+    if eagain > 0 {
+        said.push_str(&format!("; {eagain} of them failed with EAGAIN at fork(): the master could not create a process, {}", fork_limit(h)));
+        directives.push("TasksMax (the master's cgroup pids.max)");
+    }
+    if h.spawn_failed_emfile_before_attach == 0 && eagain == 0 {
+        let each = if listed.is_empty() {
+            "the errno of each is in the error log".to_string()
+        } else {
+            format!(
+                "before attach, by failed call and errno: {}",
+                listed.join(", ")
+            )
+        };
+        said.push_str(&format!("; {each} ({nofile})"));
+    }
+    (said, directives)
+}
+
+/// Which process limit refused the master's forks, as measured: its cgroup's
+/// `pids.events` counting refused forks at `pids.max` names it; else the limits an
+/// EAGAIN from fork() may come from, each with its value, the one at work unknown.
+fn fork_limit(h: &crate::model::ProcessHistoryReport) -> String {
+    let nproc = format!(
+        "the master's RLIMIT_NPROC (Max processes: soft {}, per user; not applied to root in the host)",
+        limit(h.master_nproc_soft)
+    );
+    match &h.master_pids_limit {
+        Some(p) if p.refused.is_some_and(|n| n > 0) => format!(
+            "and its cgroup {} (v{}) refused {} forks at its pids.max of {} (pids.events: forks of any process in it since it was made; {} tasks in it now, pids.current): raise that limit (systemd TasksMax=, docker or podman --pids-limit, a Kubernetes pod's pids limit) or lower worker_processes",
+            p.cgroup,
+            p.cgroup_version,
+            p.refused.unwrap_or(0),
+            p.max,
+            p.current.map_or("unknown".to_string(), |c| c.to_string())
+        ),
+        Some(p) => format!(
+            "a process limit, which one is unknown: its cgroup {} sets pids.max {} with no refused fork counted (pids.events{}), {nproc}, or the kernel's kernel.threads-max",
+            p.cgroup,
+            p.max,
+            if p.refused.is_none() { " unreadable" } else { "" }
+        ),
+        None => format!(
+            "a process limit, which one is unknown: no pids.max is set on the master's cgroup or it is unreadable; {nproc}, or the kernel's kernel.threads-max"
+        ),
     }
 }
 
@@ -409,6 +469,50 @@ mod tests {
         let v = judge(&inputs(1, 0, 0, 2));
         assert!(!v[0].advice.contains("ran out of fds"), "{}", v[0].advice);
         assert!(judge(&inputs(0, 0, 0, 2)).is_empty());
+    }
+
+    /// nginx 1.22 with worker_processes 4 in a cgroup of pids.max 3 (this machine): 2
+    /// `fork() failed ... (11: Resource temporarily unavailable)` lines, pids.events
+    /// `max 2`. The cgroup's refusals name TasksMax, never the fd limit; without them
+    /// the process limit is said unknown.
+    #[test]
+    fn fork_eagain_names_the_cgroup_s_pids_limit_only_when_it_refused() {
+        let mut inp = inputs(2, 0, 0, 2);
+        let pids = crate::model::PidsLimitReport {
+            cgroup: "/np-pids".into(),
+            cgroup_version: 1,
+            max: 3,
+            current: Some(3),
+            refused: Some(2),
+        };
+        let h = inp.nginx_errors.as_mut().unwrap().history.as_mut().unwrap();
+        h.spawn_failed_by_before_attach = [("fork() EAGAIN".to_string(), 2)].into();
+        h.master_pids_limit = Some(pids.clone());
+        let v = judge(&inp);
+        assert_eq!(v[0].id, "worker_spawn_failed");
+        assert!(v[0].advice.contains("; 2 of them failed with EAGAIN at fork(): the master could not create a process, and its cgroup /np-pids (v1) refused 2 forks at its pids.max of 3 (pids.events"), "{}", v[0].advice);
+        assert_eq!(
+            v[0].directives,
+            [
+                "worker_processes",
+                "TasksMax (the master's cgroup pids.max)"
+            ]
+        );
+        assert!(!v[0].advice.contains("open-files"), "{}", v[0].advice);
+        // No refusal counted: unknown, with the candidates.
+        let h = inp.nginx_errors.as_mut().unwrap().history.as_mut().unwrap();
+        h.master_pids_limit = Some(crate::model::PidsLimitReport {
+            refused: Some(0),
+            ..pids
+        });
+        let v = judge(&inp);
+        assert!(v[0].advice.contains("the master could not create a process, a process limit, which one is unknown: its cgroup /np-pids sets pids.max 3 with no refused fork counted"), "{}", v[0].advice);
+        // Another errno: listed, no cause named.
+        let h = inp.nginx_errors.as_mut().unwrap().history.as_mut().unwrap();
+        h.spawn_failed_by_before_attach = [("fork() ENOMEM".to_string(), 2)].into();
+        let v = judge(&inp);
+        assert!(v[0].advice.contains("; before attach, by failed call and errno: fork() ENOMEM 2 (the master's open-files limit"), "{}", v[0].advice);
+        assert_eq!(v[0].directives, ["worker_processes"]);
     }
 
     /// [`inputs`] with one worker exited with fatal code 2 at its start.

@@ -1,4 +1,5 @@
-//! The CPU quota of the workers' cgroup and how often it throttled them.
+//! The CPU quota of the workers' cgroup and how often it throttled them, and the
+//! process limit of the master's (`pids.max`, [`pids_limit_of`]).
 //!
 //! cgroup v2: `/proc/<pid>/cgroup` (`0::/path`) -> `/sys/fs/cgroup/<path>/cpu.max`
 //! (`$MAX $PERIOD`, `max` = no quota), walking up to the root for the tightest quota,
@@ -11,6 +12,8 @@ use std::{
     io::Read,
     path::{Path, PathBuf},
 };
+
+use crate::model::PidsLimitReport;
 
 /// Where cgroup file systems are mounted.
 pub const CGROUP_ROOT: &str = "/sys/fs/cgroup";
@@ -109,6 +112,12 @@ pub fn parse_cpu_max(text: &str) -> Option<(u64, u64)> {
 /// The v2 path and the v1 `cpu` controller path of a process, from the text of
 /// `/proc/<pid>/cgroup`. Pure.
 pub fn parse_proc_cgroup(text: &str) -> (Option<String>, Option<(String, String)>) {
+    parse_proc_cgroup_for(text, "cpu")
+}
+
+/// The v2 path and the v1 path of controller `ctrl` (`cpu`, `pids`) of a process,
+/// from the text of `/proc/<pid>/cgroup`. Pure.
+pub fn parse_proc_cgroup_for(text: &str, want: &str) -> (Option<String>, Option<(String, String)>) {
     let mut v2 = None;
     let mut v1 = None;
     for line in text.lines() {
@@ -118,7 +127,7 @@ pub fn parse_proc_cgroup(text: &str) -> (Option<String>, Option<(String, String)
         };
         if ctrl.is_empty() {
             v2 = Some(path.to_string());
-        } else if ctrl.split(',').any(|c| c == "cpu") {
+        } else if ctrl.split(',').any(|c| c == want) {
             v1 = Some((ctrl.to_string(), path.to_string()));
         }
     }
@@ -139,12 +148,65 @@ pub fn quota_of(pid: u32) -> Option<Quota> {
     tightest(&Path::new(CGROUP_ROOT).join(ctrl), &path, 1)
 }
 
+/// `path` relative to its hierarchy's root; None for anything but a plain relative
+/// path (a `..` or `.` component).
+fn plain_relative(path: &str) -> Option<&str> {
+    let rel = path.trim_start_matches('/');
+    (!rel.split('/').any(|c| c == ".." || c == ".")).then_some(rel)
+}
+
+/// The process limit binding `pid` (its master's forks): of its cgroup and its
+/// ancestors with a `pids.max` set (cgroup v2, else v1's `pids` controller), the
+/// nearest whose `pids.events` counts refused forks (`max N`, N > 0), else the
+/// tightest; with its `pids.current`. None when no level sets one or nothing is
+/// readable. Every file is read with a 4 KiB cap.
+pub fn pids_limit_of(pid: u32) -> Option<PidsLimitReport> {
+    let text = read_small(Path::new(&format!("/proc/{pid}/cgroup")))?;
+    let (v2, v1) = parse_proc_cgroup_for(&text, "pids");
+    let v2 = v2
+        .filter(|_| Path::new(CGROUP_ROOT).join("cgroup.controllers").exists())
+        .and_then(|p| pids_levels(Path::new(CGROUP_ROOT), &p, 2));
+    v2.or_else(|| {
+        let (ctrl, path) = v1?;
+        pids_levels(&Path::new(CGROUP_ROOT).join(ctrl), &path, 1)
+    })
+}
+
+fn pids_levels(root: &Path, path: &str, version: u8) -> Option<PidsLimitReport> {
+    let mut cur = PathBuf::from(plain_relative(path)?);
+    let mut levels = Vec::new();
+    loop {
+        let dir = root.join(&cur);
+        let num = |f: &str| read_small(&dir.join(f)).and_then(|t| t.trim().parse::<u64>().ok());
+        if let Some(max) = num("pids.max") {
+            levels.push(PidsLimitReport {
+                cgroup: format!("/{}", cur.display()),
+                cgroup_version: version,
+                max,
+                current: num("pids.current"),
+                refused: read_small(&dir.join("pids.events")).and_then(|t| parse_pids_events(&t)),
+            });
+        }
+        if !cur.pop() {
+            break;
+        }
+    }
+    let refused = levels.iter().position(|l| l.refused.is_some_and(|n| n > 0));
+    match refused {
+        Some(i) => Some(levels.swap_remove(i)),
+        None => levels.into_iter().min_by_key(|l| l.max),
+    }
+}
+
+/// The `max` count of a `pids.events` file (`max 2`): forks the limit refused. Pure.
+pub fn parse_pids_events(text: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix("max ")?.trim().parse().ok())
+}
+
 fn tightest(root: &Path, path: &str, version: u8) -> Option<Quota> {
     // Refuse anything but a plain relative path under the root.
-    let rel = path.trim_start_matches('/');
-    if rel.split('/').any(|c| c == ".." || c == ".") {
-        return None;
-    }
+    let rel = plain_relative(path)?;
     let mut best: Option<Quota> = None;
     let mut cur = PathBuf::from(rel);
     loop {
@@ -181,6 +243,16 @@ fn tightest(root: &Path, path: &str, version: u8) -> Option<Quota> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parses_pids_files() {
+        assert_eq!(parse_pids_events("max 2\n"), Some(2));
+        assert_eq!(parse_pids_events("max 0\n"), Some(0));
+        assert_eq!(parse_pids_events("maxx 2\n"), None);
+        let (_, v1) = parse_proc_cgroup_for("8:pids:/np-pids\n4:memory:/x\n", "pids");
+        assert_eq!(v1, Some(("pids".into(), "/np-pids".into())));
+        assert_eq!(plain_relative("/a/../b"), None);
+    }
 
     #[test]
     fn parses_cgroup_files() {

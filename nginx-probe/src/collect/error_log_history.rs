@@ -27,6 +27,43 @@ pub use crate::model::error_classes::HISTORY_CLASSES;
 /// built from it).
 pub use crate::model::nginx_errors::ErrorLogHistory as History;
 
+/// Distinct keys of `History::spawn_failed_by`, at most (then `other`).
+const MAX_SPAWN_KEYS: usize = 8;
+
+/// The calls nginx's master names in `<call>() failed while spawning "<name>"`
+/// (`ngx_spawn_process`, 1.22 and 1.26): any other is said as `other`.
+const SPAWN_CALLS: &[&str] = &["socketpair", "ioctl", "fcntl", "fork"];
+
+/// The failed call and errno of a master's `<call>() failed while spawning "<name>"
+/// (N: text)` line, as `fork() EAGAIN`: the call one of [`SPAWN_CALLS`] (else
+/// `other call`), the errno's name from its number (`errno N` for one Linux does not
+/// name, `errno unknown` without one). Pure; the line is untrusted: nothing of its
+/// text is kept but a known call's name and a number.
+pub fn spawn_failure(line: &[u8]) -> String {
+    let text = String::from_utf8_lossy(line);
+    let call = text
+        .find("() failed while spawning \"")
+        .and_then(|at| {
+            let before = &text[..at];
+            let name = &before[before.rfind(' ').map_or(0, |i| i + 1)..];
+            SPAWN_CALLS.iter().find(|c| **c == name)
+        })
+        .map_or("other call".to_string(), |c| format!("{c}()"));
+    // nginx ends the line with ` (N: strerror)`.
+    let errno = text
+        .rfind(" (")
+        .and_then(|i| text[i + 2..].split(':').next())
+        .and_then(|n| n.parse::<i32>().ok());
+    let name = match errno {
+        Some(n) => match nix::errno::Errno::from_raw(n) {
+            nix::errno::Errno::UnknownErrno => format!("errno {n}"),
+            e => format!("{e:?}"),
+        },
+        None => "errno unknown".to_string(),
+    };
+    format!("{call} {name}")
+}
+
 /// The master's start time in Unix seconds, from `/proc/<pid>/stat` and `/proc/stat`.
 pub fn master_start_unix_s(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -103,8 +140,17 @@ pub fn scan(file: &mut File, end: u64, since: u64) -> History {
             if let Some(c) = HISTORY_CLASSES.iter().find(|c| **c == class) {
                 *h.classes.entry(c).or_insert(0) += 1;
             }
-            if class == "worker_spawn_failed" && line.ends_with(b"(24: Too many open files)") {
-                h.spawn_failed_emfile += 1;
+            if class == "worker_spawn_failed" {
+                if line.ends_with(b"(24: Too many open files)") {
+                    h.spawn_failed_emfile += 1;
+                }
+                let key = spawn_failure(line);
+                if h.spawn_failed_by.len() < MAX_SPAWN_KEYS || h.spawn_failed_by.contains_key(&key)
+                {
+                    *h.spawn_failed_by.entry(key).or_insert(0) += 1;
+                } else {
+                    *h.spawn_failed_by.entry("other".to_string()).or_insert(0) += 1;
+                }
             }
         }
     };
@@ -192,6 +238,10 @@ mod tests {
         assert_eq!(h.bytes_read, len);
         assert_eq!(h.classes.get("worker_spawn_failed"), Some(&3));
         assert_eq!(h.spawn_failed_emfile, 3);
+        assert_eq!(
+            h.spawn_failed_by,
+            [("socketpair() EMFILE".to_string(), 3)].into()
+        );
         assert_eq!(h.classes.get("worker_crashed"), Some(&1));
         assert_eq!(h.classes.get("worker_exited"), None);
     }
@@ -218,6 +268,35 @@ mod tests {
         assert_eq!(
             h.classes["worker_crashed"],
             (MAX_HISTORY_BYTES / line.len() as u64)
+        );
+    }
+
+    /// The lines nginx 1.22 wrote here with its master in a cgroup of pids.max 3 and
+    /// worker_processes 4; a call nginx does not name and an errno Linux does not
+    /// name are said so, nothing of the line's text kept.
+    #[test]
+    fn names_each_spawn_failure_s_call_and_errno() {
+        let at = "2026/12/07 23:30:38 [alert] 5963#5963: ";
+        let said = |m: &str| spawn_failure(format!("{at}{m}").as_bytes());
+        assert_eq!(
+            said(
+                r#"fork() failed while spawning "worker process" (11: Resource temporarily unavailable)"#
+            ),
+            "fork() EAGAIN"
+        );
+        assert_eq!(
+            said(
+                r#"socketpair() failed while spawning "worker process" (24: Too many open files)"#
+            ),
+            "socketpair() EMFILE"
+        );
+        assert_eq!(
+            said("evil\x1b[2J() failed while spawning \"worker process\" (4242: x)"),
+            "other call errno 4242"
+        );
+        assert_eq!(
+            said(r#"fork() failed while spawning "worker process""#),
+            "fork() errno unknown"
         );
     }
 

@@ -34,7 +34,7 @@ pub mod upstream_lifecycle;
 pub mod worker_lifecycle;
 pub use nginx::{
     CpuQuotaReport, ErrorClassReport, NginxErrorsReport, PeerErrorsReport, PeerRestReport,
-    ProcessHistoryReport,
+    PidsLimitReport, ProcessHistoryReport,
 };
 mod fds;
 pub use fds::*;

@@ -148,6 +148,39 @@ pub struct ProcessHistoryReport {
     pub master_nofile_soft: Option<u64>,
     /// The master's hard open-files limit; None when unlimited or unreadable.
     pub master_nofile_hard: Option<u64>,
+    /// Of the spawn failures written before attach, the lines by failed call and
+    /// errno (`fork() EAGAIN`: a process limit; `socketpair() EMFILE`: the master's
+    /// fds), at most 8 keys then `other`; absent when none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub spawn_failed_by_before_attach: BTreeMap<String, u64>,
+    /// The master's soft process limit (`/proc/<master>/limits`, Max processes:
+    /// RLIMIT_NPROC, counted per user and not applied to a process with
+    /// CAP_SYS_RESOURCE or CAP_SYS_ADMIN in the host, root's); None when unlimited or
+    /// unreadable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub master_nproc_soft: Option<u64>,
+    /// The process limit of the master's cgroup (`collect::cgroup::pids_limit_of`);
+    /// absent when none is set or it is unreadable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub master_pids_limit: Option<PidsLimitReport>,
+}
+
+/// A cgroup's process limit, read when the report is built. Source: the cgroup's
+/// `pids.max`, `pids.current`, `pids.events` (v2, or v1's `pids` controller).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct PidsLimitReport {
+    /// The cgroup, relative to its hierarchy's root (`/` for the root).
+    pub cgroup: String,
+    /// 1 or 2.
+    pub cgroup_version: u8,
+    /// `pids.max`: the most tasks (processes and threads) the cgroup and its
+    /// descendants may hold.
+    pub max: u64,
+    /// `pids.current`: the tasks in it now; None when unreadable.
+    pub current: Option<u64>,
+    /// `pids.events` `max`: forks refused at this limit since the cgroup was made
+    /// (each an EAGAIN from fork() or clone()); None when unreadable.
+    pub refused: Option<u64>,
 }
 
 impl NginxErrorsReport {

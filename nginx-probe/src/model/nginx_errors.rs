@@ -28,6 +28,10 @@ pub struct ErrorLogHistory {
     /// Of the `worker_spawn_failed` lines, those ending in nginx's errno text for
     /// EMFILE, `(24: Too many open files)`.
     pub spawn_failed_emfile: u64,
+    /// The `worker_spawn_failed` lines by failed call and errno (`fork() EAGAIN`,
+    /// `socketpair() EMFILE`; `collect::error_log_history::spawn_failure`), at most 8
+    /// keys, then `other`.
+    pub spawn_failed_by: BTreeMap<String, u64>,
 }
 
 /// The error log as the reader knows it, for one period (since attach for a summary,
@@ -69,6 +73,12 @@ pub struct ErrorLogInputs<'a> {
     /// The master's soft and hard open-files limits (`/proc/<master>/limits`, Max open
     /// files), read when the report is built; None when unlimited or unreadable.
     pub master_nofile: (Option<u64>, Option<u64>),
+    /// The master's soft process limit (`/proc/<master>/limits`, Max processes), read
+    /// when the report is built; None when unlimited or unreadable.
+    pub master_nproc: Option<u64>,
+    /// The process limit of the master's cgroup (`collect::cgroup::pids_limit_of`),
+    /// read when the report is built; None when none is set or unreadable.
+    pub master_pids_limit: Option<crate::model::PidsLimitReport>,
     /// Crash lines read since attach that are no confirmed crash (naming no worker the
     /// kernel saw exit, repeating a pid already counted, or beyond the pids checked):
     /// not nginx's, left out of the crash counts.
@@ -199,6 +209,9 @@ fn history_report(e: &ErrorLogInputs, h: &ErrorLogHistory) -> ProcessHistoryRepo
         workers_killed: count("worker_killed"),
         master_nofile_soft: e.master_nofile.0,
         master_nofile_hard: e.master_nofile.1,
+        spawn_failed_by_before_attach: h.spawn_failed_by.clone(),
+        master_nproc_soft: e.master_nproc,
+        master_pids_limit: e.master_pids_limit.clone(),
         classes,
     }
 }
@@ -220,6 +233,7 @@ mod tests {
             reached_master_start: true,
             classes: [("worker_crashed", 2), ("worker_spawn_failed", 1)].into(),
             spawn_failed_emfile: 1,
+            spawn_failed_by: [("socketpair() EMFILE".to_string(), 1)].into(),
         };
         let e = ErrorLogInputs {
             path: Some("/var/log/nginx/error.log".into()),

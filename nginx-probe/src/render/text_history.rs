@@ -31,13 +31,36 @@ pub fn history_lines(out: &mut String, r: &Report) {
     if h.workers_failed_to_spawn > 0 {
         let _ = writeln!(
             out,
-            "\nnginx failed to spawn {} worker processes since the master started at {} (Unix s; error log){bound}; {running} workers run; the master's open-files limit: soft {}, hard {} (/proc/{}/limits)",
+            "\nnginx failed to spawn {} worker processes since the master started at {} (error log){bound}; {running} workers run; the master's open-files limit: soft {}, hard {} (/proc/{}/limits)",
             h.workers_failed_to_spawn,
-            h.master_started_unix_s,
+            super::clock::utc_datetime(h.master_started_unix_s as f64),
             lim(h.master_nofile_soft),
             lim(h.master_nofile_hard),
             r.master_pid
         );
+        if !h.spawn_failed_by_before_attach.is_empty() {
+            let by: Vec<String> = h
+                .spawn_failed_by_before_attach
+                .iter()
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect();
+            let _ = writeln!(
+                out,
+                "  before attach, by failed call and errno: {}",
+                by.join(", ")
+            );
+        }
+        if let Some(p) = &h.master_pids_limit {
+            let _ = writeln!(
+                out,
+                "  the master's cgroup {} (v{}): pids.max {}, pids.current {}, forks refused at the limit {} (pids.events, since the cgroup was made)",
+                crate::safe::line(&p.cgroup),
+                p.cgroup_version,
+                p.max,
+                p.current.map_or("unknown".to_string(), |c| c.to_string()),
+                p.refused.map_or("unknown".to_string(), |c| c.to_string())
+            );
+        }
     }
     if h.workers_crashed + h.workers_killed > 0 {
         let _ = writeln!(

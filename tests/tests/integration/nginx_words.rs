@@ -144,3 +144,67 @@ fn a_master_short_of_fds_reports_the_workers_it_failed_to_spawn() {
         assert!(!d.contains(&"open_file_cache max="), "{d:?}");
     }
 }
+
+/// A variant of case 21 in a container's way: the master in a cgroup of pids.max 3
+/// with worker_processes 4 forks 2 workers, and its next 2 fork()s fail with EAGAIN
+/// (written before attach, `pids.events` max 2). The verdict puts them on the
+/// cgroup's process limit it read refusing them (TasksMax), never on the fd limit.
+#[test]
+fn a_master_in_a_cgroup_short_of_pids_reports_the_limit_that_refused_its_forks() {
+    let cg = nginx_probe_tests::PidsCgroup::create("np-test-pids", 3);
+    let ng = Nginx::start(&NginxConfig {
+        workers: 4,
+        cgroup: Some(cg.dir.clone()),
+        workers_may_fail: true,
+        ..NginxConfig::default()
+    });
+    let failed_lines = |ng: &Nginx| {
+        ng.error_log()
+            .lines()
+            .filter(|l| {
+                l.contains("fork() failed while spawning \"worker process\" (11: Resource temporarily unavailable)")
+            })
+            .count() as u64
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while failed_lines(&ng) < 2 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(failed_lines(&ng), 2, "{}", ng.error_log());
+    assert_eq!(cg.refused(), 2);
+    let s = Probe::on(&ng)
+        .json()
+        .settle(Duration::from_millis(600))
+        .summary_around(|| few_requests(ng.addr(), 3));
+    let h = &s["nginx_errors"]["history"];
+    assert_eq!(h["workers_failed_to_spawn"], 2, "{h}");
+    assert_eq!(
+        h["spawn_failed_by_before_attach"],
+        serde_json::json!({"fork() EAGAIN": 2}),
+        "{h}"
+    );
+    assert_eq!(h["master_pids_limit"]["max"], 3, "{h}");
+    assert_eq!(h["master_pids_limit"]["refused"], 2, "{h}");
+    assert_eq!(h["master_pids_limit"]["current"], 3, "{h}");
+    let v = verdict(&s, "worker_spawn_failed")
+        .unwrap_or_else(|| panic!("{}", verdict_ids(&s).join(",")));
+    assert_eq!(v["evidence"]["workers_running"], 2, "{v}");
+    assert_eq!(
+        v["directives"],
+        serde_json::json!([
+            "worker_processes",
+            "TasksMax (the master's cgroup pids.max)"
+        ]),
+        "{v}"
+    );
+    let advice = v["advice"].as_str().unwrap();
+    assert!(
+        advice.contains("; 2 of them failed with EAGAIN at fork(): the master could not create a process, and its cgroup /np-test-pids (v"),
+        "{advice}"
+    );
+    assert!(
+        advice.contains(") refused 2 forks at its pids.max of 3 (pids.events"),
+        "{advice}"
+    );
+    assert!(!advice.contains("open-files"), "{advice}");
+}

@@ -37,6 +37,13 @@ impl Tracker {
                 Some(_) => master_nofile(self.master.pid),
                 None => (None, None),
             },
+            // The master's process limits, where spawn failures are what they explain.
+            master_nproc: spawn_failed(log)
+                .then(|| master_nproc(self.master.pid))
+                .flatten(),
+            master_pids_limit: spawn_failed(log)
+                .then(|| crate::collect::cgroup::pids_limit_of(self.master.pid))
+                .flatten(),
             crash_lines_contradicted: self.crash_lines_contradicted(),
             emerg_lines: log.emerg_lines(summary),
         }
@@ -88,6 +95,29 @@ impl Tracker {
 
 /// The soft and hard open-files limits of process `pid` (`/proc/<pid>/limits`, Max
 /// open files); None when unlimited or unreadable.
+/// Whether the error log counted a spawn failure since the master's start (read back
+/// before attach, or since).
+fn spawn_failed(log: &crate::collect::error_log::ErrorLogReader) -> bool {
+    let back = log
+        .history
+        .as_ref()
+        .is_some_and(|h| h.classes.contains_key("worker_spawn_failed"));
+    back || log.counts(true).contains_key("worker_spawn_failed")
+}
+
+/// The master's soft process limit (`/proc/<pid>/limits`, Max processes); None when
+/// unlimited or unreadable.
+fn master_nproc(pid: u32) -> Option<u64> {
+    use procfs::process::LimitValue;
+    procfs::process::Process::new(pid as i32)
+        .and_then(|p| p.limits())
+        .ok()
+        .and_then(|l| match l.max_processes.soft_limit {
+            LimitValue::Value(v) => Some(v),
+            LimitValue::Unlimited => None,
+        })
+}
+
 fn master_nofile(pid: u32) -> (Option<u64>, Option<u64>) {
     use procfs::process::LimitValue;
     let v = |x: LimitValue| match x {
