@@ -143,10 +143,44 @@ fn config_values(r: &Report) -> Result<BTreeMap<(String, String), String>, Strin
     if let Some(why) = &c.unknown {
         return Err(format!("its configuration was not read: {why}"));
     }
-    Ok(c.values
+    let mut values: BTreeMap<(String, String), String> = c
+        .values
         .iter()
         .map(|v| ((v.directive.clone(), v.scope.clone()), v.value.clone()))
-        .collect())
+        .collect();
+    // The logs and upstream servers are kept apart from `values` (trial 21: an
+    // access_log given buffer=32k flush=5s between two recordings drew no caveat).
+    for l in &c.access_logs {
+        let cond = l
+            .condition
+            .as_ref()
+            .map(|c| format!(" if={c}"))
+            .unwrap_or_default();
+        values.insert(
+            ("access_log".into(), format!("{} {}", l.scope, l.path)),
+            format!("{}{cond}", l.spec(" unbuffered")),
+        );
+    }
+    for e in &c.error_logs {
+        values.insert(("error_log".into(), e.scope.clone()), e.value.clone());
+    }
+    for u in &c.upstreams {
+        for s in &u.servers {
+            values.insert(
+                (
+                    format!("server {}", s.address),
+                    format!("upstream {}", u.name),
+                ),
+                format!(
+                    "max_fails={} fail_timeout={} {}",
+                    s.max_fails, s.fail_timeout, s.other
+                )
+                .trim_end()
+                .to_string(),
+            );
+        }
+    }
+    Ok(values)
 }
 
 /// Different effective configuration values (the first few quoted), or a

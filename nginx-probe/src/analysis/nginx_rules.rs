@@ -433,6 +433,7 @@ fn upstream_how(inp: &Inputs, class: &str) -> String {
         // Names its peers itself.
         "upstream_reset" => return super::upstream_failures::reset_said(inp),
         "upstream_invalid_response" => "the upstream sent an invalid response (502)",
+        "upstream_cut_mid_response" => "the upstream cut responses in their body (nginx: 'while reading upstream': a reset, a close before the length it announced, or proxy_read_timeout between two reads), after their status and header had gone to the client: each client got a truncated response under the upstream's status (a 200 in the access log, no 5xx), an error for it only if it checks the length; the peer crashed or aborted mid-response, or a proxy or firewall between cut the connection",
         "upstream_ssl" => "the upstream's TLS certificate failed verification (502)",
         _ => "errors talking to the upstream (502/504)",
     };

@@ -21,6 +21,7 @@ pub const PEER_FAILED_CLASSES: &[&str] = &[
     "upstream_read_timeout",
     "upstream_send_timeout",
     "upstream_invalid_response",
+    "upstream_cut_mid_response",
     "upstream_header_too_big",
     "upstream_ssl",
 ];

@@ -349,6 +349,23 @@ const WORDING: &[(Wording, &str)] = &[
         All(&[Starts("upstream timed out"), Has("while sending")]),
         "upstream_send_timeout",
     ),
+    // The response cut after its header went to the client: "readv() failed (104:
+    // Connection reset by peer) while reading upstream", "upstream prematurely closed
+    // connection while reading upstream", "upstream timed out (110: ...) while reading
+    // upstream" (the body's read; the header's is "while reading response header from
+    // upstream"). The client has the status (a 200) and a truncated body, no 5xx
+    // (trial 21: 100 such were said "reset fresh connections (502)").
+    (
+        All(&[
+            Has(" while reading upstream"),
+            Any(&[
+                Has("(104: Connection reset by peer)"),
+                Starts("upstream prematurely closed"),
+                Starts("upstream timed out"),
+            ]),
+        ]),
+        "upstream_cut_mid_response",
+    ),
     (Starts("upstream timed out"), "upstream_read_timeout"),
     (Starts("no live upstreams"), "no_live_upstreams"),
     (

@@ -45,6 +45,15 @@ fn decoded_path(raw: &[u8]) -> Option<Vec<u8>> {
 /// starts with the last. 0 otherwise: a `%0A` in a query, or in a path nginx logged
 /// without decoding, takes back no line. Pure.
 pub fn request_lines(line: &[u8], pending: &std::collections::VecDeque<Vec<u8>>) -> usize {
+    request_split(line, pending).map_or(0, |(n, _)| n)
+}
+
+/// [`request_lines`]' n with the length of the request's last segment, which `line`
+/// starts with (what follows it is nginx's: the rest of its entry); None for 0.
+fn request_split(
+    line: &[u8],
+    pending: &std::collections::VecDeque<Vec<u8>>,
+) -> Option<(usize, usize)> {
     const KEY: &[u8] = b", request: \"";
     let mut from = 0;
     while let Some(at) = line[from..].windows(KEY.len()).position(|w| w == KEY) {
@@ -67,10 +76,10 @@ pub fn request_lines(line: &[u8], pending: &std::collections::VecDeque<Vec<u8>>)
             && (1..n).all(|k| pending[back + k] == segs[k])
             && line.starts_with(segs[n]);
         if verified {
-            return n;
+            return Some((n, segs[n].len()));
         }
     }
-    0
+    None
 }
 
 /// How many of the lines ending at `line` are the rest of an entry nginx cut at
@@ -147,7 +156,16 @@ pub struct EntryFilter {
 impl EntryFilter {
     /// One line (without its line feed).
     pub fn push(&mut self, l: &[u8], line: &mut dyn FnMut(&[u8]), forged: &mut dyn FnMut(&[u8])) {
-        let mut n = request_lines(l, &self.pending);
+        let split = request_split(l, &self.pending);
+        let mut n = split.map_or(0, |(n, _)| n);
+        if let Some((n, last)) = split {
+            // The entry's header gets nginx's end of it back (trial 21: 20 404s of a
+            // %0A path were `other`, the header alone lacking `failed (2: ...)`).
+            let header = self.pending.len() - n;
+            let rest = &l[last.min(l.len())..];
+            self.pending[header].extend_from_slice(rest);
+            self.pending_bytes += rest.len();
+        }
         if n == 0 {
             n = cut_entry_lines(l, &self.pending);
             if n > 0 {

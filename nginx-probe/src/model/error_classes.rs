@@ -117,6 +117,13 @@ pub const CLASSES: &[Class] = &[
         O,
     ),
     c("upstream_invalid_response", "upstream server (its response)", U),
+    // A response's body cut by the upstream (reset, early close, proxy_read_timeout
+    // between two reads): the client had the status already (trial 21).
+    c(
+        "upstream_cut_mid_response",
+        "upstream server / proxy_read_timeout",
+        U,
+    ),
     c(
         "upstream_ssl",
         "proxy_ssl_verify / proxy_ssl_trusted_certificate / proxy_ssl_name",
@@ -222,7 +229,11 @@ pub const CLASSES: &[Class] = &[
         P,
     ),
     // Lines a request wrote into the log (issue 22's trial): not nginx's own words.
-    c("written_by_request", "-", O),
+    c(
+        "written_by_request",
+        "- (lines a request's URI wrote: a %0A nginx decoded into a path it logged; not nginx's words, not counted as its)",
+        O,
+    ),
 ];
 
 /// The class entry named `name`.
