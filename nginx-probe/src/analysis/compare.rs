@@ -793,7 +793,7 @@ fn metric_change(key: String, b: &Side, a: &Side) -> MetricChange {
         _ => false,
     };
     let significance = match judge(bi, ai, relative) {
-        _ if far_from_limit => Significance::Unchanged,
+        _ if far_from_limit => Significance::FarFromLimit,
         Significance::BeyondNoise | Significance::WithinNoise
             if unsteady(b, before) || unsteady(a, after) =>
         {

@@ -69,6 +69,10 @@ pub enum Significance {
     /// A side's load was not steady ([`steady`]): its intervals' spread is no noise
     /// estimate of its whole-run value; the whole-run values are shown.
     Unsteady,
+    /// A share of a limit far below what matters on both sides (peak fds under half
+    /// the limit: 28 vs 30 fds of 20000), whatever its relative change (trial 21: a
+    /// -10% change said "unchanged", which means under 5%).
+    FarFromLimit,
 }
 
 /// Whether a run's whole-run value `whole` lies within the middle half of its

@@ -131,6 +131,10 @@ fn runs_per_side_use_the_runs_as_noise() {
         .find(|m| m.key == "requests_per_s")
         .unwrap();
     assert_eq!(requests.significance, Significance::Unchanged);
+    // Peak fds far below the limit on both sides: said so, never "unchanged" (which
+    // means under 5%; trial 21: -10% said "unchanged").
+    let fds = c.metrics.iter().find(|m| m.key == "fd_peak_share").unwrap();
+    assert_eq!(fds.significance, Significance::FarFromLimit, "{fds:?}");
     assert_eq!(
         c.verdicts.appeared,
         vec!["made_up_for_the_test".to_string()]

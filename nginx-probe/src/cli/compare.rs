@@ -115,6 +115,7 @@ pub fn render_text(c: &Comparison) -> String {
             Significance::Unchanged => "unchanged",
             Significance::NoiseUnknown => "noise unknown",
             Significance::Unsteady => "load not steady: noise unknown",
+            Significance::FarFromLimit => "far from the limit on both sides",
         };
         let _ = writeln!(
             out,
