@@ -566,9 +566,20 @@ fn whole_of(rec: &Recording) -> BTreeMap<String, f64> {
     }
 }
 
+/// Each metric's values over a recording's intervals, its last partial interval left
+/// out when shorter than half the intervals' median length (a run's tail, which adds
+/// up to the summary but whose rates over milliseconds are no sample of the noise).
 fn interval_series(rec: &Recording) -> BTreeMap<String, Vec<f64>> {
     let mut s: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    for r in &rec.intervals {
+    let lengths: Vec<f64> = rec.intervals.iter().map(|r| r.duration_s).collect();
+    let typical = spread(&lengths).map_or(0.0, |l| l.median);
+    let keep = match rec.intervals.last() {
+        Some(last) if rec.intervals.len() > 1 && last.duration_s < 0.5 * typical => {
+            rec.intervals.len() - 1
+        }
+        _ => rec.intervals.len(),
+    };
+    for r in &rec.intervals[..keep] {
         for (k, v) in metrics(r) {
             s.entry(k).or_default().push(v);
         }

@@ -555,3 +555,23 @@ fn busy_share_is_left_out_of_windows_that_missed_the_load() {
     r.detail = Some(window(390, 1.0));
     assert!(metrics(&r).contains_key("busy_share_mean"));
 }
+
+/// A run's last partial interval (it adds up to the summary) is no sample of the
+/// noise when it is shorter than half the others: its rate over milliseconds is left
+/// out of the series; a full-length last one stays.
+#[test]
+fn a_short_last_interval_is_left_out_of_the_noise() {
+    let real = include_str!("../testdata/two_workers_300_connections.jsonl");
+    let rec = Recording::parse("real", real).expect("the real recording parses");
+    let n = rec.intervals.len();
+    assert!(n >= 2, "{n}");
+    let full = interval_series(&rec)["accepts_per_s"].len();
+    let mut tail = rec.clone();
+    let mut last = tail.intervals[n - 1].clone();
+    last.duration_s = 0.004;
+    tail.intervals.push(last);
+    assert_eq!(interval_series(&tail)["accepts_per_s"].len(), full);
+    let mut whole = rec.clone();
+    whole.intervals.push(rec.intervals[n - 1].clone());
+    assert_eq!(interval_series(&whole)["accepts_per_s"].len(), full + 1);
+}
