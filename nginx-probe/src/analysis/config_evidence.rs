@@ -643,6 +643,7 @@ mod tests {
                     fail_timeout: "10s".into(),
                     other: String::new(),
                     at: "/e/u.conf:2".into(),
+                    as_written: "10.0.0.1:80".into(),
                 }],
                 at: "/e/u.conf:1".into(),
             }],

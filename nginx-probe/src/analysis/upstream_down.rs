@@ -160,7 +160,10 @@ fn peer_evidence(inp: &Inputs, p: &PeerLifecycle) -> serde_json::Value {
         e["error_log_by_class"] = serde_json::json!(by);
     }
     if let Some(s) = server_of(inp.config.as_ref(), &p.peer) {
-        e["server"] = serde_json::json!(format!("upstream {}: {} ({})", s.upstream, s.line, s.at));
+        e["server"] = serde_json::json!(format!(
+            "upstream {}: {} ({}; {})",
+            s.upstream, s.line.0, s.at, s.line.1
+        ));
     }
     if let Some(t) = tries_of(inp, &p.peer) {
         e["access_log"] = serde_json::json!(t);
@@ -191,8 +194,9 @@ fn log_lines<'a>(inp: &'a Inputs, peer: &str) -> Option<(u64, BTreeMap<&'a str, 
 struct ServerLine<'a> {
     /// The upstream block's name.
     upstream: &'a str,
-    /// `address max_fails=N fail_timeout=T` and its other parameters.
-    line: String,
+    /// The line as written, and the max_fails and fail_timeout in force
+    /// ([`crate::model::config::UpstreamServer::quoted`]).
+    line: (String, String),
     /// `file:line`.
     at: &'a str,
     max_fails: &'a str,
@@ -204,17 +208,17 @@ struct ServerLine<'a> {
 }
 
 impl ServerLine<'_> {
-    /// "`server ADDR max_fails=N fail_timeout=T` of upstream NAME (file:line): what
+    /// "`server ADDR` of upstream NAME (file:line; max_fails N, fail_timeout T): what
     /// max_fails and fail_timeout do to it".
     fn said(&self) -> String {
-        let (line, upstream, at) = (&self.line, self.upstream, self.at);
+        let ((line, limits), upstream, at) = (&self.line, self.upstream, self.at);
         if self.single {
-            format!("`server {line}`, the only server of upstream {upstream} ({at}): nginx never marks a block's only server failed (max_fails and fail_timeout do not apply to it), so every request tries it")
+            format!("{line}, the only server of upstream {upstream} ({at}; {limits}): nginx never marks a block's only server failed (max_fails and fail_timeout do not apply to it), so every request tries it")
         } else if self.max_fails == "0" {
-            format!("`server {line}` of upstream {upstream} ({at}): max_fails 0, so nginx never marks it failed and every request the balancer sends to it tries it first")
+            format!("{line} of upstream {upstream} ({at}; {limits}): with max_fails 0 nginx never marks it failed and every request the balancer sends to it tries it first")
         } else {
             format!(
-                "`server {line}` of upstream {upstream} ({at}): nginx stops sending requests to a server for fail_timeout ({}) once max_fails ({}) tries failed within it, so a failing server costs max_fails failed tries, then about one per fail_timeout, in each worker (in all of them together when the block has a `zone`), not one per request",
+                "{line} of upstream {upstream} ({at}; {limits}): nginx stops sending requests to a server for fail_timeout ({}) once max_fails ({}) tries failed within it, so a failing server costs max_fails failed tries, then about one per fail_timeout, in each worker (in all of them together when the block has a `zone`), not one per request",
                 self.fail_timeout, self.max_fails
             )
         }
@@ -266,12 +270,7 @@ fn server_of<'a>(cfg: Option<&'a ConfigReport>, peer: &str) -> Option<ServerLine
             })
             .map(|s| ServerLine {
                 upstream: &u.name,
-                line: format!(
-                    "{} max_fails={} fail_timeout={} {}",
-                    s.address, s.max_fails, s.fail_timeout, s.other
-                )
-                .trim_end()
-                .to_string(),
+                line: s.quoted(),
                 at: &s.at,
                 max_fails: &s.max_fails,
                 fail_timeout: &s.fail_timeout,
@@ -365,7 +364,7 @@ mod tests {
         assert_eq!(v.severity, Severity::Warning);
         assert_eq!(
             v.advice,
-            "upstream peer 127.0.0.1:19702 established none of the 3 connections nginx's workers tried in the period (3 failed before the handshake completed, connect() errors ECONNREFUSED 3, none established; tracepoint sock:inet_sock_set_state): it refused them, did not answer, or nginx gave up on them first (proxy_connect_timeout, a client gone), not told apart by the tracepoint; nginx's error log names it in 3 lines (upstream_connect_failed 3); it is `server 127.0.0.1:19702 max_fails=1 fail_timeout=10s` of upstream be (/e/a.conf:2): nginx stops sending requests to a server for fail_timeout (10s) once max_fails (1) tries failed within it, so a failing server costs max_fails failed tries, then about one per fail_timeout, in each worker (in all of them together when the block has a `zone`), not one per request; the access log read has 3 tries of it ($upstream_addr), upstream status 502 3; what the clients got is not measured (an access log with $status and $upstream_addr holding every request would tell: nginx retries a failed connect on the next peer unless proxy_next_upstream says otherwise). Bring the peer back, or take it out of its upstream block (or mark it `down`): while it is listed nginx keeps trying it"
+            "upstream peer 127.0.0.1:19702 established none of the 3 connections nginx's workers tried in the period (3 failed before the handshake completed, connect() errors ECONNREFUSED 3, none established; tracepoint sock:inet_sock_set_state): it refused them, did not answer, or nginx gave up on them first (proxy_connect_timeout, a client gone), not told apart by the tracepoint; nginx's error log names it in 3 lines (upstream_connect_failed 3); it is `server 127.0.0.1:19702` of upstream be (/e/a.conf:2; max_fails 1 (default), fail_timeout 10s (default)): nginx stops sending requests to a server for fail_timeout (10s) once max_fails (1) tries failed within it, so a failing server costs max_fails failed tries, then about one per fail_timeout, in each worker (in all of them together when the block has a `zone`), not one per request; the access log read has 3 tries of it ($upstream_addr), upstream status 502 3; what the clients got is not measured (an access log with $status and $upstream_addr holding every request would tell: nginx retries a failed connect on the next peer unless proxy_next_upstream says otherwise). Bring the peer back, or take it out of its upstream block (or mark it `down`): while it is listed nginx keeps trying it"
         );
         let p = &v.evidence["peers"][0];
         assert_eq!(p["connect_failed"], 3);
@@ -373,7 +372,7 @@ mod tests {
         assert_eq!(p["error_log_lines"], 3);
         assert_eq!(
             p["server"],
-            "upstream be: 127.0.0.1:19702 max_fails=1 fail_timeout=10s (/e/a.conf:2)"
+            "upstream be: `server 127.0.0.1:19702` (/e/a.conf:2; max_fails 1 (default), fail_timeout 10s (default))"
         );
         assert_eq!(v.evidence["connect_errors"], "ECONNREFUSED 3");
         assert_eq!(v.evidence["peers"].as_array().unwrap().len(), 1);
@@ -386,7 +385,7 @@ mod tests {
     fn the_failing_peers_server_lines_say_what_max_fails_does() {
         let inp = trial15();
         let (said, applies) = failing_servers(&inp).expect("a server line");
-        assert_eq!(said, "; the failing peers' server lines: `server 127.0.0.1:19702 max_fails=1 fail_timeout=10s` of upstream be (/e/a.conf:2): nginx stops sending requests to a server for fail_timeout (10s) once max_fails (1) tries failed within it, so a failing server costs max_fails failed tries, then about one per fail_timeout, in each worker (in all of them together when the block has a `zone`), not one per request");
+        assert_eq!(said, "; the failing peers' server lines: `server 127.0.0.1:19702` of upstream be (/e/a.conf:2; max_fails 1 (default), fail_timeout 10s (default)): nginx stops sending requests to a server for fail_timeout (10s) once max_fails (1) tries failed within it, so a failing server costs max_fails failed tries, then about one per fail_timeout, in each worker (in all of them together when the block has a `zone`), not one per request");
         assert!(applies);
         let single = Inputs {
             config: Some(upstream_be(&[19702], None)),

@@ -284,6 +284,7 @@ pub(crate) fn upstream_be(
         fail_timeout: "10s".into(),
         other: String::new(),
         at: "/e/a.conf:2".into(),
+        as_written: format!("127.0.0.1:{port}"),
     };
     ConfigReport {
         values: vec![

@@ -189,6 +189,44 @@ pub struct UpstreamServer {
     pub other: String,
     /// `file:line`.
     pub at: String,
+    /// The line's arguments as written (`127.0.0.1:8080 weight=2`), for quoting; empty
+    /// in recordings made before it was kept.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub as_written: String,
+}
+
+impl UpstreamServer {
+    /// The `server` line as written, in backticks (`` `server 127.0.0.1:8080` ``); and
+    /// the `max_fails` and `fail_timeout` in force, each marked `(default)` when the
+    /// line does not set it (trial 21: `server 127.0.0.1:19601 max_fails=1
+    /// fail_timeout=10s` was quoted for a line that set neither).
+    pub fn quoted(&self) -> (String, String) {
+        let line = if self.as_written.is_empty() {
+            format!("{} {}", self.address, self.other)
+                .trim_end()
+                .to_string()
+        } else {
+            self.as_written.clone()
+        };
+        let mark = |k: &str| {
+            let set = self.as_written.split_whitespace().any(|a| a.starts_with(k));
+            if set || self.as_written.is_empty() {
+                ""
+            } else {
+                " (default)"
+            }
+        };
+        (
+            format!("`server {line}`"),
+            format!(
+                "max_fails {}{}, fail_timeout {}{}",
+                self.max_fails,
+                mark("max_fails="),
+                self.fail_timeout,
+                mark("fail_timeout=")
+            ),
+        )
+    }
 }
 
 /// One `upstream` block; its `keepalive`, `keepalive_timeout` and `keepalive_requests`
@@ -816,6 +854,7 @@ impl Eval<'_> {
                 fail_timeout: opt("fail_timeout=").unwrap_or_else(|| "10s".to_string()),
                 other: joined(&other),
                 at: at(self.files, s).0,
+                as_written: joined(&s.args),
             });
         }
         self.level(&scope, body, UPSTREAM);

@@ -236,8 +236,8 @@ fn listen_row(cfg: &ConfigReport, l: &ListenValue) -> String {
     )
 }
 
-/// One packed line per upstream block: its servers (max_fails, fail_timeout, the
-/// other parameters) and the values set in it.
+/// One packed line per upstream block: its servers (as written, with max_fails and
+/// fail_timeout in force) and the values set in it.
 fn upstreams(out: &mut String, cfg: &ConfigReport) {
     for u in cfg.upstreams.iter().take(MAX_ROWS) {
         let scope = format!("upstream {}", u.name);
@@ -246,15 +246,9 @@ fn upstreams(out: &mut String, cfg: &ConfigReport) {
             .iter()
             .take(MAX_ROWS)
             .map(|s| {
-                format!(
-                    "server {} max_fails={} fail_timeout={}{}{} ({})",
-                    s.address,
-                    s.max_fails,
-                    s.fail_timeout,
-                    if s.other.is_empty() { "" } else { " " },
-                    s.other,
-                    at(cfg, &s.at, false)
-                )
+                // As written, the defaults marked (trial 21).
+                let (line, limits) = s.quoted();
+                format!("{line} {limits} ({})", at(cfg, &s.at, false))
             })
             .collect();
         cells.extend(

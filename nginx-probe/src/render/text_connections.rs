@@ -469,6 +469,20 @@ fn after_response_candidates(r: &Report) -> String {
     } else {
         ""
     };
+    // Trial 21: keepalive_timeout 0 everywhere still listed keepalive_requests among
+    // the causes: with it nginx keeps no connection alive, whatever the others say.
+    let timeouts: Vec<&crate::model::config::ConfigValue> =
+        cfg.everywhere("keepalive_timeout").collect();
+    let zero = |v: &str| {
+        let first = v.split_whitespace().next().unwrap_or("");
+        first.trim_end_matches(|c: char| c.is_ascii_alphabetic()) == "0"
+    };
+    if !timeouts.is_empty() && timeouts.iter().all(|t| zero(&t.value) && !t.unread_may_set) {
+        return format!(
+            "; keepalive_timeout {}: nginx keeps no connection alive, each closed after its response{per}{no_response}{stop}",
+            v("keepalive_timeout").trim_start_matches("keepalive_timeout ")
+        );
+    }
     format!(
         "; nginx does so at {}{per}, at {}, with {}{no_response}{stop}, or when the client asks (Connection: close, HTTP/1.0): {which}",
         v("keepalive_requests"),

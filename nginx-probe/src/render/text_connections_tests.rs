@@ -408,6 +408,33 @@ fn closes_right_after_a_response_list_their_possible_causes() {
         "{out}"
     );
     r.verdicts.clear();
+    // Trial 21: keepalive_timeout 0 wherever it is set: that is the cause, alone.
+    let mut zero = r.clone();
+    if let Some(c) = zero.config.as_mut() {
+        c.values[2] = ConfigValue::of("keepalive_timeout", "http", "0", "/x/nginx.conf:11");
+    }
+    let mut out = String::new();
+    connections_section(&mut out, &zero);
+    assert!(
+        out.contains("; keepalive_timeout 0 (/x/nginx.conf:11): nginx keeps no connection alive, each closed after its response (953.8 requests per connection here"),
+        "{out}"
+    );
+    assert!(!out.contains("keepalive_requests 1000"), "{out}");
+    // A server keeping connections alive: the list again.
+    if let Some(c) = zero.config.as_mut() {
+        c.values.push(ConfigValue::of(
+            "keepalive_timeout",
+            "server b.test",
+            "65",
+            "/x/nginx.conf:12",
+        ));
+    }
+    let mut out = String::new();
+    connections_section(&mut out, &zero);
+    assert!(
+        out.contains("; nginx does so at keepalive_requests 1000"),
+        "{out}"
+    );
     // Trial 8: a server's own value is quoted beside the http level's.
     if let Some(c) = r.config.as_mut() {
         c.values.push(ConfigValue::of(

@@ -546,8 +546,11 @@ fn a_dead_peer_taken_out_by_max_fails_is_named_however_few_its_tries() {
     );
     assert!(
         p["server"].as_str().unwrap().starts_with(&format!(
-            "upstream be: {peer} max_fails=1 fail_timeout=1s ("
-        )),
+            "upstream be: `server {peer} max_fails=1 fail_timeout=1s` ("
+        )) && p["server"]
+            .as_str()
+            .unwrap()
+            .ends_with("; max_fails 1, fail_timeout 1s)"),
         "{v}"
     );
     assert_eq!(
