@@ -146,6 +146,22 @@ fn attach_request_sources(
 /// is linked into it); what cannot be had is warned about with its reason.
 ///
 /// Errors: [`ProbeError::FdLimit`] when a uprobe failed for want of file descriptors.
+/// The master's UDP listening ports (`listen ... quic`, or the stream module's `listen
+/// ... udp`), as "443" or "443, 8443"; None when it has none.
+fn quic_ports(master: u32) -> Option<String> {
+    let ports = crate::collect::udp_listen::udp_listen_ports(
+        master,
+        &crate::collect::listen::socket_inodes(master),
+    );
+    (!ports.is_empty()).then(|| {
+        ports
+            .iter()
+            .map(u16::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    })
+}
+
 fn attach_tls(
     master: &Master,
     probe: &mut Probe,
@@ -153,7 +169,10 @@ fn attach_tls(
     sampled: bool,
 ) -> Result<(), ProbeError> {
     let exe = std::path::PathBuf::from(format!("/proc/{}/exe", master.pid));
-    let libssl = loader::find_libssl(master.pid);
+    let libssl = match quic_ports(master.pid) {
+        Some(ports) => Err(format!("nginx listens on UDP port {ports} (HTTP/3 over QUIC, or a stream udp listener): libssl's uprobes are left out, since in nginx's workers they made HTTP/3 handshakes stall (newcomer trial 21, nginx 1.26.3 and curl 8.14.1 on this host: 3 s timeouts in 8 of 16 runs of 10 x 12 requests with them, 1 of 28 without); nginx's own count stays")),
+        None => loader::find_libssl(master.pid),
+    };
     let shown = match &libssl {
         Ok(f) => libssl_words(&f.source),
         Err(_) => String::new(),
@@ -266,13 +285,11 @@ fn tls_note(tracker: &Tracker) -> String {
         (true, false, _) => format!("handshakes counted by nginx's ngx_ssl_ocsp_validate (called at every completed handshake, OCSP or not), timed by {libssl}"),
         (false, _, _) => format!("counted and timed by {libssl}"),
     };
-    // A uprobe in a shared library traps in every process that calls it from that
-    // file (aya's AllProcesses scope), not only nginx's workers: said, with the way
-    // out (newcomer trial 12: an HTTP/3 client on the same host and libssl failed
-    // more often under the probe).
+    // libssl's uprobes are linked per worker process (newcomer trials 12 and 21: an
+    // HTTP/3 client on the same host trapped in them and failed more often): said,
+    // since a shared libssl's breakpoints would otherwise be in every process.
     let shared = match src {
-        model::LibsslSource::SharedLibrary(_) if !tracker.tls_libssl_sampled => "; libssl's uprobes also trap in every other process on this host calling SSL_do_handshake, SSL_free or SSL_set_connect_state from that file (a few us a call; their BPF programs count nginx's workers only): --no-tls spares them",
-        model::LibsslSource::SharedLibrary(_) => "; in those windows libssl's uprobes also trap in every other process on this host calling SSL_do_handshake, SSL_free or SSL_set_connect_state from that file (a few us a call; their BPF programs count nginx's workers only): --no-tls spares them",
+        model::LibsslSource::SharedLibrary(_) => "; libssl's uprobes are placed in nginx's workers only, not in other processes using that libssl",
         _ => "",
     };
     format!(", TLS handshake uprobes (idle without TLS connections: {what}{shared})")

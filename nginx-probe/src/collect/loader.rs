@@ -96,8 +96,8 @@ pub struct Probe {
     /// Where completed TLS handshakes come from: `true` once [`Probe::attach_tls`]
     /// attached the `ngx_ssl_ocsp_validate` uprobe; `false`: `SSL_do_handshake` returns.
     pub tls_from_nginx: bool,
-    /// libssl's programs when they are linked only in detail windows (see [`tls`]).
-    tls_window: Option<tls::TlsWindow>,
+    /// libssl's programs and their links per worker (see [`tls::TlsLinks`]).
+    tls_links: Option<tls::TlsLinks>,
     /// The detail layer with `--detail sampled`: programs loaded once, attached only
     /// in windows (see [`windows`]); empty with `--detail full`.
     detail: Vec<windows::DetailProg>,
@@ -356,7 +356,7 @@ impl Probe {
             counts_log_opens: false,
             accepts_from_uprobe: false,
             tls_from_nginx: false,
-            tls_window: None,
+            tls_links: None,
             detail: Vec::new(),
             in_flight: HashMap::try_from(take(map::IN_FLIGHT)?)?,
             gate: Array::try_from(take(map::DETAIL_GATE)?)?,
@@ -736,6 +736,10 @@ impl Probe {
     /// Stops counting `tgid`. Its counts stay in its slot.
     pub fn untrack(&mut self, tgid: u32) {
         let _ = self.workers.remove(&tgid);
+        let mut links = Vec::new();
+        if self.unlink_tls_worker(tgid, &mut links) > 0 {
+            self.closer.close(links);
+        }
         let idx = tgid & (FILTER_SIZE - 1);
         if let Ok(e) = self.filter.get(&idx, 0) {
             if filter_slot(e, tgid).is_some() {

@@ -271,6 +271,7 @@ impl Tracker {
                     slot
                 }
             };
+            probe.link_tls(w.pid);
             let info = self.worker_info(w.pid, w.nspid.clone(), slot, true);
             self.workers.insert(w.pid, info);
             if announce {

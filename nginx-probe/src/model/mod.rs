@@ -15,6 +15,7 @@ pub mod build;
 pub mod clock;
 pub mod config;
 pub mod config_defaults;
+mod config_quote;
 pub mod config_tree;
 pub mod config_version;
 pub mod connections;

@@ -274,7 +274,9 @@ pub struct TlsReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub libssl_path: Option<String>,
     /// Why libssl's uprobes are not attached (`libssl_from` `none`): nginx maps no
-    /// libssl and its binary has no `SSL_do_handshake` (stripped, or built without TLS).
+    /// libssl and its binary has no `SSL_do_handshake` (stripped, or built without TLS),
+    /// or the master has UDP listening sockets (HTTP/3 over QUIC: libssl's uprobes in
+    /// its workers made HTTP/3 handshakes stall, newcomer trial 21).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub libssl_unavailable: Option<String>,
     /// Completed handshakes that libssl's programs timed (the wall-time figures are

@@ -52,7 +52,14 @@ pub fn tls_line(h: &crate::model::TlsReport) -> String {
         .map(|l| format!("; libssl's figures: {l}"))
         .unwrap_or_default();
     if h.started == 0 && h.handshakes == 0 && h.abandoned == 0 {
-        return format!("TLS handshakes: none seen (libssl's uprobes attached: no TLS connection in the period, or no TLS listener){from}");
+        // Which uprobes watched: libssl's, or nginx's count alone (trial 21: "libssl's
+        // uprobes attached" was said with them left out).
+        let which = if h.libssl_from.as_deref() == Some("none") {
+            "nginx's ngx_ssl_ocsp_validate uprobe attached"
+        } else {
+            "libssl's uprobes attached"
+        };
+        return format!("TLS handshakes: none seen ({which}: no TLS connection in the period, or no TLS listener){from}");
     }
     if h.libssl_from.as_deref() == Some("none") {
         return format!(

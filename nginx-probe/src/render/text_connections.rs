@@ -455,13 +455,7 @@ fn after_response_candidates(r: &Report) -> String {
         Some(n) => format!(", with `return 444` (nginx's access log: {n} requests closed without a response, status 444)"),
         None => String::new(),
     };
-    // When keepalive_requests_low judged it (the access log's ends, or the mean),
-    // that one is measured.
-    let which = if r.verdicts.iter().any(|v| v.id == "keepalive_requests_low") {
-        "keepalive_requests is measured as one (see keepalive_requests_low); the others are not"
-    } else {
-        "which one is not measured"
-    };
+    let which = which_measured(r);
     // Trial 15: at `nginx -s stop`, responses in the stopping workers' last loop
     // closed their connections (nginx keeps none alive once told to stop).
     let stop = if crate::model::ended_by_master_exit(r.end_reason.as_deref()) {
@@ -471,17 +465,8 @@ fn after_response_candidates(r: &Report) -> String {
     };
     // Trial 21: keepalive_timeout 0 everywhere still listed keepalive_requests among
     // the causes: with it nginx keeps no connection alive, whatever the others say.
-    let timeouts: Vec<&crate::model::config::ConfigValue> =
-        cfg.everywhere("keepalive_timeout").collect();
-    let zero = |v: &str| {
-        let first = v.split_whitespace().next().unwrap_or("");
-        first.trim_end_matches(|c: char| c.is_ascii_alphabetic()) == "0"
-    };
-    if !timeouts.is_empty() && timeouts.iter().all(|t| zero(&t.value) && !t.unread_may_set) {
-        return format!(
-            "; keepalive_timeout {}: nginx keeps no connection alive, each closed after its response{per}{no_response}{stop}",
-            v("keepalive_timeout").trim_start_matches("keepalive_timeout ")
-        );
+    if let Some(at) = keepalive_off_everywhere(cfg) {
+        return format!("; keepalive_timeout {at}: nginx keeps no connection alive, each closed after its response{per}{no_response}{stop}");
     }
     format!(
         "; nginx does so at {}{per}, at {}, with {}{no_response}{stop}, or when the client asks (Connection: close, HTTP/1.0): {which}",
@@ -489,6 +474,31 @@ fn after_response_candidates(r: &Report) -> String {
         v("keepalive_time"),
         v("keepalive_timeout")
     )
+}
+
+/// Which of the causes is measured: keepalive_requests when keepalive_requests_low
+/// judged it (the access log's ends, or the mean), else none.
+fn which_measured(r: &Report) -> &'static str {
+    if r.verdicts.iter().any(|v| v.id == "keepalive_requests_low") {
+        "keepalive_requests is measured as one (see keepalive_requests_low); the others are not"
+    } else {
+        "which one is not measured"
+    }
+}
+
+/// `keepalive_timeout` quoted with its places (`0 (nginx.conf:11)`) when it is 0
+/// wherever the configuration read sets it (and no unread file may set it); None
+/// otherwise.
+fn keepalive_off_everywhere(cfg: &crate::model::config::ConfigReport) -> Option<String> {
+    let timeouts: Vec<&crate::model::config::ConfigValue> =
+        cfg.everywhere("keepalive_timeout").collect();
+    let zero = |v: &str| {
+        let first = v.split_whitespace().next().unwrap_or("");
+        first.trim_end_matches(|c: char| c.is_ascii_alphabetic()) == "0"
+    };
+    let off = !timeouts.is_empty() && timeouts.iter().all(|t| zero(&t.value) && !t.unread_may_set);
+    off.then(|| cfg.with_overrides("keepalive_timeout"))
+        .flatten()
 }
 
 /// nginx's request count when it can be set against the accepts: no QUIC connection

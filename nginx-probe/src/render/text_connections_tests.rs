@@ -354,30 +354,15 @@ fn closes_met_by_an_unread_fin_are_said_as_nginx_s_or_caveated() {
 /// force and the requests per connection, none as the one measured.
 #[test]
 fn closes_right_after_a_response_list_their_possible_causes() {
-    use crate::model::config::{ConfigReport, ConfigValue};
-    let mut r = minimal_report();
-    let mut c = crate::model::connections::sample_report();
-    if let Some(i) = c.ports[0].idle_before_nginx_close.as_mut() {
-        (i.p50_ms, i.p99_ms, i.mean_ms, i.pinned_ms) = (4, 4, 4.0, Some(4.0));
-        (i.min_ms_since_attach, i.max_ms_since_attach) = (4, 4);
-    }
-    r.connections = Some(c);
-    r.requests.per_connection = Some(953.8);
-    r.requests.source = crate::model::RequestSource::StubStatus;
+    use crate::model::config::ConfigValue;
+    let mut r = closing_at_4_ms();
     let mut out = String::new();
     connections_section(&mut out, &r);
     assert!(
         out.contains("  nginx closes connections right after a response (4 ms after the last data: not an idle timeout); nginx does so at keepalive_requests, keepalive_time, keepalive_timeout 0, or when the client asks (the configuration was not read)\n"),
         "{out}"
     );
-    r.config = Some(ConfigReport {
-        values: vec![
-            ConfigValue::of("keepalive_requests", "http", "1000", "default"),
-            ConfigValue::of("keepalive_time", "http", "3s", "/x/nginx.conf:9"),
-            ConfigValue::of("keepalive_timeout", "http", "75s", "default"),
-        ],
-        ..ConfigReport::default()
-    });
+    r.config = Some(keepalive_config());
     let mut out = String::new();
     connections_section(&mut out, &r);
     assert!(
@@ -408,7 +393,31 @@ fn closes_right_after_a_response_list_their_possible_causes() {
         "{out}"
     );
     r.verdicts.clear();
-    // Trial 21: keepalive_timeout 0 wherever it is set: that is the cause, alone.
+    // Trial 8: a server's own value is quoted beside the http level's.
+    if let Some(c) = r.config.as_mut() {
+        c.values.push(ConfigValue::of(
+            "keepalive_requests",
+            "server b.test",
+            "3",
+            "/x/nginx.conf:10",
+        ));
+    }
+    let mut out = String::new();
+    connections_section(&mut out, &r);
+    assert!(
+        out.contains("; nginx does so at keepalive_requests 1000 (default); server b.test: 3 (/x/nginx.conf:10) (953.8 requests"),
+        "{out}"
+    );
+}
+
+/// Trial 21: keepalive_timeout 0 wherever it is set is the cause of closes right after
+/// a response, alone (keepalive_requests was listed beside it); a server keeping
+/// connections alive brings the list back.
+#[test]
+fn keepalive_timeout_0_everywhere_is_the_cause_alone() {
+    use crate::model::config::ConfigValue;
+    let mut r = closing_at_4_ms();
+    r.config = Some(keepalive_config());
     let mut zero = r.clone();
     if let Some(c) = zero.config.as_mut() {
         c.values[2] = ConfigValue::of("keepalive_timeout", "http", "0", "/x/nginx.conf:11");
@@ -435,19 +444,32 @@ fn closes_right_after_a_response_list_their_possible_causes() {
         out.contains("; nginx does so at keepalive_requests 1000"),
         "{out}"
     );
-    // Trial 8: a server's own value is quoted beside the http level's.
-    if let Some(c) = r.config.as_mut() {
-        c.values.push(ConfigValue::of(
-            "keepalive_requests",
-            "server b.test",
-            "3",
-            "/x/nginx.conf:10",
-        ));
+}
+
+/// A report whose nginx closes sit at 4 ms after the last data, 953.8 requests per
+/// connection (stub_status).
+fn closing_at_4_ms() -> Report {
+    let mut r = minimal_report();
+    let mut c = crate::model::connections::sample_report();
+    if let Some(i) = c.ports[0].idle_before_nginx_close.as_mut() {
+        (i.p50_ms, i.p99_ms, i.mean_ms, i.pinned_ms) = (4, 4, 4.0, Some(4.0));
+        (i.min_ms_since_attach, i.max_ms_since_attach) = (4, 4);
     }
-    let mut out = String::new();
-    connections_section(&mut out, &r);
-    assert!(
-        out.contains("; nginx does so at keepalive_requests 1000 (default); server b.test: 3 (/x/nginx.conf:10) (953.8 requests"),
-        "{out}"
-    );
+    r.connections = Some(c);
+    r.requests.per_connection = Some(953.8);
+    r.requests.source = crate::model::RequestSource::StubStatus;
+    r
+}
+
+/// keepalive_requests 1000 and keepalive_timeout 75s (defaults), keepalive_time 3s.
+fn keepalive_config() -> crate::model::config::ConfigReport {
+    use crate::model::config::ConfigValue;
+    crate::model::config::ConfigReport {
+        values: vec![
+            ConfigValue::of("keepalive_requests", "http", "1000", "default"),
+            ConfigValue::of("keepalive_time", "http", "3s", "/x/nginx.conf:9"),
+            ConfigValue::of("keepalive_timeout", "http", "75s", "default"),
+        ],
+        ..Default::default()
+    }
 }

@@ -132,14 +132,26 @@ pub struct TlsSources {
     pub libssl: LibsslSource,
 }
 
-/// libssl's programs while they belong to the detail windows.
-pub(super) struct TlsWindow {
+/// libssl's programs, linked per worker process (`UProbeScope::OneProcess`): the
+/// kernel puts their breakpoints in the tracked workers' memory only, never in another
+/// process mapping the same libssl (newcomer trial 21: with them in every process, a
+/// curl on the host doing HTTP/3 trapped at each `SSL_do_handshake` and 3 s timeouts
+/// rose from 0 in 96 runs of 12 requests to 3-31 per run; the same uprobes in nginx
+/// alone left curl's runs as without them, within their noise). A worker is linked
+/// when it is tracked ([`Probe::track`]: at attach, and as the tracker adopts one
+/// forked since, within a refresh) and unlinked when untracked, so a new worker's
+/// first handshakes before that are not in libssl's figures (nginx's count is exact).
+pub(super) struct TlsLinks {
     /// libssl's functions as seen from here (the libssl the master maps, or the nginx
     /// binary).
     libssl: PathBuf,
-    /// Links of the open window, by program.
-    links: Vec<(&'static str, UProbeLinkId)>,
-    /// Set once attaching failed (warned once, never tried again).
+    /// Linked only in the detail windows (`--detail sampled` with nginx's count).
+    windowed: bool,
+    /// Whether workers are linked now: always unless windowed, else in a window.
+    open: bool,
+    /// Links by worker (host tgid), by program.
+    links: std::collections::HashMap<u32, Vec<(&'static str, UProbeLinkId)>>,
+    /// Set once linking failed (warned once, never tried again).
     failed: bool,
 }
 
@@ -189,65 +201,88 @@ impl Probe {
             nginx_unavailable: nginx_count.err(),
             libssl: libssl.source,
         };
-        if sampled && src.handshakes_from_nginx {
-            for (name, _) in LIBSSL {
-                self.uprobe(name)?
-                    .load()
-                    .map_err(|e| format!("{name}: {e}"))?;
-            }
+        for (name, _) in LIBSSL {
+            self.uprobe(name)?
+                .load()
+                .map_err(|e| format!("{name}: {e}"))?;
+        }
+        let windowed = sampled && src.handshakes_from_nginx;
+        if windowed {
             self.gate
                 .set(1, 1u32, 0)
                 .map_err(|e| format!("the detail gate: {e}"))?;
-            self.tls_window = Some(TlsWindow {
-                libssl: libssl.open,
-                links: Vec::new(),
-                failed: false,
-            });
-            src.libssl_sampled = true;
-            return Ok(src);
         }
-        for (name, sym) in LIBSSL {
-            self.attach_uprobe(name, sym, &libssl.open)?;
+        self.tls_links = Some(TlsLinks {
+            libssl: libssl.open,
+            windowed,
+            open: !windowed,
+            links: std::collections::HashMap::new(),
+            failed: false,
+        });
+        src.libssl_sampled = windowed;
+        if !windowed {
+            for tgid in self.tracked_tgids() {
+                self.link_tls_worker(tgid)?;
+            }
         }
         Ok(src)
     }
 
-    /// Links libssl's programs for a window that opens (nothing when they are not in
-    /// the detail layer). Returns how many were linked; a failure is warned about once
-    /// and the windows go on without them.
-    pub(super) fn attach_tls_window(&mut self) -> usize {
-        let Some(mut w) = self.tls_window.take() else {
-            return 0;
-        };
-        if !w.failed && w.links.is_empty() {
-            for (name, sym) in LIBSSL {
-                let res = self.uprobe(name).and_then(|p| {
-                    p.attach(sym, &w.libssl, UProbeScope::AllProcesses)
-                        .map_err(|e| e.to_string())
-                });
-                match res {
-                    Ok(id) => w.links.push((name, id)),
-                    Err(e) => {
-                        warn!("could not attach the uprobe on {sym} for a detail window ({e}); windows go on without libssl's figures");
-                        w.failed = true;
-                        break;
-                    }
-                }
-            }
+    /// Links libssl's programs to worker `tgid` (they follow the workers: see
+    /// [`TlsLinks`]), as the tracker adopts it; a failure is warned about once
+    /// and no worker is linked after it.
+    pub fn link_tls(&mut self, tgid: u32) {
+        if let Err(e) = self.link_tls_worker(tgid) {
+            warn!("could not attach libssl's uprobes to worker {tgid} ({e}); libssl's figures leave out the workers not linked");
         }
-        let n = w.links.len();
-        self.tls_window = Some(w);
-        n
     }
 
-    /// Unlinks libssl's programs at a window's end: their links go into `out`, to be
-    /// released off the main loop (unregistering a uprobe waits for the kernel).
-    /// Returns how many.
-    pub(super) fn detach_tls_window(&mut self, out: &mut Vec<Release>) -> usize {
-        let Some(mut w) = self.tls_window.take() else {
+    /// The tgids the kernel's worker filter holds.
+    fn tracked_tgids(&self) -> Vec<u32> {
+        self.filter_entries().into_iter().map(|(t, _)| t).collect()
+    }
+
+    /// Links libssl's programs for worker `tgid` when they are wanted now and it has
+    /// none ([`TlsLinks`]); nothing otherwise.
+    ///
+    /// Errors: a one-line reason when a program does not attach (then no worker is
+    /// linked again: [`TlsLinks::failed`]); the worker's links made before it stay.
+    pub(super) fn link_tls_worker(&mut self, tgid: u32) -> Result<(), String> {
+        let Some(mut t) = self.tls_links.take() else {
+            return Ok(());
+        };
+        let res = match std::num::NonZeroU32::new(tgid) {
+            Some(pid) if t.open && !t.failed && !t.links.contains_key(&tgid) => {
+                let mut made = Vec::new();
+                let mut res = Ok(());
+                for (name, sym) in LIBSSL {
+                    match self.uprobe(name).and_then(|p| {
+                        p.attach(sym, &t.libssl, UProbeScope::OneProcess(pid))
+                            .map_err(|e| format!("uprobe on {sym} in {}: {e}", t.libssl.display()))
+                    }) {
+                        Ok(id) => made.push((name, id)),
+                        Err(e) => {
+                            t.failed = true;
+                            res = Err(e);
+                            break;
+                        }
+                    }
+                }
+                t.links.insert(tgid, made);
+                res
+            }
+            _ => Ok(()),
+        };
+        self.tls_links = Some(t);
+        res
+    }
+
+    /// Takes worker `tgid`'s libssl links into `out`, to be released off the main loop
+    /// (unregistering a uprobe waits for the kernel). Returns how many.
+    pub(super) fn unlink_tls_worker(&mut self, tgid: u32, out: &mut Vec<Release>) -> usize {
+        let Some(links) = self.tls_links.as_mut().and_then(|t| t.links.remove(&tgid)) else {
             return 0;
         };
-        let links = std::mem::take(&mut w.links);
         let n = links.len();
         for (name, id) in links {
             match self
@@ -255,11 +290,46 @@ impl Probe {
                 .and_then(|p| p.take_link(id).map_err(|e| e.to_string()))
             {
                 Ok(link) => out.push(Box::new(link)),
-                Err(e) => warn!("could not detach {name} at a window's end ({e})"),
+                Err(e) => warn!("could not detach {name} from worker {tgid} ({e})"),
             }
         }
-        self.tls_window = Some(w);
         n
+    }
+
+    /// Links libssl's programs to every tracked worker for a window that opens
+    /// (nothing when they are not in the detail layer). Returns how many links; a
+    /// failure is warned about once and the windows go on without them.
+    pub(super) fn attach_tls_window(&mut self) -> usize {
+        match self.tls_links.as_mut() {
+            Some(t) if t.windowed => t.open = true,
+            _ => return 0,
+        }
+        for tgid in self.tracked_tgids() {
+            if let Err(e) = self.link_tls_worker(tgid) {
+                warn!("could not attach libssl's uprobes for a detail window ({e}); windows go on without libssl's figures");
+                break;
+            }
+        }
+        self.tls_links
+            .as_ref()
+            .map_or(0, |t| t.links.values().map(Vec::len).sum())
+    }
+
+    /// Unlinks libssl's programs at a window's end: their links go into `out`, to be
+    /// released off the main loop (unregistering a uprobe waits for the kernel).
+    /// Returns how many.
+    pub(super) fn detach_tls_window(&mut self, out: &mut Vec<Release>) -> usize {
+        let tgids: Vec<u32> = match self.tls_links.as_mut() {
+            Some(t) if t.windowed => {
+                t.open = false;
+                t.links.keys().copied().collect()
+            }
+            _ => return 0,
+        };
+        tgids
+            .into_iter()
+            .map(|tgid| self.unlink_tls_worker(tgid, out))
+            .sum()
     }
 
     /// Forgets the handshakes libssl's programs saw start and the calls in progress
@@ -267,7 +337,7 @@ impl Probe {
     /// a handshake begun before the gap would otherwise be timed across it, or its
     /// `SSL*`, freed and reused unseen, taken for another.
     pub(super) fn reset_tls_state(&mut self) {
-        if self.tls_window.is_none() {
+        if !self.tls_links.as_ref().is_some_and(|t| t.windowed) {
             return;
         }
         let keys: Vec<[u64; 2]> = self.hs_start.keys().filter_map(Result::ok).collect();
