@@ -458,3 +458,29 @@ fn tls_connections_that_carry_no_request_are_counted_from_the_access_log() {
     );
     assert!(!verdict_ids(&s).iter().any(|i| i == "keepalive_off"), "{s}");
 }
+
+/// libssl's uprobes are linked per worker process (trial 21: in every process they
+/// made a curl on the host stall): a reload's new workers are linked as they are
+/// adopted, so their handshakes are timed too. 50 one-request HTTPS connections before
+/// a reload and 50 after: 100 handshakes, 100 started, 100 timed (the first build of
+/// the per-worker links timed only the 50 before).
+#[test]
+fn a_reload_s_new_workers_get_libssl_s_uprobes_too() {
+    let ng = Nginx::start(&NginxConfig {
+        tls: true,
+        ..NginxConfig::default()
+    });
+    let run = Probe::on(&ng).json().summary_only().start();
+    let one_each = ["-n", "50", "-c", "2", "-disable-keepalive"];
+    assert_eq!(hey(&one_each, &ng.https_url()), 50);
+    ng.reload();
+    // The new workers start at once; the probe adopts them within a refresh (500 ms).
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert_eq!(hey(&one_each, &ng.https_url()), 50);
+    let s = run.stop().summary_json();
+    let tls = &s["tls"];
+    assert_eq!(tls["handshakes"], 100, "{tls}");
+    assert_eq!(tls["started"], 100, "{tls}");
+    assert_eq!(tls["timed"], 100, "{tls}");
+    assert_eq!(tls["libssl_from"], "shared_library", "{tls}");
+}

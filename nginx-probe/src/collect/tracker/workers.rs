@@ -35,6 +35,8 @@ impl Tracker {
                     self.pending.remove(&tgid);
                     let info = self.worker_info(tgid, target::nspid_of(tgid), slot, true);
                     self.workers.insert(tgid, info);
+                    // libssl's programs follow the workers (a reload's new ones too).
+                    probe.link_tls(tgid);
                     self.event(EventKind::WorkerStarted, tgid);
                 }
                 Some(Role::Master) => {
